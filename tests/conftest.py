@@ -1,0 +1,57 @@
+"""Shared fixtures: real model repositories, a real Server, an in-process HTTP client."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from workbench import Server, ServerOptions
+from workbench.frontends.http import create_app
+from workbench.testing.models import add_broken_models, build_test_repository
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE_REPOSITORY = ROOT / "sample_models" / "repository"
+
+
+@pytest.fixture(scope="session")
+def sample_repository() -> Path:
+    """The real sample models (digits_mlp, minilm_encoder); built here if `make` did not."""
+    if not (SAMPLE_REPOSITORY / ".built").exists():
+        subprocess.run(
+            [sys.executable, str(ROOT / "sample_models" / "build.py"), "--out", str(SAMPLE_REPOSITORY)],
+            check=True,
+        )
+    return SAMPLE_REPOSITORY
+
+
+@pytest.fixture(scope="session")
+def test_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Small real ONNX models covering datatypes, shapes, versions and instance groups."""
+    return build_test_repository(tmp_path_factory.mktemp("repo"))
+
+
+@pytest.fixture(scope="session")
+def mixed_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test models plus models that must fail to load (broken config/file/dtype)."""
+    repo = build_test_repository(tmp_path_factory.mktemp("mixed"))
+    return add_broken_models(repo)
+
+
+@pytest_asyncio.fixture
+async def server(test_repository: Path):
+    """A started engine on the test repository (model control mode none)."""
+    async with Server(ServerOptions(model_repository=[str(test_repository)])) as engine:
+        yield engine
+
+
+@pytest_asyncio.fixture
+async def client(server: Server):
+    """httpx client talking to the real FastAPI app in-process (ASGI transport)."""
+    transport = httpx.ASGITransport(app=create_app(server))
+    async with httpx.AsyncClient(transport=transport, base_url="http://workbench") as http:
+        yield http

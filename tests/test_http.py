@@ -1,0 +1,276 @@
+"""The v2 HTTP frontend in-process (httpx over ASGI) on the real engine and real models."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import numpy as np
+import pytest
+
+HEADER = "Inference-Header-Content-Length"
+
+
+def binary_body(header: dict, *chunks: bytes) -> tuple[bytes, dict]:
+    head = json.dumps(header).encode()
+    return head + b"".join(chunks), {HEADER: str(len(head)), "Content-Type": "application/octet-stream"}
+
+
+def split_binary(response: httpx.Response) -> tuple[dict, bytes]:
+    length = int(response.headers[HEADER])
+    return json.loads(response.content[:length]), response.content[length:]
+
+
+def add_sub_json(a: np.ndarray, b: np.ndarray, **extra) -> dict:
+    return {
+        "inputs": [
+            {"name": "INPUT0", "shape": list(a.shape), "datatype": "FP32", "data": a.ravel().tolist()},
+            {"name": "INPUT1", "shape": list(b.shape), "datatype": "FP32", "data": b.ravel().tolist()},
+        ],
+        **extra,
+    }
+
+
+async def test_health_and_server_metadata(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/v2/health/live")).status_code == 200
+    assert (await client.get("/v2/health/ready")).status_code == 200
+    meta = (await client.get("/v2")).json()
+    assert meta["name"] == "workbench" and "statistics" in meta["extensions"]
+    assert "binary_tensor_data" in meta["extensions"]
+
+
+async def test_model_metadata_and_ready(client: httpx.AsyncClient) -> None:
+    meta = (await client.get("/v2/models/add_sub")).json()
+    assert meta["name"] == "add_sub" and meta["versions"] == ["1"]
+    assert meta["platform"] == "onnxruntime_onnx"
+    assert meta["inputs"][0] == {"name": "INPUT0", "datatype": "FP32", "shape": [-1, 16]}
+    versioned = (await client.get("/v2/models/versioned/versions/2")).json()
+    assert versioned["versions"] == ["2"]
+    assert (await client.get("/v2/models/add_sub/ready")).status_code == 200
+    assert (await client.get("/v2/models/versioned/versions/3/ready")).status_code == 200
+    missing = await client.get("/v2/models/nope/ready")
+    assert missing.status_code == 404
+    assert missing.json() == {"error": "Request for unknown model: 'nope' is not found"}
+    fixed = (await client.get("/v2/models/fixed_shape")).json()
+    assert fixed["inputs"][0]["shape"] == [2, 3]
+
+
+async def test_model_config_json_matches_triton_shape(client: httpx.AsyncClient) -> None:
+    config = (await client.get("/v2/models/add_sub/config")).json()
+    assert config["max_batch_size"] == 8
+    assert config["input"][0]["dims"] == [16]  # int64 printed as a JSON number
+    assert config["input"][0]["data_type"] == "TYPE_FP32"
+    assert config["instance_group"][0]["kind"] == "KIND_CPU"
+    assert config["version_policy"] == {"latest": {"num_versions": 1}}
+    by_version = await client.get("/v2/models/versioned/versions/1/config")
+    assert by_version.json()["name"] == "versioned"
+
+
+async def test_infer_json_in_json_out(client: httpx.AsyncClient) -> None:
+    a = np.arange(16, dtype=np.float32).reshape(1, 16)
+    response = await client.post("/v2/models/add_sub/infer", json=add_sub_json(a, a, id="q1"))
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert body["model_name"] == "add_sub" and body["model_version"] == "1" and body["id"] == "q1"
+    out = {o["name"]: o for o in body["outputs"]}
+    assert out["OUTPUT0"]["shape"] == [1, 16] and out["OUTPUT0"]["datatype"] == "FP32"
+    assert out["OUTPUT0"]["data"] == (a * 2).ravel().tolist()
+    assert "parameters" not in out["OUTPUT0"]  # perf_analyzer 2.41 rejects other parameters
+
+
+async def test_infer_binary_in_binary_out_equals_json(client: httpx.AsyncClient) -> None:
+    rng = np.random.default_rng(1)
+    a, b = rng.random((3, 16), dtype=np.float32), rng.random((3, 16), dtype=np.float32)
+    header = {
+        "inputs": [
+            {"name": "INPUT0", "shape": [3, 16], "datatype": "FP32", "parameters": {"binary_data_size": a.nbytes}},
+            {"name": "INPUT1", "shape": [3, 16], "datatype": "FP32", "parameters": {"binary_data_size": b.nbytes}},
+        ],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}, {"name": "OUTPUT1"}],
+    }
+    body, headers = binary_body(header, a.tobytes(), b.tobytes())
+    response = await client.post("/v2/models/add_sub/infer", content=body, headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/octet-stream"
+    head, raw = split_binary(response)
+    binary_out, json_out = head["outputs"]
+    assert binary_out["parameters"] == {"binary_data_size": a.nbytes}
+    np.testing.assert_array_equal(np.frombuffer(raw, np.float32).reshape(3, 16), a + b)
+    np.testing.assert_array_equal(np.array(json_out["data"], np.float32).reshape(3, 16), a - b)
+
+
+async def test_binary_data_output_request_parameter(client: httpx.AsyncClient) -> None:
+    a = np.ones((1, 16), np.float32)
+    payload = add_sub_json(a, a, parameters={"binary_data_output": True})
+    response = await client.post("/v2/models/add_sub/infer", json=payload)
+    head, raw = split_binary(response)
+    assert [o["parameters"]["binary_data_size"] for o in head["outputs"]] == [64, 64]
+    assert len(raw) == 128
+
+
+async def test_json_body_labelled_octet_stream_with_full_header_length(client: httpx.AsyncClient) -> None:
+    a = np.ones((1, 16), np.float32)
+    body = json.dumps(add_sub_json(a, a)).encode()
+    headers = {HEADER: str(len(body)), "Content-Type": "application/octet-stream"}
+    response = await client.post("/v2/models/add_sub/infer", content=body, headers=headers)
+    assert response.status_code == 200, response.text
+
+
+async def test_versioned_infer_path(client: httpx.AsyncClient) -> None:
+    a = np.ones((1, 16), np.float32)
+    response = await client.post("/v2/models/versioned/versions/2/infer", json=add_sub_json(a, a))
+    assert response.json()["model_version"] == "2"
+
+
+async def test_reshape_model_without_batching(client: httpx.AsyncClient) -> None:
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    payload = {"inputs": [{"name": "INPUT0", "shape": [2, 3], "datatype": "FP32", "data": x.tolist()}]}
+    body = (await client.post("/v2/models/fixed_shape/infer", json=payload)).json()
+    assert body["outputs"][0]["shape"] == [6] and body["outputs"][0]["data"] == list(range(6))
+
+
+ERRORS = [
+    # (model, payload mutation, status, exact text or prefix)
+    ("nope", {}, 404, "Request for unknown model: 'nope' is not found"),
+    ("add_sub", {"dtype": "INT32"}, 400,
+     "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'INT32', but model 'add_sub' expects 'FP32'"),
+    ("add_sub", {"shape": [1, 8]}, 400,
+     "[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model 'add_sub'. Expected [-1,16], got [1,8]. NOTE: Setting a non-zero max_batch_size"),
+    ("add_sub", {"drop": True}, 400,
+     "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) ['INPUT0'], but missing required input(s) ['INPUT1']. Please provide all required input(s)."),
+    ("add_sub", {"extra": True}, 400, "unexpected inference input 'EXTRA' for model 'add_sub'"),
+    ("add_sub", {"output": "NOPE"}, 400, "unexpected inference output 'NOPE' for model 'add_sub'"),
+    ("add_sub", {"batch": 9}, 400, "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'add_sub'"),
+    ("add_sub", {"neg": True}, 400,
+     "[request id: <id_unknown>] All input dimensions should be specified for input 'INPUT0' for model 'add_sub', got [-1,16]"),
+    ("add_sub", {"triton": True}, 400, "parameter keys starting with 'triton_' are reserved"),
+    ("add_sub", {"dup": True}, 400, "input 'INPUT1' already exists in request"),
+]
+
+
+def _mutate(change: dict) -> dict:
+    batch = change.get("batch", 1)
+    a = np.ones((batch, 16), np.float32)
+    payload = add_sub_json(a, a)
+    first = payload["inputs"][0]
+    if "dtype" in change:
+        first["datatype"] = change["dtype"]
+        first["data"] = [1] * 16
+    if "shape" in change:
+        first["shape"], first["data"] = change["shape"], [1.0] * 8
+    if change.get("neg"):
+        first["shape"] = [-1, 16]
+    if change.get("drop"):
+        payload["inputs"].pop()
+    if change.get("extra"):
+        payload["inputs"].append({**first, "name": "EXTRA"})
+    if change.get("dup"):
+        payload["inputs"].append(dict(payload["inputs"][1]))
+    if "output" in change:
+        payload["outputs"] = [{"name": change["output"]}]
+    if change.get("triton"):
+        payload["parameters"] = {"triton_x": 1}
+    return payload
+
+
+@pytest.mark.parametrize(("model", "change", "status", "text"), ERRORS)
+async def test_bad_requests_get_triton_errors_and_server_keeps_serving(
+    client: httpx.AsyncClient, model: str, change: dict, status: int, text: str
+) -> None:
+    response = await client.post(f"/v2/models/{model}/infer", json=_mutate(change))
+    assert response.status_code == status
+    assert response.json()["error"].startswith(text)
+    a = np.ones((1, 16), np.float32)
+    assert (await client.post("/v2/models/add_sub/infer", json=add_sub_json(a, a))).status_code == 200
+
+
+async def test_request_id_prefix_in_errors(client: httpx.AsyncClient) -> None:
+    payload = _mutate({"batch": 9})
+    payload["id"] = "my-id"
+    error = (await client.post("/v2/models/add_sub/infer", json=payload)).json()["error"]
+    assert error.startswith("[request id: my-id] inference request batch-size must be <= 8")
+
+
+async def test_binary_byte_size_mismatch_and_short_body(client: httpx.AsyncClient) -> None:
+    a = np.ones((1, 16), np.float32)
+    header = {"inputs": [
+        {"name": "INPUT0", "shape": [1, 16], "datatype": "FP32", "parameters": {"binary_data_size": 32}},
+        {"name": "INPUT1", "shape": [1, 16], "datatype": "FP32", "parameters": {"binary_data_size": 64}},
+    ]}
+    body, headers = binary_body(header, a.tobytes()[:32], a.tobytes())
+    response = await client.post("/v2/models/add_sub/infer", content=body, headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"] == (
+        "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model "
+        "'add_sub'. Expected 64, got 32"
+    )
+    header["inputs"][0]["parameters"]["binary_data_size"] = 64
+    body, headers = binary_body(header, a.tobytes(), a.tobytes()[:32])
+    short = await client.post("/v2/models/add_sub/infer", content=body, headers=headers)
+    assert short.status_code == 400
+    assert short.json()["error"] == (
+        "unexpected size for input 'INPUT1', expecting 32 additional bytes for model 'add_sub'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "text"),
+    [
+        (b"{not json", {}, "failed to parse the request JSON buffer"),
+        (b"[1, 2]", {}, "failed to parse the request JSON buffer: expected an object"),
+        (b'{"inputs": 3}', {}, "Unable to parse 'inputs'"),
+        (b"{}", {HEADER: "abc"}, "Unable to parse Inference-Header-Content-Length, got: abc"),
+        (b"{}", {HEADER: "99"}, "inference header size should be in range (0, 2], got: 99"),
+    ],
+)
+async def test_malformed_bodies(client: httpx.AsyncClient, body: bytes, headers: dict, text: str) -> None:
+    response = await client.post("/v2/models/add_sub/infer", content=body, headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"].startswith(text)
+
+
+async def test_oversized_body_rejected(test_repository) -> None:
+    from workbench import Server, ServerOptions
+    from workbench.frontends.http import create_app
+
+    options = ServerOptions(model_repository=[str(test_repository)], http_max_input_size=100)
+    async with Server(options) as server:
+        transport = httpx.ASGITransport(app=create_app(server))
+        async with httpx.AsyncClient(transport=transport, base_url="http://w") as client:
+            response = await client.post("/v2/models/add_sub/infer", content=b"x" * 200)
+    assert response.status_code == 400
+    assert "exceeds the maximum allowed input size of 100" in response.json()["error"]
+
+
+async def test_statistics_endpoints(client: httpx.AsyncClient) -> None:
+    a = np.ones((1, 16), np.float32)
+    await client.post("/v2/models/add_sub/infer", json=add_sub_json(a, a))
+    stats = (await client.get("/v2/models/add_sub/stats")).json()["model_stats"]
+    assert stats[0]["inference_stats"]["success"]["count"] == 1
+    assert stats[0]["inference_stats"]["cache_miss"] == {"count": 0, "ns": 0}
+    one = (await client.get("/v2/models/versioned/versions/2/stats")).json()["model_stats"]
+    assert [s["version"] for s in one] == ["2"]
+    everything = (await client.get("/v2/models/stats")).json()["model_stats"]
+    assert len(everything) >= 5
+    bad = await client.get("/v2/models/nope/stats")
+    assert bad.status_code == 400 and "requested model 'nope' is not available" in bad.json()["error"]
+
+
+async def test_repository_endpoints_in_none_mode(client: httpx.AsyncClient) -> None:
+    index = (await client.post("/v2/repository/index")).json()
+    assert {"name": "add_sub", "version": "1", "state": "READY"} in index
+    ready = (await client.post("/v2/repository/index", json={"ready": True})).json()
+    assert all(r["state"] == "READY" for r in ready)
+    refused = await client.post("/v2/repository/models/add_sub/unload")
+    assert refused.status_code == 503
+    assert "explicit model load / unload is not allowed" in refused.json()["error"]
+    named = await client.post("/v2/repository/other/index")
+    assert named.status_code == 501
+
+
+async def test_unknown_route_and_method(client: httpx.AsyncClient) -> None:
+    missing = await client.get("/v2/nothing/here")
+    assert missing.status_code == 404 and missing.json() == {"error": "Not Found"}
+    wrong = await client.get("/v2/models/add_sub/infer")
+    assert wrong.status_code == 405 and wrong.json() == {"error": "Method Not Allowed"}

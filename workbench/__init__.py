@@ -1,0 +1,67 @@
+"""Model Serving Workbench: a Triton-compatible inference server.
+
+The public surface: the engine (:class:`Server`, :class:`ServerOptions`), the
+request/response types, tensor codecs shared by frontends, and the error tree.
+Frontends, hosts and the UI import only these names.
+"""
+
+from workbench._version import __version__
+from workbench.config.model_config import model_config_to_json
+from workbench.engine.server import Server
+from workbench.errors import (
+    AlreadyExists,
+    Cancelled,
+    InternalError,
+    InvalidArgument,
+    InvalidModelConfig,
+    ModelLoadError,
+    ModelNotFound,
+    ModelNotReady,
+    NotFound,
+    ServerNotReady,
+    StatusCode,
+    Unavailable,
+    UnknownError,
+    Unsupported,
+    WorkbenchError,
+)
+from workbench.options import ServerOptions
+from workbench.tensors import tensor_from_buffer, tensor_from_list, tensor_to_buffer, tensor_to_list
+from workbench.types import (
+    InferenceRequest,
+    InferenceResponse,
+    ModelReadyState,
+    RequestedOutput,
+    Tensor,
+)
+
+__all__ = [
+    "__version__",
+    "AlreadyExists",
+    "Cancelled",
+    "InferenceRequest",
+    "InferenceResponse",
+    "InternalError",
+    "InvalidArgument",
+    "InvalidModelConfig",
+    "ModelLoadError",
+    "ModelNotFound",
+    "ModelNotReady",
+    "ModelReadyState",
+    "NotFound",
+    "RequestedOutput",
+    "Server",
+    "ServerNotReady",
+    "ServerOptions",
+    "StatusCode",
+    "Tensor",
+    "Unavailable",
+    "UnknownError",
+    "Unsupported",
+    "WorkbenchError",
+    "model_config_to_json",
+    "tensor_from_buffer",
+    "tensor_from_list",
+    "tensor_to_buffer",
+    "tensor_to_list",
+]

@@ -1,0 +1,1 @@
+"""Backends: load model files into model instances that execute batches of requests."""

@@ -1,0 +1,136 @@
+"""The one interface every backend implements (Triton's backend API, in Python).
+
+A backend turns ``(model config, version folder, instance spec)`` into a
+:class:`ModelInstance`. An instance executes a *batch* of requests in one call
+and returns one :class:`BackendResponse` per request, in order. Instances are
+driven from one dedicated thread each (never from the event loop), so
+``execute`` may block. A backend never sees HTTP, gRPC, JSON or queues.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+from workbench.errors import WorkbenchError
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceSpec:
+    """Where and as what one model instance runs.
+
+    Attributes:
+        name: Triton-style instance name, ``<group name>_<index>`` (e.g. ``digits_mlp_0_0``).
+        group_name: the instance group's name.
+        kind: ``"KIND_CPU"``, ``"KIND_GPU"`` or ``"KIND_MODEL"``.
+        device_id: GPU index for KIND_GPU, 0 otherwise.
+    """
+
+    name: str
+    group_name: str
+    kind: str
+    device_id: int = 0
+
+
+@dataclass(slots=True)
+class BackendRequest:
+    """One request as a backend sees it.
+
+    Attributes:
+        inputs: input name -> numpy array. With ``max_batch_size > 0`` every array has
+            the batch dimension first; BYTES inputs are object arrays of ``bytes``.
+        requested_outputs: names of the outputs to return (all model outputs when the
+            client asked for none).
+        parameters: the request's parameters (custom keys included).
+    """
+
+    inputs: dict[str, np.ndarray]
+    requested_outputs: Sequence[str]
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def batch_size(self) -> int:
+        """Leading dimension of the first input (1 when the model does not batch)."""
+        for array in self.inputs.values():
+            return int(array.shape[0]) if array.ndim else 1
+        return 1
+
+
+@dataclass(slots=True)
+class BackendResponse:
+    """Outputs of one request (name -> numpy array), or the error that request hit."""
+
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    error: WorkbenchError | None = None
+
+
+@dataclass(slots=True)
+class ExecutionTimes:
+    """Monotonic timestamps (``time.monotonic_ns``) of one execution's phases.
+
+    ``compute_input`` = start .. input_done, ``compute_infer`` = input_done ..
+    infer_done, ``compute_output`` = infer_done .. end (Triton's statistics split).
+    """
+
+    start_ns: int = 0
+    input_done_ns: int = 0
+    infer_done_ns: int = 0
+    end_ns: int = 0
+
+    def mark_input_done(self) -> None:
+        self.input_done_ns = time.monotonic_ns()
+
+    def mark_infer_done(self) -> None:
+        self.infer_done_ns = time.monotonic_ns()
+
+
+class ModelInstance(ABC):
+    """One loaded copy of a model; owned and driven by exactly one scheduler thread."""
+
+    def __init__(self, spec: InstanceSpec) -> None:
+        self.spec = spec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @abstractmethod
+    def execute(
+        self, requests: Sequence[BackendRequest], times: ExecutionTimes
+    ) -> list[BackendResponse]:
+        """Run one execution over ``requests`` (a batch of 1..max_batch_size requests).
+
+        Returns exactly one response per request, in order. An error that concerns one
+        request goes into that response; an exception fails the whole batch. Must call
+        ``times.mark_input_done()`` and ``times.mark_infer_done()`` at the phase ends.
+        """
+
+    def unload(self) -> None:
+        """Release the instance's resources (sessions, device memory). Idempotent."""
+
+
+class Backend(ABC):
+    """Factory for model instances of one backend (``backend: "onnxruntime"`` ...)."""
+
+    #: ``backend`` names in model configs that this class serves.
+    names: tuple[str, ...] = ()
+    #: default model file name in a version folder (``default_model_filename``).
+    default_model_filename: str = ""
+
+    @abstractmethod
+    def load_instance(
+        self, config: ModelConfig, version_dir: Path, spec: InstanceSpec
+    ) -> ModelInstance:
+        """Create one instance of the model in ``version_dir`` (blocking; runs off the loop).
+
+        Raises:
+            ModelLoadError: the model file is missing or broken, its inputs/outputs disagree
+                with ``config``, or the requested device is not available.
+        """

@@ -1,0 +1,56 @@
+"""Backend lookup: the model config's ``backend`` (or ``platform``) -> a :class:`Backend`.
+
+Third-party backends register under the entry-point group ``workbench.backends``
+(name = the config's ``backend`` value, object = a :class:`Backend` subclass).
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib.metadata import entry_points
+
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+from workbench.backends.base import Backend
+from workbench.backends.onnxruntime import OnnxRuntimeBackend
+from workbench.errors import InvalidModelConfig
+
+#: platform names that imply a backend (Triton's legacy ``platform`` field).
+PLATFORM_TO_BACKEND = {"onnxruntime_onnx": "onnxruntime"}
+
+_BUILTIN: dict[str, type[Backend]] = {name: OnnxRuntimeBackend for name in OnnxRuntimeBackend.names}
+
+
+@functools.cache
+def _registered() -> dict[str, type[Backend]]:
+    found = dict(_BUILTIN)
+    for ep in entry_points(group="workbench.backends"):
+        found.setdefault(ep.name, ep.load())
+    return found
+
+
+def servable_backends() -> frozenset[str]:
+    """Backend and platform names this server can run (for config validation)."""
+    return frozenset(_registered()) | frozenset(PLATFORM_TO_BACKEND)
+
+
+def backend_for(config: ModelConfig) -> Backend:
+    """The backend that serves ``config``.
+
+    Raises:
+        InvalidModelConfig: neither ``backend`` nor ``platform`` names a known backend.
+    """
+    name = config.backend or PLATFORM_TO_BACKEND.get(config.platform, "")
+    cls = _registered().get(name)
+    if cls is None:
+        what = config.backend or config.platform or "<none>"
+        raise InvalidModelConfig(
+            f"unable to find backend '{what}' for model '{config.name}'; "
+            f"available: {', '.join(sorted(servable_backends()))}"
+        )
+    return cls()
+
+
+def register_backend(name: str, cls: type[Backend]) -> None:
+    """Register ``cls`` for configs with ``backend: "<name>"`` (tests, plugins)."""
+    _registered()[name] = cls

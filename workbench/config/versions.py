@@ -1,0 +1,113 @@
+"""Numbered version folders and the version policy.
+
+Follows Triton's ``VersionsToLoad`` (core ``model_lifecycle.cc``): every
+subfolder of a model directory whose name is a non-negative integer is a
+version; ``warmup``, ``initial_state`` and ``configs`` are skipped; names with
+leading zeros or that are not integers are ignored with a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+logger = logging.getLogger(__name__)
+
+#: model subfolders that are never versions (Triton's ``skip_dirs``).
+NON_VERSION_FOLDERS = frozenset({"warmup", "initial_state", "configs"})
+
+_INT64_MAX = 2**63 - 1
+
+
+def scan_version_dirs(model_dir: Path, *, warn: bool = True) -> dict[int, Path]:
+    """Find a model's version folders.
+
+    Follows Triton: a version folder is named by a non-negative integer
+    (``0`` included); ``"003"`` is ignored with the warning "ignore version
+    directory '003' which contains leading zeros in its directory name" and
+    ``"abc"`` with "... which fails to convert to integral number". Unlike
+    Triton, hidden folders (``.ipynb_checkpoints``, ``.git``) are skipped
+    silently, and ``"1abc"`` / ``"-1"`` are ignored rather than read as 1 / -1.
+
+    Args:
+        model_dir: the model's directory; a missing directory has no versions.
+        warn: log the ignored names (False for repeated internal scans).
+
+    Returns:
+        ``{version: path}`` sorted by ascending version.
+    """
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        return {}
+    versions: dict[int, Path] = {}
+    for entry in model_dir.iterdir():
+        name = entry.name
+        if not entry.is_dir() or name in NON_VERSION_FOLDERS or name.startswith("."):
+            continue
+        version = _parse_version(name, warn=warn)
+        if version is not None:
+            versions[version] = entry
+    return dict(sorted(versions.items()))
+
+
+def select_versions(config: ModelConfig, available: Iterable[int]) -> list[int]:
+    """Apply the config's version policy to the versions present on disk.
+
+    Follows Triton: ``latest { num_versions: N }`` keeps the N highest (no
+    policy = latest 1); ``all {}`` keeps every version; ``specific { versions }``
+    keeps the listed versions that exist and logs an error for each listed one
+    that does not ("version 3 is specified for model 'm', but the version
+    directory is not present").
+
+    Args:
+        config: the model config (only ``version_policy`` and ``name`` are read).
+        available: version numbers found on disk.
+
+    Returns:
+        The versions to serve, ascending, without duplicates; may be empty.
+    """
+    present = sorted(set(available))
+    policy = config.version_policy
+    choice = policy.WhichOneof("policy_choice") if config.HasField("version_policy") else None
+    if choice == "all":
+        return present
+    if choice == "specific":
+        return _select_specific(config.name, policy.specific.versions, present)
+    count = policy.latest.num_versions if choice == "latest" else 1
+    return present[-count:] if count > 0 else []
+
+
+def _select_specific(model: str, wanted: Iterable[int], present: list[int]) -> list[int]:
+    """Keep the wanted versions that exist; log the missing ones as Triton does."""
+    existing = set(present)
+    selected = set()
+    for version in wanted:
+        if version in existing:
+            selected.add(version)
+        else:
+            logger.error(
+                "version %d is specified for model '%s', but the version directory is not present",
+                version,
+                model,
+            )
+    return sorted(selected)
+
+
+def _parse_version(name: str, *, warn: bool) -> int | None:
+    """Folder name -> version number, or None (with Triton's warning) if it is not one."""
+    if name.isascii() and name.isdigit() and int(name) <= _INT64_MAX:
+        if len(name) > 1 and name.startswith("0"):
+            reason = "contains leading zeros in its directory name"
+        else:
+            return int(name)
+    else:
+        reason = "fails to convert to integral number"
+    if warn:
+        logger.warning("ignore version directory '%s' which %s", name, reason)
+    return None
+
+
+__all__ = ["NON_VERSION_FOLDERS", "scan_version_dirs", "select_versions"]

@@ -1,0 +1,1 @@
+"""The engine: the one public ``Server`` object and what it owns."""

@@ -1,0 +1,118 @@
+"""Blocking model loading: config (auto-complete, defaults, validation) then instances.
+
+Runs on the model-load threads, never on the event loop. Follows Triton's
+model lifecycle: a config error makes the whole model UNAVAILABLE with that
+reason; a version whose instances fail to load is UNAVAILABLE with its own
+reason while the other versions load.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+from workbench.backends.base import InstanceSpec, ModelInstance
+from workbench.backends.registry import backend_for, servable_backends
+from workbench.config.autocomplete import autocomplete_model_config
+from workbench.config.model_config import read_model_config
+from workbench.config.normalize import normalize_model_config
+from workbench.config.validate import validate_model_config
+from workbench.config.versions import scan_version_dirs, select_versions
+from workbench.devices import gpu_count
+from workbench.errors import WorkbenchError
+from workbench.options import ServerOptions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class LoadedVersion:
+    """Result of loading one version: instances, or the reason it failed."""
+
+    instances: list[ModelInstance] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass(slots=True)
+class LoadResult:
+    """Result of loading one model (before schedulers exist)."""
+
+    name: str
+    config: ModelConfig | None = None
+    versions: dict[int, LoadedVersion] = field(default_factory=dict)
+    error: str = ""
+
+
+def prepare_config(
+    name: str, model_dir: Path | None, options: ServerOptions, override: ModelConfig | None
+) -> ModelConfig:
+    """Read (or take the override), auto-complete, fill defaults and validate a model config.
+
+    Raises:
+        InvalidModelConfig: the config cannot be parsed or fails validation.
+    """
+    config = override if override is not None else read_model_config(model_dir) if model_dir else None
+    config = autocomplete_model_config(
+        config,
+        name,
+        model_dir if model_dir is not None else Path("/nonexistent"),
+        strict=options.strict_model_config,
+        default_max_batch_size=options.default_max_batch_size,
+    )
+    config = normalize_model_config(config, gpu_count=gpu_count())
+    validate_model_config(config, name, known_backends=servable_backends())
+    return config
+
+
+def instance_specs(config: ModelConfig) -> list[InstanceSpec]:
+    """Instances to create, named like Triton's (``<group>_<index>``, index per group)."""
+    from tritonclient.grpc.model_config_pb2 import ModelInstanceGroup
+
+    specs = []
+    for group in config.instance_group:
+        kind = ModelInstanceGroup.Kind.Name(group.kind)
+        devices = list(group.gpus) if kind == "KIND_GPU" and group.gpus else [0]
+        index = 0
+        for device in devices:
+            for _ in range(max(1, group.count)):
+                specs.append(InstanceSpec(f"{group.name}_{index}", group.name, kind, device))
+                index += 1
+    return specs
+
+
+def load_model(
+    name: str, model_dir: Path | None, options: ServerOptions, override: ModelConfig | None = None
+) -> LoadResult:
+    """Load every version the version policy selects. Never raises for model errors."""
+    result = LoadResult(name)
+    try:
+        result.config = prepare_config(name, model_dir, options, override)
+        available = scan_version_dirs(model_dir) if model_dir is not None else {}
+        chosen = select_versions(result.config, available)
+    except WorkbenchError as exc:
+        result.error = exc.message
+        return result
+    if not chosen:
+        result.error = f"failed to load '{name}', no version is available"
+        return result
+    for version in chosen:
+        result.versions[version] = _load_version(result.config, available[version])
+    return result
+
+
+def _load_version(config: ModelConfig, version_dir: Path) -> LoadedVersion:
+    loaded = LoadedVersion()
+    try:
+        backend = backend_for(config)
+        for spec in instance_specs(config):
+            loaded.instances.append(backend.load_instance(config, version_dir, spec))
+    except Exception as exc:  # a broken model file must never take the server down
+        message = exc.message if isinstance(exc, WorkbenchError) else f"{type(exc).__name__}: {exc}"
+        log.error("failed to load '%s' version %s: %s", config.name, version_dir.name, message)
+        for instance in loaded.instances:
+            instance.unload()
+        return LoadedVersion(error=message)
+    return loaded

@@ -1,0 +1,72 @@
+"""Per-model tensor specs precomputed from the model config (the infer path reads only these)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+from workbench.datatypes import WIRE_TO_NUMPY, config_to_wire
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSpec:
+    """One input or output of a model.
+
+    Attributes:
+        name, wire: tensor name and wire datatype (``"FP32"``...).
+        dims: per-sample dims from the config (batch dim excluded); -1 = variable.
+        reshape: the config's ``reshape.shape`` or None when there is none.
+        optional: input may be omitted.
+    """
+
+    name: str
+    wire: str
+    dims: tuple[int, ...]
+    reshape: tuple[int, ...] | None = None
+    optional: bool = False
+
+    @property
+    def dtype(self) -> np.dtype | None:
+        return WIRE_TO_NUMPY.get(self.wire)
+
+    def full_dims(self, max_batch_size: int) -> tuple[int, ...]:
+        """Dims as clients see them: a leading -1 when the model batches."""
+        return ((-1,) + self.dims) if max_batch_size > 0 else self.dims
+
+
+class ModelIO:
+    """Inputs and outputs of one model config, keyed by name, in config order."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.model_name = config.name
+        self.max_batch_size = int(config.max_batch_size)
+        self.inputs = {i.name: _spec(i, i.optional) for i in config.input}
+        self.outputs = {o.name: _spec(o, False) for o in config.output}
+        self.required = [n for n, s in self.inputs.items() if not s.optional]
+
+    def metadata(self) -> tuple[list[dict], list[dict]]:
+        """``inputs`` / ``outputs`` lists of the v2 model metadata response."""
+        return (
+            [self._meta(s) for s in self.inputs.values()],
+            [self._meta(s) for s in self.outputs.values()],
+        )
+
+    def _meta(self, spec: TensorSpec) -> dict:
+        return {
+            "name": spec.name,
+            "datatype": spec.wire,
+            "shape": list(spec.full_dims(self.max_batch_size)),
+        }
+
+
+def _spec(entry, optional: bool) -> TensorSpec:
+    reshape = tuple(int(d) for d in entry.reshape.shape) if entry.HasField("reshape") else None
+    return TensorSpec(
+        name=entry.name,
+        wire=config_to_wire(entry.data_type),
+        dims=tuple(int(d) for d in entry.dims),
+        reshape=reshape,
+        optional=optional,
+    )

@@ -1,0 +1,65 @@
+"""What the server knows about each model: per-version state, reason and loaded model."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+from workbench.engine.model import LoadedModel
+from workbench.types import ModelReadyState
+
+
+@dataclass(slots=True)
+class VersionState:
+    """State of one version (Triton's ``ModelReadyState`` plus reason)."""
+
+    state: ModelReadyState
+    reason: str = ""
+    model: LoadedModel | None = None
+
+
+@dataclass(slots=True)
+class ModelEntry:
+    """One model: its config (None when it could not be read) and its versions.
+
+    ``reason`` holds a model-level failure (unparsable config, no versions, ...).
+    """
+
+    name: str
+    config: ModelConfig | None = None
+    versions: dict[int, VersionState] = field(default_factory=dict)
+    reason: str = ""
+    latest_ready: LoadedModel | None = None
+
+    def __post_init__(self) -> None:
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute the cached highest READY version (call after any state change)."""
+        ready = [v for v, s in self.versions.items() if s.state is ModelReadyState.READY]
+        self.latest_ready = self.versions[max(ready)].model if ready else None
+
+    def ready_versions(self) -> list[int]:
+        return sorted(v for v, s in self.versions.items() if s.state is ModelReadyState.READY)
+
+    def failed(self) -> bool:
+        """True when the load left this model (or a version of it) UNAVAILABLE with an error."""
+        if self.reason and self.reason != "unloaded":
+            return True
+        return any(
+            s.state is ModelReadyState.UNAVAILABLE and s.reason != "unloaded"
+            for s in self.versions.values()
+        )
+
+    async def stop(self, reason: str = "unloaded") -> None:
+        """Drain and unload every loaded version; mark them UNAVAILABLE with ``reason``."""
+        models = [s.model for s in self.versions.values() if s.model is not None]
+        for state in self.versions.values():
+            if state.model is not None:
+                state.state, state.reason = ModelReadyState.UNLOADING, ""
+        await asyncio.gather(*(m.stop() for m in models))
+        for state in self.versions.values():
+            state.state, state.reason, state.model = ModelReadyState.UNAVAILABLE, reason, None
+        self.refresh()

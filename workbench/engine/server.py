@@ -1,0 +1,366 @@
+"""``Server``: the engine's single public object; every frontend calls its async methods.
+
+Usage::
+
+    async with Server(ServerOptions(model_repository=["models"])) as server:
+        response = await server.infer(request)
+
+The server owns every model, scheduler, thread and task it starts; ``stop()``
+lets queued and executing requests finish before unloading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+from workbench._version import __version__
+from workbench.config.model_config import model_config_from_json
+from workbench.engine.loader import LoadResult, load_model
+from workbench.engine.model import LoadedModel
+from workbench.engine.registry import ModelEntry, VersionState
+from workbench.errors import (
+    InvalidArgument,
+    ModelLoadError,
+    ModelNotFound,
+    ModelNotReady,
+    ServerNotReady,
+    Unavailable,
+)
+from workbench.options import ServerOptions
+from workbench.repository.repository import ModelRepository
+from workbench.scheduling.direct import DirectScheduler
+from workbench.statistics import ModelStatistics
+from workbench.types import InferenceRequest, InferenceResponse, ModelReadyState
+
+log = logging.getLogger(__name__)
+
+#: Triton protocol extensions this server implements (``GET /v2`` lists them).
+EXTENSIONS = [
+    "model_repository",
+    "model_repository(unload_dependents)",
+    "model_configuration",
+    "binary_tensor_data",
+    "parameters",
+    "statistics",
+]
+
+
+class Server:
+    """The inference engine: model repository, model lifecycle, inference, statistics.
+
+    Args:
+        options: server options (model repositories, control mode, ...).
+    """
+
+    def __init__(self, options: ServerOptions) -> None:
+        self.options = options
+        self._models: dict[str, ModelEntry] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._repository: ModelRepository | None = None
+        self._load_executor = ThreadPoolExecutor(
+            options.model_load_thread_count, thread_name_prefix="model-load"
+        )
+        self._live = False
+        self._stopping = False
+
+    # ----------------------------------------------------------------- lifecycle
+    async def __aenter__(self) -> Server:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Scan the repositories and load the start-up models (all in ``none`` mode).
+
+        Raises:
+            InvalidArgument: a model repository does not exist.
+            ModelLoadError: a model failed to load and ``exit_on_error`` is set.
+        """
+        self._repository = ModelRepository(self.options.model_repository)
+        names = await asyncio.to_thread(self._startup_models)
+        results = await asyncio.gather(*(self._load(name, None) for name in names))
+        self._live = True
+        failed = [entry for entry in results if entry.failed()]
+        for entry in failed:
+            log.error("failed to load '%s': %s", entry.name, _entry_reason(entry))
+        if failed and self.options.exit_on_error:
+            await self.stop()
+            reasons = "; ".join(f"'{e.name}': {_entry_reason(e)}" for e in failed)
+            raise ModelLoadError(f"failed to load all models: {reasons}")
+
+    def _startup_models(self) -> list[str]:
+        assert self._repository is not None
+        found = sorted(self._repository.scan())
+        if self.options.model_control_mode != "explicit":
+            return found
+        wanted = self.options.load_model
+        return found if "*" in wanted else [n for n in wanted]
+
+    async def stop(self) -> None:
+        """Refuse new requests, drain in-flight ones, unload every model. Idempotent."""
+        self._stopping = True
+        entries = list(self._models.values())
+        await asyncio.gather(*(e.stop() for e in entries))
+        self._load_executor.shutdown(wait=False)
+        self._live = False
+
+    # ----------------------------------------------------------------- health & metadata
+    def is_live(self) -> bool:
+        """True once started and until stopped (``/v2/health/live``)."""
+        return self._live
+
+    def is_ready(self) -> bool:
+        """Ready to serve (``/v2/health/ready``): live, not stopping and, with strict
+        readiness, every model that was loaded is READY."""
+        if not self._live or self._stopping:
+            return False
+        if not self.options.strict_readiness:
+            return True
+        return not any(entry.failed() for entry in self._models.values())
+
+    async def metadata(self) -> dict:
+        """``GET /v2``: ``{"name", "version", "extensions"}``."""
+        return {"name": self.options.server_id, "version": __version__, "extensions": EXTENSIONS}
+
+    async def model_metadata(self, name: str, version: str = "") -> dict:
+        """``GET /v2/models/<m>[/versions/<v>]``: name, versions, platform, inputs, outputs.
+
+        Raises:
+            ModelNotFound / ModelNotReady: as :meth:`infer` resolves the model.
+        """
+        model = self._resolve(name, version)
+        entry = self._models[name]
+        inputs, outputs = model.io.metadata()
+        versions = [str(v) for v in entry.ready_versions()] if version in ("", "-1") else [version]
+        return {
+            "name": name,
+            "versions": versions,
+            "platform": model.config.platform or model.config.backend,
+            "inputs": inputs,
+            "outputs": outputs,
+        }
+
+    async def model_ready(self, name: str, version: str = "") -> bool:
+        """True when the version (or, without one, any version) is READY.
+
+        Raises:
+            ModelNotFound: the model is unknown to the server.
+        """
+        if name not in self._models:
+            raise ModelNotFound(f"Request for unknown model: '{name}' is not found")
+        try:
+            self._resolve(name, version)
+        except (ModelNotFound, ModelNotReady):
+            return False
+        return True
+
+    async def model_config(self, name: str, version: str = "") -> ModelConfig:
+        """The normalized model config of a READY version (as Triton's ``/config`` returns).
+
+        Raises:
+            ModelNotFound / ModelNotReady: unknown model or version, or none ready.
+        """
+        return self._resolve(name, version).config
+
+    # ----------------------------------------------------------------- inference
+    async def infer(self, request: InferenceRequest) -> InferenceResponse:
+        """Run one inference request.
+
+        Inputs are numpy arrays whose shapes include the batch dimension when the model's
+        ``max_batch_size > 0``; outputs come back the same way, in requested order.
+
+        Raises:
+            ServerNotReady: the server is stopping.
+            ModelNotFound: unknown model/version (HTTP 404).
+            ModelNotReady: the version is not READY (HTTP 503).
+            InvalidArgument: the request does not match the model config (Triton's texts).
+            WorkbenchError: the backend failed to execute the request.
+        """
+        arrival = time.monotonic_ns()
+        if self._stopping:
+            raise ServerNotReady("Server not ready")
+        model = self._resolve(request.model_name, request.model_version)
+        return await model.infer(request, arrival)
+
+    def _resolve(self, name: str, version: str) -> LoadedModel:
+        entry = self._models.get(name)
+        if entry is None:
+            raise ModelNotFound(f"Request for unknown model: '{name}' is not found")
+        if version in ("", "-1"):
+            if entry.latest_ready is None:
+                raise ModelNotFound(f"Request for unknown model: '{name}' has no available versions")
+            return entry.latest_ready
+        try:
+            state = entry.versions.get(int(version))
+        except ValueError:
+            state = None
+        if state is None:
+            raise ModelNotFound(f"Request for unknown model: '{name}' version {version} is not found")
+        if state.state is not ModelReadyState.READY or state.model is None:
+            raise ModelNotReady(
+                f"Request for unknown model: '{name}' version {version} is not at ready state"
+            )
+        return state.model
+
+    # ----------------------------------------------------------------- statistics
+    async def statistics(self, name: str = "", version: str = "") -> dict:
+        """Triton's statistics extension: ``{"model_stats": [...]}`` for READY versions.
+
+        Durations are cumulative nanoseconds; ``last_inference`` is ms since the epoch.
+
+        Raises:
+            InvalidArgument: unknown model, or a version that is not available.
+        """
+        if not name:
+            models = [
+                s.model for e in self._models.values() for s in e.versions.values() if s.model
+            ]
+        else:
+            entry = self._models.get(name)
+            if entry is None or not entry.ready_versions():
+                raise InvalidArgument(f"requested model '{name}' is not available")
+            models = [entry.versions[v].model for v in entry.ready_versions()]
+            if version not in ("", "-1"):
+                models = [m for m in models if m.version_str == version]
+                if not models:
+                    raise InvalidArgument(
+                        f"requested model version is not available for model '{name}'"
+                    )
+        return {"model_stats": [m.statistics.snapshot() for m in models if m is not None]}
+
+    # ----------------------------------------------------------------- repository API
+    async def repository_index(self, ready: bool = False) -> list[dict]:
+        """Every model in the repositories, and every version the server knows, with state.
+
+        Rows are ``{"name", "version", "state", "reason"}``; a model never loaded has only
+        ``name``; ``reason`` only when non-empty (Triton's repository index).
+        """
+        assert self._repository is not None
+        found = await asyncio.to_thread(self._repository.scan)
+        rows = []
+        for name in sorted(set(found) | set(self._models)):
+            entry = self._models.get(name)
+            rows.extend(_index_rows(name, entry))
+        if ready:
+            rows = [r for r in rows if r.get("state") == "READY"]
+        return rows
+
+    async def load_model(self, name: str, config: str | dict | None = None) -> None:
+        """Load or reload ``name`` (explicit mode); ``config`` (JSON) overrides config.pbtxt.
+
+        A reload loads the new versions beside the old ones, switches traffic when they are
+        ready, then drains and unloads the old ones: no request is dropped.
+
+        Raises:
+            Unavailable: the server is not in explicit model control mode.
+            InvalidArgument: the model is not in any repository, or failed to load (reason).
+        """
+        self._require_explicit()
+        override = model_config_from_json(config) if config else None
+        entry = await self._load(name, override)
+        if entry.failed() or not entry.ready_versions():
+            raise InvalidArgument(f"load failed for model '{name}': {_entry_reason(entry)}")
+
+    async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
+        """Unload every version of ``name`` after its in-flight requests finish.
+
+        ``unload_dependents`` is accepted for protocol compatibility (it matters for
+        ensembles, which have composing models).
+
+        Raises:
+            Unavailable: the server is not in explicit model control mode.
+            InvalidArgument: the model is unknown.
+        """
+        self._require_explicit()
+        async with self._lock(name):
+            entry = self._models.get(name)
+            if entry is None:
+                assert self._repository is not None
+                if await asyncio.to_thread(self._repository.locate, name) is None:
+                    raise InvalidArgument(
+                        f"failed to unload '{name}', no such model in the repository"
+                    )
+                return
+            await entry.stop("unloaded")
+            entry.reason = "unloaded" if not entry.versions else ""
+
+    def _require_explicit(self) -> None:
+        if self.options.model_control_mode != "explicit":
+            raise Unavailable("explicit model load / unload is not allowed if polling is enabled")
+
+    def _lock(self, name: str) -> asyncio.Lock:
+        return self._locks.setdefault(name, asyncio.Lock())
+
+    async def _load(self, name: str, override: ModelConfig | None) -> ModelEntry:
+        assert self._repository is not None
+        async with self._lock(name):
+            location = await asyncio.to_thread(self._repository.locate, name)
+            if location is None and override is None:
+                raise InvalidArgument(f"failed to load '{name}', failed to poll from model repository")
+            if location is not None and location.error:
+                entry = ModelEntry(name, reason=location.error)
+            else:
+                path = location.path if location is not None else None
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(
+                    self._load_executor, load_model, name, path, self.options, override
+                )
+                entry = _entry_from_result(result)
+            old = self._models.get(name)
+            self._models[name] = entry
+            if old is not None:
+                await old.stop("unloaded")
+            return entry
+
+
+def _entry_from_result(result: LoadResult) -> ModelEntry:
+    """Wrap loaded instances in schedulers (on the event loop) and record version states."""
+    entry = ModelEntry(result.name, config=result.config, reason=result.error)
+    for version, loaded in result.versions.items():
+        if loaded.error:
+            entry.versions[version] = VersionState(ModelReadyState.UNAVAILABLE, loaded.error)
+            continue
+        stats = ModelStatistics(result.name, str(version))
+        scheduler = DirectScheduler(loaded.instances, stats)
+        model = LoadedModel(result.config, version, scheduler, stats)
+        entry.versions[version] = VersionState(ModelReadyState.READY, "", model)
+        log.info("successfully loaded '%s' version %d", result.name, version)
+    entry.refresh()
+    return entry
+
+
+def _entry_reason(entry: ModelEntry) -> str:
+    if entry.reason:
+        return entry.reason
+    return "".join(
+        f"version {v} is at {s.state.value} state: {s.reason};"
+        for v, s in sorted(entry.versions.items())
+        if s.state is not ModelReadyState.READY
+    )
+
+
+def _index_rows(name: str, entry: ModelEntry | None) -> list[dict]:
+    if entry is None:
+        return [{"name": name}]
+    if not entry.versions:
+        row = {"name": name, "state": "UNAVAILABLE"}
+        if entry.reason:
+            row["reason"] = entry.reason
+        return [row]
+    rows = []
+    for version, state in sorted(entry.versions.items()):
+        row = {"name": name, "version": str(version), "state": state.state.value}
+        if state.reason:
+            row["reason"] = state.reason
+        rows.append(row)
+    return rows
+
+
+__all__ = ["Server", "EXTENSIONS"]

@@ -1,0 +1,113 @@
+"""One error hierarchy for the whole engine.
+
+Every error carries one of Triton's eight status codes (``tritonserver.h``:
+``TRITONSERVER_Error_Code``); each frontend translates the code once
+(``workbench.frontends.status``). Nothing here imports a web or RPC library.
+
+::
+
+    WorkbenchError                    (INTERNAL)
+    ├── UnknownError                  (UNKNOWN)
+    ├── InternalError                 (INTERNAL)
+    │   └── ModelLoadError            (INTERNAL)   a backend could not load a model instance
+    ├── NotFound                      (NOT_FOUND)
+    │   └── ModelNotFound             (NOT_FOUND)  unknown model / version
+    ├── InvalidArgument               (INVALID_ARG)
+    │   └── InvalidModelConfig        (INVALID_ARG) config.pbtxt parse / validation error
+    ├── Unavailable                   (UNAVAILABLE)
+    │   ├── ModelNotReady             (UNAVAILABLE) version exists but is not READY
+    │   └── ServerNotReady            (UNAVAILABLE)
+    ├── Unsupported                   (UNSUPPORTED)
+    ├── AlreadyExists                 (ALREADY_EXISTS)
+    └── Cancelled                     (CANCELLED)
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class StatusCode(enum.Enum):
+    """Triton's error codes (``TRITONSERVER_ERROR_*``)."""
+
+    UNKNOWN = "UNKNOWN"
+    INTERNAL = "INTERNAL"
+    NOT_FOUND = "NOT_FOUND"
+    INVALID_ARG = "INVALID_ARG"
+    UNAVAILABLE = "UNAVAILABLE"
+    UNSUPPORTED = "UNSUPPORTED"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+    CANCELLED = "CANCELLED"
+
+
+class WorkbenchError(Exception):
+    """Base of every error the engine raises on purpose.
+
+    Args:
+        message: the text sent to clients unchanged (Triton's wording where a
+            client may match on it).
+    """
+
+    code: StatusCode = StatusCode.INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UnknownError(WorkbenchError):
+    code = StatusCode.UNKNOWN
+
+
+class InternalError(WorkbenchError):
+    code = StatusCode.INTERNAL
+
+
+class ModelLoadError(InternalError):
+    """A backend failed to create a model instance (bad file, missing device, ...)."""
+
+
+class NotFound(WorkbenchError):
+    code = StatusCode.NOT_FOUND
+
+
+class ModelNotFound(NotFound):
+    """Unknown model, or unknown version of a known model (HTTP 404)."""
+
+
+class InvalidArgument(WorkbenchError):
+    code = StatusCode.INVALID_ARG
+
+
+class InvalidModelConfig(InvalidArgument):
+    """A model config that cannot be parsed or fails validation.
+
+    The message names the file and, for parse errors, the line and column.
+    """
+
+
+class Unavailable(WorkbenchError):
+    code = StatusCode.UNAVAILABLE
+
+
+class ModelNotReady(Unavailable):
+    """The model version exists but is not READY (HTTP 503)."""
+
+
+class ServerNotReady(Unavailable):
+    """The server is starting or shutting down."""
+
+
+class Unsupported(WorkbenchError):
+    code = StatusCode.UNSUPPORTED
+
+
+class AlreadyExists(WorkbenchError):
+    code = StatusCode.ALREADY_EXISTS
+
+
+class Cancelled(WorkbenchError):
+    code = StatusCode.CANCELLED

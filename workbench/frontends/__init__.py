@@ -1,0 +1,1 @@
+"""Frontends: thin adapters from wire protocols to the engine's public API."""

@@ -1,0 +1,184 @@
+"""``create_app(server)``: the KServe v2 REST API and Triton's extensions over one engine.
+
+Routes are thin: decode -> one ``Server`` call -> encode. Every engine error is
+answered ``{"error": "<message>"}`` with Triton's HTTP status
+(``workbench.frontends.status``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+from fastapi import APIRouter, FastAPI, Request, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from workbench import InvalidArgument, Server, Unsupported, WorkbenchError, model_config_to_json
+from workbench.frontends.http.codec import HEADER_LENGTH, decode_request, encode_response
+from workbench.frontends.status import http_status
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+
+
+def json_response(payload: object, status: int = 200) -> Response:
+    """A JSON response serialized with orjson."""
+    return Response(orjson.dumps(payload), status_code=status, media_type=JSON)
+
+
+def error_response(message: str, status: int) -> Response:
+    """Triton's error body: ``{"error": "<message>"}``."""
+    return json_response({"error": message}, status)
+
+
+def create_app(server: Server) -> FastAPI:
+    """Build the FastAPI application serving ``server`` over the v2 protocol.
+
+    The app does not start or stop the engine: its host does (CLI, Jupyter, tests).
+    """
+    app = FastAPI(title="Model Serving Workbench", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.server = server
+
+    @app.exception_handler(WorkbenchError)
+    async def _engine_error(_: Request, exc: WorkbenchError) -> Response:
+        return error_response(exc.message, http_status(exc.code))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> Response:
+        return error_response(str(exc.detail), exc.status_code)
+
+    app.include_router(_health_routes(server))
+    app.include_router(_model_routes(server))
+    app.include_router(_repository_routes(server))
+    return app
+
+
+def _health_routes(server: Server) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/v2/health/live")
+    async def live() -> Response:
+        return Response(status_code=200 if server.is_live() else 400)
+
+    @router.get("/v2/health/ready")
+    async def ready() -> Response:
+        return Response(status_code=200 if server.is_ready() else 400)
+
+    @router.get("/v2")
+    async def metadata() -> Response:
+        return json_response(await server.metadata())
+
+    return router
+
+
+def _model_routes(server: Server) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/v2/models/stats")
+    async def all_stats() -> Response:
+        return json_response(await server.statistics())
+
+    @router.get("/v2/models/{model}")
+    @router.get("/v2/models/{model}/versions/{version}")
+    async def model_metadata(model: str, version: str = "") -> Response:
+        return json_response(await server.model_metadata(model, version))
+
+    @router.get("/v2/models/{model}/ready")
+    @router.get("/v2/models/{model}/versions/{version}/ready")
+    async def model_ready(model: str, version: str = "") -> Response:
+        if await server.model_ready(model, version):
+            return Response(status_code=200)
+        return error_response("Model version not ready", 400)
+
+    @router.get("/v2/models/{model}/config")
+    @router.get("/v2/models/{model}/versions/{version}/config")
+    async def model_config(model: str, version: str = "") -> Response:
+        return json_response(model_config_to_json(await server.model_config(model, version)))
+
+    @router.get("/v2/models/{model}/stats")
+    @router.get("/v2/models/{model}/versions/{version}/stats")
+    async def model_stats(model: str, version: str = "") -> Response:
+        return json_response(await server.statistics(model, version))
+
+    @router.post("/v2/models/{model}/infer")
+    @router.post("/v2/models/{model}/versions/{version}/infer")
+    async def infer(request: Request, model: str, version: str = "") -> Response:
+        body = await _read_body(request, server.options.http_max_input_size)
+        infer_request = decode_request(body, request.headers.get(HEADER_LENGTH), model, version)
+        response = await server.infer(infer_request)
+        payload, header_length = encode_response(response, infer_request)
+        if header_length is None:
+            return Response(payload, media_type=JSON)
+        return Response(
+            payload,
+            media_type="application/octet-stream",
+            headers={"Inference-Header-Content-Length": str(header_length)},
+        )
+
+    return router
+
+
+def _repository_routes(server: Server) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/v2/repository/index")
+    async def index(request: Request) -> Response:
+        body = await _json_body(request)
+        return json_response(await server.repository_index(ready=bool(body.get("ready", False))))
+
+    @router.post("/v2/repository/models/{model}/load")
+    async def load(request: Request, model: str) -> Response:
+        params = (await _json_body(request)).get("parameters") or {}
+        config = params.get("config")
+        if config is not None and not isinstance(config, str):
+            raise InvalidArgument("Config parameter 'config' must have string type for its value")
+        files = [k for k in params if k.startswith("file:")]
+        if files and config is None:
+            raise InvalidArgument("Load parameter 'config' must be specified for model file override")
+        if files:
+            raise Unsupported("model file overrides ('file:' load parameters) are not supported yet")
+        await server.load_model(model, config)
+        return Response(status_code=200)
+
+    @router.post("/v2/repository/models/{model}/unload")
+    async def unload(request: Request, model: str) -> Response:
+        params = (await _json_body(request)).get("parameters") or {}
+        await server.unload_model(model, bool(params.get("unload_dependents", False)))
+        return Response(status_code=200)
+
+    @router.api_route("/v2/repository/{repository}/{rest:path}", methods=["GET", "POST"])
+    async def named_repository(repository: str, rest: str) -> Response:
+        return error_response("'repository_name' specification is not supported", 501)
+
+    return router
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise InvalidArgument(_too_large(int(declared), limit))
+    body = await request.body()
+    if len(body) > limit:
+        raise InvalidArgument(_too_large(len(body), limit))
+    return body
+
+
+def _too_large(size: int, limit: int) -> str:
+    return (
+        f"request size {size} exceeds the maximum allowed input size of {limit}. "
+        "Use --http-max-input-size to increase the limit."
+    )
+
+
+async def _json_body(request: Request) -> dict:
+    body = await request.body()
+    if not body.strip():
+        return {}
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidArgument(f"failed to parse the request JSON buffer: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise InvalidArgument("failed to parse the request JSON buffer: expected an object")
+    return parsed

@@ -1,0 +1,201 @@
+"""HTTP infer bodies <-> engine requests/responses (JSON + binary tensor extension).
+
+Request body: a JSON header, optionally followed by raw tensors in input order
+when ``Inference-Header-Content-Length`` gives the header's length (Triton's
+binary tensor data extension). Fixed-size binary tensors become numpy views of
+the body (no copy, no per-element Python work).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from workbench import (
+    InferenceRequest,
+    InferenceResponse,
+    InvalidArgument,
+    RequestedOutput,
+    Tensor,
+    Unsupported,
+    tensor_from_buffer,
+    tensor_from_list,
+    tensor_to_buffer,
+    tensor_to_list,
+)
+
+HEADER_LENGTH = "inference-header-content-length"
+_RESERVED = ("sequence_id", "sequence_start", "sequence_end", "priority", "timeout",
+             "headers", "binary_data_output")
+
+
+def decode_request(
+    body: bytes, header_length: str | None, model_name: str, model_version: str
+) -> InferenceRequest:
+    """Parse an infer request body.
+
+    Raises:
+        InvalidArgument: malformed JSON, header length, inputs or tensor data (Triton's texts).
+    """
+    json_end = _json_end(header_length, len(body))
+    header = _parse_json(memoryview(body)[:json_end])
+    inputs_json = header.get("inputs")
+    if not isinstance(inputs_json, list):
+        raise InvalidArgument("Unable to parse 'inputs'")
+    request_id = str(header.get("id", ""))
+    parameters = _request_parameters(header.get("parameters"))
+    view, offset, inputs = memoryview(body), json_end, []
+    for item in inputs_json:
+        tensor, offset = _decode_input(item, view, offset, model_name, request_id)
+        inputs.append(tensor)
+    return InferenceRequest(
+        model_name=model_name,
+        model_version=model_version,
+        inputs=inputs,
+        outputs=_requested_outputs(header.get("outputs")),
+        id=request_id,
+        parameters=parameters,
+    )
+
+
+def _json_end(header_length: str | None, body_length: int) -> int:
+    if header_length is None:
+        return body_length
+    try:
+        length = int(header_length)
+    except ValueError:
+        raise InvalidArgument(
+            f"Unable to parse Inference-Header-Content-Length, got: {header_length}"
+        ) from None
+    if length <= 0 or length > body_length:
+        raise InvalidArgument(
+            f"inference header size should be in range (0, {body_length}], got: {length}"
+        )
+    return length
+
+
+def _parse_json(raw: memoryview) -> dict[str, Any]:
+    try:
+        header = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidArgument(f"failed to parse the request JSON buffer: {exc}") from None
+    if not isinstance(header, dict):
+        raise InvalidArgument("failed to parse the request JSON buffer: expected an object")
+    return header
+
+
+def _request_parameters(raw: object) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise InvalidArgument("Unable to parse 'parameters'")
+    for key in raw:
+        if key.startswith("triton_"):
+            raise InvalidArgument(
+                "parameter keys starting with 'triton_' are reserved for Triton usage and "
+                "should not be specified."
+            )
+    return raw
+
+
+def _decode_input(
+    item: object, view: memoryview, offset: int, model: str, request_id: str
+) -> tuple[Tensor, int]:
+    if not isinstance(item, dict) or "name" not in item:
+        raise InvalidArgument("Unable to parse 'inputs': each input needs a 'name'")
+    name = str(item["name"])
+    shape, datatype = item.get("shape"), item.get("datatype")
+    if not isinstance(shape, list):
+        raise InvalidArgument(f"Unable to parse 'shape' for input '{name}'")
+    if not isinstance(datatype, str):
+        raise InvalidArgument(f"Unable to parse 'datatype' for input '{name}'")
+    params = item.get("parameters") or {}
+    has_binary = "binary_data_size" in params
+    if has_binary == ("data" in item) or "shared_memory_region" in params:
+        raise InvalidArgument(
+            "Input must set only one of the following fields: 'data', 'binary_data_size' in "
+            "'parameters', 'shared_memory_region' in 'parameters'. But "
+            f"input '{name}' sets {'both data fields' if has_binary else 'none of them'}"
+            if "shared_memory_region" not in params
+            else "shared memory inputs are not supported by this server yet"
+        )
+    if "data" in item:
+        tensor = tensor_from_list(name, datatype, shape, item["data"], model=model, request_id=request_id)
+        return tensor, offset
+    size = _binary_size(params["binary_data_size"], name)
+    if offset + size > len(view):
+        raise InvalidArgument(
+            f"unexpected size for input '{name}', expecting {offset + size - len(view)} "
+            f"additional bytes for model '{model}'"
+        )
+    chunk = view[offset : offset + size]
+    tensor = tensor_from_buffer(name, datatype, shape, chunk, model=model, request_id=request_id)
+    return tensor, offset + size
+
+
+def _binary_size(raw: object, name: str) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise InvalidArgument(f"Unable to parse 'binary_data_size' for input '{name}'")
+    return raw
+
+
+def _requested_outputs(raw: object) -> list[RequestedOutput] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise InvalidArgument("Unable to parse 'outputs'")
+    outputs = []
+    for item in raw:
+        if not isinstance(item, dict) or "name" not in item:
+            raise InvalidArgument("Unable to parse 'outputs': each output needs a 'name'")
+        params = item.get("parameters") or {}
+        for unsupported in ("classification", "shared_memory_region"):
+            if unsupported in params:
+                raise Unsupported(
+                    f"output parameter '{unsupported}' is not supported by this server yet"
+                )
+        outputs.append(RequestedOutput(str(item["name"]), params))
+    return outputs
+
+
+def encode_response(
+    response: InferenceResponse, request: InferenceRequest
+) -> tuple[bytes, int | None]:
+    """Encode a response body; returns ``(body, json header length or None)``.
+
+    An output is binary when its ``binary_data`` parameter says so, otherwise when the
+    request's ``binary_data_output`` parameter is true (Triton's rule). With any binary
+    output the header length is returned (``Inference-Header-Content-Length``).
+    """
+    default_binary = bool(request.parameters.get("binary_data_output", False))
+    outputs, chunks = [], []
+    for tensor in response.outputs:
+        entry: dict[str, Any] = {
+            "name": tensor.name,
+            "datatype": tensor.datatype,
+            "shape": list(tensor.data.shape),
+        }
+        if tensor.parameters.get("binary_data", default_binary):
+            chunk = tensor_to_buffer(tensor)
+            entry["parameters"] = {"binary_data_size": len(chunk)}
+            chunks.append(chunk)
+        else:
+            entry["data"] = _json_data(tensor)
+        outputs.append(entry)
+    header: dict[str, Any] = {"model_name": response.model_name, "model_version": response.model_version}
+    if response.id:
+        header["id"] = response.id
+    if response.parameters:
+        header["parameters"] = response.parameters
+    header["outputs"] = outputs
+    head = orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY)
+    if not chunks:
+        return head, None
+    return b"".join([head, *chunks]), len(head)
+
+
+def _json_data(tensor: Tensor) -> object:
+    if tensor.datatype in ("BYTES", "FP16"):
+        return tensor_to_list(tensor)
+    return tensor.data.ravel()  # orjson serializes numpy arrays natively (no Python loop)

@@ -1,0 +1,1 @@
+"""Hosts: programs that run the engine (the CLI; the Jupyter extension later)."""

@@ -1,0 +1,102 @@
+"""``workbench serve``: the headless host, with tritonserver-style flags.
+
+    workbench serve --model-repository=sample_models/repository --http-port=8000
+
+Flags follow tritonserver's names and ``--flag=value`` spelling; boolean flags
+accept ``--flag``, ``--flag=true`` or ``--flag=false``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from workbench import ServerOptions, __version__
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got '{value}'")
+
+
+def _flag(parser: argparse.ArgumentParser, name: str, help: str) -> None:
+    parser.add_argument(name, type=_bool, nargs="?", const=True, default=None, help=help)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``workbench`` argument parser (``serve`` sub-command)."""
+    parser = argparse.ArgumentParser(prog="workbench", description="Model Serving Workbench")
+    parser.add_argument("--version", action="version", version=f"workbench {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="serve a model repository over the v2 protocol")
+    serve.add_argument("--model-repository", "--model-store", action="append", default=[],
+                       required=True, help="model repository folder (repeatable)")
+    serve.add_argument("--model-control-mode", choices=["none", "explicit"], default="none")
+    serve.add_argument("--load-model", action="append", default=[],
+                       help="model to load at start in explicit mode ('*' = all; repeatable)")
+    _flag(serve, "--strict-model-config", "no auto-complete of model configs")
+    serve.add_argument("--disable-auto-complete-config", action="store_true",
+                       help="same as --strict-model-config=true")
+    _flag(serve, "--exit-on-error", "exit if a model fails to load at start (default true)")
+    _flag(serve, "--strict-readiness", "ready only when every model is ready (default true)")
+    serve.add_argument("--http-address", default="0.0.0.0")
+    serve.add_argument("--http-port", type=int, default=8000, help="0 = any free port")
+    serve.add_argument("--http-max-input-size", type=int, default=None)
+    serve.add_argument("--exit-timeout-secs", type=float, default=30.0)
+    serve.add_argument("--log-verbose", type=int, default=0)
+    serve.add_argument("--id", dest="server_id", default=None, help="server name in GET /v2")
+    serve.add_argument("--model-load-thread-count", type=int, default=None)
+    serve.add_argument("--backend-config", action="append", default=[],
+                       help="BACKEND,KEY=VALUE, e.g. onnxruntime,default-max-batch-size=8")
+    return parser
+
+
+def options_from_args(args: argparse.Namespace) -> ServerOptions:
+    """Map parsed flags onto :class:`ServerOptions` (unset flags keep the defaults).
+
+    Raises:
+        SystemExit: an unknown ``--backend-config`` key.
+    """
+    values: dict = {
+        "model_repository": args.model_repository,
+        "model_control_mode": args.model_control_mode,
+        "load_model": args.load_model,
+        "http_address": args.http_address,
+        "http_port": args.http_port,
+        "exit_timeout_secs": args.exit_timeout_secs,
+        "log_verbose": args.log_verbose,
+    }
+    strict = args.strict_model_config or args.disable_auto_complete_config
+    optional = {
+        "strict_model_config": strict or None,
+        "exit_on_error": args.exit_on_error,
+        "strict_readiness": args.strict_readiness,
+        "server_id": args.server_id,
+        "model_load_thread_count": args.model_load_thread_count,
+        "http_max_input_size": args.http_max_input_size,
+    }
+    values.update({k: v for k, v in optional.items() if v is not None})
+    for item in args.backend_config:
+        backend, _, setting = item.partition(",")
+        key, _, value = setting.partition("=")
+        if (backend, key) != ("onnxruntime", "default-max-batch-size"):
+            raise SystemExit(f"workbench: error: unsupported --backend-config '{item}'")
+        values["default_max_batch_size"] = int(value)
+    return ServerOptions(**values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``workbench`` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    options = options_from_args(args)
+    from workbench.hosts.serve import run
+
+    return run(options)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""Run the engine behind uvicorn until SIGINT/SIGTERM, then drain and exit."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+import sys
+
+import uvicorn
+
+from workbench import Server, ServerOptions, WorkbenchError
+from workbench.frontends.http import create_app
+from workbench.hosts.logging_setup import configure_logging
+
+log = logging.getLogger("workbench")
+
+
+def bind_socket(address: str, port: int) -> socket.socket:
+    """A listening TCP socket with TCP_NODELAY set (small responses must not wait on Nagle).
+
+    Raises:
+        OSError: the address is in use or cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((address, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(options: ServerOptions) -> int:
+    """Start the engine and the HTTP frontend; return the process exit status."""
+    try:
+        sock = bind_socket(options.http_address, options.http_port)
+    except OSError as exc:
+        reason = "already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+        log.error(
+            "failed to start HTTP service: Unavailable - Socket '%s:%d' %s",
+            options.http_address, options.http_port, reason,
+        )
+        return 1
+    server = Server(options)
+    try:
+        await server.start()
+    except WorkbenchError as exc:
+        log.error("%s", exc.message)
+        sock.close()
+        return 1
+    host, port = sock.getsockname()[:2]
+    config = uvicorn.Config(
+        create_app(server),
+        log_level="debug" if options.log_verbose else "warning",
+        access_log=options.log_verbose > 0,
+        timeout_graceful_shutdown=int(options.exit_timeout_secs) or None,
+        lifespan="off",
+        server_header=False,
+        date_header=False,
+    )
+    http = uvicorn.Server(config)
+    log.info("Started HTTPService at %s:%d", host, port)
+    try:
+        await http.serve(sockets=[sock])
+    finally:
+        log.info("stopping: waiting for in-flight requests (up to %ss)", options.exit_timeout_secs)
+        try:
+            await asyncio.wait_for(server.stop(), timeout=options.exit_timeout_secs or None)
+        except TimeoutError:
+            log.warning("exit timeout reached; models unloaded with requests still in flight")
+    return 0
+
+
+def run(options: ServerOptions) -> int:
+    """Blocking entry: configure logging, run :func:`serve` on uvloop when available."""
+    configure_logging(options.log_verbose)
+    try:
+        import uvloop
+
+        return uvloop.run(serve(options))
+    except ImportError:
+        return asyncio.run(serve(options))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(run(ServerOptions()))

@@ -1,0 +1,1 @@
+"""Model repositories: where model folders live and which of them exist."""

@@ -1,0 +1,1 @@
+"""Schedulers: queues between the engine and model instances (direct, batching, ...)."""

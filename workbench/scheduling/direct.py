@@ -1,0 +1,125 @@
+"""Triton's default scheduler: one request per execution, on whichever instance is free.
+
+Requests wait in one FIFO queue (not in threads) while every instance is busy.
+Subclasses change only :meth:`DirectScheduler._next_batch` (what one execution takes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from functools import partial
+
+from workbench.backends.base import BackendRequest, BackendResponse, ModelInstance
+from workbench.errors import InternalError, Unavailable, WorkbenchError
+from workbench.scheduling.base import InstanceRunner, Pending, Scheduler
+from workbench.statistics import ModelStatistics
+
+
+class DirectScheduler(Scheduler):
+    """FIFO queue in front of a pool of instances; each execution takes one request.
+
+    Args:
+        instances: loaded instances of one model version (at least one).
+        statistics: where executions and request outcomes are recorded.
+    """
+
+    def __init__(self, instances: list[ModelInstance], statistics: ModelStatistics) -> None:
+        self._runners = [InstanceRunner(i) for i in instances]
+        self._idle: deque[InstanceRunner] = deque(self._runners)
+        self._queue: deque[Pending] = deque()
+        self._stats = statistics
+        self._inflight = 0
+        self._stopping = False
+        self._drained: asyncio.Event | None = None
+
+    async def enqueue(self, request: BackendRequest, arrival_ns: int) -> BackendResponse:
+        if self._stopping:
+            raise Unavailable("model is being unloaded; request rejected")
+        future = asyncio.get_running_loop().create_future()
+        self._queue.append(Pending(request, future, arrival_ns, time.monotonic_ns()))
+        self._inflight += 1
+        self._stats.pending += 1
+        self._dispatch()
+        return await future
+
+    def inflight_count(self) -> int:
+        return self._inflight
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._inflight:
+            self._drained = asyncio.Event()
+            await self._drained.wait()
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(None, r.close) for r in self._runners))
+
+    def _next_batch(self) -> list[Pending]:
+        """Take the requests for one execution from the queue (here: the oldest live one)."""
+        while self._queue:
+            pending = self._queue.popleft()
+            if not pending.future.done():
+                return [pending]
+            self._stats.pending -= 1  # its client went away while it waited
+            self._forget(pending)
+        return []
+
+    def _dispatch(self) -> None:
+        while self._idle and self._queue:
+            batch = self._next_batch()
+            if not batch:
+                return
+            runner = self._idle.popleft()
+            self._stats.pending -= len(batch)
+            loop = asyncio.get_running_loop()
+            work = loop.run_in_executor(
+                runner.executor, runner.execute, [p.request for p in batch]
+            )
+            work.add_done_callback(partial(self._finished, runner, batch))
+
+    def _finished(self, runner: InstanceRunner, batch: list[Pending], work: asyncio.Future) -> None:
+        self._idle.append(runner)
+        try:
+            responses, times = work.result()
+        except Exception as exc:  # the whole execution failed
+            error = exc if isinstance(exc, WorkbenchError) else InternalError(str(exc))
+            responses, times = [BackendResponse(error=error)] * len(batch), None
+        if times is not None:
+            self._record_execution(batch, times)
+        for pending, response in zip(batch, responses, strict=True):
+            self._complete(pending, response, times)
+        self._dispatch()
+
+    def _record_execution(self, batch: list[Pending], times) -> None:
+        size = sum(p.request.batch_size for p in batch)
+        self._stats.record_execution(
+            size,
+            times.input_done_ns - times.start_ns,
+            times.infer_done_ns - times.input_done_ns,
+            times.end_ns - times.infer_done_ns,
+        )
+
+    def _complete(self, pending: Pending, response: BackendResponse, times) -> None:
+        now = time.monotonic_ns()
+        if response.error is None and times is not None:
+            self._stats.record_success(
+                now - pending.arrival_ns,
+                times.start_ns - pending.enqueue_ns,
+                times.input_done_ns - times.start_ns,
+                times.infer_done_ns - times.input_done_ns,
+                times.end_ns - times.infer_done_ns,
+            )
+        else:
+            self._stats.record_failure(now - pending.arrival_ns)
+        if not pending.future.done():
+            if response.error is not None:
+                pending.future.set_exception(response.error)
+            else:
+                pending.future.set_result(response)
+        self._forget(pending)
+
+    def _forget(self, pending: Pending) -> None:
+        self._inflight -= 1
+        if self._inflight == 0 and self._drained is not None:
+            self._drained.set()

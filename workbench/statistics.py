@@ -1,0 +1,118 @@
+"""Per model-version inference statistics, recorded once and read by every API.
+
+The shape follows Triton's statistics extension (``/v2/models/<m>/stats``,
+``ModelStatistics`` RPC): durations are cumulative **nanoseconds**,
+``last_inference`` is **milliseconds** since the epoch. Recording happens on the
+event loop thread only, so no locks are needed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+#: the eight ``inference_stats`` entries, all always present (perf_analyzer reads them unguarded).
+INFERENCE_STAT_KEYS = (
+    "success",
+    "fail",
+    "queue",
+    "compute_input",
+    "compute_infer",
+    "compute_output",
+    "cache_hit",
+    "cache_miss",
+)
+
+
+@dataclass(slots=True)
+class Duration:
+    """A count of events and their cumulative duration in nanoseconds."""
+
+    count: int = 0
+    ns: int = 0
+
+    def add(self, ns: int, count: int = 1) -> None:
+        self.count += count
+        self.ns += ns
+
+    def as_dict(self) -> dict[str, int]:
+        return {"count": self.count, "ns": self.ns}
+
+
+@dataclass(slots=True)
+class BatchStats:
+    """Compute durations of executions of one batch size."""
+
+    compute_input: Duration = field(default_factory=Duration)
+    compute_infer: Duration = field(default_factory=Duration)
+    compute_output: Duration = field(default_factory=Duration)
+
+
+class ModelStatistics:
+    """Counters of one model version (Triton's ``ModelStatistics`` message).
+
+    ``inference_count`` counts batch-weighted inferences (a request of batch 4 adds 4);
+    ``execution_count`` counts backend executions (a batch of 8 requests adds 1).
+    """
+
+    def __init__(self, name: str, version: str) -> None:
+        self.name = name
+        self.version = version
+        self.inference_count = 0
+        self.execution_count = 0
+        self.last_inference_ms = 0
+        self.pending = 0
+        self.stats = {key: Duration() for key in INFERENCE_STAT_KEYS}
+        self.batch_stats: dict[int, BatchStats] = {}
+
+    def record_success(
+        self, request_ns: int, queue_ns: int, input_ns: int, infer_ns: int, output_ns: int
+    ) -> None:
+        """One request answered: total, queue and compute durations in nanoseconds."""
+        stats = self.stats
+        stats["success"].add(request_ns)
+        stats["queue"].add(queue_ns)
+        stats["compute_input"].add(input_ns)
+        stats["compute_infer"].add(infer_ns)
+        stats["compute_output"].add(output_ns)
+        self.last_inference_ms = time.time_ns() // 1_000_000
+
+    def record_failure(self, request_ns: int) -> None:
+        """One request failed after ``request_ns`` nanoseconds in the server."""
+        self.stats["fail"].add(request_ns)
+        self.last_inference_ms = time.time_ns() // 1_000_000
+
+    def record_execution(
+        self, batch_size: int, input_ns: int, infer_ns: int, output_ns: int
+    ) -> None:
+        """One backend execution over ``batch_size`` inferences."""
+        self.inference_count += batch_size
+        self.execution_count += 1
+        batch = self.batch_stats.get(batch_size)
+        if batch is None:
+            batch = self.batch_stats[batch_size] = BatchStats()
+        batch.compute_input.add(input_ns)
+        batch.compute_infer.add(infer_ns)
+        batch.compute_output.add(output_ns)
+
+    def snapshot(self) -> dict:
+        """Triton's JSON form of this version's statistics."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "last_inference": self.last_inference_ms,
+            "inference_count": self.inference_count,
+            "execution_count": self.execution_count,
+            "inference_stats": {k: v.as_dict() for k, v in self.stats.items()},
+            "response_stats": {},
+            "batch_stats": [
+                {
+                    "batch_size": size,
+                    "compute_input": b.compute_input.as_dict(),
+                    "compute_infer": b.compute_infer.as_dict(),
+                    "compute_output": b.compute_output.as_dict(),
+                }
+                for size, b in sorted(self.batch_stats.items())
+            ],
+            "memory_usage": [],
+        }

@@ -1,0 +1,141 @@
+"""Wire data <-> numpy tensors, shared by every frontend (no protocol knowledge here).
+
+Raw buffers are little-endian, row-major; BYTES use Triton's 4-byte length prefix.
+Decoding makes numpy *views* of the received buffer for fixed-size types (no copy).
+Errors carry Triton's texts and the ``[request id: ...]`` prefix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from workbench.datatypes import WIRE_ITEMSIZE, WIRE_TO_NUMPY, deserialize_bytes, serialize_bytes
+from workbench.errors import InvalidArgument, Unsupported
+from workbench.types import Tensor
+
+
+def _prefix(request_id: str) -> str:
+    return f"[request id: {request_id or '<id_unknown>'}] "
+
+
+def check_shape(name: str, shape: Sequence[int], model: str, request_id: str) -> tuple[int, ...]:
+    """Validate a request shape: every dim given and non-negative.
+
+    Raises:
+        InvalidArgument: "All input dimensions should be specified for input ..." (Triton).
+    """
+    try:
+        dims = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"Unable to parse 'shape' for input '{name}'") from None
+    if any(d < 0 for d in dims):
+        got = "[" + ",".join(str(d) for d in dims) + "]"
+        raise InvalidArgument(
+            _prefix(request_id) + f"All input dimensions should be specified for input "
+            f"'{name}' for model '{model}', got {got}"
+        )
+    return dims
+
+
+def _dtype(name: str, datatype: str) -> np.dtype:
+    dtype = WIRE_TO_NUMPY.get(datatype)
+    if dtype is None:
+        if datatype == "BF16":
+            raise Unsupported(f"datatype 'BF16' of input '{name}' is not supported by this server")
+        raise InvalidArgument(f"invalid datatype '{datatype}' for input '{name}'")
+    return dtype
+
+
+def tensor_from_buffer(
+    name: str,
+    datatype: str,
+    shape: Sequence[int],
+    buffer: bytes | bytearray | memoryview,
+    *,
+    model: str,
+    request_id: str = "",
+) -> Tensor:
+    """Decode a raw (binary) tensor; fixed-size types become a zero-copy view.
+
+    Raises:
+        InvalidArgument: bad shape, byte size mismatch, or malformed/miscounted BYTES elements.
+    """
+    dims = check_shape(name, shape, model, request_id)
+    dtype = _dtype(name, datatype)
+    count = math.prod(dims)
+    if datatype == "BYTES":
+        array = deserialize_bytes(buffer, name, model)
+        if array.size < count:
+            raise InvalidArgument(
+                _prefix(request_id) + f"expected {count} string elements for inference input "
+                f"'{name}' for model '{model}', got {array.size}"
+            )
+        if array.size > count:
+            raise InvalidArgument(
+                _prefix(request_id) + f"unexpected number of string elements {array.size} for "
+                f"inference input '{name}' for model '{model}', expecting {count}"
+            )
+        return Tensor(name, datatype, array.reshape(dims))
+    expected = count * WIRE_ITEMSIZE[datatype]
+    if len(buffer) != expected:
+        raise InvalidArgument(
+            _prefix(request_id) + f"input byte size mismatch for input '{name}' for model "
+            f"'{model}'. Expected {expected}, got {len(buffer)}"
+        )
+    array = np.frombuffer(buffer, dtype=dtype.newbyteorder("<")).reshape(dims)
+    return Tensor(name, datatype, array)
+
+
+def tensor_from_list(
+    name: str, datatype: str, shape: Sequence[int], data: object, *, model: str, request_id: str = ""
+) -> Tensor:
+    """Decode a JSON ``data`` array (flat or nested, row-major; BYTES as strings).
+
+    Raises:
+        InvalidArgument: bad shape, FP16 over JSON (Triton refuses it), or an element count
+            that does not match the shape.
+    """
+    dims = check_shape(name, shape, model, request_id)
+    dtype = _dtype(name, datatype)
+    if datatype == "FP16":
+        raise InvalidArgument(
+            "receiving FP16 data via JSON is not supported. Please use the binary data "
+            f"format for input '{name}'"
+        )
+    try:
+        if datatype == "BYTES":
+            flat = np.asarray(data, dtype=object).ravel()
+            array = np.empty(flat.size, dtype=object)
+            array[:] = [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in flat]
+        else:
+            array = np.asarray(data, dtype=dtype).ravel()
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidArgument(f"Unable to parse 'data' of input '{name}': {exc}") from None
+    if array.size != math.prod(dims):
+        raise InvalidArgument(
+            f"Unable to parse 'data': Shape does not match true shape of 'data' field "
+            f"for input '{name}' (shape {list(dims)} has {math.prod(dims)} elements, "
+            f"data has {array.size})"
+        )
+    return Tensor(name, datatype, array.reshape(dims))
+
+
+def tensor_to_buffer(tensor: Tensor) -> bytes | memoryview:
+    """Raw little-endian bytes of a tensor (BYTES length-prefixed); a view when possible."""
+    if tensor.datatype == "BYTES":
+        return serialize_bytes(tensor.data)
+    array = tensor.data
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return memoryview(np.ascontiguousarray(array)).cast("B")
+
+
+def tensor_to_list(tensor: Tensor) -> list:
+    """Flat JSON-ready list (BYTES decoded as UTF-8, undecodable bytes replaced)."""
+    flat = tensor.data.ravel()
+    if tensor.datatype == "BYTES":
+        return [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in flat]
+    return flat.tolist()

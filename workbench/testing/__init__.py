@@ -1,0 +1,1 @@
+"""Test support: tiny real models and repository builders (used by the test suite)."""

@@ -1,0 +1,93 @@
+"""Protocol-neutral request/response types shared by the engine and every frontend.
+
+Tensors are numpy arrays: fixed-size types as their numpy dtype (little-endian,
+C order), BYTES as 1-D-or-more numpy ``object`` arrays of ``bytes``. Shapes are
+tuples of ints and *include* the batch dimension when the model's
+``max_batch_size > 0`` (as on the wire).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+class ModelReadyState(enum.Enum):
+    """Per-version state, as Triton's ``ModelReadyState`` / repository index reports it."""
+
+    UNKNOWN = "UNKNOWN"
+    READY = "READY"
+    UNAVAILABLE = "UNAVAILABLE"
+    LOADING = "LOADING"
+    UNLOADING = "UNLOADING"
+
+
+@dataclass(slots=True)
+class Tensor:
+    """One named tensor.
+
+    Attributes:
+        name: tensor name as in the model config.
+        datatype: wire name (``"FP32"``, ``"INT64"``, ``"BYTES"``...).
+        data: numpy array whose shape is the full tensor shape (batch dim included).
+        parameters: per-tensor protocol parameters (``binary_data``, ...), passed through.
+    """
+
+    name: str
+    datatype: str
+    data: np.ndarray
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+
+@dataclass(slots=True)
+class RequestedOutput:
+    """An output the client asked for, with its protocol parameters (e.g. ``binary_data``)."""
+
+    name: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class InferenceRequest:
+    """A decoded inference request.
+
+    Attributes:
+        model_name: target model.
+        model_version: version string; ``""`` (or ``"-1"``) = the version policy's latest READY version.
+        inputs: tensors in request order.
+        outputs: requested outputs; ``None`` = all outputs of the model.
+        id: the client's request id (echoed in the response; ``""`` if none).
+        parameters: request parameters (``priority``, ``timeout`` in µs, sequence flags, custom keys).
+    """
+
+    model_name: str
+    inputs: list[Tensor]
+    model_version: str = ""
+    outputs: list[RequestedOutput] | None = None
+    id: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class InferenceResponse:
+    """The result of one inference request.
+
+    Attributes:
+        model_name, model_version: the model and the version that actually ran.
+        outputs: output tensors, in the order requested (or model config order).
+        id: the request's id.
+        parameters: response parameters.
+    """
+
+    model_name: str
+    model_version: str
+    outputs: list[Tensor]
+    id: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
