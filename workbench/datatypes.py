@@ -103,8 +103,8 @@ def serialize_bytes(array: np.ndarray) -> bytes:
     """BYTES tensor -> Triton's length-prefixed encoding (4-byte LE length + bytes per element)."""
     if array.size == 0:
         return b""
-    out = serialize_byte_tensor(array)
-    return out.tobytes() if hasattr(out, "tobytes") else bytes(out)
+    out = serialize_byte_tensor(array)  # a 0-d object array holding the encoded bytes
+    return bytes(out.item())
 
 
 def deserialize_bytes(buffer: bytes | memoryview, name: str, model: str) -> np.ndarray:

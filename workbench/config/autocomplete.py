@@ -215,7 +215,7 @@ def _find_model_file(config: ModelConfig, model_dir: Path) -> Path | None:
         return None
     selected = select_versions(config, versions) or sorted(versions)
     for version in reversed(selected):
-        path = versions[version] / config.default_model_filename
+        path = versions[version] / str(config.default_model_filename)
         if path.exists():
             return path
     raise InvalidModelConfig(

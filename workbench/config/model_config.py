@@ -181,7 +181,7 @@ def model_config_to_text(config: ModelConfig) -> str:
     Returns:
         Protobuf text format, UTF-8 kept as is; parses back to an equal message.
     """
-    return text_format.MessageToString(config, as_utf8=True)
+    return str(text_format.MessageToString(config, as_utf8=True))
 
 
 def _fix_message(data: dict[str, Any], descriptor: Descriptor) -> dict[str, Any]:

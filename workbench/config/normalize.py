@@ -111,7 +111,7 @@ def is_ensemble(config: mc.ModelConfig) -> bool:
     Returns:
         Whether Triton treats the model as an ensemble.
     """
-    return config.platform == "ensemble" or config.HasField("ensemble_scheduling")
+    return bool(config.platform == "ensemble" or config.HasField("ensemble_scheduling"))
 
 
 def _resolve_auto_kind(group: mc.ModelInstanceGroup, backend: str, gpu_count: int) -> int:

@@ -223,7 +223,7 @@ def _fill_entry(
                 f"autofill failed for model '{model}': unsupported ONNX data type "
                 f"{info.onnx_type} for {what} '{info.name}'"
             )
-        entry.data_type = info.data_type  # type: ignore[assignment]
+        entry.data_type = info.data_type
     if len(entry.dims) == 0:
         dims = list(info.dims[1:] if batching else info.dims)
         if not dims:

@@ -10,7 +10,7 @@ Works on configs before or after :func:`normalize_model_config`.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from typing import NoReturn
+from typing import NoReturn, TypeAlias
 
 from tritonclient.grpc import model_config_pb2 as mc
 
@@ -36,7 +36,7 @@ TENSORRT_PLATFORM = "tensorrt_plan"
 WILDCARD_DIM = -1
 
 _Group = mc.ModelInstanceGroup
-_IO = mc.ModelInput | mc.ModelOutput
+_IO: TypeAlias = "mc.ModelInput | mc.ModelOutput"
 
 
 def validate_model_config(

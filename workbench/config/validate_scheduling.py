@@ -27,6 +27,12 @@ _CORRID_TYPES = frozenset(
 def check_dynamic_batching(config: mc.ModelConfig) -> None:
     """Preferred sizes, priority levels and preserve_ordering of the dynamic batcher.
 
+    Follows Triton's ``ValidateModelConfig``; a dynamic batcher on a model with
+    ``max_batch_size`` 0 is allowed but only logs a warning (it cannot batch).
+
+    Args:
+        config: the model config.
+
     Raises:
         InvalidModelConfig: with Triton's text for the first rule broken.
     """
@@ -65,6 +71,11 @@ def check_dynamic_batching(config: mc.ModelConfig) -> None:
 
 def check_sequence_batching(config: mc.ModelConfig) -> None:
     """Response cache, control tensors and strategy of the sequence batcher.
+
+    Follows Triton's ``ValidateModelConfig`` and ``Get*SequenceControlProperties``.
+
+    Args:
+        config: the model config.
 
     Raises:
         InvalidModelConfig: with Triton's text for the first rule broken.
@@ -165,8 +176,12 @@ def _check_corrid(control: mc.ModelSequenceBatching.Control, kind: str, m: str) 
 def check_ensemble(config: mc.ModelConfig) -> None:
     """Ensemble platform/scheduling pairing and the step graph of one ensemble.
 
-    Checks only what one config shows; composing models' inputs, data types
-    and batch sizes are the engine's to check once those models are known.
+    Follows Triton's ``ValidateEnsembleSchedulingConfig``. Checks only what one
+    config shows; composing models' inputs, data types and batch sizes are the
+    engine's to check once those models are known.
+
+    Args:
+        config: the model config.
 
     Raises:
         InvalidModelConfig: with Triton's text for the first rule broken.
@@ -203,7 +218,7 @@ class _Tensor:
 
 def _build_ensemble_graph(config: mc.ModelConfig) -> dict[str, _Tensor]:
     """Link ensemble tensors through the steps (Triton's ``BuildEnsembleGraph``)."""
-    m, tensors = config.name, {}
+    m, tensors = config.name, dict[str, _Tensor]()
     for index, step in enumerate(config.ensemble_scheduling.step):
         for key in ("model_name", "input_map", "output_map"):
             if not getattr(step, key):
@@ -228,7 +243,7 @@ def _build_ensemble_graph(config: mc.ModelConfig) -> dict[str, _Tensor]:
 
 def _check_ensemble_flow(config: mc.ModelConfig, tensors: dict[str, _Tensor]) -> None:
     """Every input used, every output written, no dangling tensor."""
-    m, queue = config.name, deque()
+    m, queue = config.name, deque[_Tensor]()
     for io in config.input:
         if io.name not in tensors:
             _fail(f"ensemble input '{io.name}' for ensemble '{m}' is not used")
@@ -271,7 +286,7 @@ def _not_written_message(node: _Tensor, m: str) -> str:
 def _kind_name(kind: int) -> str:
     """Control kind value -> its enum name (the number when unknown)."""
     try:
-        return _Control.Kind.Name(kind)
+        return str(_Control.Kind.Name(kind))
     except ValueError:
         return str(kind)
 

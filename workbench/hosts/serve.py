@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
+import signal
 import socket
 import sys
+from collections.abc import Iterator
 
 import uvicorn
 
@@ -15,6 +18,23 @@ from workbench.frontends.http import create_app
 from workbench.hosts.logging_setup import configure_logging
 
 log = logging.getLogger("workbench")
+
+
+class HTTPService(uvicorn.Server):
+    """uvicorn's server, except that SIGINT/SIGTERM only start a graceful shutdown.
+
+    uvicorn re-raises the captured signal once its own shutdown is done, which would
+    kill the process before the engine has drained and unloaded its models.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def bind_socket(address: str, port: int) -> socket.socket:
@@ -65,7 +85,7 @@ async def serve(options: ServerOptions) -> int:
         server_header=False,
         date_header=False,
     )
-    http = uvicorn.Server(config)
+    http = HTTPService(config)
     log.info("Started HTTPService at %s:%d", host, port)
     try:
         await http.serve(sockets=[sock])

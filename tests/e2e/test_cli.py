@@ -1,0 +1,85 @@
+"""`workbench serve` as a process: start-up errors, graceful shutdown."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from workbench.testing.process import ServerProcess
+
+pytestmark = pytest.mark.e2e
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "workbench.hosts.cli", *args],
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+def test_missing_repository_is_one_clear_line(tmp_path: Path) -> None:
+    result = run_cli("serve", f"--model-repository={tmp_path / 'absent'}", "--http-port=0")
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("E")]
+    assert len(errors) == 1 and "does not exist or is not a directory" in errors[0]
+
+
+def test_busy_port_is_one_clear_line(test_repository: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_cli("serve", f"--model-repository={test_repository}",
+                         "--http-address=127.0.0.1", f"--http-port={port}")
+    assert result.returncode == 1
+    assert f"failed to start HTTP service: Unavailable - Socket '127.0.0.1:{port}' already in use" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_exit_on_error_with_a_broken_model(mixed_repository: Path) -> None:
+    result = run_cli("serve", f"--model-repository={mixed_repository}", "--http-port=0")
+    assert result.returncode == 1
+    assert "failed to load all models" in result.stderr and "broken_syntax" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_broken_models_served_beside_good_ones(mixed_repository: Path) -> None:
+    server = ServerProcess([f"--model-repository={mixed_repository}", "--exit-on-error=false"])
+    try:
+        client = httpclient.InferenceServerClient(server.url)
+        assert client.is_server_live() and not client.is_server_ready()
+        assert client.is_model_ready("add_sub") and not client.is_model_ready("broken_onnx")
+        index = {r["name"]: r for r in client.get_model_repository_index()}
+        assert index["broken_syntax"]["state"] == "UNAVAILABLE"
+        a = np.ones((1, 16), np.float32)
+        inputs = [httpclient.InferInput(f"INPUT{i}", [1, 16], "FP32") for i in range(2)]
+        for tensor in inputs:
+            tensor.set_data_from_numpy(a)
+        assert client.infer("add_sub", inputs).as_numpy("OUTPUT0")[0, 0] == 2
+    finally:
+        assert server.stop() == 0
+
+
+def test_sigterm_finishes_in_flight_requests(test_repository: Path) -> None:
+    server = ServerProcess([f"--model-repository={test_repository}"])
+    client = httpclient.InferenceServerClient(server.url, concurrency=16)
+    a = np.ones((8, 16), np.float32)
+    inputs = [httpclient.InferInput(f"INPUT{i}", [8, 16], "FP32") for i in range(2)]
+    for tensor in inputs:
+        tensor.set_data_from_numpy(a)
+    handles = [client.async_infer("add_sub", inputs) for _ in range(64)]
+    stopper = threading.Thread(target=server.stop, args=(signal.SIGTERM,))
+    stopper.start()
+    results = [h.get_result() for h in handles]
+    stopper.join()
+    assert all(r.as_numpy("OUTPUT0")[0, 0] == 2 for r in results)
+    assert server.process.returncode == 0
+    client.close()

@@ -1,0 +1,72 @@
+"""Architecture rules: layers import downwards only; the public surface is exactly __all__."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import workbench
+
+PACKAGE = Path(workbench.__file__).parent
+#: packages that may only use the public names re-exported by `workbench`
+ADAPTERS = ("frontends", "hosts")
+#: the engine's internals, which adapters must never reach
+INTERNALS = ("workbench.backends", "workbench.scheduling", "workbench.engine", "workbench.config",
+             "workbench.repository")
+#: lower layers must not import web/RPC frameworks
+FRAMEWORKS = ("fastapi", "starlette", "uvicorn", "grpc", "tornado", "jupyter_server")
+CORE = ("config", "repository", "backends", "scheduling", "engine")
+
+
+def imports_of(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def modules_under(folder: str) -> list[Path]:
+    return sorted((PACKAGE / folder).rglob("*.py"))
+
+
+def test_adapters_use_only_the_public_api() -> None:
+    offenders = {
+        str(path.relative_to(PACKAGE)): sorted(n for n in imports_of(path) if n.startswith(INTERNALS))
+        for folder in ADAPTERS
+        for path in modules_under(folder)
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_core_layers_import_no_web_framework() -> None:
+    offenders = {
+        str(path.relative_to(PACKAGE)): sorted(
+            n for n in imports_of(path) if n.split(".")[0] in FRAMEWORKS
+        )
+        for folder in CORE
+        for path in modules_under(folder)
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_lower_layers_never_import_upper_ones() -> None:
+    order = ["config", "repository", "backends", "scheduling", "engine"]
+    for rank, folder in enumerate(order):
+        upper = tuple(f"workbench.{name}" for name in order[rank + 1 :]) + (
+            "workbench.frontends", "workbench.hosts",
+        )
+        for path in modules_under(folder):
+            bad = sorted(n for n in imports_of(path) if n.startswith(upper))
+            assert bad == [], f"{path.relative_to(PACKAGE)} imports {bad}"
+
+
+def test_public_surface_is_exactly_all() -> None:
+    public = {name for name in dir(workbench) if not name.startswith("_")}
+    modules = {"backends", "config", "datatypes", "devices", "engine", "errors", "frontends",
+               "hosts", "options", "repository", "scheduling", "statistics", "tensors",
+               "testing", "types"}
+    assert public - modules == set(workbench.__all__) - {"__version__"}

@@ -1,0 +1,75 @@
+"""Run `workbench serve` as a real process on a free port (the end-to-end test tier)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+_STARTED = re.compile(r"Started HTTPService at (\S+):(\d+)")
+
+
+class ServerProcess:
+    """``workbench serve ... --http-port 0``; the bound port is read back from its log.
+
+    Args:
+        args: flags after ``serve`` (``--http-port`` is added unless given).
+        timeout_s: seconds to wait for the "Started HTTPService" line.
+
+    Raises:
+        RuntimeError: the process exited or did not start in time (its log is in the message).
+    """
+
+    def __init__(self, args: Sequence[str], timeout_s: float = 120.0) -> None:
+        command = [sys.executable, "-m", "workbench.hosts.cli", "serve", *args]
+        if not any(a.startswith("--http-port") for a in args):
+            command.append("--http-port=0")
+        self.lines: list[str] = []
+        self._port_found = threading.Event()
+        self.port = 0
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._port_found.wait(0.1):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("workbench serve did not start:\n" + self.log)
+
+    def _drain(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line.rstrip("\n"))
+            match = _STARTED.search(line)
+            if match and not self._port_found.is_set():
+                self.port = int(match.group(2))
+                self._port_found.set()
+
+    @property
+    def log(self) -> str:
+        return "\n".join(self.lines)
+
+    @property
+    def url(self) -> str:
+        """``localhost:<port>``, the form tritonclient takes."""
+        return f"localhost:{self.port}"
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 60.0) -> int:
+        """Send ``sig`` and wait for the exit status (SIGKILL after ``timeout_s``)."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._reader.join(timeout=5)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+        return self.process.returncode
