@@ -232,3 +232,15 @@ async def test_stop_drains_in_flight_requests(test_repository: Path) -> None:
     results = await asyncio.gather(*pending, return_exceptions=True)
     assert all(not isinstance(r, Exception) for r in results)
     assert not server.is_ready()
+
+
+async def test_kind_gpu_without_gpu_fails_with_clear_reason(tmp_path: Path) -> None:
+    from workbench.testing.models import ADD_SUB_CONFIG, add_sub_graph, write_model
+
+    config = ADD_SUB_CONFIG.replace("KIND_CPU", "KIND_GPU")
+    write_model(tmp_path, "add_sub", config, add_sub_graph())
+    options = ServerOptions(model_repository=[str(tmp_path)], exit_on_error=False)
+    async with Server(options) as server:
+        row = (await server.repository_index())[0]
+        assert row["state"] == "UNAVAILABLE"
+        assert "is KIND_GPU but no GPU is usable here" in row["reason"]

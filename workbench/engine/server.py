@@ -256,7 +256,8 @@ class Server:
         """Load or reload ``name`` (explicit mode); ``config`` (JSON) overrides config.pbtxt.
 
         A reload loads the new versions beside the old ones, switches traffic when they are
-        ready, then drains and unloads the old ones: no request is dropped.
+        ready, then drains and unloads the old ones: no request is dropped. A reload that
+        fails leaves the previously loaded versions serving.
 
         Raises:
             Unavailable: the server is not in explicit model control mode.
@@ -314,6 +315,9 @@ class Server:
                 )
                 entry = _entry_from_result(result)
             old = self._models.get(name)
+            if old is not None and old.ready_versions() and entry.failed():
+                await entry.stop()  # a failed reload keeps the last good versions serving
+                return entry
             self._models[name] = entry
             if old is not None:
                 await old.stop("unloaded")
