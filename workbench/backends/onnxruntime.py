@@ -5,7 +5,9 @@ KIND_CPU uses the CPU execution provider, KIND_GPU the CUDA provider (and the
 TensorRT provider when the config's ``gpu_execution_accelerator`` names
 ``tensorrt``) on the instance's device. Session knobs come from the model config
 ``parameters``: ``intra_op_thread_count``, ``inter_op_thread_count``,
-``execution_mode`` (0 sequential, 1 parallel) and ``optimization.graph.level``.
+``execution_mode`` (0 sequential, 1 parallel), any ORT session config entry
+(keys starting ``session.``, e.g. ``session.intra_op.allow_spinning``; thread
+spinning defaults to off here, unlike plain ORT) and ``optimization.graph.level``.
 A batch of requests is gathered into one contiguous input per tensor, run once,
 and the outputs are split back along the batch dimension.
 """
@@ -45,6 +47,12 @@ ONNX_TO_CONFIG = {
     "tensor(double)": "TYPE_FP64",
     "tensor(string)": "TYPE_STRING",
     "tensor(bfloat16)": "TYPE_BF16",
+}
+
+
+_DEFAULT_SESSION_ENTRIES = {
+    "session.intra_op.allow_spinning": "0",
+    "session.inter_op.allow_spinning": "0",
 }
 
 
@@ -131,6 +139,12 @@ def _session_options(ort, config: ModelConfig):
     options.execution_mode = (
         ort.ExecutionMode.ORT_PARALLEL if parallel else ort.ExecutionMode.ORT_SEQUENTIAL
     )
+    # ORT's own session config entries ("session.intra_op.allow_spinning", ...) pass through.
+    # Spinning is off unless asked for: spinning ORT threads take the cores the server's
+    # event loop needs (measured in bench/RESULTS.md).
+    entries = {**_DEFAULT_SESSION_ENTRIES, **{k: v for k, v in params.items() if k.startswith("session.")}}
+    for key, value in entries.items():
+        options.add_session_config_entry(key, value)
     level = config.optimization.graph.level
     options.graph_optimization_level = {
         -1: ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,

@@ -8,9 +8,13 @@ instances execute on their own threads, never on the loop.
 from __future__ import annotations
 
 import asyncio
+import queue
+import threading
+import time
 from abc import ABC, abstractmethod
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes, ModelInstance
 
@@ -29,16 +33,26 @@ class Pending:
 
 
 class InstanceRunner:
-    """One model instance and the single thread that drives it."""
+    """One model instance and the single thread that drives it.
+
+    Executions are handed over through a ``SimpleQueue`` and their results delivered with
+    ``loop.call_soon_threadsafe``: about half the hand-off cost of ``run_in_executor``
+    (measured in bench/RESULTS.md), which matters for sub-millisecond models.
+    """
 
     def __init__(self, instance: ModelInstance) -> None:
         self.instance = instance
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix=instance.name)
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name=instance.name, daemon=True)
+        self._thread.start()
+
+    def submit(self, requests: list[BackendRequest], done: Callable[[Any, BaseException | None], None]) -> None:
+        """Run one execution on the instance thread; ``done(result, error)`` is then called
+        on the current event loop with ``(responses, times)`` or the exception raised."""
+        self._jobs.put((requests, asyncio.get_running_loop(), done))
 
     def execute(self, requests: list[BackendRequest]) -> tuple[list[BackendResponse], ExecutionTimes]:
         """Run one execution on the calling (instance) thread and time its phases."""
-        import time
-
         times = ExecutionTimes(start_ns=time.monotonic_ns())
         responses = self.instance.execute(requests, times)
         times.end_ns = time.monotonic_ns()
@@ -53,12 +67,23 @@ class InstanceRunner:
             )
         return responses, times
 
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            requests, loop, done = job
+            try:
+                result, error = self.execute(requests), None
+            except BaseException as exc:  # delivered to the waiting requests
+                result, error = None, exc
+            try:
+                loop.call_soon_threadsafe(done, result, error)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                pass
+        self.instance.unload()
+
     def close(self) -> None:
-        """Unload the instance on its own thread, then stop the thread."""
-        try:
-            self.executor.submit(self.instance.unload).result()
-        finally:
-            self.executor.shutdown(wait=True)
+        """Blocking: let queued executions finish, unload on the instance thread, join it."""
+        self._jobs.put(None)
+        self._thread.join()
 
 
 class Scheduler(ABC):

@@ -72,21 +72,18 @@ class DirectScheduler(Scheduler):
                 return
             runner = self._idle.popleft()
             self._stats.pending -= len(batch)
-            loop = asyncio.get_running_loop()
-            work = loop.run_in_executor(
-                runner.executor, runner.execute, [p.request for p in batch]
-            )
-            work.add_done_callback(partial(self._finished, runner, batch))
+            runner.submit([p.request for p in batch], partial(self._finished, runner, batch))
 
-    def _finished(self, runner: InstanceRunner, batch: list[Pending], work: asyncio.Future) -> None:
+    def _finished(
+        self, runner: InstanceRunner, batch: list[Pending], result, error: BaseException | None
+    ) -> None:
         self._idle.append(runner)
-        try:
-            responses, times = work.result()
-        except Exception as exc:  # the whole execution failed
-            error = exc if isinstance(exc, WorkbenchError) else InternalError(str(exc))
-            responses, times = [BackendResponse(error=error)] * len(batch), None
-        if times is not None:
+        if error is None:
+            responses, times = result
             self._record_execution(batch, times)
+        else:  # the whole execution failed
+            wrapped = error if isinstance(error, WorkbenchError) else InternalError(str(error))
+            responses, times = [BackendResponse(error=wrapped)] * len(batch), None
         for pending, response in zip(batch, responses, strict=True):
             self._complete(pending, response, times)
         self._dispatch()

@@ -14,12 +14,8 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from workbench import InvalidArgument, Server, Unsupported, WorkbenchError, model_config_to_json
-from workbench.frontends.http.codec import (
-    HEADER_LENGTH,
-    decode_request,
-    encode_response,
-    parse_json_object,
-)
+from workbench.frontends.http.codec import parse_json_object
+from workbench.frontends.http.infer_asgi import InferFastPath
 from workbench.frontends.status import http_status
 
 log = logging.getLogger(__name__)
@@ -37,10 +33,11 @@ def error_response(message: str, status: int) -> Response:
     return json_response({"error": message}, status)
 
 
-def create_app(server: Server) -> FastAPI:
-    """Build the FastAPI application serving ``server`` over the v2 protocol.
+def create_app(server: Server) -> InferFastPath:
+    """Build the ASGI application serving ``server`` over the v2 protocol.
 
-    The app does not start or stop the engine: its host does (CLI, Jupyter, tests).
+    Infer requests are served by :class:`InferFastPath`; everything else by a FastAPI
+    app (``.app``). The app does not start or stop the engine: its host does.
     """
     app = FastAPI(title="Model Serving Workbench", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.server = server
@@ -53,14 +50,10 @@ def create_app(server: Server) -> FastAPI:
     async def _http_error(_: Request, exc: StarletteHTTPException) -> Response:
         return error_response(str(exc.detail), exc.status_code)
 
-    infer = _infer_endpoint(server)
-    # plain Starlette routes: the infer path skips FastAPI's dependency solving
-    app.add_route("/v2/models/{model}/infer", infer, methods=["POST"])
-    app.add_route("/v2/models/{model}/versions/{version}/infer", infer, methods=["POST"])
     app.include_router(_health_routes(server))
     app.include_router(_model_routes(server))
     app.include_router(_repository_routes(server))
-    return app
+    return InferFastPath(server, app)
 
 
 def _health_routes(server: Server) -> APIRouter:
@@ -113,28 +106,6 @@ def _model_routes(server: Server) -> APIRouter:
     return router
 
 
-def _infer_endpoint(server: Server):
-    limit = server.options.http_max_input_size
-
-    async def infer(request: Request) -> Response:
-        params = request.path_params
-        body = await _read_body(request, limit)
-        infer_request = decode_request(
-            body, request.headers.get(HEADER_LENGTH), params["model"], params.get("version", "")
-        )
-        response = await server.infer(infer_request)
-        payload, header_length = encode_response(response, infer_request)
-        if header_length is None:
-            return Response(payload, media_type=JSON)
-        return Response(
-            payload,
-            media_type="application/octet-stream",
-            headers={"Inference-Header-Content-Length": str(header_length)},
-        )
-
-    return infer
-
-
 def _repository_routes(server: Server) -> APIRouter:
     router = APIRouter()
 
@@ -168,23 +139,6 @@ def _repository_routes(server: Server) -> APIRouter:
         return error_response("'repository_name' specification is not supported", 501)
 
     return router
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise InvalidArgument(_too_large(int(declared), limit))
-    body = await request.body()
-    if len(body) > limit:
-        raise InvalidArgument(_too_large(len(body), limit))
-    return body
-
-
-def _too_large(size: int, limit: int) -> str:
-    return (
-        f"request size {size} exceeds the maximum allowed input size of {limit}. "
-        "Use --http-max-input-size to increase the limit."
-    )
 
 
 async def _json_body(request: Request) -> dict:
