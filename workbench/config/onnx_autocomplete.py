@@ -83,7 +83,7 @@ def autocomplete_from_onnx(
     has_outputs = len(config.output) > 0
     incomplete = any(_is_incomplete(io) for io in (*config.input, *config.output))
     if has_inputs and has_outputs and not incomplete:
-        logger.info(
+        logger.debug(
             "skipping model configuration auto-complete for '%s': inputs and outputs "
             "already specified",
             config.name,

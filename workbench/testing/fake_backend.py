@@ -1,0 +1,76 @@
+"""A backend for tests that need to control execution (block, count, fail).
+
+It implements the real :class:`~workbench.backends.base.Backend` interface, so the
+engine and schedulers run unchanged around it: the fake sits only at the backend
+boundary. Model configs select it with ``backend: "fake"``; its one input
+``INPUT0`` is copied to ``OUTPUT0``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+from workbench.backends.base import (
+    Backend,
+    BackendRequest,
+    BackendResponse,
+    ExecutionTimes,
+    InstanceSpec,
+    ModelInstance,
+)
+
+
+class FakeBehaviour:
+    """Shared knobs: ``gate`` blocks executions until set; ``barrier`` makes executions
+    meet (proving they run in parallel); ``executions`` counts executions per instance."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+        self.barrier: threading.Barrier | None = None
+        self.executions: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+
+BEHAVIOUR = FakeBehaviour()
+
+
+class FakeInstance(ModelInstance):
+    def execute(self, requests: Sequence[BackendRequest], times: ExecutionTimes) -> list[BackendResponse]:
+        with BEHAVIOUR.lock:
+            BEHAVIOUR.executions[self.name] = BEHAVIOUR.executions.get(self.name, 0) + 1
+        if BEHAVIOUR.barrier is not None:
+            BEHAVIOUR.barrier.wait()
+        BEHAVIOUR.gate.wait()
+        times.mark_input_done()
+        times.mark_infer_done()
+        return [BackendResponse({"OUTPUT0": r.inputs["INPUT0"]}) for r in requests]
+
+
+class FakeBackend(Backend):
+    names = ("fake",)
+
+    def load_instance(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec) -> ModelInstance:
+        return FakeInstance(spec)
+
+
+FAKE_CONFIG = """
+name: "{name}"
+backend: "fake"
+max_batch_size: 4
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+instance_group [ {{ count: {count} kind: KIND_CPU }} ]
+"""
+
+
+def write_fake_model(repo: Path, name: str, count: int = 2) -> Path:
+    """A model folder served by :class:`FakeBackend` (an empty version folder 1)."""
+    folder = repo / name
+    (folder / "1").mkdir(parents=True, exist_ok=True)
+    (folder / "config.pbtxt").write_text(FAKE_CONFIG.format(name=name, count=count))
+    return folder
