@@ -228,7 +228,7 @@ def test_complete_config_skips_graph(write_model: Any, caplog: pytest.LogCapture
     output [ { name: "b", data_type: TYPE_FP32, dims: [ 1 ] } ]
     """
     model_dir = write_model("m", files={"1/model.onnx": b"not an onnx file"})
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.DEBUG)
     config = autocomplete_model_config(parse_model_config(text), "m", model_dir)
     assert config.backend == "onnxruntime" and config.max_batch_size == 0
     assert "skipping model configuration auto-complete for 'm'" in caplog.text
