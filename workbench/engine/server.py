@@ -33,7 +33,7 @@ from workbench.errors import (
 )
 from workbench.options import ServerOptions
 from workbench.repository.repository import ModelRepository
-from workbench.scheduling.direct import DirectScheduler
+from workbench.scheduling.factory import make_scheduler
 from workbench.statistics import ModelStatistics
 from workbench.types import InferenceRequest, InferenceResponse, ModelReadyState
 
@@ -332,7 +332,7 @@ def _entry_from_result(result: LoadResult) -> ModelEntry:
             entry.versions[version] = VersionState(ModelReadyState.UNAVAILABLE, loaded.error)
             continue
         stats = ModelStatistics(result.name, str(version))
-        scheduler = DirectScheduler(loaded.instances, stats)
+        scheduler = make_scheduler(result.config, loaded.instances, stats)
         model = LoadedModel(result.config, version, scheduler, stats)
         entry.versions[version] = VersionState(ModelReadyState.READY, "", model)
         log.info("successfully loaded '%s' version %d", result.name, version)

@@ -1,7 +1,8 @@
 """Triton's default scheduler: one request per execution, on whichever instance is free.
 
 Requests wait in one FIFO queue (not in threads) while every instance is busy.
-Subclasses change only :meth:`DirectScheduler._next_batch` (what one execution takes).
+Subclasses change only :meth:`DirectScheduler._next_batch` (what one execution takes);
+the dynamic batcher is one.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class DirectScheduler(Scheduler):
 
     async def stop(self) -> None:
         self._stopping = True
+        self._dispatch()  # nothing waits for a batch to fill any more
         if self._inflight:
             self._drained = asyncio.Event()
             await self._drained.wait()

@@ -68,9 +68,10 @@ instance_group [ {{ count: {count} kind: KIND_CPU }} ]
 """
 
 
-def write_fake_model(repo: Path, name: str, count: int = 2) -> Path:
-    """A model folder served by :class:`FakeBackend` (an empty version folder 1)."""
+def write_fake_model(repo: Path, name: str, count: int = 2, extra: str = "") -> Path:
+    """A model folder served by :class:`FakeBackend` (an empty version folder 1);
+    ``extra`` is appended to the config (e.g. a ``dynamic_batching`` block)."""
     folder = repo / name
     (folder / "1").mkdir(parents=True, exist_ok=True)
-    (folder / "config.pbtxt").write_text(FAKE_CONFIG.format(name=name, count=count))
+    (folder / "config.pbtxt").write_text(FAKE_CONFIG.format(name=name, count=count) + extra)
     return folder

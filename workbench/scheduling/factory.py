@@ -1,0 +1,28 @@
+"""Pick a model's scheduler from its config's ``scheduling_choice`` (Triton's rule)."""
+
+from __future__ import annotations
+
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+from workbench.backends.base import ModelInstance
+from workbench.scheduling.base import Scheduler
+from workbench.scheduling.direct import DirectScheduler
+from workbench.scheduling.dynamic_batcher import DynamicBatcher
+from workbench.statistics import ModelStatistics
+
+
+def make_scheduler(
+    config: ModelConfig, instances: list[ModelInstance], statistics: ModelStatistics
+) -> Scheduler:
+    """``dynamic_batching`` with ``max_batch_size > 0`` -> :class:`DynamicBatcher`;
+    otherwise the default one-request-per-execution :class:`DirectScheduler`."""
+    if config.HasField("dynamic_batching") and config.max_batch_size > 0:
+        batching = config.dynamic_batching
+        return DynamicBatcher(
+            instances,
+            statistics,
+            max_batch_size=config.max_batch_size,
+            preferred_batch_sizes=list(batching.preferred_batch_size),
+            max_queue_delay_us=int(batching.max_queue_delay_microseconds),
+        )
+    return DirectScheduler(instances, statistics)
