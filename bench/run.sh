@@ -20,6 +20,7 @@ log() { echo "[bench $(date +%H:%M:%S)] $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # (a) perf_analyzer, (b) the sample repository
+(exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && die "port $PORT is already in use (set PORT=...)"
 if [[ ! -x "$PA" ]]; then
   [[ -f "$SHARED_BENCH/setup.sh" ]] || die "perf_analyzer missing and no $SHARED_BENCH/setup.sh (set SHARED_BENCH)"
   log "perf_analyzer missing: running $SHARED_BENCH/setup.sh"
@@ -30,7 +31,6 @@ mkdir -p "$OUT"
 .venv/bin/python bench/make_inputs.py "$OUT" --seq-len "$SEQ_LEN" || die "writing input data failed"
 
 # (c) the server
-(exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && die "port $PORT is already in use (set PORT=...)"
 .venv/bin/workbench serve --model-repository "$REPO" --http-port "$PORT" >"$OUT/server.log" 2>&1 &
 SPID=$!
 stop_server() { [[ -n "${SPID:-}" ]] && kill -TERM "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null; SPID=""; }
@@ -75,12 +75,12 @@ done
 
 # (f) the table (stdout + bench/results/<timestamp>.md)
 {
-  echo "## workbench on the sample models — $(date -Is), $(nproc) cores, perf_analyzer $("$PA" --version 2>&1 | grep -o '[0-9.]\+ ' | head -1)"
+  echo "## workbench on the sample models — $(date -Is), $(nproc) cores, perf_analyzer $("$PA" --version 2>&1 | sed -n 's/.*Version \([0-9.]*\).*/\1/p')"
   echo
   echo "HTTP, batch 1 per request, $WINDOWS windows x $INTERVAL ms per point, p99 percentile; latencies client-side;"
   echo "queue/compute = server-side means from the statistics extension. minilm_encoder: real sentences padded to $SEQ_LEN tokens."
   echo
-  .venv/bin/python bench/table.py "$OUT"/*__c*.csv
+  .venv/bin/python bench/table.py "$OUT"/*__c*.cmd
   ((FAILS)) && echo && echo "**$FAILS perf_analyzer run(s) FAILED** — see $OUT/*.log"
 } | tee "bench/results/$STAMP.md"
 stop_server

@@ -1,6 +1,6 @@
 """perf_analyzer `-f X.csv --verbose-csv` files -> one markdown table (stdout).
 
-    python bench/table.py DIR/<model>__<format>__c<N>.csv ...
+    python bench/table.py DIR/<model>__<format>__c<N>.cmd ...     (one per run; reads the .csv next to it)
 
 Latencies in the CSV are microseconds; the table shows milliseconds.
 """
@@ -19,9 +19,10 @@ COLUMNS = [("p50 latency", "p50 ms"), ("p99 latency", "p99 ms"), ("Server Queue"
 def main(paths: list[str]) -> None:
     rows = []
     for path in paths:
-        model, fmt, conc = os.path.basename(path)[:-4].split("__")
+        base = os.path.splitext(path)[0]
+        model, fmt, conc = os.path.basename(base).split("__")
         try:
-            with open(path) as f:
+            with open(base + ".csv") as f:
                 last = list(csv.DictReader(f))[-1]
         except (OSError, IndexError):
             rows.append((model, fmt, int(conc[1:]), "FAILED", ["-"] * len(COLUMNS)))

@@ -83,6 +83,7 @@ async def serve(options: ServerOptions) -> int:
         timeout_graceful_shutdown=int(options.exit_timeout_secs) or None,
         lifespan="off",
         server_header=False,
+        proxy_headers=False,  # no X-Forwarded-* rewriting on the hot path
         date_header=False,
     )
     http = HTTPService(config)
