@@ -60,6 +60,10 @@ instance_group [
     kind: KIND_CPU
   }}
 ]
+# batch whatever queued while the instance was busy (no added delay)
+dynamic_batching {{ }}
+# a 64->hidden->10 MLP gains nothing from an intra-op thread pool
+parameters {{ key: "intra_op_thread_count" value: {{ string_value: "1" }} }}
 """
 
 

@@ -102,6 +102,8 @@ instance_group [
     kind: KIND_CPU
   }}
 ]
+# requests of equal sequence length queued while the instance was busy run as one batch
+dynamic_batching {{ }}
 """
 
 
