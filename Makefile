@@ -8,6 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 REPO   := sample_models/repository
 MODELS := $(REPO)/.built
+HTTP_PORT ?= 8000
 # this machine's pip config lists local indexes; hide pip's per-package notes about them
 PIPFILTER := { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 
@@ -31,7 +32,7 @@ $(MODELS): $(STAMP) sample_models/build.py sample_models/build_digits.py sample_
 models: $(MODELS)
 
 serve: setup
-	$(VENV)/bin/workbench serve --model-repository $(REPO)
+	$(VENV)/bin/workbench serve --model-repository $(REPO) --http-port $(HTTP_PORT)
 
 test: setup
 	$(PY) -m pytest

@@ -274,3 +274,45 @@ async def test_unknown_route_and_method(client: httpx.AsyncClient) -> None:
     assert missing.status_code == 404 and missing.json() == {"error": "Not Found"}
     wrong = await client.get("/v2/models/add_sub/infer")
     assert wrong.status_code == 405 and wrong.json() == {"error": "Method Not Allowed"}
+
+
+async def test_zero_size_batch_binary_output(client: httpx.AsyncClient) -> None:
+    header = {
+        "inputs": [
+            {"name": f"INPUT{i}", "shape": [0, 16], "datatype": "FP32", "parameters": {"binary_data_size": 0}}
+            for i in range(2)
+        ],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
+    }
+    body, headers = binary_body(header)
+    response = await client.post("/v2/models/add_sub/infer", content=body, headers=headers)
+    assert response.status_code == 200, response.text
+    head, raw = split_binary(response)
+    assert head["outputs"][0]["shape"] == [0, 16]
+    assert head["outputs"][0]["parameters"] == {"binary_data_size": 0} and raw == b""
+
+
+async def test_nan_and_infinity_literals_in_json(client: httpx.AsyncClient) -> None:
+    body = (
+        b'{"inputs": [{"name": "INPUT0", "shape": [1, 3], "datatype": "FP32", '
+        b'"data": [NaN, Infinity, -Infinity]}]}'
+    )
+    response = await client.post("/v2/models/identity_fp32/infer", content=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["outputs"][0]["data"] == [None, None, None]  # JSON has no NaN/Inf
+
+
+async def test_backend_failure_is_a_json_500_and_server_keeps_serving(client: httpx.AsyncClient) -> None:
+    payload = {"inputs": [
+        {"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [1.0] * 4},
+        {"name": "INPUT1", "shape": [1, 5], "datatype": "FP32", "data": [1.0] * 5},
+    ]}
+    response = await client.post("/v2/models/add_sub_any/infer", json=payload)
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert error.startswith("onnxruntime failed to run model 'add_sub_any'") and "\x1b[" not in error
+    payload["inputs"][1] = {**payload["inputs"][0], "name": "INPUT1"}
+    assert (await client.post("/v2/models/add_sub_any/infer", json=payload)).status_code == 200
+    stats = (await client.get("/v2/models/add_sub_any/stats")).json()["model_stats"][0]
+    assert stats["inference_stats"]["fail"]["count"] == 1
+    assert stats["inference_stats"]["success"]["count"] == 1

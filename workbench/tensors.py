@@ -128,6 +128,8 @@ def tensor_to_buffer(tensor: Tensor) -> bytes | memoryview:
     if tensor.datatype == "BYTES":
         return serialize_bytes(tensor.data)
     array = tensor.data
+    if array.size == 0:
+        return b""
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
     return memoryview(np.ascontiguousarray(array)).cast("B")

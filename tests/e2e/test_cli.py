@@ -85,3 +85,9 @@ def test_sigterm_finishes_in_flight_requests(sample_repository: Path) -> None:
     assert all(r.shape == (16, 384) for r in results)
     assert "stopping: waiting for in-flight requests" in server.log
     client.close()
+
+
+def test_out_of_range_port_is_a_usage_error(tmp_path: Path) -> None:
+    result = run_cli("serve", f"--model-repository={tmp_path}", "--http-port=70000")
+    assert result.returncode == 2
+    assert "port must be in 0..65535, got 70000" in result.stderr and "Traceback" not in result.stderr

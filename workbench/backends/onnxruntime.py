@@ -14,6 +14,7 @@ and the outputs are split back along the batch dimension.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.devices import gpu_count
-from workbench.errors import InvalidArgument, ModelLoadError
+from workbench.errors import InternalError, InvalidArgument, ModelLoadError
 
 #: ONNX tensor type strings (``session.get_inputs()[i].type``) -> model-config enum names.
 ONNX_TO_CONFIG = {
@@ -49,6 +50,8 @@ ONNX_TO_CONFIG = {
     "tensor(bfloat16)": "TYPE_BF16",
 }
 
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 _DEFAULT_SESSION_ENTRIES = {
     "session.intra_op.allow_spinning": "0",
@@ -94,7 +97,8 @@ class OnnxRuntimeInstance(ModelInstance):
             )
         except Exception as exc:  # ORT raises its own types for bad graphs
             raise ModelLoadError(
-                f"unable to load model '{config.name}': {type(exc).__name__}: {exc}"
+                f"unable to load model '{config.name}': {type(exc).__name__}: "
+                f"{_ANSI.sub('', str(exc))}"
             ) from None
         self._string_inputs = _check_io(config, self._session)
         self._all_outputs = [o.name for o in self._session.get_outputs()]
@@ -105,7 +109,12 @@ class OnnxRuntimeInstance(ModelInstance):
         names = _requested_union(requests, self._all_outputs)
         feed, sizes = self._gather(requests)
         times.mark_input_done()
-        results = self._session.run(names, feed)
+        try:
+            results = self._session.run(names, feed)
+        except Exception as exc:  # ORT's own error types; keep the text, drop terminal colours
+            raise InternalError(
+                f"onnxruntime failed to run model '{self._model_name}': {_ANSI.sub('', str(exc))}"
+            ) from None
         times.mark_infer_done()
         outputs = dict(zip(names, (_from_ort(r) for r in results), strict=True))
         return _scatter(requests, outputs, sizes)

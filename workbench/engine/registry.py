@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.engine.model import LoadedModel
 from workbench.types import ModelReadyState
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -60,6 +63,8 @@ class ModelEntry:
             if state.model is not None:
                 state.state, state.reason = ModelReadyState.UNLOADING, ""
         await asyncio.gather(*(m.stop() for m in models))
-        for state in self.versions.values():
+        for version, state in self.versions.items():
+            if state.model is not None:
+                log.info("successfully unloaded '%s' version %d", self.name, version)
             state.state, state.reason, state.model = ModelReadyState.UNAVAILABLE, reason, None
         self.refresh()

@@ -99,6 +99,9 @@ class Server:
         assert self._repository is not None
         found = sorted(self._repository.scan())
         if self.options.model_control_mode != "explicit":
+            if self.options.load_model:
+                log.warning("--load-model is ignored in model control mode '%s': every model "
+                            "in the repository is loaded", self.options.model_control_mode)
             return found
         wanted = self.options.load_model
         return found if "*" in wanted else [n for n in wanted]

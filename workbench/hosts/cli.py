@@ -23,6 +23,16 @@ def _bool(value: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got '{value}'")
 
 
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port '{value}'") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be in 0..65535, got {port}")
+    return port
+
+
 def _flag(parser: argparse.ArgumentParser, name: str, help: str) -> None:
     parser.add_argument(name, type=_bool, nargs="?", const=True, default=None, help=help)
 
@@ -44,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(serve, "--exit-on-error", "exit if a model fails to load at start (default true)")
     _flag(serve, "--strict-readiness", "ready only when every model is ready (default true)")
     serve.add_argument("--http-address", default="0.0.0.0")
-    serve.add_argument("--http-port", type=int, default=8000, help="0 = any free port")
+    serve.add_argument("--http-port", type=_port, default=8000, help="0 = any free port")
     serve.add_argument("--http-max-input-size", type=int, default=None)
     serve.add_argument("--exit-timeout-secs", type=float, default=30.0)
     serve.add_argument("--log-verbose", type=int, default=0)
@@ -91,8 +101,12 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``workbench`` console script; returns the exit status."""
-    args = build_parser().parse_args(argv)
-    options = options_from_args(args)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        options = options_from_args(args)
+    except ValueError as exc:  # pydantic's ValidationError: out-of-range values
+        parser.error(str(exc).replace("\n", "; "))
     from workbench.hosts.serve import run
 
     return run(options)

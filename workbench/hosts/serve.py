@@ -94,8 +94,9 @@ async def serve(options: ServerOptions) -> int:
         log.info("stopping: waiting for in-flight requests (up to %ss)", options.exit_timeout_secs)
         try:
             await asyncio.wait_for(server.stop(), timeout=options.exit_timeout_secs or None)
+            log.info("all models unloaded; exiting")
         except TimeoutError:
-            log.warning("exit timeout reached; models unloaded with requests still in flight")
+            log.warning("exit timeout reached; exiting with requests still in flight")
     return 0
 
 

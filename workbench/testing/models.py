@@ -91,11 +91,13 @@ def build_test_repository(repo: Path) -> Path:
 
     - ``add_sub``: FP32 [-1,16] x2 -> sum, difference; max_batch_size 8, 2 instances.
     - ``identity_fp32``: identity [-1,-1], config auto-completed from the graph (no config.pbtxt).
+    - ``add_sub_any``: add_sub over [-1,-1] (auto-completed); unequal widths fail inside ORT.
     - ``fixed_shape``: max_batch_size 0, FP32 [2,3] in and out, with a ``reshape`` to [6].
     - ``versioned``: add_sub in versions 1, 2 and 3 with ``version_policy: all``.
     """
     write_model(repo, "add_sub", ADD_SUB_CONFIG, add_sub_graph())
     write_model(repo, "identity_fp32", None, identity_graph(TensorProto.FLOAT, ["batch", "n"]))
+    write_model(repo, "add_sub_any", None, add_sub_graph(width="n"))
     write_model(repo, "fixed_shape", FIXED_SHAPE_CONFIG, identity_graph(TensorProto.FLOAT, [6]))
     versioned = ADD_SUB_CONFIG.replace('"add_sub"', '"versioned"') + "version_policy: { all {} }\n"
     write_model(repo, "versioned", versioned, add_sub_graph(), versions=(1, 2, 3))

@@ -8,6 +8,7 @@ the body (no copy, no per-element Python work).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -84,10 +85,19 @@ def parse_json_object(raw: bytes | memoryview) -> dict[str, Any]:
     try:
         header = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise InvalidArgument(f"failed to parse the request JSON buffer: {exc}") from None
+        header = _parse_json_with_nan(raw, exc)
     if not isinstance(header, dict):
         raise InvalidArgument("failed to parse the request JSON buffer: expected an object")
     return header
+
+
+def _parse_json_with_nan(raw: bytes | memoryview, error: Exception) -> Any:
+    """Slow path: tritonclient writes NaN/Infinity literals for non-finite floats, which
+    strict JSON (orjson) refuses; Python's json module reads them."""
+    try:
+        return json.loads(bytes(raw))
+    except ValueError:
+        raise InvalidArgument(f"failed to parse the request JSON buffer: {error}") from None
 
 
 def _request_parameters(raw: object) -> dict[str, Any]:

@@ -8,6 +8,7 @@ goes to the FastAPI app unchanged.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -23,6 +24,8 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+log = logging.getLogger(__name__)
 
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 _HEADER_LENGTH = HEADER_LENGTH.encode()
@@ -63,6 +66,11 @@ class InferFastPath:
         except WorkbenchError as exc:
             payload = orjson.dumps({"error": exc.message})
             await _respond(send, http_status(exc.code), _JSON, payload)
+            return
+        except Exception as exc:  # a bug must still answer in the protocol's error shape
+            log.exception("internal error while serving %s", scope["path"])
+            payload = orjson.dumps({"error": f"internal error: {type(exc).__name__}: {exc}"})
+            await _respond(send, 500, _JSON, payload)
             return
         if json_length is None:
             await _respond(send, 200, _JSON, payload)
