@@ -63,6 +63,8 @@ class ModelStatistics:
         self.last_inference_ms = 0
         self.pending = 0
         self.stats = {key: Duration() for key in INFERENCE_STAT_KEYS}
+        #: failed requests by Triton's failure reason (REJECTED, CANCELED, BACKEND, OTHER)
+        self.failures: dict[str, int] = {}
         self.batch_stats: dict[int, BatchStats] = {}
 
     def record_success(
@@ -77,9 +79,15 @@ class ModelStatistics:
         stats["compute_output"].add(output_ns)
         self.last_inference_ms = time.time_ns() // 1_000_000
 
-    def record_failure(self, request_ns: int) -> None:
-        """One request failed after ``request_ns`` nanoseconds in the server."""
+    def record_failure(self, request_ns: int, reason: str = "BACKEND") -> None:
+        """One request failed after ``request_ns`` nanoseconds in the server.
+
+        ``reason`` is Triton's failure reason label: ``REJECTED`` (queue full or queue
+        timeout), ``CANCELED`` (client gone), ``BACKEND`` (execution failed) or ``OTHER``
+        (e.g. an invalid request).
+        """
         self.stats["fail"].add(request_ns)
+        self.failures[reason] = self.failures.get(reason, 0) + 1
         self.last_inference_ms = time.time_ns() // 1_000_000
 
     def record_execution(

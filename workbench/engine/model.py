@@ -47,7 +47,7 @@ class LoadedModel:
         except Exception:
             import time
 
-            self.statistics.record_failure(time.monotonic_ns() - arrival_ns)
+            self.statistics.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
             raise
         result = await self.scheduler.enqueue(backend_request, arrival_ns)
         params = {o.name: o.parameters for o in request.outputs or ()}
