@@ -6,10 +6,11 @@ import asyncio
 from pathlib import Path
 
 import numpy as np
+import pytest
 import pytest_asyncio
 from onnx import TensorProto
 
-from workbench import InferenceRequest, Server, ServerOptions, Tensor
+from workbench import InferenceRequest, InvalidArgument, Server, ServerOptions, Tensor, Unavailable
 from workbench.backends.registry import register_backend
 from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend, write_fake_model
 from workbench.testing.models import identity_graph, write_model
@@ -18,9 +19,7 @@ from workbench.testing.models import identity_graph, write_model
 async def start(repo: Path, extra: str, count: int = 1) -> Server:
     register_backend("fake", FakeBackend)
     write_fake_model(repo, "fake", count=count, extra=extra)
-    BEHAVIOUR.gate.set()
-    BEHAVIOUR.barrier = None
-    BEHAVIOUR.executions.clear()
+    BEHAVIOUR.reset()
     server = Server(ServerOptions(model_repository=[str(repo)]))
     await server.start()
     return server
@@ -123,3 +122,125 @@ async def test_stop_flushes_waiting_batches(tmp_path: Path) -> None:
     await asyncio.sleep(0.1)
     await asyncio.wait_for(server.stop(), timeout=20)
     assert [float(r.outputs[0].data[0, 0]) for r in await asyncio.gather(*pending)] == [0.0, 1.0]
+
+
+def prioritized(value: float, **parameters) -> InferenceRequest:
+    req = request(value)
+    req.parameters = parameters
+    return req
+
+
+async def blocked_server(tmp_path: Path, stopper, extra: str, count: int = 1):
+    """A started fake model whose only instance is busy (gate closed) with request -1."""
+    server = await start(tmp_path, extra, count=count)
+    stopper(server)
+    BEHAVIOUR.gate.clear()
+    blocker = asyncio.create_task(server.infer(request(-1)))
+    await asyncio.sleep(0.1)
+    return server, blocker
+
+
+async def test_high_priority_overtakes_a_queued_backlog(tmp_path: Path, stopper) -> None:
+    extra = "dynamic_batching { priority_levels: 2 default_priority_level: 2 }"
+    server, blocker = await blocked_server(tmp_path, stopper, extra)
+    backlog = [asyncio.create_task(server.infer(prioritized(i))) for i in range(1, 6)]
+    await asyncio.sleep(0.05)
+    urgent = asyncio.create_task(server.infer(prioritized(100, priority=1)))
+    await asyncio.sleep(0.05)
+    BEHAVIOUR.gate.set()
+    await asyncio.gather(blocker, urgent, *backlog)
+    assert BEHAVIOUR.batches == [[-1.0], [100.0, 1.0, 2.0, 3.0], [4.0, 5.0]]
+
+
+async def test_max_queue_size_rejects_with_tritons_text(tmp_path: Path, stopper) -> None:
+    extra = "dynamic_batching { default_queue_policy { max_queue_size: 2 } }"
+    server, blocker = await blocked_server(tmp_path, stopper, extra)
+    queued = [asyncio.create_task(server.infer(request(i))) for i in range(2)]
+    await asyncio.sleep(0.05)
+    with pytest.raises(Unavailable, match="^Exceeds maximum queue size$"):
+        await server.infer(request(9))
+    BEHAVIOUR.gate.set()
+    await asyncio.gather(blocker, *queued)
+    stats = (await server.statistics("fake"))["model_stats"][0]["inference_stats"]
+    assert stats["fail"]["count"] == 1 and stats["success"]["count"] == 3
+
+
+async def test_queue_timeout_reject(tmp_path: Path, stopper) -> None:
+    extra = ("dynamic_batching { default_queue_policy { timeout_action: REJECT "
+             "default_timeout_microseconds: 100000 } }")
+    server, blocker = await blocked_server(tmp_path, stopper, extra)
+    with pytest.raises(Unavailable, match="^Request timeout expired$"):
+        await asyncio.wait_for(server.infer(request(1)), timeout=20)
+    assert not blocker.done()  # rejected while the instance was still busy
+    BEHAVIOUR.gate.set()
+    await blocker
+    assert BEHAVIOUR.batches == [[-1.0]]
+
+
+async def test_per_request_timeout_only_where_override_allowed(tmp_path: Path, stopper) -> None:
+    extra = "dynamic_batching { default_queue_policy { allow_timeout_override: true } }"
+    server, blocker = await blocked_server(tmp_path, stopper, extra)
+    patient = asyncio.create_task(server.infer(request(1)))
+    with pytest.raises(Unavailable, match="Request timeout expired"):
+        await asyncio.wait_for(server.infer(prioritized(2, timeout=50_000)), timeout=20)
+    BEHAVIOUR.gate.set()
+    await asyncio.gather(blocker, patient)
+    assert BEHAVIOUR.batches == [[-1.0], [1.0]]
+
+
+async def test_timeout_override_ignored_when_not_allowed(tmp_path: Path, stopper) -> None:
+    server, blocker = await blocked_server(tmp_path, stopper, "dynamic_batching { }")
+    waiting = asyncio.create_task(server.infer(prioritized(2, timeout=1)))
+    await asyncio.sleep(0.1)
+    assert not waiting.done()
+    BEHAVIOUR.gate.set()
+    await asyncio.gather(blocker, waiting)
+
+
+async def test_queue_timeout_delay_moves_request_behind(tmp_path: Path, stopper) -> None:
+    extra = ("dynamic_batching { default_queue_policy { timeout_action: DELAY "
+             "default_timeout_microseconds: 50000 } }")
+    server, blocker = await blocked_server(tmp_path, stopper, extra)
+    early = asyncio.create_task(server.infer(request(1)))
+    await asyncio.sleep(0.15)  # request 1's queue timeout has expired: it is delayed
+    late = asyncio.create_task(server.infer(request(2)))
+    await asyncio.sleep(0.01)
+    BEHAVIOUR.gate.set()
+    await asyncio.gather(blocker, early, late)
+    assert BEHAVIOUR.batches == [[-1.0], [2.0, 1.0]]
+
+
+async def test_bad_priority_parameter(tmp_path: Path, stopper) -> None:
+    server = await start(tmp_path, "dynamic_batching { priority_levels: 2 default_priority_level: 1 }")
+    stopper(server)
+    with pytest.raises(InvalidArgument, match="'priority' must be a non-negative integer"):
+        await server.infer(prioritized(1, priority="high"))
+
+
+async def completion_order(server: Server) -> list[float]:
+    done: list[float] = []
+
+    async def run(value: float) -> None:
+        result = await server.infer(request(value))
+        done.append(float(result.outputs[0].data[0, 0]))
+
+    first = asyncio.create_task(run(1))  # slow: its execution sleeps
+    await asyncio.sleep(0.05)
+    second = asyncio.create_task(run(2))  # fast, on the other instance
+    await asyncio.gather(first, second)
+    return done
+
+
+async def test_preserve_ordering_releases_in_arrival_order(tmp_path: Path, stopper) -> None:
+    server = await start(tmp_path, "dynamic_batching { preserve_ordering: true }", count=2)
+    stopper(server)
+    BEHAVIOUR.slow_values = {1.0}
+    assert await completion_order(server) == [1.0, 2.0]
+    assert len(BEHAVIOUR.batches) == 2  # they did run on separate instances
+
+
+async def test_without_preserve_ordering_fast_requests_return_first(tmp_path: Path, stopper) -> None:
+    server = await start(tmp_path, "dynamic_batching { }", count=2)
+    stopper(server)
+    BEHAVIOUR.slow_values = {1.0}
+    assert await completion_order(server) == [2.0, 1.0]

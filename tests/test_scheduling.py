@@ -19,9 +19,7 @@ from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend, write_fake_mo
 async def fake_server(tmp_path: Path):
     register_backend("fake", FakeBackend)
     write_fake_model(tmp_path, "fake", count=2)
-    BEHAVIOUR.gate.set()
-    BEHAVIOUR.barrier = None
-    BEHAVIOUR.executions.clear()
+    BEHAVIOUR.reset()
     async with Server(ServerOptions(model_repository=[str(tmp_path)])) as server:
         yield server
     BEHAVIOUR.gate.set()

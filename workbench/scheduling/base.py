@@ -23,13 +23,17 @@ from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTi
 class Pending:
     """A queued request: what to run, where to put the answer, and when it arrived.
 
-    ``arrival_ns`` / ``enqueue_ns`` are ``time.monotonic_ns()`` values.
+    ``arrival_ns`` / ``enqueue_ns`` / ``deadline_ns`` are ``time.monotonic_ns()`` values;
+    ``deadline_ns`` 0 = no queue timeout. ``priority`` is the priority level (1 = highest;
+    0 when the scheduler has no levels).
     """
 
     request: BackendRequest
     future: asyncio.Future
     arrival_ns: int
     enqueue_ns: int
+    priority: int = 0
+    deadline_ns: int = 0
 
 
 class InstanceRunner:

@@ -13,7 +13,7 @@ from collections import deque
 from functools import partial
 
 from workbench.backends.base import BackendRequest, BackendResponse, ModelInstance
-from workbench.errors import InternalError, Unavailable, WorkbenchError
+from workbench.errors import Cancelled, InternalError, Unavailable, WorkbenchError
 from workbench.scheduling.base import InstanceRunner, Pending, Scheduler
 from workbench.statistics import ModelStatistics
 
@@ -39,7 +39,7 @@ class DirectScheduler(Scheduler):
         if self._stopping:
             raise Unavailable("model is being unloaded; request rejected")
         future = asyncio.get_running_loop().create_future()
-        self._queue.append(Pending(request, future, arrival_ns, time.monotonic_ns()))
+        self._admit(Pending(request, future, arrival_ns, time.monotonic_ns()))
         self._inflight += 1
         self._stats.pending += 1
         self._dispatch()
@@ -57,15 +57,23 @@ class DirectScheduler(Scheduler):
         loop = asyncio.get_running_loop()
         await asyncio.gather(*(loop.run_in_executor(None, r.close) for r in self._runners))
 
+    def _admit(self, pending: Pending) -> None:
+        """Put a new request in the queue (subclasses: priorities, policies, limits)."""
+        self._queue.append(pending)
+
     def _next_batch(self) -> list[Pending]:
         """Take the requests for one execution from the queue (here: the oldest live one)."""
         while self._queue:
             pending = self._queue.popleft()
             if not pending.future.done():
                 return [pending]
-            self._stats.pending -= 1  # its client went away while it waited
-            self._forget(pending)
+            self._drop(pending)
         return []
+
+    def _drop(self, pending: Pending) -> None:
+        """Account for a queued request whose client went away before it ran."""
+        self._stats.pending -= 1
+        self._complete(pending, BackendResponse(error=Cancelled("request cancelled")), None, "CANCELED")
 
     def _dispatch(self) -> None:
         while self._idle and self._queue:
@@ -99,7 +107,10 @@ class DirectScheduler(Scheduler):
             times.end_ns - times.infer_done_ns,
         )
 
-    def _complete(self, pending: Pending, response: BackendResponse, times) -> None:
+    def _complete(
+        self, pending: Pending, response: BackendResponse, times, reason: str = "BACKEND"
+    ) -> None:
+        """Record the outcome and answer the request (``reason`` labels a failure)."""
         now = time.monotonic_ns()
         if response.error is None and times is not None:
             self._stats.record_success(
@@ -110,7 +121,7 @@ class DirectScheduler(Scheduler):
                 times.end_ns - times.infer_done_ns,
             )
         else:
-            self._stats.record_failure(now - pending.arrival_ns)
+            self._stats.record_failure(now - pending.arrival_ns, reason)
         if not pending.future.done():
             if response.error is not None:
                 pending.future.set_exception(response.error)

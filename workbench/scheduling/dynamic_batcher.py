@@ -1,38 +1,42 @@
 """Triton's dynamic batcher: many small requests become few batched executions.
 
-Follows Triton's ``dynamic_batch_scheduler``: a batch grows from the oldest queued
-request while the next request's non-batch shapes match (ragged batching is not
-done here) and the total batch size stays <= ``max_batch_size``. A batch leaves
-at once when it is full, when it reached the largest preferred batch size, or
-when the next request cannot join it; otherwise it waits until the oldest
-request has queued ``max_queue_delay_microseconds`` and then leaves as the
-largest preferred batch size available (or whole, if none fits).
-
-Priority levels, queue policies (timeouts, max queue size) and
-``preserve_ordering`` are not implemented yet: they are accepted in the config
-and ignored.
+Follows Triton's ``dynamic_batch_scheduler``: a batch grows from the first queued
+request (highest priority level, then oldest) while the next request's non-batch
+shapes match (ragged batching is not done here) and the total batch size stays
+<= ``max_batch_size``. A batch leaves at once when it is full, when it reached
+the largest preferred batch size, or when the next request cannot join it;
+otherwise it waits until its oldest request has queued
+``max_queue_delay_microseconds`` and then leaves as the largest preferred batch
+size available (or whole, if none fits). Priority levels and queue policies are
+:class:`~workbench.scheduling.request_queue.RequestQueue`'s; with
+``preserve_ordering`` responses are released in arrival order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections import deque
 
-from workbench.backends.base import ModelInstance
+from tritonclient.grpc.model_config_pb2 import ModelDynamicBatching
+
+from workbench.backends.base import BackendResponse, ModelInstance
+from workbench.errors import Unavailable
 from workbench.scheduling.base import Pending
 from workbench.scheduling.direct import DirectScheduler
+from workbench.scheduling.request_queue import RequestQueue
 from workbench.statistics import ModelStatistics
 
 
 class DynamicBatcher(DirectScheduler):
-    """FIFO queue whose executions take batches of compatible requests.
+    """Priority queues whose executions take batches of compatible requests.
 
     Args:
         instances, statistics: as for :class:`DirectScheduler`.
         max_batch_size: the model's ``max_batch_size`` (> 0); a batch never exceeds it.
-        preferred_batch_sizes: ``dynamic_batching.preferred_batch_size`` (empty = [max]).
-        max_queue_delay_us: ``dynamic_batching.max_queue_delay_microseconds`` (microseconds).
+        batching: the config's ``dynamic_batching`` (``preferred_batch_size``,
+            ``max_queue_delay_microseconds`` in µs, priorities, queue policies,
+            ``preserve_ordering``); empty preferred sizes behave as ``[max_batch_size]``.
     """
 
     def __init__(
@@ -41,40 +45,63 @@ class DynamicBatcher(DirectScheduler):
         statistics: ModelStatistics,
         *,
         max_batch_size: int,
-        preferred_batch_sizes: Sequence[int] = (),
-        max_queue_delay_us: int = 0,
+        batching: ModelDynamicBatching,
     ) -> None:
         super().__init__(instances, statistics)
+        self._queue: RequestQueue = RequestQueue(batching)  # type: ignore[assignment]
         self._max_batch_size = max_batch_size
-        self._preferred = sorted({s for s in preferred_batch_sizes if 0 < s <= max_batch_size})
-        self._max_queue_delay_ns = max_queue_delay_us * 1000
-        self._timer: asyncio.TimerHandle | None = None
+        preferred = {s for s in batching.preferred_batch_size if 0 < s <= max_batch_size}
+        self._preferred = sorted(preferred)
+        self._max_queue_delay_ns = int(batching.max_queue_delay_microseconds) * 1000
+        self._preserve_ordering = batching.preserve_ordering
+        self._order: deque[Pending] = deque()
+        self._held: dict[int, tuple] = {}
+        self._delay_timer: asyncio.TimerHandle | None = None
+        self._timeout_timer: asyncio.TimerHandle | None = None
 
+    # ------------------------------------------------------------------ admission
+    def _admit(self, pending: Pending) -> None:
+        params = pending.request.parameters
+        pending.priority, pending.deadline_ns = self._queue.level_and_deadline(params, pending.enqueue_ns)
+        try:
+            self._queue.push(pending)
+        except Unavailable:
+            self._stats.record_failure(time.monotonic_ns() - pending.arrival_ns, "REJECTED")
+            raise
+        if self._preserve_ordering:
+            self._order.append(pending)
+        if pending.deadline_ns:
+            self._watch_timeouts()
+
+    # ------------------------------------------------------------------ batch forming
     def _next_batch(self) -> list[Pending]:
-        self._drop_abandoned()
-        if not self._queue:
+        self._expire()
+        for pending in [p for p in self._queue if p.future.done()]:
+            self._queue.remove([pending])
+            self._drop(pending)
+        if not len(self._queue):
             return []
         candidates, size, closed = self._candidates()
         if closed or self._stopping or size >= self._max_batch_size or not self._max_queue_delay_ns:
             return self._take(candidates)
         if self._preferred and size >= self._preferred[-1]:
             return self._take(candidates)
-        due_ns = self._queue[0].enqueue_ns + self._max_queue_delay_ns
+        due_ns = min(p.enqueue_ns for p in candidates) + self._max_queue_delay_ns
         if time.monotonic_ns() >= due_ns:
             return self._take(self._trim_to_preferred(candidates))
         self._wake_at(due_ns)
         return []
 
     def _candidates(self) -> tuple[list[Pending], int, bool]:
-        """Requests from the head that can share one execution; ``closed`` when the next
-        request cannot join (other shapes, or the batch would exceed max_batch_size)."""
-        head = _shape_key(self._queue[0])
-        batch, size = [], 0
+        """Requests in scheduling order that can share one execution; ``closed`` when the
+        next one cannot join (other shapes, or the batch would exceed max_batch_size)."""
+        batch: list[Pending] = []
+        size, head = 0, None
         for pending in self._queue:
-            if pending.future.done():
-                continue
+            key = _shape_key(pending)
+            head = key if head is None else head
             grown = size + pending.request.batch_size
-            if _shape_key(pending) != head or grown > self._max_batch_size:
+            if key != head or grown > self._max_batch_size:
                 return batch, size, True
             batch.append(pending)
             size = grown
@@ -92,25 +119,53 @@ class DynamicBatcher(DirectScheduler):
         return batch
 
     def _take(self, batch: list[Pending]) -> list[Pending]:
-        taken = {id(p) for p in batch}
-        self._queue = type(self._queue)(p for p in self._queue if id(p) not in taken)
+        self._queue.remove(batch)
         return batch
 
-    def _drop_abandoned(self) -> None:
-        while self._queue and self._queue[0].future.done():
-            self._stats.pending -= 1  # its client went away while it waited
-            self._forget(self._queue.popleft())
-
     def _wake_at(self, due_ns: int) -> None:
-        if self._timer is not None:
+        if self._delay_timer is not None:
+            return
+        delay_s = max(0.0, (due_ns - time.monotonic_ns()) / 1e9)
+        self._delay_timer = asyncio.get_running_loop().call_later(delay_s, self._on_delay)
+
+    def _on_delay(self) -> None:
+        self._delay_timer = None
+        self._dispatch()
+
+    # ------------------------------------------------------------------ queue timeouts
+    def _expire(self) -> None:
+        for pending in self._queue.expire(time.monotonic_ns()):
+            self._stats.pending -= 1
+            response = BackendResponse(error=Unavailable("Request timeout expired"))
+            self._complete(pending, response, None, "REJECTED")
+
+    def _watch_timeouts(self) -> None:
+        due_ns = self._queue.next_deadline_ns()
+        if not due_ns:
             return
         loop = asyncio.get_running_loop()
-        delay_s = max(0.0, (due_ns - time.monotonic_ns()) / 1e9)
-        self._timer = loop.call_later(delay_s, self._on_timer)
+        when = loop.time() + max(0.0, (due_ns - time.monotonic_ns()) / 1e9)
+        if self._timeout_timer is not None:
+            if self._timeout_timer.when() <= when:
+                return
+            self._timeout_timer.cancel()
+        self._timeout_timer = loop.call_at(when, self._on_timeout)
 
-    def _on_timer(self) -> None:
-        self._timer = None
+    def _on_timeout(self) -> None:
+        self._timeout_timer = None
+        self._expire()
         self._dispatch()
+        self._watch_timeouts()
+
+    # ------------------------------------------------------------------ preserve_ordering
+    def _complete(self, pending: Pending, response: BackendResponse, times, reason: str = "BACKEND") -> None:
+        if not self._preserve_ordering:
+            super()._complete(pending, response, times, reason)
+            return
+        self._held[id(pending)] = (response, times, reason)
+        while self._order and id(self._order[0]) in self._held:
+            head = self._order.popleft()
+            super()._complete(head, *self._held.pop(id(head)))
 
 
 def _shape_key(pending: Pending) -> tuple:

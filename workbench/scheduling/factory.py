@@ -17,12 +17,10 @@ def make_scheduler(
     """``dynamic_batching`` with ``max_batch_size > 0`` -> :class:`DynamicBatcher`;
     otherwise the default one-request-per-execution :class:`DirectScheduler`."""
     if config.HasField("dynamic_batching") and config.max_batch_size > 0:
-        batching = config.dynamic_batching
         return DynamicBatcher(
             instances,
             statistics,
             max_batch_size=config.max_batch_size,
-            preferred_batch_sizes=list(batching.preferred_batch_size),
-            max_queue_delay_us=int(batching.max_queue_delay_microseconds),
+            batching=config.dynamic_batching,
         )
     return DirectScheduler(instances, statistics)

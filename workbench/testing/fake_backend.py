@@ -9,6 +9,7 @@ boundary. Model configs select it with ``backend: "fake"``; its one input
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,14 +27,22 @@ from workbench.backends.base import (
 
 class FakeBehaviour:
     """Shared knobs: ``gate`` blocks executions until set; ``barrier`` makes executions
-    meet (proving they run in parallel); ``executions`` counts executions per instance."""
+    meet (proving they run in parallel); ``executions`` counts executions per instance;
+    ``batches`` records each execution's first input values; an execution holding a
+    value in ``slow_values`` takes ``slow_s`` seconds longer."""
 
     def __init__(self) -> None:
         self.gate = threading.Event()
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
         self.gate.set()
         self.barrier: threading.Barrier | None = None
         self.executions: dict[str, int] = {}
-        self.lock = threading.Lock()
+        self.batches: list[list[float]] = []
+        self.slow_values: set[float] = set()
+        self.slow_s = 0.3
 
 
 BEHAVIOUR = FakeBehaviour()
@@ -41,11 +50,15 @@ BEHAVIOUR = FakeBehaviour()
 
 class FakeInstance(ModelInstance):
     def execute(self, requests: Sequence[BackendRequest], times: ExecutionTimes) -> list[BackendResponse]:
+        values = [float(r.inputs["INPUT0"].ravel()[0]) for r in requests]
         with BEHAVIOUR.lock:
             BEHAVIOUR.executions[self.name] = BEHAVIOUR.executions.get(self.name, 0) + 1
+            BEHAVIOUR.batches.append(values)
         if BEHAVIOUR.barrier is not None:
             BEHAVIOUR.barrier.wait()
         BEHAVIOUR.gate.wait()
+        if BEHAVIOUR.slow_values.intersection(values):
+            time.sleep(BEHAVIOUR.slow_s)
         times.mark_input_done()
         times.mark_infer_done()
         return [BackendResponse({"OUTPUT0": r.inputs["INPUT0"]}) for r in requests]

@@ -1,0 +1,142 @@
+"""Triton's priority request queue for the dynamic batcher.
+
+One FIFO per priority level (level 1 is the highest), each with its queue policy
+(``ModelQueuePolicy``: ``timeout_action`` REJECT or DELAY,
+``default_timeout_microseconds``, ``allow_timeout_override``, ``max_queue_size``),
+as Triton's ``PriorityQueue`` in ``scheduler_utils``. Requests are scheduled by
+level, oldest first; a request whose queue timeout expired with the DELAY action
+moves behind the level's other requests.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tritonclient.grpc.model_config_pb2 import ModelDynamicBatching, ModelQueuePolicy
+
+from workbench.errors import InvalidArgument, Unavailable
+from workbench.scheduling.base import Pending
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePolicy:
+    """One level's ``ModelQueuePolicy``; times in **microseconds**, 0 = none/unlimited."""
+
+    reject_on_timeout: bool = True
+    default_timeout_us: int = 0
+    allow_timeout_override: bool = False
+    max_queue_size: int = 0
+
+    @classmethod
+    def from_proto(cls, policy: ModelQueuePolicy) -> QueuePolicy:
+        return cls(
+            reject_on_timeout=policy.timeout_action == ModelQueuePolicy.REJECT,
+            default_timeout_us=int(policy.default_timeout_microseconds),
+            allow_timeout_override=policy.allow_timeout_override,
+            max_queue_size=int(policy.max_queue_size),
+        )
+
+
+class RequestQueue:
+    """Per-priority FIFOs with queue policies.
+
+    Args:
+        batching: the model's ``dynamic_batching`` message (priority levels, policies).
+    """
+
+    def __init__(self, batching: ModelDynamicBatching) -> None:
+        self.levels = max(1, int(batching.priority_levels))
+        self.default_level = int(batching.default_priority_level) or self.levels
+        default = QueuePolicy.from_proto(batching.default_queue_policy)
+        self.policies = {
+            level: QueuePolicy.from_proto(batching.priority_queue_policy[level])
+            if level in batching.priority_queue_policy else default
+            for level in range(1, self.levels + 1)
+        }
+        self._ready: dict[int, deque[Pending]] = {lv: deque() for lv in self.policies}
+        self._delayed: dict[int, deque[Pending]] = {lv: deque() for lv in self.policies}
+        self._deadlines: list[tuple[int, int, Pending]] = []
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def level_and_deadline(self, parameters: dict, enqueue_ns: int) -> tuple[int, int]:
+        """The request's priority level and queue deadline (``time.monotonic_ns`` or 0).
+
+        ``priority`` 0, absent or above ``priority_levels`` means the default level;
+        ``timeout`` (µs) counts only where the level's policy allows the override.
+
+        Raises:
+            InvalidArgument: ``priority`` or ``timeout`` is not a non-negative integer.
+        """
+        priority = _non_negative_int(parameters.get("priority", 0), "priority")
+        level = priority if 1 <= priority <= self.levels else self.default_level
+        policy = self.policies[level]
+        timeout_us = policy.default_timeout_us
+        if policy.allow_timeout_override and "timeout" in parameters:
+            timeout_us = _non_negative_int(parameters["timeout"], "timeout") or timeout_us
+        return level, (enqueue_ns + timeout_us * 1000 if timeout_us else 0)
+
+    def push(self, pending: Pending) -> None:
+        """Queue ``pending`` at its level.
+
+        Raises:
+            Unavailable: the level holds ``max_queue_size`` requests ("Exceeds maximum queue size").
+        """
+        level = pending.priority
+        limit = self.policies[level].max_queue_size
+        if limit and len(self._ready[level]) + len(self._delayed[level]) >= limit:
+            raise Unavailable("Exceeds maximum queue size")
+        self._ready[level].append(pending)
+        self._size += 1
+        if pending.deadline_ns:
+            heapq.heappush(self._deadlines, (pending.deadline_ns, id(pending), pending))
+
+    def __iter__(self) -> Iterator[Pending]:
+        """Queued requests in scheduling order: by level, then arrival, delayed ones last."""
+        for level in range(1, self.levels + 1):
+            yield from self._ready[level]
+            yield from self._delayed[level]
+
+    def first(self) -> Pending | None:
+        return next(iter(self), None)
+
+    def remove(self, taken: list[Pending]) -> None:
+        """Take ``taken`` (requests now leaving for an execution or dropped) out of the queue."""
+        ids = {id(p) for p in taken}
+        for queues in (self._ready, self._delayed):
+            for level, queue in queues.items():
+                if any(id(p) in ids for p in queue):
+                    queues[level] = deque(p for p in queue if id(p) not in ids)
+        self._size -= len(ids)
+
+    def expire(self, now_ns: int) -> list[Pending]:
+        """Apply timeouts due by ``now_ns``: DELAY moves requests behind their level;
+        REJECT returns them (the caller fails them with "Request timeout expired")."""
+        rejected: list[Pending] = []
+        while self._deadlines and self._deadlines[0][0] <= now_ns:
+            _, _, pending = heapq.heappop(self._deadlines)
+            ready = self._ready[pending.priority]
+            if not any(p is pending for p in ready):
+                continue  # already taken, dropped or delayed
+            if self.policies[pending.priority].reject_on_timeout:
+                rejected.append(pending)
+            else:
+                self._ready[pending.priority] = deque(p for p in ready if p is not pending)
+                self._delayed[pending.priority].append(pending)
+        self.remove(rejected)
+        return rejected
+
+    def next_deadline_ns(self) -> int:
+        """The earliest pending queue deadline, 0 if none."""
+        return self._deadlines[0][0] if self._deadlines else 0
+
+
+def _non_negative_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument(f"request parameter '{name}' must be a non-negative integer, got {value!r}")
+    return value
