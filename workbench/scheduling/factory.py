@@ -8,14 +8,18 @@ from workbench.backends.base import ModelInstance
 from workbench.scheduling.base import Scheduler
 from workbench.scheduling.direct import DirectScheduler
 from workbench.scheduling.dynamic_batcher import DynamicBatcher
+from workbench.scheduling.sequence_batcher import SequenceBatcher
 from workbench.statistics import ModelStatistics
 
 
 def make_scheduler(
     config: ModelConfig, instances: list[ModelInstance], statistics: ModelStatistics
 ) -> Scheduler:
-    """``dynamic_batching`` with ``max_batch_size > 0`` -> :class:`DynamicBatcher`;
-    otherwise the default one-request-per-execution :class:`DirectScheduler`."""
+    """``sequence_batching`` -> :class:`SequenceBatcher`; ``dynamic_batching`` with
+    ``max_batch_size > 0`` -> :class:`DynamicBatcher`; otherwise the default
+    one-request-per-execution :class:`DirectScheduler`."""
+    if config.HasField("sequence_batching"):
+        return SequenceBatcher(instances, statistics, config)
     if config.HasField("dynamic_batching") and config.max_batch_size > 0:
         return DynamicBatcher(
             instances,

@@ -140,3 +140,37 @@ def add_broken_models(repo: Path) -> Path:
     )
     write_model(repo, "wrong_dtype", wrong, add_sub_graph())
     return repo
+
+
+def accumulator_graph() -> onnx.GraphProto:
+    """A stateful running sum for the sequence batcher, all FP32 [batch, 1]:
+    ``OUTPUT = (1 - START) * SUM_IN + INPUT`` and ``SUM_OUT = OUTPUT`` (implicit state)."""
+    f32 = TensorProto.FLOAT
+    names = ("INPUT", "START", "SUM_IN")
+    inputs = [helper.make_tensor_value_info(n, f32, ["batch", 1]) for n in names]
+    outputs = [helper.make_tensor_value_info(n, f32, ["batch", 1]) for n in ("OUTPUT", "SUM_OUT")]
+    one = helper.make_tensor("one", f32, [1], [1.0])
+    nodes = [
+        helper.make_node("Sub", ["one", "START"], ["keep"]),
+        helper.make_node("Mul", ["keep", "SUM_IN"], ["carried"]),
+        helper.make_node("Add", ["carried", "INPUT"], ["OUTPUT"]),
+        helper.make_node("Identity", ["OUTPUT"], ["SUM_OUT"]),
+    ]
+    return helper.make_graph(nodes, "accumulator", inputs, outputs, initializer=[one])
+
+
+ACCUMULATOR_CONFIG = """
+name: "accumulator"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+sequence_batching {
+  max_sequence_idle_microseconds: 5000000
+  control_input [
+    { name: "START" control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [ 0, 1 ] } ] }
+  ]
+  state [ { input_name: "SUM_IN" output_name: "SUM_OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+}
+"""
