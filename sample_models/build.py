@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+import build_accumulator  # noqa: E402
 import build_digits  # noqa: E402
 import build_minilm  # noqa: E402
 from build_minilm import sha256_file  # noqa: E402
@@ -39,6 +40,7 @@ from build_minilm import sha256_file  # noqa: E402
 BUILDERS: dict[str, ModuleType] = {
     build_digits.MODEL_NAME: build_digits,
     build_minilm.MODEL_NAME: build_minilm,
+    build_accumulator.MODEL_NAME: build_accumulator,
 }
 DEFAULT_OUT = HERE / "repository"
 BUILD_INFO = "build_info.json"

@@ -148,3 +148,20 @@ def test_statistics_through_tritonclient(triton, digits_test_split) -> None:
     stats = triton.get_inference_statistics("digits_mlp", "1")["model_stats"][0]
     assert stats["inference_stats"]["success"]["count"] >= 1
     assert stats["inference_count"] >= 10
+
+
+def test_sequences_through_tritonclient(triton) -> None:
+    def send(sequence_id, value: float, start: bool = False, end: bool = False) -> float:
+        tensor = httpclient.InferInput("INPUT", [1, 1], "FP32")
+        tensor.set_data_from_numpy(np.full((1, 1), value, np.float32))
+        result = triton.infer("accumulator", [tensor], sequence_id=sequence_id,
+                              sequence_start=start, sequence_end=end)
+        return float(result.as_numpy("OUTPUT")[0, 0])
+
+    assert send(11, 1.0, start=True) == 1.0
+    assert send("text-id", 100.0, start=True) == 100.0
+    assert send(11, 2.0) == 3.0
+    assert send("text-id", 1.0, end=True) == 101.0
+    assert send(11, 3.0, end=True) == 6.0
+    with pytest.raises(InferenceServerException, match="must specify the START flag"):
+        send(11, 1.0)
