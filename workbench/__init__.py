@@ -26,6 +26,7 @@ from workbench.errors import (
     WorkbenchError,
 )
 from workbench.options import ServerOptions
+from workbench.statistics import ModelStatistics
 from workbench.tensors import tensor_from_buffer, tensor_from_list, tensor_to_buffer, tensor_to_list
 from workbench.types import (
     InferenceRequest,
@@ -48,6 +49,7 @@ __all__ = [
     "ModelNotFound",
     "ModelNotReady",
     "ModelReadyState",
+    "ModelStatistics",
     "NotFound",
     "RequestedOutput",
     "Server",

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+#: the ``--metrics-config`` keys this server understands (tritonserver's names).
+METRICS_CONFIG_KEYS = ("counter_latencies", "histogram_latencies", "summary_latencies",
+                       "summary_quantiles")
 
 
 class ServerOptions(BaseSettings):
@@ -59,6 +64,56 @@ class ServerOptions(BaseSettings):
 
     http_max_input_size: int = Field(default=64 * 1024 * 1024, gt=0)
     """Largest accepted HTTP request body, bytes (tritonserver ``--http-max-input-size``)."""
+
+    allow_metrics: bool = True
+    """Serve Prometheus metrics on ``metrics_address:metrics_port`` (``--allow-metrics``)."""
+
+    allow_cpu_metrics: bool = True
+    """Export ``nv_cpu_utilization`` and ``nv_cpu_memory_*_bytes`` (``--allow-cpu-metrics``)."""
+
+    allow_gpu_metrics: bool = True
+    """Export ``nv_gpu_*`` per GPU when NVML (``nvidia-ml-py``) is importable and finds one
+    (``--allow-gpu-metrics``)."""
+
+    metrics_address: str = "0.0.0.0"
+    """Address the metrics endpoint binds (``--metrics-address``)."""
+
+    metrics_port: int = Field(default=8002, ge=0, le=65535)
+    """Metrics port (``GET /metrics``); 0 binds a free port (logged like the HTTP one)."""
+
+    metrics_interval_ms: int = Field(default=2000, gt=0)
+    """How often CPU and GPU metrics are sampled, milliseconds (``--metrics-interval-ms``)."""
+
+    metrics_config: dict[str, str] = Field(default_factory=dict)
+    """tritonserver ``--metrics-config KEY=VALUE`` settings: ``counter_latencies`` (default
+    true), ``histogram_latencies``, ``summary_latencies`` (default false) and
+    ``summary_quantiles`` (``0.5:0.05,0.9:0.01,...``)."""
+
+    @field_validator("metrics_config")
+    @classmethod
+    def _known_metrics_config(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, setting in value.items():
+            if key not in METRICS_CONFIG_KEYS:
+                raise ValueError(f"unknown --metrics-config key '{key}'; known: "
+                                 + ", ".join(METRICS_CONFIG_KEYS))
+            if key.endswith("_latencies") and setting.strip().lower() not in ("true", "false"):
+                raise ValueError(f"--metrics-config {key} must be true or false, got '{setting}'")
+            if key == "summary_quantiles":
+                _check_quantiles(setting)
+        return value
+
+
+def _check_quantiles(text: str) -> None:
+    """``summary_quantiles`` is ``<quantile>:<error>,...`` with quantiles in (0, 1)."""
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        quantile, _, error = item.partition(":")
+        try:
+            valid = 0.0 < float(quantile) < 1.0 and float(error or 0) >= 0
+        except ValueError:
+            valid = False
+        if not valid:
+            raise ValueError(f"invalid summary_quantiles item '{item}', expected <quantile>:<error> "
+                             "with the quantile in (0, 1)")
 
 
 __all__ = ["ServerOptions"]

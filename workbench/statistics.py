@@ -9,6 +9,7 @@ event loop thread only, so no locks are needed.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 #: the eight ``inference_stats`` entries, all always present (perf_analyzer reads them unguarded).
@@ -22,6 +23,10 @@ INFERENCE_STAT_KEYS = (
     "cache_hit",
     "cache_miss",
 )
+
+#: ``observer(statistics, request_ns, queue_ns, input_ns, infer_ns, output_ns)``: called once per
+#: successful request with the durations just recorded (latency histograms and summaries).
+SuccessObserver = Callable[["ModelStatistics", int, int, int, int, int], None]
 
 
 @dataclass(slots=True)
@@ -53,11 +58,32 @@ class ModelStatistics:
 
     ``inference_count`` counts batch-weighted inferences (a request of batch 4 adds 4);
     ``execution_count`` counts backend executions (a batch of 8 requests adds 1).
+
+    Args:
+        name: model name.
+        version: version as a string (``"1"``).
+        load_ns: how long this version took to load, nanoseconds (Triton's
+            ``nv_model_load_duration_secs``).
+        cache_enabled: the model config has ``response_cache { enable: true }``.
+        observers: called on every :meth:`record_success` (shared, may grow later).
     """
 
-    def __init__(self, name: str, version: str) -> None:
+    #: Triton's failure reasons, the ``reason`` label of ``nv_inference_request_failure``.
+    FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
+
+    def __init__(
+        self,
+        name: str,
+        version: str,
+        load_ns: int = 0,
+        cache_enabled: bool = False,
+        observers: list[SuccessObserver] | None = None,
+    ) -> None:
         self.name = name
         self.version = version
+        self.load_ns = load_ns
+        self.cache_enabled = cache_enabled
+        self.observers: list[SuccessObserver] = observers if observers is not None else []
         self.inference_count = 0
         self.execution_count = 0
         self.last_inference_ms = 0
@@ -78,6 +104,8 @@ class ModelStatistics:
         stats["compute_infer"].add(infer_ns)
         stats["compute_output"].add(output_ns)
         self.last_inference_ms = time.time_ns() // 1_000_000
+        for observe in self.observers:
+            observe(self, request_ns, queue_ns, input_ns, infer_ns, output_ns)
 
     def record_failure(self, request_ns: int, reason: str = "BACKEND") -> None:
         """One request failed after ``request_ns`` nanoseconds in the server.

@@ -19,6 +19,8 @@ pytestmark = pytest.mark.e2e
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
+    if args[:1] == ("serve",) and not any(a.startswith("--metrics-port") for a in args):
+        args = (*args, "--metrics-port=0")  # never depend on port 8002 being free
     return subprocess.run(
         [sys.executable, "-m", "workbench.hosts.cli", *args],
         capture_output=True, text=True, timeout=120,

@@ -9,6 +9,7 @@ reason while the other versions load.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,10 +31,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class LoadedVersion:
-    """Result of loading one version: instances, or the reason it failed."""
+    """Result of loading one version: instances, or the reason it failed.
+
+    ``load_ns``: nanoseconds spent preparing the model config plus creating this
+    version's instances (Triton's ``nv_model_load_duration_secs``, in ns here).
+    """
 
     instances: list[ModelInstance] = field(default_factory=list)
     error: str = ""
+    load_ns: int = 0
 
 
 @dataclass(slots=True)
@@ -88,6 +94,7 @@ def load_model(
 ) -> LoadResult:
     """Load every version the version policy selects. Never raises for model errors."""
     result = LoadResult(name)
+    start = time.monotonic_ns()
     try:
         result.config = prepare_config(name, model_dir, options, override)
         available = scan_version_dirs(model_dir) if model_dir is not None else {}
@@ -98,8 +105,12 @@ def load_model(
     if not chosen:
         result.error = f"failed to load '{name}', no version is available"
         return result
+    config_ns = time.monotonic_ns() - start
     for version in chosen:
-        result.versions[version] = _load_version(result.config, available[version])
+        version_start = time.monotonic_ns()
+        loaded = _load_version(result.config, available[version])
+        loaded.load_ns = config_ns + time.monotonic_ns() - version_start
+        result.versions[version] = loaded
     return result
 
 

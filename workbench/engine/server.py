@@ -34,7 +34,7 @@ from workbench.errors import (
 from workbench.options import ServerOptions
 from workbench.repository.repository import ModelRepository
 from workbench.scheduling.factory import make_scheduler
-from workbench.statistics import ModelStatistics
+from workbench.statistics import ModelStatistics, SuccessObserver
 from workbench.types import InferenceRequest, InferenceResponse, ModelReadyState
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,7 @@ class Server:
         )
         self._live = False
         self._stopping = False
+        self._observers: list[SuccessObserver] = []
 
     # ----------------------------------------------------------------- lifecycle
     async def __aenter__(self) -> Server:
@@ -238,6 +239,30 @@ class Server:
                     )
         return {"model_stats": [m.statistics.snapshot() for m in models if m is not None]}
 
+    def model_statistics(self) -> list[ModelStatistics]:
+        """The live statistics objects of every READY version, by model name then version.
+
+        Synchronous and cheap (no copy): for scrapers such as the Prometheus frontend, which
+        read them on the event loop (the thread that records them). The counters are the
+        ones :meth:`statistics` reports (cumulative nanoseconds), plus ``load_ns``,
+        ``cache_enabled``, ``pending`` (queued requests) and ``failures`` by reason.
+        """
+        return [
+            state.model.statistics
+            for name in sorted(self._models)
+            for _, state in sorted(self._models[name].versions.items())
+            if state.state is ModelReadyState.READY and state.model is not None
+        ]
+
+    def add_success_observer(self, observer: SuccessObserver) -> None:
+        """Call ``observer(statistics, request_ns, queue_ns, input_ns, infer_ns, output_ns)``
+        after every successful request of every model version, loaded now or later.
+
+        Observers run on the event loop inside the recording call: keep them O(1). They see
+        the same durations the counters add (nanoseconds), so nothing is counted twice.
+        """
+        self._observers.append(observer)
+
     # ----------------------------------------------------------------- repository API
     async def repository_index(self, ready: bool = False) -> list[dict]:
         """Every model in the repositories, and every version the server knows, with state.
@@ -316,7 +341,7 @@ class Server:
                 result = await loop.run_in_executor(
                     self._load_executor, load_model, name, path, self.options, override
                 )
-                entry = _entry_from_result(result)
+                entry = _entry_from_result(result, self._observers)
             old = self._models.get(name)
             if old is not None and old.ready_versions() and entry.failed():
                 await entry.stop()  # a failed reload keeps the last good versions serving
@@ -327,14 +352,23 @@ class Server:
             return entry
 
 
-def _entry_from_result(result: LoadResult) -> ModelEntry:
-    """Wrap loaded instances in schedulers (on the event loop) and record version states."""
+def _entry_from_result(result: LoadResult, observers: list[SuccessObserver]) -> ModelEntry:
+    """Wrap loaded instances in schedulers (on the event loop) and record version states.
+
+    ``observers`` is the server's shared observer list, handed to every version's statistics.
+    """
     entry = ModelEntry(result.name, config=result.config, reason=result.error)
     for version, loaded in result.versions.items():
         if loaded.error:
             entry.versions[version] = VersionState(ModelReadyState.UNAVAILABLE, loaded.error)
             continue
-        stats = ModelStatistics(result.name, str(version))
+        stats = ModelStatistics(
+            result.name,
+            str(version),
+            load_ns=loaded.load_ns,
+            cache_enabled=result.config.response_cache.enable,
+            observers=observers,
+        )
         scheduler = make_scheduler(result.config, loaded.instances, stats)
         model = LoadedModel(result.config, version, scheduler, stats)
         entry.versions[version] = VersionState(ModelReadyState.READY, "", model)

@@ -62,7 +62,38 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--model-load-thread-count", type=int, default=None)
     serve.add_argument("--backend-config", action="append", default=[],
                        help="BACKEND,KEY=VALUE, e.g. onnxruntime,default-max-batch-size=8")
+    _add_metrics_flags(serve)
     return parser
+
+
+def _add_metrics_flags(serve: argparse.ArgumentParser) -> None:
+    """tritonserver's Prometheus flags (``GET /metrics``, port 8002)."""
+    _flag(serve, "--allow-metrics", "serve Prometheus metrics (default true)")
+    _flag(serve, "--allow-cpu-metrics", "export nv_cpu_* metrics (default true)")
+    _flag(serve, "--allow-gpu-metrics", "export nv_gpu_* metrics when NVML finds a GPU (default true)")
+    serve.add_argument("--metrics-address", default=None, help="default 0.0.0.0")
+    serve.add_argument("--metrics-port", type=_port, default=None,
+                       help="default 8002; 0 = any free port")
+    serve.add_argument("--metrics-interval-ms", type=int, default=None,
+                       help="CPU/GPU metrics sampling interval in ms (default 2000)")
+    serve.add_argument("--metrics-config", action="append", default=[], metavar="KEY=VALUE",
+                       help="counter_latencies, histogram_latencies, summary_latencies=true|false; "
+                            "summary_quantiles=0.5:0.05,0.9:0.01,... (repeatable)")
+
+
+def _metrics_config(items: list[str]) -> dict[str, str]:
+    """``["histogram_latencies=true"]`` -> ``{"histogram_latencies": "true"}``.
+
+    Raises:
+        ValueError: an item without ``=`` (unknown keys are refused by ServerOptions).
+    """
+    config = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--metrics-config expects KEY=VALUE, got '{item}'")
+        config[key.strip()] = value.strip()
+    return config
 
 
 def options_from_args(args: argparse.Namespace) -> ServerOptions:
@@ -70,6 +101,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
 
     Raises:
         SystemExit: an unknown ``--backend-config`` key.
+        ValueError: a malformed ``--metrics-config`` item or out-of-range value.
     """
     values: dict = {
         "model_repository": args.model_repository,
@@ -88,8 +120,16 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         "server_id": args.server_id,
         "model_load_thread_count": args.model_load_thread_count,
         "http_max_input_size": args.http_max_input_size,
+        "allow_metrics": args.allow_metrics,
+        "allow_cpu_metrics": args.allow_cpu_metrics,
+        "allow_gpu_metrics": args.allow_gpu_metrics,
+        "metrics_address": args.metrics_address,
+        "metrics_port": args.metrics_port,
+        "metrics_interval_ms": args.metrics_interval_ms,
     }
     values.update({k: v for k, v in optional.items() if v is not None})
+    if args.metrics_config:
+        values["metrics_config"] = _metrics_config(args.metrics_config)
     for item in args.backend_config:
         backend, _, setting = item.partition(",")
         key, _, value = setting.partition("=")

@@ -1,4 +1,4 @@
-"""Run the engine behind uvicorn until SIGINT/SIGTERM, then drain and exit."""
+"""Run the engine behind uvicorn (HTTP, metrics) until SIGINT/SIGTERM, then drain and exit."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import uvicorn
 from workbench import Server, ServerOptions, WorkbenchError
 from workbench.frontends.http import create_app
 from workbench.hosts.logging_setup import configure_logging
+from workbench.hosts.metrics_service import serve_metrics
 
 log = logging.getLogger("workbench")
 
@@ -57,25 +58,36 @@ def bind_socket(address: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve(options: ServerOptions) -> int:
-    """Start the engine and the HTTP frontend; return the process exit status."""
+def open_listener(service: str, address: str, port: int) -> socket.socket | None:
+    """Bind ``address:port`` for ``service``, or log Triton's one-line error and return None.
+
+    The message follows tritonserver: ``failed to start <service>: Unavailable - Socket
+    '<address>:<port>' already in use``.
+    """
     try:
-        sock = bind_socket(options.http_address, options.http_port)
+        return bind_socket(address, port)
     except OSError as exc:
         reason = "already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
-        log.error(
-            "failed to start HTTP service: Unavailable - Socket '%s:%d' %s",
-            options.http_address, options.http_port, reason,
-        )
-        return 1
-    server = Server(options)
-    try:
-        await server.start()
-    except WorkbenchError as exc:
-        log.error("%s", exc.message)
-        sock.close()
-        return 1
-    host, port = sock.getsockname()[:2]
+        log.error("failed to start %s: Unavailable - Socket '%s:%d' %s", service, address, port, reason)
+        return None
+
+
+def open_listeners(options: ServerOptions) -> tuple[socket.socket, socket.socket | None] | None:
+    """The HTTP socket and, with ``allow_metrics``, the metrics socket; None if one failed."""
+    http = open_listener("HTTP service", options.http_address, options.http_port)
+    if http is None:
+        return None
+    if not options.allow_metrics:
+        return http, None
+    metrics = open_listener("Metrics service", options.metrics_address, options.metrics_port)
+    if metrics is None:
+        http.close()
+        return None
+    return http, metrics
+
+
+def http_service(server: Server, options: ServerOptions) -> HTTPService:
+    """The uvicorn server for the v2 HTTP frontend."""
     config = uvicorn.Config(
         create_app(server),
         log_level="debug" if options.log_verbose else "warning",
@@ -86,18 +98,48 @@ async def serve(options: ServerOptions) -> int:
         proxy_headers=False,  # no X-Forwarded-* rewriting on the hot path
         date_header=False,
     )
-    http = HTTPService(config)
-    log.info("Started HTTPService at %s:%d", host, port)
+    return HTTPService(config)
+
+
+async def serve(options: ServerOptions) -> int:
+    """Start the engine, the HTTP frontend and the metrics endpoint; return the exit status.
+
+    Both ports are bound before any model loads, so a busy port fails fast. The metrics
+    endpoint keeps answering while the engine drains and stops with it.
+    """
+    listeners = open_listeners(options)
+    if listeners is None:
+        return 1
+    sock, metrics_sock = listeners
+    server = Server(options)
     try:
-        await http.serve(sockets=[sock])
-    finally:
-        log.info("stopping: waiting for in-flight requests (up to %ss)", options.exit_timeout_secs)
+        await server.start()
+    except WorkbenchError as exc:
+        log.error("%s", exc.message)
+        for listener in (sock, metrics_sock):
+            if listener is not None:
+                listener.close()
+        return 1
+    host, port = sock.getsockname()[:2]
+    http = http_service(server, options)
+    async with contextlib.AsyncExitStack() as services:
+        if metrics_sock is not None:
+            await services.enter_async_context(serve_metrics(server, options, metrics_sock))
+        log.info("Started HTTPService at %s:%d", host, port)
         try:
-            await asyncio.wait_for(server.stop(), timeout=options.exit_timeout_secs or None)
-            log.info("all models unloaded; exiting")
-        except TimeoutError:
-            log.warning("exit timeout reached; exiting with requests still in flight")
+            await http.serve(sockets=[sock])
+        finally:
+            await _drain(server, options)
     return 0
+
+
+async def _drain(server: Server, options: ServerOptions) -> None:
+    log.info("stopping: waiting for in-flight requests (up to %ss)", options.exit_timeout_secs)
+    try:
+        await asyncio.wait_for(server.stop(), timeout=options.exit_timeout_secs or None)
+        log.info("all models unloaded; exiting")
+    except TimeoutError:
+        log.warning("exit timeout reached; exiting with requests still in flight")
 
 
 def run(options: ServerOptions) -> int:

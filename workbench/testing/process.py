@@ -11,13 +11,17 @@ import time
 from collections.abc import Sequence
 
 _STARTED = re.compile(r"Started HTTPService at (\S+):(\d+)")
+_METRICS_STARTED = re.compile(r"Started Metrics Service at (\S+):(\d+)")
 
 
 class ServerProcess:
-    """``workbench serve ... --http-port 0``; the bound port is read back from its log.
+    """``workbench serve ... --http-port 0 --metrics-port 0``; bound ports are read from its log.
+
+    ``metrics_port`` is 0 when the process serves no metrics (``--allow-metrics=false``):
+    the metrics line is logged before the HTTP one, so it is known once the process is up.
 
     Args:
-        args: flags after ``serve`` (``--http-port`` is added unless given).
+        args: flags after ``serve`` (``--http-port=0`` / ``--metrics-port=0`` added unless given).
         timeout_s: seconds to wait for the "Started HTTPService" line.
 
     Raises:
@@ -28,9 +32,12 @@ class ServerProcess:
         command = [sys.executable, "-m", "workbench.hosts.cli", "serve", *args]
         if not any(a.startswith("--http-port") for a in args):
             command.append("--http-port=0")
+        if not any(a.startswith("--metrics-port") for a in args):
+            command.append("--metrics-port=0")
         self.lines: list[str] = []
         self._port_found = threading.Event()
         self.port = 0
+        self.metrics_port = 0
         self.process = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
@@ -46,6 +53,9 @@ class ServerProcess:
         assert self.process.stderr is not None
         for line in self.process.stderr:
             self.lines.append(line.rstrip("\n"))
+            metrics = _METRICS_STARTED.search(line)
+            if metrics and not self.metrics_port:
+                self.metrics_port = int(metrics.group(2))
             match = _STARTED.search(line)
             if match and not self._port_found.is_set():
                 self.port = int(match.group(2))
@@ -59,6 +69,11 @@ class ServerProcess:
     def url(self) -> str:
         """``localhost:<port>``, the form tritonclient takes."""
         return f"localhost:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """``http://localhost:<metrics port>/metrics``."""
+        return f"http://localhost:{self.metrics_port}/metrics"
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 60.0) -> int:
         """Send ``sig`` and wait for the exit status (SIGKILL after ``timeout_s``)."""

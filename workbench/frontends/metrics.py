@@ -1,0 +1,357 @@
+"""Prometheus metrics with Triton's names and labels (``GET /metrics``, port 8002).
+
+Every per-model number is read at scrape time from the engine's live
+:class:`~workbench.ModelStatistics` (``Server.model_statistics()``): the same counters the
+statistics API reports, so a scrape and ``/v2/models/stats`` never disagree and nothing is
+counted twice. Statistics are cumulative **nanoseconds**; Triton's ``*_duration_us``
+families are **microseconds** (ns / 1000) and ``nv_model_load_duration_secs`` seconds.
+
+Families (labels ``model``, ``version``), as ``prometheus_client.generate_latest`` writes them:
+
+=============================================  ==========  =======================================
+family                                         TYPE line   value
+=============================================  ==========  =======================================
+nv_inference_request_success                   untyped     ``stats["success"].count``
+nv_inference_request_failure (+ ``reason``)    untyped     ``failures[reason]``, all 4 reasons
+nv_inference_count                             untyped     ``inference_count``
+nv_inference_exec_count                        untyped     ``execution_count``
+nv_inference_request_duration_us               untyped     ``stats["success"].ns / 1000``
+nv_inference_queue_duration_us                 untyped     ``stats["queue"].ns / 1000``
+nv_inference_compute_input_duration_us         untyped     ``stats["compute_input"].ns / 1000``
+nv_inference_compute_infer_duration_us         untyped     ``stats["compute_infer"].ns / 1000``
+nv_inference_compute_output_duration_us        untyped     ``stats["compute_output"].ns / 1000``
+nv_inference_pending_request_count             gauge       ``pending`` (queued, not executing)
+nv_model_load_duration_secs                    gauge       ``load_ns / 1e9``
+nv_cache_num_hits_per_model                    untyped     ``stats["cache_hit"].count`` (cache on)
+nv_cache_num_misses_per_model                  untyped     ``stats["cache_miss"].count`` (cache on)
+nv_cache_hit_duration_per_model                untyped     ``stats["cache_hit"].ns / 1000``
+nv_cache_miss_duration_per_model               untyped     ``stats["cache_miss"].ns / 1000``
+=============================================  ==========  =======================================
+
+Server-wide, sampled every ``--metrics-interval-ms``: ``nv_cpu_utilization`` (0..1),
+``nv_cpu_memory_total_bytes``, ``nv_cpu_memory_used_bytes`` (gauges, ``--allow-cpu-metrics``);
+with ``--allow-gpu-metrics`` and NVML, per ``gpu_uuid``: ``nv_gpu_utilization`` (0..1),
+``nv_gpu_memory_total_bytes``, ``nv_gpu_memory_used_bytes``, ``nv_gpu_power_usage`` (W),
+``nv_gpu_power_limit`` (W) (gauges) and ``nv_energy_consumption`` (J, untyped counter).
+Optional latency histogram and summaries: :mod:`workbench.frontends.latency_metrics`.
+
+**Why Triton's counters are ``untyped`` here.** Triton (prometheus-cpp) writes
+``# TYPE nv_inference_request_success counter`` followed by samples without a ``_total``
+suffix. prometheus_client (0.2x) cannot write that: for a ``counter`` family,
+``generate_latest`` names the ``# HELP``/``# TYPE`` lines ``<name>_total`` and
+``CounterMetricFamily`` names its samples ``<name>_total`` — a scrape would show
+``nv_inference_request_success_total``, which no Triton dashboard or alert queries. Gauges
+would keep the names but tell Prometheus the values may go down. So counters are exposed
+as ``untyped`` families: the sample lines are exactly Triton's
+(``nv_inference_request_success{model="m",version="1"} 3.0``), PromQL's ``rate()`` /
+``increase()`` work on them as on counters, and only the ``# TYPE`` comment differs
+(``untyped`` instead of ``counter``). Gauges, the histogram and the summaries keep their
+types. The endpoint always answers the text format 0.0.4 (Triton does not negotiate
+OpenMetrics either).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric, UnknownMetricFamily
+from prometheus_client.registry import Collector
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from workbench import ModelStatistics, Server, ServerOptions
+from workbench.frontends.latency_metrics import (
+    DEFAULT_BUCKETS_MS,
+    DEFAULT_QUANTILES,
+    LatencyObserver,
+    parse_quantiles,
+)
+from workbench.frontends.system_metrics import SystemReading, SystemSampler
+
+log = logging.getLogger(__name__)
+
+#: the Prometheus text format 0.0.4, as Triton answers. (prometheus_client >= 0.22 calls
+#: ``text/plain; version=1.0.0`` ``CONTENT_TYPE_LATEST``; for these names the bytes are the same.)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+MODEL_LABELS = ("model", "version")
+GPU_LABELS = ("gpu_uuid",)
+
+#: (family, help, value) of Triton's per-model counters, always exported.
+COUNTERS: tuple[tuple[str, str, Callable[[ModelStatistics], float]], ...] = (
+    ("nv_inference_request_success",
+     "Number of successful inference requests, all batch sizes",
+     lambda s: s.stats["success"].count),
+    ("nv_inference_count",
+     "Number of inferences performed (does not include cached requests)",
+     lambda s: s.inference_count),
+    ("nv_inference_exec_count",
+     "Number of model executions performed (does not include cached requests)",
+     lambda s: s.execution_count),
+)
+#: (family, help, statistics key) of the cumulative latency counters; value = ns / 1000 (µs).
+LATENCY_COUNTERS = (
+    ("nv_inference_request_duration_us",
+     "Cumulative inference request duration in microseconds (includes cached requests)",
+     "success"),
+    ("nv_inference_queue_duration_us",
+     "Cumulative inference queuing duration in microseconds (includes cached requests)",
+     "queue"),
+    ("nv_inference_compute_input_duration_us",
+     "Cumulative compute input duration in microseconds (does not include cached requests)",
+     "compute_input"),
+    ("nv_inference_compute_infer_duration_us",
+     "Cumulative compute inference duration in microseconds (does not include cached requests)",
+     "compute_infer"),
+    ("nv_inference_compute_output_duration_us",
+     "Cumulative inference compute output duration in microseconds "
+     "(does not include cached requests)",
+     "compute_output"),
+)
+#: (family, help, statistics key, field) of the per-model cache families (cache-enabled models).
+CACHE_COUNTERS = (
+    ("nv_cache_num_hits_per_model", "Number of response cache hits per model", "cache_hit", "count"),
+    ("nv_cache_num_misses_per_model", "Number of response cache misses per model", "cache_miss",
+     "count"),
+    ("nv_cache_hit_duration_per_model",
+     "Total cache hit duration per model, in microseconds", "cache_hit", "us"),
+    ("nv_cache_miss_duration_per_model",
+     "Total cache miss (insert+lookup) duration per model, in microseconds", "cache_miss", "us"),
+)
+
+
+def _true(value: str | None, default: bool) -> bool:
+    return default if value is None else value.strip().lower() == "true"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSettings:
+    """What to export (tritonserver's metrics flags, already parsed).
+
+    ``interval_s``: seconds between CPU/GPU samples (``--metrics-interval-ms`` / 1000).
+    """
+
+    cpu: bool = True
+    gpu: bool = True
+    interval_s: float = 2.0
+    counter_latencies: bool = True
+    histogram_buckets_ms: tuple[float, ...] = ()
+    quantiles: dict[float, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_options(cls, options: ServerOptions) -> MetricsSettings:
+        """From ``--allow-*-metrics``, ``--metrics-interval-ms`` and ``--metrics-config``.
+
+        Raises:
+            ValueError: a malformed ``summary_quantiles``.
+        """
+        config = options.metrics_config
+        quantiles = {}
+        if _true(config.get("summary_latencies"), False):
+            text = config.get("summary_quantiles")
+            quantiles = parse_quantiles(text) if text else dict(DEFAULT_QUANTILES)
+        histogram = _true(config.get("histogram_latencies"), False)
+        return cls(
+            cpu=options.allow_cpu_metrics,
+            gpu=options.allow_gpu_metrics,
+            interval_s=options.metrics_interval_ms / 1000,
+            counter_latencies=_true(config.get("counter_latencies"), True),
+            histogram_buckets_ms=DEFAULT_BUCKETS_MS if histogram else (),
+            quantiles=quantiles,
+        )
+
+
+def model_families(all_stats: list[ModelStatistics], counter_latencies: bool = True) -> Iterator[Metric]:
+    """Triton's per-model families for the given versions (see the module table).
+
+    Durations are converted from the statistics' nanoseconds to microseconds.
+    """
+    for name, help_text, value in COUNTERS:
+        family = UnknownMetricFamily(name, help_text, labels=MODEL_LABELS)
+        for stats in all_stats:
+            family.add_metric([stats.name, stats.version], value(stats))
+        yield family
+        if name == "nv_inference_request_success":
+            yield _failure_family(all_stats)
+    if counter_latencies:
+        for name, help_text, key in LATENCY_COUNTERS:
+            family = UnknownMetricFamily(name, help_text, labels=MODEL_LABELS)
+            for stats in all_stats:
+                family.add_metric([stats.name, stats.version], stats.stats[key].ns / 1e3)
+            yield family
+    yield _gauge("nv_inference_pending_request_count",
+                 "Instantaneous number of pending requests awaiting execution per-model.",
+                 all_stats, lambda s: s.pending)
+    yield _gauge("nv_model_load_duration_secs", "Model load time in seconds",
+                 all_stats, lambda s: s.load_ns / 1e9)
+    yield from _cache_families([s for s in all_stats if s.cache_enabled])
+
+
+def _failure_family(all_stats: list[ModelStatistics]) -> Metric:
+    """``nv_inference_request_failure`` with every reason present (0 until one happens)."""
+    family = UnknownMetricFamily("nv_inference_request_failure",
+                                 "Number of failed inference requests, all batch sizes",
+                                 labels=(*MODEL_LABELS, "reason"))
+    for stats in all_stats:
+        reasons = dict.fromkeys(ModelStatistics.FAILURE_REASONS, 0) | stats.failures
+        for reason, count in reasons.items():
+            family.add_metric([stats.name, stats.version, reason], count)
+    return family
+
+
+def _gauge(name: str, help_text: str, all_stats: list[ModelStatistics],
+           value: Callable[[ModelStatistics], float]) -> Metric:
+    family = GaugeMetricFamily(name, help_text, labels=MODEL_LABELS)
+    for stats in all_stats:
+        family.add_metric([stats.name, stats.version], value(stats))
+    return family
+
+
+def _cache_families(cached: list[ModelStatistics]) -> Iterator[Metric]:
+    """Triton exports the per-model cache families only for models with the cache on."""
+    if not cached:
+        return
+    for name, help_text, key, kind in CACHE_COUNTERS:
+        family = UnknownMetricFamily(name, help_text, labels=MODEL_LABELS)
+        for stats in cached:
+            duration = stats.stats[key]
+            family.add_metric([stats.name, stats.version],
+                              duration.count if kind == "count" else duration.ns / 1e3)
+        yield family
+
+
+def system_families(reading: SystemReading) -> Iterator[Metric]:
+    """``nv_cpu_*`` (when read) and ``nv_gpu_*`` / ``nv_energy_consumption`` (per GPU)."""
+    if reading.cpu is not None:
+        cpu = reading.cpu
+        yield GaugeMetricFamily("nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]",
+                                value=cpu.utilization)
+        yield GaugeMetricFamily("nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes",
+                                value=cpu.memory_total_bytes)
+        yield GaugeMetricFamily("nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes",
+                                value=cpu.memory_used_bytes)
+    if not reading.gpus:
+        return
+    gpu_families = (
+        (GaugeMetricFamily, "nv_gpu_utilization", "GPU utilization rate [0.0 - 1.0)", "utilization"),
+        (GaugeMetricFamily, "nv_gpu_memory_total_bytes", "GPU total memory, in bytes",
+         "memory_total_bytes"),
+        (GaugeMetricFamily, "nv_gpu_memory_used_bytes", "GPU used memory, in bytes",
+         "memory_used_bytes"),
+        (GaugeMetricFamily, "nv_gpu_power_usage", "GPU power usage in watts", "power_usage_watts"),
+        (GaugeMetricFamily, "nv_gpu_power_limit", "GPU power management limit in watts",
+         "power_limit_watts"),
+        (UnknownMetricFamily, "nv_energy_consumption",
+         "GPU energy consumption in joules since the Triton Server started", "energy_joules"),
+    )
+    for kind, name, help_text, attribute in gpu_families:
+        family = kind(name, help_text, labels=GPU_LABELS)
+        for gpu in reading.gpus:
+            value = getattr(gpu, attribute)
+            if value is not None:
+                family.add_metric([gpu.uuid], value)
+        yield family
+
+
+class TritonMetricsCollector(Collector):
+    """A prometheus_client collector that yields Triton's families at scrape time.
+
+    ``collect()`` must run on the engine's event loop thread (the thread that records the
+    statistics). CPU/GPU values are the latest :class:`SystemSampler` reading; if none was
+    taken yet, the first scrape takes one.
+
+    Args:
+        server: the started engine.
+        settings: what to export.
+        latency: the histogram/summary observer registered with the server, if any.
+    """
+
+    def __init__(self, server: Server, settings: MetricsSettings,
+                 latency: LatencyObserver | None = None) -> None:
+        self.server = server
+        self.settings = settings
+        self.latency = latency
+        self.system = SystemSampler(cpu=settings.cpu, gpu=settings.gpu)
+
+    def collect(self) -> Iterator[Metric]:
+        all_stats = self.server.model_statistics()
+        yield from model_families(all_stats, self.settings.counter_latencies)
+        if self.latency is not None and self.latency.buckets_ms:
+            yield self.latency.histogram_family(all_stats)
+        if self.latency is not None and self.latency.quantiles:
+            yield from self.latency.summary_families(all_stats)
+        if self.settings.cpu or self.settings.gpu:
+            yield from system_families(self.system.latest or self.system.sample())
+
+
+class MetricsFrontend:
+    """Triton's metrics endpoint over one engine: registry, ASGI app and CPU/GPU sampler.
+
+    Uses its own ``CollectorRegistry`` (not prometheus_client's global one), so several
+    servers in one process never mix. The ASGI :attr:`app` answers ``GET /metrics`` with
+    the text format 0.0.4 (:data:`CONTENT_TYPE`) and 404 elsewhere. Use as
+    ``async with MetricsFrontend(server, options):`` to run the CPU/GPU sampler every
+    ``--metrics-interval-ms``; the app itself serves without it.
+
+    Args:
+        server: the engine (latency observers, if configured, are registered on it now).
+        options: the server options (``allow_*_metrics``, ``metrics_*``).
+    """
+
+    def __init__(self, server: Server, options: ServerOptions) -> None:
+        settings = MetricsSettings.from_options(options)
+        latency = None
+        if settings.histogram_buckets_ms or settings.quantiles:
+            latency = LatencyObserver(settings.histogram_buckets_ms, settings.quantiles)
+            server.add_success_observer(latency)
+        self.collector = TritonMetricsCollector(server, settings, latency)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self.collector)
+        self.app = create_metrics_app(self.registry)
+        self._sampler: asyncio.Task | None = None
+
+    def render(self) -> bytes:
+        """One scrape in the Prometheus text format (call on the engine's event loop)."""
+        return generate_latest(self.registry)
+
+    async def __aenter__(self) -> MetricsFrontend:
+        settings = self.collector.settings
+        if settings.cpu or settings.gpu:
+            self._sampler = asyncio.create_task(self._sample_forever(settings.interval_s))
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sampler
+            self._sampler = None
+
+    async def _sample_forever(self, interval_s: float) -> None:
+        while True:
+            await asyncio.to_thread(self.collector.system.sample)
+            await asyncio.sleep(interval_s)
+
+
+def create_metrics_app(registry: CollectorRegistry) -> Starlette:
+    """ASGI app: ``GET /metrics`` -> ``generate_latest(registry)`` as text format 0.0.4.
+
+    The scrape runs in the async endpoint, i.e. on the event loop thread, where the
+    statistics are recorded (no locks, consistent values).
+    """
+
+    async def metrics(_: Request) -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE)
+
+    return Starlette(routes=[Route("/metrics", metrics, methods=["GET"])])
+
+
+__all__ = ["CONTENT_TYPE", "MetricsFrontend", "MetricsSettings", "TritonMetricsCollector",
+           "create_metrics_app", "model_families", "system_families"]
