@@ -224,7 +224,7 @@ async def test_cache_families_only_for_cache_enabled_models(tmp_path: Path) -> N
     write_model(tmp_path, "add_sub", ADD_SUB_CONFIG, add_sub_graph())
     cached = ADD_SUB_CONFIG.replace('"add_sub"', '"cached"') + "response_cache { enable: true }\n"
     write_model(tmp_path, "cached", cached, add_sub_graph())
-    async with Server(ServerOptions(model_repository=[str(tmp_path)])) as server:
+    async with Server(ServerOptions(model_repository=[str(tmp_path)], response_cache_byte_size=1 << 20)) as server:
         samples, types_ = scrape(MetricsFrontend(server, server.options))
     for family in ("nv_cache_num_hits_per_model", "nv_cache_num_misses_per_model"):
         assert series(samples, family) == {(("model", "cached"), ("version", "1")): 0}

@@ -65,6 +65,10 @@ class ServerOptions(BaseSettings):
     http_max_input_size: int = Field(default=64 * 1024 * 1024, gt=0)
     """Largest accepted HTTP request body, bytes (tritonserver ``--http-max-input-size``)."""
 
+    response_cache_byte_size: int = Field(default=0, ge=0)
+    """Response cache capacity in bytes; 0 = no cache. Models opt in with
+    ``response_cache { enable: true }`` (tritonserver ``--cache-config local,size=N``)."""
+
     allow_metrics: bool = True
     """Serve Prometheus metrics on ``metrics_address:metrics_port`` (``--allow-metrics``)."""
 

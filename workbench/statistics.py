@@ -107,6 +107,20 @@ class ModelStatistics:
         for observe in self.observers:
             observe(self, request_ns, queue_ns, input_ns, infer_ns, output_ns)
 
+    def record_cache_hit(self, request_ns: int, lookup_ns: int) -> None:
+        """One request answered from the response cache (Triton: counts in success and
+        queue, not in inference/execution counts or compute durations)."""
+        self.stats["success"].add(request_ns)
+        self.stats["queue"].add(0)
+        self.stats["cache_hit"].add(lookup_ns)
+        self.last_inference_ms = time.time_ns() // 1_000_000
+        for observe in self.observers:
+            observe(self, request_ns, 0, 0, 0, 0)
+
+    def record_cache_miss(self, lookup_and_insert_ns: int) -> None:
+        """One response-cache miss: the time spent looking up and inserting, nanoseconds."""
+        self.stats["cache_miss"].add(lookup_and_insert_ns)
+
     def record_failure(self, request_ns: int, reason: str = "BACKEND") -> None:
         """One request failed after ``request_ns`` nanoseconds in the server.
 

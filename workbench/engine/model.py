@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
+import time
+
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.engine.model_io import ModelIO
+from workbench.engine.response_cache import ResponseCache
 from workbench.engine.validation import validate_request
 from workbench.scheduling.base import Scheduler
 from workbench.statistics import ModelStatistics
 from workbench.types import InferenceRequest, InferenceResponse, Tensor
+
+
+#: one token per loaded model version: cache keys never match across reloads
+_CACHE_OWNERS = itertools.count(1)
 
 
 class LoadedModel:
@@ -22,7 +30,12 @@ class LoadedModel:
     """
 
     def __init__(
-        self, config: ModelConfig, version: int, scheduler: Scheduler, statistics: ModelStatistics
+        self,
+        config: ModelConfig,
+        version: int,
+        scheduler: Scheduler,
+        statistics: ModelStatistics,
+        cache: ResponseCache | None = None,
     ) -> None:
         self.config = config
         self.version = version
@@ -30,6 +43,8 @@ class LoadedModel:
         self.io = ModelIO(config)
         self.scheduler = scheduler
         self.statistics = statistics
+        self.cache = cache if config.response_cache.enable else None
+        self.cache_owner = next(_CACHE_OWNERS)
 
     @property
     def name(self) -> str:
@@ -45,19 +60,41 @@ class LoadedModel:
         try:
             backend_request = validate_request(request, self.io)
         except Exception:
-            import time
-
             self.statistics.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
             raise
+        if self.cache is None:
+            result = await self.scheduler.enqueue(backend_request, arrival_ns)
+            return self._response(request, backend_request, result.outputs)
+        return await self._infer_cached(request, backend_request, arrival_ns)
+
+    async def _infer_cached(
+        self, request: InferenceRequest, backend_request, arrival_ns: int
+    ) -> InferenceResponse:
+        assert self.cache is not None
+        start = time.monotonic_ns()
+        key = ResponseCache.key(self.cache_owner, backend_request)
+        outputs = self.cache.lookup(key)
+        looked_up = time.monotonic_ns()
+        if outputs is not None:
+            self.statistics.record_cache_hit(looked_up - arrival_ns, looked_up - start)
+            return self._response(request, backend_request, outputs)
         result = await self.scheduler.enqueue(backend_request, arrival_ns)
+        insert_start = time.monotonic_ns()
+        self.cache.insert(key, self.cache_owner, result.outputs)
+        self.statistics.record_cache_miss(looked_up - start + time.monotonic_ns() - insert_start)
+        return self._response(request, backend_request, result.outputs)
+
+    def _response(self, request: InferenceRequest, backend_request, outputs: dict) -> InferenceResponse:
         params = {o.name: o.parameters for o in request.outputs or ()}
-        outputs = [
-            Tensor(name, self.io.outputs[name].wire, result.outputs[name], params.get(name, {}))
+        tensors = [
+            Tensor(name, self.io.outputs[name].wire, outputs[name], params.get(name, {}))
             for name in backend_request.requested_outputs
-            if name in result.outputs
+            if name in outputs
         ]
-        return InferenceResponse(self.name, self.version_str, outputs, request.id)
+        return InferenceResponse(self.name, self.version_str, tensors, request.id)
 
     async def stop(self) -> None:
-        """Finish queued and executing requests, then unload the instances."""
+        """Finish queued and executing requests, unload the instances, drop cached responses."""
         await self.scheduler.stop()
+        if self.cache is not None:
+            self.cache.purge(self.cache_owner)

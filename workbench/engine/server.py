@@ -23,6 +23,7 @@ from workbench.config.model_config import model_config_from_json
 from workbench.engine.loader import LoadResult, load_model
 from workbench.engine.model import LoadedModel
 from workbench.engine.registry import ModelEntry, VersionState
+from workbench.engine.response_cache import ResponseCache
 from workbench.errors import (
     InvalidArgument,
     ModelLoadError,
@@ -68,6 +69,8 @@ class Server:
         self._live = False
         self._stopping = False
         self._observers: list[SuccessObserver] = []
+        size = options.response_cache_byte_size
+        self._cache = ResponseCache(size) if size > 0 else None
 
     # ----------------------------------------------------------------- lifecycle
     async def __aenter__(self) -> Server:
@@ -341,7 +344,7 @@ class Server:
                 result = await loop.run_in_executor(
                     self._load_executor, load_model, name, path, self.options, override
                 )
-                entry = _entry_from_result(result, self._observers)
+                entry = _entry_from_result(result, self._observers, self._cache)
             old = self._models.get(name)
             if old is not None and old.ready_versions() and entry.failed():
                 await entry.stop()  # a failed reload keeps the last good versions serving
@@ -352,12 +355,17 @@ class Server:
             return entry
 
 
-def _entry_from_result(result: LoadResult, observers: list[SuccessObserver]) -> ModelEntry:
+def _entry_from_result(
+    result: LoadResult, observers: list[SuccessObserver], cache: ResponseCache | None
+) -> ModelEntry:
     """Wrap loaded instances in schedulers (on the event loop) and record version states.
 
     ``observers`` is the server's shared observer list, handed to every version's statistics.
     """
     entry = ModelEntry(result.name, config=result.config, reason=result.error)
+    if result.config is not None and result.config.response_cache.enable and cache is None:
+        log.warning("model '%s' enables the response cache but the server has none "
+                    "(--cache-config local,size=N): responses are not cached", result.name)
     for version, loaded in result.versions.items():
         if loaded.error:
             entry.versions[version] = VersionState(ModelReadyState.UNAVAILABLE, loaded.error)
@@ -366,11 +374,11 @@ def _entry_from_result(result: LoadResult, observers: list[SuccessObserver]) -> 
             result.name,
             str(version),
             load_ns=loaded.load_ns,
-            cache_enabled=result.config.response_cache.enable,
+            cache_enabled=result.config.response_cache.enable and cache is not None,
             observers=observers,
         )
         scheduler = make_scheduler(result.config, loaded.instances, stats)
-        model = LoadedModel(result.config, version, scheduler, stats)
+        model = LoadedModel(result.config, version, scheduler, stats, cache)
         entry.versions[version] = VersionState(ModelReadyState.READY, "", model)
         log.info("successfully loaded '%s' version %d", result.name, version)
     entry.refresh()

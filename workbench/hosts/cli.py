@@ -63,7 +63,28 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--backend-config", action="append", default=[],
                        help="BACKEND,KEY=VALUE, e.g. onnxruntime,default-max-batch-size=8")
     _add_metrics_flags(serve)
+    serve.add_argument("--response-cache-byte-size", type=int, default=None,
+                       help="response cache capacity in bytes (0 = no cache)")
+    serve.add_argument("--cache-config", action="append", default=[], metavar="local,size=N",
+                       help="tritonserver's cache flag; only the 'local' cache exists here")
     return parser
+
+
+def _cache_byte_size(items: list[str]) -> int:
+    """``["local,size=1048576"]`` -> 1048576 (tritonserver ``--cache-config``).
+
+    Raises:
+        SystemExit: another cache implementation or a malformed setting.
+    """
+    size = 0
+    for item in items:
+        name, _, setting = item.partition(",")
+        key, _, value = setting.partition("=")
+        if name != "local" or key != "size" or not value.isdigit():
+            raise SystemExit(f"workbench: error: unsupported --cache-config '{item}' "
+                             "(only 'local,size=<bytes>')")
+        size = int(value)
+    return size
 
 
 def _add_metrics_flags(serve: argparse.ArgumentParser) -> None:
@@ -130,6 +151,10 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
     values.update({k: v for k, v in optional.items() if v is not None})
     if args.metrics_config:
         values["metrics_config"] = _metrics_config(args.metrics_config)
+    if args.cache_config:
+        values["response_cache_byte_size"] = _cache_byte_size(args.cache_config)
+    if args.response_cache_byte_size is not None:
+        values["response_cache_byte_size"] = args.response_cache_byte_size
     for item in args.backend_config:
         backend, _, setting = item.partition(",")
         key, _, value = setting.partition("=")
