@@ -65,6 +65,14 @@ class ServerOptions(BaseSettings):
     http_max_input_size: int = Field(default=64 * 1024 * 1024, gt=0)
     """Largest accepted HTTP request body, bytes (tritonserver ``--http-max-input-size``)."""
 
+    rate_limit: Literal["off", "execution_count"] = "off"
+    """``execution_count``: instances execute only while holding their instance group's
+    ``rate_limiter`` resources (tritonserver ``--rate-limit``)."""
+
+    rate_limit_resource: list[str] = Field(default_factory=list)
+    """Resource pools ``NAME:COUNT[:DEVICE]`` (tritonserver ``--rate-limit-resource``);
+    resources not listed get the largest count any instance asks for."""
+
     response_cache_byte_size: int = Field(default=0, ge=0)
     """Response cache capacity in bytes; 0 = no cache. Models opt in with
     ``response_cache { enable: true }`` (tritonserver ``--cache-config local,size=N``)."""

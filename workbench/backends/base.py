@@ -31,12 +31,16 @@ class InstanceSpec:
         group_name: the instance group's name.
         kind: ``"KIND_CPU"``, ``"KIND_GPU"`` or ``"KIND_MODEL"``.
         device_id: GPU index for KIND_GPU, 0 otherwise.
+        resources: the group's ``rate_limiter`` resources as (name, global, count).
+        rate_priority: the group's ``rate_limiter.priority`` (lower = scheduled first).
     """
 
     name: str
     group_name: str
     kind: str
     device_id: int = 0
+    resources: tuple[tuple[str, bool, int], ...] = ()
+    rate_priority: int = 0
 
 
 @dataclass(slots=True)

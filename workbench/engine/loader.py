@@ -81,10 +81,13 @@ def instance_specs(config: ModelConfig) -> list[InstanceSpec]:
     for group in config.instance_group:
         kind = ModelInstanceGroup.Kind.Name(group.kind)
         devices = list(group.gpus) if kind == "KIND_GPU" and group.gpus else [0]
+        limits = group.rate_limiter
+        resources = tuple((r.name, getattr(r, "global"), int(r.count)) for r in limits.resources)
         index = 0
         for device in devices:
             for _ in range(max(1, group.count)):
-                specs.append(InstanceSpec(f"{group.name}_{index}", group.name, kind, device))
+                specs.append(InstanceSpec(f"{group.name}_{index}", group.name, kind, device,
+                                          resources, int(limits.priority)))
                 index += 1
     return specs
 

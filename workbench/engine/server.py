@@ -35,6 +35,7 @@ from workbench.errors import (
 from workbench.options import ServerOptions
 from workbench.repository.repository import ModelRepository
 from workbench.scheduling.factory import make_scheduler
+from workbench.scheduling.rate_limiter import RateLimiter, parse_resource
 from workbench.statistics import ModelStatistics, SuccessObserver
 from workbench.types import InferenceRequest, InferenceResponse, ModelReadyState
 
@@ -71,6 +72,7 @@ class Server:
         self._observers: list[SuccessObserver] = []
         size = options.response_cache_byte_size
         self._cache = ResponseCache(size) if size > 0 else None
+        self._rate_limiter: RateLimiter | None = None
 
     # ----------------------------------------------------------------- lifecycle
     async def __aenter__(self) -> Server:
@@ -87,6 +89,7 @@ class Server:
             InvalidArgument: a model repository does not exist.
             ModelLoadError: a model failed to load and ``exit_on_error`` is set.
         """
+        self._rate_limiter = _rate_limiter(self.options)
         self._repository = ModelRepository(self.options.model_repository)
         names = await asyncio.to_thread(self._startup_models)
         results = await asyncio.gather(*(self._load(name, None) for name in names))
@@ -344,7 +347,7 @@ class Server:
                 result = await loop.run_in_executor(
                     self._load_executor, load_model, name, path, self.options, override
                 )
-                entry = _entry_from_result(result, self._observers, self._cache)
+                entry = _entry_from_result(result, self._observers, self._cache, self._rate_limiter)
             old = self._models.get(name)
             if old is not None and old.ready_versions() and entry.failed():
                 await entry.stop()  # a failed reload keeps the last good versions serving
@@ -355,8 +358,25 @@ class Server:
             return entry
 
 
+def _rate_limiter(options: ServerOptions) -> RateLimiter | None:
+    """The shared rate limiter for ``--rate-limit=execution_count`` (None when off).
+
+    Raises:
+        InvalidArgument: a malformed ``--rate-limit-resource``.
+    """
+    if options.rate_limit == "off":
+        return None
+    try:
+        return RateLimiter(dict(parse_resource(text) for text in options.rate_limit_resource))
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+
+
 def _entry_from_result(
-    result: LoadResult, observers: list[SuccessObserver], cache: ResponseCache | None
+    result: LoadResult,
+    observers: list[SuccessObserver],
+    cache: ResponseCache | None,
+    rate_limiter: RateLimiter | None,
 ) -> ModelEntry:
     """Wrap loaded instances in schedulers (on the event loop) and record version states.
 
@@ -377,7 +397,7 @@ def _entry_from_result(
             cache_enabled=result.config.response_cache.enable and cache is not None,
             observers=observers,
         )
-        scheduler = make_scheduler(result.config, loaded.instances, stats)
+        scheduler = make_scheduler(result.config, loaded.instances, stats, rate_limiter)
         model = LoadedModel(result.config, version, scheduler, stats, cache)
         entry.versions[version] = VersionState(ModelReadyState.READY, "", model)
         log.info("successfully loaded '%s' version %d", result.name, version)

@@ -63,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--backend-config", action="append", default=[],
                        help="BACKEND,KEY=VALUE, e.g. onnxruntime,default-max-batch-size=8")
     _add_metrics_flags(serve)
+    serve.add_argument("--rate-limit", "--rate-limiter", choices=["off", "execution_count"],
+                       default=None, help="rate limiter mode (default off)")
+    serve.add_argument("--rate-limit-resource", "--rate-limiter-resource", action="append",
+                       default=[], metavar="NAME:COUNT[:DEVICE]", help="resource pool (repeatable)")
     serve.add_argument("--response-cache-byte-size", type=int, default=None,
                        help="response cache capacity in bytes (0 = no cache)")
     serve.add_argument("--cache-config", action="append", default=[], metavar="local,size=N",
@@ -151,6 +155,9 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
     values.update({k: v for k, v in optional.items() if v is not None})
     if args.metrics_config:
         values["metrics_config"] = _metrics_config(args.metrics_config)
+    if args.rate_limit is not None:
+        values["rate_limit"] = args.rate_limit
+    values["rate_limit_resource"] = args.rate_limit_resource
     if args.cache_config:
         values["response_cache_byte_size"] = _cache_byte_size(args.cache_config)
     if args.response_cache_byte_size is not None:

@@ -46,6 +46,8 @@ class InstanceRunner:
 
     def __init__(self, instance: ModelInstance) -> None:
         self.instance = instance
+        #: rate-limiter resources one execution holds (empty when rate limiting is off)
+        self.needs: dict = {}
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._work, name=instance.name, daemon=True)
         self._thread.start()

@@ -15,6 +15,7 @@ from functools import partial
 from workbench.backends.base import BackendRequest, BackendResponse, ModelInstance
 from workbench.errors import Cancelled, InternalError, Unavailable, WorkbenchError
 from workbench.scheduling.base import InstanceRunner, Pending, Scheduler
+from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.statistics import ModelStatistics
 
 
@@ -24,10 +25,21 @@ class DirectScheduler(Scheduler):
     Args:
         instances: loaded instances of one model version (at least one).
         statistics: where executions and request outcomes are recorded.
+        rate_limiter: the server's rate limiter, or None when rate limiting is off.
     """
 
-    def __init__(self, instances: list[ModelInstance], statistics: ModelStatistics) -> None:
+    def __init__(
+        self,
+        instances: list[ModelInstance],
+        statistics: ModelStatistics,
+        rate_limiter: RateLimiter | None = None,
+    ) -> None:
         self._runners = [InstanceRunner(i) for i in instances]
+        self._limiter = rate_limiter
+        if rate_limiter is not None:
+            rate_limiter.register(i.spec for i in instances)
+            for runner in self._runners:
+                runner.needs = rate_limiter.needs(runner.instance.spec)
         self._idle: deque[InstanceRunner] = deque(self._runners)
         self._queue: deque[Pending] = deque()
         self._stats = statistics
@@ -77,17 +89,35 @@ class DirectScheduler(Scheduler):
 
     def _dispatch(self) -> None:
         while self._idle and self._queue:
+            runner = self._free_runner()
+            if runner is None:  # idle instances wait for rate-limiter resources
+                assert self._limiter is not None
+                self._limiter.wait(self._dispatch, min(r.instance.spec.rate_priority for r in self._idle))
+                return
             batch = self._next_batch()
             if not batch:
                 return
-            runner = self._idle.popleft()
+            self._idle.remove(runner)
+            if self._limiter is not None:
+                self._limiter.acquire(runner.needs)
             self._stats.pending -= len(batch)
             runner.submit([p.request for p in batch], partial(self._finished, runner, batch))
+
+    def _free_runner(self) -> InstanceRunner | None:
+        """An idle instance that may execute now (its rate-limiter resources are free)."""
+        if self._limiter is None:
+            return self._idle[0]
+        for runner in sorted(self._idle, key=lambda r: r.instance.spec.rate_priority):
+            if self._limiter.available(runner.needs):
+                return runner
+        return None
 
     def _finished(
         self, runner: InstanceRunner, batch: list[Pending], result, error: BaseException | None
     ) -> None:
         self._idle.append(runner)
+        if self._limiter is not None:
+            self._limiter.release(runner.needs)
         if error is None:
             responses, times = result
             self._record_execution(batch, times)

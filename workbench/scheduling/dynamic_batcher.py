@@ -24,6 +24,7 @@ from workbench.backends.base import BackendResponse, ModelInstance
 from workbench.errors import Unavailable
 from workbench.scheduling.base import Pending
 from workbench.scheduling.direct import DirectScheduler
+from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.request_queue import RequestQueue
 from workbench.statistics import ModelStatistics
 
@@ -32,7 +33,7 @@ class DynamicBatcher(DirectScheduler):
     """Priority queues whose executions take batches of compatible requests.
 
     Args:
-        instances, statistics: as for :class:`DirectScheduler`.
+        instances, statistics, rate_limiter: as for :class:`DirectScheduler`.
         max_batch_size: the model's ``max_batch_size`` (> 0); a batch never exceeds it.
         batching: the config's ``dynamic_batching`` (``preferred_batch_size``,
             ``max_queue_delay_microseconds`` in µs, priorities, queue policies,
@@ -46,8 +47,9 @@ class DynamicBatcher(DirectScheduler):
         *,
         max_batch_size: int,
         batching: ModelDynamicBatching,
+        rate_limiter: RateLimiter | None = None,
     ) -> None:
-        super().__init__(instances, statistics)
+        super().__init__(instances, statistics, rate_limiter)
         self._queue: RequestQueue = RequestQueue(batching)  # type: ignore[assignment]
         self._max_batch_size = max_batch_size
         preferred = {s for s in batching.preferred_batch_size if 0 < s <= max_batch_size}

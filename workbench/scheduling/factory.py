@@ -7,24 +7,30 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 from workbench.backends.base import ModelInstance
 from workbench.scheduling.base import Scheduler
 from workbench.scheduling.direct import DirectScheduler
+from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.dynamic_batcher import DynamicBatcher
 from workbench.scheduling.sequence_batcher import SequenceBatcher
 from workbench.statistics import ModelStatistics
 
 
 def make_scheduler(
-    config: ModelConfig, instances: list[ModelInstance], statistics: ModelStatistics
+    config: ModelConfig,
+    instances: list[ModelInstance],
+    statistics: ModelStatistics,
+    rate_limiter: RateLimiter | None = None,
 ) -> Scheduler:
     """``sequence_batching`` -> :class:`SequenceBatcher`; ``dynamic_batching`` with
     ``max_batch_size > 0`` -> :class:`DynamicBatcher`; otherwise the default
-    one-request-per-execution :class:`DirectScheduler`."""
+    one-request-per-execution :class:`DirectScheduler`. Every scheduler shares the server's
+    ``rate_limiter`` (None when rate limiting is off)."""
     if config.HasField("sequence_batching"):
-        return SequenceBatcher(instances, statistics, config)
+        return SequenceBatcher(instances, statistics, config, rate_limiter)
     if config.HasField("dynamic_batching") and config.max_batch_size > 0:
         return DynamicBatcher(
             instances,
             statistics,
             max_batch_size=config.max_batch_size,
             batching=config.dynamic_batching,
+            rate_limiter=rate_limiter,
         )
-    return DirectScheduler(instances, statistics)
+    return DirectScheduler(instances, statistics, rate_limiter)

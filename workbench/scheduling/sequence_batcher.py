@@ -27,6 +27,7 @@ from workbench.backends.base import BackendRequest, BackendResponse, ModelInstan
 from workbench.errors import InvalidArgument
 from workbench.scheduling.base import Pending
 from workbench.scheduling.direct import DirectScheduler
+from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.sequence_controls import (
     control_tensors,
     control_values,
@@ -53,12 +54,18 @@ class SequenceBatcher(DirectScheduler):
     """Sequence-aware queue in front of the model's instances.
 
     Args:
-        instances, statistics: as for :class:`DirectScheduler`.
+        instances, statistics, rate_limiter: as for :class:`DirectScheduler`.
         config: the model config (``sequence_batching``, ``max_batch_size``, name).
     """
 
-    def __init__(self, instances: list[ModelInstance], statistics: ModelStatistics, config: ModelConfig) -> None:
-        super().__init__(instances, statistics)
+    def __init__(
+        self,
+        instances: list[ModelInstance],
+        statistics: ModelStatistics,
+        config: ModelConfig,
+        rate_limiter: RateLimiter | None = None,
+    ) -> None:
+        super().__init__(instances, statistics, rate_limiter)
         batching = config.sequence_batching
         self._model = config.name
         self._max_batch_size = max(1, config.max_batch_size)
