@@ -92,3 +92,54 @@ async def test_backlog_waits_for_a_free_slot(tmp_path: Path) -> None:
         assert not waiting.done()  # sequence 2 has no slot while sequence 1 is live
         assert float((await server.infer(step(1, 1.0, end=True))).outputs[0].data[0, 0]) == 2.0
         assert float((await asyncio.wait_for(waiting, 20)).outputs[0].data[0, 0]) == 10.0
+
+
+CONTROLS_CONFIG = """
+name: "controls"
+backend: "onnxruntime"
+max_batch_size: 4
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [
+  { name: "OUT_START" data_type: TYPE_INT32 dims: [ 1 ] },
+  { name: "OUT_END" data_type: TYPE_BOOL dims: [ 1 ] },
+  { name: "OUT_READY" data_type: TYPE_FP32 dims: [ 1 ] },
+  { name: "OUT_CORRID" data_type: TYPE_UINT64 dims: [ 1 ] }
+]
+sequence_batching {
+  control_input [
+    { name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] },
+    { name: "END" control [ { kind: CONTROL_SEQUENCE_END bool_false_true: [ false, true ] } ] },
+    { name: "READY" control [ { kind: CONTROL_SEQUENCE_READY fp32_false_true: [ 0, 1 ] } ] },
+    { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] }
+  ]
+}
+"""
+
+
+def controls_graph():
+    from onnx import TensorProto, helper
+
+    kinds = {"INPUT": TensorProto.FLOAT, "START": TensorProto.INT32, "END": TensorProto.BOOL,
+             "READY": TensorProto.FLOAT, "CORRID": TensorProto.UINT64}
+    inputs = [helper.make_tensor_value_info(n, t, ["b", 1]) for n, t in kinds.items()]
+    names = [n for n in kinds if n != "INPUT"]
+    outputs = [helper.make_tensor_value_info(f"OUT_{n}", kinds[n], ["b", 1]) for n in names]
+    nodes = [helper.make_node("Identity", [n], [f"OUT_{n}"]) for n in names]
+    return helper.make_graph(nodes, "controls", inputs, outputs)
+
+
+async def test_all_four_control_tensors(tmp_path: Path) -> None:
+    write_model(tmp_path, "controls", CONTROLS_CONFIG, controls_graph())
+    async with Server(ServerOptions(model_repository=[str(tmp_path)])) as server:
+        seen = []
+        for i in range(3):
+            params = {"sequence_id": 77, "sequence_start": i == 0, "sequence_end": i == 2}
+            data = np.zeros((1, 1), np.float32)
+            response = await server.infer(
+                InferenceRequest("controls", [Tensor("INPUT", "FP32", data)], parameters=params)
+            )
+            seen.append({t.name: t.data[0, 0].item() for t in response.outputs})
+    assert [s["OUT_START"] for s in seen] == [1, 0, 0]
+    assert [s["OUT_END"] for s in seen] == [False, False, True]
+    assert [s["OUT_READY"] for s in seen] == [1.0, 1.0, 1.0]
+    assert [s["OUT_CORRID"] for s in seen] == [77, 77, 77]
