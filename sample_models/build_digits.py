@@ -60,7 +60,9 @@ instance_group [
     kind: KIND_CPU
   }}
 ]
-# batch whatever queued while the instance was busy (no added delay)
+# One instance: on 2 cores a second one only adds contention. Batch whatever queued while
+# the instance was busy, with no added delay: 2x at c=16, while any delay costs c=1
+# 25-75 % (bench/RESULTS.md, issue 3).
 dynamic_batching {{ }}
 # a 64->hidden->10 MLP gains nothing from an intra-op thread pool
 parameters {{ key: "intra_op_thread_count" value: {{ string_value: "1" }} }}

@@ -102,8 +102,12 @@ instance_group [
     kind: KIND_CPU
   }}
 ]
-# requests of equal sequence length queued while the instance was busy run as one batch
+# One instance using both cores for its intra-op threads: on 2 cores a second instance only
+# adds contention (bench/RESULTS.md, issue 3). Requests of equal sequence length that queue
+# while the instance computes (10-90 ms) run as one batch: no added delay needed, and any
+# delay costs c=1 latency.
 dynamic_batching {{ }}
+parameters {{ key: "intra_op_thread_count" value: {{ string_value: "2" }} }}
 """
 
 

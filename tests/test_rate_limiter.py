@@ -60,26 +60,15 @@ async def test_shared_resource_makes_models_take_turns(tmp_path: Path) -> None:
         await server.stop()
 
 
-async def test_without_rate_limiting_both_run_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"rate_limit": "execution_count", "rate_limit_resource": ["R:2"]}],
+    ids=["rate-limit-off", "explicit-pool-of-2"],
+)
+async def test_both_models_run_at_once_when_resources_allow(tmp_path: Path, options: dict) -> None:
     write(tmp_path, "model_a")
     write(tmp_path, "model_b")
-    server = await start(tmp_path)  # --rate-limit=off (default)
-    try:
-        BEHAVIOUR.gate.clear()
-        tasks = [asyncio.create_task(server.infer(request(m, 1))) for m in ("model_a", "model_b")]
-        await asyncio.sleep(0.2)
-        assert sorted(BEHAVIOUR.executions) == ["model_a_0_0", "model_b_0_0"]
-        BEHAVIOUR.gate.set()
-        await asyncio.gather(*tasks)
-    finally:
-        BEHAVIOUR.gate.set()
-        await server.stop()
-
-
-async def test_explicit_pool_lets_two_run(tmp_path: Path) -> None:
-    write(tmp_path, "model_a")
-    write(tmp_path, "model_b")
-    server = await start(tmp_path, rate_limit="execution_count", rate_limit_resource=["R:2"])
+    server = await start(tmp_path, **options)
     try:
         BEHAVIOUR.gate.clear()
         tasks = [asyncio.create_task(server.infer(request(m, 1))) for m in ("model_a", "model_b")]
