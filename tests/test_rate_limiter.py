@@ -11,22 +11,11 @@ import pytest
 from workbench import InferenceRequest, InvalidArgument, Server, ServerOptions, Tensor
 from workbench.backends.registry import register_backend
 from workbench.scheduling.rate_limiter import parse_resource
-from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend
-
-LIMITED = """
-name: "{name}"
-backend: "fake"
-max_batch_size: 4
-input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-instance_group [ {{ count: 1 kind: KIND_CPU
-  rate_limiter {{ resources [ {{ name: "R" global: true count: {count} }} ] priority: {priority} }} }} ]
-"""
-
+from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend, write_fake_model
 
 def write(repo: Path, name: str, count: int = 1, priority: int = 1) -> None:
-    (repo / name / "1").mkdir(parents=True)
-    (repo / name / "config.pbtxt").write_text(LIMITED.format(name=name, count=count, priority=priority))
+    limiter = f'rate_limiter {{ resources [ {{ name: "R" global: true count: {count} }} ] priority: {priority} }}'
+    write_fake_model(repo, name, count=1, group=limiter)
 
 
 def request(model: str, value: float) -> InferenceRequest:

@@ -77,14 +77,16 @@ backend: "fake"
 max_batch_size: 4
 input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] }} ]
 output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-instance_group [ {{ count: {count} kind: KIND_CPU }} ]
+instance_group [ {{ count: {count} kind: KIND_CPU {group} }} ]
 """
 
 
-def write_fake_model(repo: Path, name: str, count: int = 2, extra: str = "") -> Path:
+def write_fake_model(repo: Path, name: str, count: int = 2, extra: str = "", group: str = "") -> Path:
     """A model folder served by :class:`FakeBackend` (an empty version folder 1);
-    ``extra`` is appended to the config (e.g. a ``dynamic_batching`` block)."""
+    ``extra`` is appended to the config (e.g. a ``dynamic_batching`` block) and ``group``
+    to its instance group (e.g. a ``rate_limiter`` block)."""
     folder = repo / name
     (folder / "1").mkdir(parents=True, exist_ok=True)
-    (folder / "config.pbtxt").write_text(FAKE_CONFIG.format(name=name, count=count) + extra)
+    config = FAKE_CONFIG.format(name=name, count=count, group=group)
+    (folder / "config.pbtxt").write_text(config + extra)
     return folder

@@ -40,13 +40,14 @@ def decode_request(
         InvalidArgument: malformed JSON, header length, inputs or tensor data (Triton's texts).
     """
     json_end = _json_end(header_length, len(body))
-    header = parse_json_object(memoryview(body)[:json_end])
+    view = memoryview(body)
+    header = parse_json_object(view[:json_end])
     inputs_json = header.get("inputs")
     if not isinstance(inputs_json, list):
         raise InvalidArgument("Unable to parse 'inputs'")
     request_id = str(header.get("id", ""))
     parameters = _request_parameters(header.get("parameters"))
-    view, offset, inputs = memoryview(body), json_end, []
+    offset, inputs = json_end, []
     for item in inputs_json:
         tensor, offset = _decode_input(item, view, offset, model_name, request_id)
         inputs.append(tensor)
