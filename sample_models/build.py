@@ -18,6 +18,8 @@ model fails to build or verify.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -61,8 +63,14 @@ class BuildError(RuntimeError):
 
 
 def recipe_digest(builder: ModuleType) -> str:
-    """sha256 of the builder module's source: a changed recipe makes existing builds stale."""
-    return sha256_file(Path(builder.__file__))
+    """sha256 of the builder module's source and of the modules it names in ``RECIPE_MODULES``
+    (e.g. where its graph is defined): a changed recipe makes existing builds stale."""
+    sources = [Path(builder.__file__)]
+    for name in getattr(builder, "RECIPE_MODULES", ()):
+        sources.append(Path(importlib.import_module(name).__file__))
+    if len(sources) == 1:
+        return sha256_file(sources[0])
+    return hashlib.sha256("".join(sha256_file(p) for p in sources).encode()).hexdigest()
 
 
 def hash_tree(model_dir: Path) -> dict[str, str]:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import uvicorn
 
 from workbench import Server, ServerOptions, WorkbenchError
-from workbench.frontends.http import create_app
+from workbench.frontends.http import CoalescingHttpToolsProtocol, create_app
 from workbench.hosts.logging_setup import configure_logging
 from workbench.hosts.metrics_service import serve_metrics
 
@@ -97,6 +97,7 @@ def http_service(server: Server, options: ServerOptions) -> HTTPService:
         server_header=False,
         proxy_headers=False,  # no X-Forwarded-* rewriting on the hot path
         date_header=False,
+        http=CoalescingHttpToolsProtocol,  # head + body in one write (frontends/http/protocol.py)
     )
     return HTTPService(config)
 

@@ -1,5 +1,6 @@
-"""KServe v2 / Triton HTTP frontend (FastAPI)."""
+"""KServe v2 / Triton HTTP frontend (FastAPI on uvicorn)."""
 
 from workbench.frontends.http.app import create_app
+from workbench.frontends.http.protocol import CoalescingHttpToolsProtocol
 
-__all__ = ["create_app"]
+__all__ = ["CoalescingHttpToolsProtocol", "create_app"]

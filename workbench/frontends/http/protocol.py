@@ -1,0 +1,90 @@
+"""uvicorn's httptools protocol, with each response's head and body sent in one write.
+
+uvicorn writes an HTTP response in two ``transport.write`` calls (status line and
+headers, then the body). With TCP_NODELAY (uvloop's default) that is two send
+syscalls and two TCP segments per response, and on the loopback both syscalls
+run the receiver's TCP processing on the event-loop thread while it holds the
+GIL. Holding the head back until the body follows makes it one ``writelines``
+(one ``writev``, one segment for the client to read); the effect on throughput is
+in bench/RESULTS.md ("Issue 3: one write per response"). Parsing, flow control,
+keep-alive and ASGI handling stay uvicorn's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+
+class CoalescingTransport:
+    """A transport proxy that keeps back a response head until the next write.
+
+    The head (a write that starts with ``HTTP/``) is sent together with the next write,
+    or at the end of the current event-loop iteration when no write follows in the same
+    iteration (streamed responses). Writes keep their order; everything else is the
+    wrapped transport's.
+
+    Args:
+        transport: the connection's real transport.
+        loop: the event loop the protocol runs on.
+    """
+
+    __slots__ = ("_transport", "_loop", "_held")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._transport.writelines((held, data))
+        elif data[:5] == b"HTTP/":
+            self._held = data
+            self._loop.call_soon(self._flush)
+        else:
+            self._transport.write(data)
+
+    def writelines(self, chunks) -> None:
+        self._flush()
+        self._transport.writelines(chunks)
+
+    def _flush(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            if not self._transport.is_closing():
+                self._transport.write(held)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
+
+    def abort(self) -> None:
+        self._held = None
+        self._transport.abort()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + len(self._held or b"")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class CoalescingHttpToolsProtocol(HttpToolsProtocol):
+    """``uvicorn.Config(http=...)`` class: uvicorn's httptools protocol over a
+    :class:`CoalescingTransport`."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+
+
+__all__ = ["CoalescingHttpToolsProtocol", "CoalescingTransport"]
