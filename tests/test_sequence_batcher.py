@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from workbench import InferenceRequest, InvalidArgument, Server, ServerOptions, Tensor
+from workbench import InferenceRequest, InvalidArgument, Server, ServerOptions, Tensor, Unavailable
+from workbench.backends.registry import register_backend
+from workbench.errors import InternalError
 from workbench.testing.models import ACCUMULATOR_CONFIG, accumulator_graph, write_model
+from workbench.testing.sequence_probe import FAIL_VALUE, PROBE, ProbeBackend, write_probe_model
 
 
 def repository(tmp_path: Path, config: str = ACCUMULATOR_CONFIG) -> Path:
@@ -143,3 +146,114 @@ async def test_all_four_control_tensors(tmp_path: Path) -> None:
     assert [s["OUT_END"] for s in seen] == [False, False, True]
     assert [s["OUT_READY"] for s in seen] == [1.0, 1.0, 1.0]
     assert [s["OUT_CORRID"] for s in seen] == [77, 77, 77]
+
+
+def with_backlog(limit: str) -> str:
+    return ACCUMULATOR_CONFIG + f'parameters {{ key: "max_sequence_backlog" value {{ string_value: "{limit}" }} }}\n'
+
+
+def total(response) -> float:
+    return float(response.outputs[0].data[0, 0])
+
+
+async def test_full_slots_and_backlog_reject_a_new_sequence(tmp_path: Path) -> None:
+    async with Server(ServerOptions(model_repository=[str(repository(tmp_path, with_backlog("0")))])) as server:
+        for corr in range(1, 9):  # the 8 slots of the one instance
+            await server.infer(step(corr, float(corr), start=True))
+        with pytest.raises(Unavailable, match=(
+            r"^inference request for sequence 9 to model 'accumulator' rejected: all 8 sequence "
+            r"slots are in use and the sequence backlog \(max_sequence_backlog 0\) is full$"
+        )):
+            await asyncio.wait_for(server.infer(step(9, 1.0, start=True)), 20)
+        ends = [total(await server.infer(step(corr, 1.0, end=True))) for corr in range(1, 9)]
+        assert ends == [corr + 1.0 for corr in range(1, 9)]  # live sequences were not disturbed
+        assert total(await server.infer(step(9, 5.0, start=True, end=True))) == 5.0  # slots free again
+        stats = (await server.statistics("accumulator"))["model_stats"][0]
+    assert stats["inference_stats"]["fail"]["count"] == 1
+
+
+async def test_backlog_bound_counts_waiting_sequences(tmp_path: Path) -> None:
+    async with Server(ServerOptions(model_repository=[str(repository(tmp_path, with_backlog("1")))])) as server:
+        for corr in range(1, 9):
+            await server.infer(step(corr, 1.0, start=True))
+        waiting = asyncio.create_task(server.infer(step(9, 10.0, start=True)))  # the one backlog place
+        for _ in range(20):
+            await asyncio.sleep(0)
+        with pytest.raises(Unavailable, match="sequence 10 .* backlog \\(max_sequence_backlog 1\\) is full"):
+            await asyncio.wait_for(server.infer(step(10, 1.0, start=True)), 20)
+        assert not waiting.done()
+        assert total(await server.infer(step(1, 1.0, end=True))) == 2.0  # frees a slot for sequence 9
+        assert total(await asyncio.wait_for(waiting, 20)) == 10.0
+
+
+@pytest.mark.parametrize("value", ["-1", "many", "1.5", ""])
+async def test_max_sequence_backlog_must_be_a_non_negative_integer(tmp_path: Path, value: str) -> None:
+    options = ServerOptions(model_repository=[str(repository(tmp_path, with_backlog(value)))], exit_on_error=False)
+    async with Server(options) as server:
+        row = next(r for r in await server.repository_index() if r["name"] == "accumulator")
+    assert row["state"] == "UNAVAILABLE"
+    assert "parameter 'max_sequence_backlog' of model 'accumulator' must be a non-negative integer" in row["reason"]
+    assert f"got '{value}'" in row["reason"]
+
+
+@pytest_asyncio.fixture
+async def probe_server(tmp_path: Path):
+    register_backend("seqprobe", ProbeBackend)
+    PROBE.reset()
+    write_probe_model(tmp_path, count=1, max_batch_size=4)
+    async with Server(ServerOptions(model_repository=[str(tmp_path)])) as server:
+        yield server
+    PROBE.gate.set()
+
+
+def probe_step(sequence_id: int, value: float, start: bool = False, end: bool = False) -> InferenceRequest:
+    params = {"sequence_id": sequence_id, "sequence_start": start, "sequence_end": end}
+    return InferenceRequest("probe", [Tensor("INPUT", "FP32", np.full((1, 1), value, np.float32))],
+                            parameters=params)
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def probe_saw(corr: int) -> list[float]:
+    return [row.value for _, rows in PROBE.executions for row in rows if row.ready and row.corrid == corr]
+
+
+async def test_failed_start_fails_the_requests_queued_behind_it(probe_server: Server) -> None:
+    PROBE.gate.clear()  # executions block until the followers are queued
+    start = asyncio.create_task(probe_server.infer(probe_step(5, FAIL_VALUE, start=True)))
+    await settle()
+    followers = [asyncio.create_task(probe_server.infer(probe_step(5, v, end=v == 3))) for v in (2.0, 3.0)]
+    other = asyncio.create_task(probe_server.infer(probe_step(6, 60.0, start=True)))
+    await settle()
+    PROBE.gate.set()
+    with pytest.raises(InternalError, match="probe refused sequence 5"):
+        await start
+    for follower in followers:
+        with pytest.raises(InvalidArgument, match=(
+            "^inference request for sequence 5 to model 'probe' cannot run: "
+            "the sequence's START request failed$"
+        )):
+            await asyncio.wait_for(follower, 20)
+    assert total(await other) == 60.0  # another sequence was not disturbed
+    assert probe_saw(5) == [FAIL_VALUE]  # the followers never ran on fresh state
+    assert total(await probe_server.infer(probe_step(5, 7.0, start=True, end=True))) == 7.0
+
+
+async def test_cancelled_start_fails_the_requests_queued_behind_it(probe_server: Server) -> None:
+    PROBE.gate.clear()
+    busy = asyncio.create_task(probe_server.infer(probe_step(1, 1.0, start=True)))
+    await settle()
+    start = asyncio.create_task(probe_server.infer(probe_step(2, 20.0, start=True)))  # queued
+    await settle()
+    follower = asyncio.create_task(probe_server.infer(probe_step(2, 21.0)))
+    await settle()
+    start.cancel()
+    await settle()
+    PROBE.gate.set()
+    with pytest.raises(InvalidArgument, match="sequence 2 .* cannot run: the sequence's START request was cancelled"):
+        await asyncio.wait_for(follower, 20)
+    assert total(await busy) == 1.0
+    assert probe_saw(2) == []

@@ -8,6 +8,7 @@ Triton's (core ``model_config_utils.cc``: ``ValidateModelConfig``,
 from __future__ import annotations
 
 import logging
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import NoReturn
@@ -89,6 +90,7 @@ def check_sequence_batching(config: mc.ModelConfig) -> None:
             "batching scheduler. Please disable the response cache."
         )
     _check_controls(batcher, m)
+    max_sequence_backlog(config)
     if batcher.HasField("oldest"):
         _check_preferred(
             batcher.oldest.preferred_batch_size,
@@ -100,6 +102,29 @@ def check_sequence_batching(config: mc.ModelConfig) -> None:
         utilization = batcher.direct.minimum_slot_utilization
         if not 0.0 <= utilization <= 1.0:
             _fail(f"sequence batching minimum slot utilization must be in range (0.0, 1.0] for {m}")
+
+
+def max_sequence_backlog(config: mc.ModelConfig) -> int | None:
+    """The sequence backlog bound: model config ``parameters { key: "max_sequence_backlog" }``.
+
+    A workbench extension (Triton's backlog is unbounded): how many new sequences may wait
+    for a free sequence slot; further START requests are rejected while all slots are in use.
+
+    Returns:
+        The bound (0 = no backlog), or None when the parameter is absent (unbounded).
+
+    Raises:
+        InvalidModelConfig: the value is not a non-negative integer.
+    """
+    if "max_sequence_backlog" not in config.parameters:
+        return None
+    text = config.parameters["max_sequence_backlog"].string_value.strip()
+    if not re.fullmatch(r"[0-9]+", text):
+        _fail(
+            f"parameter 'max_sequence_backlog' of model '{config.name}' must be a non-negative "
+            f"integer (sequences that may wait for a sequence slot), got '{text}'"
+        )
+    return int(text)
 
 
 def _check_preferred(sizes: list[int], max_batch_size: int, what: str, m: str) -> None:
@@ -296,4 +321,5 @@ def _fail(message: str) -> NoReturn:
     raise InvalidModelConfig(message)
 
 
-__all__ = ["check_dynamic_batching", "check_sequence_batching", "check_ensemble"]
+__all__ = ["check_dynamic_batching", "check_sequence_batching", "check_ensemble",
+           "max_sequence_backlog"]

@@ -73,8 +73,9 @@ class DirectScheduler(Scheduler):
         """Put a new request in the queue (subclasses: priorities, policies, limits)."""
         self._queue.append(pending)
 
-    def _next_batch(self) -> list[Pending]:
-        """Take the requests for one execution from the queue (here: the oldest live one)."""
+    def _next_batch(self, runner: InstanceRunner) -> list[Pending]:
+        """Take the requests for one execution on ``runner`` from the queue (here: the
+        oldest live one; the sequence batcher's ``direct`` strategy uses ``runner``)."""
         while self._queue:
             pending = self._queue.popleft()
             if not pending.future.done():
@@ -94,7 +95,7 @@ class DirectScheduler(Scheduler):
                 assert self._limiter is not None
                 self._limiter.wait(self._dispatch, min(r.instance.spec.rate_priority for r in self._idle))
                 return
-            batch = self._next_batch()
+            batch = self._next_batch(runner)
             if not batch:
                 return
             self._idle.remove(runner)

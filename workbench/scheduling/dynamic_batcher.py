@@ -76,7 +76,7 @@ class DynamicBatcher(DirectScheduler):
             self._watch_timeouts()
 
     # ------------------------------------------------------------------ batch forming
-    def _next_batch(self) -> list[Pending]:
+    def _next_batch(self, runner: object) -> list[Pending]:
         self._expire()
         for pending in [p for p in self._queue if p.future.done()]:
             self._queue.remove([pending])

@@ -9,7 +9,8 @@ from workbench.scheduling.base import Scheduler
 from workbench.scheduling.direct import DirectScheduler
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.dynamic_batcher import DynamicBatcher
-from workbench.scheduling.sequence_batcher import SequenceBatcher
+from workbench.scheduling.sequence_direct import DirectSequenceBatcher
+from workbench.scheduling.sequence_oldest import OldestSequenceBatcher
 from workbench.statistics import ModelStatistics
 
 
@@ -19,12 +20,15 @@ def make_scheduler(
     statistics: ModelStatistics,
     rate_limiter: RateLimiter | None = None,
 ) -> Scheduler:
-    """``sequence_batching`` -> :class:`SequenceBatcher`; ``dynamic_batching`` with
+    """``sequence_batching`` -> :class:`DirectSequenceBatcher` (or
+    :class:`OldestSequenceBatcher` with ``oldest { }``); ``dynamic_batching`` with
     ``max_batch_size > 0`` -> :class:`DynamicBatcher`; otherwise the default
     one-request-per-execution :class:`DirectScheduler`. Every scheduler shares the server's
     ``rate_limiter`` (None when rate limiting is off)."""
     if config.HasField("sequence_batching"):
-        return SequenceBatcher(instances, statistics, config, rate_limiter)
+        oldest = config.sequence_batching.HasField("oldest")
+        batcher = OldestSequenceBatcher if oldest else DirectSequenceBatcher
+        return batcher(instances, statistics, config, rate_limiter)
     if config.HasField("dynamic_batching") and config.max_batch_size > 0:
         return DynamicBatcher(
             instances,

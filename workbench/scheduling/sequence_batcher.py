@@ -2,60 +2,55 @@
 
 Requests carry a correlation ID (``sequence_id``: non-zero uint64 or non-empty
 string) and the ``sequence_start`` / ``sequence_end`` flags. Requests of one
-sequence execute one at a time, in arrival order; requests of different
-sequences share executions (up to ``max_batch_size``, oldest first, as the
-``oldest`` strategy does). Each execution receives the configured control
-tensors and the sequence's implicit state, whose new value is read back from the
-state output. At most ``instances x max(1, max_batch_size)`` sequences hold a
-slot (``oldest.max_candidate_sequences`` when given); further sequences wait in
-a backlog until a slot frees, as in Triton. A sequence idle for
-``max_sequence_idle_microseconds`` is released; a later request for it without
-START is refused.
+sequence execute one at a time, in arrival order, and receive the configured
+control tensors and the sequence's implicit state, whose new value is read back
+from the state output. Two strategies form the executions, as in Triton:
+
+- ``direct`` (the default; :mod:`workbench.scheduling.sequence_direct`): each
+  sequence is pinned to one batch slot of one instance for its whole life;
+- ``oldest`` (:mod:`workbench.scheduling.sequence_oldest`): any instance takes the oldest ready
+  requests of different sequences, up to ``max_batch_size``.
+
+Sequences over capacity (every slot held) wait in a backlog until a slot frees, as
+in Triton; the model config parameter ``max_sequence_backlog`` (workbench extension,
+``parameters { key: "max_sequence_backlog" value { string_value: "N" } }``) bounds
+that backlog: a START request finding the slots and N waiting sequences is rejected
+with Unavailable (HTTP 503 / gRPC UNAVAILABLE), and live sequences are untouched.
+When a START request fails (or is cancelled) the sequence is closed and its
+requests already queued fail with InvalidArgument instead of running on fresh
+state. A sequence idle for ``max_sequence_idle_microseconds`` is released; a later
+request for it without START is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
-from dataclasses import dataclass, field
 
-import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import BackendRequest, BackendResponse, ModelInstance
-from workbench.errors import InvalidArgument
+from workbench.config.validate_scheduling import max_sequence_backlog
+from workbench.errors import InvalidArgument, Unavailable
 from workbench.scheduling.base import Pending
 from workbench.scheduling.direct import DirectScheduler
 from workbench.scheduling.rate_limiter import RateLimiter
-from workbench.scheduling.sequence_controls import (
-    control_tensors,
-    control_values,
-    initial_state,
-    state_tensors,
-)
+from workbench.scheduling.sequence_controls import control_tensors, control_values, initial_state, state_tensors
+from workbench.scheduling.sequence_slots import Sequence, SlotTable
 from workbench.statistics import ModelStatistics
 
 
-@dataclass(slots=True)
-class Sequence:
-    """One live sequence: its implicit state, whether a request of it is executing,
-    whether it holds a slot, and when it was last used (``time.monotonic_ns``)."""
-
-    correlation_id: int | str
-    state: dict[str, np.ndarray] = field(default_factory=dict)
-    busy: bool = False
-    slotted: bool = False
-    ending: bool = False
-    last_used_ns: int = 0
-
-
 class SequenceBatcher(DirectScheduler):
-    """Sequence-aware queue in front of the model's instances.
+    """What both strategies share: admission, slots and backlog, state, completion.
+
+    Subclasses give the slot layout (:meth:`_slot_layout`) and form executions
+    (``_next_batch``). Statistics count real requests only: an execution is recorded
+    with the number of real requests in it (``direct`` null requests are not counted).
 
     Args:
         instances, statistics, rate_limiter: as for :class:`DirectScheduler`.
-        config: the model config (``sequence_batching``, ``max_batch_size``, name).
+        config: the model config (``sequence_batching``, ``max_batch_size``, name,
+            ``parameters.max_sequence_backlog``).
     """
 
     def __init__(
@@ -72,12 +67,28 @@ class SequenceBatcher(DirectScheduler):
         self._batched = config.max_batch_size > 0
         self._controls = control_tensors(batching)
         self._states = state_tensors(batching)
-        candidates = batching.oldest.max_candidate_sequences if batching.HasField("oldest") else 0
-        self._slots = candidates or len(instances) * self._max_batch_size
+        self._slots = SlotTable(*self._slot_layout(config, len(instances)),
+                                max_sequence_backlog(config), config.name)
         self._idle_ns = int(batching.max_sequence_idle_microseconds or 1_000_000) * 1000
         self._sequences: dict[int | str, Sequence] = {}
-        self._backlog: deque[Sequence] = deque()
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._configure(config)
+
+    def _slot_layout(self, config: ModelConfig, instances: int) -> tuple[int, int]:
+        """``(slot groups, slots per group)`` of the strategy."""
+        raise NotImplementedError
+
+    def _configure(self, config: ModelConfig) -> None:
+        """Read the strategy's own settings (called last by ``__init__``)."""
+
+    async def stop(self) -> None:
+        await super().stop()
+        self._cancel_timers()
+
+    def _cancel_timers(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
 
     # ------------------------------------------------------------------ admission
     def _admit(self, pending: Pending) -> None:
@@ -102,53 +113,45 @@ class SequenceBatcher(DirectScheduler):
                 "the START flag on the first request of the sequence"
             )
         if sequence is None:
-            sequence = self._open(corr)
+            sequence = self._open(corr, pending)
         sequence.ending = sequence.ending or end
         sequence.last_used_ns = pending.enqueue_ns
         pending.request = BackendRequest(pending.request.inputs, pending.request.requested_outputs,
                                          {**params, "_sequence": sequence, "_start": start, "_end": end})
         self._queue.append(pending)
 
-    def _open(self, corr: int | str) -> Sequence:
+    def _open(self, corr: int | str, pending: Pending) -> Sequence:
         sequence = Sequence(corr)
+        try:
+            self._slots.admit(sequence)
+        except Unavailable:
+            self._stats.record_failure(time.monotonic_ns() - pending.arrival_ns, "REJECTED")
+            raise
         for state in self._states:
             sequence.state[state.input_name] = initial_state(state, self._batched)
         self._sequences[corr] = sequence
-        if sum(s.slotted for s in self._sequences.values()) < self._slots:
-            sequence.slotted = True
-        else:
-            self._backlog.append(sequence)
         self._watch_idle()
         return sequence
 
     # ------------------------------------------------------------------ batch forming
-    def _next_batch(self) -> list[Pending]:
-        batch: list[Pending] = []
-        chosen: set[int] = set()
-        shape = None
-        for pending in list(self._queue):
-            if pending.future.done():
-                self._queue.remove(pending)
-                self._release_if_done(pending)
-                self._drop(pending)
-                continue
-            sequence: Sequence = pending.request.parameters["_sequence"]
-            if sequence.busy or not sequence.slotted or id(sequence) in chosen:
-                chosen.add(id(sequence))  # later requests of it must wait their turn
-                continue
-            key = tuple((n, a.shape) for n, a in pending.request.inputs.items())
-            if shape is not None and key != shape:
-                continue
-            shape = key
-            chosen.add(id(sequence))
-            batch.append(pending)
-            if len(batch) == self._max_batch_size:
-                break
-        for pending in batch:
+    def _prune(self) -> None:
+        """Drop queued requests whose client went away (a dropped START or END ends its sequence)."""
+        for pending in [p for p in self._queue if p.future.done()]:
             self._queue.remove(pending)
-            pending.request.parameters["_sequence"].busy = True
-            pending.request = self._with_controls(pending.request)
-        return batch
+            self._drop(pending)
+            params = pending.request.parameters
+            if params["_start"]:
+                self._close(params["_sequence"], "was cancelled")
+            elif params["_end"]:
+                self._close(params["_sequence"])
+
+    def _take(self, pending: Pending) -> None:
+        """Move ``pending`` from the queue into an execution, with its controls and state."""
+        self._queue.remove(pending)
+        params = pending.request.parameters
+        params["_sequence"].busy = True
+        params["_taken"] = True
+        pending.request = self._with_controls(pending.request)
 
     def _with_controls(self, request: BackendRequest) -> BackendRequest:
         params = request.parameters
@@ -157,39 +160,48 @@ class SequenceBatcher(DirectScheduler):
         inputs.update(control_values(self._controls, start=params["_start"], end=params["_end"],
                                      correlation_id=sequence.correlation_id, batched=self._batched))
         inputs.update(sequence.state)
-        wanted = tuple(request.requested_outputs) + tuple(s.output_name for s in self._states)
-        return BackendRequest(inputs, wanted, params)
+        return BackendRequest(inputs, self._wanted(request), params)
+
+    def _wanted(self, request: BackendRequest) -> tuple[str, ...]:
+        """The outputs an execution must produce for ``request``: its own plus the state outputs."""
+        return tuple(request.requested_outputs) + tuple(s.output_name for s in self._states)
 
     # ------------------------------------------------------------------ completion
+    def _record_execution(self, batch: list[Pending], times) -> None:
+        super()._record_execution([p for p in batch if not p.request.parameters.get("_null")], times)
+
     def _complete(self, pending: Pending, response: BackendResponse, times, reason: str = "BACKEND") -> None:
         params = pending.request.parameters
+        if params.get("_null"):
+            return  # a direct-strategy null request: nobody waits for it, its outputs are dropped
         sequence: Sequence | None = params.get("_sequence")
-        if sequence is not None and response.error is None and times is not None:
-            for state in self._states:
-                if state.output_name in response.outputs:
-                    sequence.state[state.input_name] = response.outputs.pop(state.output_name)
-        if sequence is not None:
+        if sequence is not None and params.get("_taken"):
+            if response.error is None:
+                for state in self._states:
+                    if state.output_name in response.outputs:
+                        sequence.state[state.input_name] = response.outputs.pop(state.output_name)
             sequence.busy = False
             sequence.last_used_ns = time.monotonic_ns()
-            if params.get("_end") or response.error is not None and params.get("_start"):
+            if response.error is not None and params["_start"]:
+                self._close(sequence, "failed")
+            elif params["_end"]:
                 self._close(sequence)
         super()._complete(pending, response, times, reason)
 
-    def _release_if_done(self, pending: Pending) -> None:
-        sequence = pending.request.parameters.get("_sequence")
-        if sequence is not None and pending.request.parameters.get("_end"):
-            self._close(sequence)
-
-    def _close(self, sequence: Sequence) -> None:
+    def _close(self, sequence: Sequence, start_problem: str = "") -> None:
+        """End ``sequence``: free its slot, and fail its requests still queued (``start_problem``
+        says what happened to its START request, when that is why it ends)."""
         if self._sequences.get(sequence.correlation_id) is not sequence:
             return
         del self._sequences[sequence.correlation_id]
-        if sequence.slotted:
-            while self._backlog:
-                waiting = self._backlog.popleft()
-                if self._sequences.get(waiting.correlation_id) is waiting:
-                    waiting.slotted = True
-                    break
+        self._slots.release(sequence)
+        why = f"the sequence's START request {start_problem}" if start_problem else "the sequence has ended"
+        for pending in [p for p in self._queue if p.request.parameters["_sequence"] is sequence]:
+            self._queue.remove(pending)
+            self._stats.pending -= 1
+            error = InvalidArgument(f"inference request for sequence {sequence.correlation_id} to "
+                                    f"model '{self._model}' cannot run: {why}")
+            self._complete(pending, BackendResponse(error=error), None, "OTHER")
 
     # ------------------------------------------------------------------ idle sequences
     def _watch_idle(self) -> None:
@@ -200,13 +212,18 @@ class SequenceBatcher(DirectScheduler):
     def _release_idle(self) -> None:
         self._idle_timer = None
         now = time.monotonic_ns()
-        queued = {id(p.request.parameters.get("_sequence")) for p in self._queue}
+        queued = {id(p.request.parameters["_sequence"]) for p in self._queue}
         for sequence in list(self._sequences.values()):
             if not sequence.busy and id(sequence) not in queued and now - sequence.last_used_ns >= self._idle_ns:
                 self._close(sequence)
         self._dispatch()
         if self._sequences:
             self._watch_idle()
+
+
+def input_shapes(request: BackendRequest) -> tuple:
+    """``((input name, shape), ...)``: requests batch together only when these are equal."""
+    return tuple((name, array.shape) for name, array in request.inputs.items())
 
 
 def _correlation_id(params: dict, model: str) -> int | str:
@@ -219,3 +236,6 @@ def _correlation_id(params: dict, model: str) -> int | str:
             "correlation ID"
         )
     return corr
+
+
+__all__ = ["SequenceBatcher", "input_shapes"]

@@ -68,11 +68,17 @@ def state_tensors(batching: ModelSequenceBatching) -> list[StateTensor]:
 
 
 def control_values(
-    controls: list[ControlTensor], *, start: bool, end: bool, correlation_id: int | str, batched: bool
+    controls: list[ControlTensor], *, start: bool, end: bool, correlation_id: int | str, batched: bool,
+    ready: bool = True,
 ) -> dict[str, np.ndarray]:
-    """Control tensors for one request of a sequence (READY is always true here)."""
+    """Control tensors for one row of an execution, each of shape ``[1, 1]`` (batching
+    model) or ``[1]``, in the control's dtype.
+
+    A real request has ``ready`` true; the ``direct`` strategy's null requests (empty batch
+    slots) have START, END and READY false and CORRID 0, as Triton sends them.
+    """
     flags = {Kind.CONTROL_SEQUENCE_START: start, Kind.CONTROL_SEQUENCE_END: end,
-             Kind.CONTROL_SEQUENCE_READY: True}
+             Kind.CONTROL_SEQUENCE_READY: ready}
     shape = (1, 1) if batched else (1,)
     out = {}
     for control in controls:

@@ -1,0 +1,169 @@
+"""Triton's ``direct`` sequence batching strategy (the default one).
+
+Follows Triton's ``DirectSequenceBatch`` (core ``sequence_batch_scheduler.cc``) and
+``sequence_batching { direct { max_queue_delay_microseconds minimum_slot_utilization } }``:
+
+- every model instance has ``max(1, max_batch_size)`` batch slots; a new sequence gets a
+  free slot ``(instance, slot index)`` and keeps it for its whole life, so all its
+  requests execute on that instance, at that row of the batch;
+- an execution on an instance takes the next request of each of its slots whose
+  sequence has one ready; its batch size is the highest such slot index + 1, and the
+  slots in between get a *null request*: the inputs of the first ready request as
+  zeros, START / END / READY false, CORRID 0, implicit state zeros shaped like that
+  request's state (Triton's dummy state). Null responses and state outputs are
+  dropped; the state of the sequence holding such a slot is left untouched;
+- a slot whose request has other input shapes than the first one waits (null row);
+- when ``minimum_slot_utilization`` > 0 and ``max_queue_delay_microseconds`` > 0, an
+  instance whose ready slots are fewer than ``minimum_slot_utilization x slots`` waits up
+  to ``max_queue_delay_microseconds`` (counted from its oldest ready request) for more
+  before it executes. The wait is a ``loop.call_later`` timer, never a block.
+
+Statistics count only the real requests: ``inference_count`` and the ``batch_stats``
+entry of an execution use the number of real requests in it, not the slot count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+from workbench.backends.base import BackendRequest
+from workbench.scheduling.base import InstanceRunner, Pending
+from workbench.scheduling.sequence_batcher import SequenceBatcher, input_shapes
+from workbench.scheduling.sequence_controls import control_values
+from workbench.scheduling.sequence_slots import Sequence
+
+
+class DirectSequenceBatcher(SequenceBatcher):
+    """The sequence batcher with Triton's ``direct`` strategy (see the module docstring).
+
+    Args:
+        instances, statistics, config, rate_limiter: as for :class:`SequenceBatcher`;
+            ``config.sequence_batching.direct`` gives ``max_queue_delay_microseconds``
+            (µs, default 0) and ``minimum_slot_utilization`` (0..1, default 0 = run as soon
+            as one slot is ready; the delay is ignored then, as in Triton).
+    """
+
+    def _configure(self, config: ModelConfig) -> None:
+        direct = config.sequence_batching.direct
+        self._delay_ns = int(direct.max_queue_delay_microseconds) * 1000
+        self._utilization = float(direct.minimum_slot_utilization)
+        self._instance_of = {id(r): i for i, r in enumerate(self._runners)}
+        self._delay_timer: asyncio.TimerHandle | None = None
+        self._delay_due_ns = 0
+        self._due: set[int] = set()  # ids of the idle runners that may execute now
+
+    def _slot_layout(self, config: ModelConfig, instances: int) -> tuple[int, int]:
+        return instances, self._max_batch_size
+
+    def _cancel_timers(self) -> None:
+        super()._cancel_timers()
+        if self._delay_timer is not None:
+            self._delay_timer.cancel()
+            self._delay_timer = None
+
+    # ------------------------------------------------------------------ which instance runs
+    def _ready_rows(self, instance: int) -> dict[int, Pending]:
+        """Slot index -> the next request of the sequence in that slot of ``instance``, for
+        the slots whose sequence has one queued and none executing."""
+        rows: dict[int, Pending] = {}
+        seen: set[int] = set()
+        for pending in self._queue:
+            sequence: Sequence = pending.request.parameters["_sequence"]
+            if id(sequence) in seen:
+                continue  # only a sequence's oldest queued request may run
+            seen.add(id(sequence))
+            if sequence.slot is not None and sequence.slot[0] == instance and not sequence.busy:
+                rows[sequence.slot[1]] = pending
+        return rows
+
+    def _wait_ns(self, rows: dict[int, Pending], now_ns: int) -> int:
+        """Nanoseconds the instance should still wait for more ready slots (<= 0: run now)."""
+        if self._stopping or not self._delay_ns or not self._utilization:
+            return 0
+        if len(rows) / self._max_batch_size >= self._utilization:
+            return 0
+        return min(p.enqueue_ns for p in rows.values()) + self._delay_ns - now_ns
+
+    def _free_runner(self) -> InstanceRunner | None:
+        """An idle instance with slots ready to run now whose rate-limiter resources are
+        free; an idle one with nothing to run (``_next_batch`` then returns []) when no
+        instance may run yet, after setting a timer for the earliest delay to expire."""
+        self._prune()
+        now, due, wake = time.monotonic_ns(), [], 0
+        for runner in self._idle:
+            rows = self._ready_rows(self._instance_of[id(runner)])
+            wait = self._wait_ns(rows, now) if rows else None
+            if wait is not None and wait <= 0:
+                due.append(runner)
+            elif wait is not None:
+                wake = min(wake or wait, wait)
+        self._due = {id(r) for r in due}
+        if wake:
+            self._wake_in(wake, now)
+        if not due:
+            return self._idle[0]
+        if self._limiter is None:
+            return due[0]
+        for runner in sorted(due, key=lambda r: r.instance.spec.rate_priority):
+            if self._limiter.available(runner.needs):
+                return runner
+        return None
+
+    def _wake_in(self, wait_ns: int, now_ns: int) -> None:
+        """Dispatch again in ``wait_ns`` nanoseconds (unless a timer fires before that)."""
+        if self._delay_timer is not None:
+            if self._delay_due_ns <= now_ns + wait_ns:
+                return
+            self._delay_timer.cancel()
+        self._delay_due_ns = now_ns + wait_ns
+        self._delay_timer = asyncio.get_running_loop().call_later(wait_ns / 1e9, self._delay_over)
+
+    def _delay_over(self) -> None:
+        self._delay_timer = None
+        self._dispatch()
+
+    # ------------------------------------------------------------------ batch forming
+    def _next_batch(self, runner: InstanceRunner) -> list[Pending]:
+        if id(runner) not in self._due:
+            return []  # nothing of this instance may run yet
+        rows = self._ready_rows(self._instance_of[id(runner)])
+        if not rows:
+            return []
+        first = rows[min(rows)].request
+        shape = input_shapes(first)
+        rows = {slot: p for slot, p in rows.items() if input_shapes(p.request) == shape}
+        null = self._null_request(first)
+        batch = []
+        for slot in range(max(rows) + 1):
+            pending = rows.get(slot)
+            if pending is None:
+                batch.append(Pending(null, None, 0, 0))  # type: ignore[arg-type]  # no one awaits it
+            else:
+                self._take(pending)
+                batch.append(pending)
+        # _dispatch counts len(batch) requests as leaving the queue; null ones never entered it
+        self._stats.pending += len(batch) - len(rows)
+        return batch
+
+    def _null_request(self, template: BackendRequest) -> BackendRequest:
+        """A not-ready row shaped like ``template`` (a queued request, before its controls)."""
+        inputs = {name: _zeros_like(array) for name, array in template.inputs.items()}
+        inputs.update(control_values(self._controls, start=False, end=False, correlation_id=0,
+                                     batched=self._batched, ready=False))
+        sequence: Sequence = template.parameters["_sequence"]
+        inputs.update({name: _zeros_like(array) for name, array in sequence.state.items()})
+        return BackendRequest(inputs, self._wanted(template), {"_null": True})
+
+
+def _zeros_like(array: np.ndarray) -> np.ndarray:
+    """Zeros (empty bytes for BYTES tensors) of ``array``'s shape and dtype."""
+    if array.dtype == np.object_:
+        return np.full(array.shape, b"", dtype=object)
+    return np.zeros_like(array)
+
+
+__all__ = ["DirectSequenceBatcher"]
