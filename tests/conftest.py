@@ -55,3 +55,24 @@ async def client(server: Server):
     transport = httpx.ASGITransport(app=create_app(server))
     async with httpx.AsyncClient(transport=transport, base_url="http://workbench") as http:
         yield http
+
+
+@pytest.fixture
+def shm_segments():
+    """``create(byte_size) -> (key, handle)``: a POSIX shm segment with a unique key, made by
+    tritonclient's own helper (``tritonclient.utils.shared_memory``), unlinked after the test."""
+    import uuid
+
+    import tritonclient.utils.shared_memory as shm
+
+    handles = []
+
+    def create(byte_size: int):
+        key = f"/wb_test_{uuid.uuid4().hex[:12]}"
+        handle = shm.create_shared_memory_region(key[1:], key, byte_size, create_only=True)
+        handles.append(handle)
+        return key, handle
+
+    yield create
+    for handle in handles:
+        shm.destroy_shared_memory_region(handle)

@@ -27,7 +27,13 @@ from workbench.errors import (
 )
 from workbench.options import ServerOptions
 from workbench.statistics import ModelStatistics
-from workbench.tensors import tensor_from_buffer, tensor_from_list, tensor_to_buffer, tensor_to_list
+from workbench.tensors import (
+    tensor_from_buffer,
+    tensor_from_list,
+    tensor_from_shared_memory,
+    tensor_to_buffer,
+    tensor_to_list,
+)
 from workbench.types import (
     InferenceRequest,
     InferenceResponse,
@@ -64,6 +70,7 @@ __all__ = [
     "model_config_to_json",
     "tensor_from_buffer",
     "tensor_from_list",
+    "tensor_from_shared_memory",
     "tensor_to_buffer",
     "tensor_to_list",
 ]

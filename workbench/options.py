@@ -96,6 +96,10 @@ class ServerOptions(BaseSettings):
     metrics_interval_ms: int = Field(default=2000, gt=0)
     """How often CPU and GPU metrics are sampled, milliseconds (``--metrics-interval-ms``)."""
 
+    allow_client_shm: bool = False
+    """Let clients register, unregister and use shared-memory regions (tritonserver
+    ``--allow-client-shm``, off by default since Triton 2.73; status queries always work)."""
+
     metrics_config: dict[str, str] = Field(default_factory=dict)
     """tritonserver ``--metrics-config KEY=VALUE`` settings: ``counter_latencies`` (default
     true), ``histogram_latencies``, ``summary_latencies`` (default false) and

@@ -123,6 +123,23 @@ def tensor_from_list(
     return Tensor(name, datatype, array.reshape(dims))
 
 
+def tensor_from_shared_memory(
+    name: str, datatype: str, shape: Sequence[int], parameters: dict, *, model: str, request_id: str = ""
+) -> Tensor:
+    """An input tensor whose data is in a shared-memory region named by ``parameters``
+    (``shared_memory_region``, ``shared_memory_offset``, ``shared_memory_byte_size``).
+
+    Its ``data`` is a placeholder of the right dtype and shape (one element, zero strides);
+    :meth:`workbench.Server.infer` replaces it with a view over the region.
+
+    Raises:
+        InvalidArgument: bad shape or datatype.
+    """
+    dims = check_shape(name, shape, model, request_id)
+    placeholder = np.broadcast_to(np.zeros((), dtype=_dtype(name, datatype)), dims)
+    return Tensor(name, datatype, placeholder, parameters)
+
+
 def tensor_to_buffer(tensor: Tensor) -> bytes | memoryview:
     """Raw little-endian bytes of a tensor (BYTES length-prefixed); a view when possible."""
     if tensor.datatype == "BYTES":

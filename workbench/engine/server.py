@@ -24,6 +24,9 @@ from workbench.engine.loader import LoadResult, load_model
 from workbench.engine.model import LoadedModel
 from workbench.engine.registry import ModelEntry, VersionState
 from workbench.engine.response_cache import ResponseCache
+from workbench.engine.shared_memory import SharedMemoryRegistry
+from workbench.engine.shared_memory_api import SharedMemoryAPI
+from workbench.engine.shared_memory_io import AttachedRequest, uses_shared_memory
 from workbench.errors import (
     InvalidArgument,
     ModelLoadError,
@@ -49,10 +52,12 @@ EXTENSIONS = [
     "binary_tensor_data",
     "parameters",
     "statistics",
+    "system_shared_memory",
+    "cuda_shared_memory",
 ]
 
 
-class Server:
+class Server(SharedMemoryAPI):
     """The inference engine: model repository, model lifecycle, inference, statistics.
 
     Args:
@@ -73,6 +78,7 @@ class Server:
         size = options.response_cache_byte_size
         self._cache = ResponseCache(size) if size > 0 else None
         self._rate_limiter: RateLimiter | None = None
+        self._shared_memory = SharedMemoryRegistry(options.allow_client_shm)
 
     # ----------------------------------------------------------------- lifecycle
     async def __aenter__(self) -> Server:
@@ -119,6 +125,7 @@ class Server:
         entries = list(self._models.values())
         await asyncio.gather(*(e.stop() for e in entries))
         self._load_executor.shutdown(wait=False)
+        self._shared_memory.close()
         self._live = False
 
     # ----------------------------------------------------------------- health & metadata
@@ -185,19 +192,29 @@ class Server:
 
         Inputs are numpy arrays whose shapes include the batch dimension when the model's
         ``max_batch_size > 0``; outputs come back the same way, in requested order.
+        Inputs and requested outputs whose parameters name a ``shared_memory_region`` are
+        read from / written into that registered region (Triton's shared-memory extension).
 
         Raises:
             ServerNotReady: the server is stopping.
             ModelNotFound: unknown model/version (HTTP 404).
             ModelNotReady: the version is not READY (HTTP 503).
             InvalidArgument: the request does not match the model config (Triton's texts).
+            NotFound / InvalidArgument / InternalError: a shared-memory input or output names
+                an unknown region, lies outside it, or the output region is too small
+                (``workbench.engine.shared_memory_io``).
             WorkbenchError: the backend failed to execute the request.
         """
         arrival = time.monotonic_ns()
         if self._stopping:
             raise ServerNotReady("Server not ready")
         model = self._resolve(request.model_name, request.model_version)
-        return await model.infer(request, arrival)
+        if not uses_shared_memory(request):
+            return await model.infer(request, arrival)
+        with AttachedRequest(self._shared_memory, request) as attached:
+            response = await model.infer(attached.request, arrival)
+            attached.write_outputs(response)
+            return response
 
     def _resolve(self, name: str, version: str) -> LoadedModel:
         entry = self._models.get(name)

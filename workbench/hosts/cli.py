@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--backend-config", action="append", default=[],
                        help="BACKEND,KEY=VALUE, e.g. onnxruntime,default-max-batch-size=8")
     _add_metrics_flags(serve)
+    _flag(serve, "--allow-client-shm", "let clients register shared-memory regions (default false)")
     serve.add_argument("--rate-limit", "--rate-limiter", choices=["off", "execution_count"],
                        default=None, help="rate limiter mode (default off)")
     serve.add_argument("--rate-limit-resource", "--rate-limiter-resource", action="append",
@@ -151,6 +152,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         "metrics_address": args.metrics_address,
         "metrics_port": args.metrics_port,
         "metrics_interval_ms": args.metrics_interval_ms,
+        "allow_client_shm": args.allow_client_shm,
     }
     values.update({k: v for k, v in optional.items() if v is not None})
     if args.metrics_config:

@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from workbench import InvalidArgument, Server, Unsupported, WorkbenchError, model_config_to_json
 from workbench.frontends.http.codec import parse_json_object
 from workbench.frontends.http.infer_asgi import InferFastPath
+from workbench.frontends.http.shared_memory_routes import shared_memory_routes
 from workbench.frontends.status import http_status
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ def create_app(server: Server) -> InferFastPath:
     app.include_router(_health_routes(server))
     app.include_router(_model_routes(server))
     app.include_router(_repository_routes(server))
+    app.include_router(shared_memory_routes(server))
     return InferFastPath(server, app)
 
 

@@ -22,6 +22,7 @@ from workbench import (
     Unsupported,
     tensor_from_buffer,
     tensor_from_list,
+    tensor_from_shared_memory,
     tensor_to_buffer,
     tensor_to_list,
 )
@@ -127,15 +128,10 @@ def _decode_input(
     if not isinstance(datatype, str):
         raise InvalidArgument(f"Unable to parse 'datatype' for input '{name}'")
     params = item.get("parameters") or {}
-    has_binary = "binary_data_size" in params
-    if has_binary == ("data" in item) or "shared_memory_region" in params:
-        raise InvalidArgument(
-            "Input must set only one of the following fields: 'data', 'binary_data_size' in "
-            "'parameters', 'shared_memory_region' in 'parameters'. But "
-            f"input '{name}' sets {'both data fields' if has_binary else 'none of them'}"
-            if "shared_memory_region" not in params
-            else "shared memory inputs are not supported by this server yet"
-        )
+    _check_input_fields(item, params)
+    if "shared_memory_region" in params:
+        tensor = tensor_from_shared_memory(name, datatype, shape, params, model=model, request_id=request_id)
+        return tensor, offset
     if "data" in item:
         tensor = tensor_from_list(name, datatype, shape, item["data"], model=model, request_id=request_id)
         return tensor, offset
@@ -148,6 +144,21 @@ def _decode_input(
     chunk = view[offset : offset + size]
     tensor = tensor_from_buffer(name, datatype, shape, chunk, model=model, request_id=request_id)
     return tensor, offset + size
+
+
+def _check_input_fields(item: dict, params: dict) -> None:
+    """Exactly one of data, binary_data_size, shared_memory_region (Triton's text)."""
+    fields = [f"'{key}'" for key, present in (
+        ("data", "data" in item),
+        ("binary_data_size", "binary_data_size" in params),
+        ("shared_memory_region", "shared_memory_region" in params),
+    ) if present]
+    if len(fields) != 1:
+        raise InvalidArgument(
+            "Input must set only one of the following fields: 'data', 'binary_data_size' in "
+            "'parameters', 'shared_memory_region' in 'parameters'. But "
+            + ("no field is set" if not fields else "set " + " ".join(fields))
+        )
 
 
 def _binary_size(raw: object, name: str) -> int:
@@ -166,13 +177,22 @@ def _requested_outputs(raw: object) -> list[RequestedOutput] | None:
         if not isinstance(item, dict) or "name" not in item:
             raise InvalidArgument("Unable to parse 'outputs': each output needs a 'name'")
         params = item.get("parameters") or {}
-        for unsupported in ("classification", "shared_memory_region"):
+        if "shared_memory_region" in params:
+            _check_shared_memory_output(params)
+        for unsupported in ("classification",):
             if unsupported in params:
                 raise Unsupported(
                     f"output parameter '{unsupported}' is not supported by this server yet"
                 )
         outputs.append(RequestedOutput(str(item["name"]), params))
     return outputs
+
+
+def _check_shared_memory_output(params: dict) -> None:
+    """Triton's ``ValidateOutputParameter``: shared memory excludes classification and binary."""
+    for other in ("classification", "binary_data"):
+        if params.get(other):
+            raise InvalidArgument(f"Output can't set both 'shared_memory_region' and '{other}'")
 
 
 def encode_response(
@@ -192,7 +212,9 @@ def encode_response(
             "datatype": tensor.datatype,
             "shape": list(tensor.data.shape),
         }
-        if tensor.parameters.get("binary_data", default_binary):
+        if "shared_memory_region" in tensor.parameters:
+            pass  # written into the client's region: no data, no parameters (Triton)
+        elif tensor.parameters.get("binary_data", default_binary):
             chunk = tensor_to_buffer(tensor)
             entry["parameters"] = {"binary_data_size": len(chunk)}
             chunks.append(chunk)
