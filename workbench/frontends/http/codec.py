@@ -4,6 +4,8 @@ Request body: a JSON header, optionally followed by raw tensors in input order
 when ``Inference-Header-Content-Length`` gives the header's length (Triton's
 binary tensor data extension). Fixed-size binary tensors become numpy views of
 the body (no copy, no per-element Python work).
+Inputs and outputs may name a shared-memory region instead (``shared_memory_region``
+parameters): the engine reads and writes those, and such outputs are encoded without data.
 """
 
 from __future__ import annotations

@@ -28,11 +28,6 @@ def shared_memory_routes(server: Server) -> APIRouter:
     router = APIRouter()
     system, cuda = "/v2/systemsharedmemory", "/v2/cudasharedmemory"
 
-    @router.get(f"{system}/status")
-    @router.get(f"{system}/region/{{name}}/status")
-    async def system_status(name: str = "") -> Response:
-        return _json(await server.system_shared_memory_status(name))
-
     @router.post(f"{system}/register")
     @router.post(f"{system}/region/{{name}}/register")
     async def system_register(request: Request, name: str = "") -> Response:
@@ -46,17 +41,6 @@ def shared_memory_routes(server: Server) -> APIRouter:
         byte_size = _uint(_required(body, "byte_size"), "byte_size")
         await server.register_system_shared_memory(name, key, offset, byte_size)
         return Response(status_code=200)
-
-    @router.post(f"{system}/unregister")
-    @router.post(f"{system}/region/{{name}}/unregister")
-    async def system_unregister(name: str = "") -> Response:
-        await server.unregister_system_shared_memory(name)
-        return Response(status_code=200)
-
-    @router.get(f"{cuda}/status")
-    @router.get(f"{cuda}/region/{{name}}/status")
-    async def cuda_status(name: str = "") -> Response:
-        return _json(await server.cuda_shared_memory_status(name))
 
     @router.post(f"{cuda}/register")
     @router.post(f"{cuda}/region/{{name}}/register")
@@ -75,13 +59,26 @@ def shared_memory_routes(server: Server) -> APIRouter:
         await server.register_cuda_shared_memory(name, handle, device_id, byte_size)
         return Response(status_code=200)
 
-    @router.post(f"{cuda}/unregister")
-    @router.post(f"{cuda}/region/{{name}}/unregister")
-    async def cuda_unregister(name: str = "") -> Response:
-        await server.unregister_cuda_shared_memory(name)
+    _status_and_unregister(router, system, server.system_shared_memory_status,
+                           server.unregister_system_shared_memory)
+    _status_and_unregister(router, cuda, server.cuda_shared_memory_status,
+                           server.unregister_cuda_shared_memory)
+    return router
+
+
+def _status_and_unregister(router: APIRouter, prefix: str, status, unregister) -> None:
+    """``GET {prefix}[/region/{name}]/status`` and ``POST {prefix}[/region/{name}]/unregister``."""
+
+    async def status_route(name: str = "") -> Response:
+        return _json(await status(name))
+
+    async def unregister_route(name: str = "") -> Response:
+        await unregister(name)
         return Response(status_code=200)
 
-    return router
+    for path in (prefix, f"{prefix}/region/{{name}}"):
+        router.add_api_route(f"{path}/status", status_route, methods=["GET"])
+        router.add_api_route(f"{path}/unregister", unregister_route, methods=["POST"])
 
 
 async def _register_body(request: Request, name: str, kind: str) -> dict:
