@@ -49,6 +49,9 @@ EXTENSIONS = [
     "binary_tensor_data",
     "parameters",
     "statistics",
+    "classification",
+    "logging",
+    "trace",
 ]
 
 
@@ -398,7 +401,7 @@ def _entry_from_result(
             observers=observers,
         )
         scheduler = make_scheduler(result.config, loaded.instances, stats, rate_limiter)
-        model = LoadedModel(result.config, version, scheduler, stats, cache)
+        model = LoadedModel(result.config, version, scheduler, stats, cache, result.labels)
         entry.versions[version] = VersionState(ModelReadyState.READY, "", model)
         log.info("successfully loaded '%s' version %d", result.name, version)
     entry.refresh()

@@ -166,7 +166,7 @@ def _requested_outputs(raw: object) -> list[RequestedOutput] | None:
         if not isinstance(item, dict) or "name" not in item:
             raise InvalidArgument("Unable to parse 'outputs': each output needs a 'name'")
         params = item.get("parameters") or {}
-        for unsupported in ("classification", "shared_memory_region"):
+        for unsupported in ("shared_memory_region",):
             if unsupported in params:
                 raise Unsupported(
                     f"output parameter '{unsupported}' is not supported by this server yet"
