@@ -19,7 +19,6 @@ from workbench import (
     ServerOptions,
     Tensor,
 )
-from workbench.frontends.http import create_app
 from workbench.testing.models import (
     SCORES_CONFIG,
     build_classification_repository,
@@ -42,9 +41,8 @@ async def engine(classification_repository: Path):
 
 
 @pytest_asyncio.fixture
-async def http(engine: Server):
-    transport = httpx.ASGITransport(app=create_app(engine))
-    async with httpx.AsyncClient(transport=transport, base_url="http://workbench") as client:
+async def http(engine: Server, asgi_client):
+    async with asgi_client(engine) as client:
         yield client
 
 

@@ -12,7 +12,6 @@ import pytest
 import pytest_asyncio
 
 from workbench import Server, ServerOptions
-from workbench.frontends.http import create_app
 from workbench.frontends.http.compression import response_encoding
 
 from test_http import HEADER, add_sub_json, binary_body
@@ -89,12 +88,10 @@ async def test_corrupt_body_is_a_clear_400(client: httpx.AsyncClient) -> None:
 
 
 @pytest_asyncio.fixture
-async def small_client(test_repository):
+async def small_client(test_repository, asgi_client):
     options = ServerOptions(model_repository=[str(test_repository)], http_max_input_size=4096)
-    async with Server(options) as server:
-        transport = httpx.ASGITransport(app=create_app(server))
-        async with httpx.AsyncClient(transport=transport, base_url="http://workbench") as http:
-            yield http
+    async with Server(options) as server, asgi_client(server) as http:
+        yield http
 
 
 async def test_max_input_size_bounds_the_decompressed_size(small_client: httpx.AsyncClient) -> None:
