@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -49,9 +51,8 @@ async def server(test_repository: Path):
         yield engine
 
 
-@pytest_asyncio.fixture
-async def client(server: Server):
-    """httpx client talking to the real FastAPI app in-process (ASGI transport)."""
+@contextlib.asynccontextmanager
+async def _asgi_client(server: Server) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=create_app(server))
     async with httpx.AsyncClient(transport=transport, base_url="http://workbench") as http:
         yield http
@@ -76,3 +77,16 @@ def shm_segments():
     yield create
     for handle in handles:
         shm.destroy_shared_memory_region(handle)
+
+
+@pytest.fixture
+def asgi_client():
+    """``async with asgi_client(server) as http``: an httpx client on the real app in-process."""
+    return _asgi_client
+
+
+@pytest_asyncio.fixture
+async def client(server: Server):
+    """httpx client talking to the real FastAPI app in-process (ASGI transport)."""
+    async with _asgi_client(server) as http:
+        yield http

@@ -55,6 +55,41 @@ class ServerOptions(BaseSettings):
     log_verbose: int = Field(default=0, ge=0)
     """Verbose logging level; > 0 logs every request."""
 
+    log_info: bool = True
+    """Log INFO lines (``--log-info``; changeable at runtime through ``/v2/logging``)."""
+
+    log_warning: bool = True
+    """Log WARNING lines (``--log-warning``)."""
+
+    log_error: bool = True
+    """Log ERROR lines (``--log-error``)."""
+
+    log_format: Literal["default", "ISO8601"] = "default"
+    """Log line format (``--log-format``): ``default`` = ``I0102 15:04:05.123456 pid file:line]``,
+    ``ISO8601`` = ``2024-01-02T15:04:05Z I pid file:line]`` (UTC)."""
+
+    log_file: str = ""
+    """Write the log to this file instead of stderr (``--log-file``; not changeable at runtime)."""
+
+    trace_level: list[Literal["OFF", "TIMESTAMPS", "TENSORS"]] = Field(default_factory=list)
+    """Start-up trace level (``--trace-config level=...``, repeatable); empty = OFF. Trace
+    settings are accepted and reported (``/v2/trace/setting``); no traces are written."""
+
+    trace_rate: int = Field(default=1000, ge=0)
+    """Trace one request in N (``--trace-config rate=N``)."""
+
+    trace_count: int = Field(default=-1, ge=-1)
+    """Number of traces to collect, -1 = no limit (``--trace-config count=N``)."""
+
+    trace_log_frequency: int = Field(default=0, ge=0)
+    """Traces per trace file, 0 = one file (``--trace-config triton,log-frequency=N``)."""
+
+    trace_file: str = ""
+    """Trace file (``--trace-config triton,file=PATH``); tracing in triton mode needs one."""
+
+    trace_mode: Literal["triton", "opentelemetry"] = "triton"
+    """Trace mode (``--trace-config mode=triton|opentelemetry``)."""
+
     default_max_batch_size: int = Field(default=4, ge=0)
     """max_batch_size given to batchable ONNX models whose config has none
     (``--backend-config=onnxruntime,default-max-batch-size=N``)."""

@@ -23,6 +23,7 @@ from workbench.config.normalize import normalize_model_config
 from workbench.config.validate import validate_model_config
 from workbench.config.versions import scan_version_dirs, select_versions
 from workbench.devices import gpu_count
+from workbench.engine.classification import read_labels
 from workbench.errors import WorkbenchError
 from workbench.options import ServerOptions
 
@@ -44,12 +45,16 @@ class LoadedVersion:
 
 @dataclass(slots=True)
 class LoadResult:
-    """Result of loading one model (before schedulers exist)."""
+    """Result of loading one model (before schedulers exist).
+
+    ``labels``: each output's classification labels (``label_filename``), by output name.
+    """
 
     name: str
     config: ModelConfig | None = None
     versions: dict[int, LoadedVersion] = field(default_factory=dict)
     error: str = ""
+    labels: dict[str, list[str]] = field(default_factory=dict)
 
 
 def prepare_config(
@@ -100,6 +105,7 @@ def load_model(
     start = time.monotonic_ns()
     try:
         result.config = prepare_config(name, model_dir, options, override)
+        result.labels = read_labels(result.config, model_dir)
         available = scan_version_dirs(model_dir) if model_dir is not None else {}
         chosen = select_versions(result.config, available)
     except WorkbenchError as exc:

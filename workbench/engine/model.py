@@ -7,6 +7,7 @@ import time
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
+from workbench.engine.classification import class_count, classify
 from workbench.engine.model_io import ModelIO
 from workbench.engine.response_cache import ResponseCache
 from workbench.engine.validation import validate_request
@@ -27,6 +28,8 @@ class LoadedModel:
         version: version number (the version folder's name).
         scheduler: the scheduler that owns this version's instances.
         statistics: this version's counters (also given to the scheduler).
+        cache: the server's response cache (used when the config enables it).
+        labels: classification labels by output name (``label_filename``).
     """
 
     def __init__(
@@ -36,6 +39,7 @@ class LoadedModel:
         scheduler: Scheduler,
         statistics: ModelStatistics,
         cache: ResponseCache | None = None,
+        labels: dict[str, list[str]] | None = None,
     ) -> None:
         self.config = config
         self.version = version
@@ -45,6 +49,7 @@ class LoadedModel:
         self.statistics = statistics
         self.cache = cache if config.response_cache.enable else None
         self.cache_owner = next(_CACHE_OWNERS)
+        self.labels = labels or {}
 
     @property
     def name(self) -> str:
@@ -59,6 +64,9 @@ class LoadedModel:
         """
         try:
             backend_request = validate_request(request, self.io)
+            for output in request.outputs or ():
+                if "classification" in output.parameters:
+                    class_count(output.parameters["classification"])
         except Exception:
             self.statistics.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
             raise
@@ -91,7 +99,18 @@ class LoadedModel:
             for name in backend_request.requested_outputs
             if name in outputs
         ]
+        if params and any(p.get("classification") for p in params.values()):
+            tensors = [self._classified(t) for t in tensors]
         return InferenceResponse(self.name, self.version_str, tensors, request.id)
+
+    def _classified(self, tensor: Tensor) -> Tensor:
+        """``tensor`` as its top-K classes when asked (Triton's classification extension)."""
+        k = tensor.parameters.get("classification")
+        if not k:
+            return tensor
+        batched = self.io.max_batch_size > 0
+        data = classify(tensor.data, tensor.datatype, k, batched, self.labels.get(tensor.name))
+        return Tensor(tensor.name, "BYTES", data, tensor.parameters)
 
     async def stop(self) -> None:
         """Finish queued and executing requests, unload the instances, drop cached responses."""

@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="BACKEND,KEY=VALUE, e.g. onnxruntime,default-max-batch-size=8")
     _add_metrics_flags(serve)
     _flag(serve, "--allow-client-shm", "let clients register shared-memory regions (default false)")
+    _add_log_flags(serve)
     serve.add_argument("--rate-limit", "--rate-limiter", choices=["off", "execution_count"],
                        default=None, help="rate limiter mode (default off)")
     serve.add_argument("--rate-limit-resource", "--rate-limiter-resource", action="append",
@@ -105,6 +106,42 @@ def _add_metrics_flags(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--metrics-config", action="append", default=[], metavar="KEY=VALUE",
                        help="counter_latencies, histogram_latencies, summary_latencies=true|false; "
                             "summary_quantiles=0.5:0.05,0.9:0.01,... (repeatable)")
+
+
+def _add_log_flags(serve: argparse.ArgumentParser) -> None:
+    """tritonserver's logging and trace flags (changeable later through /v2/logging, /v2/trace)."""
+    _flag(serve, "--log-info", "log INFO lines (default true)")
+    _flag(serve, "--log-warning", "log WARNING lines (default true)")
+    _flag(serve, "--log-error", "log ERROR lines (default true)")
+    serve.add_argument("--log-format", choices=["default", "ISO8601"], default=None)
+    serve.add_argument("--log-file", default=None, help="log to this file instead of stderr")
+    serve.add_argument("--trace-config", action="append", default=[], metavar="[MODE,]KEY=VALUE",
+                       help="level=OFF|TIMESTAMPS|TENSORS, rate=N, count=N, mode=triton|"
+                            "opentelemetry, triton,file=PATH, triton,log-frequency=N (repeatable)")
+
+
+#: ``--trace-config`` key -> ServerOptions field
+_TRACE_KEYS = {"level": "trace_level", "rate": "trace_rate", "count": "trace_count",
+               "mode": "trace_mode", "file": "trace_file", "log-frequency": "trace_log_frequency"}
+
+
+def _trace_config(items: list[str]) -> dict:
+    """``["triton,file=/tmp/t.json", "level=TIMESTAMPS"]`` -> ServerOptions trace fields.
+
+    Raises:
+        SystemExit: an unknown key or a malformed item.
+    """
+    values: dict = {}
+    for item in items:
+        setting = item.split(",", 1)[1] if "," in item.split("=", 1)[0] else item
+        key, sep, value = setting.partition("=")
+        if not sep or key not in _TRACE_KEYS:
+            raise SystemExit(f"workbench: error: unsupported --trace-config '{item}'")
+        if key == "level":
+            values.setdefault("trace_level", []).append(value)
+        else:
+            values[_TRACE_KEYS[key]] = value
+    return values
 
 
 def _metrics_config(items: list[str]) -> dict[str, str]:
@@ -153,10 +190,16 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         "metrics_port": args.metrics_port,
         "metrics_interval_ms": args.metrics_interval_ms,
         "allow_client_shm": args.allow_client_shm,
+        "log_info": args.log_info,
+        "log_warning": args.log_warning,
+        "log_error": args.log_error,
+        "log_format": args.log_format,
+        "log_file": args.log_file,
     }
     values.update({k: v for k, v in optional.items() if v is not None})
     if args.metrics_config:
         values["metrics_config"] = _metrics_config(args.metrics_config)
+    values.update(_trace_config(args.trace_config))
     if args.rate_limit is not None:
         values["rate_limit"] = args.rate_limit
     values["rate_limit_resource"] = args.rate_limit_resource

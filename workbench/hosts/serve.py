@@ -15,7 +15,7 @@ import uvicorn
 
 from workbench import Server, ServerOptions, WorkbenchError
 from workbench.frontends.http import CoalescingHttpToolsProtocol, create_app
-from workbench.hosts.logging_setup import configure_logging
+from workbench.hosts.logging_setup import apply_log_settings, configure_logging
 from workbench.hosts.metrics_service import serve_metrics
 
 log = logging.getLogger("workbench")
@@ -113,6 +113,7 @@ async def serve(options: ServerOptions) -> int:
         return 1
     sock, metrics_sock = listeners
     server = Server(options)
+    server.add_log_settings_observer(apply_log_settings)  # --log-* flags and /v2/logging
     try:
         await server.start()
     except WorkbenchError as exc:

@@ -174,3 +174,40 @@ sequence_batching {
   state [ { input_name: "SUM_IN" output_name: "SUM_OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
 }
 """
+
+
+SCORES_CONFIG = """
+name: "scores"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 5 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 5 ] label_filename: "labels.txt" } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+"""
+
+SCORES_INT_CONFIG = """
+name: "scores_int"
+backend: "onnxruntime"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 6 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 6 ] } ]
+"""
+
+#: labels of ``scores``; class 4 has none (Triton then prints ``<value>:<index>``)
+SCORES_LABELS = ["cat", "dog", "bird", "fish"]
+
+
+def build_classification_repository(repo: Path) -> Path:
+    """Models for the classification extension (all identities, so scores are the inputs).
+
+    - ``scores``: FP32 [-1, 5], max_batch_size 8, ``label_filename: "labels.txt"``
+      (:data:`SCORES_LABELS`, none for class 4).
+    - ``scores_int``: INT32 [6], max_batch_size 0, no labels.
+    - ``scores_fp16``: FP16 [-1, 4] (a type Triton cannot classify).
+    """
+    scores = identity_graph(TensorProto.FLOAT, ["batch", 5])
+    folder = write_model(repo, "scores", SCORES_CONFIG, scores)
+    (folder / "labels.txt").write_text("\n".join(SCORES_LABELS) + "\n")
+    write_model(repo, "scores_int", SCORES_INT_CONFIG, identity_graph(TensorProto.INT32, [6]))
+    write_model(repo, "scores_fp16", None, identity_graph(TensorProto.FLOAT16, ["batch", 4]))
+    return repo

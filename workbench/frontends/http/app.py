@@ -55,6 +55,7 @@ def create_app(server: Server) -> InferFastPath:
     app.include_router(_model_routes(server))
     app.include_router(_repository_routes(server))
     app.include_router(shared_memory_routes(server))
+    app.include_router(_settings_routes(server))
     return InferFastPath(server, app)
 
 
@@ -139,6 +140,31 @@ def _repository_routes(server: Server) -> APIRouter:
     @router.api_route("/v2/repository/{repository}/{rest:path}", methods=["GET", "POST"])
     async def named_repository(repository: str, rest: str) -> Response:
         return error_response("'repository_name' specification is not supported", 501)
+
+    return router
+
+
+def _settings_routes(server: Server) -> APIRouter:
+    """Triton's logging and trace extensions: GET reports, POST updates then reports."""
+    router = APIRouter()
+
+    @router.get("/v2/logging")
+    async def get_logging() -> Response:
+        return json_response(await server.log_settings())
+
+    @router.post("/v2/logging")
+    async def update_logging(request: Request) -> Response:
+        return json_response(await server.update_log_settings(await _json_body(request)))
+
+    @router.get("/v2/trace/setting")
+    @router.get("/v2/models/{model}/trace/setting")
+    async def get_trace(model: str | None = None) -> Response:
+        return json_response(await server.trace_settings(model))
+
+    @router.post("/v2/trace/setting")
+    @router.post("/v2/models/{model}/trace/setting")
+    async def update_trace(request: Request, model: str | None = None) -> Response:
+        return json_response(await server.update_trace_settings(await _json_body(request), model))
 
     return router
 

@@ -21,7 +21,6 @@ from workbench import (
     InvalidArgument,
     RequestedOutput,
     Tensor,
-    Unsupported,
     tensor_from_buffer,
     tensor_from_list,
     tensor_from_shared_memory,
@@ -181,11 +180,6 @@ def _requested_outputs(raw: object) -> list[RequestedOutput] | None:
         params = item.get("parameters") or {}
         if "shared_memory_region" in params:
             _check_shared_memory_output(params)
-        for unsupported in ("classification",):
-            if unsupported in params:
-                raise Unsupported(
-                    f"output parameter '{unsupported}' is not supported by this server yet"
-                )
         outputs.append(RequestedOutput(str(item["name"]), params))
     return outputs
 

@@ -4,6 +4,9 @@
 before Starlette's middleware, routing and Request/Response objects halves the
 frontend's cost per request (measured in bench/RESULTS.md). Everything else
 goes to the FastAPI app unchanged.
+
+Compression (``Content-Encoding`` / ``Accept-Encoding`` gzip or deflate, see
+``compression.py``) costs an uncompressed request nothing beyond the header scan.
 """
 
 from __future__ import annotations
@@ -18,6 +21,12 @@ import orjson
 
 from workbench import InvalidArgument, Server, WorkbenchError
 from workbench.frontends.http.codec import HEADER_LENGTH, decode_request, encode_response
+from workbench.frontends.http.compression import (
+    compress,
+    decompress,
+    request_encoding,
+    response_encoding,
+)
 from workbench.frontends.status import http_status
 
 Scope = MutableMapping[str, Any]
@@ -29,6 +38,8 @@ log = logging.getLogger(__name__)
 
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 _HEADER_LENGTH = HEADER_LENGTH.encode()
+_CONTENT_ENCODING = b"content-encoding"
+_ACCEPT_ENCODING = b"accept-encoding"
 _JSON = [(b"content-type", b"application/json")]
 _BINARY = (b"content-type", b"application/octet-stream")
 
@@ -57,12 +68,17 @@ class InferFastPath:
 
     async def _infer(self, scope: Scope, receive: Receive, send: Send, match: re.Match) -> None:
         try:
-            header_length = _header(scope, _HEADER_LENGTH)
+            header_length, content_encoding, accept_encoding = _headers(scope)
             body = await _read_body(receive, self.limit)
+            if content_encoding is not None and request_encoding(content_encoding):
+                body = await decompress(body, self.limit)
             model, version = unquote(match.group(1)), unquote(match.group(2) or "")
             request = decode_request(body, header_length, model, version)
             response = await self.server.infer(request)
             payload, json_length = encode_response(response, request)
+            encoding = response_encoding(accept_encoding) if accept_encoding else None
+            if encoding is not None:
+                payload = await compress(payload, encoding)
         except WorkbenchError as exc:
             payload = orjson.dumps({"error": exc.message})
             await _respond(send, http_status(exc.code), _JSON, payload)
@@ -72,18 +88,26 @@ class InferFastPath:
             payload = orjson.dumps({"error": f"internal error: {type(exc).__name__}: {exc}"})
             await _respond(send, 500, _JSON, payload)
             return
-        if json_length is None:
-            await _respond(send, 200, _JSON, payload)
-        else:
+        headers = _JSON
+        if json_length is not None:
             headers = [_BINARY, (_HEADER_LENGTH, str(json_length).encode())]
-            await _respond(send, 200, headers, payload)
+        if encoding is not None:
+            headers = [*headers, (_CONTENT_ENCODING, encoding.encode())]
+        await _respond(send, 200, headers, payload)
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
+def _headers(scope: Scope) -> tuple[str | None, str | None, str | None]:
+    """Inference-Header-Content-Length, Content-Encoding, Accept-Encoding (one pass)."""
+    length = content = accept = None
     for key, value in scope["headers"]:
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
+        key = key.lower()
+        if key == _HEADER_LENGTH:
+            length = value.decode("latin-1")
+        elif key == _CONTENT_ENCODING:
+            content = value.decode("latin-1").strip().lower()
+        elif key == _ACCEPT_ENCODING:
+            accept = value.decode("latin-1").lower()
+    return length, content, accept
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes:
