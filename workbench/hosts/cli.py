@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--backend-config", action="append", default=[],
                        help="BACKEND,KEY=VALUE, e.g. onnxruntime,default-max-batch-size=8")
     _add_metrics_flags(serve)
+    _add_grpc_flags(serve)
     serve.add_argument("--rate-limit", "--rate-limiter", choices=["off", "execution_count"],
                        default=None, help="rate limiter mode (default off)")
     serve.add_argument("--rate-limit-resource", "--rate-limiter-resource", action="append",
@@ -104,6 +105,35 @@ def _add_metrics_flags(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--metrics-config", action="append", default=[], metavar="KEY=VALUE",
                        help="counter_latencies, histogram_latencies, summary_latencies=true|false; "
                             "summary_quantiles=0.5:0.05,0.9:0.01,... (repeatable)")
+
+
+#: tritonserver's gRPC flags -> ServerOptions fields (integer values)
+GRPC_INT_FLAGS = {
+    "--grpc-infer-allocation-pool-size": "accepted for compatibility; no effect here",
+    "--grpc-max-message-size": "largest message in bytes, both ways (default 2147483647)",
+    "--grpc-keepalive-time": "ms between keepalive pings (default 7200000)",
+    "--grpc-keepalive-timeout": "ms to wait for a keepalive answer (default 20000)",
+    "--grpc-http2-max-pings-without-data": "default 2; 0 = unlimited",
+    "--grpc-http2-min-recv-ping-interval-without-data": "ms (default 300000)",
+    "--grpc-http2-max-ping-strikes": "default 2; 0 = unlimited",
+}
+
+
+def _add_grpc_flags(serve: argparse.ArgumentParser) -> None:
+    """tritonserver's gRPC flags (``inference.GRPCInferenceService``, port 8001)."""
+    _flag(serve, "--allow-grpc", "serve the gRPC API (default true)")
+    serve.add_argument("--grpc-address", default=None, help="default 0.0.0.0")
+    serve.add_argument("--grpc-port", type=_port, default=None, help="default 8001; 0 = any free port")
+    _flag(serve, "--grpc-keepalive-permit-without-calls", "keepalive pings without calls (default false)")
+    for name, help in GRPC_INT_FLAGS.items():
+        serve.add_argument(name, type=int, default=None, help=help)
+
+
+def _grpc_values(args: argparse.Namespace) -> dict:
+    """The gRPC flags that were given, as ServerOptions fields."""
+    names = ["allow_grpc", "grpc_address", "grpc_port", "grpc_keepalive_permit_without_calls"]
+    names += [flag[2:].replace("-", "_") for flag in GRPC_INT_FLAGS]
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def _metrics_config(items: list[str]) -> dict[str, str]:
@@ -153,6 +183,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         "metrics_interval_ms": args.metrics_interval_ms,
     }
     values.update({k: v for k, v in optional.items() if v is not None})
+    values.update(_grpc_values(args))
     if args.metrics_config:
         values["metrics_config"] = _metrics_config(args.metrics_config)
     if args.rate_limit is not None:
