@@ -265,3 +265,26 @@ async def test_explicit_load_with_config_override_and_unload(test_repository: Pa
         assert [m.state for m in index.models if m.name == "add_sub"] == ["UNAVAILABLE"]
         error = await rpc_error(stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="nope")))
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+# ----------------------------------------------------------------- flags and channel options
+def test_grpc_flags_become_channel_options() -> None:
+    from workbench.frontends.grpc import channel_options
+    from workbench.hosts.cli import build_parser, options_from_args
+
+    args = build_parser().parse_args([
+        "serve", "--model-repository=m", "--grpc-port=0", "--grpc-address=127.0.0.1",
+        "--grpc-keepalive-time=1000", "--grpc-keepalive-permit-without-calls",
+        "--grpc-http2-max-ping-strikes=0", "--grpc-max-message-size=1048576",
+        "--grpc-infer-allocation-pool-size=16", "--allow-grpc=false",
+    ])
+    options = options_from_args(args)
+    assert (options.grpc_port, options.grpc_address, options.allow_grpc) == (0, "127.0.0.1", False)
+    assert options.grpc_infer_allocation_pool_size == 16
+    channel = dict(channel_options(options))
+    assert channel["grpc.keepalive_time_ms"] == 1000 and channel["grpc.keepalive_permit_without_calls"] == 1
+    assert channel["grpc.http2.max_ping_strikes"] == 0
+    assert channel["grpc.max_receive_message_length"] == channel["grpc.max_send_message_length"] == 1048576
+    defaults = dict(channel_options(ServerOptions()))
+    assert defaults["grpc.max_receive_message_length"] == 2**31 - 1 and defaults["grpc.so_reuseport"] == 0
+    assert ServerOptions().grpc_port == 8001 and ServerOptions().allow_grpc

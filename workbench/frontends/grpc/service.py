@@ -77,42 +77,52 @@ class GRPCInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
 
     # ------------------------------------------------------------- health & metadata
     async def ServerLive(self, request: pb.ServerLiveRequest, context: Context) -> pb.ServerLiveResponse:
+        """``live``: the engine is started and not stopped."""
         return pb.ServerLiveResponse(live=self.server.is_live())
 
     async def ServerReady(self, request: pb.ServerReadyRequest, context: Context) -> pb.ServerReadyResponse:
+        """``ready``: the engine serves requests (``Server.is_ready``)."""
         return pb.ServerReadyResponse(ready=self.server.is_ready())
 
     @_rpc
     async def ModelReady(self, request: pb.ModelReadyRequest, context: Context) -> pb.ModelReadyResponse:
+        """``ready`` for a version (or any); an unknown model is NOT_FOUND (Triton)."""
         return pb.ModelReadyResponse(ready=await self.server.model_ready(request.name, request.version))
 
     @_rpc
     async def ServerMetadata(self, request, context: Context) -> pb.ServerMetadataResponse:
+        """Server name, version and protocol extensions."""
         return _parse(await self.server.metadata(), pb.ServerMetadataResponse)
 
     @_rpc
     async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Context):
+        """Versions, platform, input and output tensor metadata (shapes with -1 wildcards)."""
         metadata = await self.server.model_metadata(request.name, request.version)
         return _parse(metadata, pb.ModelMetadataResponse)
 
     @_rpc
     async def ModelConfig(self, request: pb.ModelConfigRequest, context: Context):
+        """The normalized ``inference.ModelConfig`` of a READY version."""
         return pb.ModelConfigResponse(config=await self.server.model_config(request.name, request.version))
 
     @_rpc
     async def ModelStatistics(self, request: pb.ModelStatisticsRequest, context: Context):
+        """Triton's statistics (cumulative ns); unknown model is INVALID_ARGUMENT."""
         statistics = await self.server.statistics(request.name, request.version)
         return _parse(statistics, pb.ModelStatisticsResponse)
 
     # ------------------------------------------------------------- repository
     @_rpc
     async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Context):
+        """Every model in the repositories with version states (``ready`` filters)."""
         _no_repository_name(request.repository_name)
         rows = await self.server.repository_index(ready=request.ready)
         return _parse({"models": rows}, pb.RepositoryIndexResponse)
 
     @_rpc
     async def RepositoryModelLoad(self, request: pb.RepositoryModelLoadRequest, context: Context):
+        """Load or reload a model (explicit mode); ``config`` (string) overrides
+        config.pbtxt; ``file:`` overrides are UNIMPLEMENTED."""
         _no_repository_name(request.repository_name)
         params = request.parameters
         config = None
@@ -129,6 +139,7 @@ class GRPCInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
 
     @_rpc
     async def RepositoryModelUnload(self, request: pb.RepositoryModelUnloadRequest, context: Context):
+        """Unload every version after in-flight requests finish (explicit mode)."""
         _no_repository_name(request.repository_name)
         dependents = request.parameters.get("unload_dependents")
         await self.server.unload_model(request.model_name, bool(dependents and dependents.bool_param))
