@@ -9,6 +9,7 @@ STAMP  := $(VENV)/.installed
 REPO   := sample_models/repository
 MODELS := $(REPO)/.built
 HTTP_PORT ?= 8000
+GRPC_PORT ?= 8001
 # this machine's pip config lists local indexes; hide pip's per-package notes about them
 PIPFILTER := { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 
@@ -32,7 +33,7 @@ $(MODELS): $(STAMP) sample_models/build*.py workbench/testing/models.py
 models: $(MODELS)
 
 serve: setup
-	$(VENV)/bin/workbench serve --model-repository $(REPO) --http-port $(HTTP_PORT)
+	$(VENV)/bin/workbench serve --model-repository $(REPO) --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
 
 test: setup
 	$(PY) -m pytest

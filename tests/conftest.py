@@ -1,4 +1,4 @@
-"""Shared fixtures: real model repositories, a real Server, an in-process HTTP client."""
+"""Shared fixtures: real model repositories, a real Server, in-process HTTP and gRPC clients."""
 
 from __future__ import annotations
 
@@ -8,11 +8,15 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 import pytest_asyncio
 
 from workbench import Server, ServerOptions
+from tritonclient.grpc import service_pb2_grpc
+
+from workbench.frontends.grpc import create_grpc_server
 from workbench.frontends.http import create_app
 from workbench.testing.models import add_broken_models, build_test_repository
 
@@ -90,3 +94,21 @@ async def client(server: Server):
     """httpx client talking to the real FastAPI app in-process (ASGI transport)."""
     async with _asgi_client(server) as http:
         yield http
+
+
+@pytest_asyncio.fixture
+async def stub_for():
+    """``await stub_for(server)``: a stub on a grpc.aio server serving ``server`` on port 0."""
+    started = []
+
+    async def make(server: Server) -> service_pb2_grpc.GRPCInferenceServiceStub:
+        grpc_server, port = create_grpc_server(server, ServerOptions(grpc_address="127.0.0.1", grpc_port=0))
+        await grpc_server.start()
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+        started.append((grpc_server, channel))
+        return service_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+    yield make
+    for grpc_server, channel in started:
+        await channel.close()
+        await grpc_server.stop(None)

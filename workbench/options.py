@@ -49,6 +49,43 @@ class ServerOptions(BaseSettings):
     http_port: int = Field(default=8000, ge=0, le=65535)
     """HTTP port; 0 binds a free port (the bound port is logged and readable from the host)."""
 
+    allow_grpc: bool = True
+    """Serve Triton's gRPC API on ``grpc_address:grpc_port`` (``--allow-grpc``)."""
+
+    grpc_address: str = "0.0.0.0"
+    """Address the gRPC service binds (``--grpc-address``)."""
+
+    grpc_port: int = Field(default=8001, ge=0, le=65535)
+    """gRPC port; 0 binds a free port (logged as ``Started GRPCInferenceService at ...``)."""
+
+    grpc_infer_allocation_pool_size: int = Field(default=8, ge=0)
+    """Accepted for tritonserver compatibility (``--grpc-infer-allocation-pool-size``); it
+    sizes a C++ response-object pool there and has no effect here."""
+
+    grpc_max_message_size: int = Field(default=2**31 - 1, gt=0, le=2**31 - 1)
+    """Largest gRPC message received or sent, bytes (default INT32_MAX, as tritonserver)."""
+
+    grpc_keepalive_time: int = Field(default=7_200_000, gt=0)
+    """Milliseconds between keepalive pings on idle connections (``--grpc-keepalive-time``)."""
+
+    grpc_keepalive_timeout: int = Field(default=20_000, gt=0)
+    """Milliseconds to wait for a keepalive ping's answer (``--grpc-keepalive-timeout``)."""
+
+    grpc_keepalive_permit_without_calls: bool = False
+    """Allow keepalive pings without calls in flight (``--grpc-keepalive-permit-without-calls``)."""
+
+    grpc_http2_max_pings_without_data: int = Field(default=2, ge=0)
+    """Pings sent without data before a data frame is needed; 0 = unlimited
+    (``--grpc-http2-max-pings-without-data``)."""
+
+    grpc_http2_min_recv_ping_interval_without_data: int = Field(default=300_000, ge=0)
+    """Least milliseconds between received pings without data before one counts as a strike
+    (``--grpc-http2-min-recv-ping-interval-without-data``)."""
+
+    grpc_http2_max_ping_strikes: int = Field(default=2, ge=0)
+    """Bad pings tolerated before the connection is closed; 0 = any number
+    (``--grpc-http2-max-ping-strikes``)."""
+
     exit_timeout_secs: float = Field(default=30.0, ge=0)
     """Seconds to let in-flight requests finish on shutdown (SIGTERM/SIGINT)."""
 

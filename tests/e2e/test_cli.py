@@ -19,8 +19,9 @@ pytestmark = pytest.mark.e2e
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    if args[:1] == ("serve",) and not any(a.startswith("--metrics-port") for a in args):
-        args = (*args, "--metrics-port=0")  # never depend on port 8002 being free
+    for flag in ("--metrics-port", "--grpc-port"):  # never depend on 8002 / 8001 being free
+        if args[:1] == ("serve",) and not any(a.startswith(flag) for a in args):
+            args = (*args, f"{flag}=0")
     return subprocess.run(
         [sys.executable, "-m", "workbench.hosts.cli", *args],
         capture_output=True, text=True, timeout=120,

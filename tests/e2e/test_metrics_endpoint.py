@@ -67,7 +67,7 @@ def test_busy_metrics_port_is_one_clear_line(test_repository: Path) -> None:
         port = busy.getsockname()[1]
         result = subprocess.run(
             [sys.executable, "-m", "workbench.hosts.cli", "serve",
-             f"--model-repository={test_repository}", "--http-port=0",
+             f"--model-repository={test_repository}", "--http-port=0", "--grpc-port=0",
              "--metrics-address=127.0.0.1", f"--metrics-port={port}"],
             capture_output=True, text=True, timeout=120,
         )

@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_metrics_flags(serve)
     _flag(serve, "--allow-client-shm", "let clients register shared-memory regions (default false)")
     _add_log_flags(serve)
+
+
+    _add_grpc_flags(serve)
     serve.add_argument("--rate-limit", "--rate-limiter", choices=["off", "execution_count"],
                        default=None, help="rate limiter mode (default off)")
     serve.add_argument("--rate-limit-resource", "--rate-limiter-resource", action="append",
@@ -144,6 +147,35 @@ def _trace_config(items: list[str]) -> dict:
     return values
 
 
+#: tritonserver's gRPC flags -> ServerOptions fields (integer values)
+GRPC_INT_FLAGS = {
+    "--grpc-infer-allocation-pool-size": "accepted for compatibility; no effect here",
+    "--grpc-max-message-size": "largest message in bytes, both ways (default 2147483647)",
+    "--grpc-keepalive-time": "ms between keepalive pings (default 7200000)",
+    "--grpc-keepalive-timeout": "ms to wait for a keepalive answer (default 20000)",
+    "--grpc-http2-max-pings-without-data": "default 2; 0 = unlimited",
+    "--grpc-http2-min-recv-ping-interval-without-data": "ms (default 300000)",
+    "--grpc-http2-max-ping-strikes": "default 2; 0 = unlimited",
+}
+
+
+def _add_grpc_flags(serve: argparse.ArgumentParser) -> None:
+    """tritonserver's gRPC flags (``inference.GRPCInferenceService``, port 8001)."""
+    _flag(serve, "--allow-grpc", "serve the gRPC API (default true)")
+    serve.add_argument("--grpc-address", default=None, help="default 0.0.0.0")
+    serve.add_argument("--grpc-port", type=_port, default=None, help="default 8001; 0 = any free port")
+    _flag(serve, "--grpc-keepalive-permit-without-calls", "keepalive pings without calls (default false)")
+    for name, help in GRPC_INT_FLAGS.items():
+        serve.add_argument(name, type=int, default=None, help=help)
+
+
+def _grpc_values(args: argparse.Namespace) -> dict:
+    """The gRPC flags that were given, as ServerOptions fields."""
+    names = ["allow_grpc", "grpc_address", "grpc_port", "grpc_keepalive_permit_without_calls"]
+    names += [flag[2:].replace("-", "_") for flag in GRPC_INT_FLAGS]
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
 def _metrics_config(items: list[str]) -> dict[str, str]:
     """``["histogram_latencies=true"]`` -> ``{"histogram_latencies": "true"}``.
 
@@ -197,6 +229,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         "log_file": args.log_file,
     }
     values.update({k: v for k, v in optional.items() if v is not None})
+    values.update(_grpc_values(args))
     if args.metrics_config:
         values["metrics_config"] = _metrics_config(args.metrics_config)
     values.update(_trace_config(args.trace_config))

@@ -1,4 +1,5 @@
-"""Run the engine behind uvicorn (HTTP, metrics) until SIGINT/SIGTERM, then drain and exit."""
+"""Run the engine behind uvicorn (HTTP, metrics) and grpc.aio (gRPC) until SIGINT/SIGTERM,
+then drain and exit."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import uvicorn
 
 from workbench import Server, ServerOptions, WorkbenchError
 from workbench.frontends.http import CoalescingHttpToolsProtocol, create_app
+from workbench.hosts.grpc_service import open_grpc_listener, serve_grpc
 from workbench.hosts.logging_setup import apply_log_settings, configure_logging
 from workbench.hosts.metrics_service import serve_metrics
 
@@ -103,10 +105,12 @@ def http_service(server: Server, options: ServerOptions) -> HTTPService:
 
 
 async def serve(options: ServerOptions) -> int:
-    """Start the engine, the HTTP frontend and the metrics endpoint; return the exit status.
+    """Start the engine, the HTTP and gRPC frontends and the metrics endpoint; return the
+    exit status.
 
-    Both ports are bound before any model loads, so a busy port fails fast. The metrics
-    endpoint keeps answering while the engine drains and stops with it.
+    Every port is bound before any model loads, so a busy port fails fast. On exit the
+    gRPC service lets in-flight RPCs finish, then the engine drains; the metrics endpoint
+    keeps answering while the engine drains and stops with it.
     """
     listeners = open_listeners(options)
     if listeners is None:
@@ -114,25 +118,37 @@ async def serve(options: ServerOptions) -> int:
     sock, metrics_sock = listeners
     server = Server(options)
     server.add_log_settings_observer(apply_log_settings)  # --log-* flags and /v2/logging
+    grpc_listener = open_grpc_listener(server, options) if options.allow_grpc else None
+    if options.allow_grpc and grpc_listener is None:
+        _close(sock, metrics_sock)
+        return 1
     try:
         await server.start()
     except WorkbenchError as exc:
         log.error("%s", exc.message)
-        for listener in (sock, metrics_sock):
-            if listener is not None:
-                listener.close()
+        _close(sock, metrics_sock)
+        if grpc_listener is not None:
+            await grpc_listener[0].stop(None)
         return 1
     host, port = sock.getsockname()[:2]
     http = http_service(server, options)
     async with contextlib.AsyncExitStack() as services:
         if metrics_sock is not None:
             await services.enter_async_context(serve_metrics(server, options, metrics_sock))
+        if grpc_listener is not None:
+            await services.enter_async_context(serve_grpc(*grpc_listener, options))
         log.info("Started HTTPService at %s:%d", host, port)
         try:
             await http.serve(sockets=[sock])
         finally:
             await _drain(server, options)
     return 0
+
+
+def _close(*listeners: socket.socket | None) -> None:
+    for listener in listeners:
+        if listener is not None:
+            listener.close()
 
 
 async def _drain(server: Server, options: ServerOptions) -> None:

@@ -12,16 +12,20 @@ from collections.abc import Sequence
 
 _STARTED = re.compile(r"Started HTTPService at (\S+):(\d+)")
 _METRICS_STARTED = re.compile(r"Started Metrics Service at (\S+):(\d+)")
+_GRPC_STARTED = re.compile(r"Started GRPCInferenceService at (\S+):(\d+)")
 
 
 class ServerProcess:
-    """``workbench serve ... --http-port 0 --metrics-port 0``; bound ports are read from its log.
+    """``workbench serve ... --http-port 0 --grpc-port 0 --metrics-port 0``; bound ports are
+    read from its log.
 
-    ``metrics_port`` is 0 when the process serves no metrics (``--allow-metrics=false``):
-    the metrics line is logged before the HTTP one, so it is known once the process is up.
+    ``metrics_port`` / ``grpc_port`` are 0 when the process serves no metrics / gRPC
+    (``--allow-metrics=false``, ``--allow-grpc=false``): both lines are logged before the
+    HTTP one, so they are known once the process is up.
 
     Args:
-        args: flags after ``serve`` (``--http-port=0`` / ``--metrics-port=0`` added unless given).
+        args: flags after ``serve`` (``--http-port=0`` / ``--grpc-port=0`` /
+            ``--metrics-port=0`` added unless given).
         timeout_s: seconds to wait for the "Started HTTPService" line.
 
     Raises:
@@ -34,10 +38,13 @@ class ServerProcess:
             command.append("--http-port=0")
         if not any(a.startswith("--metrics-port") for a in args):
             command.append("--metrics-port=0")
+        if not any(a.startswith("--grpc-port") for a in args):
+            command.append("--grpc-port=0")
         self.lines: list[str] = []
         self._port_found = threading.Event()
         self.port = 0
         self.metrics_port = 0
+        self.grpc_port = 0
         self.process = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
@@ -56,6 +63,9 @@ class ServerProcess:
             metrics = _METRICS_STARTED.search(line)
             if metrics and not self.metrics_port:
                 self.metrics_port = int(metrics.group(2))
+            grpc_started = _GRPC_STARTED.search(line)
+            if grpc_started and not self.grpc_port:
+                self.grpc_port = int(grpc_started.group(2))
             match = _STARTED.search(line)
             if match and not self._port_found.is_set():
                 self.port = int(match.group(2))
@@ -69,6 +79,11 @@ class ServerProcess:
     def url(self) -> str:
         """``localhost:<port>``, the form tritonclient takes."""
         return f"localhost:{self.port}"
+
+    @property
+    def grpc_url(self) -> str:
+        """``localhost:<grpc port>``, the form ``tritonclient.grpc`` takes."""
+        return f"localhost:{self.grpc_port}"
 
     @property
     def metrics_url(self) -> str:

@@ -1,0 +1,53 @@
+"""Build the grpc.aio server for :class:`GRPCInferenceService` from ``ServerOptions``.
+
+Channel arguments follow tritonserver's gRPC flags (keepalive and HTTP/2 ping
+policy, ``grpc_server.cc``); message sizes default to INT32_MAX both ways, as
+Triton's, so large tensors are never refused for size.
+"""
+
+from __future__ import annotations
+
+import grpc
+from tritonclient.grpc import service_pb2_grpc
+
+from workbench import Server, ServerOptions
+from workbench.frontends.grpc.service import GRPCInferenceService
+
+
+def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
+    """grpc server arguments: message sizes (bytes), keepalive (ms) and ping policy.
+
+    ``grpc.so_reuseport`` is off (tritonserver's ``--reuse-grpc-port=false``) so a busy
+    port fails to bind instead of silently sharing it.
+    """
+    return [
+        ("grpc.max_receive_message_length", options.grpc_max_message_size),
+        ("grpc.max_send_message_length", options.grpc_max_message_size),
+        ("grpc.keepalive_time_ms", options.grpc_keepalive_time),
+        ("grpc.keepalive_timeout_ms", options.grpc_keepalive_timeout),
+        ("grpc.keepalive_permit_without_calls", int(options.grpc_keepalive_permit_without_calls)),
+        ("grpc.http2.max_pings_without_data", options.grpc_http2_max_pings_without_data),
+        ("grpc.http2.min_ping_interval_without_data_ms",
+         options.grpc_http2_min_recv_ping_interval_without_data),
+        ("grpc.http2.max_ping_strikes", options.grpc_http2_max_ping_strikes),
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio.Server, int]:
+    """A grpc.aio server serving ``server``, bound to ``grpc_address:grpc_port``.
+
+    Must be called on the running event loop the engine uses; the server is not started.
+
+    Returns:
+        The grpc server and the bound port (the real one when ``grpc_port`` is 0).
+
+    Raises:
+        RuntimeError: the address cannot be bound (in use, bad address).
+    """
+    grpc_server = grpc.aio.server(options=channel_options(options))
+    service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(GRPCInferenceService(server), grpc_server)
+    address = options.grpc_address
+    host = f"[{address}]" if ":" in address else address
+    port = grpc_server.add_insecure_port(f"{host}:{options.grpc_port}")
+    return grpc_server, port

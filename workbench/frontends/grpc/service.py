@@ -1,0 +1,213 @@
+"""``inference.GRPCInferenceService``: Triton's gRPC API as a thin adapter over ``Server``.
+
+Every method decodes the protobuf request, makes one engine call and encodes the
+answer; an engine error aborts the RPC with Triton's gRPC status code and message
+(``workbench.frontends.status``). All methods are ``async`` and run on the engine's
+event loop (grpc.aio; no thread pool). When a client cancels an RPC or its deadline
+passes, grpc.aio cancels the method's task, which cancels the awaited
+``Server.infer``: the scheduler then drops the request from its queue instead of
+executing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+from tritonclient.grpc import service_pb2 as pb
+from tritonclient.grpc import service_pb2_grpc
+
+from workbench import InvalidArgument, Server, Unsupported, WorkbenchError
+from workbench.frontends.grpc.codec import decode_request, encode_response
+from workbench.frontends.status import grpc_status
+
+log = logging.getLogger(__name__)
+
+Context = grpc.aio.ServicerContext
+
+
+def _parse(payload: dict | list, message_type: type) -> Any:
+    return json_format.ParseDict(payload, message_type(), ignore_unknown_fields=True)
+
+
+def _rpc(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Answer engine errors with Triton's gRPC status code and message; bugs with INTERNAL."""
+
+    @functools.wraps(method)
+    async def handler(self: GRPCInferenceService, request: Any, context: Context) -> Any:
+        try:
+            return await method(self, request, context)
+        except WorkbenchError as exc:
+            await context.abort(grpc_status(exc.code), exc.message)
+        except Exception as exc:
+            log.exception("internal error in %s", method.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+
+    return handler
+
+
+def _not_yet(feature: str) -> Callable[..., Awaitable[Any]]:
+    """An RPC this server does not implement yet: UNIMPLEMENTED with a clear message."""
+
+    async def handler(self: GRPCInferenceService, request: Any, context: Context) -> Any:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{feature} is not supported by this server yet")
+
+    return handler
+
+
+def _no_repository_name(repository_name: str) -> None:
+    if repository_name:
+        raise Unsupported("'repository_name' specification is not supported")
+
+
+class GRPCInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
+    """Triton's ``inference.GRPCInferenceService`` over one engine.
+
+    Args:
+        server: the started engine every RPC calls.
+    """
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    # ------------------------------------------------------------- health & metadata
+    async def ServerLive(self, request: pb.ServerLiveRequest, context: Context) -> pb.ServerLiveResponse:
+        """``live``: the engine is started and not stopped."""
+        return pb.ServerLiveResponse(live=self.server.is_live())
+
+    async def ServerReady(self, request: pb.ServerReadyRequest, context: Context) -> pb.ServerReadyResponse:
+        """``ready``: the engine serves requests (``Server.is_ready``)."""
+        return pb.ServerReadyResponse(ready=self.server.is_ready())
+
+    @_rpc
+    async def ModelReady(self, request: pb.ModelReadyRequest, context: Context) -> pb.ModelReadyResponse:
+        """``ready`` for a version (or any); an unknown model is NOT_FOUND (Triton)."""
+        return pb.ModelReadyResponse(ready=await self.server.model_ready(request.name, request.version))
+
+    @_rpc
+    async def ServerMetadata(self, request, context: Context) -> pb.ServerMetadataResponse:
+        """Server name, version and protocol extensions."""
+        return _parse(await self.server.metadata(), pb.ServerMetadataResponse)
+
+    @_rpc
+    async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Context):
+        """Versions, platform, input and output tensor metadata (shapes with -1 wildcards)."""
+        metadata = await self.server.model_metadata(request.name, request.version)
+        return _parse(metadata, pb.ModelMetadataResponse)
+
+    @_rpc
+    async def ModelConfig(self, request: pb.ModelConfigRequest, context: Context):
+        """The normalized ``inference.ModelConfig`` of a READY version."""
+        return pb.ModelConfigResponse(config=await self.server.model_config(request.name, request.version))
+
+    @_rpc
+    async def ModelStatistics(self, request: pb.ModelStatisticsRequest, context: Context):
+        """Triton's statistics (cumulative ns); unknown model is INVALID_ARGUMENT."""
+        statistics = await self.server.statistics(request.name, request.version)
+        return _parse(statistics, pb.ModelStatisticsResponse)
+
+    # ------------------------------------------------------------- repository
+    @_rpc
+    async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Context):
+        """Every model in the repositories with version states (``ready`` filters)."""
+        _no_repository_name(request.repository_name)
+        rows = await self.server.repository_index(ready=request.ready)
+        return _parse({"models": rows}, pb.RepositoryIndexResponse)
+
+    @_rpc
+    async def RepositoryModelLoad(self, request: pb.RepositoryModelLoadRequest, context: Context):
+        """Load or reload a model (explicit mode); ``config`` (string) overrides
+        config.pbtxt; ``file:`` overrides are UNIMPLEMENTED."""
+        _no_repository_name(request.repository_name)
+        params = request.parameters
+        config = None
+        if "config" in params:
+            if params["config"].WhichOneof("parameter_choice") != "string_param":
+                raise InvalidArgument("Config parameter 'config' must have string type for its value")
+            config = params["config"].string_param
+        if any(key.startswith("file:") for key in params):
+            if config is None:
+                raise InvalidArgument("Load parameter 'config' must be specified for model file override")
+            raise Unsupported("model file overrides ('file:' load parameters) are not supported yet")
+        await self.server.load_model(request.model_name, config)
+        return pb.RepositoryModelLoadResponse()
+
+    @_rpc
+    async def RepositoryModelUnload(self, request: pb.RepositoryModelUnloadRequest, context: Context):
+        """Unload every version after in-flight requests finish (explicit mode)."""
+        _no_repository_name(request.repository_name)
+        dependents = request.parameters.get("unload_dependents")
+        await self.server.unload_model(request.model_name, bool(dependents and dependents.bool_param))
+        return pb.RepositoryModelUnloadResponse()
+
+    # ------------------------------------------------------------- inference
+    async def ModelInfer(self, request: pb.ModelInferRequest, context: Context) -> pb.ModelInferResponse:
+        """One inference (the hot path): decode, ``Server.infer``, encode outputs raw."""
+        try:
+            decoded, _ = decode_request(request)
+            return encode_response(await self.server.infer(decoded))
+        except WorkbenchError as exc:
+            await context.abort(grpc_status(exc.code), exc.message)
+        except Exception as exc:
+            log.exception("internal error in ModelInfer")
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+
+    async def ModelStreamInfer(
+        self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Context
+    ) -> AsyncIterator[pb.ModelStreamInferResponse]:
+        """Bidirectional stream: requests run concurrently, responses come back in request
+        order (Triton's non-decoupled stream), one per request, each with
+        ``triton_final_response: true``; a failed request answers ``error_message`` and the
+        stream stays open. Closing or cancelling the stream cancels the requests in flight."""
+        tasks: asyncio.Queue[asyncio.Task | None] = asyncio.Queue()
+        reader = asyncio.create_task(self._read_stream(request_iterator, tasks))
+        try:
+            while (task := await tasks.get()) is not None:
+                yield await task
+            await reader  # a broken request stream ends the RPC with its error
+        finally:
+            reader.cancel()
+            while not tasks.empty():
+                task = tasks.get_nowait()
+                if task is not None:
+                    task.cancel()
+
+    async def _read_stream(
+        self, request_iterator: AsyncIterator[pb.ModelInferRequest], tasks: asyncio.Queue
+    ) -> None:
+        try:
+            async for message in request_iterator:
+                tasks.put_nowait(asyncio.create_task(self._stream_one(message)))
+        finally:
+            tasks.put_nowait(None)
+
+    async def _stream_one(self, message: pb.ModelInferRequest) -> pb.ModelStreamInferResponse:
+        try:
+            decoded, _ = decode_request(message)
+            response = await self.server.infer(decoded)
+            return pb.ModelStreamInferResponse(infer_response=encode_response(response, final=True))
+        except WorkbenchError as exc:
+            error = exc.message
+        except Exception as exc:
+            log.exception("internal error in ModelStreamInfer")
+            error = f"internal error: {type(exc).__name__}: {exc}"
+        failed = pb.ModelInferResponse(
+            id=message.id, model_name=message.model_name, model_version=message.model_version
+        )
+        failed.parameters["triton_final_response"].bool_param = True
+        return pb.ModelStreamInferResponse(error_message=error, infer_response=failed)
+
+    # ------------------------------------------------------------- not yet served here
+    SystemSharedMemoryStatus = _not_yet("system shared memory")
+    SystemSharedMemoryRegister = _not_yet("system shared memory")
+    SystemSharedMemoryUnregister = _not_yet("system shared memory")
+    CudaSharedMemoryStatus = _not_yet("CUDA shared memory")
+    CudaSharedMemoryRegister = _not_yet("CUDA shared memory")
+    CudaSharedMemoryUnregister = _not_yet("CUDA shared memory")
+    TraceSetting = _not_yet("the trace extension (TraceSetting)")
+    LogSettings = _not_yet("the logging extension (LogSettings)")

@@ -1,0 +1,51 @@
+"""The gRPC listener of ``workbench serve``: Triton's gRPC API on its own port (8001).
+
+Runs on the same event loop as the engine and the HTTP frontend (grpc.aio, no thread
+pool). The port is bound before any model loads, so a busy port fails fast with
+tritonserver's one-line error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+
+from workbench import Server, ServerOptions
+from workbench.frontends.grpc import create_grpc_server
+
+log = logging.getLogger("workbench")
+
+
+def open_grpc_listener(server: Server, options: ServerOptions) -> tuple[grpc.aio.Server, int] | None:
+    """Create the gRPC server and bind its port, or log Triton's error line and return None.
+
+    The message follows tritonserver: ``failed to start GRPC service: Unavailable - Socket
+    '<address>:<port>' already in use``.
+    """
+    try:
+        return create_grpc_server(server, options)
+    except RuntimeError:
+        log.error("failed to start GRPC service: Unavailable - Socket '%s:%d' already in use",
+                  options.grpc_address, options.grpc_port)
+        return None
+
+
+@contextlib.asynccontextmanager
+async def serve_grpc(
+    grpc_server: grpc.aio.Server, port: int, options: ServerOptions
+) -> AsyncIterator[None]:
+    """Serve until the block exits, then stop accepting RPCs and let in-flight ones
+    finish (up to ``exit_timeout_secs``; streams still open then are cancelled).
+
+    Logs ``Started GRPCInferenceService at <address>:<port>`` (Triton's line) with the
+    bound port once serving.
+    """
+    await grpc_server.start()
+    log.info("Started GRPCInferenceService at %s:%d", options.grpc_address, port)
+    try:
+        yield
+    finally:
+        await grpc_server.stop(grace=options.exit_timeout_secs or None)
