@@ -13,7 +13,7 @@ GRPC_PORT ?= 8001
 # this machine's pip config lists local indexes; hide pip's per-package notes about them
 PIPFILTER := { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 
-.PHONY: setup models serve test bench clean
+.PHONY: setup models serve test bench compat clean
 
 setup: $(STAMP) $(MODELS)
 
@@ -40,6 +40,10 @@ test: setup
 
 bench: setup
 	bash bench/run.sh
+
+# perf_analyzer over HTTP, gRPC, streaming, shared memory, request rate, async/sync on every sample model
+compat: setup
+	bash bench/compat_matrix.sh
 
 clean:
 	rm -rf $(VENV) $(REPO) .pytest_cache
