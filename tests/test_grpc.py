@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import pytest_asyncio
 from tritonclient.grpc import service_pb2 as pb
-from tritonclient.grpc import service_pb2_grpc
 
 from workbench import Server, ServerOptions
 from workbench.testing.models import build_datatype_repository
