@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import pytest_asyncio
 from tritonclient.grpc import service_pb2 as pb
-from tritonclient.grpc import service_pb2_grpc
 
 from workbench import Server, ServerOptions
 from workbench.testing.models import build_datatype_repository
@@ -194,30 +193,12 @@ async def test_malformed_requests_use_tritons_texts(stub) -> None:
     assert "input byte size mismatch for input 'INPUT1' for model 'add_sub'. Expected 64, got 4" in error.details()
 
 
-async def test_reserved_and_unsupported_parameters(stub) -> None:
+async def test_reserved_parameters(stub) -> None:
     a = np.ones((1, 16), np.float32)
     request = add_sub_request(a, a, parameters={"triton_other": pb.InferParameter(bool_param=True)})
     error = await rpc_error(stub.ModelInfer(request))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "reserved for Triton usage" in error.details()
-    request = add_sub_request(a, a)
-    request.outputs.add(name="OUTPUT0").parameters["classification"].int64_param = 2
-    error = await rpc_error(stub.ModelInfer(request))
-    assert error.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert error.details() == "output parameter 'classification' is not supported by this server yet"
-
-
-async def test_shared_memory_trace_and_log_rpcs_are_unimplemented(stub) -> None:
-    calls = [
-        stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest()),
-        stub.CudaSharedMemoryRegister(pb.CudaSharedMemoryRegisterRequest(name="r")),
-        stub.TraceSetting(pb.TraceSettingRequest()),
-        stub.LogSettings(pb.LogSettingsRequest()),
-    ]
-    for call in calls:
-        error = await rpc_error(call)
-        assert error.code() == grpc.StatusCode.UNIMPLEMENTED
-        assert "not supported by this server yet" in error.details()
 
 
 # ----------------------------------------------------------------- statistics and repository

@@ -1,10 +1,12 @@
 """gRPC ``ModelInferRequest`` / ``ModelInferResponse`` <-> engine requests/responses.
 
-Follows Triton's gRPC frontend (``infer_handler.cc``): inputs come either all in
-``raw_input_contents`` (one little-endian buffer per input, in input order; BYTES
-with the 4-byte length prefix) or each in its typed ``contents`` field; outputs are
-always answered in ``raw_output_contents``. Raw fixed-size inputs become numpy views
-of the received bytes (no copy, no per-element Python work).
+Follows Triton's gRPC frontend (``infer_handler.cc``): an input names a shared-memory
+region in its ``parameters`` or comes in ``raw_input_contents`` (one little-endian buffer
+per non-shared-memory input, in input order; BYTES with the 4-byte length prefix) or in
+its typed ``contents`` field; outputs are always answered in ``raw_output_contents``, one
+entry per output, empty for an output written into a shared-memory region. Raw
+fixed-size inputs become numpy views of the received bytes (no copy, no per-element
+Python work).
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ from workbench import (
     Unsupported,
     tensor_from_buffer,
     tensor_from_list,
+    tensor_from_shared_memory,
     tensor_to_buffer,
+)
+from workbench.frontends.grpc.parameters import (
+    SHARED_MEMORY_REGION,
+    output_parameters,
+    parameter_value,
+    tensor_parameters,
 )
 
 #: the request parameter perf_analyzer sends on every gRPC call (Triton accepts it).
@@ -46,36 +55,29 @@ CONTENTS_FIELD = {
 }
 
 
-def parameter_value(parameter: pb.InferParameter) -> Any:
-    """The Python value of an ``InferParameter`` oneof (bool, int, str or float; None if unset)."""
-    which = parameter.WhichOneof("parameter_choice")
-    return getattr(parameter, which) if which is not None else None
-
-
 def decode_request(message: pb.ModelInferRequest) -> tuple[InferenceRequest, bool]:
     """Decode a ``ModelInferRequest``.
+
+    Inputs whose parameters name a ``shared_memory_region`` become placeholder tensors
+    (``workbench.tensor_from_shared_memory``; the engine reads the region); requested
+    outputs keep their parameters as plain values (``shared_memory_*``, ``classification``).
 
     Returns:
         The engine request and whether the client set ``triton_enable_empty_final_response``.
 
     Raises:
-        InvalidArgument: mixed raw/typed contents, missing data, bad shapes, sizes or
-            datatypes, reserved ``triton_*`` parameters (Triton's texts).
-        Unsupported: FP16/BF16 in typed contents; shared-memory inputs or outputs and the
-            classification extension (not served yet).
+        InvalidArgument: mixed raw/typed contents, contents with shared memory, missing
+            data, bad shapes, sizes, datatypes or tensor parameters, reserved ``triton_*``
+            parameters (Triton's texts).
+        Unsupported: FP16/BF16 in typed contents.
     """
     model = message.model_name
     parameters, empty_final = _request_parameters(message.parameters)
     raw = message.raw_input_contents
     inputs = message.inputs
-    if raw and len(raw) != len(inputs):
-        raise InvalidArgument(
-            f"the number of inputs ({len(inputs)}) does not match the expected number of "
-            f"raw input contents ({len(raw)}) for model '{model}'."
-        )
     request_id = message.id
     if raw:
-        tensors = [_raw_input(tensor, data, model, request_id) for tensor, data in zip(inputs, raw)]
+        tensors = _raw_inputs(inputs, raw, model, request_id)
     else:
         tensors = [_typed_input(tensor, model, request_id) for tensor in inputs]
     request = InferenceRequest(
@@ -106,29 +108,60 @@ def _request_parameters(raw) -> tuple[dict[str, Any], bool]:
     return parameters, empty_final
 
 
-def _check_input_parameters(tensor: pb.ModelInferRequest.InferInputTensor) -> None:
-    if "shared_memory_region" in tensor.parameters:
-        raise Unsupported("shared memory inputs are not supported by this server yet")
-
-
-def _raw_input(
-    tensor: pb.ModelInferRequest.InferInputTensor, data: bytes, model: str, request_id: str
-) -> Tensor:
+def _shared_memory_input(
+    tensor: pb.ModelInferRequest.InferInputTensor, model: str, request_id: str
+) -> Tensor | None:
+    """The placeholder for an input in shared memory, or None for an input with data."""
+    if not tensor.parameters:
+        return None
+    params = tensor_parameters(tensor)
+    if SHARED_MEMORY_REGION not in params:
+        return None
     if tensor.HasField("contents"):
         raise InvalidArgument(
-            "contents field must not be specified when using raw_input_contents for input "
+            "unexpected 'content' provided when using shared memory for input tensor "
             f"'{tensor.name}' for model '{model}'"
         )
-    if tensor.parameters:
-        _check_input_parameters(tensor)
-    return tensor_from_buffer(
-        tensor.name, tensor.datatype, tensor.shape, data, model=model, request_id=request_id
+    return tensor_from_shared_memory(
+        tensor.name, tensor.datatype, tensor.shape, params, model=model, request_id=request_id
     )
 
 
+def _raw_inputs(inputs, raw, model: str, request_id: str) -> list[Tensor]:
+    """Inputs with ``raw_input_contents``: the i-th raw buffer belongs to the i-th input
+    that is not in shared memory (Triton's order)."""
+    tensors: list[Tensor] = []
+    next_raw = 0
+    for tensor in inputs:
+        shared = _shared_memory_input(tensor, model, request_id)
+        if shared is not None:
+            tensors.append(shared)
+            continue
+        if tensor.HasField("contents"):
+            raise InvalidArgument(
+                "contents field must not be specified when using raw_input_contents for input "
+                f"'{tensor.name}' for model '{model}'"
+            )
+        if next_raw >= len(raw):
+            raise InvalidArgument(
+                f"unable to find data for input tensor '{tensor.name}' for model '{model}' in request."
+            )
+        tensors.append(tensor_from_buffer(
+            tensor.name, tensor.datatype, tensor.shape, raw[next_raw], model=model, request_id=request_id
+        ))
+        next_raw += 1
+    if next_raw != len(raw):
+        raise InvalidArgument(
+            f"the number of inputs ({next_raw}) does not match the expected number of "
+            f"raw input contents ({len(raw)}) for model '{model}'."
+        )
+    return tensors
+
+
 def _typed_input(tensor: pb.ModelInferRequest.InferInputTensor, model: str, request_id: str) -> Tensor:
-    if tensor.parameters:
-        _check_input_parameters(tensor)
+    shared = _shared_memory_input(tensor, model, request_id)
+    if shared is not None:
+        return shared
     if not tensor.HasField("contents"):
         raise InvalidArgument(
             f"unable to find data for input tensor '{tensor.name}' for model '{model}' in request."
@@ -148,21 +181,17 @@ def _typed_input(tensor: pb.ModelInferRequest.InferInputTensor, model: str, requ
 
 
 def _requested_outputs(raw) -> list[RequestedOutput]:
-    outputs = []
-    for output in raw:
-        params = {key: parameter_value(value) for key, value in output.parameters.items()}
-        for unsupported in ("classification", "shared_memory_region"):
-            if unsupported in params:
-                raise Unsupported(
-                    f"output parameter '{unsupported}' is not supported by this server yet"
-                )
-        outputs.append(RequestedOutput(output.name, params))
-    return outputs
+    return [
+        RequestedOutput(output.name, output_parameters(output) if output.parameters else {})
+        for output in raw
+    ]
 
 
 def encode_response(response: InferenceResponse, final: bool = False) -> pb.ModelInferResponse:
     """Build the ``ModelInferResponse`` in one construction: outputs in ``raw_output_contents``.
 
+    An output the engine wrote into a shared-memory region keeps its name, datatype and
+    shape and gets an empty ``raw_output_contents`` entry (Triton's gRPC response).
     ``final`` adds the response parameter ``triton_final_response: true`` (what Triton
     puts on the last stream response of a request).
     """
@@ -176,7 +205,10 @@ def encode_response(response: InferenceResponse, final: bool = False) -> pb.Mode
             )
             for t in response.outputs
         ],
-        raw_output_contents=[bytes(tensor_to_buffer(t)) for t in response.outputs],
+        raw_output_contents=[
+            b"" if SHARED_MEMORY_REGION in t.parameters else bytes(tensor_to_buffer(t))
+            for t in response.outputs
+        ],
     )
     if final:
         message.parameters["triton_final_response"].bool_param = True

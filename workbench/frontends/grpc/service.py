@@ -12,9 +12,8 @@ executing it.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -24,40 +23,16 @@ from tritonclient.grpc import service_pb2_grpc
 
 from workbench import InvalidArgument, Server, Unsupported, WorkbenchError
 from workbench.frontends.grpc.codec import decode_request, encode_response
+from workbench.frontends.grpc.rpc import Context, rpc
+from workbench.frontends.grpc.settings import SettingsServicer
+from workbench.frontends.grpc.shared_memory import SharedMemoryServicer
 from workbench.frontends.status import grpc_status
 
 log = logging.getLogger(__name__)
 
-Context = grpc.aio.ServicerContext
-
 
 def _parse(payload: dict | list, message_type: type) -> Any:
     return json_format.ParseDict(payload, message_type(), ignore_unknown_fields=True)
-
-
-def _rpc(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """Answer engine errors with Triton's gRPC status code and message; bugs with INTERNAL."""
-
-    @functools.wraps(method)
-    async def handler(self: GRPCInferenceService, request: Any, context: Context) -> Any:
-        try:
-            return await method(self, request, context)
-        except WorkbenchError as exc:
-            await context.abort(grpc_status(exc.code), exc.message)
-        except Exception as exc:
-            log.exception("internal error in %s", method.__name__)
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
-
-    return handler
-
-
-def _not_yet(feature: str) -> Callable[..., Awaitable[Any]]:
-    """An RPC this server does not implement yet: UNIMPLEMENTED with a clear message."""
-
-    async def handler(self: GRPCInferenceService, request: Any, context: Context) -> Any:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{feature} is not supported by this server yet")
-
-    return handler
 
 
 def _no_repository_name(repository_name: str) -> None:
@@ -65,8 +40,13 @@ def _no_repository_name(repository_name: str) -> None:
         raise Unsupported("'repository_name' specification is not supported")
 
 
-class GRPCInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
+class GRPCInferenceService(
+    SharedMemoryServicer, SettingsServicer, service_pb2_grpc.GRPCInferenceServiceServicer
+):
     """Triton's ``inference.GRPCInferenceService`` over one engine.
+
+    The shared-memory RPCs come from :class:`SharedMemoryServicer`, ``LogSettings`` and
+    ``TraceSetting`` from :class:`SettingsServicer`.
 
     Args:
         server: the started engine every RPC calls.
@@ -84,42 +64,42 @@ class GRPCInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         """``ready``: the engine serves requests (``Server.is_ready``)."""
         return pb.ServerReadyResponse(ready=self.server.is_ready())
 
-    @_rpc
+    @rpc
     async def ModelReady(self, request: pb.ModelReadyRequest, context: Context) -> pb.ModelReadyResponse:
         """``ready`` for a version (or any); an unknown model is NOT_FOUND (Triton)."""
         return pb.ModelReadyResponse(ready=await self.server.model_ready(request.name, request.version))
 
-    @_rpc
+    @rpc
     async def ServerMetadata(self, request, context: Context) -> pb.ServerMetadataResponse:
         """Server name, version and protocol extensions."""
         return _parse(await self.server.metadata(), pb.ServerMetadataResponse)
 
-    @_rpc
+    @rpc
     async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Context):
         """Versions, platform, input and output tensor metadata (shapes with -1 wildcards)."""
         metadata = await self.server.model_metadata(request.name, request.version)
         return _parse(metadata, pb.ModelMetadataResponse)
 
-    @_rpc
+    @rpc
     async def ModelConfig(self, request: pb.ModelConfigRequest, context: Context):
         """The normalized ``inference.ModelConfig`` of a READY version."""
         return pb.ModelConfigResponse(config=await self.server.model_config(request.name, request.version))
 
-    @_rpc
+    @rpc
     async def ModelStatistics(self, request: pb.ModelStatisticsRequest, context: Context):
         """Triton's statistics (cumulative ns); unknown model is INVALID_ARGUMENT."""
         statistics = await self.server.statistics(request.name, request.version)
         return _parse(statistics, pb.ModelStatisticsResponse)
 
     # ------------------------------------------------------------- repository
-    @_rpc
+    @rpc
     async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Context):
         """Every model in the repositories with version states (``ready`` filters)."""
         _no_repository_name(request.repository_name)
         rows = await self.server.repository_index(ready=request.ready)
         return _parse({"models": rows}, pb.RepositoryIndexResponse)
 
-    @_rpc
+    @rpc
     async def RepositoryModelLoad(self, request: pb.RepositoryModelLoadRequest, context: Context):
         """Load or reload a model (explicit mode); ``config`` (string) overrides
         config.pbtxt; ``file:`` overrides are UNIMPLEMENTED."""
@@ -137,7 +117,7 @@ class GRPCInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         await self.server.load_model(request.model_name, config)
         return pb.RepositoryModelLoadResponse()
 
-    @_rpc
+    @rpc
     async def RepositoryModelUnload(self, request: pb.RepositoryModelUnloadRequest, context: Context):
         """Unload every version after in-flight requests finish (explicit mode)."""
         _no_repository_name(request.repository_name)
@@ -201,13 +181,3 @@ class GRPCInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         )
         failed.parameters["triton_final_response"].bool_param = True
         return pb.ModelStreamInferResponse(error_message=error, infer_response=failed)
-
-    # ------------------------------------------------------------- not yet served here
-    SystemSharedMemoryStatus = _not_yet("system shared memory")
-    SystemSharedMemoryRegister = _not_yet("system shared memory")
-    SystemSharedMemoryUnregister = _not_yet("system shared memory")
-    CudaSharedMemoryStatus = _not_yet("CUDA shared memory")
-    CudaSharedMemoryRegister = _not_yet("CUDA shared memory")
-    CudaSharedMemoryUnregister = _not_yet("CUDA shared memory")
-    TraceSetting = _not_yet("the trace extension (TraceSetting)")
-    LogSettings = _not_yet("the logging extension (LogSettings)")

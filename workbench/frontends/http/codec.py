@@ -27,6 +27,7 @@ from workbench import (
     tensor_to_buffer,
     tensor_to_list,
 )
+from workbench.frontends.output_parameters import check_shared_memory_output
 
 HEADER_LENGTH = "inference-header-content-length"
 _RESERVED = ("sequence_id", "sequence_start", "sequence_end", "priority", "timeout",
@@ -178,17 +179,9 @@ def _requested_outputs(raw: object) -> list[RequestedOutput] | None:
         if not isinstance(item, dict) or "name" not in item:
             raise InvalidArgument("Unable to parse 'outputs': each output needs a 'name'")
         params = item.get("parameters") or {}
-        if "shared_memory_region" in params:
-            _check_shared_memory_output(params)
+        check_shared_memory_output(params)
         outputs.append(RequestedOutput(str(item["name"]), params))
     return outputs
-
-
-def _check_shared_memory_output(params: dict) -> None:
-    """Triton's ``ValidateOutputParameter``: shared memory excludes classification and binary."""
-    for other in ("classification", "binary_data"):
-        if params.get(other):
-            raise InvalidArgument(f"Output can't set both 'shared_memory_region' and '{other}'")
 
 
 def encode_response(
