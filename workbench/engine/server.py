@@ -27,7 +27,8 @@ from workbench.engine.response_cache import ResponseCache
 from workbench.engine.shared_memory import SharedMemoryRegistry
 from workbench.engine.shared_memory_api import SharedMemoryAPI
 from workbench.engine.shared_memory_io import AttachedRequest, uses_shared_memory
-from workbench.engine.settings import LogObserver, LogSettings, TraceSettings
+from workbench.engine.settings import LogSettings, TraceSettings
+from workbench.engine.settings_api import SettingsAPI
 from workbench.errors import (
     InvalidArgument,
     ModelLoadError,
@@ -61,7 +62,7 @@ EXTENSIONS = [
 ]
 
 
-class Server(SharedMemoryAPI):
+class Server(SharedMemoryAPI, SettingsAPI):
     """The inference engine: model repository, model lifecycle, inference, statistics.
 
     Args:
@@ -291,58 +292,6 @@ class Server(SharedMemoryAPI):
         the same durations the counters add (nanoseconds), so nothing is counted twice.
         """
         self._observers.append(observer)
-
-    # ----------------------------------------------------------------- logging & trace
-    async def log_settings(self) -> dict:
-        """Triton's logging extension (``GET /v2/logging``, gRPC ``LogSettings``):
-        ``{"log_file": str, "log_info": bool, "log_warning": bool, "log_error": bool,
-        "log_verbose_level": int, "log_format": "default" | "ISO8601"}``."""
-        return self._log_settings.snapshot()
-
-    async def update_log_settings(self, settings: dict) -> dict:
-        """Change log settings (keys as :meth:`log_settings`; ``None`` values are ignored) and
-        tell the log-settings observers; returns the new settings.
-
-        Raises:
-            Unsupported: ``log_file`` set (not changeable at runtime, HTTP 501).
-            InvalidArgument: a value of the wrong type (TritonJson's texts).
-            Unavailable: an unknown ``log_format`` (Triton's text and HTTP 503).
-        """
-        return self._log_settings.update(settings)
-
-    def add_log_settings_observer(self, observer: LogObserver) -> None:
-        """Call ``observer(settings)`` now and after every log-settings update: the host
-        applies them to Python logging (levels, format, file)."""
-        self._log_settings.add_observer(observer)
-
-    async def trace_settings(self, model: str | None = None) -> dict:
-        """Triton's trace extension (``GET /v2[/models/<m>]/trace/setting``, gRPC
-        ``TraceSetting``): ``{"trace_level": ["OFF"] | ["TIMESTAMPS", "TENSORS"...],
-        "trace_rate", "trace_count", "log_frequency", "trace_file", "trace_mode"}``, values
-        as strings; a model's own settings over the global ones.
-
-        Raises:
-            InvalidArgument: ``model`` is not a READY model ("Request for unknown model : m").
-        """
-        await self._require_trace_model(model)
-        return self._trace_settings.get(model)
-
-    async def update_trace_settings(self, settings: dict, model: str | None = None) -> dict:
-        """Set trace settings globally or for ``model``; a ``None`` value clears the key back
-        to the global (for a model) or start-up (global) value. Returns :meth:`trace_settings`.
-        Values are strings (``trace_rate``, ``trace_count``, ``log_frequency``) or a list
-        (``trace_level``), as on Triton's wire. No traces are recorded.
-
-        Raises:
-            InvalidArgument: unknown model, unparsable value or invalid setting (Triton's texts).
-            Unsupported: ``trace_file`` given (not changeable at runtime).
-        """
-        await self._require_trace_model(model)
-        return self._trace_settings.update(settings, model)
-
-    async def _require_trace_model(self, model: str | None) -> None:
-        if model and not (model in self._models and await self.model_ready(model)):
-            raise InvalidArgument(f"Request for unknown model : {model}")
 
     # ----------------------------------------------------------------- repository API
     async def repository_index(self, ready: bool = False) -> list[dict]:
