@@ -10,6 +10,9 @@ REPO   := sample_models/repository
 MODELS := $(REPO)/.built
 HTTP_PORT ?= 8000
 GRPC_PORT ?= 8001
+METRICS_PORT ?= 8002
+# extra `workbench serve` flags, e.g. SERVE_ARGS="--allow-client-shm=true --exit-on-error=false"
+SERVE_ARGS ?=
 # this machine's pip config lists local indexes; hide pip's per-package notes about them
 PIPFILTER := { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 
@@ -33,7 +36,8 @@ $(MODELS): $(STAMP) sample_models/build*.py workbench/testing/models.py
 models: $(MODELS)
 
 serve: setup
-	$(VENV)/bin/workbench serve --model-repository $(REPO) --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT)
+	$(VENV)/bin/workbench serve --model-repository $(REPO) --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT) \
+		--metrics-port $(METRICS_PORT) $(SERVE_ARGS)
 
 test: setup
 	$(PY) -m pytest

@@ -6,12 +6,15 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gevent
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from workbench.testing.process import ServerProcess
 
@@ -87,6 +90,34 @@ def test_sigterm_finishes_in_flight_requests(sample_repository: Path) -> None:
     results = [h.get_result().as_numpy("sentence_embedding") for h in handles]
     assert all(r.shape == (16, 384) for r in results)
     assert "stopping: waiting for in-flight requests" in server.log
+    client.close()
+
+
+def test_sigterm_stops_grpc_accepting_while_http_requests_finish(sample_repository: Path) -> None:
+    server = ServerProcess([f"--model-repository={sample_repository}"])
+    client = httpclient.InferenceServerClient(server.url, concurrency=4)
+    tokens = np.full((16, 256), 1000, np.int64)
+    inputs = []
+    for name in ("input_ids", "attention_mask", "token_type_ids"):
+        tensor = httpclient.InferInput(name, [16, 256], "INT64")
+        tensor.set_data_from_numpy(tokens if name == "input_ids" else np.ones_like(tokens))
+        inputs.append(tensor)
+    outputs = [httpclient.InferRequestedOutput("sentence_embedding")]
+    handles = [client.async_infer("minilm_encoder", inputs, outputs=outputs) for _ in range(4)]
+    gevent.sleep(1.0)  # the requests reach the server and queue
+    server.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while "no new requests accepted" not in server.log and time.monotonic() < deadline:
+        gevent.sleep(0.05)  # tritonclient.http runs on gevent: let its greenlets and our log reader run
+    assert "received SIGTERM: no new requests accepted" in server.log
+    pixels = grpcclient.InferInput("pixels", [1, 64], "FP32")
+    pixels.set_data_from_numpy(np.zeros((1, 64), np.float32))
+    with grpcclient.InferenceServerClient(server.grpc_url) as grpc_client:
+        with pytest.raises(InferenceServerException):  # refused: the gRPC server no longer accepts
+            grpc_client.infer("digits_mlp", [pixels], client_timeout=10)
+    results = [h.get_result().as_numpy("sentence_embedding") for h in handles]
+    assert all(r.shape == (16, 384) for r in results)  # in-flight HTTP requests still finished
+    assert server.stop(signal.SIGTERM) == 0
     client.close()
 
 

@@ -7,6 +7,7 @@ tritonserver's one-line error.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -49,3 +50,16 @@ async def serve_grpc(
         yield
     finally:
         await grpc_server.stop(grace=options.exit_timeout_secs or None)
+
+
+#: stop tasks started from signal handlers (kept referenced until they finish)
+_STOPPING: set[asyncio.Task] = set()
+
+
+def stop_accepting_grpc(grpc_server: grpc.aio.Server, options: ServerOptions) -> None:
+    """Start the gRPC server's graceful stop now (called on the loop thread when SIGINT /
+    SIGTERM arrives): new RPCs are refused with UNAVAILABLE while in-flight ones finish
+    (up to ``exit_timeout_secs``). :func:`serve_grpc` later awaits the same stop."""
+    task = asyncio.get_running_loop().create_task(grpc_server.stop(grace=options.exit_timeout_secs or None))
+    _STOPPING.add(task)
+    task.add_done_callback(_STOPPING.discard)

@@ -10,13 +10,15 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
+from types import FrameType
 
 import uvicorn
 
 from workbench import Server, ServerOptions, WorkbenchError
 from workbench.frontends.http import CoalescingHttpToolsProtocol, create_app
-from workbench.hosts.grpc_service import open_grpc_listener, serve_grpc
+from workbench.hosts.grpc_service import open_grpc_listener, serve_grpc, stop_accepting_grpc
 from workbench.hosts.logging_setup import apply_log_settings, configure_logging
 from workbench.hosts.metrics_service import serve_metrics
 
@@ -29,6 +31,20 @@ class HTTPService(uvicorn.Server):
     uvicorn re-raises the captured signal once its own shutdown is done, which would
     kill the process before the engine has drained and unloaded its models.
     """
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        #: called (on the loop thread, from the signal handler) when shutdown starts: the
+        #: other frontends stop accepting at the same moment as HTTP
+        self.on_exit: list[Callable[[], None]] = []
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self.should_exit:
+            log.info("received %s: no new requests accepted; finishing in-flight ones",
+                     signal.Signals(sig).name)
+            for callback in self.on_exit:
+                callback()
+        super().handle_exit(sig, frame)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -137,6 +153,7 @@ async def serve(options: ServerOptions) -> int:
             await services.enter_async_context(serve_metrics(server, options, metrics_sock))
         if grpc_listener is not None:
             await services.enter_async_context(serve_grpc(*grpc_listener, options))
+            http.on_exit.append(partial(stop_accepting_grpc, grpc_listener[0], options))
         log.info("Started HTTPService at %s:%d", host, port)
         try:
             await http.serve(sockets=[sock])
