@@ -134,6 +134,11 @@ async def test_broken_models_unavailable_others_serve(mixed_repository: Path) ->
         assert "configuration expects datatype TYPE_INT32 for input 'INPUT0'" in (
             index[("wrong_dtype", "1")]["reason"]
         )
+        assert (
+            "model 'wrong_dims', tensor 'INPUT1': the model expects 2 dimensions (shape [-1,16]) but "
+            "the model configuration specifies 2 dimensions (an initial batch dimension because "
+            "max_batch_size > 0 followed by the explicit tensor shape, making complete shape [-1,15])"
+        ) in index[("wrong_dims", "1")]["reason"]
         assert not server.is_ready()  # strict readiness
         a = np.ones((1, 16), np.float32)
         assert (await server.infer(add_sub_request(a, a))).outputs[0].data[0, 0] == 2

@@ -188,6 +188,7 @@ def _check_io(config: ModelConfig, session) -> set[str]:
 
     graph_inputs = {i.name: i.type for i in session.get_inputs()}
     graph_outputs = {o.name: o.type for o in session.get_outputs()}
+    shapes = {t.name: t.shape for t in (*session.get_inputs(), *session.get_outputs())}
     for kind, entries, graph in (
         ("input", config.input, graph_inputs),
         ("output", config.output, graph_outputs),
@@ -205,7 +206,36 @@ def _check_io(config: ModelConfig, session) -> set[str]:
                     f"unable to load model '{config.name}', configuration expects datatype "
                     f"{expected} for {kind} '{entry.name}', model provides {provided}"
                 )
+            _check_dims(config, entry, shapes[entry.name])
     return {name for name, t in graph_inputs.items() if t == "tensor(string)"}
+
+
+def _check_dims(config: ModelConfig, entry, graph_shape: list) -> None:
+    """Triton's load-time shape check (``CompareDimsSupported``): the rank must match, and
+    every dim that both the config (``reshape`` when given, else ``dims``) and the graph fix
+    must be equal. Variable dims (-1 in the config, symbolic in the graph) match anything;
+    the batch dim is not compared.
+
+    Raises:
+        ModelLoadError: the config's shape cannot fit the graph's.
+    """
+    dims = list(entry.reshape.shape) if entry.HasField("reshape") else list(entry.dims)
+    batching = config.max_batch_size > 0
+    full = ([-1] if batching else []) + [int(d) for d in dims]
+    model = [d if isinstance(d, int) and d >= 0 else -1 for d in graph_shape]
+    fixed_differ = any(c != -1 and m != -1 and c != m for c, m in zip(full[batching:], model[batching:]))
+    if len(full) != len(model) or fixed_differ:
+        shown = ("an initial batch dimension because max_batch_size > 0 followed by the explicit "
+                 "tensor shape, making complete shape " if batching else "shape ")
+        raise ModelLoadError(
+            f"unable to load model '{config.name}': model '{config.name}', tensor '{entry.name}': "
+            f"the model expects {len(model)} dimensions (shape {_dims(model)}) but the model "
+            f"configuration specifies {len(full)} dimensions ({shown}{_dims(full)})"
+        )
+
+
+def _dims(shape: list[int]) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
 
 
 def _requested_union(requests: Sequence[BackendRequest], all_outputs: list[str]) -> list[str]:

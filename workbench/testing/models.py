@@ -126,6 +126,7 @@ def add_broken_models(repo: Path) -> Path:
     - ``broken_syntax``: config.pbtxt that does not parse (line 3).
     - ``broken_onnx``: a valid config whose model.onnx is not an ONNX file.
     - ``wrong_dtype``: config says INT32 where the graph has FP32.
+    - ``wrong_dims``: config says dims [ 15 ] where the graph has [batch, 16].
     """
     bad = repo / "broken_syntax"
     (bad / "1").mkdir(parents=True, exist_ok=True)
@@ -139,6 +140,10 @@ def add_broken_models(repo: Path) -> Path:
         'name: "INPUT0" data_type: TYPE_FP32', 'name: "INPUT0" data_type: TYPE_INT32'
     )
     write_model(repo, "wrong_dtype", wrong, add_sub_graph())
+    narrow = ADD_SUB_CONFIG.replace('"add_sub"', '"wrong_dims"').replace(
+        'name: "INPUT1" data_type: TYPE_FP32 dims: [ 16 ]', 'name: "INPUT1" data_type: TYPE_FP32 dims: [ 15 ]'
+    )
+    write_model(repo, "wrong_dims", narrow, add_sub_graph())
     return repo
 
 
