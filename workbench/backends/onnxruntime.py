@@ -139,6 +139,9 @@ class OnnxRuntimeInstance(ModelInstance):
 
 def _session_options(ort, config: ModelConfig):
     options = ort.SessionOptions()
+    # ORT's own logger writes coloured lines straight to stderr, outside the server's log
+    # format; its errors reach the client (and our log) as the exception text anyway.
+    options.log_severity_level = 4  # FATAL only
     params = {k: v.string_value for k, v in config.parameters.items()}
     if "intra_op_thread_count" in params:
         options.intra_op_num_threads = int(params["intra_op_thread_count"])
