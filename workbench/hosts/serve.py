@@ -10,6 +10,7 @@ import logging
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from types import FrameType
@@ -37,9 +38,12 @@ class HTTPService(uvicorn.Server):
         #: called (on the loop thread, from the signal handler) when shutdown starts: the
         #: other frontends stop accepting at the same moment as HTTP
         self.on_exit: list[Callable[[], None]] = []
+        #: time.monotonic() when shutdown started (None until a signal arrives)
+        self.exit_started: float | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if not self.should_exit:
+            self.exit_started = time.monotonic()
             log.info("received %s: no new requests accepted; finishing in-flight ones",
                      signal.Signals(sig).name)
             for callback in self.on_exit:
@@ -158,7 +162,7 @@ async def serve(options: ServerOptions) -> int:
         try:
             await http.serve(sockets=[sock])
         finally:
-            await _drain(server, options)
+            await _drain(server, options, http.exit_started)
     return 0
 
 
@@ -168,10 +172,15 @@ def _close(*listeners: socket.socket | None) -> None:
             listener.close()
 
 
-async def _drain(server: Server, options: ServerOptions) -> None:
-    log.info("stopping: waiting for in-flight requests (up to %ss)", options.exit_timeout_secs)
+async def _drain(server: Server, options: ServerOptions, started: float | None) -> None:
+    """Stop the engine: queued and executing requests finish, then models unload. The HTTP
+    drain and this one share one ``--exit-timeout-secs`` budget, counted from the signal."""
+    budget = options.exit_timeout_secs
+    if budget and started is not None:
+        budget = max(0.0, budget - (time.monotonic() - started))
+    log.info("stopping: waiting for in-flight requests (up to %.1fs)", budget)
     try:
-        await asyncio.wait_for(server.stop(), timeout=options.exit_timeout_secs or None)
+        await asyncio.wait_for(server.stop(), timeout=budget if options.exit_timeout_secs else None)
         log.info("all models unloaded; exiting")
     except TimeoutError:
         log.warning("exit timeout reached; exiting with requests still in flight")
