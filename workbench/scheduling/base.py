@@ -34,6 +34,8 @@ class Pending:
     enqueue_ns: int
     priority: int = 0
     deadline_ns: int = 0
+    #: what must match for requests to share an execution (set by the dynamic batcher)
+    shape_key: tuple = ()
 
 
 class InstanceRunner:

@@ -65,6 +65,7 @@ class DynamicBatcher(DirectScheduler):
     def _admit(self, pending: Pending) -> None:
         params = pending.request.parameters
         pending.priority, pending.deadline_ns = self._queue.level_and_deadline(params, pending.enqueue_ns)
+        pending.shape_key = _shape_key(pending)
         try:
             self._queue.push(pending)
         except Unavailable:
@@ -100,7 +101,7 @@ class DynamicBatcher(DirectScheduler):
         batch: list[Pending] = []
         size, head = 0, None
         for pending in self._queue:
-            key = _shape_key(pending)
+            key = pending.shape_key
             head = key if head is None else head
             grown = size + pending.request.batch_size
             if key != head or grown > self._max_batch_size:

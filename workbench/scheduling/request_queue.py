@@ -106,8 +106,20 @@ class RequestQueue:
         return next(iter(self), None)
 
     def remove(self, taken: list[Pending]) -> None:
-        """Take ``taken`` (requests now leaving for an execution or dropped) out of the queue."""
-        ids = {id(p) for p in taken}
+        """Take ``taken`` (requests now leaving for an execution or dropped) out of the queue.
+
+        A batch is the head of the queue in scheduling order, so its requests are popped from
+        the fronts of the level queues (O(batch)); anything else falls back to a rebuild."""
+        done = 0
+        for level in range(1, self.levels + 1):
+            for queue in (self._ready[level], self._delayed[level]):
+                while done < len(taken) and queue and queue[0] is taken[done]:
+                    queue.popleft()
+                    done += 1
+        self._size -= done
+        if done == len(taken):
+            return
+        ids = {id(p) for p in taken[done:]}
         for queues in (self._ready, self._delayed):
             for level, queue in queues.items():
                 if any(id(p) in ids for p in queue):
