@@ -257,3 +257,37 @@ async def test_cancelled_start_fails_the_requests_queued_behind_it(probe_server:
         await asyncio.wait_for(follower, 20)
     assert total(await busy) == 1.0
     assert probe_saw(2) == []
+
+
+def oldest_config(block: str) -> str:
+    return ACCUMULATOR_CONFIG.replace("sequence_batching {", "sequence_batching {\n  oldest { " + block + " }")
+
+
+async def batch_sizes(server: Server) -> dict[int, int]:
+    stats = (await server.statistics("accumulator"))["model_stats"][0]
+    return {b["batch_size"]: b["compute_infer"]["count"] for b in stats["batch_stats"]}
+
+
+async def test_oldest_waits_for_the_preferred_batch_size(tmp_path: Path) -> None:
+    # a 60 s delay never runs out here: only reaching preferred size 4 can start the batch
+    config = oldest_config("max_candidate_sequences: 8 preferred_batch_size: [ 4 ] "
+                           "max_queue_delay_microseconds: 60000000")
+    async with Server(ServerOptions(model_repository=[str(repository(tmp_path, config))])) as server:
+        responses = await asyncio.wait_for(
+            asyncio.gather(*(server.infer(step(corr, corr, start=True, end=True)) for corr in (1, 2, 3, 4))), 30
+        )
+        assert [float(r.outputs[0].data[0, 0]) for r in responses] == [1, 2, 3, 4]
+        assert await batch_sizes(server) == {4: 1}  # one execution of four, not a lone first request
+
+
+async def test_oldest_runs_a_smaller_batch_when_the_delay_runs_out(tmp_path: Path) -> None:
+    config = oldest_config("max_candidate_sequences: 8 preferred_batch_size: [ 2, 8 ] "
+                           "max_queue_delay_microseconds: 200000")
+    async with Server(ServerOptions(model_repository=[str(repository(tmp_path, config))])) as server:
+        responses = await asyncio.wait_for(
+            asyncio.gather(*(server.infer(step(corr, 10, start=True, end=True)) for corr in range(1, 6))), 30
+        )
+        assert all(float(r.outputs[0].data[0, 0]) == 10 for r in responses)
+        # five were waiting when the delay ran out (short of preferred 8): executions are cut
+        # to preferred size 2 while they reach it, then the last one runs alone
+        assert await batch_sizes(server) == {2: 2, 1: 1}

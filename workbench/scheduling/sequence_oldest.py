@@ -3,11 +3,18 @@
 Follows Triton's ``OldestSequenceBatch``: sequences hold one of
 ``oldest.max_candidate_sequences`` slots (default ``instances x max(1, max_batch_size)``)
 shared by all instances; any free instance executes the oldest ready requests of
-different slotted sequences. What the strategies share is in
-:mod:`workbench.scheduling.sequence_batcher`.
+different slotted sequences. ``oldest.max_queue_delay_microseconds`` (µs) lets a free
+instance wait, counted from the oldest ready request, for the batch to reach
+``max_batch_size`` or the largest ``oldest.preferred_batch_size``; when the delay runs
+out the batch is cut to the largest preferred size it reaches (as the dynamic batcher
+does). The wait is a ``loop.call_later`` timer, never a block. What the strategies
+share is in :mod:`workbench.scheduling.sequence_batcher`.
 """
 
 from __future__ import annotations
+
+import asyncio
+import time
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
@@ -28,7 +35,50 @@ class OldestSequenceBatcher(SequenceBatcher):
         candidates = config.sequence_batching.oldest.max_candidate_sequences
         return 1, candidates or instances * max(1, config.max_batch_size)
 
+    def _configure(self, config: ModelConfig) -> None:
+        oldest = config.sequence_batching.oldest
+        self._delay_ns = int(oldest.max_queue_delay_microseconds) * 1000
+        self._preferred = sorted(
+            int(p) for p in oldest.preferred_batch_size if 0 < p <= self._max_batch_size
+        )
+        self._delay_timer: asyncio.TimerHandle | None = None
+
+    def _cancel_timers(self) -> None:
+        super()._cancel_timers()
+        if self._delay_timer is not None:
+            self._delay_timer.cancel()
+            self._delay_timer = None
+
     def _next_batch(self, runner: InstanceRunner) -> list[Pending]:
+        batch = self._candidates()
+        if batch and self._delay_ns and not self._stopping:
+            full = self._preferred[-1] if self._preferred else self._max_batch_size
+            due_ns = min(p.enqueue_ns for p in batch) + self._delay_ns
+            if len(batch) < full and time.monotonic_ns() < due_ns:
+                self._wake_at(due_ns)
+                return []
+            batch = self._cut_to_preferred(batch)
+        for pending in batch:
+            self._take(pending)
+        return batch
+
+    def _cut_to_preferred(self, batch: list[Pending]) -> list[Pending]:
+        """The batch cut to the largest preferred size it reaches (all of it without one)."""
+        fitting = [p for p in self._preferred if p <= len(batch)]
+        return batch[: fitting[-1]] if fitting else batch
+
+    def _wake_at(self, due_ns: int) -> None:
+        if self._delay_timer is None:
+            delay_s = max(0.0, (due_ns - time.monotonic_ns()) / 1e9)
+            self._delay_timer = asyncio.get_running_loop().call_later(delay_s, self._delay_over)
+
+    def _delay_over(self) -> None:
+        self._delay_timer = None
+        self._dispatch()
+
+    def _candidates(self) -> list[Pending]:
+        """The oldest ready request of up to ``max_batch_size`` different slotted sequences
+        with the same input shapes, in queue order (not yet taken)."""
         self._prune()
         batch: list[Pending] = []
         chosen: set[int] = set()
@@ -46,8 +96,6 @@ class OldestSequenceBatcher(SequenceBatcher):
             batch.append(pending)
             if len(batch) == self._max_batch_size:
                 break
-        for pending in batch:
-            self._take(pending)
         return batch
 
 
