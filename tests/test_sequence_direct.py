@@ -84,6 +84,8 @@ async def test_null_requests_fill_the_gaps_below_the_highest_ready_slot(probe_re
         await server.infer(step("probe", 1, 11.0, end=True))
         sizes = await batch_sizes(server, "probe")
         stats = (await server.statistics("probe"))["model_stats"][0]
+        pending = server.model_statistics()[0].pending
+    assert pending == 0  # null rows never counted as queued requests
     assert [rows for _, rows in PROBE.executions] == [
         [Row(True, True, 1, 10.0)],
         [NULL, Row(True, True, 2, 20.0)],

@@ -46,6 +46,8 @@ class DirectScheduler(Scheduler):
         self._inflight = 0
         self._stopping = False
         self._drained: asyncio.Event | None = None
+        self._dispatch_timer: asyncio.TimerHandle | None = None
+        self._dispatch_due_ns = 0
 
     async def enqueue(self, request: BackendRequest, arrival_ns: int) -> BackendResponse:
         if self._stopping:
@@ -66,8 +68,27 @@ class DirectScheduler(Scheduler):
         if self._inflight:
             self._drained = asyncio.Event()
             await self._drained.wait()
+        if self._dispatch_timer is not None:
+            self._dispatch_timer.cancel()
+            self._dispatch_timer = None
         loop = asyncio.get_running_loop()
         await asyncio.gather(*(loop.run_in_executor(None, r.close) for r in self._runners))
+
+    def _dispatch_at(self, due_ns: int) -> None:
+        """Dispatch again at ``due_ns`` (``time.monotonic_ns()``), unless a dispatch already
+        set for an earlier time comes first: how a batcher waits out a queue delay without
+        blocking the loop."""
+        if self._dispatch_timer is not None:
+            if self._dispatch_due_ns <= due_ns:
+                return
+            self._dispatch_timer.cancel()
+        self._dispatch_due_ns = due_ns
+        delay_s = max(0.0, (due_ns - time.monotonic_ns()) / 1e9)
+        self._dispatch_timer = asyncio.get_running_loop().call_later(delay_s, self._on_dispatch_timer)
+
+    def _on_dispatch_timer(self) -> None:
+        self._dispatch_timer = None
+        self._dispatch()
 
     def _admit(self, pending: Pending) -> None:
         """Put a new request in the queue (subclasses: priorities, policies, limits)."""
@@ -101,8 +122,12 @@ class DirectScheduler(Scheduler):
             self._idle.remove(runner)
             if self._limiter is not None:
                 self._limiter.acquire(runner.needs)
-            self._stats.pending -= len(batch)
+            self._stats.pending -= self._queued_count(batch)
             runner.submit([p.request for p in batch], partial(self._finished, runner, batch))
+
+    def _queued_count(self, batch: list[Pending]) -> int:
+        """How many of ``batch``'s requests leave the queue (all of them here)."""
+        return len(batch)
 
     def _free_runner(self) -> InstanceRunner | None:
         """An idle instance that may execute now (its rate-limiter resources are free)."""

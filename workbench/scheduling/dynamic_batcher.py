@@ -58,7 +58,6 @@ class DynamicBatcher(DirectScheduler):
         self._preserve_ordering = batching.preserve_ordering
         self._order: deque[Pending] = deque()
         self._held: dict[int, tuple] = {}
-        self._delay_timer: asyncio.TimerHandle | None = None
         self._timeout_timer: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------ admission
@@ -92,7 +91,7 @@ class DynamicBatcher(DirectScheduler):
         due_ns = min(p.enqueue_ns for p in candidates) + self._max_queue_delay_ns
         if time.monotonic_ns() >= due_ns:
             return self._take(self._trim_to_preferred(candidates))
-        self._wake_at(due_ns)
+        self._dispatch_at(due_ns)
         return []
 
     def _candidates(self) -> tuple[list[Pending], int, bool]:
@@ -124,16 +123,6 @@ class DynamicBatcher(DirectScheduler):
     def _take(self, batch: list[Pending]) -> list[Pending]:
         self._queue.remove(batch)
         return batch
-
-    def _wake_at(self, due_ns: int) -> None:
-        if self._delay_timer is not None:
-            return
-        delay_s = max(0.0, (due_ns - time.monotonic_ns()) / 1e9)
-        self._delay_timer = asyncio.get_running_loop().call_later(delay_s, self._on_delay)
-
-    def _on_delay(self) -> None:
-        self._delay_timer = None
-        self._dispatch()
 
     # ------------------------------------------------------------------ queue timeouts
     def _expire(self) -> None:

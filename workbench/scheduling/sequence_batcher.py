@@ -167,6 +167,10 @@ class SequenceBatcher(DirectScheduler):
         return tuple(request.requested_outputs) + tuple(s.output_name for s in self._states)
 
     # ------------------------------------------------------------------ completion
+    def _queued_count(self, batch: list[Pending]) -> int:
+        """Direct-strategy null rows never were in the queue."""
+        return sum(1 for p in batch if not p.request.parameters.get("_null"))
+
     def _record_execution(self, batch: list[Pending], times) -> None:
         super()._record_execution([p for p in batch if not p.request.parameters.get("_null")], times)
 

@@ -24,7 +24,6 @@ entry of an execution use the number of real requests in it, not the slot count.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import numpy as np
@@ -52,18 +51,10 @@ class DirectSequenceBatcher(SequenceBatcher):
         self._delay_ns = int(direct.max_queue_delay_microseconds) * 1000
         self._utilization = float(direct.minimum_slot_utilization)
         self._instance_of = {id(r): i for i, r in enumerate(self._runners)}
-        self._delay_timer: asyncio.TimerHandle | None = None
-        self._delay_due_ns = 0
         self._due: set[int] = set()  # ids of the idle runners that may execute now
 
     def _slot_layout(self, config: ModelConfig, instances: int) -> tuple[int, int]:
         return instances, self._max_batch_size
-
-    def _cancel_timers(self) -> None:
-        super()._cancel_timers()
-        if self._delay_timer is not None:
-            self._delay_timer.cancel()
-            self._delay_timer = None
 
     # ------------------------------------------------------------------ which instance runs
     def _ready_rows(self, instance: int) -> dict[int, Pending]:
@@ -103,7 +94,7 @@ class DirectSequenceBatcher(SequenceBatcher):
                 wake = min(wake or wait, wait)
         self._due = {id(r) for r in due}
         if wake:
-            self._wake_in(wake, now)
+            self._dispatch_at(now + wake)
         if not due:
             return self._idle[0]
         if self._limiter is None:
@@ -112,19 +103,6 @@ class DirectSequenceBatcher(SequenceBatcher):
             if self._limiter.available(runner.needs):
                 return runner
         return None
-
-    def _wake_in(self, wait_ns: int, now_ns: int) -> None:
-        """Dispatch again in ``wait_ns`` nanoseconds (unless a timer fires before that)."""
-        if self._delay_timer is not None:
-            if self._delay_due_ns <= now_ns + wait_ns:
-                return
-            self._delay_timer.cancel()
-        self._delay_due_ns = now_ns + wait_ns
-        self._delay_timer = asyncio.get_running_loop().call_later(wait_ns / 1e9, self._delay_over)
-
-    def _delay_over(self) -> None:
-        self._delay_timer = None
-        self._dispatch()
 
     # ------------------------------------------------------------------ batch forming
     def _next_batch(self, runner: InstanceRunner) -> list[Pending]:
@@ -145,8 +123,6 @@ class DirectSequenceBatcher(SequenceBatcher):
             else:
                 self._take(pending)
                 batch.append(pending)
-        # _dispatch counts len(batch) requests as leaving the queue; null ones never entered it
-        self._stats.pending += len(batch) - len(rows)
         return batch
 
     def _null_request(self, template: BackendRequest) -> BackendRequest:

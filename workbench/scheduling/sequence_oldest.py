@@ -13,7 +13,6 @@ share is in :mod:`workbench.scheduling.sequence_batcher`.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
@@ -41,13 +40,6 @@ class OldestSequenceBatcher(SequenceBatcher):
         self._preferred = sorted(
             int(p) for p in oldest.preferred_batch_size if 0 < p <= self._max_batch_size
         )
-        self._delay_timer: asyncio.TimerHandle | None = None
-
-    def _cancel_timers(self) -> None:
-        super()._cancel_timers()
-        if self._delay_timer is not None:
-            self._delay_timer.cancel()
-            self._delay_timer = None
 
     def _next_batch(self, runner: InstanceRunner) -> list[Pending]:
         batch = self._candidates()
@@ -55,7 +47,7 @@ class OldestSequenceBatcher(SequenceBatcher):
             full = self._preferred[-1] if self._preferred else self._max_batch_size
             due_ns = min(p.enqueue_ns for p in batch) + self._delay_ns
             if len(batch) < full and time.monotonic_ns() < due_ns:
-                self._wake_at(due_ns)
+                self._dispatch_at(due_ns)
                 return []
             batch = self._cut_to_preferred(batch)
         for pending in batch:
@@ -66,15 +58,6 @@ class OldestSequenceBatcher(SequenceBatcher):
         """The batch cut to the largest preferred size it reaches (all of it without one)."""
         fitting = [p for p in self._preferred if p <= len(batch)]
         return batch[: fitting[-1]] if fitting else batch
-
-    def _wake_at(self, due_ns: int) -> None:
-        if self._delay_timer is None:
-            delay_s = max(0.0, (due_ns - time.monotonic_ns()) / 1e9)
-            self._delay_timer = asyncio.get_running_loop().call_later(delay_s, self._delay_over)
-
-    def _delay_over(self) -> None:
-        self._delay_timer = None
-        self._dispatch()
 
     def _candidates(self) -> list[Pending]:
         """The oldest ready request of up to ``max_batch_size`` different slotted sequences
