@@ -7,7 +7,7 @@ import time
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.engine.classification import class_count, classify
+from workbench.engine.classification import classify
 from workbench.engine.model_io import ModelIO
 from workbench.engine.response_cache import ResponseCache
 from workbench.engine.validation import validate_request
@@ -64,9 +64,6 @@ class LoadedModel:
         """
         try:
             backend_request = validate_request(request, self.io)
-            for output in request.outputs or ():
-                if "classification" in output.parameters:
-                    class_count(output.parameters["classification"])
         except Exception:
             self.statistics.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
             raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from workbench.backends.base import BackendRequest
+from workbench.engine.classification import class_count
 from workbench.engine.model_io import ModelIO, TensorSpec
 from workbench.errors import InvalidArgument
 from workbench.types import InferenceRequest, Tensor
@@ -42,7 +43,8 @@ def validate_request(request: InferenceRequest, io: ModelIO) -> BackendRequest:
 
     Raises:
         InvalidArgument: with Triton's text for unknown, duplicate or missing inputs,
-            wrong datatype or shape, batch size over ``max_batch_size``, unknown outputs.
+            wrong datatype or shape, batch size over ``max_batch_size``, unknown outputs,
+            a ``classification`` parameter that is not a non-negative integer.
     """
     given = _index_inputs(request, io)
     prefix = request_prefix(request.id)
@@ -148,5 +150,7 @@ def _requested_outputs(request: InferenceRequest, io: ModelIO) -> tuple[str, ...
             raise InvalidArgument(
                 f"unexpected inference output '{output.name}' for model '{io.model_name}'"
             )
+        if "classification" in output.parameters:
+            class_count(output.parameters["classification"])
         names.append(output.name)
     return tuple(names)

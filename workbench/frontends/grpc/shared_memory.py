@@ -27,12 +27,7 @@ class SharedMemoryServicer:
         region, or just ``request.name``; an unknown name is NOT_FOUND ("Unable to find
         system shared memory region: 'r'")."""
         rows = await self.server.system_shared_memory_status(request.name)
-        response = pb.SystemSharedMemoryStatusResponse()
-        for row in rows:
-            response.regions[row["name"]].CopyFrom(
-                pb.SystemSharedMemoryStatusResponse.RegionStatus(**row)
-            )
-        return response
+        return _status_response(pb.SystemSharedMemoryStatusResponse, rows)
 
     @rpc
     async def SystemSharedMemoryRegister(self, request: pb.SystemSharedMemoryRegisterRequest, context: Context):
@@ -56,12 +51,7 @@ class SharedMemoryServicer:
         """``regions``: name -> ``{name, device_id, byte_size}`` for every CUDA region, or
         just ``request.name`` (unknown: NOT_FOUND)."""
         rows = await self.server.cuda_shared_memory_status(request.name)
-        response = pb.CudaSharedMemoryStatusResponse()
-        for row in rows:
-            response.regions[row["name"]].CopyFrom(
-                pb.CudaSharedMemoryStatusResponse.RegionStatus(**row)
-            )
-        return response
+        return _status_response(pb.CudaSharedMemoryStatusResponse, rows)
 
     @rpc
     async def CudaSharedMemoryRegister(self, request: pb.CudaSharedMemoryRegisterRequest, context: Context):
@@ -78,3 +68,12 @@ class SharedMemoryServicer:
         """Unregister CUDA region ``name``, or all with ``""``."""
         await self.server.unregister_cuda_shared_memory(request.name)
         return pb.CudaSharedMemoryUnregisterResponse()
+
+
+def _status_response(message_type, rows: list[dict]):
+    """A ``*SharedMemoryStatusResponse`` whose ``regions`` map each row's name to its
+    ``RegionStatus`` (the row's keys are the message's fields)."""
+    response = message_type()
+    for row in rows:
+        response.regions[row["name"]].CopyFrom(message_type.RegionStatus(**row))
+    return response

@@ -97,10 +97,10 @@ class InferFastPath:
 
 
 def _headers(scope: Scope) -> tuple[str | None, str | None, str | None]:
-    """Inference-Header-Content-Length, Content-Encoding, Accept-Encoding (one pass)."""
+    """Inference-Header-Content-Length, Content-Encoding, Accept-Encoding (one pass; ASGI
+    servers give header names lower-cased)."""
     length = content = accept = None
     for key, value in scope["headers"]:
-        key = key.lower()
         if key == _HEADER_LENGTH:
             length = value.decode("latin-1")
         elif key == _CONTENT_ENCODING:
