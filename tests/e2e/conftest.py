@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
@@ -24,3 +25,23 @@ def triton(sample_server: ServerProcess):
     client = httpclient.InferenceServerClient(sample_server.url, concurrency=8)
     yield client
     client.close()
+
+
+@pytest.fixture
+def add_sub_regions(shm_segments):
+    """``register(client) -> (a, b, in_key, out_handle)``: system shared-memory regions "in"
+    (INPUT0 = ``a``, INPUT1 = ``b``, [1, 16] FP32 at offsets 0 and 64) and "out" (128 bytes)
+    registered through ``client`` (tritonclient HTTP or gRPC: the same call)."""
+    import tritonclient.utils.shared_memory as shm
+
+    def register(client):
+        in_key, in_handle = shm_segments(128)
+        out_key, out_handle = shm_segments(128)
+        a = np.arange(16, dtype=np.float32).reshape(1, 16)
+        b = np.full((1, 16), 2, dtype=np.float32)
+        shm.set_shared_memory_region(in_handle, [a, b])
+        client.register_system_shared_memory("in", in_key, 128)
+        client.register_system_shared_memory("out", out_key, 128)
+        return a, b, in_key, out_handle
+
+    return register

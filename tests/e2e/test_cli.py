@@ -74,18 +74,25 @@ def test_broken_models_served_beside_good_ones(mixed_repository: Path) -> None:
         assert server.stop() == 0
 
 
-def test_sigterm_finishes_in_flight_requests(sample_repository: Path) -> None:
-    server = ServerProcess([f"--model-repository={sample_repository}"])
-    client = httpclient.InferenceServerClient(server.url, concurrency=4)
-    tokens = np.full((16, 256), 1000, np.int64)  # long inputs: each request computes for a while
+def slow_requests_in_flight(client: httpclient.InferenceServerClient, count: int = 4) -> list:
+    """Send ``count`` long minilm_encoder requests (16 x 256 tokens: each computes for a while)
+    and let them reach the server; returns tritonclient's async handles."""
+    tokens = np.full((16, 256), 1000, np.int64)
     inputs = []
     for name in ("input_ids", "attention_mask", "token_type_ids"):
         tensor = httpclient.InferInput(name, [16, 256], "INT64")
         tensor.set_data_from_numpy(tokens if name == "input_ids" else np.ones_like(tokens))
         inputs.append(tensor)
     outputs = [httpclient.InferRequestedOutput("sentence_embedding")]
-    handles = [client.async_infer("minilm_encoder", inputs, outputs=outputs) for _ in range(4)]
+    handles = [client.async_infer("minilm_encoder", inputs, outputs=outputs) for _ in range(count)]
     gevent.sleep(1.0)  # yield to tritonclient's greenlets: the requests go out and queue in the server
+    return handles
+
+
+def test_sigterm_finishes_in_flight_requests(sample_repository: Path) -> None:
+    server = ServerProcess([f"--model-repository={sample_repository}"])
+    client = httpclient.InferenceServerClient(server.url, concurrency=4)
+    handles = slow_requests_in_flight(client)
     assert server.stop(signal.SIGTERM) == 0
     results = [h.get_result().as_numpy("sentence_embedding") for h in handles]
     assert all(r.shape == (16, 384) for r in results)
@@ -96,15 +103,7 @@ def test_sigterm_finishes_in_flight_requests(sample_repository: Path) -> None:
 def test_sigterm_stops_grpc_accepting_while_http_requests_finish(sample_repository: Path) -> None:
     server = ServerProcess([f"--model-repository={sample_repository}"])
     client = httpclient.InferenceServerClient(server.url, concurrency=4)
-    tokens = np.full((16, 256), 1000, np.int64)
-    inputs = []
-    for name in ("input_ids", "attention_mask", "token_type_ids"):
-        tensor = httpclient.InferInput(name, [16, 256], "INT64")
-        tensor.set_data_from_numpy(tokens if name == "input_ids" else np.ones_like(tokens))
-        inputs.append(tensor)
-    outputs = [httpclient.InferRequestedOutput("sentence_embedding")]
-    handles = [client.async_infer("minilm_encoder", inputs, outputs=outputs) for _ in range(4)]
-    gevent.sleep(1.0)  # the requests reach the server and queue
+    handles = slow_requests_in_flight(client)
     server.process.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + 30
     while "no new requests accepted" not in server.log and time.monotonic() < deadline:

@@ -49,19 +49,8 @@ def add_sub_io(in_region: str, out_region: str, out_size: int = 64):
     return inputs, outputs
 
 
-def register_io(client, shm_segments):
-    in_key, in_handle = shm_segments(128)
-    out_key, out_handle = shm_segments(128)
-    a = np.arange(16, dtype=np.float32).reshape(1, 16)
-    b = np.full((1, 16), 2, dtype=np.float32)
-    shm.set_shared_memory_region(in_handle, [a, b])
-    client.register_system_shared_memory("in", in_key, 128)
-    client.register_system_shared_memory("out", out_key, 128)
-    return a, b, in_key, out_handle
-
-
-def test_infer_with_inputs_and_outputs_in_system_shared_memory(client, shm_segments) -> None:
-    a, b, in_key, out_handle = register_io(client, shm_segments)
+def test_infer_with_inputs_and_outputs_in_system_shared_memory(client, add_sub_regions) -> None:
+    a, b, in_key, out_handle = add_sub_regions(client)
     status = client.get_system_shared_memory_status(as_json=True)["regions"]
     assert status["in"] == {"name": "in", "key": in_key, "byte_size": "128"}  # offset 0: proto3 default
     inputs, outputs = add_sub_io("in", "out")
@@ -74,8 +63,8 @@ def test_infer_with_inputs_and_outputs_in_system_shared_memory(client, shm_segme
     assert list(client.get_system_shared_memory_status().regions) == ["out"]
 
 
-def test_stream_with_shared_memory(client, shm_segments) -> None:
-    a, b, _, out_handle = register_io(client, shm_segments)
+def test_stream_with_shared_memory(client, add_sub_regions) -> None:
+    a, b, _, out_handle = add_sub_regions(client)
     results = []
     client.start_stream(callback=lambda result, error: results.append((result, error)))
     inputs, outputs = add_sub_io("in", "out")
@@ -85,8 +74,8 @@ def test_stream_with_shared_memory(client, shm_segments) -> None:
     np.testing.assert_array_equal(shm.get_contents_as_numpy(out_handle, np.float32, [1, 16]), a + b)
 
 
-def test_shared_memory_misuse(client, shm_segments) -> None:
-    register_io(client, shm_segments)
+def test_shared_memory_misuse(client, add_sub_regions) -> None:
+    add_sub_regions(client)
     inputs, outputs = add_sub_io("in", "out", out_size=32)
     with pytest.raises(InferenceServerException) as small:
         client.infer("add_sub", inputs, outputs=outputs)

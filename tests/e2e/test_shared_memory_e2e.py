@@ -47,14 +47,8 @@ def infer_add_sub(client, in_region: str, out_region: str, out_size: int = 64, o
     return client.infer("add_sub", inputs, outputs=outputs)
 
 
-def test_inputs_and_outputs_in_system_shared_memory(client, shm_segments) -> None:
-    in_key, in_handle = shm_segments(128)
-    out_key, out_handle = shm_segments(128)
-    a = np.arange(16, dtype=np.float32).reshape(1, 16)
-    b = np.full((1, 16), 2, dtype=np.float32)
-    shm.set_shared_memory_region(in_handle, [a, b])
-    client.register_system_shared_memory("in", in_key, 128)
-    client.register_system_shared_memory("out", out_key, 128)
+def test_inputs_and_outputs_in_system_shared_memory(client, add_sub_regions) -> None:
+    a, b, in_key, out_handle = add_sub_regions(client)
     status = {r["name"]: r for r in client.get_system_shared_memory_status()}
     assert status["in"] == {"name": "in", "key": in_key, "offset": 0, "byte_size": 128}
     inputs, outputs = add_sub_request("in", "out")

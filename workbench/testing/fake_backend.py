@@ -85,8 +85,13 @@ def write_fake_model(repo: Path, name: str, count: int = 2, extra: str = "", gro
     """A model folder served by :class:`FakeBackend` (an empty version folder 1);
     ``extra`` is appended to the config (e.g. a ``dynamic_batching`` block) and ``group``
     to its instance group (e.g. a ``rate_limiter`` block)."""
+    return write_backend_model(repo, name, FAKE_CONFIG.format(name=name, count=count, group=group) + extra)
+
+
+def write_backend_model(repo: Path, name: str, config: str) -> Path:
+    """``repo/name`` with ``config.pbtxt`` = ``config`` and an empty version folder 1: what
+    a test backend that needs no model file (``fake``, ``seqprobe``) loads."""
     folder = repo / name
     (folder / "1").mkdir(parents=True, exist_ok=True)
-    config = FAKE_CONFIG.format(name=name, count=count, group=group)
-    (folder / "config.pbtxt").write_text(config + extra)
+    (folder / "config.pbtxt").write_text(config)
     return folder

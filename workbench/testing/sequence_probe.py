@@ -27,6 +27,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.errors import InternalError
+from workbench.testing.fake_backend import write_backend_model
 
 #: a ready row with this INPUT value fails (its response carries an InternalError)
 FAIL_VALUE = -1.0
@@ -109,12 +110,9 @@ def write_probe_model(repo: Path, name: str = "probe", count: int = 1, max_batch
     """A model folder served by :class:`ProbeBackend` (an empty version folder 1) with
     ``count`` instances; ``strategy`` goes inside ``sequence_batching`` (e.g.
     ``direct { minimum_slot_utilization: 1.0 }``)."""
-    folder = repo / name
-    (folder / "1").mkdir(parents=True, exist_ok=True)
     config = PROBE_CONFIG.format(name=name, count=count, max_batch_size=max_batch_size,
                                  strategy=strategy)
-    (folder / "config.pbtxt").write_text(config)
-    return folder
+    return write_backend_model(repo, name, config)
 
 
 __all__ = ["FAIL_VALUE", "PROBE", "ProbeBackend", "Row", "write_probe_model"]
