@@ -11,6 +11,7 @@ from workbench.engine.server import Server
 from workbench.errors import (
     AlreadyExists,
     Cancelled,
+    DecoupledNotSupported,
     InternalError,
     InvalidArgument,
     InvalidModelConfig,
@@ -46,6 +47,7 @@ __all__ = [
     "__version__",
     "AlreadyExists",
     "Cancelled",
+    "DecoupledNotSupported",
     "InferenceRequest",
     "InferenceResponse",
     "InternalError",

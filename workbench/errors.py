@@ -105,6 +105,11 @@ class Unsupported(WorkbenchError):
     code = StatusCode.UNSUPPORTED
 
 
+class DecoupledNotSupported(Unsupported):
+    """A decoupled model asked for through a one-response API did not produce exactly one
+    response; each frontend words it as Triton does (HTTP 501 / gRPC UNIMPLEMENTED)."""
+
+
 class AlreadyExists(WorkbenchError):
     code = StatusCode.ALREADY_EXISTS
 

@@ -84,6 +84,9 @@ class InferenceResponse:
         outputs: output tensors, in the order requested (or model config order).
         id: the request's id.
         parameters: response parameters.
+        final: False while a decoupled model may still send responses for the request
+            (Triton's ``TRITONSERVER_RESPONSE_COMPLETE_FINAL`` flag, sent over gRPC streams
+            as ``triton_final_response``); always True for other models.
     """
 
     model_name: str
@@ -91,3 +94,4 @@ class InferenceResponse:
     outputs: list[Tensor]
     id: str = ""
     parameters: dict[str, Any] = field(default_factory=dict)
+    final: bool = True

@@ -9,9 +9,10 @@ driven from one dedicated thread each (never from the event loop), so
 
 from __future__ import annotations
 
+import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.errors import WorkbenchError
+from workbench.types import InferenceRequest, InferenceResponse
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +55,17 @@ class BackendRequest:
         requested_outputs: names of the outputs to return (all model outputs when the
             client asked for none).
         parameters: the request's parameters (custom keys included).
+        response_sender: set for decoupled models only (``model_transaction_policy {
+            decoupled: true }``): ``response_sender(response, final)`` delivers one response
+            (or ``None`` with ``final=True``: no more responses) from any thread, during or
+            after ``execute``. The request is complete once a call passes ``final=True``.
+            Triton's ``TRITONBACKEND_ResponseFactory``.
     """
 
     inputs: dict[str, np.ndarray]
     requested_outputs: Sequence[str]
     parameters: dict[str, Any] = field(default_factory=dict)
+    response_sender: Callable[[BackendResponse | None, bool], None] | None = None
 
     @property
     def batch_size(self) -> int:
@@ -120,8 +128,30 @@ class ModelInstance(ABC):
         """Release the instance's resources (sessions, device memory). Idempotent."""
 
 
+@dataclass(frozen=True, slots=True)
+class BackendContext:
+    """What the engine lends to backends that call back into the server (Python backend BLS).
+
+    Attributes:
+        loop: the engine's event loop; ``infer_stream`` must run on it (use
+            ``asyncio.run_coroutine_threadsafe`` from instance threads).
+        infer_stream: ``infer_stream(request)`` -> async iterator of the request's responses
+            (exactly one for a non-decoupled model, 0..n for a decoupled one); raises
+            :class:`WorkbenchError` with Triton's texts (unknown model, bad input, ...).
+            The same path as a client's request: validation, batching and statistics apply.
+    """
+
+    loop: asyncio.AbstractEventLoop
+    infer_stream: Callable[[InferenceRequest], AsyncIterator[InferenceResponse]]
+
+
 class Backend(ABC):
-    """Factory for model instances of one backend (``backend: "onnxruntime"`` ...)."""
+    """Factory for model instances of one backend (``backend: "onnxruntime"`` ...).
+
+    ``context`` is set by the engine before ``load_instance`` (None outside a server).
+    """
+
+    context: BackendContext | None = None
 
     #: ``backend`` names in model configs that this class serves.
     names: tuple[str, ...] = ()

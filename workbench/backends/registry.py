@@ -11,7 +11,7 @@ from importlib.metadata import entry_points
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.backends.base import Backend
+from workbench.backends.base import Backend, BackendContext
 from workbench.backends.onnxruntime import OnnxRuntimeBackend
 from workbench.errors import InvalidModelConfig
 
@@ -34,8 +34,8 @@ def servable_backends() -> frozenset[str]:
     return frozenset(_registered()) | frozenset(PLATFORM_TO_BACKEND)
 
 
-def backend_for(config: ModelConfig) -> Backend:
-    """The backend that serves ``config``.
+def backend_for(config: ModelConfig, context: BackendContext | None = None) -> Backend:
+    """The backend that serves ``config``, with the engine's ``context`` attached.
 
     Raises:
         InvalidModelConfig: neither ``backend`` nor ``platform`` names a known backend.
@@ -48,7 +48,9 @@ def backend_for(config: ModelConfig) -> Backend:
             f"unable to find backend '{what}' for model '{config.name}'; "
             f"available: {', '.join(sorted(servable_backends()))}"
         )
-    return cls()
+    backend = cls()
+    backend.context = context
+    return backend
 
 
 def register_backend(name: str, cls: type[Backend]) -> None:

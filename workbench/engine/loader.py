@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.backends.base import InstanceSpec, ModelInstance
+from workbench.backends.base import BackendContext, InstanceSpec, ModelInstance
 from workbench.backends.registry import backend_for, servable_backends
 from workbench.config.autocomplete import autocomplete_model_config
 from workbench.config.model_config import read_model_config
@@ -98,9 +98,15 @@ def instance_specs(config: ModelConfig) -> list[InstanceSpec]:
 
 
 def load_model(
-    name: str, model_dir: Path | None, options: ServerOptions, override: ModelConfig | None = None
+    name: str,
+    model_dir: Path | None,
+    options: ServerOptions,
+    override: ModelConfig | None = None,
+    context: BackendContext | None = None,
 ) -> LoadResult:
-    """Load every version the version policy selects. Never raises for model errors."""
+    """Load every version the version policy selects. Never raises for model errors.
+
+    ``context`` is handed to the backend (what a Python model's BLS calls go through)."""
     result = LoadResult(name)
     start = time.monotonic_ns()
     try:
@@ -117,16 +123,18 @@ def load_model(
     config_ns = time.monotonic_ns() - start
     for version in chosen:
         version_start = time.monotonic_ns()
-        loaded = _load_version(result.config, available[version])
+        loaded = _load_version(result.config, available[version], context)
         loaded.load_ns = config_ns + time.monotonic_ns() - version_start
         result.versions[version] = loaded
     return result
 
 
-def _load_version(config: ModelConfig, version_dir: Path) -> LoadedVersion:
+def _load_version(
+    config: ModelConfig, version_dir: Path, context: BackendContext | None
+) -> LoadedVersion:
     loaded = LoadedVersion()
     try:
-        backend = backend_for(config)
+        backend = backend_for(config, context)
         for spec in instance_specs(config):
             loaded.instances.append(backend.load_instance(config, version_dir, spec))
     except Exception as exc:  # a broken model file must never take the server down

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
+from collections.abc import AsyncIterator
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
@@ -11,6 +13,7 @@ from workbench.engine.classification import classify
 from workbench.engine.model_io import ModelIO
 from workbench.engine.response_cache import ResponseCache
 from workbench.engine.validation import validate_request
+from workbench.errors import DecoupledNotSupported
 from workbench.scheduling.base import Scheduler
 from workbench.statistics import ModelStatistics
 from workbench.types import InferenceRequest, InferenceResponse, Tensor
@@ -50,6 +53,8 @@ class LoadedModel:
         self.cache = cache if config.response_cache.enable else None
         self.cache_owner = next(_CACHE_OWNERS)
         self.labels = labels or {}
+        #: Triton's ``model_transaction_policy { decoupled: true }``: 0..n responses per request
+        self.decoupled = config.model_transaction_policy.decoupled
 
     @property
     def name(self) -> str:
@@ -71,6 +76,70 @@ class LoadedModel:
             result = await self.scheduler.enqueue(backend_request, arrival_ns)
             return self._response(request, backend_request, result.outputs)
         return await self._infer_cached(request, backend_request, arrival_ns)
+
+    async def infer_stream(
+        self, request: InferenceRequest, arrival_ns: int
+    ) -> AsyncIterator[InferenceResponse]:
+        """Every response to ``request``: one for a non-decoupled model; 0..n for a decoupled
+        one, as the backend sends them, the last with ``final=True`` (an empty final response,
+        no outputs, when the backend closes the request without a response).
+
+        Raises:
+            InvalidArgument: the request does not match the model config.
+            WorkbenchError: the execution failed, or the backend sent an error response (the
+                iteration ends there).
+        """
+        if not self.decoupled:
+            yield await self.infer(request, arrival_ns)
+            return
+        try:
+            backend_request = validate_request(request, self.io)
+        except Exception:
+            self.statistics.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
+            raise
+        loop = asyncio.get_running_loop()
+        sent: asyncio.Queue = asyncio.Queue()
+
+        def send(response, final: bool) -> None:  # any thread, during or after execute
+            loop.call_soon_threadsafe(sent.put_nowait, (response, final))
+
+        backend_request.response_sender = send
+        execution = asyncio.ensure_future(self.scheduler.enqueue(backend_request, arrival_ns))
+        execution.add_done_callback(lambda done: _failed_execution(done, sent))
+        try:
+            while True:
+                response, final = await sent.get()
+                if isinstance(response, BaseException):
+                    raise response
+                if response is not None and response.error is not None:
+                    raise response.error
+                outputs = response.outputs if response is not None else {}
+                answer = self._response(request, backend_request, outputs)
+                answer.final = final
+                yield answer
+                if final:
+                    return
+        finally:
+            if not execution.done():
+                execution.cancel()
+
+    async def infer_once(self, request: InferenceRequest, arrival_ns: int) -> InferenceResponse:
+        """:meth:`infer` for any model: a decoupled model must send exactly one response
+        (what Triton's HTTP endpoint and ``ModelInfer`` RPC accept).
+
+        Raises:
+            DecoupledNotSupported: a decoupled model sent no response or more than one.
+        """
+        if not self.decoupled:
+            return await self.infer(request, arrival_ns)
+        responses = [r async for r in self.infer_stream(request, arrival_ns) if r.outputs]
+        if len(responses) != 1:
+            raise DecoupledNotSupported(
+                f"decoupled model '{self.name}' sent {len(responses)} responses; only a single "
+                "response can be returned outside a stream"
+            )
+        responses[0].final = True
+        return responses[0]
 
     async def _infer_cached(
         self, request: InferenceRequest, backend_request, arrival_ns: int
@@ -114,3 +183,12 @@ class LoadedModel:
         await self.scheduler.stop()
         if self.cache is not None:
             self.cache.purge(self.cache_owner)
+
+
+def _failed_execution(execution: asyncio.Future, sent: asyncio.Queue) -> None:
+    """End a decoupled request's response stream when its execution failed or was cancelled."""
+    if execution.cancelled():
+        return
+    error = execution.exception()
+    if error is not None:
+        sent.put_nowait((error, True))

@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench._version import __version__
+from workbench.backends.base import BackendContext
 from workbench.config.model_config import model_config_from_json
 from workbench.engine.loader import LoadResult, load_model
 from workbench.engine.model import LoadedModel
@@ -86,6 +88,7 @@ class Server(SharedMemoryAPI, SettingsAPI):
         self._shared_memory = SharedMemoryRegistry(options.allow_client_shm)
         self._log_settings = LogSettings(options)
         self._trace_settings = TraceSettings(options)
+        self._backend_context: BackendContext | None = None
 
     # ----------------------------------------------------------------- lifecycle
     async def __aenter__(self) -> Server:
@@ -103,6 +106,7 @@ class Server(SharedMemoryAPI, SettingsAPI):
             ModelLoadError: a model failed to load and ``exit_on_error`` is set.
         """
         self._rate_limiter = _rate_limiter(self.options)
+        self._backend_context = BackendContext(asyncio.get_running_loop(), self.infer_stream)
         self._repository = ModelRepository(self.options.model_repository)
         names = await asyncio.to_thread(self._startup_models)
         results = await asyncio.gather(*(self._load(name, None) for name in names))
@@ -210,6 +214,8 @@ class Server(SharedMemoryAPI, SettingsAPI):
             NotFound / InvalidArgument / InternalError: a shared-memory input or output names
                 an unknown region, lies outside it, or the output region is too small
                 (``workbench.engine.shared_memory_io``).
+            DecoupledNotSupported: a decoupled model did not send exactly one response (use
+                :meth:`infer_stream` for those).
             WorkbenchError: the backend failed to execute the request.
         """
         arrival = time.monotonic_ns()
@@ -217,11 +223,39 @@ class Server(SharedMemoryAPI, SettingsAPI):
             raise ServerNotReady("Server not ready")
         model = self._resolve(request.model_name, request.model_version)
         if not uses_shared_memory(request):
-            return await model.infer(request, arrival)
+            return await model.infer_once(request, arrival)
         with AttachedRequest(self._shared_memory, request) as attached:
-            response = await model.infer(attached.request, arrival)
+            response = await model.infer_once(attached.request, arrival)
             attached.write_outputs(response)
             return response
+
+    async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+        """Every response to ``request``, as gRPC's ``ModelStreamInfer`` delivers them.
+
+        A non-decoupled model yields exactly one response. A decoupled model
+        (``model_transaction_policy { decoupled: true }``) yields 0..n responses as it sends
+        them; the last has ``final=True``, and a final response without outputs means the model
+        closed the request without one (Triton's empty final response). Shared-memory outputs
+        are written into their region for each response. Close the iterator (``aclosing``) to
+        cancel the request.
+
+        Raises:
+            The errors of :meth:`infer`, from the first ``__anext__``; a backend's error response
+            is raised where it arrives and ends the iteration.
+        """
+        arrival = time.monotonic_ns()
+        if self._stopping:
+            raise ServerNotReady("Server not ready")
+        model = self._resolve(request.model_name, request.model_version)
+        if not uses_shared_memory(request):
+            async for response in model.infer_stream(request, arrival):
+                yield response
+            return
+        with AttachedRequest(self._shared_memory, request) as attached:
+            async for response in model.infer_stream(attached.request, arrival):
+                if response.outputs:
+                    attached.write_outputs(response)
+                yield response
 
     def _resolve(self, name: str, version: str) -> LoadedModel:
         entry = self._models.get(name)
@@ -369,7 +403,8 @@ class Server(SharedMemoryAPI, SettingsAPI):
                 path = location.path if location is not None else None
                 loop = asyncio.get_running_loop()
                 result = await loop.run_in_executor(
-                    self._load_executor, load_model, name, path, self.options, override
+                    self._load_executor, load_model, name, path, self.options, override,
+                    self._backend_context,
                 )
                 entry = _entry_from_result(result, self._observers, self._cache, self._rate_limiter)
             old = self._models.get(name)

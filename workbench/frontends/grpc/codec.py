@@ -187,13 +187,14 @@ def _requested_outputs(raw) -> list[RequestedOutput]:
     ]
 
 
-def encode_response(response: InferenceResponse, final: bool = False) -> pb.ModelInferResponse:
+def encode_response(response: InferenceResponse, final: bool | None = None) -> pb.ModelInferResponse:
     """Build the ``ModelInferResponse`` in one construction: outputs in ``raw_output_contents``.
 
     An output the engine wrote into a shared-memory region keeps its name, datatype and
     shape and gets an empty ``raw_output_contents`` entry (Triton's gRPC response).
-    ``final`` adds the response parameter ``triton_final_response: true`` (what Triton
-    puts on the last stream response of a request).
+    ``final`` (True / False) adds the response parameter ``triton_final_response``, which
+    Triton puts on every stream response (true on a request's last one); None adds none
+    (unary ``ModelInfer``).
     """
     message = pb.ModelInferResponse(
         model_name=response.model_name,
@@ -210,6 +211,6 @@ def encode_response(response: InferenceResponse, final: bool = False) -> pb.Mode
             for t in response.outputs
         ],
     )
-    if final:
-        message.parameters["triton_final_response"].bool_param = True
+    if final is not None:
+        message.parameters["triton_final_response"].bool_param = final
     return message

@@ -11,7 +11,6 @@ executing it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -21,14 +20,18 @@ from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
-from workbench import InvalidArgument, Server, Unsupported, WorkbenchError
+from workbench import DecoupledNotSupported, InvalidArgument, Server, Unsupported, WorkbenchError
 from workbench.frontends.grpc.codec import decode_request, encode_response
 from workbench.frontends.grpc.rpc import Context, rpc
 from workbench.frontends.grpc.settings import SettingsServicer
 from workbench.frontends.grpc.shared_memory import SharedMemoryServicer
+from workbench.frontends.grpc.stream import StreamSession
 from workbench.frontends.status import grpc_status
 
 log = logging.getLogger(__name__)
+
+#: Triton's text when a decoupled model does not send exactly one response to ``ModelInfer``
+DECOUPLED_MODEL_INFER = "ModelInfer RPC doesn't support models with decoupled transaction policy"
 
 
 def _parse(payload: dict | list, message_type: type) -> Any:
@@ -131,6 +134,8 @@ class GRPCInferenceService(
         try:
             decoded, _ = decode_request(request)
             return encode_response(await self.server.infer(decoded))
+        except DecoupledNotSupported:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, DECOUPLED_MODEL_INFER)
         except WorkbenchError as exc:
             await context.abort(grpc_status(exc.code), exc.message)
         except Exception as exc:
@@ -140,44 +145,6 @@ class GRPCInferenceService(
     async def ModelStreamInfer(
         self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Context
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
-        """Bidirectional stream: requests run concurrently, responses come back in request
-        order (Triton's non-decoupled stream), one per request, each with
-        ``triton_final_response: true``; a failed request answers ``error_message`` and the
-        stream stays open. Closing or cancelling the stream cancels the requests in flight."""
-        tasks: asyncio.Queue[asyncio.Task | None] = asyncio.Queue()
-        reader = asyncio.create_task(self._read_stream(request_iterator, tasks))
-        try:
-            while (task := await tasks.get()) is not None:
-                yield await task
-            await reader  # a broken request stream ends the RPC with its error
-        finally:
-            reader.cancel()
-            while not tasks.empty():
-                task = tasks.get_nowait()
-                if task is not None:
-                    task.cancel()
-
-    async def _read_stream(
-        self, request_iterator: AsyncIterator[pb.ModelInferRequest], tasks: asyncio.Queue
-    ) -> None:
-        try:
-            async for message in request_iterator:
-                tasks.put_nowait(asyncio.create_task(self._stream_one(message)))
-        finally:
-            tasks.put_nowait(None)
-
-    async def _stream_one(self, message: pb.ModelInferRequest) -> pb.ModelStreamInferResponse:
-        try:
-            decoded, _ = decode_request(message)
-            response = await self.server.infer(decoded)
-            return pb.ModelStreamInferResponse(infer_response=encode_response(response, final=True))
-        except WorkbenchError as exc:
-            error = exc.message
-        except Exception as exc:
-            log.exception("internal error in ModelStreamInfer")
-            error = f"internal error: {type(exc).__name__}: {exc}"
-        failed = pb.ModelInferResponse(
-            id=message.id, model_name=message.model_name, model_version=message.model_version
-        )
-        failed.parameters["triton_final_response"].bool_param = True
-        return pb.ModelStreamInferResponse(error_message=error, infer_response=failed)
+        """Bidirectional stream, decoupled models included (``workbench.frontends.grpc.stream``)."""
+        async for message in StreamSession(self.server).run(request_iterator):
+            yield message

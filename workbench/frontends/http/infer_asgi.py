@@ -19,7 +19,7 @@ from urllib.parse import unquote
 
 import orjson
 
-from workbench import InvalidArgument, Server, WorkbenchError
+from workbench import DecoupledNotSupported, InvalidArgument, Server, WorkbenchError
 from workbench.frontends.http.codec import HEADER_LENGTH, decode_request, encode_response
 from workbench.frontends.http.compression import (
     compress,
@@ -35,6 +35,9 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 log = logging.getLogger(__name__)
+
+#: Triton's text (HTTP 501) when a decoupled model does not send exactly one response
+DECOUPLED_HTTP = "HTTP end point doesn't support models with decoupled transaction policy"
 
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 _HEADER_LENGTH = HEADER_LENGTH.encode()
@@ -80,7 +83,8 @@ class InferFastPath:
             if encoding is not None:
                 payload = await compress(payload, encoding)
         except WorkbenchError as exc:
-            payload = orjson.dumps({"error": exc.message})
+            message = DECOUPLED_HTTP if isinstance(exc, DecoupledNotSupported) else exc.message
+            payload = orjson.dumps({"error": message})
             await _respond(send, http_status(exc.code), _JSON, payload)
             return
         except Exception as exc:  # a bug must still answer in the protocol's error shape

@@ -1,0 +1,82 @@
+"""A decoupled test backend, after Triton's ``repeat`` test backend.
+
+Model configs select it with ``backend: "repeat"`` and must be decoupled. Input ``IN``
+(INT32 [-1]) asks for one response per element: response ``i`` carries ``OUT`` = ``IN[i]``
+and ``IDX`` = ``i`` (both INT32 [1]); a negative element sends an error response instead.
+Responses are sent from a separate thread *after* ``execute`` returns (``DELAY_MS``
+parameter: milliseconds between responses), then the request is closed with a final flag
+and no response: the pattern of a streaming Python model. A fake only at the backend boundary.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+from workbench.backends.base import (
+    Backend,
+    BackendRequest,
+    BackendResponse,
+    ExecutionTimes,
+    InstanceSpec,
+    ModelInstance,
+)
+from workbench.errors import InvalidArgument
+from workbench.testing.fake_backend import write_backend_model
+
+REPEAT_CONFIG = """
+name: "{name}"
+backend: "repeat"
+max_batch_size: 0
+model_transaction_policy {{ decoupled: true }}
+input [ {{ name: "IN" data_type: TYPE_INT32 dims: [ -1 ] }} ]
+output [
+  {{ name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }},
+  {{ name: "IDX" data_type: TYPE_INT32 dims: [ 1 ] }}
+]
+parameters {{ key: "DELAY_MS" value: {{ string_value: "{delay_ms}" }} }}
+"""
+
+
+class RepeatInstance(ModelInstance):
+    def __init__(self, spec: InstanceSpec, delay_s: float) -> None:
+        super().__init__(spec)
+        self.delay_s = delay_s
+
+    def execute(self, requests: Sequence[BackendRequest], times: ExecutionTimes) -> list[BackendResponse]:
+        times.mark_input_done()
+        for request in requests:
+            values = [int(v) for v in request.inputs["IN"].ravel()]
+            threading.Thread(target=self._respond, args=(request, values), daemon=True).start()
+        times.mark_infer_done()
+        return [BackendResponse() for _ in requests]
+
+    def _respond(self, request: BackendRequest, values: list[int]) -> None:
+        send = request.response_sender
+        assert send is not None, "the repeat backend serves decoupled models only"
+        for index, value in enumerate(values):
+            time.sleep(self.delay_s)
+            if value < 0:
+                send(BackendResponse(error=InvalidArgument(f"negative value {value} at {index}")), False)
+                continue
+            outputs = {"OUT": np.array([value], np.int32), "IDX": np.array([index], np.int32)}
+            send(BackendResponse(outputs), False)
+        send(None, True)
+
+
+class RepeatBackend(Backend):
+    names = ("repeat",)
+
+    def load_instance(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec) -> ModelInstance:
+        delay_ms = float(config.parameters["DELAY_MS"].string_value or 0)
+        return RepeatInstance(spec, delay_ms / 1000)
+
+
+def write_repeat_model(repo: Path, name: str = "repeat", delay_ms: float = 0) -> Path:
+    """A decoupled model folder served by :class:`RepeatBackend`."""
+    return write_backend_model(repo, name, REPEAT_CONFIG.format(name=name, delay_ms=delay_ms))
