@@ -60,12 +60,14 @@ class BackendRequest:
             (or ``None`` with ``final=True``: no more responses) from any thread, during or
             after ``execute``. The request is complete once a call passes ``final=True``.
             Triton's ``TRITONBACKEND_ResponseFactory``.
+        request_id: the client's request id (``""`` if none); Triton's ``TRITONBACKEND_RequestId``.
     """
 
     inputs: dict[str, np.ndarray]
     requested_outputs: Sequence[str]
     parameters: dict[str, Any] = field(default_factory=dict)
     response_sender: Callable[[BackendResponse | None, bool], None] | None = None
+    request_id: str = ""
 
     @property
     def batch_size(self) -> int:
