@@ -79,10 +79,15 @@ class BackendRequest:
 
 @dataclass(slots=True)
 class BackendResponse:
-    """Outputs of one request (name -> numpy array), or the error that request hit."""
+    """Outputs of one request (name -> numpy array), or the error that request hit.
+
+    ``parameters``: response parameters for the client (str / int / bool values; Triton's
+    ``TRITONBACKEND_ResponseSet*Parameter``).
+    """
 
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     error: WorkbenchError | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -180,7 +180,8 @@ class PythonInstance(ModelInstance):
                     f"configuration expects {expected}"
                 ))
             outputs[name] = array
-        return BackendResponse(outputs)
+        parameters = json.loads(wire["parameters"]) if wire["parameters"] else {}
+        return BackendResponse(outputs, parameters=parameters)
 
     # ------------------------------------------------------------------ stub messages
     def _on_message(self, stub: StubProcess, message: dict) -> None:
