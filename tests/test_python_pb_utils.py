@@ -8,6 +8,7 @@ responses, errors and the auto-complete ``ModelConfig`` setters.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 
@@ -19,7 +20,8 @@ from workbench.backends.python.transport import (
     INLINE_MAX_BYTES,
     Channel,
     ChannelClosed,
-    SegmentWriter,
+    SegmentPool,
+    SegmentReader,
     decode_tensor,
     encode_tensor,
 )
@@ -167,25 +169,65 @@ def test_channel_frames_messages_from_several_threads(channels) -> None:
         receiver.recv()
 
 
-@pytest.mark.parametrize("size", [16, INLINE_MAX_BYTES // 4 + 1])
-def test_tensors_inline_or_in_one_segment(size: int) -> None:
-    prefix = f"triton_python_backend_shm_region_wb{__import__('os').getpid()}_test_"
-    writer = SegmentWriter(prefix)
-    data = np.arange(size, dtype=np.float32).reshape(1, size)
-    wire = encode_tensor("X", data, writer)
-    assert isinstance(wire[3], bytes) == (data.nbytes <= INLINE_MAX_BYTES)
-    name, array = decode_tensor(wire, writable=True, segment_prefix=prefix)
-    assert name == "X" and np.array_equal(array, data)
-    array += 1  # a private mapping: the model may write its inputs
-    assert python_backend_segments() == []  # the receiver unlinked the segment at once
+PREFIX = f"triton_python_backend_shm_region_wb{os.getpid()}_test_"
 
 
-def test_bytes_tensor_through_a_segment_and_foreign_segments_refused() -> None:
-    prefix = f"triton_python_backend_shm_region_wb{__import__('os').getpid()}_test_"
-    strings = np.array([b"x" * 1000] * 100, dtype=object).reshape(10, 10)
-    wire = encode_tensor("S", strings, SegmentWriter(prefix))
-    with pytest.raises(ValueError, match="is not this stub's"):
-        decode_tensor(wire, writable=False, segment_prefix=prefix + "other")
-    _, array = decode_tensor(wire, writable=False, segment_prefix=prefix)
-    assert array.shape == (10, 10) and array[3, 4] == b"x" * 1000
+@pytest.fixture
+def pool():
+    segments = SegmentPool(PREFIX)
+    yield segments
+    segments.close()
     assert python_backend_segments() == []
+
+
+@pytest.mark.parametrize("size", [16, INLINE_MAX_BYTES // 4 + 1])
+def test_tensors_inline_or_in_a_segment(pool: SegmentPool, size: int) -> None:
+    reader = SegmentReader(PREFIX, writable=True)
+    data = np.arange(size, dtype=np.float32).reshape(1, size)
+    wire = encode_tensor("X", data, pool)
+    assert isinstance(wire[3], bytes) == (data.nbytes <= INLINE_MAX_BYTES)
+    name, array = decode_tensor(wire, reader)
+    assert name == "X" and np.array_equal(array, data)
+    array += 1  # models may write their inputs in place
+    assert reader.released() == []
+    del array
+    assert reader.released() == ([] if data.nbytes <= INLINE_MAX_BYTES else [wire[3][0]])
+
+
+def test_released_segments_are_reused(pool: SegmentPool) -> None:
+    reader = SegmentReader(PREFIX, writable=False)
+    data = np.ones(300_000, dtype=np.float32)
+    first = encode_tensor("A", data, pool)
+    _, kept = decode_tensor(first, reader)
+    second = encode_tensor("B", data * 2, pool)  # the first segment is still in use
+    assert second[3][0] != first[3][0] and kept.tolist()[:1] == [1.0]
+    _, dropped = decode_tensor(second, reader)
+    del dropped
+    pool.release(reader.released())
+    third = encode_tensor("C", data * 3, pool)
+    assert third[3][0] == second[3][0]  # reused: no new shared memory
+    assert decode_tensor(third, reader)[1][:2].tolist() == [3.0, 3.0] and kept[0] == 1.0
+    assert len(python_backend_segments()) == 2
+
+
+def test_idle_segments_beyond_the_limit_are_removed() -> None:
+    small = SegmentPool(PREFIX, idle_limit_bytes=2**20)
+    reader = SegmentReader(PREFIX, writable=False)
+    wires = [encode_tensor("X", np.ones(2**20, np.uint8), small) for _ in range(3)]
+    for wire in wires:
+        decode_tensor(wire, reader)
+    small.release(reader.released())
+    assert len(python_backend_segments()) == 1
+    small.close()
+    assert python_backend_segments() == []
+
+
+def test_bytes_tensor_through_a_segment_and_foreign_segments_refused(pool: SegmentPool) -> None:
+    strings = np.array([b"x" * 1000] * 100, dtype=object).reshape(10, 10)
+    wire = encode_tensor("S", strings, pool)
+    with pytest.raises(ValueError, match="is not this stub's"):
+        decode_tensor(wire, SegmentReader(PREFIX + "other", writable=False))
+    reader = SegmentReader(PREFIX, writable=False)
+    _, array = decode_tensor(wire, reader)
+    assert array.shape == (10, 10) and array[3, 4] == b"x" * 1000
+    assert reader.released() == [wire[3][0]]  # copied out: released at once

@@ -126,8 +126,10 @@ class BlsForwarder:
                 response = _encode(payload, stub)
                 stub.send({"op": "bls_response", "call": call_id, "response": response, "final": final})
             except StubDied:
-                pass  # the model is gone; its segments were released by send
+                pass  # the model is gone; its segments went with it
             except Exception:  # noqa: BLE001 - e.g. /dev/shm full: tell the model
+                if not stub.alive:
+                    continue
                 log.exception("model instance '%s': cannot return a BLS response", self._instance_name)
                 error = _encode(InternalError("failed to return the BLS response (see server log)"), stub)
                 with contextlib.suppress(StubDied):
@@ -174,6 +176,6 @@ def _encode(payload: Any, stub: StubProcess) -> dict | None:
         return None
     if isinstance(payload, WorkbenchError):
         return {"outputs": [], "error": (payload.message, TRITON_ERROR_CODES[payload.code]), "parameters": None}
-    outputs = [encode_tensor(t.name, t.data, stub.writer) for t in payload.outputs]
+    outputs = [encode_tensor(t.name, t.data, stub.pool) for t in payload.outputs]
     parameters = json.dumps(payload.parameters, default=str) if payload.parameters else None
     return {"outputs": outputs, "error": None, "parameters": parameters}

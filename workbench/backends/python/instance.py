@@ -125,9 +125,11 @@ class PythonInstance(ModelInstance):
             message = {"op": "execute", "requests": [self._wire_request(r, stub, keys) for r in requests]}
             times.mark_input_done()
             reply = stub.call(message)
-        except StubDied:
+        except (StubDied, OSError) as exc:
             self._drop_senders(keys)
-            raise InternalError(self._failure("Stub process '{0}' is not healthy.".format(self.name))) from None
+            if isinstance(exc, OSError) and stub.alive:  # e.g. /dev/shm is full
+                raise InternalError(self._failure(f"unable to pass the inputs to the stub: {exc}")) from None
+            raise InternalError(self._failure(f"Stub process '{self.name}' is not healthy.")) from None
         except BaseException:
             self._drop_senders(keys)
             raise
@@ -153,7 +155,7 @@ class PythonInstance(ModelInstance):
         start = params.get("_start", params.get("sequence_start", False))
         end = params.get("_end", params.get("sequence_end", False))
         return {
-            "inputs": [encode_tensor(name, array, stub.writer) for name, array in request.inputs.items()],
+            "inputs": [encode_tensor(name, array, stub.pool) for name, array in request.inputs.items()],
             "outputs": list(request.requested_outputs),
             "id": request.request_id,
             "correlation_id": params.get("sequence_id", 0) or 0,

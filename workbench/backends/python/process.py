@@ -4,12 +4,13 @@ A :class:`StubProcess` owns the child process (``python stub.py``, the same inte
 the server), the control :class:`~.transport.Channel` and a reader thread. Replies
 (``init_done`` / ``executed`` / ``finalized``) resolve the calls waiting for them; every
 other message (decoupled responses, BLS requests, log lines) goes to the ``handler`` given
-by the instance. Tensors in incoming messages are mapped (and their segments unlinked) by
-the reader thread as they arrive, so no segment outlives its message.
+by the instance. Tensors in incoming messages are mapped by the reader thread; the names of
+the stub's segments whose arrays were dropped travel back on the next outgoing message, and
+the ``released`` names the stub sends make the server's own segments reusable.
 
-When the stub dies the reader sees end of stream: waiting calls fail with
-:class:`StubDied`, the process is reaped, every shared-memory segment of this stub
-generation is removed, and ``on_exit`` tells the instance (which restarts it).
+When the stub dies the reader sees end of stream: the process is reaped, every
+shared-memory segment of this stub is removed, ``on_exit`` tells the instance (which
+restarts it), and waiting calls fail with :class:`StubDied`.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from workbench.backends.python.transport import (
     SHM_PREFIX,
     Channel,
     ChannelClosed,
-    SegmentWriter,
+    SegmentPool,
+    SegmentReader,
     decode_tensor,
-    release_payload,
     remove_segments,
 )
 
@@ -67,8 +68,10 @@ class StubProcess:
                  on_exit: Callable[[StubProcess], None]) -> None:
         self.instance_name = instance_name
         self.segment_base = f"{SHM_PREFIX}wb{os.getpid()}_{next(_STUB_IDS)}_"
-        self.writer = SegmentWriter(self.segment_base + "p")
-        self.stub_prefix = self.segment_base + "s"
+        #: segments the server writes tensors into (inputs, BLS responses)
+        self.pool = SegmentPool(self.segment_base + "p")
+        #: maps the stub's segments (outputs, decoupled responses, BLS inputs)
+        self.reader = SegmentReader(self.segment_base + "s", writable=False)
         self.alive = True
         #: set before a deliberate stop, so ``on_exit`` can tell a stop from a crash
         self.stopping = False
@@ -115,16 +118,18 @@ class StubProcess:
         return future.result(timeout_s)
 
     def send(self, message: dict) -> None:
-        """Send without waiting; the segments of a message that cannot be sent are removed.
+        """Send without waiting (with the names of the stub's segments released since the
+        last message).
 
         Raises:
             StubDied: the channel is closed.
         """
+        released = self.reader.released()
+        if released:
+            message["released"] = released
         try:
             self.channel.send(message)
         except ChannelClosed:
-            for tensor in _tensors_in(message):
-                release_payload(tensor, self.writer.prefix)
             raise StubDied(self.exit_description()) from None
 
     def exit_description(self) -> str:
@@ -139,6 +144,8 @@ class StubProcess:
         try:
             while True:
                 message = self.channel.recv()
+                if "released" in message:
+                    self.pool.release(message["released"])
                 self._decode(message)
                 if message["op"] in _REPLIES:
                     with self._lock:
@@ -163,13 +170,14 @@ class StubProcess:
             request["inputs"] = [self._tensor(t) for t in request["inputs"]]
 
     def _tensor(self, wire: tuple) -> tuple:
-        return decode_tensor(wire, writable=False, segment_prefix=self.stub_prefix)
+        return decode_tensor(wire, self.reader)
 
     def _gone(self) -> None:
         with self._lock:
             self.alive = False
             pending, self._pending = self._pending, {}
         self._reap()
+        self.pool.close()
         remove_segments(self.segment_base)
         self.channel.close()
         try:  # before the waiting calls fail: the instance learns of the crash first
@@ -221,11 +229,3 @@ def _responses_in(message: dict) -> list[dict]:
     if op in ("send", "bls_response"):
         return [message["response"]] if message["response"] is not None else []
     return []
-
-
-def _tensors_in(message: dict) -> list[tuple]:
-    """The wire tensors of an outgoing message (to release when it cannot be sent)."""
-    tensors = [t for part in _responses_in(message) for t in part["outputs"]]
-    if message["op"] == "execute":
-        tensors += [t for request in message["requests"] for t in request["inputs"]]
-    return tensors

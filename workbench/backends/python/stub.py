@@ -53,7 +53,8 @@ from workbench.backends.python.stub_calls import BlsCalls, decode_response, enco
 from workbench.backends.python.transport import (  # noqa: E402
     Channel,
     ChannelClosed,
-    SegmentWriter,
+    SegmentPool,
+    SegmentReader,
     decode_tensor,
 )
 
@@ -65,14 +66,14 @@ class Stub:
 
     Args:
         channel: the control channel to the server.
-        segment_base: this generation's shared-memory prefix; the stub writes
-            ``<base>s<n>`` segments and accepts only ``<base>p<n>`` ones from the server.
+        segment_base: this stub's shared-memory prefix; the stub writes ``<base>s<n>``
+            segments and accepts only ``<base>p<n>`` ones from the server.
     """
 
     def __init__(self, channel: Channel, segment_base: str) -> None:
         self.channel = channel
-        self.writer = SegmentWriter(segment_base + "s")
-        self.server_prefix = segment_base + "p"
+        self.pool = SegmentPool(segment_base + "s")
+        self.reader = SegmentReader(segment_base + "p", writable=True)
         self.model: Any = None
         self.model_name = ""
         self.decoupled = False
@@ -87,6 +88,8 @@ class Stub:
         try:
             while True:
                 message = self.channel.recv()
+                if "released" in message:
+                    self.pool.release(message["released"])
                 if message["op"] == "bls_response":
                     self._bls.deliver(message)
                 else:
@@ -119,6 +122,11 @@ class Stub:
         self.send({"op": op, "id": message["id"], "error": error})
 
     def send(self, message: dict) -> None:
+        """Send (with the server segments released since the last message); exit when the
+        server is gone."""
+        released = self.reader.released()
+        if released:
+            message["released"] = released
         try:
             self.channel.send(message)
         except ChannelClosed:
@@ -150,16 +158,16 @@ class Stub:
             responses = self._check_result(result, len(requests))
             encoded = None
             if responses is not None:
-                encoded = [encode_response(r, self.writer, set(q.requested_output_names()))
+                encoded = [encode_response(r, self.pool, set(q.requested_output_names()))
                            for r, q in zip(responses, requests)]
             reply = {"op": "executed", "id": message["id"], "responses": encoded, "error": None}
         except BaseException as exc:  # noqa: BLE001 - fails this batch, never the stub
             reply = {"op": "executed", "id": message["id"], "responses": None, "error": describe(exc)}
+        requests = result = responses = None  # drop the inputs: their segments go back with the reply
         self.send(reply)
 
     def _request(self, wire: dict) -> pb_utils.InferenceRequest:
-        tensors = [pb_utils.Tensor._wrap(*decode_tensor(t, writable=True, segment_prefix=self.server_prefix))
-                   for t in wire["inputs"]]
+        tensors = [pb_utils.Tensor._wrap(*decode_tensor(t, self.reader)) for t in wire["inputs"]]
         request = pb_utils.InferenceRequest(
             model_name=self.model_name, requested_output_names=wire["outputs"], inputs=tensors,
             request_id=wire["id"], correlation_id=wire["correlation_id"], flags=wire["flags"],
@@ -218,7 +226,7 @@ class Stub:
         wanted = self._senders.get(key, frozenset())
         if final:
             self._senders.pop(key, None)
-        encoded = None if response is None else encode_response(response, self.writer, wanted)
+        encoded = None if response is None else encode_response(response, self.pool, wanted)
         self.send({"op": "send", "sender": key, "response": encoded, "final": final})
 
     def start_bls(self, request: pb_utils.InferenceRequest, decoupled: bool) -> Any:
@@ -229,7 +237,7 @@ class Stub:
         self.send({"op": "log", "level": level, "message": message, "file": filename, "line": line})
 
     def decode_response(self, wire: dict | None) -> pb_utils.InferenceResponse | None:
-        return decode_response(wire, self.server_prefix)
+        return decode_response(wire, self.reader)
 
 
 def load_model_module(model_file: str) -> Any:

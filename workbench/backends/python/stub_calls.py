@@ -16,30 +16,29 @@ import threading
 from typing import Any
 
 from workbench.backends.python import pb_utils
-from workbench.backends.python.transport import SegmentWriter, decode_tensor, encode_tensor
+from workbench.backends.python.transport import SegmentPool, SegmentReader, decode_tensor, encode_tensor
 
 
-def encode_response(response: pb_utils.InferenceResponse, writer: SegmentWriter,
+def encode_response(response: pb_utils.InferenceResponse, pool: SegmentPool,
                     wanted: set[str] | frozenset[str]) -> dict:
     """A response as a message part; only the ``wanted`` outputs (all when empty) travel."""
     error = response.error()
     if error is not None:
         return {"outputs": [], "error": (error.message(), error.code()), "parameters": None}
-    outputs = [encode_tensor(t.name(), t.as_numpy(), writer) for t in response.output_tensors()
+    outputs = [encode_tensor(t.name(), t.as_numpy(), pool) for t in response.output_tensors()
                if not wanted or t.name() in wanted]
     parameters = response.parameters()
     return {"outputs": outputs, "error": None, "parameters": None if parameters == "{}" else parameters}
 
 
-def decode_response(wire: dict | None, segment_prefix: str) -> pb_utils.InferenceResponse | None:
+def decode_response(wire: dict | None, reader: SegmentReader) -> pb_utils.InferenceResponse | None:
     """A ``bls_response`` part -> ``pb_utils.InferenceResponse`` (None stays None)."""
     if wire is None:
         return None
     if wire["error"] is not None:
         message, code = wire["error"]
         return pb_utils.InferenceResponse([], error=pb_utils.TritonError(message, code))
-    tensors = [pb_utils.Tensor._wrap(*decode_tensor(t, writable=True, segment_prefix=segment_prefix))
-               for t in wire["outputs"]]
+    tensors = [pb_utils.Tensor._wrap(*decode_tensor(t, reader)) for t in wire["outputs"]]
     return pb_utils.InferenceResponse(tensors, parameters=wire["parameters"])
 
 
@@ -115,7 +114,7 @@ class BlsCalls:
         for tensor in request.inputs():
             if not isinstance(tensor, pb_utils.Tensor):
                 raise pb_utils.TritonModelException("BLS request inputs must be pb_utils.Tensor objects")
-            inputs.append(encode_tensor(tensor.name(), tensor.as_numpy(), self._stub.writer))
+            inputs.append(encode_tensor(tensor.name(), tensor.as_numpy(), self._stub.pool))
         self._calls[call_id] = call
         self._stub.send({"op": "bls", "call": call_id, "decoupled": bool(decoupled), "request": {
             "model": request.model_name(), "version": request.model_version(),

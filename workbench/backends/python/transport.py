@@ -5,21 +5,23 @@ sent over a connected ``AF_UNIX`` stream socket (:class:`Channel`; sends from se
 threads are serialized by a lock). Tensor *data* is never pickled as an array:
 
 * a tensor of at most :data:`INLINE_MAX_BYTES` travels inline as raw bytes inside the
-  control message (one copy into the message, one out of it);
-* a larger tensor is written once into its own POSIX shared-memory segment
-  (``/dev/shm/<prefix><n>``) and the message carries only the segment's name. The
-  receiver maps the segment (zero copy: numpy views the mapping) and unlinks the name at
-  once, so the memory is freed when the last array over it is dropped.
+  control message;
+* a larger tensor is copied once into a POSIX shared-memory segment
+  (``/dev/shm/<prefix><n>``) of the sender's :class:`SegmentPool`; the message carries the
+  segment's name and the receiver maps it (:class:`SegmentReader`; numpy views the mapping,
+  no copy). When the receiver's last array over the mapping is dropped, the name goes back
+  to the sender on its next message (``"released"``), and the segment is reused for a later
+  tensor: a reused segment costs a memcpy, a new one tmpfs page allocation (~5x slower).
 
-Why 64 KiB: a segment costs about 45 µs of fixed work (open, write, mmap, unlink, page
-faults) while 64 KiB through the socket costs about 10-20 µs (measured on this project's
-2-core box; ``bench/python_backend_overhead.py``); above that size the single copy of
-shared memory wins.
+Why 64 KiB inline: mapping a segment costs the receiver ~20-50 µs (open, mmap, page
+faults, munmap) while 64 KiB through the socket costs ~10-20 µs (measured on this
+project's 2-core box; ``bench/python_backend_overhead.py``); above that, the single copy
+through shared memory wins.
 
 Segment names start with Triton's reserved prefix ``triton_python_backend_shm_region_``
 (``workbench.engine.shared_memory`` refuses client regions whose key starts with it, as
-Triton does), then ``wb<server pid>_<instance>_<generation>_<side><n>``: no client region
-can collide with them, and the server can remove every segment of a stub that crashed
+Triton does), then ``wb<server pid>_<stub id>_<side><n>``: no client region can collide
+with them, and the server removes every segment of a stub that exited or crashed
 (:func:`remove_segments`) or of a server process that died (:func:`remove_stale_segments`).
 
 This module is imported by the stub process: numpy and the standard library only.
@@ -31,9 +33,11 @@ import itertools
 import mmap
 import os
 import pickle
+import queue
 import socket
 import struct
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -44,6 +48,9 @@ SHM_PREFIX = "triton_python_backend_shm_region_"
 SHM_DIR = "/dev/shm"
 #: tensors of at most this many bytes travel inside the control message
 INLINE_MAX_BYTES = 64 * 1024
+#: idle shared memory a pool keeps for reuse (per stub and direction)
+IDLE_LIMIT_BYTES = 64 * 2**20
+_GRAIN = 2**20
 
 _HEADER = struct.Struct("<Q")
 _LENGTH = struct.Struct("<I")
@@ -125,55 +132,158 @@ class Channel:
 
 
 # ---------------------------------------------------------------------------- segments
-class SegmentWriter:
-    """Creates shared-memory segments named ``<prefix><n>`` (n = 0, 1, ...), one per tensor.
+class _Segment:
+    """One shared-memory file this side writes into, mapped read-write."""
 
-    Args:
-        prefix: the name prefix of this writer (unique per stub generation and side).
-    """
-
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
-        self._ids = itertools.count()
-
-    def write(self, data: memoryview) -> str:
-        """Copy ``data`` (bytes, C order) into a new segment; returns the segment name.
-
-        Raises:
-            OSError: /dev/shm is full or not writable (the segment is removed).
-        """
-        name = f"{self.prefix}{next(self._ids)}"
+    def __init__(self, name: str, capacity: int) -> None:
+        self.name = name
+        self.capacity = capacity
         path = os.path.join(SHM_DIR, name)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            written, size = 0, len(data)
-            while written < size:
-                written += os.write(fd, data[written:])
+            os.posix_fallocate(fd, 0, capacity)  # ENOSPC now, never SIGBUS on a later write
+            self._mapping = mmap.mmap(fd, capacity)
         except BaseException:
             os.unlink(path)
             raise
         finally:
             os.close(fd)
-        return name
+        self.array = np.frombuffer(self._mapping, dtype=np.uint8)
+
+    def destroy(self) -> None:
+        del self.array
+        self._mapping.close()
+        try:
+            os.unlink(os.path.join(SHM_DIR, self.name))
+        except OSError:
+            pass
 
 
-def map_segment(name: str, size: int, writable: bool) -> mmap.mmap:
-    """Map segment ``name`` (``size`` bytes) and unlink its name; the mapping keeps the memory.
+class SegmentPool:
+    """Shared-memory segments this side writes tensors into, reused once the peer releases them.
 
-    ``writable`` gives a private copy-on-write mapping (the model may change its input arrays
-    in place, as with Triton); otherwise the mapping is read-only.
+    A tensor is copied once into a segment (``<prefix><n>``) that is *busy* until the peer
+    reports (:meth:`release`) that every array over it is gone; it then becomes *idle* and
+    is reused for a later tensor of up to its size (no new pages: a copy costs a memcpy, not
+    tmpfs page allocation, which is ~5x slower). Idle segments beyond
+    ``idle_limit_bytes`` are removed. Thread-safe.
 
-    Raises:
-        OSError: the segment does not exist or is shorter than ``size``.
+    Args:
+        prefix: the name prefix of this pool (unique per stub generation and side).
+        idle_limit_bytes: how much idle shared memory to keep for reuse.
     """
-    path = os.path.join(SHM_DIR, name)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        access = mmap.ACCESS_COPY if writable else mmap.ACCESS_READ
-        return mmap.mmap(fd, size, access=access)
-    finally:
-        os.close(fd)
-        os.unlink(path)
+
+    def __init__(self, prefix: str, idle_limit_bytes: int = IDLE_LIMIT_BYTES) -> None:
+        self.prefix = prefix
+        self._idle_limit = idle_limit_bytes
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        self._busy: dict[str, _Segment] = {}
+        self._idle: list[_Segment] = []
+        self._closed = False
+
+    def write(self, data: memoryview) -> tuple[str, int]:
+        """Copy ``data`` (C-order bytes) into a free segment; returns ``(name, capacity)``.
+
+        Raises:
+            OSError: /dev/shm is full (ENOSPC) or the pool is closed.
+        """
+        size = data.nbytes
+        with self._lock:
+            segment = self._take_idle(size)
+        if segment is None:
+            segment = _Segment(f"{self.prefix}{next(self._ids)}", _capacity(size))
+        np.copyto(segment.array[:size], np.frombuffer(data, dtype=np.uint8))
+        with self._lock:
+            if not self._closed:
+                self._busy[segment.name] = segment
+                return segment.name, segment.capacity
+        segment.destroy()
+        raise OSError("shared-memory pool closed")
+
+    def _take_idle(self, size: int) -> _Segment | None:
+        if self._closed:
+            raise OSError("shared-memory pool closed")
+        fitting = [s for s in self._idle if size <= s.capacity <= 2 * max(size, _GRAIN)]
+        if not fitting:
+            return None
+        segment = min(fitting, key=lambda s: s.capacity)
+        self._idle.remove(segment)
+        return segment
+
+    def release(self, names: list[str]) -> None:
+        """The peer dropped its arrays over ``names``: make them reusable (or remove them)."""
+        doomed = []
+        with self._lock:
+            for name in names:
+                segment = self._busy.pop(name, None)
+                if segment is not None:
+                    self._idle.append(segment)
+            self._idle.sort(key=lambda s: s.capacity)
+            while self._idle and sum(s.capacity for s in self._idle) > self._idle_limit:
+                doomed.append(self._idle.pop())
+        for segment in doomed:
+            segment.destroy()
+
+    def close(self) -> None:
+        """Unmap and remove every segment (the peer is gone). Idempotent."""
+        with self._lock:
+            self._closed = True
+            segments = [*self._busy.values(), *self._idle]
+            self._busy, self._idle = {}, []
+        for segment in segments:
+            segment.destroy()
+
+
+def _capacity(size: int) -> int:
+    """Segment size for ``size`` bytes: rounded up to 1 MiB (so close sizes share segments)."""
+    return max(_GRAIN, -(-size // _GRAIN) * _GRAIN)
+
+
+class SegmentReader:
+    """Maps the peer's segments, one mapping per tensor, and records when they are dropped.
+
+    The name of a segment goes on the :meth:`released` list once the last array over its
+    mapping is garbage (a ``weakref.finalize`` on the mapping); the owner sends that list
+    to the peer with its next message so the peer can reuse the segment.
+
+    Args:
+        prefix: every segment from this peer must start with it (others are refused).
+        writable: map read-write (the stub: models may change their inputs in place, as in
+            Triton) or read-only (the server).
+    """
+
+    def __init__(self, prefix: str, writable: bool) -> None:
+        self.prefix = prefix
+        self._writable = writable
+        self._released: queue.SimpleQueue = queue.SimpleQueue()
+
+    def map(self, name: str, capacity: int) -> mmap.mmap:
+        """A new mapping of segment ``name`` (``capacity`` bytes).
+
+        Raises:
+            ValueError: a name outside this peer's prefix.
+            OSError: the segment does not exist.
+        """
+        if not name.startswith(self.prefix) or "/" in name:
+            raise ValueError(f"shared-memory segment '{name}' is not this stub's")
+        fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR if self._writable else os.O_RDONLY)
+        try:
+            access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
+            mapping = mmap.mmap(fd, capacity, access=access)
+        finally:
+            os.close(fd)
+        weakref.finalize(mapping, self._released.put, name)
+        return mapping
+
+    def released(self) -> list[str]:
+        """Names whose arrays are all gone since the last call (never blocks)."""
+        names = []
+        while True:
+            try:
+                names.append(self._released.get_nowait())
+            except queue.Empty:
+                return names
 
 
 def remove_segments(prefix: str) -> int:
@@ -222,18 +332,18 @@ def _process_exists(pid: int) -> bool:
 
 # ---------------------------------------------------------------------------- tensors
 #: one tensor on the wire: (name, dtype, shape, payload); dtype is numpy's ``dtype.str``
-#: (``"<f4"``) or ``"BYTES"``; payload is ``bytes`` (inline) or ``(segment name, byte size)``.
+#: (``"<f4"``) or ``"BYTES"``; payload is ``bytes`` (inline) or ``(segment, capacity, nbytes)``.
 WireTensor = tuple[str, str, tuple[int, ...], Any]
 
 
-def encode_tensor(name: str, array: np.ndarray, writer: SegmentWriter) -> WireTensor:
-    """One tensor for a message: inline when small, else in a new shared-memory segment.
+def encode_tensor(name: str, array: np.ndarray, pool: SegmentPool) -> WireTensor:
+    """One tensor for a message: inline when small, else copied once into a pool segment.
 
     BYTES tensors (numpy ``object`` / ``bytes_`` arrays) use Triton's length-prefixed
     encoding (4-byte little-endian length + bytes per element; ``str`` elements as UTF-8).
 
     Raises:
-        OSError: the segment could not be created (/dev/shm full).
+        OSError: no segment could be had (/dev/shm full).
     """
     if array.dtype.kind in ("O", "S"):
         dtype, raw = "BYTES", memoryview(serialize_bytes(array))
@@ -242,45 +352,32 @@ def encode_tensor(name: str, array: np.ndarray, writer: SegmentWriter) -> WireTe
         raw = memoryview(np.ascontiguousarray(array)).cast("B")
     if raw.nbytes <= INLINE_MAX_BYTES:
         return name, dtype, tuple(array.shape), raw.tobytes()
-    return name, dtype, tuple(array.shape), (writer.write(raw), raw.nbytes)
+    segment, capacity = pool.write(raw)
+    return name, dtype, tuple(array.shape), (segment, capacity, raw.nbytes)
 
 
-def decode_tensor(wire: WireTensor, *, writable: bool, segment_prefix: str) -> tuple[str, np.ndarray]:
-    """``(name, array)`` from :func:`encode_tensor`'s tuple; maps (and unlinks) its segment.
-
-    Args:
-        writable: give the receiver writable arrays (a copy for inline data, a private
-            mapping for segments).
-        segment_prefix: the prefix every segment name from this peer must start with.
+def decode_tensor(wire: WireTensor, reader: SegmentReader) -> tuple[str, np.ndarray]:
+    """``(name, array)`` from :func:`encode_tensor`'s tuple; a segment is mapped, not copied
+    (BYTES are copied out into ``bytes`` objects and the mapping dropped at once).
 
     Raises:
-        ValueError: a segment name outside ``segment_prefix`` (never unlinked).
+        ValueError: a segment name outside the reader's prefix.
         OSError: the segment is missing.
     """
     name, dtype, shape, payload = wire
     if isinstance(payload, bytes):
-        buffer: Any = bytearray(payload) if writable else payload
-    else:
-        segment, size = payload
-        if not segment.startswith(segment_prefix) or "/" in segment:
-            raise ValueError(f"shared-memory segment '{segment}' is not this stub's")
-        buffer = map_segment(segment, size, writable)
+        if dtype == "BYTES":
+            return name, deserialize_bytes(payload).reshape(shape)
+        buffer: Any = bytearray(payload) if reader._writable else payload
+        return name, np.frombuffer(buffer, dtype=np.dtype(dtype)).reshape(shape)
+    segment, capacity, nbytes = payload
+    mapping = reader.map(segment, capacity)
     if dtype == "BYTES":
-        return name, deserialize_bytes(buffer).reshape(shape)
-    array = np.frombuffer(buffer, dtype=np.dtype(dtype))
+        with memoryview(mapping) as view:
+            return name, deserialize_bytes(view[:nbytes]).reshape(shape)
+    numpy_dtype = np.dtype(dtype)
+    array = np.frombuffer(mapping, dtype=numpy_dtype, count=nbytes // numpy_dtype.itemsize)
     return name, array.reshape(shape)
-
-
-def release_payload(wire: WireTensor, segment_prefix: str) -> None:
-    """Unlink a tensor's segment that will never be decoded (its request is gone)."""
-    payload = wire[3]
-    if not isinstance(payload, bytes):
-        segment = payload[0]
-        if segment.startswith(segment_prefix) and "/" not in segment:
-            try:
-                os.unlink(os.path.join(SHM_DIR, segment))
-            except OSError:
-                pass
 
 
 def serialize_bytes(array: np.ndarray) -> bytes:
@@ -321,14 +418,13 @@ __all__ = [
     "INLINE_MAX_BYTES",
     "Channel",
     "ChannelClosed",
-    "SegmentWriter",
+    "SegmentPool",
+    "SegmentReader",
     "WireTensor",
-    "map_segment",
     "remove_segments",
     "remove_stale_segments",
     "encode_tensor",
     "decode_tensor",
-    "release_payload",
     "serialize_bytes",
     "deserialize_bytes",
 ]
