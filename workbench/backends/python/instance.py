@@ -204,7 +204,10 @@ class PythonInstance(ModelInstance):
         if sender is None:
             return  # the request already ended (its execution failed or the stub restarted)
         wire = message["response"]
-        sender(None if wire is None else self._backend_response(wire), final)
+        try:
+            sender(None if wire is None else self._backend_response(wire), final)
+        except RuntimeError:  # the engine's loop is closed: nobody listens any more
+            pass
 
     def _drop_senders(self, keys: list[int]) -> None:
         for key in keys:
