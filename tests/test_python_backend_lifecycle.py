@@ -68,6 +68,24 @@ async def test_crash_cleans_up_the_stubs_shared_memory(tmp_path: Path) -> None:
         await stub_pid(server)
 
 
+async def test_a_failing_restart_is_retried_by_the_next_request(tmp_path: Path) -> None:
+    blocker = tmp_path / "blocker"
+    repo = tmp_path / "repo"
+    copy_python_model(repo, "crasher", parameters={"FAIL_INIT_IF_EXISTS": str(blocker)})
+    async with Server(options(repo)) as server:
+        blocker.write_text("initialize fails while this file exists")
+        with pytest.raises(InternalError, match="is not healthy"):
+            await server.infer(mode_request(1))
+        with pytest.raises(InternalError) as caught:
+            await server.infer(mode_request(0))
+        assert caught.value.message.startswith(
+            "Failed to process the request(s) for model instance 'crasher_0', message: Stub process "
+            "'crasher_0' is not healthy; restarting it failed: ")
+        assert f"TritonModelException: {blocker} exists" in caught.value.message
+        blocker.unlink()
+        await stub_pid(server)
+
+
 async def test_a_crash_ends_open_decoupled_streams_with_the_error(tmp_path: Path) -> None:
     copy_python_model(tmp_path, "repeat", parameters={"DELAY_MS": "100"})
     async with Server(options(tmp_path)) as server:
