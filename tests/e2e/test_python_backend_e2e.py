@@ -4,6 +4,8 @@ unmodified ``tritonclient.grpc`` client (and add_sub through ``tritonclient.http
 from __future__ import annotations
 
 import queue
+import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -64,3 +66,26 @@ def test_http_add_sub(python_server: ServerProcess) -> None:
         assert result.as_numpy("OUTPUT0").tolist() == [1, 2, 3, 4]
         assert result.as_numpy("OUTPUT1").tolist() == [-1, 0, 1, 2]
         assert client.is_model_ready("add_sub")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_stub_processes_end_with_the_server(tmp_path: Path, sig: int) -> None:
+    copy_python_model(tmp_path, "add_sub")
+    copy_python_model(tmp_path, "identity")
+    process = ServerProcess([f"--model-repository={tmp_path}"])
+    tasks = Path(f"/proc/{process.process.pid}/task")  # stubs are children of the load threads
+    stubs = [int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split()]
+    assert len(stubs) == 2
+    process.stop(sig)
+    deadline = time.monotonic() + 10
+    while any(_running(pid) for pid in stubs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_running(pid) for pid in stubs)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"

@@ -275,7 +275,14 @@ def _exit(code: int) -> None:
 
 
 def serve(fd: int, segment_base: str) -> None:
-    """Run a stub on the inherited socket ``fd`` until finalize; then exit the process."""
+    """Run a stub on the inherited socket ``fd`` until finalize; then exit the process.
+
+    Ctrl-C in the server's terminal reaches the whole process group: the stub ignores it
+    and lets the server shut it down (finalize) in order.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     channel = Channel(socket.socket(fileno=fd))
     stub = Stub(channel, segment_base)
     pb_utils._runtime = stub
