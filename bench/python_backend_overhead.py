@@ -8,8 +8,8 @@ that share everything except the backend:
 * ``inproc``: a backend class in this process whose ``execute`` returns its inputs
   ("calling nothing": the engine's own cost: validation, scheduling, thread hand-off);
 * ``python``: a Triton Python model (``workbench/testing/python_models/identity``) in its
-  stub process (control message over a Unix socket, tensors inline up to 64 KiB or through
-  one /dev/shm segment each way).
+  stub process (control message over a Unix socket, tensors inline up to 128 KiB or
+  through reusable /dev/shm segments).
 
 for a small tensor (16 x FP32 = 64 B) and a large one (``--large-mb``, FP32). Prints the
 median and p90 latency of each and the median difference (the Python backend's overhead).

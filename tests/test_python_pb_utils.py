@@ -223,11 +223,11 @@ def test_idle_segments_beyond_the_limit_are_removed() -> None:
 
 
 def test_bytes_tensor_through_a_segment_and_foreign_segments_refused(pool: SegmentPool) -> None:
-    strings = np.array([b"x" * 1000] * 100, dtype=object).reshape(10, 10)
+    strings = np.array([b"x" * 2000] * 100, dtype=object).reshape(10, 10)
     wire = encode_tensor("S", strings, pool)
     with pytest.raises(ValueError, match="is not this stub's"):
         decode_tensor(wire, SegmentReader(PREFIX + "other", writable=False))
     reader = SegmentReader(PREFIX, writable=False)
     _, array = decode_tensor(wire, reader)
-    assert array.shape == (10, 10) and array[3, 4] == b"x" * 1000
+    assert array.shape == (10, 10) and array[3, 4] == b"x" * 2000
     assert reader.released() == [wire[3][0]]  # copied out: released at once

@@ -3,9 +3,9 @@
 Unmodified Triton Python models run here: each model instance runs in its own stub
 process (:mod:`.stub`) that imports ``model.py`` with ``triton_python_backend_utils``
 (:mod:`.pb_utils`) available, so a crash, hang or leak in model code never takes the
-server down. Tensors cross the process boundary inline (small) or through one POSIX
-shared-memory segment each (:mod:`.transport`); decoupled response senders and BLS
-(:mod:`.bls`) call back into the server.
+server down. Tensors cross the process boundary inline (up to 128 KiB) or through
+reusable POSIX shared-memory segments (:mod:`.transport`); decoupled response senders and
+BLS (:mod:`.bls`) call back into the server.
 
 Server side: :class:`PythonBackend` -> :class:`~.instance.PythonInstance` ->
 :class:`~.process.StubProcess`. Stub side: :mod:`.stub`, :mod:`.stub_calls`,

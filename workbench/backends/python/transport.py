@@ -13,10 +13,12 @@ threads are serialized by a lock). Tensor *data* is never pickled as an array:
   to the sender on its next message (``"released"``), and the segment is reused for a later
   tensor: a reused segment costs a memcpy, a new one tmpfs page allocation (~5x slower).
 
-Why 64 KiB inline: mapping a segment costs the receiver ~20-50 µs (open, mmap, page
-faults, munmap) while 64 KiB through the socket costs ~10-20 µs (measured on this
-project's 2-core box; ``bench/python_backend_overhead.py``); above that, the single copy
-through shared memory wins.
+Why 128 KiB inline: measured on this project's 2-core box (one message, encode + send +
+receive + decode, median), inline costs 64 KiB ~110 µs, 128 KiB ~160 µs, 192 KiB ~180 µs,
+1 MiB ~2.0 ms; a segment ~190, ~190, ~215 µs and ~0.45 ms (its fixed cost: mmap, page
+faults, munmap, the release round trip). The paths cross between 128 and 256 KiB; 128 KiB
+also keeps every inline message inside a Unix socket's default send buffer (~208 KiB), so it
+goes in one write and one wake-up.
 
 Segment names start with Triton's reserved prefix ``triton_python_backend_shm_region_``
 (``workbench.engine.shared_memory`` refuses client regions whose key starts with it, as
@@ -47,7 +49,7 @@ SHM_PREFIX = "triton_python_backend_shm_region_"
 #: where POSIX shared memory lives (``shm_open`` names are files here on Linux)
 SHM_DIR = "/dev/shm"
 #: tensors of at most this many bytes travel inside the control message
-INLINE_MAX_BYTES = 64 * 1024
+INLINE_MAX_BYTES = 128 * 1024
 #: idle shared memory a pool keeps for reuse (per stub and direction)
 IDLE_LIMIT_BYTES = 64 * 2**20
 _GRAIN = 2**20
