@@ -64,6 +64,7 @@ class BackendRequest:
         compute_totals: set by the engine when the request is a step of an ensemble request:
             the scheduler adds the request's compute durations there on success (Triton's
             secondary statistics aggregator). Backends ignore it.
+        request_id: the client's request id (``""`` if none); Triton's ``TRITONBACKEND_RequestId``.
     """
 
     inputs: dict[str, np.ndarray]
@@ -71,6 +72,7 @@ class BackendRequest:
     parameters: dict[str, Any] = field(default_factory=dict)
     response_sender: Callable[[BackendResponse | None, bool], None] | None = None
     compute_totals: ComputeTotals | None = None
+    request_id: str = ""
 
     @property
     def batch_size(self) -> int:
@@ -82,10 +84,15 @@ class BackendRequest:
 
 @dataclass(slots=True)
 class BackendResponse:
-    """Outputs of one request (name -> numpy array), or the error that request hit."""
+    """Outputs of one request (name -> numpy array), or the error that request hit.
+
+    ``parameters``: response parameters for the client (str / int / bool values; Triton's
+    ``TRITONBACKEND_ResponseSet*Parameter``).
+    """
 
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     error: WorkbenchError | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

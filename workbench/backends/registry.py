@@ -13,12 +13,15 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import Backend, BackendContext
 from workbench.backends.onnxruntime import OnnxRuntimeBackend
+from workbench.backends.python import PythonBackend
 from workbench.errors import InvalidModelConfig
 
 #: platform names that imply a backend (Triton's legacy ``platform`` field).
 PLATFORM_TO_BACKEND = {"onnxruntime_onnx": "onnxruntime"}
 
-_BUILTIN: dict[str, type[Backend]] = {name: OnnxRuntimeBackend for name in OnnxRuntimeBackend.names}
+_BUILTIN: dict[str, type[Backend]] = {
+    name: cls for cls in (OnnxRuntimeBackend, PythonBackend) for name in cls.names
+}
 
 
 @functools.cache

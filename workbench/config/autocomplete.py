@@ -8,7 +8,9 @@ Two stages, as in Triton:
    this stage even with ``--strict-model-config=true``.
 2. Backend side (onnxruntime backend ``AutoCompleteConfig``): for ONNX models,
    ``max_batch_size``, ``dynamic_batching`` and the inputs / outputs from the
-   graph (see :mod:`workbench.config.onnx_autocomplete`). Skipped when strict.
+   graph (see :mod:`workbench.config.onnx_autocomplete`); for Python models,
+   the model's own ``auto_complete_config`` (see
+   :mod:`workbench.config.python_autocomplete`). Skipped when strict.
 """
 
 from __future__ import annotations
@@ -76,7 +78,9 @@ def autocomplete_model_config(
     pytorch_libtorch, ``model.plan`` -> tensorrt / tensorrt_plan, ``model.xml``
     -> openvino, a directory named ``x.<backend>`` -> ``<backend>``). Unless
     ``strict``, an onnxruntime model then gets max_batch_size, dynamic batching
-    and inputs/outputs from its ONNX graph like the onnxruntime backend does.
+    and inputs/outputs from its ONNX graph like the onnxruntime backend does,
+    and a python model whatever its ``auto_complete_config`` sets (run in a
+    separate process, as Triton's python backend does).
 
     Args:
         config: the parsed config.pbtxt, or None when the model has none.
@@ -94,7 +98,8 @@ def autocomplete_model_config(
 
     Raises:
         InvalidModelConfig: strict mode without a config file; no backend can be
-            determined; the ONNX graph cannot be read or contradicts the config.
+            determined; the ONNX graph cannot be read or contradicts the config; a
+            python model's ``auto_complete_config`` fails.
     """
     if config is None and strict:
         raise InvalidModelConfig(
@@ -112,7 +117,22 @@ def autocomplete_model_config(
             from workbench.config.onnx_autocomplete import autocomplete_from_onnx
 
             autocomplete_from_onnx(completed, model_file, default_max_batch_size)
+    if not strict and completed.backend == "python":
+        _autocomplete_python(completed, Path(model_dir))
     return completed
+
+
+def _autocomplete_python(config: ModelConfig, model_dir: Path) -> None:
+    """Run the model's ``auto_complete_config`` when a version holds its model file (a missing
+    file is the backend's load error, with its own message)."""
+    try:
+        model_file = _find_model_file(config, model_dir)
+    except InvalidModelConfig:
+        return
+    if model_file is not None:
+        from workbench.config.python_autocomplete import autocomplete_from_python
+
+        autocomplete_from_python(config, model_file)
 
 
 def complete_backend_fields(config: ModelConfig, model_name: str, model_dir: Path) -> None:

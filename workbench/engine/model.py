@@ -83,7 +83,7 @@ class LoadedModel:
         backend_request.compute_totals = compute_totals
         if self.cache is None:
             result = await self.scheduler.enqueue(backend_request, arrival_ns)
-            return self._response(request, backend_request, result.outputs)
+            return self._response(request, backend_request, result.outputs, result.parameters)
         return await self._infer_cached(request, backend_request, arrival_ns)
 
     async def infer_stream(
@@ -127,7 +127,8 @@ class LoadedModel:
                 if response is not None and response.error is not None:
                     raise response.error
                 outputs = response.outputs if response is not None else {}
-                answer = self._response(request, backend_request, outputs)
+                parameters = response.parameters if response is not None else {}
+                answer = self._response(request, backend_request, outputs, parameters)
                 answer.final = final
                 yield answer
                 if final:
@@ -175,9 +176,10 @@ class LoadedModel:
         insert_start = time.monotonic_ns()
         self.cache.insert(key, self.cache_owner, result.outputs)
         self.statistics.record_cache_miss(looked_up - start + time.monotonic_ns() - insert_start)
-        return self._response(request, backend_request, result.outputs)
+        return self._response(request, backend_request, result.outputs, result.parameters)
 
-    def _response(self, request: InferenceRequest, backend_request, outputs: dict) -> InferenceResponse:
+    def _response(self, request: InferenceRequest, backend_request, outputs: dict,
+                  parameters: dict | None = None) -> InferenceResponse:
         params = {o.name: o.parameters for o in request.outputs or ()}
         tensors = [
             Tensor(name, self.io.outputs[name].wire, outputs[name], params.get(name, {}))
@@ -186,7 +188,7 @@ class LoadedModel:
         ]
         if params and any(p.get("classification") for p in params.values()):
             tensors = [self._classified(t) for t in tensors]
-        return InferenceResponse(self.name, self.version_str, tensors, request.id)
+        return InferenceResponse(self.name, self.version_str, tensors, request.id, dict(parameters or {}))
 
     def _classified(self, tensor: Tensor) -> Tensor:
         """``tensor`` as its top-K classes when asked (Triton's classification extension)."""

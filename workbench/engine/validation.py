@@ -61,7 +61,8 @@ def validate_request(request: InferenceRequest, io: ModelIO) -> BackendRequest:
             prefix + f"inference request batch-size must be <= {io.max_batch_size} "
             f"for '{io.model_name}'"
         )
-    return BackendRequest(inputs, _requested_outputs(request, io), request.parameters)
+    return BackendRequest(inputs, _requested_outputs(request, io), request.parameters,
+                          request_id=request.id)
 
 
 def _index_inputs(request: InferenceRequest, io: ModelIO) -> dict[str, Tensor]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
@@ -116,8 +117,8 @@ class SequenceBatcher(DirectScheduler):
             sequence = self._open(corr, pending)
         sequence.ending = sequence.ending or end
         sequence.last_used_ns = pending.enqueue_ns
-        pending.request = BackendRequest(pending.request.inputs, pending.request.requested_outputs,
-                                         {**params, "_sequence": sequence, "_start": start, "_end": end})
+        pending.request = replace(pending.request,
+                                  parameters={**params, "_sequence": sequence, "_start": start, "_end": end})
         self._queue.append(pending)
 
     def _open(self, corr: int | str, pending: Pending) -> Sequence:
@@ -160,7 +161,7 @@ class SequenceBatcher(DirectScheduler):
         inputs.update(control_values(self._controls, start=params["_start"], end=params["_end"],
                                      correlation_id=sequence.correlation_id, batched=self._batched))
         inputs.update(sequence.state)
-        return BackendRequest(inputs, self._wanted(request), params)
+        return replace(request, inputs=inputs, requested_outputs=self._wanted(request))
 
     def _wanted(self, request: BackendRequest) -> tuple[str, ...]:
         """The outputs an execution must produce for ``request``: its own plus the state outputs."""

@@ -1,0 +1,311 @@
+"""The Python backend on real Triton-style models: engine, HTTP and gRPC, one shared server.
+
+Every model is a ``model.py`` written as Triton's python_backend examples are
+(``workbench/testing/python_models``); each instance runs in its own stub process. The
+server is shared by the whole module (stub processes take ~0.3 s each to start), so these
+tests only use models nobody else changes; crash and unload tests have their own servers
+(``test_python_backend_lifecycle.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import pytest_asyncio
+from tritonclient.grpc import service_pb2 as pb
+
+from workbench import (
+    InferenceRequest,
+    InternalError,
+    InvalidArgument,
+    NotFound,
+    RequestedOutput,
+    Server,
+    ServerOptions,
+    Tensor,
+)
+from workbench.frontends.grpc import create_grpc_server
+from workbench.testing.models import ADD_SUB_CONFIG, add_sub_graph, write_model
+from workbench.testing.python_backend import copy_python_model, python_backend_segments
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+MODELS = ("add_sub", "identity", "string_identity", "raiser", "error_response", "wrong_count",
+          "repeat", "bls_sync", "bls_async", "bls_decoupled", "auto_complete", "helper_import",
+          "init_fails", "batch_count", "sleeper")
+
+
+@pytest.fixture(scope="module")
+def python_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    repo = tmp_path_factory.mktemp("python_models")
+    for name in MODELS:
+        copy_python_model(repo, name)
+    copy_python_model(repo, "auto_complete", "no_config_file", config=False)
+    copy_python_model(repo, "repeat", "repeat_slow", parameters={"DELAY_MS": "30"})
+    write_model(repo, "add_sub_onnx", ADD_SUB_CONFIG.replace('"add_sub"', '"add_sub_onnx"'), add_sub_graph())
+    return repo
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def server(python_repository: Path):
+    options = ServerOptions(model_repository=[str(python_repository)], exit_on_error=False)
+    async with Server(options) as engine:
+        yield engine
+    assert python_backend_segments() == []
+
+
+def fp32(name: str, data) -> Tensor:
+    return Tensor(name, "FP32", np.asarray(data, dtype=np.float32))
+
+
+def add_sub_request(model: str = "add_sub", **fields) -> InferenceRequest:
+    a, b = np.arange(4, dtype=np.float32), np.full(4, 2, np.float32)
+    return InferenceRequest(model, [fp32("INPUT0", a), fp32("INPUT1", b)], **fields)
+
+
+# ----------------------------------------------------------------- basics
+async def test_add_sub_through_the_engine(server: Server) -> None:
+    response = await server.infer(add_sub_request(id="req-1", parameters={"custom": "x", "priority": 0}))
+    outputs = {t.name: t.data.tolist() for t in response.outputs}
+    assert outputs == {"OUTPUT0": [2, 3, 4, 5], "OUTPUT1": [-2, -1, 0, 1]}
+    assert response.id == "req-1"
+    info = json.loads(response.parameters["info"])
+    assert info["request_id"] == "req-1"
+    assert info["parameters"] == {"custom": "x"}  # engine keys (priority) are not the model's
+    assert info["requested"] == ["OUTPUT0", "OUTPUT1"] and info["flags"] == 0
+    args = info["args"]
+    assert {k: args[k] for k in ("model_name", "model_version", "model_instance_name",
+                                 "model_instance_kind", "model_instance_device_id")} == {
+        "model_name": "add_sub", "model_version": "1", "model_instance_name": "add_sub_0_0",
+        "model_instance_kind": "CPU", "model_instance_device_id": "0"}
+    assert args["model_repository"].endswith("add_sub")
+    assert json.loads(args["model_config"])["input"][0]["data_type"] == "TYPE_FP32"
+
+
+async def test_requested_outputs_only(server: Server) -> None:
+    response = await server.infer(add_sub_request(outputs=[RequestedOutput("OUTPUT1")]))
+    assert [t.name for t in response.outputs] == ["OUTPUT1"]
+    assert json.loads(response.parameters["info"])["requested"] == ["OUTPUT1"]
+
+
+async def test_add_sub_over_http(server: Server, asgi_client) -> None:
+    body = {"id": "h1", "inputs": [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]},
+        {"name": "INPUT1", "datatype": "FP32", "shape": [4], "data": [1, 1, 1, 1]},
+    ]}
+    async with asgi_client(server) as http:
+        reply = await http.post("/v2/models/add_sub/infer", json=body)
+        config = (await http.get("/v2/models/add_sub/config")).json()
+    assert reply.status_code == 200, reply.text
+    assert {o["name"]: o["data"] for o in reply.json()["outputs"]} == {
+        "OUTPUT0": [2, 3, 4, 5], "OUTPUT1": [0, 1, 2, 3]}
+    assert config["backend"] == "python" and config["default_model_filename"] == "model.py"
+
+
+async def test_bytes_tensors_are_object_arrays_of_bytes(server: Server, asgi_client) -> None:
+    strings = np.array([[b"ab", b"", "h\u00e9".encode()], [b"\x00\xff", b"x", b"yz"]], dtype=object)
+    response = await server.infer(InferenceRequest("string_identity", [Tensor("INPUT0", "BYTES", strings)]))
+    out = {t.name: t.data for t in response.outputs}
+    assert out["OUTPUT0"].tolist() == strings.tolist() and out["OUTPUT0"].dtype == object
+    assert out["LENGTHS"].tolist() == [[2, 0, 3], [2, 1, 2]]
+    body = {"inputs": [{"name": "INPUT0", "datatype": "BYTES", "shape": [1, 2], "data": ["a", "bc"]}]}
+    async with asgi_client(server) as http:
+        reply = await http.post("/v2/models/string_identity/infer", json=body)
+    assert {o["name"]: o["data"] for o in reply.json()["outputs"]} == {"OUTPUT0": ["a", "bc"], "LENGTHS": [1, 2]}
+
+
+async def test_model_imports_files_next_to_it(server: Server) -> None:
+    response = await server.infer(InferenceRequest("helper_import", [fp32("INPUT0", [1, 2])]))
+    assert response.outputs[0].data.tolist() == [3, 6]
+
+
+async def test_logger_lines_reach_the_server_log(python_repository: Path, caplog) -> None:
+    async with Server(ServerOptions(model_repository=[str(python_repository)],
+                                    model_control_mode="explicit", load_model=["add_sub"])):
+        pass
+    records = [r for r in caplog.records if r.name == "workbench.python_model"]
+    assert [r.getMessage() for r in records] == ["add_sub initialized as add_sub_0_0"]
+    assert records[0].filename == "model.py" and records[0].levelname == "INFO"
+
+
+# ----------------------------------------------------------------- large tensors, shared memory
+@pytest.mark.parametrize("megabytes", [16, 64])
+async def test_large_tensor_round_trips_reuse_shared_memory(server: Server, megabytes: int) -> None:
+    rng = np.random.default_rng(megabytes)
+    counts = []
+    for _ in range(4):
+        data = rng.random(megabytes * 2**20 // 4, dtype=np.float32)
+        response = await server.infer(InferenceRequest("identity", [fp32("INPUT0", data)]))
+        assert np.array_equal(response.outputs[0].data, data)
+        del response
+        counts.append(len(python_backend_segments()))
+    # segments are reused, not added per request (and all removed at unload: see `server`)
+    assert counts[1] == counts[2] == counts[3], counts
+
+
+# ----------------------------------------------------------------- errors
+async def test_exception_in_execute_fails_the_request_with_its_text(server: Server) -> None:
+    with pytest.raises(InternalError) as caught:
+        await server.infer(InferenceRequest("raiser", [fp32("INPUT0", [1.5])]))
+    assert caught.value.message.startswith(
+        "Failed to process the request(s) for model instance 'raiser_0', message: "
+        "ValueError: cannot handle input 1.5")
+    assert "model.py(" in caught.value.message  # Triton's "At:" frames
+    assert await server.model_ready("raiser")
+
+
+async def test_error_response_fails_only_its_request(server: Server) -> None:
+    values = [1.0, -2.0, 3.0]
+    results = await asyncio.gather(*(
+        server.infer(InferenceRequest("error_response", [fp32("INPUT0", [[v]])])) for v in values
+    ), return_exceptions=True)
+    assert [r.outputs[0].data.tolist() for r in (results[0], results[2])] == [[[1.0]], [[3.0]]]
+    assert isinstance(results[1], InvalidArgument)
+    assert results[1].message == "negative input -2.0 is not allowed"
+
+
+async def test_wrong_number_of_responses_fails_the_batch(server: Server) -> None:
+    with pytest.raises(InternalError, match=r"Number of InferenceResponse objects do not match the "
+                       r"number of InferenceRequest objects. InferenceRequest\(s\) size is:1, and "
+                       r"InferenceResponse\(s\) size is:2"):
+        await server.infer(InferenceRequest("wrong_count", [fp32("INPUT0", [1])]))
+
+
+async def test_initialize_failure_is_unavailable_with_the_reason(server: Server, asgi_client) -> None:
+    index = {row["name"]: row for row in await server.repository_index()}
+    row = index["init_fails"]
+    assert row["state"] == "UNAVAILABLE"
+    assert "initialize() of model instance 'init_fails_0' failed: RuntimeError: cannot open " \
+           "weights file 'missing.bin'" in row["reason"]
+    assert index["add_sub"]["state"] == "READY"
+    async with asgi_client(server) as http:
+        assert (await http.get("/v2/models/init_fails/ready")).status_code == 400
+        assert (await http.post("/v2/models/add_sub/infer", json={"inputs": [
+            {"name": f"INPUT{i}", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]} for i in (0, 1)
+        ]})).status_code == 200
+
+
+# ----------------------------------------------------------------- batching, auto-complete
+async def test_dynamic_batching_gives_execute_several_requests(server: Server) -> None:
+    requests = [InferenceRequest("batch_count", [fp32("INPUT0", [[i]])]) for i in range(4)]
+    responses = await asyncio.gather(*(server.infer(r) for r in requests))
+    assert [r.outputs[0].data.tolist() for r in responses] == [[[0]], [[1]], [[2]], [[3]]]
+    assert {int(r.outputs[1].data[0, 0]) for r in responses} == {4}
+    stats = (await server.statistics("batch_count"))["model_stats"][0]
+    assert [b["batch_size"] for b in stats["batch_stats"]] == [4]
+
+
+@pytest.mark.parametrize("model", ["auto_complete", "no_config_file"])
+async def test_auto_complete_config_fills_the_config(server: Server, model: str) -> None:
+    config = await server.model_config(model)
+    assert config.max_batch_size == 4 and config.HasField("dynamic_batching")
+    assert [(i.name, list(i.dims)) for i in config.input] == [("INPUT0", [4])]
+    assert [(o.name, list(o.dims)) for o in config.output] == [("OUTPUT0", [4])]
+    response = await server.infer(InferenceRequest(model, [fp32("INPUT0", np.ones((2, 4)))]))
+    assert response.outputs[0].data.tolist() == [[2.0] * 4] * 2
+
+
+# ----------------------------------------------------------------- decoupled
+def repeat_request(values: list[int], model: str = "repeat", request_id: str = "") -> InferenceRequest:
+    return InferenceRequest(model, [Tensor("IN", "INT32", np.array(values, np.int32))], id=request_id)
+
+
+async def collect(server: Server, request: InferenceRequest) -> list:
+    async with contextlib.aclosing(server.infer_stream(request)) as stream:
+        return [r async for r in stream]
+
+
+async def test_decoupled_model_streams_responses_sent_from_a_thread(server: Server) -> None:
+    responses = await collect(server, repeat_request([7, 8, 9], request_id="d1"))
+    assert [(r.final, [t.data.tolist() for t in r.outputs]) for r in responses] == [
+        (False, [[7], [0]]), (False, [[8], [1]]), (False, [[9], [2]]), (True, [])]
+    assert {r.id for r in responses} == {"d1"}
+    assert [r.final for r in await collect(server, repeat_request([]))] == [True]
+
+
+async def test_decoupled_error_response_ends_the_stream(server: Server) -> None:
+    seen = []
+    with pytest.raises(InternalError, match="negative value -1 at 1"):
+        async for response in server.infer_stream(repeat_request([4, -1, 5])):
+            seen.append(int(response.outputs[0].data[0]))
+    assert seen == [4]
+
+
+async def test_decoupled_over_grpc_stream(server: Server) -> None:
+    grpc_server, port = create_grpc_server(server, ServerOptions(grpc_address="127.0.0.1", grpc_port=0))
+    await grpc_server.start()
+    import grpc
+    from tritonclient.grpc import service_pb2_grpc
+
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            call = stub.ModelStreamInfer()
+            for request_id, values in (("a", [1, 2, 3]), ("b", [10, 20])):
+                tensor = pb.ModelInferRequest.InferInputTensor(name="IN", datatype="INT32", shape=[len(values)])
+                message = pb.ModelInferRequest(model_name="repeat_slow", id=request_id, inputs=[tensor],
+                                               raw_input_contents=[np.array(values, np.int32).tobytes()])
+                message.parameters["triton_enable_empty_final_response"].bool_param = True
+                await call.write(message)
+            await call.done_writing()
+            received = []
+            async for reply in call:
+                assert not reply.error_message
+                response = reply.infer_response
+                value = int(np.frombuffer(response.raw_output_contents[0], np.int32)[0]) \
+                    if response.raw_output_contents else None
+                received.append((response.id, value, response.parameters["triton_final_response"].bool_param))
+    finally:
+        await grpc_server.stop(None)
+    assert [(v, f) for i, v, f in received if i == "a"] == [(1, False), (2, False), (3, False), (None, True)]
+    assert [(v, f) for i, v, f in received if i == "b"] == [(10, False), (20, False), (None, True)]
+
+
+# ----------------------------------------------------------------- BLS
+def bls_request(model: str, target: str) -> InferenceRequest:
+    a = np.arange(16, dtype=np.float32).reshape(1, 16)
+    return InferenceRequest(model, [
+        Tensor("MODEL_NAME", "BYTES", np.array([target.encode()], dtype=object)),
+        fp32("INPUT0", a), fp32("INPUT1", np.ones((1, 16))),
+    ])
+
+
+@pytest.mark.parametrize("bls", ["bls_sync", "bls_async"])
+async def test_bls_calls_an_onnx_model(server: Server, bls: str) -> None:
+    before = (await server.statistics("add_sub_onnx"))["model_stats"][0]["inference_count"]
+    response = await server.infer(bls_request(bls, "add_sub_onnx"))
+    a = np.arange(16, dtype=np.float32).reshape(1, 16)
+    assert response.outputs[0].data.tolist() == (a + 1).tolist()
+    assert response.outputs[1].data.tolist() == (a - 1).tolist()
+    after = (await server.statistics("add_sub_onnx"))["model_stats"][0]["inference_count"]
+    assert after - before == (3 if bls == "bls_sync" else 4)  # the model's concurrent calls
+
+
+@pytest.mark.parametrize("bls", ["bls_sync", "bls_async"])
+async def test_concurrent_bls_calls_are_batched_by_the_callee(server: Server, bls: str) -> None:
+    start = time.monotonic()
+    await server.infer(bls_request(bls, "sleeper"))  # sleeper sleeps 200 ms per execution
+    elapsed = time.monotonic() - start
+    stats = (await server.statistics("sleeper"))["model_stats"][0]
+    assert max(b["batch_size"] for b in stats["batch_stats"]) >= 3
+    assert elapsed < 0.6, f"BLS calls ran one after the other ({elapsed:.2f} s)"
+
+
+@pytest.mark.parametrize("bls", ["bls_sync", "bls_async"])
+async def test_bls_unknown_model_comes_back_as_an_error_response(server: Server, bls: str) -> None:
+    with pytest.raises(NotFound) as caught:
+        await server.infer(bls_request(bls, "no_such_model"))
+    assert caught.value.message == "Request for unknown model: 'no_such_model' is not found"
+
+
+async def test_bls_to_a_decoupled_model_iterates_its_responses(server: Server) -> None:
+    response = await server.infer(InferenceRequest("bls_decoupled", [Tensor("IN", "INT32", np.array([4, 5, 6], np.int32))]))
+    assert {t.name: int(t.data[0]) for t in response.outputs} == {"SUM": 15, "COUNT": 3}
+    with pytest.raises(InternalError, match="negative value -5 at 1"):
+        await server.infer(InferenceRequest("bls_decoupled", [Tensor("IN", "INT32", np.array([4, -5], np.int32))]))

@@ -1,0 +1,334 @@
+"""A Python-backend model instance, server side: one stub process per instance, as in Triton.
+
+``execute`` sends the batch to the stub and waits for its reply; ``unload`` runs the model's
+``finalize`` (bounded by the stub timeout, then the stub is killed). A stub that dies
+(crash, ``os._exit``, SIGKILL, out of memory) fails the requests it was running with
+Triton's text ``Failed to process the request(s) for model instance '<i>', message: Stub
+process '<i>' is not healthy.`` and is started again at once (``initialize`` runs again);
+the model stays READY. If that restart fails, the next execution tries again.
+
+Timeouts: ``execute`` is not bounded (as in Triton: a hung model blocks only its own
+instance); ``finalize`` is bounded by ``stub-timeout-seconds`` (Triton's backend-config key,
+read here from the model config ``parameters``; default 30 s).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+from workbench.backends.base import (
+    BackendContext,
+    BackendRequest,
+    BackendResponse,
+    ExecutionTimes,
+    InstanceSpec,
+    ModelInstance,
+)
+from workbench.backends.python.bls import BlsForwarder
+from workbench.backends.python.process import StubDied, StubProcess
+from workbench.backends.python.transport import encode_tensor
+from workbench.config.model_config import model_config_to_json
+from workbench.datatypes import config_to_wire, wire_name
+from workbench.errors import (
+    AlreadyExists,
+    Cancelled,
+    InternalError,
+    InvalidArgument,
+    ModelLoadError,
+    NotFound,
+    Unavailable,
+    UnknownError,
+    Unsupported,
+    WorkbenchError,
+)
+
+log = logging.getLogger(__name__)
+model_log = logging.getLogger("workbench.python_model")
+
+#: default bound on ``finalize`` (Triton's ``stub-timeout-seconds`` backend config)
+DEFAULT_STUB_TIMEOUT_S = 30.0
+#: ``pb_utils.TritonError`` codes -> engine errors
+ERRORS_BY_CODE: dict[int, type[WorkbenchError]] = {
+    0: UnknownError, 1: InternalError, 2: NotFound, 3: InvalidArgument, 4: Unavailable,
+    5: Unsupported, 6: AlreadyExists, 7: Cancelled,
+}
+#: request parameters the engine consumes; the rest reach the model's ``request.parameters()``
+RESERVED_PARAMETERS = frozenset({"sequence_id", "sequence_start", "sequence_end", "priority",
+                                 "timeout", "binary_data_output", "headers"})
+_LOG_LEVELS = {"INFO": logging.INFO, "WARNING": logging.WARNING, "ERROR": logging.ERROR,
+               "VERBOSE": logging.DEBUG}
+
+Sender = Callable[[BackendResponse | None, bool], None]
+
+
+class PythonInstance(ModelInstance):
+    """One instance of a Triton Python model (``<version>/model.py``), run in a stub process.
+
+    Args:
+        config: the model's normalized config.
+        version_dir: the version folder holding the model file.
+        spec: which instance this is (name, kind, device).
+        context: the engine's callback for BLS (None outside a server).
+
+    Raises:
+        ModelLoadError: the model file is missing, the stub could not start, or the
+            model's ``initialize`` raised (the message carries the Python error).
+    """
+
+    def __init__(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec,
+                 context: BackendContext | None) -> None:
+        super().__init__(spec)
+        self._model = config.name
+        self._model_file = version_dir / (config.default_model_filename or "model.py")
+        if not self._model_file.is_file():
+            raise ModelLoadError(
+                f"unable to load model '{config.name}', model file not found: '{self._model_file}'"
+            )
+        self._decoupled = config.model_transaction_policy.decoupled
+        self._output_types = {o.name: config_to_wire(o.data_type) for o in config.output}
+        self._timeout_s = _stub_timeout_s(config)
+        self._init = {"op": "init", "model_file": str(self._model_file), "decoupled": self._decoupled,
+                      "args": _initialize_args(config, version_dir, spec)}
+        self._lock = threading.Lock()  # guards the stub's lifecycle (start, restart, stop)
+        self._closing = False
+        self._senders: dict[int, Sender] = {}
+        self._sender_ids = itertools.count(1)
+        self._bls = BlsForwarder(context, spec.name)
+        self._stub: StubProcess | None = None
+        try:
+            self._stub = self._start_stub()
+        except ModelLoadError:
+            self._bls.close()
+            raise
+
+    # ------------------------------------------------------------------ execute
+    def execute(self, requests: Sequence[BackendRequest], times: ExecutionTimes) -> list[BackendResponse]:
+        """Run ``requests`` (one ``pb_utils.InferenceRequest`` each) in one ``execute`` call.
+
+        Raises:
+            InternalError: the model raised (Triton's "Failed to process the request(s) for
+                model instance ..." with the Python error), returned the wrong number of
+                responses, or its stub died or cannot be restarted.
+            Unavailable: the instance is being unloaded.
+        """
+        stub = self._healthy_stub()
+        keys: list[int] = []
+        try:
+            message = {"op": "execute", "requests": [self._wire_request(r, stub, keys) for r in requests]}
+            times.mark_input_done()
+            reply = stub.call(message)
+        except (StubDied, OSError) as exc:
+            self._drop_senders(keys)
+            if isinstance(exc, OSError) and stub.alive:  # e.g. /dev/shm is full
+                raise InternalError(self._failure(f"unable to pass the inputs to the stub: {exc}")) from None
+            raise InternalError(self._failure(f"Stub process '{self.name}' is not healthy.")) from None
+        except BaseException:
+            self._drop_senders(keys)
+            raise
+        times.mark_infer_done()
+        if reply["error"] is not None:
+            self._drop_senders(keys)
+            log.error("%s", self._failure(reply["error"]))
+            raise InternalError(self._failure(reply["error"]))
+        if self._decoupled:
+            return [BackendResponse() for _ in requests]
+        return [self._backend_response(r) for r in reply["responses"]]
+
+    def _failure(self, message: str) -> str:
+        return f"Failed to process the request(s) for model instance '{self.name}', message: {message}"
+
+    def _wire_request(self, request: BackendRequest, stub: StubProcess, keys: list[int]) -> dict:
+        params = request.parameters
+        key = None
+        if self._decoupled:
+            key = next(self._sender_ids)
+            self._senders[key] = request.response_sender or _ignore
+            keys.append(key)
+        start = params.get("_start", params.get("sequence_start", False))
+        end = params.get("_end", params.get("sequence_end", False))
+        return {
+            "inputs": [encode_tensor(name, array, stub.pool) for name, array in request.inputs.items()],
+            "outputs": list(request.requested_outputs),
+            "id": request.request_id,
+            "correlation_id": params.get("sequence_id", 0) or 0,
+            "flags": (1 if start else 0) | (2 if end else 0),
+            "timeout": int(params.get("timeout", 0) or 0),
+            "parameters": custom_parameters(params),
+            "sender": key,
+        }
+
+    def _backend_response(self, wire: dict) -> BackendResponse:
+        """A decoded response part -> :class:`BackendResponse` (its outputs' datatypes checked)."""
+        if wire["error"] is not None:
+            message, code = wire["error"]
+            return BackendResponse(error=ERRORS_BY_CODE.get(code, InternalError)(message))
+        outputs = {}
+        for name, array in wire["outputs"]:
+            expected = self._output_types.get(name)
+            if expected is None:
+                continue  # not a model output: Triton passes only configured outputs on
+            got = wire_name(array)
+            if got != expected:
+                return BackendResponse(error=InternalError(
+                    f"output '{name}' of model '{self._model}' has datatype {got}, but the model "
+                    f"configuration expects {expected}"
+                ))
+            outputs[name] = array
+        parameters = json.loads(wire["parameters"]) if wire["parameters"] else {}
+        return BackendResponse(outputs, parameters=parameters)
+
+    # ------------------------------------------------------------------ stub messages
+    def _on_message(self, stub: StubProcess, message: dict) -> None:
+        """Stub-initiated messages (reader thread)."""
+        op = message["op"]
+        if op == "send":
+            self._on_send(message)
+        elif op == "bls":
+            self._bls.submit(message, stub)
+        elif op == "log":
+            record = model_log.makeRecord(model_log.name, _LOG_LEVELS.get(message["level"], logging.INFO),
+                                          message["file"], message["line"], message["message"], (), None)
+            model_log.handle(record)
+
+    def _on_send(self, message: dict) -> None:
+        key, final = message["sender"], message["final"]
+        sender = self._senders.pop(key, None) if final else self._senders.get(key)
+        if sender is None:
+            return  # the request already ended (its execution failed or the stub restarted)
+        wire = message["response"]
+        try:
+            sender(None if wire is None else self._backend_response(wire), final)
+        except RuntimeError:  # the engine's loop is closed: nobody listens any more
+            pass
+
+    def _drop_senders(self, keys: list[int]) -> None:
+        for key in keys:
+            self._senders.pop(key, None)
+
+    def _fail_senders(self, reason: str) -> None:
+        """End every open decoupled request with an error (its stub is gone)."""
+        senders, self._senders = self._senders, {}
+        for sender in senders.values():
+            sender(BackendResponse(error=InternalError(self._failure(reason))), True)
+
+    # ------------------------------------------------------------------ stub lifecycle
+    def _start_stub(self) -> StubProcess:
+        """Start a stub and run ``initialize`` (raises ModelLoadError with the reason)."""
+        try:
+            stub = StubProcess(self.name, self._on_message, self._on_stub_exit)
+        except OSError as exc:
+            raise ModelLoadError(f"unable to start the stub process of model instance '{self.name}': {exc}") from None
+        try:
+            reply = stub.call(dict(self._init))
+        except StubDied as exc:
+            stub.close()
+            raise ModelLoadError(
+                f"failed to load model '{self._model}': {exc} before initialize() finished "
+                "(see the server log for its output)"
+            ) from None
+        if reply["error"] is not None:
+            stub.close()
+            raise ModelLoadError(
+                f"failed to load model '{self._model}': initialize() of model instance "
+                f"'{self.name}' failed: {reply['error']}"
+            )
+        return stub
+
+    def _healthy_stub(self) -> StubProcess:
+        with self._lock:
+            if self._closing:
+                raise Unavailable(f"model instance '{self.name}' is being unloaded")
+            if self._stub is None or not self._stub.alive:
+                self._restart_locked()
+            assert self._stub is not None
+            return self._stub
+
+    def _restart_locked(self) -> None:
+        old, self._stub = self._stub, None
+        if old is not None:
+            old.close()
+        try:
+            self._stub = self._start_stub()
+        except ModelLoadError as exc:
+            raise InternalError(self._failure(
+                f"Stub process '{self.name}' is not healthy; restarting it failed: {exc.message}"
+            )) from None
+        log.info("model instance '%s': stub process restarted (pid %d)", self.name, self._stub.pid)
+
+    def _on_stub_exit(self, stub: StubProcess) -> None:
+        """Reader thread of a stub that went away: fail its open requests, restart it."""
+        if stub.stopping or self._closing or stub is not self._stub:
+            return
+        log.error("model instance '%s': %s; failing its requests and restarting it",
+                  self.name, stub.exit_description())
+        self._fail_senders(f"Stub process '{self.name}' is not healthy.")
+        threading.Thread(target=self._restart_in_background, name=f"{self.name}-restart", daemon=True).start()
+
+    def _restart_in_background(self) -> None:
+        try:
+            with self._lock:
+                if not self._closing and (self._stub is None or not self._stub.alive):
+                    self._restart_locked()
+        except InternalError as exc:
+            log.error("%s", exc.message)
+
+    def unload(self) -> None:
+        """Run ``finalize`` (bounded by the stub timeout), stop the stub, remove its shared
+        memory; open decoupled requests end with an error. Idempotent."""
+        with self._lock:
+            self._closing = True
+            stub, self._stub = self._stub, None
+        if stub is not None:
+            stub.stop(self._timeout_s)
+        self._fail_senders("the model instance was unloaded")
+        self._bls.close()
+
+
+def custom_parameters(params: dict[str, Any]) -> str:
+    """The parameters a model sees (``request.parameters()``): JSON of the custom keys."""
+    custom = {k: v for k, v in params.items()
+              if k not in RESERVED_PARAMETERS and not k.startswith(("_", "triton_"))}
+    return json.dumps(custom, default=str) if custom else "{}"
+
+
+def _initialize_args(config: ModelConfig, version_dir: Path, spec: InstanceSpec) -> dict[str, str]:
+    """Triton's ``initialize(args)``: every value a string."""
+    return {
+        "model_config": json.dumps(model_config_to_json(config)),
+        "model_instance_kind": spec.kind.removeprefix("KIND_"),
+        "model_instance_name": spec.name,
+        "model_instance_device_id": str(spec.device_id),
+        "model_repository": str(version_dir.parent),
+        "model_version": version_dir.name,
+        "model_name": config.name,
+    }
+
+
+def _stub_timeout_s(config: ModelConfig) -> float:
+    """``parameters { key: "stub-timeout-seconds" ... }``, else the default.
+
+    Raises:
+        ModelLoadError: the value is not a positive number.
+    """
+    text = config.parameters["stub-timeout-seconds"].string_value if "stub-timeout-seconds" in config.parameters else ""
+    if not text:
+        return DEFAULT_STUB_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if value <= 0:
+        raise ModelLoadError(f"model '{config.name}': 'stub-timeout-seconds' must be a positive number, got '{text}'")
+    return value
+
+
+def _ignore(response: BackendResponse | None, final: bool) -> None:
+    """Sender for a decoupled request that nobody streams (kept for symmetry)."""

@@ -1,0 +1,407 @@
+"""``triton_python_backend_utils``: the module Triton Python models import as ``pb_utils``.
+
+The stub installs this module as ``sys.modules["triton_python_backend_utils"]`` before it
+imports ``model.py``, so unmodified Triton models run here. It follows the API of Triton's
+python_backend (``src/resources/triton_python_backend_utils.py`` plus the C++-bound classes
+``Tensor``, ``InferenceRequest``, ``InferenceResponse``, ``TritonError``, ``Logger``,
+response senders and ``ModelConfig`` for ``auto_complete_config``); see TRITON_COMPAT §12.
+Tensors, errors and datatype helpers live in :mod:`.pb_tensor`, the ``ModelConfig`` of
+``auto_complete_config`` in :mod:`.model_config`; both are re-exported here.
+
+Calls that leave the stub (BLS ``exec`` / ``async_exec``, ``ResponseSender.send``,
+``Logger``) go through :data:`_runtime`, which the stub sets; outside a stub BLS and
+senders raise :class:`TritonModelException` and the logger prints to stderr.
+
+Not provided: custom metrics (``MetricFamily``), model control from a model
+(``load_model`` / ``unload_model`` / ``is_model_ready``), GPU tensors, request
+rescheduling (``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``).
+
+This module runs inside the stub process: numpy and the standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from workbench.backends.python.model_config import ModelConfig
+from workbench.backends.python.pb_tensor import (
+    TRITON_STRING_TO_NUMPY,
+    Tensor,
+    TritonError,
+    TritonModelException,
+    deserialize_bytes_tensor,
+    numpy_to_triton_type,
+    serialize_byte_tensor,
+    triton_string_to_numpy,
+    triton_to_numpy_type,
+)
+
+#: request flags (``TRITONSERVER_RequestFlag``)
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
+#: response flag: no more responses for this request (``TRITONSERVER_ResponseCompleteFlag``)
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+#: request release flags (``TRITONSERVER_RequestReleaseFlag``); RESCHEDULE is not supported
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+#: memory types (``TRITONSERVER_MemoryType``); only CPU memory is used here
+TRITONSERVER_MEMORY_CPU = 0
+TRITONSERVER_MEMORY_CPU_PINNED = 1
+TRITONSERVER_MEMORY_GPU = 2
+
+#: the stub's bridge to the server (BLS, response senders, log lines); None outside a stub
+_runtime: Any = None
+
+
+# ---------------------------------------------------------------------------- responses
+class InferenceResponse:
+    """The response to one request (Triton's ``pb_utils.InferenceResponse``).
+
+    Args:
+        output_tensors: list of :class:`Tensor`; only the requested outputs reach the client.
+        error: a :class:`TritonError` to fail the request with (outputs are then ignored).
+        parameters: response parameters, a dict or its JSON string.
+
+    Raises:
+        TritonModelException: ``output_tensors`` is not a list of Tensor.
+    """
+
+    def __init__(self, output_tensors: Any = None, error: TritonError | None = None,
+                 parameters: dict | str | None = None) -> None:
+        tensors = [] if output_tensors is None else output_tensors
+        if not isinstance(tensors, (list, tuple)) or not all(isinstance(t, Tensor) for t in tensors):
+            raise TritonModelException('"output_tensors" must be a list of pb_utils.Tensor.')
+        self._tensors = list(tensors)
+        self._error = error
+        self._parameters = _parameters_json(parameters)
+
+    def output_tensors(self) -> list[Tensor]:
+        return self._tensors
+
+    def has_error(self) -> bool:
+        return self._error is not None
+
+    def error(self) -> TritonError | None:
+        return self._error
+
+    def parameters(self) -> str:
+        """The response parameters as a JSON string (``"{}"`` when none)."""
+        return self._parameters
+
+
+class InferenceResponseSender:
+    """Sends the responses of one request of a decoupled model (``request.get_response_sender()``).
+
+    Usable from any thread, during or after ``execute``, until a send carries
+    :data:`TRITONSERVER_RESPONSE_COMPLETE_FINAL`.
+    """
+
+    def __init__(self, key: int) -> None:
+        self._key = key
+        self._closed = False
+
+    def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
+        """Send ``response`` (may be None with the FINAL flag: close without a response).
+
+        Raises:
+            TritonModelException: the sender is closed, the response is missing without the
+                FINAL flag, or the server is gone.
+        """
+        if self._closed:
+            raise TritonModelException("Unable to send response. Response sender has been closed.")
+        if response is None and not flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            raise TritonModelException(
+                "Inference Response object must be provided when the response flags is set to zero."
+            )
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TritonModelException("send() expects a pb_utils.InferenceResponse")
+        final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        if final:
+            self._closed = True
+        _require_runtime().send_response(self._key, response, final)
+
+    def close(self) -> None:
+        """Older API: the same as ``send(flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL)``."""
+        self.send(None, TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    def is_cancelled(self) -> bool:
+        """Whether the client cancelled the request (not reported by this server: False)."""
+        return False
+
+
+# ---------------------------------------------------------------------------- requests
+class InferenceRequest:
+    """A request: what ``execute`` receives, and what a model builds for BLS.
+
+    As a BLS request (Triton's business logic scripting) it runs ``model_name`` in the
+    same server, through its scheduler (batching and statistics apply).
+
+    Args:
+        model_name: the model to run.
+        requested_output_names: outputs to return (all outputs when empty).
+        inputs: list of :class:`Tensor` (batch dimension included for batching models).
+        request_id: request id echoed in responses.
+        correlation_id: sequence id (int or str) for sequence models; 0 = none.
+        model_version: version number; -1 = the latest ready one.
+        flags: ``TRITONSERVER_REQUEST_FLAG_SEQUENCE_START`` / ``_END`` bits.
+        timeout: queue timeout in microseconds (0 = none; applies where the model's queue
+            policy allows overrides).
+        parameters: request parameters, a dict or its JSON string.
+        preferred_memory, trace: accepted for compatibility; ignored (CPU only, no tracing).
+    """
+
+    def __init__(self, model_name: str = "", requested_output_names: Any = (), inputs: Any = (),
+                 request_id: str = "", correlation_id: int | str = 0, model_version: int = -1,
+                 flags: int = 0, timeout: int = 0, preferred_memory: Any = None, trace: Any = None,
+                 parameters: dict | str | None = None) -> None:
+        self._model_name = model_name
+        self._outputs = list(requested_output_names)
+        self._inputs = list(inputs)
+        self._request_id = request_id
+        self._correlation_id = correlation_id
+        self._model_version = int(model_version)
+        self._flags = int(flags)
+        self._timeout = int(timeout)
+        self._parameters = _parameters_json(parameters)
+        self._sender_key: int | None = None
+        self._sender: InferenceResponseSender | None = None
+
+    def inputs(self) -> list[Tensor]:
+        return self._inputs
+
+    def requested_output_names(self) -> list[str]:
+        return self._outputs
+
+    def request_id(self) -> str:
+        return self._request_id
+
+    def correlation_id(self) -> int | str:
+        return self._correlation_id
+
+    def flags(self) -> int:
+        return self._flags
+
+    def timeout(self) -> int:
+        """Timeout in microseconds (0 = none)."""
+        return self._timeout
+
+    def parameters(self) -> str:
+        """The request's custom parameters as a JSON string (Triton's form)."""
+        return self._parameters
+
+    def model_name(self) -> str:
+        return self._model_name
+
+    def model_version(self) -> int:
+        return self._model_version
+
+    def trace(self) -> None:
+        return None
+
+    def set_release_flags(self, flags: int) -> None:
+        """Only ``TRITONSERVER_REQUEST_RELEASE_ALL`` is supported.
+
+        Raises:
+            TritonModelException: for RESCHEDULE (iterative sequences are not supported).
+        """
+        if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+            raise TritonModelException("request rescheduling is not supported by this server")
+
+    def is_cancelled(self) -> bool:
+        """Whether the client cancelled the request (not reported by this server: False)."""
+        return False
+
+    def get_response_sender(self) -> InferenceResponseSender:
+        """The sender for this request's responses (decoupled models only).
+
+        Raises:
+            TritonModelException: the model is not decoupled.
+        """
+        if self._sender_key is None:
+            raise TritonModelException(
+                "Unable to get the response sender: the model does not use the decoupled "
+                "transaction policy"
+            )
+        if self._sender is None:
+            self._sender = InferenceResponseSender(self._sender_key)
+        return self._sender
+
+    def exec(self, decoupled: bool = False) -> Any:
+        """Run this request on ``model_name`` and wait (BLS).
+
+        Returns:
+            An :class:`InferenceResponse` (errors such as an unknown model come back as
+            ``response.error()``), or with ``decoupled=True`` an iterator over every response
+            (the last may be empty, carrying only the final flag).
+
+        Raises:
+            TritonModelException: called outside a model's stub.
+        """
+        call = _require_runtime().start_bls(self, decoupled)
+        return call.iterator() if decoupled else call.wait()
+
+    async def async_exec(self, decoupled: bool = False) -> Any:
+        """``exec`` for ``async def execute``: several calls can be awaited together.
+
+        Returns:
+            As :meth:`exec`; with ``decoupled=True`` the iterator is returned at once.
+        """
+        call = _require_runtime().start_bls(self, decoupled)
+        if decoupled:
+            return call.iterator()
+        return await call.wait_async()
+
+
+class ResponseIterator(Iterator):
+    """Responses of a decoupled BLS call, in arrival order; ends after the final one."""
+
+    def __init__(self, next_response: Any, cancel: Any = None) -> None:
+        self._next = next_response
+        self._cancel = cancel
+        self._done = False
+
+    def __iter__(self) -> ResponseIterator:
+        return self
+
+    def __next__(self) -> InferenceResponse:
+        if self._done:
+            raise StopIteration
+        response, final = self._next()
+        if final:
+            self._done = True
+            if response is None:
+                raise StopIteration
+        return response
+
+    def cancel(self) -> None:
+        """Stop reading further responses (the called model is not interrupted)."""
+        self._done = True
+
+
+# ---------------------------------------------------------------------------- logging
+class LogLevel:
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+    VERBOSE = 3
+
+
+class Logger:
+    """Log lines into the server's log (Triton's ``pb_utils.Logger``), tagged with the model
+    file and line that logged them."""
+
+    @staticmethod
+    def log(message: str, level: int = LogLevel.INFO) -> None:
+        frame = sys._getframe(1)
+        while frame.f_code.co_filename == __file__ and frame.f_back is not None:
+            frame = frame.f_back
+        where = (frame.f_code.co_filename, frame.f_lineno)
+        if _runtime is None:
+            print(f"[{_LEVEL_NAMES.get(level, 'INFO')}] {message}", file=sys.stderr)
+            return
+        _runtime.log(_LEVEL_NAMES.get(level, "INFO"), str(message), *where)
+
+    @staticmethod
+    def log_info(message: str) -> None:
+        Logger.log(message, LogLevel.INFO)
+
+    @staticmethod
+    def log_warn(message: str) -> None:
+        Logger.log(message, LogLevel.WARNING)
+
+    @staticmethod
+    def log_error(message: str) -> None:
+        Logger.log(message, LogLevel.ERROR)
+
+    @staticmethod
+    def log_verbose(message: str) -> None:
+        Logger.log(message, LogLevel.VERBOSE)
+
+
+_LEVEL_NAMES = {LogLevel.INFO: "INFO", LogLevel.WARNING: "WARNING", LogLevel.ERROR: "ERROR",
+                LogLevel.VERBOSE: "VERBOSE"}
+
+
+# ---------------------------------------------------------------------------- helpers
+def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:
+    """The request's input ``name``, or None."""
+    for tensor in inference_request.inputs():
+        if tensor.name() == name:
+            return tensor
+    return None
+
+
+def get_output_tensor_by_name(inference_response: InferenceResponse, name: str) -> Tensor | None:
+    """The response's output ``name``, or None."""
+    for tensor in inference_response.output_tensors():
+        if tensor.name() == name:
+            return tensor
+    return None
+
+
+def get_input_config_by_name(model_config: dict, name: str) -> dict | None:
+    """The ``input`` entry called ``name`` of a parsed model config, or None."""
+    return next((i for i in model_config.get("input", ()) if i.get("name") == name), None)
+
+
+def get_output_config_by_name(model_config: dict, name: str) -> dict | None:
+    """The ``output`` entry called ``name`` of a parsed model config, or None."""
+    return next((o for o in model_config.get("output", ()) if o.get("name") == name), None)
+
+
+def using_decoupled_model_transaction_policy(model_config: dict) -> bool:
+    """Whether the parsed model config sets ``model_transaction_policy { decoupled: true }``."""
+    return bool(model_config.get("model_transaction_policy", {}).get("decoupled", False))
+
+
+def _parameters_json(parameters: dict | str | None) -> str:
+    if parameters is None:
+        return "{}"
+    if isinstance(parameters, str):
+        json.loads(parameters)  # raises on malformed JSON, as Triton does
+        return parameters
+    if not isinstance(parameters, dict):
+        raise TritonModelException("parameters must be a dict or a JSON string")
+    return json.dumps(parameters)
+
+
+def _require_runtime() -> Any:
+    if _runtime is None:
+        raise TritonModelException("this call is only available inside a model's stub process")
+    return _runtime
+
+
+__all__ = [
+    "TRITONSERVER_REQUEST_FLAG_SEQUENCE_START",
+    "TRITONSERVER_REQUEST_FLAG_SEQUENCE_END",
+    "TRITONSERVER_RESPONSE_COMPLETE_FINAL",
+    "TRITONSERVER_REQUEST_RELEASE_ALL",
+    "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE",
+    "TRITONSERVER_MEMORY_CPU",
+    "TRITONSERVER_MEMORY_CPU_PINNED",
+    "TRITONSERVER_MEMORY_GPU",
+    "TRITON_STRING_TO_NUMPY",
+    "TritonError",
+    "TritonModelException",
+    "Tensor",
+    "InferenceRequest",
+    "InferenceResponse",
+    "InferenceResponseSender",
+    "ResponseIterator",
+    "Logger",
+    "LogLevel",
+    "ModelConfig",
+    "get_input_tensor_by_name",
+    "get_output_tensor_by_name",
+    "get_input_config_by_name",
+    "get_output_config_by_name",
+    "using_decoupled_model_transaction_policy",
+    "triton_string_to_numpy",
+    "triton_to_numpy_type",
+    "numpy_to_triton_type",
+    "serialize_byte_tensor",
+    "deserialize_bytes_tensor",
+]

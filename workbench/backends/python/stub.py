@@ -1,0 +1,335 @@
+"""The stub process: runs one instance of a Triton Python model, isolated from the server.
+
+Triton's ``triton_python_backend_stub``. The server starts it as a script::
+
+    python .../workbench/backends/python/stub.py --fd N --segment-base PREFIX
+
+(``--fd``: the connected control socket inherited from the server; ``--segment-base``:
+the shared-memory name prefix of this stub generation, see :mod:`.transport`). Run as
+``--auto-complete MODEL_FILE`` it instead reads a model config (JSON) on stdin, calls the
+model's ``auto_complete_config`` and writes ``{"config": ...}`` or ``{"error": ...}`` to
+stdout (the model's own prints go to stderr).
+
+Launched as a file, it imports only its own package folder (numpy and the standard
+library): ``workbench/__init__`` (the engine) is never loaded here, so a stub starts in
+about the time of ``import numpy``. A model crash, hang or leak stays in this process.
+
+Threads: the main thread runs ``initialize`` / ``execute`` / ``finalize`` one at a time
+(as Triton's stub); a reader thread receives messages (BLS responses are delivered from
+it, so ``exec`` works while ``execute`` runs); ``async def execute`` runs on a background
+asyncio loop. When the server goes away the stub exits at once, without ``finalize``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__" and not __package__:  # launched as a file by the server
+    import os as _os
+    import types as _types
+
+    _here = _os.path.dirname(_os.path.abspath(__file__))
+    if sys.path and _os.path.abspath(sys.path[0] or ".") == _here:
+        del sys.path[0]  # never let a model's `import transport` find this folder
+    for _name, _path in (("workbench", _os.path.dirname(_os.path.dirname(_here))),
+                         ("workbench.backends", _os.path.dirname(_here)),
+                         ("workbench.backends.python", _here)):
+        _module = _types.ModuleType(_name)
+        _module.__path__ = [_path]  # a bare package: its __init__ (the engine) is not run
+        sys.modules[_name] = _module
+
+import importlib.util  # noqa: E402
+import inspect  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import queue  # noqa: E402
+import socket  # noqa: E402
+import threading  # noqa: E402
+import traceback  # noqa: E402
+from typing import Any  # noqa: E402
+
+from workbench.backends.python import pb_utils  # noqa: E402
+from workbench.backends.python.stub_calls import BlsCalls, decode_response, encode_response  # noqa: E402
+from workbench.backends.python.transport import (  # noqa: E402
+    Channel,
+    ChannelClosed,
+    SegmentPool,
+    SegmentReader,
+    decode_tensor,
+)
+
+_OWN_FILES = {os.path.dirname(os.path.abspath(__file__))}
+
+
+class Stub:
+    """Serves one model instance over ``channel`` until ``finalize`` or the server goes away.
+
+    Args:
+        channel: the control channel to the server.
+        segment_base: this stub's shared-memory prefix; the stub writes ``<base>s<n>``
+            segments and accepts only ``<base>p<n>`` ones from the server.
+    """
+
+    def __init__(self, channel: Channel, segment_base: str) -> None:
+        self.channel = channel
+        self.pool = SegmentPool(segment_base + "s")
+        self.reader = SegmentReader(segment_base + "p", writable=True)
+        self.model: Any = None
+        self.model_name = ""
+        self.decoupled = False
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._senders: dict[int, frozenset[str]] = {}
+        self._bls = BlsCalls(self)
+        self._loop: Any = None
+
+    # ------------------------------------------------------------------ message loop
+    def read_forever(self) -> None:
+        """Reader thread: BLS responses are delivered here, everything else queued."""
+        try:
+            while True:
+                message = self.channel.recv()
+                if "released" in message:
+                    self.pool.release(message["released"])
+                if message["op"] == "bls_response":
+                    self._bls.deliver(message)
+                else:
+                    self._jobs.put(message)
+        except ChannelClosed:
+            _exit(0)  # the server is gone (or done with us): no finalize
+        except BaseException:  # a bug here must not leave a stub nobody talks to
+            traceback.print_exc()
+            _exit(1)
+
+    def serve(self) -> None:
+        """Main thread: run initialize / execute / finalize as they arrive."""
+        while True:
+            message = self._jobs.get()
+            op = message["op"]
+            if op == "init":
+                self._reply(message, "init_done", self._initialize, message)
+            elif op == "execute":
+                self._execute(message)
+            elif op == "finalize":
+                self._reply(message, "finalized", self._finalize)
+                return
+
+    def _reply(self, message: dict, op: str, work: Any, *args: Any) -> None:
+        try:
+            work(*args)
+            error = None
+        except BaseException as exc:  # noqa: BLE001 - every model error goes back as text
+            error = describe(exc)
+        self.send({"op": op, "id": message["id"], "error": error})
+
+    def send(self, message: dict) -> None:
+        """Send (with the server segments released since the last message); exit when the
+        server is gone."""
+        released = self.reader.released()
+        if released:
+            message["released"] = released
+        try:
+            self.channel.send(message)
+        except ChannelClosed:
+            _exit(0)
+
+    # ------------------------------------------------------------------ model lifecycle
+    def _initialize(self, message: dict) -> None:
+        args = message["args"]
+        self.model_name = args["model_name"]
+        self.decoupled = bool(message["decoupled"])
+        module = load_model_module(message["model_file"])
+        model_class = getattr(module, "TritonPythonModel", None)
+        if model_class is None:
+            raise AttributeError(f"{message['model_file']} defines no class 'TritonPythonModel'")
+        self.model = model_class()
+        initialize = getattr(self.model, "initialize", None)
+        if initialize is not None:
+            self._run(initialize(dict(args)))
+
+    def _finalize(self) -> None:
+        finalize = getattr(self.model, "finalize", None)
+        if finalize is not None:
+            self._run(finalize())
+
+    def _execute(self, message: dict) -> None:
+        try:
+            requests = [self._request(r) for r in message["requests"]]
+            result = self._run(self.model.execute(requests))
+            responses = self._check_result(result, len(requests))
+            encoded = None
+            if responses is not None:
+                encoded = [encode_response(r, self.pool, set(q.requested_output_names()))
+                           for r, q in zip(responses, requests)]
+            reply = {"op": "executed", "id": message["id"], "responses": encoded, "error": None}
+        except BaseException as exc:  # noqa: BLE001 - fails this batch, never the stub
+            reply = {"op": "executed", "id": message["id"], "responses": None, "error": describe(exc)}
+        requests = result = responses = None  # drop the inputs: their segments go back with the reply
+        self.send(reply)
+
+    def _request(self, wire: dict) -> pb_utils.InferenceRequest:
+        tensors = [pb_utils.Tensor._wrap(*decode_tensor(t, self.reader)) for t in wire["inputs"]]
+        request = pb_utils.InferenceRequest(
+            model_name=self.model_name, requested_output_names=wire["outputs"], inputs=tensors,
+            request_id=wire["id"], correlation_id=wire["correlation_id"], flags=wire["flags"],
+            timeout=wire["timeout"], parameters=wire["parameters"],
+        )
+        if wire["sender"] is not None:
+            request._sender_key = wire["sender"]
+            self._senders[wire["sender"]] = frozenset(wire["outputs"])
+        return request
+
+    def _check_result(self, result: Any, count: int) -> list | None:
+        if self.decoupled:
+            if result is not None:
+                raise pb_utils.TritonModelException(
+                    f"Python model '{self.model_name}' is using the decoupled mode and the "
+                    "execute function must return None."
+                )
+            return None
+        if not isinstance(result, (list, tuple)):
+            raise pb_utils.TritonModelException(
+                f"execute() of Python model '{self.model_name}' must return a list of "
+                f"pb_utils.InferenceResponse, one per request; got {type(result).__name__}"
+            )
+        if len(result) != count:
+            raise pb_utils.TritonModelException(
+                "Number of InferenceResponse objects do not match the number of "
+                f"InferenceRequest objects. InferenceRequest(s) size is:{count}, and "
+                f"InferenceResponse(s) size is:{len(result)}"
+            )
+        for response in result:
+            if not isinstance(response, pb_utils.InferenceResponse):
+                raise pb_utils.TritonModelException(
+                    f"execute() must return pb_utils.InferenceResponse objects, got "
+                    f"{type(response).__name__}"
+                )
+        return list(result)
+
+    def _run(self, result: Any) -> Any:
+        """``result`` itself, or its value when it is awaitable (async initialize/execute)."""
+        if not inspect.isawaitable(result):
+            return result
+        import asyncio
+
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            threading.Thread(target=self._loop.run_forever, name="model-asyncio", daemon=True).start()
+
+        async def wait() -> Any:
+            return await result
+
+        return asyncio.run_coroutine_threadsafe(wait(), self._loop).result()
+
+    # ------------------------------------------------------------------ pb_utils runtime
+    def send_response(self, key: int, response: pb_utils.InferenceResponse | None, final: bool) -> None:
+        """Deliver one decoupled response (``InferenceResponseSender.send``)."""
+        wanted = self._senders.get(key, frozenset())
+        if final:
+            self._senders.pop(key, None)
+        encoded = None if response is None else encode_response(response, self.pool, wanted)
+        self.send({"op": "send", "sender": key, "response": encoded, "final": final})
+
+    def start_bls(self, request: pb_utils.InferenceRequest, decoupled: bool) -> Any:
+        """Send a BLS request; returns its :class:`~.stub_calls.BlsCall`."""
+        return self._bls.start(request, decoupled)
+
+    def log(self, level: str, message: str, filename: str, line: int) -> None:
+        self.send({"op": "log", "level": level, "message": message, "file": filename, "line": line})
+
+    def decode_response(self, wire: dict | None) -> pb_utils.InferenceResponse | None:
+        return decode_response(wire, self.reader)
+
+
+def load_model_module(model_file: str) -> Any:
+    """Import ``model_file`` as module ``model``, with its folder first on ``sys.path``
+    (so files next to model.py import as top-level modules, as in Triton)."""
+    folder = os.path.dirname(os.path.abspath(model_file))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location("model", model_file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import model file '{model_file}'")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["model"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def describe(exc: BaseException) -> str:
+    """``"<Type>: <message>"`` plus the model's frames (``At:``), as Triton words Python errors."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if os.path.dirname(os.path.abspath(f.filename)) not in _OWN_FILES]
+    if frames:
+        text += "\n\nAt:\n" + "\n".join(f"  {f.filename}({f.lineno}): {f.name}" for f in reversed(frames))
+    return text
+
+
+def _exit(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass
+    os._exit(code)
+
+
+def serve(fd: int, segment_base: str) -> None:
+    """Run a stub on the inherited socket ``fd`` until finalize; then exit the process.
+
+    Ctrl-C in the server's terminal reaches the whole process group: the stub ignores it
+    and lets the server shut it down (finalize) in order.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    channel = Channel(socket.socket(fileno=fd))
+    stub = Stub(channel, segment_base)
+    pb_utils._runtime = stub
+    sys.modules["triton_python_backend_utils"] = pb_utils
+    threading.Thread(target=stub.read_forever, name="stub-reader", daemon=True).start()
+    stub.serve()
+    _exit(0)
+
+
+def auto_complete(model_file: str) -> int:
+    """Print ``{"config": ...}`` (the model's ``auto_complete_config`` result) or ``{"error": ...}``."""
+    result = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # the model's prints must not corrupt the answer
+    sys.modules["triton_python_backend_utils"] = pb_utils
+    try:
+        config = pb_utils.ModelConfig(sys.stdin.read())
+        model_class = getattr(load_model_module(model_file), "TritonPythonModel", None)
+        complete = getattr(model_class, "auto_complete_config", None)
+        if complete is not None:
+            returned = complete(config)
+            if not isinstance(returned, pb_utils.ModelConfig):
+                raise pb_utils.TritonModelException(
+                    "auto_complete_config must return the pb_utils.ModelConfig it received"
+                )
+            config = returned
+        answer = {"config": config.as_dict()}
+    except BaseException as exc:  # noqa: BLE001 - reported to the server as the load error
+        answer = {"error": describe(exc)}
+    result.write(json.dumps(answer))
+    result.close()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="workbench python stub")
+    parser.add_argument("--fd", type=int)
+    parser.add_argument("--segment-base", default="")
+    parser.add_argument("--auto-complete", metavar="MODEL_FILE")
+    options = parser.parse_args(argv)
+    if options.auto_complete:
+        return auto_complete(options.auto_complete)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    serve(options.fd, options.segment_base)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

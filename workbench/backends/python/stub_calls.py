@@ -1,0 +1,134 @@
+"""Stub side of BLS calls and of response encoding (runs inside the stub process).
+
+A BLS call (``pb_utils.InferenceRequest(...).exec()``) is a ``bls`` message to the server
+with a call id; the server answers with ``bls_response`` messages for that id (one for
+``exec``, 0..n then a final one for ``exec(decoupled=True)``), which the stub's reader
+thread hands to the waiting :class:`BlsCall`. Any number of calls may be in flight, from
+any thread or from ``asyncio.gather``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import queue
+import threading
+from typing import Any
+
+from workbench.backends.python import pb_utils
+from workbench.backends.python.transport import SegmentPool, SegmentReader, decode_tensor, encode_tensor
+
+
+def encode_response(response: pb_utils.InferenceResponse, pool: SegmentPool,
+                    wanted: set[str] | frozenset[str]) -> dict:
+    """A response as a message part; only the ``wanted`` outputs (all when empty) travel."""
+    error = response.error()
+    if error is not None:
+        return {"outputs": [], "error": (error.message(), error.code()), "parameters": None}
+    outputs = [encode_tensor(t.name(), t.as_numpy(), pool) for t in response.output_tensors()
+               if not wanted or t.name() in wanted]
+    parameters = response.parameters()
+    return {"outputs": outputs, "error": None, "parameters": None if parameters == "{}" else parameters}
+
+
+def decode_response(wire: dict | None, reader: SegmentReader) -> pb_utils.InferenceResponse | None:
+    """A ``bls_response`` part -> ``pb_utils.InferenceResponse`` (None stays None)."""
+    if wire is None:
+        return None
+    if wire["error"] is not None:
+        message, code = wire["error"]
+        return pb_utils.InferenceResponse([], error=pb_utils.TritonError(message, code))
+    tensors = [pb_utils.Tensor._wrap(*decode_tensor(t, reader)) for t in wire["outputs"]]
+    return pb_utils.InferenceResponse(tensors, parameters=wire["parameters"])
+
+
+class BlsCall:
+    """The responses of one BLS request, as they arrive: ``(response, final)`` pairs."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._waiter: Any = None  # (loop, future) of an awaiting async_exec
+
+    def deliver(self, response: pb_utils.InferenceResponse | None, final: bool) -> None:
+        """Reader thread: one response arrived."""
+        with self._lock:
+            waiter, self._waiter = self._waiter, None
+            if waiter is None:
+                self._queue.put((response, final))
+                return
+        loop, future = waiter
+        loop.call_soon_threadsafe(_resolve, future, response)
+
+    def wait(self) -> pb_utils.InferenceResponse:
+        """Block until the (single) response of a non-decoupled call arrives."""
+        response, _ = self._queue.get()
+        return response
+
+    async def wait_async(self) -> pb_utils.InferenceResponse:
+        """Await the single response without blocking the event loop."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            try:
+                response, _ = self._queue.get_nowait()
+                return response
+            except queue.Empty:
+                future = loop.create_future()
+                self._waiter = (loop, future)
+        return await future
+
+    def iterator(self) -> pb_utils.ResponseIterator:
+        """Every response of a decoupled call, blocking for each."""
+        return pb_utils.ResponseIterator(self._queue.get)
+
+
+def _resolve(future: Any, response: Any) -> None:
+    if not future.done():
+        future.set_result(response)
+
+
+class BlsCalls:
+    """The stub's BLS calls in flight, by call id.
+
+    Args:
+        stub: the :class:`~.stub.Stub` (sends messages, decodes server segments).
+    """
+
+    def __init__(self, stub: Any) -> None:
+        self._stub = stub
+        self._ids = itertools.count(1)
+        self._calls: dict[int, BlsCall] = {}
+
+    def start(self, request: pb_utils.InferenceRequest, decoupled: bool) -> BlsCall:
+        """Send ``request`` to the server; the returned call collects its responses.
+
+        Raises:
+            TritonModelException: the request has no model name or holds a non-Tensor input.
+        """
+        if not request.model_name():
+            raise pb_utils.TritonModelException("BLS request needs a model_name")
+        call_id, call = next(self._ids), BlsCall()
+        inputs = []
+        for tensor in request.inputs():
+            if not isinstance(tensor, pb_utils.Tensor):
+                raise pb_utils.TritonModelException("BLS request inputs must be pb_utils.Tensor objects")
+            inputs.append(encode_tensor(tensor.name(), tensor.as_numpy(), self._stub.pool))
+        self._calls[call_id] = call
+        self._stub.send({"op": "bls", "call": call_id, "decoupled": bool(decoupled), "request": {
+            "model": request.model_name(), "version": request.model_version(),
+            "outputs": list(request.requested_output_names()), "inputs": inputs,
+            "id": request.request_id(), "correlation_id": request.correlation_id(),
+            "flags": request.flags(), "timeout": request.timeout(),
+            "parameters": json.loads(request.parameters()),
+        }})
+        return call
+
+    def deliver(self, message: dict) -> None:
+        """Reader thread: a ``bls_response`` message."""
+        final = message["final"]
+        call = self._calls.pop(message["call"], None) if final else self._calls.get(message["call"])
+        response = self._stub.decode_response(message["response"])
+        if call is not None:
+            call.deliver(response, final)
