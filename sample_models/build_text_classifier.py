@@ -182,9 +182,10 @@ def build(model_dir: Path) -> tuple[str, dict]:
     from sentence_transformers import SentenceTransformer
 
     folder = build_minilm.source_dir()
+    encoder = build_minilm.make_encoder(build_minilm.load_bert(folder))  # first: it quiets transformers' logging
     st = SentenceTransformer(str(folder), device="cpu")
     head = label_head(st)
-    classifier = make_classifier(build_minilm.make_encoder(build_minilm.load_bert(folder)), head)
+    classifier = make_classifier(encoder, head)
     (model_dir / "config.pbtxt").write_text(CONFIG_PBTXT)
     (model_dir / "1").mkdir()
     path = model_dir / "1" / "model.onnx"
