@@ -96,6 +96,24 @@ async def client(server: Server):
         yield http
 
 
+@contextlib.asynccontextmanager
+async def _grpc_stub(server: Server) -> AsyncIterator[service_pb2_grpc.GRPCInferenceServiceStub]:
+    grpc_server, port = create_grpc_server(server, ServerOptions(grpc_address="127.0.0.1", grpc_port=0))
+    await grpc_server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield service_pb2_grpc.GRPCInferenceServiceStub(channel)
+    finally:
+        await grpc_server.stop(None)
+
+
+@pytest.fixture
+def grpc_stub():
+    """``async with grpc_stub(server) as stub``: a stub on a grpc.aio server serving ``server``
+    on port 0, for tests on any event loop (module-scoped servers included)."""
+    return _grpc_stub
+
+
 @pytest_asyncio.fixture
 async def stub_for():
     """``await stub_for(server)``: a stub on a grpc.aio server serving ``server`` on port 0."""
