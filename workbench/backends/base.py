@@ -21,6 +21,7 @@ import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.errors import WorkbenchError
+from workbench.statistics import ComputeTotals
 from workbench.types import InferenceRequest, InferenceResponse
 
 
@@ -60,6 +61,9 @@ class BackendRequest:
             (or ``None`` with ``final=True``: no more responses) from any thread, during or
             after ``execute``. The request is complete once a call passes ``final=True``.
             Triton's ``TRITONBACKEND_ResponseFactory``.
+        compute_totals: set by the engine when the request is a step of an ensemble request:
+            the scheduler adds the request's compute durations there on success (Triton's
+            secondary statistics aggregator). Backends ignore it.
         request_id: the client's request id (``""`` if none); Triton's ``TRITONBACKEND_RequestId``.
     """
 
@@ -67,6 +71,7 @@ class BackendRequest:
     requested_outputs: Sequence[str]
     parameters: dict[str, Any] = field(default_factory=dict)
     response_sender: Callable[[BackendResponse | None, bool], None] | None = None
+    compute_totals: ComputeTotals | None = None
     request_id: str = ""
 
     @property

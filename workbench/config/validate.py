@@ -3,7 +3,8 @@
 Follows core ``model_config_utils.cc`` (``ValidateModelConfig``,
 ``ValidateModelIOConfig``, ``ValidateIOShape``, ``ValidateBatchIO``,
 ``ValidateInstanceGroup``) and the directory-name check of the repository
-manager. Scheduler checks live in :mod:`workbench.config.validate_scheduling`.
+manager. Scheduler checks live in :mod:`workbench.config.validate_scheduling`, ensemble
+checks in :mod:`workbench.config.validate_ensemble`.
 Works on configs before or after :func:`normalize_model_config`.
 """
 
@@ -14,11 +15,8 @@ from typing import NoReturn, TypeAlias
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from workbench.config.validate_scheduling import (
-    check_dynamic_batching,
-    check_ensemble,
-    check_sequence_batching,
-)
+from workbench.config.validate_ensemble import check_ensemble
+from workbench.config.validate_scheduling import check_dynamic_batching, check_sequence_batching
 from workbench.errors import InvalidModelConfig
 
 #: backends (and ``ensemble``) accepted when the caller names none.

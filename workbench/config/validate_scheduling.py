@@ -1,16 +1,14 @@
-"""Validation of the scheduling choice: dynamic batcher, sequence batcher, ensemble.
+"""Validation of the scheduling choice: dynamic batcher, sequence batcher.
 
 Part of :func:`workbench.config.validate.validate_model_config`; messages are
 Triton's (core ``model_config_utils.cc``: ``ValidateModelConfig``,
-``Get*SequenceControlProperties``, ``ValidateEnsembleSchedulingConfig``).
+``Get*SequenceControlProperties``). Ensembles: :mod:`workbench.config.validate_ensemble`.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections import deque
-from dataclasses import dataclass, field
 from typing import NoReturn
 
 from tritonclient.grpc import model_config_pb2 as mc
@@ -198,116 +196,6 @@ def _check_corrid(control: mc.ModelSequenceBatching.Control, kind: str, m: str) 
         )
 
 
-def check_ensemble(config: mc.ModelConfig) -> None:
-    """Ensemble platform/scheduling pairing and the step graph of one ensemble.
-
-    Follows Triton's ``ValidateEnsembleSchedulingConfig``. Checks only what one
-    config shows; composing models' inputs, data types and batch sizes are the
-    engine's to check once those models are known.
-
-    Args:
-        config: the model config.
-
-    Raises:
-        InvalidModelConfig: with Triton's text for the first rule broken.
-    """
-    m = config.name
-    if not config.HasField("ensemble_scheduling"):
-        if config.platform == "ensemble":
-            _fail(f"ensemble scheduling must be set for ensemble {m} whose platform is ensemble")
-        return
-    if config.platform != "ensemble":
-        _fail(f"ensemble scheduling cannot be set for model '{m}' whose platform is not ensemble")
-    if config.instance_group:
-        _fail(f"instance group should not be specified for ensemble '{m}'")
-    if config.HasField("optimization"):
-        _fail(f"optimization should not be specified for ensemble '{m}'")
-    if config.model_warmup:
-        _fail(f"model_warmup can not be specified for ensemble '{m}'")
-    if not config.ensemble_scheduling.step:
-        _fail(f"must specify 'step' for ensemble '{m}'")
-    tensors = _build_ensemble_graph(config)
-    _check_ensemble_flow(config, tensors)
-
-
-@dataclass(eq=False)
-class _Tensor:
-    """A node of the ensemble data-flow graph (one ensemble tensor)."""
-
-    name: str
-    is_output: bool = False
-    ready: bool = False
-    prev: list[_Tensor] = field(default_factory=list)
-    next: list[_Tensor] = field(default_factory=list)
-
-
-def _build_ensemble_graph(config: mc.ModelConfig) -> dict[str, _Tensor]:
-    """Link ensemble tensors through the steps (Triton's ``BuildEnsembleGraph``)."""
-    m, tensors = config.name, dict[str, _Tensor]()
-    for index, step in enumerate(config.ensemble_scheduling.step):
-        for key in ("model_name", "input_map", "output_map"):
-            if not getattr(step, key):
-                _fail(f"must specify '{key}' in step {index} of ensemble '{m}'")
-        produced = []
-        for tensor_name in step.output_map.values():
-            node = tensors.setdefault(tensor_name, _Tensor(tensor_name))
-            if node.is_output:
-                _fail(
-                    f"ensemble tensor '{tensor_name}' can appear in an output map only "
-                    f"once for ensemble '{m}' step {index}"
-                )
-            node.is_output = True
-            produced.append(node)
-        for tensor_name in step.input_map.values():
-            node = tensors.setdefault(tensor_name, _Tensor(tensor_name))
-            for out in produced:
-                out.prev.append(node)
-                node.next.append(out)
-    return tensors
-
-
-def _check_ensemble_flow(config: mc.ModelConfig, tensors: dict[str, _Tensor]) -> None:
-    """Every input used, every output written, no dangling tensor."""
-    m, queue = config.name, deque[_Tensor]()
-    for io in config.input:
-        if io.name not in tensors:
-            _fail(f"ensemble input '{io.name}' for ensemble '{m}' is not used")
-        tensors[io.name].ready = True
-        queue.append(tensors[io.name])
-    while queue:
-        for nxt in queue.popleft().next:
-            if not nxt.ready and all(p.ready for p in nxt.prev):
-                nxt.ready = True
-                queue.append(nxt)
-    outputs = set()
-    for io in config.output:
-        node = tensors.get(io.name)
-        if node is None:
-            _fail(f"ensemble output '{io.name}' for ensemble '{m}' is not used")
-        if not node.ready:
-            _fail(_not_written_message(node, m))
-        outputs.add(io.name)
-    for name, node in tensors.items():
-        if name not in outputs and (not node.ready or not node.next):
-            _fail(f"ensemble tensor '{name}' is unused in ensemble '{m}'")
-
-
-def _not_written_message(node: _Tensor, m: str) -> str:
-    """Triton's "output is not written" text, naming the unconnected source tensor."""
-    message = f"output '{node.name}' for ensemble '{m}' is not written"
-    source, seen, prev = node, set(), node.prev
-    while prev:
-        candidates = [p for p in prev if not p.ready and p.name not in seen]
-        if not candidates:
-            break
-        source = candidates[0]
-        seen.add(source.name)
-        prev = source.prev
-    if source is not node:
-        message += f": at least one of its depending tensors, '{source.name}', is not connected"
-    return message
-
-
 def _kind_name(kind: int) -> str:
     """Control kind value -> its enum name (the number when unknown)."""
     try:
@@ -321,5 +209,4 @@ def _fail(message: str) -> NoReturn:
     raise InvalidModelConfig(message)
 
 
-__all__ = ["check_dynamic_batching", "check_sequence_batching", "check_ensemble",
-           "max_sequence_backlog"]
+__all__ = ["check_dynamic_batching", "check_sequence_batching", "max_sequence_backlog"]

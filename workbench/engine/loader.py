@@ -3,7 +3,9 @@
 Runs on the model-load threads, never on the event loop. Follows Triton's
 model lifecycle: a config error makes the whole model UNAVAILABLE with that
 reason; a version whose instances fail to load is UNAVAILABLE with its own
-reason while the other versions load.
+reason while the other versions load. An ensemble (``platform: "ensemble"``) has
+no backend and no instances: its versions load empty, and the engine checks it
+against its composing models (:mod:`workbench.engine.ensembles`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from workbench.backends.base import BackendContext, InstanceSpec, ModelInstance
 from workbench.backends.registry import backend_for, servable_backends
 from workbench.config.autocomplete import autocomplete_model_config
 from workbench.config.model_config import read_model_config
-from workbench.config.normalize import normalize_model_config
+from workbench.config.normalize import is_ensemble, normalize_model_config
 from workbench.config.validate import validate_model_config
+from workbench.config.validate_ensemble import ENSEMBLE_PLATFORM
 from workbench.config.versions import scan_version_dirs, select_versions
 from workbench.devices import gpu_count
 from workbench.engine.classification import read_labels
@@ -74,7 +77,8 @@ def prepare_config(
         default_max_batch_size=options.default_max_batch_size,
     )
     config = normalize_model_config(config, gpu_count=gpu_count())
-    validate_model_config(config, name, known_backends=servable_backends())
+    known = servable_backends() | {ENSEMBLE_PLATFORM}
+    validate_model_config(config, name, known_backends=known)
     return config
 
 
@@ -133,6 +137,8 @@ def _load_version(
     config: ModelConfig, version_dir: Path, context: BackendContext | None
 ) -> LoadedVersion:
     loaded = LoadedVersion()
+    if is_ensemble(config):  # a scheduler over composing models; nothing to load
+        return loaded
     try:
         backend = backend_for(config, context)
         for spec in instance_specs(config):

@@ -15,7 +15,7 @@ from workbench.engine.response_cache import ResponseCache
 from workbench.engine.validation import validate_request
 from workbench.errors import DecoupledNotSupported
 from workbench.scheduling.base import Scheduler
-from workbench.statistics import ModelStatistics
+from workbench.statistics import ComputeTotals, ModelStatistics
 from workbench.types import InferenceRequest, InferenceResponse, Tensor
 
 
@@ -60,8 +60,16 @@ class LoadedModel:
     def name(self) -> str:
         return self.config.name
 
-    async def infer(self, request: InferenceRequest, arrival_ns: int) -> InferenceResponse:
+    async def infer(
+        self,
+        request: InferenceRequest,
+        arrival_ns: int,
+        compute_totals: ComputeTotals | None = None,
+    ) -> InferenceResponse:
         """Validate, queue and run ``request``; outputs come back in requested order.
+
+        ``compute_totals``: given when ``request`` is a step of an ensemble request; the
+        request's compute durations are added there when it succeeds.
 
         Raises:
             InvalidArgument: the request does not match the model config (Triton's texts).
@@ -72,13 +80,17 @@ class LoadedModel:
         except Exception:
             self.statistics.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
             raise
+        backend_request.compute_totals = compute_totals
         if self.cache is None:
             result = await self.scheduler.enqueue(backend_request, arrival_ns)
             return self._response(request, backend_request, result.outputs, result.parameters)
         return await self._infer_cached(request, backend_request, arrival_ns)
 
     async def infer_stream(
-        self, request: InferenceRequest, arrival_ns: int
+        self,
+        request: InferenceRequest,
+        arrival_ns: int,
+        compute_totals: ComputeTotals | None = None,
     ) -> AsyncIterator[InferenceResponse]:
         """Every response to ``request``: one for a non-decoupled model; 0..n for a decoupled
         one, as the backend sends them, the last with ``final=True`` (an empty final response,
@@ -90,13 +102,14 @@ class LoadedModel:
                 iteration ends there).
         """
         if not self.decoupled:
-            yield await self.infer(request, arrival_ns)
+            yield await self.infer(request, arrival_ns, compute_totals)
             return
         try:
             backend_request = validate_request(request, self.io)
         except Exception:
             self.statistics.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
             raise
+        backend_request.compute_totals = compute_totals
         loop = asyncio.get_running_loop()
         sent: asyncio.Queue = asyncio.Queue()
 
@@ -124,7 +137,12 @@ class LoadedModel:
             if not execution.done():
                 execution.cancel()
 
-    async def infer_once(self, request: InferenceRequest, arrival_ns: int) -> InferenceResponse:
+    async def infer_once(
+        self,
+        request: InferenceRequest,
+        arrival_ns: int,
+        compute_totals: ComputeTotals | None = None,
+    ) -> InferenceResponse:
         """:meth:`infer` for any model: a decoupled model must send exactly one response
         (what Triton's HTTP endpoint and ``ModelInfer`` RPC accept).
 
@@ -132,8 +150,9 @@ class LoadedModel:
             DecoupledNotSupported: a decoupled model sent no response or more than one.
         """
         if not self.decoupled:
-            return await self.infer(request, arrival_ns)
-        responses = [r async for r in self.infer_stream(request, arrival_ns) if r.outputs]
+            return await self.infer(request, arrival_ns, compute_totals)
+        stream = self.infer_stream(request, arrival_ns, compute_totals)
+        responses = [r async for r in stream if r.outputs]
         if len(responses) != 1:
             raise DecoupledNotSupported(
                 f"decoupled model '{self.name}' sent {len(responses)} responses; only a single "

@@ -56,6 +56,17 @@ class ModelEntry:
             for s in self.versions.values()
         )
 
+    def failure_reason(self) -> str:
+        """The model-level reason, else each UNAVAILABLE version's (Triton's load error
+        text: "version 1 is at UNAVAILABLE state: <reason>;")."""
+        if self.reason:
+            return self.reason
+        return "".join(
+            f"version {v} is at {s.state.value} state: {s.reason};"
+            for v, s in sorted(self.versions.items())
+            if s.state is not ModelReadyState.READY
+        )
+
     async def stop(self, reason: str = "unloaded") -> None:
         """Drain and unload every loaded version; mark them UNAVAILABLE with ``reason``."""
         models = [s.model for s in self.versions.values() if s.model is not None]

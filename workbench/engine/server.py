@@ -22,6 +22,14 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 from workbench._version import __version__
 from workbench.backends.base import BackendContext
 from workbench.config.model_config import model_config_from_json
+from workbench.config.normalize import is_ensemble
+from workbench.config.validate_ensemble import composing_models
+from workbench.engine.ensembles import (
+    declared_dependencies,
+    ensemble_error,
+    load_waves,
+    stop_waves,
+)
 from workbench.engine.loader import LoadResult, load_model
 from workbench.engine.model import LoadedModel
 from workbench.engine.registry import ModelEntry, VersionState
@@ -41,9 +49,10 @@ from workbench.errors import (
 )
 from workbench.options import ServerOptions
 from workbench.repository.repository import ModelRepository
+from workbench.scheduling.ensemble import StepInfer
 from workbench.scheduling.factory import make_scheduler
 from workbench.scheduling.rate_limiter import RateLimiter, parse_resource
-from workbench.statistics import ModelStatistics, SuccessObserver
+from workbench.statistics import ComputeTotals, ModelStatistics, SuccessObserver
 from workbench.types import InferenceRequest, InferenceResponse, ModelReadyState
 
 log = logging.getLogger(__name__)
@@ -74,6 +83,12 @@ class Server(SharedMemoryAPI, SettingsAPI):
     def __init__(self, options: ServerOptions) -> None:
         self.options = options
         self._models: dict[str, ModelEntry] = {}
+        #: model -> the models its ensemble steps call (() for other models), for every
+        #: model read for loading and not unloaded since
+        self._dependencies: dict[str, tuple[str, ...]] = {}
+        #: models loaded by name (start-up list, load API); the others were loaded as an
+        #: ensemble's composing models (Triton's ``explicitly_load_``)
+        self._explicit: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
         self._repository: ModelRepository | None = None
         self._load_executor = ThreadPoolExecutor(
@@ -109,9 +124,10 @@ class Server(SharedMemoryAPI, SettingsAPI):
         self._backend_context = BackendContext(asyncio.get_running_loop(), self.infer_stream)
         self._repository = ModelRepository(self.options.model_repository)
         names = await asyncio.to_thread(self._startup_models)
-        results = await asyncio.gather(*(self._load(name, None) for name in names))
+        self._explicit.update(names)
+        entries = await self._load_models(names)
         self._live = True
-        failed = [entry for entry in results if entry.failed()]
+        failed = [entry for entry in entries.values() if entry.failed()]
         for entry in failed:
             log.error("failed to load '%s': %s", entry.name, _entry_reason(entry))
         if failed and self.options.exit_on_error:
@@ -131,10 +147,12 @@ class Server(SharedMemoryAPI, SettingsAPI):
         return found if "*" in wanted else [n for n in wanted]
 
     async def stop(self) -> None:
-        """Refuse new requests, drain in-flight ones, unload every model. Idempotent."""
+        """Refuse new requests, drain in-flight ones, unload every model. Idempotent.
+
+        Ensembles stop before the models they call, so their in-flight requests complete."""
         self._stopping = True
-        entries = list(self._models.values())
-        await asyncio.gather(*(e.stop() for e in entries))
+        for entries in stop_waves(dict(self._models), self._dependencies):
+            await asyncio.gather(*(e.stop() for e in entries))
         self._load_executor.shutdown(wait=False)
         self._shared_memory.close()
         self._live = False
@@ -257,6 +275,25 @@ class Server(SharedMemoryAPI, SettingsAPI):
                     attached.write_outputs(response)
                 yield response
 
+    async def _infer_step(
+        self, request: InferenceRequest, compute_totals: ComputeTotals
+    ) -> InferenceResponse:
+        """One step of an ensemble request (the ensemble scheduler's ``step_infer``).
+
+        :meth:`infer` for a composing model, resolved by name and version for each request,
+        minus the checks that concern clients (server stopping: the ensemble request already
+        in flight finishes; shared memory: steps carry arrays). Adds the request's compute
+        durations to ``compute_totals`` on success.
+
+        Raises:
+            ModelNotFound / ModelNotReady: the composing model or version is not READY
+                ("Request for unknown model: ...").
+            WorkbenchError: as :meth:`infer`.
+        """
+        arrival = time.monotonic_ns()
+        model = self._resolve(request.model_name, request.model_version)
+        return await model.infer_once(request, arrival, compute_totals)
+
     def _resolve(self, name: str, version: str) -> LoadedModel:
         entry = self._models.get(name)
         if entry is None:
@@ -349,29 +386,41 @@ class Server(SharedMemoryAPI, SettingsAPI):
 
         A reload loads the new versions beside the old ones, switches traffic when they are
         ready, then drains and unloads the old ones: no request is dropped. A reload that
-        fails leaves the previously loaded versions serving.
+        fails leaves the previously loaded versions serving. An ensemble's composing models
+        (ensembles of ensembles included) that are not READY are loaded first (Triton);
+        READY ones are left as they are.
 
         Raises:
             Unavailable: the server is not in explicit model control mode.
-            InvalidArgument: the model is not in any repository, or failed to load (reason).
+            InvalidArgument: the model is not in any repository, or failed to load (reason;
+                for an ensemble, e.g. "ensemble 'e' depends on 'm' which has no loaded
+                version. ..." or a step mapping error, see :mod:`workbench.engine.ensembles`).
         """
         self._require_explicit()
         override = model_config_from_json(config) if config else None
-        entry = await self._load(name, override)
+        self._explicit.add(name)
+        entries = await self._load_models([name], {name: override} if override else None)
+        entry = entries[name]
         if entry.failed() or not entry.ready_versions():
             raise InvalidArgument(f"load failed for model '{name}': {_entry_reason(entry)}")
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
         """Unload every version of ``name`` after its in-flight requests finish.
 
-        ``unload_dependents`` is accepted for protocol compatibility (it matters for
-        ensembles, which have composing models).
+        With ``unload_dependents`` an ensemble's composing models are unloaded too (and
+        theirs, for ensembles of ensembles), as Triton does: except those loaded by name
+        (start-up list or load API) and those another loaded ensemble still calls. Without
+        it they stay loaded. Unloading a composing model leaves its ensembles loaded: their
+        requests then fail with "Request for unknown model: ..." until it is loaded again.
 
         Raises:
             Unavailable: the server is not in explicit model control mode.
             InvalidArgument: the model is unknown.
         """
         self._require_explicit()
+        await self._unload(name, unload_dependents)
+
+    async def _unload(self, name: str, unload_dependents: bool) -> None:
         async with self._lock(name):
             entry = self._models.get(name)
             if entry is None:
@@ -383,6 +432,18 @@ class Server(SharedMemoryAPI, SettingsAPI):
                 return
             await entry.stop("unloaded")
             entry.reason = "unloaded" if not entry.versions else ""
+        composing = self._dependencies.pop(name, ())
+        self._explicit.discard(name)
+        if not unload_dependents:
+            return
+        for model in composing:
+            still_used = any(
+                model in calls and self._models.get(other) is not None
+                and self._models[other].ready_versions()
+                for other, calls in self._dependencies.items()
+            )
+            if model not in self._explicit and not still_used and model in self._models:
+                await self._unload(model, unload_dependents=True)
 
     def _require_explicit(self) -> None:
         if self.options.model_control_mode != "explicit":
@@ -390,6 +451,45 @@ class Server(SharedMemoryAPI, SettingsAPI):
 
     def _lock(self, name: str) -> asyncio.Lock:
         return self._locks.setdefault(name, asyncio.Lock())
+
+    async def _load_models(
+        self, names: list[str], overrides: dict[str, ModelConfig] | None = None
+    ) -> dict[str, ModelEntry]:
+        """Load ``names`` and the composing models of the ensembles among them that are not
+        READY yet, non-ensembles first, then each ensemble once the models it calls are
+        loaded (:func:`workbench.engine.ensembles.load_waves`). Returns every entry loaded.
+
+        Raises:
+            InvalidArgument: a model is in no repository (and has no override config).
+        """
+        overrides = overrides or {}
+        ready = {n for n, e in self._models.items() if e.latest_ready is not None}
+        planned = await asyncio.to_thread(self._plan_dependencies, names, overrides, ready)
+        self._dependencies.update(planned)
+        entries: dict[str, ModelEntry] = {}
+        for wave in load_waves(planned):
+            loaded = await asyncio.gather(*(self._load(n, overrides.get(n)) for n in wave))
+            entries.update(zip(wave, loaded, strict=True))
+        return entries
+
+    def _plan_dependencies(
+        self, names: list[str], overrides: dict[str, ModelConfig], ready: set[str]
+    ) -> dict[str, tuple[str, ...]]:
+        """Blocking: ``names`` plus the composing models to load with them (those in a
+        repository and not in ``ready``), each with the models its config's steps call."""
+        assert self._repository is not None
+        found = self._repository.scan()
+        planned: dict[str, tuple[str, ...]] = {}
+        queue = list(names)
+        while queue:
+            name = queue.pop(0)
+            if name in planned:
+                continue
+            location = found.get(name)
+            path = location.path if location is not None and not location.error else None
+            planned[name] = tuple(declared_dependencies(path, overrides.get(name)))
+            queue.extend(m for m in planned[name] if m in found and m not in ready)
+        return planned
 
     async def _load(self, name: str, override: ModelConfig | None) -> ModelEntry:
         assert self._repository is not None
@@ -406,15 +506,30 @@ class Server(SharedMemoryAPI, SettingsAPI):
                     self._load_executor, load_model, name, path, self.options, override,
                     self._backend_context,
                 )
-                entry = _entry_from_result(result, self._observers, self._cache, self._rate_limiter)
+                entry = self._entry_for(result)
             old = self._models.get(name)
             if old is not None and old.ready_versions() and entry.failed():
                 await entry.stop()  # a failed reload keeps the last good versions serving
+                if old.config is not None:
+                    self._dependencies[name] = tuple(composing_models(old.config))
                 return entry
             self._models[name] = entry
             if old is not None:
                 await old.stop("unloaded")
             return entry
+
+    def _entry_for(self, result: LoadResult) -> ModelEntry:
+        """The entry of a finished load; an ensemble is first checked against its composing
+        models as loaded now, and is UNAVAILABLE with the reason when that fails."""
+        config = result.config
+        if config is not None and not result.error and is_ensemble(config):
+            self._dependencies[result.name] = tuple(composing_models(config))
+            reason = ensemble_error(config, self._models, self._dependencies)
+            if reason:
+                return ModelEntry(result.name, config=config, reason=reason)
+        return _entry_from_result(
+            result, self._observers, self._cache, self._rate_limiter, self._infer_step
+        )
 
 
 def _rate_limiter(options: ServerOptions) -> RateLimiter | None:
@@ -436,10 +551,12 @@ def _entry_from_result(
     observers: list[SuccessObserver],
     cache: ResponseCache | None,
     rate_limiter: RateLimiter | None,
+    step_infer: StepInfer,
 ) -> ModelEntry:
     """Wrap loaded instances in schedulers (on the event loop) and record version states.
 
-    ``observers`` is the server's shared observer list, handed to every version's statistics.
+    ``observers`` is the server's shared observer list, handed to every version's statistics;
+    ``step_infer`` is how an ensemble's scheduler reaches its composing models.
     """
     entry = ModelEntry(result.name, config=result.config, reason=result.error)
     if result.config is not None and result.config.response_cache.enable and cache is None:
@@ -456,7 +573,7 @@ def _entry_from_result(
             cache_enabled=result.config.response_cache.enable and cache is not None,
             observers=observers,
         )
-        scheduler = make_scheduler(result.config, loaded.instances, stats, rate_limiter)
+        scheduler = make_scheduler(result.config, loaded.instances, stats, rate_limiter, step_infer)
         model = LoadedModel(result.config, version, scheduler, stats, cache, result.labels)
         entry.versions[version] = VersionState(ModelReadyState.READY, "", model)
         log.info("successfully loaded '%s' version %d", result.name, version)
@@ -465,13 +582,7 @@ def _entry_from_result(
 
 
 def _entry_reason(entry: ModelEntry) -> str:
-    if entry.reason:
-        return entry.reason
-    return "".join(
-        f"version {v} is at {s.state.value} state: {s.reason};"
-        for v, s in sorted(entry.versions.items())
-        if s.state is not ModelReadyState.READY
-    )
+    return entry.failure_reason()
 
 
 def _index_rows(name: str, entry: ModelEntry | None) -> list[dict]:

@@ -169,13 +169,18 @@ class DirectScheduler(Scheduler):
         """Record the outcome and answer the request (``reason`` labels a failure)."""
         now = time.monotonic_ns()
         if response.error is None and times is not None:
+            input_ns = times.input_done_ns - times.start_ns
+            infer_ns = times.infer_done_ns - times.input_done_ns
+            output_ns = times.end_ns - times.infer_done_ns
             self._stats.record_success(
                 now - pending.arrival_ns,
                 times.start_ns - pending.enqueue_ns,
-                times.input_done_ns - times.start_ns,
-                times.infer_done_ns - times.input_done_ns,
-                times.end_ns - times.infer_done_ns,
+                input_ns,
+                infer_ns,
+                output_ns,
             )
+            if pending.request.compute_totals is not None:  # a step of an ensemble request
+                pending.request.compute_totals.add(input_ns, infer_ns, output_ns)
         else:
             self._stats.record_failure(now - pending.arrival_ns, reason)
         if not pending.future.done():

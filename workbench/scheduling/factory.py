@@ -7,8 +7,9 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 from workbench.backends.base import ModelInstance
 from workbench.scheduling.base import Scheduler
 from workbench.scheduling.direct import DirectScheduler
-from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.dynamic_batcher import DynamicBatcher
+from workbench.scheduling.ensemble import EnsembleScheduler, StepInfer
+from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.sequence_direct import DirectSequenceBatcher
 from workbench.scheduling.sequence_oldest import OldestSequenceBatcher
 from workbench.statistics import ModelStatistics
@@ -19,12 +20,23 @@ def make_scheduler(
     instances: list[ModelInstance],
     statistics: ModelStatistics,
     rate_limiter: RateLimiter | None = None,
+    step_infer: StepInfer | None = None,
 ) -> Scheduler:
-    """``sequence_batching`` -> :class:`DirectSequenceBatcher` (or
+    """``ensemble_scheduling`` -> :class:`EnsembleScheduler` (no instances; its steps reach
+    the composing models through the engine's ``step_infer``);
+    ``sequence_batching`` -> :class:`DirectSequenceBatcher` (or
     :class:`OldestSequenceBatcher` with ``oldest { }``); ``dynamic_batching`` with
     ``max_batch_size > 0`` -> :class:`DynamicBatcher`; otherwise the default
     one-request-per-execution :class:`DirectScheduler`. Every scheduler shares the server's
-    ``rate_limiter`` (None when rate limiting is off)."""
+    ``rate_limiter`` (None when rate limiting is off).
+
+    Raises:
+        ValueError: an ensemble config without ``step_infer``.
+    """
+    if config.HasField("ensemble_scheduling"):
+        if step_infer is None:
+            raise ValueError(f"ensemble '{config.name}' needs the engine's step_infer")
+        return EnsembleScheduler(config, statistics, step_infer)
     if config.HasField("sequence_batching"):
         oldest = config.sequence_batching.HasField("oldest")
         batcher = OldestSequenceBatcher if oldest else DirectSequenceBatcher

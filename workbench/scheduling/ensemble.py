@@ -1,0 +1,253 @@
+"""Triton's ensemble scheduler: an ensemble request runs as a DAG of composing-model requests.
+
+An ensemble (``platform: "ensemble"``, ``ensemble_scheduling { step [...] }``) has no
+backend and no instances: its scheduler turns one request into one request per step,
+each sent through the engine to the composing model (``step_infer``, handed over by the
+engine; scheduling never imports it). So every composing model validates, queues,
+batches (its dynamic batcher batches across ensemble requests) and records statistics as
+for a client's request. Follows core ``ensemble_scheduler.cc`` (``EnsembleContext``):
+
+- a step runs as soon as every ensemble tensor its ``input_map`` names exists; independent
+  steps run concurrently (asyncio tasks on the engine's loop);
+- tensors move between steps as the numpy arrays the composing models returned (no
+  encoding, no copy); a step asks only for the outputs its ``output_map`` names;
+- every step request carries the ensemble request's parameters (``priority``, ``timeout``,
+  ``sequence_id`` / ``sequence_start`` / ``sequence_end``, custom keys);
+- ``model_version: -1`` resolves the composing model's latest READY version per request,
+  so reloading a composing model keeps the ensemble serving;
+- an omitted optional ensemble input is left out of the step requests that map it;
+- a failing step fails its ensemble request with that step's error, unchanged (class and
+  message); steps already running finish, no further step starts; other ensemble
+  requests are unaffected;
+- only the outputs the client asked for are returned.
+
+Statistics (Triton's ``RequestTracker``): per ensemble request one ``success`` (request
+duration from arrival to the last step's answer) or one failure with reason ``OTHER``;
+``queue`` is the time from enqueue to the first step (about 0: an ensemble has no queue);
+``compute_input`` / ``compute_infer`` / ``compute_output`` are the sums of the composing
+requests' compute durations (nested ensembles included, cache hits adding nothing);
+``inference_count`` grows by the request's batch size and ``execution_count`` by one, with
+a ``batch_stats`` entry for that batch size. The composing models keep their own counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+from workbench.backends.base import BackendRequest, BackendResponse
+from workbench.datatypes import config_to_wire
+from workbench.errors import Cancelled, InternalError, Unavailable
+from workbench.scheduling.base import Scheduler
+from workbench.statistics import ComputeTotals, ModelStatistics
+from workbench.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
+
+#: ``step_infer(request, compute_totals)``: run one composing-model request through the
+#: engine (model and version resolved per call) and add its compute durations to
+#: ``compute_totals`` on success. Raises the engine's errors (``ModelNotFound`` with
+#: "Request for unknown model: ...", ``InvalidArgument``, a backend's error, ...).
+StepInfer = Callable[[InferenceRequest, ComputeTotals], Awaitable[InferenceResponse]]
+
+
+@dataclass(frozen=True, slots=True)
+class EnsembleStep:
+    """One ``ensemble_scheduling.step``.
+
+    Attributes:
+        index: position in the config.
+        model_name: the composing model.
+        model_version: ``""`` for ``-1`` (latest READY version), else the version number.
+        inputs: (composing model input, ensemble tensor) pairs, from ``input_map``.
+        outputs: (composing model output, ensemble tensor) pairs, from ``output_map``.
+        needs: the ensemble tensors that must exist before the step runs (its inputs
+            that are not ensemble inputs: those exist from the start, or were omitted).
+    """
+
+    index: int
+    model_name: str
+    model_version: str
+    inputs: tuple[tuple[str, str], ...]
+    outputs: tuple[tuple[str, str], ...]
+    needs: tuple[str, ...]
+
+
+def ensemble_steps(config: ModelConfig) -> tuple[EnsembleStep, ...]:
+    """The steps of an ensemble config (maps in key order)."""
+    ensemble_inputs = {io.name for io in config.input}
+    steps = []
+    for index, step in enumerate(config.ensemble_scheduling.step):
+        inputs = tuple(sorted(step.input_map.items()))
+        steps.append(EnsembleStep(
+            index=index,
+            model_name=step.model_name,
+            model_version="" if step.model_version == -1 else str(step.model_version),
+            inputs=inputs,
+            outputs=tuple(sorted(step.output_map.items())),
+            needs=tuple(t for _, t in inputs if t not in ensemble_inputs),
+        ))
+    return tuple(steps)
+
+
+class EnsembleScheduler(Scheduler):
+    """Runs each request of one ensemble version as a DAG of composing-model requests.
+
+    Args:
+        config: the ensemble's normalized, validated config (checked against its
+            composing models by :func:`workbench.config.validate_ensemble.check_ensemble_steps`).
+        statistics: the ensemble version's counters.
+        step_infer: how a step reaches its composing model (see :data:`StepInfer`).
+    """
+
+    def __init__(
+        self, config: ModelConfig, statistics: ModelStatistics, step_infer: StepInfer
+    ) -> None:
+        self.name = config.name
+        self.steps = ensemble_steps(config)
+        self._batching = config.max_batch_size > 0
+        self._input_wire = {io.name: config_to_wire(io.data_type) for io in config.input}
+        self._infer = step_infer
+        self._stats = statistics
+        self._inflight = 0
+        self._stopping = False
+        self._drained: asyncio.Event | None = None
+
+    async def enqueue(self, request: BackendRequest, arrival_ns: int) -> BackendResponse:
+        """Run every step of ``request`` and answer with the requested ensemble outputs.
+
+        ``request.inputs`` are the ensemble inputs (numpy, batch dim first when the
+        ensemble batches); the response holds ``request.requested_outputs``.
+
+        Raises:
+            Unavailable: the ensemble is being unloaded.
+            WorkbenchError: the first failing step's error, unchanged (e.g. ``ModelNotFound``
+                "Request for unknown model: 'm' has no available versions" when a composing
+                model was unloaded, or the composing model's validation or backend error).
+            InternalError: a requested output was not produced (a composing model returned
+                fewer outputs than asked).
+        """
+        if self._stopping:
+            raise Unavailable("model is being unloaded; request rejected")
+        enqueue_ns = time.monotonic_ns()
+        self._inflight += 1
+        totals = ComputeTotals()
+        compute_start_ns = time.monotonic_ns()
+        try:
+            tensors = await self._run(request, totals)
+            outputs = {}
+            for name in request.requested_outputs:
+                tensor = tensors.get(name)
+                if tensor is None:
+                    raise InternalError(
+                        f"in ensemble {self.name}, ensemble output '{name}' was not produced"
+                    )
+                outputs[name] = tensor.data
+        except BaseException:
+            self._stats.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
+            raise
+        finally:
+            self._forget()
+        self._stats.record_success(
+            time.monotonic_ns() - arrival_ns,
+            compute_start_ns - enqueue_ns,
+            totals.input_ns,
+            totals.infer_ns,
+            totals.output_ns,
+        )
+        batch = request.batch_size if self._batching else 1
+        self._stats.record_execution(batch, totals.input_ns, totals.infer_ns, totals.output_ns)
+        if request.compute_totals is not None:  # this ensemble is a step of another one
+            request.compute_totals.add(totals.input_ns, totals.infer_ns, totals.output_ns)
+        return BackendResponse(outputs)
+
+    def inflight_count(self) -> int:
+        return self._inflight
+
+    async def stop(self) -> None:
+        """Refuse new requests and wait for the in-flight ones (their steps still run)."""
+        self._stopping = True
+        if self._inflight:
+            self._drained = asyncio.Event()
+            await self._drained.wait()
+
+    # ----------------------------------------------------------------- DAG execution
+    async def _run(self, request: BackendRequest, totals: ComputeTotals) -> dict[str, Tensor]:
+        """Run the steps as their inputs appear; the ensemble tensors by name."""
+        tensors = {
+            name: Tensor(name, self._input_wire[name], array)
+            for name, array in request.inputs.items()
+        }
+        waiting = list(self.steps)
+        running: dict[asyncio.Future, EnsembleStep] = {}
+        error: BaseException | None = None
+        try:
+            while True:
+                if error is None and waiting:
+                    ready = [s for s in waiting if all(t in tensors for t in s.needs)]
+                    for step in ready:
+                        waiting.remove(step)
+                    if len(ready) == 1 and not running:  # a chain: no task needed
+                        try:
+                            tensors.update(await self._call(ready[0], tensors, request, totals))
+                        except Exception as exc:
+                            error = exc
+                        continue
+                    for step in ready:
+                        task = asyncio.ensure_future(self._call(step, tensors, request, totals))
+                        running[task] = step
+                if not running:
+                    break
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    running.pop(task)
+                    if task.cancelled():
+                        error = error or Cancelled("request cancelled")
+                    elif task.exception() is not None:
+                        error = error or task.exception()
+                    else:
+                        tensors.update(task.result())
+        finally:
+            for task in running:  # only when this request itself is cancelled
+                task.cancel()
+        if error is not None:
+            raise error
+        return tensors
+
+    async def _call(
+        self,
+        step: EnsembleStep,
+        tensors: dict[str, Tensor],
+        request: BackendRequest,
+        totals: ComputeTotals,
+    ) -> dict[str, Tensor]:
+        """One step: its request to the composing model, and the ensemble tensors it made."""
+        inputs = [
+            Tensor(model_input, tensor.datatype, tensor.data)
+            for model_input, name in step.inputs
+            if (tensor := tensors.get(name)) is not None  # None: omitted optional input
+        ]
+        step_request = InferenceRequest(
+            step.model_name,
+            inputs,
+            model_version=step.model_version,
+            outputs=[RequestedOutput(model_output) for model_output, _ in step.outputs],
+            parameters=dict(request.parameters),
+        )
+        response = await self._infer(step_request, totals)
+        answered = {tensor.name: tensor for tensor in response.outputs}
+        return {
+            name: Tensor(name, answered[model_output].datatype, answered[model_output].data)
+            for model_output, name in step.outputs
+            if model_output in answered
+        }
+
+    def _forget(self) -> None:
+        self._inflight -= 1
+        if self._inflight == 0 and self._drained is not None:
+            self._drained.set()
+
+
+__all__ = ["EnsembleScheduler", "EnsembleStep", "StepInfer", "ensemble_steps"]
