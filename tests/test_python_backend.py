@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -126,6 +127,7 @@ async def test_model_imports_files_next_to_it(server: Server) -> None:
 
 
 async def test_logger_lines_reach_the_server_log(python_repository: Path, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="workbench.python_model")
     async with Server(ServerOptions(model_repository=[str(python_repository)],
                                     model_control_mode="explicit", load_model=["add_sub"])):
         pass
@@ -294,7 +296,7 @@ async def test_concurrent_bls_calls_are_batched_by_the_callee(server: Server, bl
     elapsed = time.monotonic() - start
     stats = (await server.statistics("sleeper"))["model_stats"][0]
     assert max(b["batch_size"] for b in stats["batch_stats"]) >= 3
-    assert elapsed < 0.6, f"BLS calls ran one after the other ({elapsed:.2f} s)"
+    assert elapsed < 0.75, f"BLS calls ran one after the other ({elapsed:.2f} s)"  # serial: >= 0.9 s
 
 
 @pytest.mark.parametrize("bls", ["bls_sync", "bls_async"])

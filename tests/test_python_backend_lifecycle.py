@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import time
 from pathlib import Path
@@ -162,3 +163,27 @@ def _stub_pids(server: Server, model: str) -> list[int]:
     """The pids of a model's stub processes (read from the engine's own objects)."""
     loaded = server._models[model].latest_ready
     return [runner.instance._stub.pid for runner in loaded.scheduler._runners]
+
+
+async def test_sequence_flags_and_correlation_id_reach_the_model(tmp_path: Path) -> None:
+    copy_python_model(tmp_path, "add_sub", extra="max_batch_size: 1\nsequence_batching { }\n")
+    async with Server(options(tmp_path)) as server:
+        seen = []
+        for params in ({"sequence_id": 42, "sequence_start": True}, {"sequence_id": 42},
+                       {"sequence_id": 42, "sequence_end": True}):
+            request = InferenceRequest("add_sub", [
+                Tensor(f"INPUT{i}", "FP32", np.ones((1, 4), np.float32)) for i in (0, 1)], id="s", parameters=params)
+            info = json.loads((await server.infer(request)).parameters["info"])
+            seen.append((info["request_id"], info["correlation_id"], info["flags"], info["parameters"]))
+    assert seen == [("s", 42, 1, {}), ("s", 42, 0, {}), ("s", 42, 2, {})]
+
+
+async def test_an_output_of_the_wrong_datatype_fails_its_request(tmp_path: Path) -> None:
+    folder = copy_python_model(tmp_path, "identity")
+    config = folder / "config.pbtxt"
+    config.write_text(config.read_text().replace(
+        'output [ { name: "OUTPUT0" data_type: TYPE_FP32', 'output [ { name: "OUTPUT0" data_type: TYPE_FP64'))
+    async with Server(options(tmp_path)) as server:
+        with pytest.raises(InternalError, match="output 'OUTPUT0' of model 'identity' has datatype FP32, but "
+                                                "the model configuration expects FP64"):
+            await server.infer(InferenceRequest("identity", [Tensor("INPUT0", "FP32", np.ones(3, np.float32))]))

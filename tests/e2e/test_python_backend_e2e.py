@@ -73,10 +73,12 @@ def test_stub_processes_end_with_the_server(tmp_path: Path, sig: int) -> None:
     copy_python_model(tmp_path, "add_sub")
     copy_python_model(tmp_path, "identity")
     process = ServerProcess([f"--model-repository={tmp_path}"])
-    tasks = Path(f"/proc/{process.process.pid}/task")  # stubs are children of the load threads
-    stubs = [int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split()]
+    try:
+        tasks = Path(f"/proc/{process.process.pid}/task")  # stubs are children of the load threads
+        stubs = [int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split()]
+    finally:
+        process.stop(sig)
     assert len(stubs) == 2
-    process.stop(sig)
     deadline = time.monotonic() + 10
     while any(_running(pid) for pid in stubs) and time.monotonic() < deadline:
         time.sleep(0.05)

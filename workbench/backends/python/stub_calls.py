@@ -129,6 +129,10 @@ class BlsCalls:
         """Reader thread: a ``bls_response`` message."""
         final = message["final"]
         call = self._calls.pop(message["call"], None) if final else self._calls.get(message["call"])
-        response = self._stub.decode_response(message["response"])
+        try:
+            response = self._stub.decode_response(message["response"])
+        except Exception as exc:  # noqa: BLE001 - e.g. a segment gone: the call fails, not the stub
+            error = pb_utils.TritonError(f"unable to read the BLS response: {type(exc).__name__}: {exc}")
+            response = pb_utils.InferenceResponse(error=error)
         if call is not None:
             call.deliver(response, final)
