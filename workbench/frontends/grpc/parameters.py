@@ -82,3 +82,16 @@ def output_parameters(output: pb.ModelInferRequest.InferRequestedOutputTensor) -
             raise InvalidArgument("invalid value for 'classification' parameter, expected >= 0")
     check_shared_memory_output(params, others=(CLASSIFICATION,), subject="output")
     return params
+
+
+def set_parameter(target: pb.InferParameter, value: Any) -> None:
+    """Write a Python value into an ``InferParameter``: bool -> ``bool_param``, int ->
+    ``int64_param``, float -> ``double_param``, anything else -> ``string_param`` (str())."""
+    if isinstance(value, bool):
+        target.bool_param = value
+    elif isinstance(value, int):
+        target.int64_param = value
+    elif isinstance(value, float):
+        target.double_param = value
+    else:
+        target.string_param = str(value)
