@@ -62,29 +62,17 @@ VERIFY_SENTENCES: tuple[str, ...] = (
     _LONG_PASSAGE * 3,
 )
 
+#: the three token inputs (INT64 [-1]) of minilm_encoder and of every graph built on the encoder
+TOKEN_INPUTS_PBTXT = "input [\n" + ",\n".join(
+    f'  {{\n    name: "{name}"\n    data_type: TYPE_INT64\n    dims: [ -1 ]\n  }}' for name in INPUT_NAMES
+) + "\n]\n"
+
 CONFIG_PBTXT = f"""\
 name: "{MODEL_NAME}"
 backend: "onnxruntime"
 platform: "onnxruntime_onnx"
 max_batch_size: {MAX_BATCH_SIZE}
-input [
-  {{
-    name: "input_ids"
-    data_type: TYPE_INT64
-    dims: [ -1 ]
-  }},
-  {{
-    name: "attention_mask"
-    data_type: TYPE_INT64
-    dims: [ -1 ]
-  }},
-  {{
-    name: "token_type_ids"
-    data_type: TYPE_INT64
-    dims: [ -1 ]
-  }}
-]
-output [
+{TOKEN_INPUTS_PBTXT}output [
   {{
     name: "{EMBEDDING_OUTPUT}"
     data_type: TYPE_FP32

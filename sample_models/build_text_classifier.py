@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 import build_minilm
-from build_minilm import INPUT_NAMES, MAX_BATCH_SIZE, MAX_ABS_DIFF
+from build_minilm import INPUT_NAMES, MAX_ABS_DIFF, MAX_BATCH_SIZE, TOKEN_INPUTS_PBTXT
 
 MODEL_NAME = "text_classifier"
 #: the encoder, tokenization and export code live there; editing it makes this build stale
@@ -50,24 +50,7 @@ name: "{MODEL_NAME}"
 backend: "onnxruntime"
 platform: "onnxruntime_onnx"
 max_batch_size: {MAX_BATCH_SIZE}
-input [
-  {{
-    name: "input_ids"
-    data_type: TYPE_INT64
-    dims: [ -1 ]
-  }},
-  {{
-    name: "attention_mask"
-    data_type: TYPE_INT64
-    dims: [ -1 ]
-  }},
-  {{
-    name: "token_type_ids"
-    data_type: TYPE_INT64
-    dims: [ -1 ]
-  }}
-]
-output [
+{TOKEN_INPUTS_PBTXT}output [
   {{
     name: "{OUTPUT_NAME}"
     data_type: TYPE_FP32

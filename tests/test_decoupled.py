@@ -6,7 +6,6 @@ backend boundary and sends its responses from another thread after ``execute`` r
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import grpc
@@ -18,7 +17,7 @@ from tritonclient.grpc import service_pb2 as pb
 from workbench import DecoupledNotSupported, InferenceRequest, InvalidArgument, Server, ServerOptions, Tensor
 from workbench.backends.registry import register_backend
 from workbench.testing.fake_backend import FakeBackend, write_fake_model
-from workbench.testing.repeat_backend import RepeatBackend, write_repeat_model
+from workbench.testing.repeat_backend import RepeatBackend, collect_stream, repeat_request, write_repeat_model
 
 
 @pytest_asyncio.fixture
@@ -32,17 +31,8 @@ async def server(tmp_path: Path):
         yield server
 
 
-def repeat_request(values: list[int], model: str = "repeat", request_id: str = "") -> InferenceRequest:
-    return InferenceRequest(model, [Tensor("IN", "INT32", np.array(values, np.int32))], id=request_id)
-
-
-async def collect(server: Server, request: InferenceRequest) -> list:
-    async with contextlib.aclosing(server.infer_stream(request)) as stream:
-        return [r async for r in stream]
-
-
 async def test_stream_yields_each_response_then_an_empty_final(server: Server) -> None:
-    responses = await collect(server, repeat_request([7, 8, 9], request_id="r1"))
+    responses = await collect_stream(server, repeat_request([7, 8, 9], request_id="r1"))
     assert [r.final for r in responses] == [False, False, False, True]
     assert [int(r.outputs[0].data[0]) for r in responses[:3]] == [7, 8, 9]
     assert [int(r.outputs[1].data[0]) for r in responses[:3]] == [0, 1, 2]
@@ -52,7 +42,7 @@ async def test_stream_yields_each_response_then_an_empty_final(server: Server) -
 
 
 async def test_zero_responses_is_only_a_final_flag(server: Server) -> None:
-    responses = await collect(server, repeat_request([]))
+    responses = await collect_stream(server, repeat_request([]))
     assert [(r.outputs, r.final) for r in responses] == [([], True)]
 
 
@@ -66,7 +56,7 @@ async def test_an_error_response_ends_the_iteration(server: Server) -> None:
 
 async def test_non_decoupled_model_streams_one_final_response(server: Server) -> None:
     request = InferenceRequest("fake", [Tensor("INPUT0", "FP32", np.ones((1, 1), np.float32))])
-    responses = await collect(server, request)
+    responses = await collect_stream(server, request)
     assert len(responses) == 1 and responses[0].final
 
 

@@ -10,7 +10,6 @@ tests only use models nobody else changes; crash and unload tests have their own
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -33,6 +32,7 @@ from workbench import (
 )
 from workbench.testing.models import ADD_SUB_CONFIG, add_sub_graph, write_model
 from workbench.testing.python_backend import copy_python_model, python_backend_segments
+from workbench.testing.repeat_backend import collect_stream, repeat_request
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -222,21 +222,14 @@ async def test_auto_complete_config_fills_the_config(server: Server, model: str)
 
 
 # ----------------------------------------------------------------- decoupled
-def repeat_request(values: list[int], model: str = "repeat", request_id: str = "") -> InferenceRequest:
-    return InferenceRequest(model, [Tensor("IN", "INT32", np.array(values, np.int32))], id=request_id)
-
-
-async def collect(server: Server, request: InferenceRequest) -> list:
-    async with contextlib.aclosing(server.infer_stream(request)) as stream:
-        return [r async for r in stream]
 
 
 async def test_decoupled_model_streams_responses_sent_from_a_thread(server: Server) -> None:
-    responses = await collect(server, repeat_request([7, 8, 9], request_id="d1"))
+    responses = await collect_stream(server, repeat_request([7, 8, 9], request_id="d1"))
     assert [(r.final, [t.data.tolist() for t in r.outputs]) for r in responses] == [
         (False, [[7], [0]]), (False, [[8], [1]]), (False, [[9], [2]]), (True, [])]
     assert {r.id for r in responses} == {"d1"}
-    assert [r.final for r in await collect(server, repeat_request([]))] == [True]
+    assert [r.final for r in await collect_stream(server, repeat_request([]))] == [True]
 
 
 async def test_decoupled_error_response_ends_the_stream(server: Server) -> None:

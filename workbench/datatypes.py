@@ -13,6 +13,7 @@ import numpy as np
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import serialize_byte_tensor
 
+from workbench.bytes_codec import IncompleteBytes, decode_bytes
 from workbench.errors import InvalidArgument
 
 #: wire name -> numpy dtype (BYTES -> object). BF16 has no numpy dtype here.
@@ -111,29 +112,22 @@ def deserialize_bytes(buffer: bytes | memoryview, name: str, model: str) -> np.n
     """Triton's length-prefixed encoding -> 1-D numpy object array of ``bytes``.
 
     Raises:
-        InvalidArgument: when a length indicator is incomplete or points past the end.
+        InvalidArgument: when a length indicator is incomplete or points past the end
+            (Triton's texts, naming the input and the model).
     """
-    raw = bytes(buffer)
-    pos, end, items = 0, len(raw), []
-    while pos < end:
-        if end - pos < 4:
+    try:
+        return decode_bytes(buffer)
+    except IncompleteBytes as exc:
+        if exc.in_prefix:
             raise InvalidArgument(
                 f"incomplete string length indicator for inference input '{name}' "
-                f"for model '{model}', expecting 4 bytes but only {end - pos} bytes available. "
+                f"for model '{model}', expecting 4 bytes but only {exc.available} bytes available. "
                 "Please make sure the string length indicator is in one piece."
-            )
-        length = int.from_bytes(raw[pos : pos + 4], "little")
-        pos += 4
-        if pos + length > end:
-            raise InvalidArgument(
-                f"incomplete string data for inference input '{name}' for model '{model}', "
-                f"expecting string of length {length} but only {end - pos} bytes available"
-            )
-        items.append(raw[pos : pos + length])
-        pos += length
-    out = np.empty(len(items), dtype=np.object_)
-    out[:] = items
-    return out
+            ) from None
+        raise InvalidArgument(
+            f"incomplete string data for inference input '{name}' for model '{model}', "
+            f"expecting string of length {exc.length} but only {exc.available} bytes available"
+        ) from None
 
 
 __all__ = [

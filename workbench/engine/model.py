@@ -75,16 +75,22 @@ class LoadedModel:
             InvalidArgument: the request does not match the model config (Triton's texts).
             WorkbenchError: the execution failed.
         """
+        backend_request = self._validated(request, arrival_ns, compute_totals)
+        if self.cache is None:
+            result = await self.scheduler.enqueue(backend_request, arrival_ns)
+            return self._response(request, backend_request, result.outputs, result.parameters)
+        return await self._infer_cached(request, backend_request, arrival_ns)
+
+    def _validated(self, request: InferenceRequest, arrival_ns: int, compute_totals):
+        """The backend request for ``request``; a request that fails validation is counted as
+        a failure (reason OTHER) and its ``InvalidArgument`` raised."""
         try:
             backend_request = validate_request(request, self.io)
         except Exception:
             self.statistics.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
             raise
         backend_request.compute_totals = compute_totals
-        if self.cache is None:
-            result = await self.scheduler.enqueue(backend_request, arrival_ns)
-            return self._response(request, backend_request, result.outputs, result.parameters)
-        return await self._infer_cached(request, backend_request, arrival_ns)
+        return backend_request
 
     async def infer_stream(
         self,
@@ -104,12 +110,7 @@ class LoadedModel:
         if not self.decoupled:
             yield await self.infer(request, arrival_ns, compute_totals)
             return
-        try:
-            backend_request = validate_request(request, self.io)
-        except Exception:
-            self.statistics.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
-            raise
-        backend_request.compute_totals = compute_totals
+        backend_request = self._validated(request, arrival_ns, compute_totals)
         loop = asyncio.get_running_loop()
         sent: asyncio.Queue = asyncio.Queue()
 

@@ -10,6 +10,7 @@ and no response: the pattern of a streaming Python model. A fake only at the bac
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.errors import InvalidArgument
+from workbench.types import InferenceRequest, InferenceResponse, Tensor
 from workbench.testing.fake_backend import write_backend_model
 
 REPEAT_CONFIG = """
@@ -80,3 +82,15 @@ class RepeatBackend(Backend):
 def write_repeat_model(repo: Path, name: str = "repeat", delay_ms: float = 0) -> Path:
     """A decoupled model folder served by :class:`RepeatBackend`."""
     return write_backend_model(repo, name, REPEAT_CONFIG.format(name=name, delay_ms=delay_ms))
+
+
+def repeat_request(values: list[int], model: str = "repeat", request_id: str = "") -> InferenceRequest:
+    """A request for a repeat model (this backend's or the Triton-style Python ``repeat``):
+    ``IN`` = ``values`` (INT32), one response per value."""
+    return InferenceRequest(model, [Tensor("IN", "INT32", np.array(values, np.int32))], id=request_id)
+
+
+async def collect_stream(server, request: InferenceRequest) -> list[InferenceResponse]:
+    """Every response ``server.infer_stream(request)`` yields (the iterator closed after)."""
+    async with contextlib.aclosing(server.infer_stream(request)) as stream:
+        return [r async for r in stream]

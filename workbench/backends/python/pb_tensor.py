@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.backends.python.transport import deserialize_bytes, serialize_bytes
+from workbench.bytes_codec import decode_bytes, encode_bytes
 
 TRITON_STRING_TO_NUMPY = {
     "TYPE_BOOL": bool,
@@ -211,14 +211,14 @@ def serialize_byte_tensor(input_tensor: np.ndarray) -> np.ndarray:
     as a 0-d numpy object array holding the encoded ``bytes`` (empty 1-D array for size 0)."""
     if input_tensor.size == 0:
         return np.empty([0], dtype=np.object_)
-    return np.asarray(serialize_bytes(np.asarray(input_tensor)), dtype=np.object_)
+    return np.asarray(encode_bytes(np.asarray(input_tensor)), dtype=np.object_)
 
 
 def deserialize_bytes_tensor(encoded_tensor: Any) -> np.ndarray:
     """Triton's BYTES encoding -> 1-D numpy object array of ``bytes``."""
     if isinstance(encoded_tensor, np.ndarray) and encoded_tensor.dtype == np.object_:
         encoded_tensor = encoded_tensor.item()
-    return deserialize_bytes(encoded_tensor)
+    return decode_bytes(encoded_tensor)
 
 
 __all__ = [

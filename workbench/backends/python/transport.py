@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from workbench.bytes_codec import decode_bytes, encode_bytes
+
 #: Triton's prefix for the Python backend's own shared memory (``kTritonSharedMemoryRegionPrefix``)
 SHM_PREFIX = "triton_python_backend_shm_region_"
 #: where POSIX shared memory lives (``shm_open`` names are files here on Linux)
@@ -55,7 +57,6 @@ IDLE_LIMIT_BYTES = 64 * 2**20
 _GRAIN = 2**20
 
 _HEADER = struct.Struct("<Q")
-_LENGTH = struct.Struct("<I")
 _READ_BUFFER_BYTES = 256 * 1024
 _CONCAT_MAX_BYTES = 1 << 20
 
@@ -348,7 +349,7 @@ def encode_tensor(name: str, array: np.ndarray, pool: SegmentPool) -> WireTensor
         OSError: no segment could be had (/dev/shm full).
     """
     if array.dtype.kind in ("O", "S"):
-        dtype, raw = "BYTES", memoryview(serialize_bytes(array))
+        dtype, raw = "BYTES", memoryview(encode_bytes(array))
     else:
         dtype = array.dtype.str
         raw = memoryview(np.ascontiguousarray(array)).cast("B")
@@ -369,49 +370,17 @@ def decode_tensor(wire: WireTensor, reader: SegmentReader) -> tuple[str, np.ndar
     name, dtype, shape, payload = wire
     if isinstance(payload, bytes):
         if dtype == "BYTES":
-            return name, deserialize_bytes(payload).reshape(shape)
+            return name, decode_bytes(payload).reshape(shape)
         buffer: Any = bytearray(payload) if reader._writable else payload
         return name, np.frombuffer(buffer, dtype=np.dtype(dtype)).reshape(shape)
     segment, capacity, nbytes = payload
     mapping = reader.map(segment, capacity)
     if dtype == "BYTES":
         with memoryview(mapping) as view:
-            return name, deserialize_bytes(view[:nbytes]).reshape(shape)
+            return name, decode_bytes(view[:nbytes]).reshape(shape)
     numpy_dtype = np.dtype(dtype)
     array = np.frombuffer(mapping, dtype=numpy_dtype, count=nbytes // numpy_dtype.itemsize)
     return name, array.reshape(shape)
-
-
-def serialize_bytes(array: np.ndarray) -> bytes:
-    """Triton's BYTES encoding of ``array`` in C order (``bytes`` kept, others ``str`` + UTF-8)."""
-    parts = []
-    for item in array.reshape(-1):
-        data = item if isinstance(item, bytes) else str(item).encode("utf-8")
-        parts.append(_LENGTH.pack(len(data)))
-        parts.append(data)
-    return b"".join(parts)
-
-
-def deserialize_bytes(buffer: Any) -> np.ndarray:
-    """Triton's BYTES encoding -> 1-D numpy object array of ``bytes``.
-
-    Raises:
-        ValueError: a length prefix points past the end of ``buffer``.
-    """
-    view = memoryview(buffer)
-    items, pos, end = [], 0, len(view)
-    while pos < end:
-        if end - pos < 4:
-            raise ValueError("incomplete string length indicator in BYTES tensor")
-        (length,) = _LENGTH.unpack_from(view, pos)
-        pos += 4
-        if pos + length > end:
-            raise ValueError("incomplete string data in BYTES tensor")
-        items.append(bytes(view[pos : pos + length]))
-        pos += length
-    out = np.empty(len(items), dtype=np.object_)
-    out[:] = items
-    return out
 
 
 __all__ = [
@@ -427,6 +396,4 @@ __all__ = [
     "remove_stale_segments",
     "encode_tensor",
     "decode_tensor",
-    "serialize_bytes",
-    "deserialize_bytes",
 ]
