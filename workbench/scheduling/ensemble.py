@@ -11,7 +11,7 @@ for a client's request. Follows core ``ensemble_scheduler.cc`` (``EnsembleContex
   steps run concurrently (asyncio tasks on the engine's loop);
 - tensors move between steps as the numpy arrays the composing models returned (no
   encoding, no copy); a step asks only for the outputs its ``output_map`` names;
-- every step request carries the ensemble request's parameters (``priority``, ``timeout``,
+- every step request carries the ensemble request's id and parameters (``priority``, ``timeout``,
   ``sequence_id`` / ``sequence_start`` / ``sequence_end``, custom keys);
 - ``model_version: -1`` resolves the composing model's latest READY version per request,
   so reloading a composing model keeps the ensemble serving;
@@ -234,6 +234,7 @@ class EnsembleScheduler(Scheduler):
             inputs,
             model_version=step.model_version,
             outputs=[RequestedOutput(model_output) for model_output, _ in step.outputs],
+            id=request.request_id,
             parameters=dict(request.parameters),
         )
         response = await self._infer(step_request, totals)
