@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +52,8 @@ class LoadResult:
     """Result of loading one model (before schedulers exist).
 
     ``labels``: each output's classification labels (``label_filename``), by output name.
+    ``chosen``: every version the version policy selects, ascending; ``versions`` holds
+    those that were loaded (all of them, less the ones the caller keeps).
     """
 
     name: str
@@ -58,6 +61,7 @@ class LoadResult:
     versions: dict[int, LoadedVersion] = field(default_factory=dict)
     error: str = ""
     labels: dict[str, list[str]] = field(default_factory=dict)
+    chosen: list[int] = field(default_factory=list)
 
 
 def prepare_config(
@@ -107,10 +111,18 @@ def load_model(
     options: ServerOptions,
     override: ModelConfig | None = None,
     context: BackendContext | None = None,
+    keep: Collection[int] = (),
+    on_versions: Callable[[list[int]], None] | None = None,
 ) -> LoadResult:
     """Load every version the version policy selects. Never raises for model errors.
 
-    ``context`` is handed to the backend (what a Python model's BLS calls go through)."""
+    Args:
+        context: handed to the backend (what a Python model's BLS calls go through).
+        keep: versions the caller already serves unchanged: not loaded again even when
+            selected (``chosen`` still lists them).
+        on_versions: called (on this thread) with the versions about to be loaded, once the
+            config is read and the policy applied: how the engine reports them LOADING.
+    """
     result = LoadResult(name)
     start = time.monotonic_ns()
     try:
@@ -124,8 +136,12 @@ def load_model(
     if not chosen:
         result.error = f"failed to load '{name}', no version is available"
         return result
+    result.chosen = list(chosen)
+    to_load = [v for v in chosen if v not in keep]
+    if on_versions is not None:
+        on_versions(to_load)
     config_ns = time.monotonic_ns() - start
-    for version in chosen:
+    for version in to_load:
         version_start = time.monotonic_ns()
         loaded = _load_version(result.config, available[version], context)
         loaded.load_ns = config_ns + time.monotonic_ns() - version_start

@@ -28,6 +28,9 @@ class ModelEntry:
     """One model: its config (None when it could not be read) and its versions.
 
     ``reason`` holds a model-level failure (unparsable config, no versions, ...).
+    ``load_error`` is why the latest (re)load of this model failed while these versions
+    kept serving ("" after a successful load); the repository index shows it as the
+    reason of the READY versions.
     """
 
     name: str
@@ -35,6 +38,7 @@ class ModelEntry:
     versions: dict[int, VersionState] = field(default_factory=dict)
     reason: str = ""
     latest_ready: LoadedModel | None = None
+    load_error: str = ""
 
     def __post_init__(self) -> None:
         self.refresh()
@@ -69,13 +73,35 @@ class ModelEntry:
 
     async def stop(self, reason: str = "unloaded") -> None:
         """Drain and unload every loaded version; mark them UNAVAILABLE with ``reason``."""
-        models = [s.model for s in self.versions.values() if s.model is not None]
+        loaded = {v: s for v, s in self.versions.items() if s.model is not None}
+        for state in loaded.values():
+            state.state, state.reason = ModelReadyState.UNLOADING, ""
+        self.refresh()
+        await drain_versions(self.name, list(loaded.items()), reason)
         for state in self.versions.values():
-            if state.model is not None:
-                state.state, state.reason = ModelReadyState.UNLOADING, ""
-        await asyncio.gather(*(m.stop() for m in models))
-        for version, state in self.versions.items():
-            if state.model is not None:
-                log.info("successfully unloaded '%s' version %d", self.name, version)
             state.state, state.reason, state.model = ModelReadyState.UNAVAILABLE, reason, None
         self.refresh()
+
+
+async def drain_versions(
+    name: str, states: list[tuple[int, VersionState]], reason: str = "unloaded"
+) -> None:
+    """Let each version's queued and executing requests finish, unload its instances, then
+    mark it UNAVAILABLE with ``reason`` (Triton's "unloaded").
+
+    The caller has already taken the versions out of service (state UNLOADING, or a newer
+    entry serving in their place), so nothing new reaches them; they stay UNLOADING here
+    until their last request is answered. Never raises for a version's own stop errors
+    (logged).
+    """
+    for _, state in states:
+        state.state, state.reason = ModelReadyState.UNLOADING, ""
+    models = [(v, s.model) for v, s in states if s.model is not None]
+    results = await asyncio.gather(*(m.stop() for _, m in models), return_exceptions=True)
+    for (version, _), result in zip(models, results, strict=True):
+        if isinstance(result, BaseException):
+            log.error("error while unloading '%s' version %d: %s", name, version, result)
+        else:
+            log.info("successfully unloaded '%s' version %d", name, version)
+    for _, state in states:
+        state.state, state.reason, state.model = ModelReadyState.UNAVAILABLE, reason, None

@@ -32,13 +32,14 @@ from workbench.engine.ensembles import (
 )
 from workbench.engine.loader import LoadResult, load_model
 from workbench.engine.model import LoadedModel
-from workbench.engine.registry import ModelEntry, VersionState
+from workbench.engine.registry import ModelEntry, VersionState, drain_versions
 from workbench.engine.response_cache import ResponseCache
 from workbench.engine.shared_memory import SharedMemoryRegistry
 from workbench.engine.shared_memory_api import SharedMemoryAPI
 from workbench.engine.shared_memory_io import AttachedRequest, uses_shared_memory
 from workbench.engine.settings import LogSettings, TraceSettings
 from workbench.engine.settings_api import SettingsAPI
+from workbench.engine.switching import switch_entry
 from workbench.errors import (
     InvalidArgument,
     ModelLoadError,
@@ -90,6 +91,10 @@ class Server(SharedMemoryAPI, SettingsAPI):
         #: ensemble's composing models (Triton's ``explicitly_load_``)
         self._explicit: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
+        #: model -> the versions its load in progress loads ([] until its config is read)
+        self._loading: dict[str, list[int]] = {}
+        #: background drains of versions that left service (reloads)
+        self._drains: set[asyncio.Task] = set()
         self._repository: ModelRepository | None = None
         self._load_executor = ThreadPoolExecutor(
             options.model_load_thread_count, thread_name_prefix="model-load"
@@ -114,11 +119,17 @@ class Server(SharedMemoryAPI, SettingsAPI):
         await self.stop()
 
     async def start(self) -> None:
-        """Scan the repositories and load the start-up models (all in ``none`` mode).
+        """Scan the repositories and load the start-up models (all in ``none`` and ``poll``
+        mode, the ``load_model`` list in ``explicit`` mode).
+
+        As tritonserver: a model that fails to load is UNAVAILABLE with its reason and the
+        others serve; with ``exit_on_error`` (tritonserver's default, true) any such failure
+        stops the server instead and raises.
 
         Raises:
             InvalidArgument: a model repository does not exist.
-            ModelLoadError: a model failed to load and ``exit_on_error`` is set.
+            ModelLoadError: a model failed to load and ``exit_on_error`` is set ("failed to
+                load all models: '<model>': <reason>; ...").
         """
         self._rate_limiter = _rate_limiter(self.options)
         self._backend_context = BackendContext(asyncio.get_running_loop(), self.infer_stream)
@@ -149,8 +160,11 @@ class Server(SharedMemoryAPI, SettingsAPI):
     async def stop(self) -> None:
         """Refuse new requests, drain in-flight ones, unload every model. Idempotent.
 
-        Ensembles stop before the models they call, so their in-flight requests complete."""
+        Ensembles stop before the models they call, so their in-flight requests complete.
+        Versions still draining after a reload finish before the serving ones stop."""
         self._stopping = True
+        while self._drains:
+            await asyncio.gather(*list(self._drains), return_exceptions=True)
         for entries in stop_waves(dict(self._models), self._dependencies):
             await asyncio.gather(*(e.stop() for e in entries))
         self._load_executor.shutdown(wait=False)
@@ -164,7 +178,10 @@ class Server(SharedMemoryAPI, SettingsAPI):
 
     def is_ready(self) -> bool:
         """Ready to serve (``/v2/health/ready``): live, not stopping and, with strict
-        readiness, every model that was loaded is READY."""
+        readiness, no model failed to load (UNAVAILABLE with a reason other than
+        "unloaded", Triton's rule). Unlike Triton, versions LOADING or UNLOADING (a load,
+        a drain after a reload) do not make the server unready: a hot reload never takes
+        a replica out of its load balancer."""
         if not self._live or self._stopping:
             return False
         if not self.options.strict_readiness:
@@ -369,14 +386,20 @@ class Server(SharedMemoryAPI, SettingsAPI):
         """Every model in the repositories, and every version the server knows, with state.
 
         Rows are ``{"name", "version", "state", "reason"}``; a model never loaded has only
-        ``name``; ``reason`` only when non-empty (Triton's repository index).
+        ``name``; ``reason`` only when non-empty (Triton's repository index). States are
+        Triton's: ``READY``; ``LOADING`` for a version being loaded that does not serve yet
+        (a model whose config is still being read has one row without version); a version
+        being reloaded keeps serving and stays ``READY``; ``UNLOADING`` while a version
+        drains (unload, or a version removed by a reload); ``UNAVAILABLE`` with the load
+        error, or "unloaded". When the latest reload of a model failed and its previous
+        versions kept serving, their ``READY`` rows carry that failure as ``reason``.
         """
         assert self._repository is not None
         found = await asyncio.to_thread(self._repository.scan)
         rows = []
-        for name in sorted(set(found) | set(self._models)):
+        for name in sorted(set(found) | set(self._models) | set(self._loading)):
             entry = self._models.get(name)
-            rows.extend(_index_rows(name, entry))
+            rows.extend(_index_rows(name, entry, self._loading.get(name)))
         if ready:
             rows = [r for r in rows if r.get("state") == "READY"]
         return rows
@@ -390,8 +413,16 @@ class Server(SharedMemoryAPI, SettingsAPI):
         (ensembles of ensembles included) that are not READY are loaded first (Triton);
         READY ones are left as they are.
 
+        The load runs on the model-load threads (``model_load_thread_count``): the event
+        loop, health checks and the other models keep serving meanwhile; the repository
+        index shows the versions that do not serve yet as LOADING. Returns once the new
+        versions serve; the old ones drain in the background (UNLOADING in the index when
+        the new load no longer has their version). A failed reload leaves the old versions
+        serving with the failure as the reason of their READY rows in the index.
+
         Raises:
-            Unavailable: the server is not in explicit model control mode.
+            Unavailable: the server is not in explicit model control mode ("explicit model
+                load / unload is not allowed if polling is enabled", Triton's text).
             InvalidArgument: the model is not in any repository, or failed to load (reason;
                 for an ensemble, e.g. "ensemble 'e' depends on 'm' which has no loaded
                 version. ..." or a step mapping error, see :mod:`workbench.engine.ensembles`).
@@ -453,22 +484,31 @@ class Server(SharedMemoryAPI, SettingsAPI):
         return self._locks.setdefault(name, asyncio.Lock())
 
     async def _load_models(
-        self, names: list[str], overrides: dict[str, ModelConfig] | None = None
+        self,
+        names: list[str],
+        overrides: dict[str, ModelConfig] | None = None,
+        keep: dict[str, frozenset[int]] | None = None,
     ) -> dict[str, ModelEntry]:
         """Load ``names`` and the composing models of the ensembles among them that are not
         READY yet, non-ensembles first, then each ensemble once the models it calls are
         loaded (:func:`workbench.engine.ensembles.load_waves`). Returns every entry loaded.
 
+        ``keep``: per model, versions whose files did not change (poll mode): those that are
+        READY keep serving as they are instead of loading again.
+
         Raises:
             InvalidArgument: a model is in no repository (and has no override config).
         """
         overrides = overrides or {}
+        keep = keep or {}
         ready = {n for n, e in self._models.items() if e.latest_ready is not None}
         planned = await asyncio.to_thread(self._plan_dependencies, names, overrides, ready)
         self._dependencies.update(planned)
         entries: dict[str, ModelEntry] = {}
         for wave in load_waves(planned):
-            loaded = await asyncio.gather(*(self._load(n, overrides.get(n)) for n in wave))
+            loaded = await asyncio.gather(
+                *(self._load(n, overrides.get(n), keep.get(n, frozenset())) for n in wave)
+            )
             entries.update(zip(wave, loaded, strict=True))
         return entries
 
@@ -491,36 +531,82 @@ class Server(SharedMemoryAPI, SettingsAPI):
             queue.extend(m for m in planned[name] if m in found and m not in ready)
         return planned
 
-    async def _load(self, name: str, override: ModelConfig | None) -> ModelEntry:
+    async def _load(
+        self, name: str, override: ModelConfig | None, keep: frozenset[int] = frozenset()
+    ) -> ModelEntry:
+        """(Re)load ``name`` beside what serves, then switch (:mod:`workbench.engine.switching`).
+
+        The versions of ``keep`` that are READY now are not loaded again: they move to the
+        new entry as they are. Returns the new entry, also when the switch kept the old one.
+        """
         assert self._repository is not None
         async with self._lock(name):
             location = await asyncio.to_thread(self._repository.locate, name)
             if location is None and override is None:
                 raise InvalidArgument(f"failed to load '{name}', failed to poll from model repository")
+            old = self._models.get(name)
+            reuse = {v: old.versions[v] for v in keep if old is not None and v in old.ready_versions()}
             if location is not None and location.error:
                 entry = ModelEntry(name, reason=location.error)
             else:
                 path = location.path if location is not None else None
-                loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(
-                    self._load_executor, load_model, name, path, self.options, override,
-                    self._backend_context,
-                )
-                entry = self._entry_for(result)
-            old = self._models.get(name)
-            if old is not None and old.ready_versions() and entry.failed():
-                await entry.stop()  # a failed reload keeps the last good versions serving
-                if old.config is not None:
-                    self._dependencies[name] = tuple(composing_models(old.config))
+                result = await self._run_load(name, path, override, frozenset(reuse))
+                entry = self._entry_for(result, reuse)
+            if self._stopping:  # stop() began during the load: never serve it
+                fresh = [(v, s) for v, s in entry.versions.items() if v not in reuse]
+                await drain_versions(name, fresh)
                 return entry
-            self._models[name] = entry
-            if old is not None:
-                await old.stop("unloaded")
-            return entry
+            switch = switch_entry(self._models, old, entry, reuse)
+            if switch.kept_old and old is not None and old.config is not None:
+                self._dependencies[name] = tuple(composing_models(old.config))
+                log.error("failed to reload '%s', the loaded versions keep serving: %s",
+                          name, old.load_error)
+        self._drain_later(name, switch.drain)
+        return entry
 
-    def _entry_for(self, result: LoadResult) -> ModelEntry:
-        """The entry of a finished load; an ensemble is first checked against its composing
-        models as loaded now, and is UNAVAILABLE with the reason when that fails."""
+    async def _run_load(
+        self, name: str, path, override: ModelConfig | None, keep: frozenset[int]
+    ) -> LoadResult:
+        """:func:`~workbench.engine.loader.load_model` on a model-load thread, with the model
+        listed as loading (``self._loading``) meanwhile."""
+        loop = asyncio.get_running_loop()
+        self._loading[name] = []
+
+        def loading(versions: list[int]) -> None:  # on the event loop
+            if name in self._loading:
+                self._loading[name] = versions
+
+        def on_versions(versions: list[int]) -> None:  # on the load thread
+            loop.call_soon_threadsafe(loading, list(versions))
+
+        try:
+            return await loop.run_in_executor(
+                self._load_executor, load_model, name, path, self.options, override,
+                self._backend_context, keep, on_versions,
+            )
+        finally:
+            self._loading.pop(name, None)
+
+    def _drain_later(self, name: str, states: list[tuple[int, VersionState]]) -> None:
+        """Drain and unload ``states`` (out of service already) in a background task;
+        :meth:`stop` waits for it."""
+        if not states:
+            return
+
+        async def drain() -> None:
+            # a request resolved to these versions just before the switch may still be on
+            # its way to their queue (a decoupled request's enqueue task): let it get there
+            await asyncio.sleep(0)
+            await drain_versions(name, states)
+
+        task = asyncio.ensure_future(drain())
+        self._drains.add(task)
+        task.add_done_callback(self._drains.discard)
+
+    def _entry_for(self, result: LoadResult, reuse: dict[int, VersionState] | None = None) -> ModelEntry:
+        """The entry of a finished load (plus the ``reuse`` versions it kept); an ensemble
+        is first checked against its composing models as loaded now, and is UNAVAILABLE with
+        the reason when that fails."""
         config = result.config
         if config is not None and not result.error and is_ensemble(config):
             self._dependencies[result.name] = tuple(composing_models(config))
@@ -528,7 +614,7 @@ class Server(SharedMemoryAPI, SettingsAPI):
             if reason:
                 return ModelEntry(result.name, config=config, reason=reason)
         return _entry_from_result(
-            result, self._observers, self._cache, self._rate_limiter, self._infer_step
+            result, self._observers, self._cache, self._rate_limiter, self._infer_step, reuse
         )
 
 
@@ -552,11 +638,13 @@ def _entry_from_result(
     cache: ResponseCache | None,
     rate_limiter: RateLimiter | None,
     step_infer: StepInfer,
+    reuse: dict[int, VersionState] | None = None,
 ) -> ModelEntry:
     """Wrap loaded instances in schedulers (on the event loop) and record version states.
 
     ``observers`` is the server's shared observer list, handed to every version's statistics;
-    ``step_infer`` is how an ensemble's scheduler reaches its composing models.
+    ``step_infer`` is how an ensemble's scheduler reaches its composing models; ``reuse``:
+    serving versions the load kept (not loaded again), added as they are when still chosen.
     """
     entry = ModelEntry(result.name, config=result.config, reason=result.error)
     if result.config is not None and result.config.response_cache.enable and cache is None:
@@ -577,6 +665,9 @@ def _entry_from_result(
         model = LoadedModel(result.config, version, scheduler, stats, cache, result.labels)
         entry.versions[version] = VersionState(ModelReadyState.READY, "", model)
         log.info("successfully loaded '%s' version %d", result.name, version)
+    for version in result.chosen:
+        if reuse and version in reuse and version not in entry.versions:
+            entry.versions[version] = reuse[version]
     entry.refresh()
     return entry
 
@@ -585,19 +676,35 @@ def _entry_reason(entry: ModelEntry) -> str:
     return entry.failure_reason()
 
 
-def _index_rows(name: str, entry: ModelEntry | None) -> list[dict]:
-    if entry is None:
+def _index_rows(name: str, entry: ModelEntry | None, loading: list[int] | None) -> list[dict]:
+    """The repository index rows of one model (see :meth:`Server.repository_index`);
+    ``loading``: the versions its load in progress loads ([] while its config is read),
+    None when it is not loading."""
+    states: dict[int, tuple[str, str]] = {}
+    if entry is not None:
+        for version, state in entry.versions.items():
+            ready = state.state is ModelReadyState.READY
+            reason = entry.load_error if ready else state.reason
+            states[version] = (state.state.value, reason)
+    if loading is not None:
+        serving = [v for v, (state, _) in states.items() if state == "READY"]
+        if not loading and not serving:
+            return [{"name": name, "state": ModelReadyState.LOADING.value}]
+        for version in loading:
+            if version not in serving:
+                states[version] = (ModelReadyState.LOADING.value, "")
+    if entry is None and not states:
         return [{"name": name}]
-    if not entry.versions:
+    if not states:
         row = {"name": name, "state": "UNAVAILABLE"}
-        if entry.reason:
+        if entry is not None and entry.reason:
             row["reason"] = entry.reason
         return [row]
     rows = []
-    for version, state in sorted(entry.versions.items()):
-        row = {"name": name, "version": str(version), "state": state.state.value}
-        if state.reason:
-            row["reason"] = state.reason
+    for version, (state, reason) in sorted(states.items()):
+        row = {"name": name, "version": str(version), "state": state}
+        if reason:
+            row["reason"] = reason
         rows.append(row)
     return rows
 

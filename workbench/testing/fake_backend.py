@@ -29,15 +29,21 @@ class FakeBehaviour:
     """Shared knobs: ``gate`` blocks executions until set; ``barrier`` makes executions
     meet (proving they run in parallel); ``executions`` counts executions per instance;
     ``batches`` records each execution's first input values; an execution holding a
-    value in ``slow_values`` takes ``slow_s`` seconds longer."""
+    value in ``slow_values`` takes ``slow_s`` seconds longer. ``load_gate`` blocks instance
+    loads (on the model-load threads) until set; ``loading`` is set when a load waits on it
+    (a slow model load, without timing)."""
 
     def __init__(self) -> None:
         self.gate = threading.Event()
+        self.load_gate = threading.Event()
+        self.loading = threading.Event()
         self.lock = threading.Lock()
         self.reset()
 
     def reset(self) -> None:
         self.gate.set()
+        self.load_gate.set()
+        self.loading.clear()
         self.barrier: threading.Barrier | None = None
         self.executions: dict[str, int] = {}
         self.batches: list[list[float]] = []
@@ -68,6 +74,9 @@ class FakeBackend(Backend):
     names = ("fake",)
 
     def load_instance(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec) -> ModelInstance:
+        if not BEHAVIOUR.load_gate.is_set():
+            BEHAVIOUR.loading.set()
+            BEHAVIOUR.load_gate.wait()
         return FakeInstance(spec)
 
 
