@@ -100,6 +100,28 @@ async def test_slow_explicit_load_blocks_nothing_and_shows_loading(tmp_path: Pat
         assert (await server.infer(fake_request("slow", 5.0))).outputs[0].data[0, 0] == 5.0
 
 
+async def test_slow_load_in_poll_mode_blocks_nothing(tmp_path: Path, asgi_client) -> None:
+    write_fake_model(tmp_path, "fast", count=1)
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="poll",
+                            repository_poll_secs=0.05)
+    async with Server(options) as server, asgi_client(server) as http:
+        BEHAVIOUR.load_gate.clear()
+        write_fake_model(tmp_path, "slow", count=1)  # the next poll finds it and loads it
+        await wait_loading()
+
+        async def loading_row() -> bool:
+            return await rows(server, "slow") == [{"name": "slow", "version": "1", "state": "LOADING"}]
+
+        await until(loading_row, "slow version 1 LOADING")
+        await assert_serving_while_loading(server, http)
+        BEHAVIOUR.load_gate.set()
+
+        async def ready() -> bool:
+            return await rows(server, "slow") == [{"name": "slow", "version": "1", "state": "READY"}]
+
+        await until(ready, "slow READY")
+
+
 def versioned_fake(repo: Path, policy: str = "all {}") -> Path:
     """Fake model ``versioned``, versions 1 and 2, one instance each, no batching queue
     delay, version policy ``policy``."""
@@ -140,6 +162,19 @@ async def drains_then_unloaded(server: Server, pending: list[asyncio.Future]) ->
 
     await until(unloaded, "version 1 unloaded")
     assert (await server.infer(fake_request("versioned", 2.0))).model_version == "2"
+
+
+async def test_poll_removed_version_drains_its_queued_requests(tmp_path: Path) -> None:
+    folder = versioned_fake(tmp_path)
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="poll",
+                            repository_poll_secs=0)  # polls only when the test asks
+    async with Server(options) as server:
+        version_2 = server._models["versioned"].versions[2].model
+        pending = await pinned_requests_queue_on_version_1(server)
+        shutil.rmtree(folder / "1")
+        await server.poll_repository()
+        await drains_then_unloaded(server, pending)
+        assert server._models["versioned"].versions[2].model is version_2  # untouched
 
 
 async def test_explicit_reload_with_a_new_version_policy_drains_the_old_version(tmp_path: Path) -> None:
@@ -186,9 +221,10 @@ def broken_next_to_good(repo: Path) -> Path:
 def test_exit_on_error_defaults_are_tritonservers() -> None:
     options = ServerOptions()
     assert options.exit_on_error is True  # tritonserver --exit-on-error default
+    assert options.repository_poll_secs == 15  # tritonserver --repository-poll-secs default
 
 
-@pytest.mark.parametrize("mode", ["none", "explicit"])
+@pytest.mark.parametrize("mode", ["none", "poll", "explicit"])
 async def test_startup_failure_exits_with_exit_on_error(tmp_path: Path, mode: str) -> None:
     broken_next_to_good(tmp_path)
     server = Server(ServerOptions(model_repository=[str(tmp_path)], model_control_mode=mode,
@@ -198,7 +234,7 @@ async def test_startup_failure_exits_with_exit_on_error(tmp_path: Path, mode: st
     assert not server.is_live()
 
 
-@pytest.mark.parametrize("mode", ["none"])
+@pytest.mark.parametrize("mode", ["none", "poll"])
 async def test_startup_failure_serves_the_others_without_exit_on_error(tmp_path: Path, mode: str) -> None:
     broken_next_to_good(tmp_path)
     options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode=mode,
@@ -208,3 +244,8 @@ async def test_startup_failure_serves_the_others_without_exit_on_error(tmp_path:
         broken = await rows(server, "broken")
         assert broken[0]["state"] == "UNAVAILABLE" and "config.pbtxt" in broken[0]["reason"]
         assert (await rows(server, "add_sub"))[0]["state"] == "READY"
+
+
+async def test_poll_only_in_poll_mode(server: Server) -> None:
+    with pytest.raises(Unavailable, match="^polling is disabled$"):
+        await server.poll_repository()

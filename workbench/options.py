@@ -26,8 +26,15 @@ class ServerOptions(BaseSettings):
     """Model repository folders (tritonserver ``--model-repository``, repeatable)."""
 
     model_control_mode: Literal["none", "explicit", "poll"] = "none"
-    """``none``: load everything at start, no load/unload API; ``explicit``: only
-    ``load_model`` at start, then the repository API decides."""
+    """tritonserver ``--model-control-mode``. ``none``: load everything at start, then no
+    changes and no load/unload API; ``explicit``: only ``load_model`` at start, then the
+    repository API decides; ``poll``: load everything at start, then rescan the
+    repositories every ``repository_poll_secs`` and load, unload or hot-reload what changed
+    (load/unload API refused, as in ``none``)."""
+
+    repository_poll_secs: float = Field(default=15.0, ge=0)
+    """Seconds between two rescans in ``poll`` mode (tritonserver ``--repository-poll-secs``,
+    default 15); 0 = no periodic rescan (as tritonserver). Fractions are accepted."""
 
     load_model: list[str] = Field(default_factory=list)
     """Models to load at start in explicit mode (``*`` = all)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -71,3 +72,27 @@ def test_load_errors(explicit) -> None:
     assert explicit.is_server_live()
     assert explicit.is_model_ready("add_sub")  # the failed reload left version 1 serving
     assert explicit.get_model_config("add_sub")["max_batch_size"] == 8
+
+
+def test_poll_mode_process_follows_the_repository(tmp_path: Path) -> None:
+    from workbench.testing.reload import add_sub_config, atomic_write, write_add_sub
+
+    folder = write_add_sub(tmp_path)
+    server = ServerProcess([f"--model-repository={tmp_path}", "--model-control-mode=poll",
+                            "--repository-poll-secs=0.2"])
+    client = httpclient.InferenceServerClient(server.url)
+    try:
+        with pytest.raises(InferenceServerException,
+                           match="explicit model load / unload is not allowed if polling is enabled"):
+            client.load_model("add_sub")
+        write_add_sub(tmp_path, "second")
+        atomic_write(folder / "config.pbtxt", add_sub_config("add_sub", 16, 1))
+        deadline = time.monotonic() + 60
+        while not (client.is_model_ready("second")
+                   and client.get_model_config("add_sub")["max_batch_size"] == 16):
+            assert time.monotonic() < deadline, server.log
+            time.sleep(0.1)
+        assert client.infer("second", add_sub_inputs(2)).as_numpy("OUTPUT0").shape == (2, 16)
+    finally:
+        client.close()
+        assert server.stop() == 0

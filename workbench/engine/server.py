@@ -32,6 +32,7 @@ from workbench.engine.ensembles import (
 )
 from workbench.engine.loader import LoadResult, load_model
 from workbench.engine.model import LoadedModel
+from workbench.engine.poller import RepositoryPoller
 from workbench.engine.registry import ModelEntry, VersionState, drain_versions
 from workbench.engine.response_cache import ResponseCache
 from workbench.engine.shared_memory import SharedMemoryRegistry
@@ -95,6 +96,7 @@ class Server(SharedMemoryAPI, SettingsAPI):
         self._loading: dict[str, list[int]] = {}
         #: background drains of versions that left service (reloads)
         self._drains: set[asyncio.Task] = set()
+        self._poller: RepositoryPoller | None = None
         self._repository: ModelRepository | None = None
         self._load_executor = ThreadPoolExecutor(
             options.model_load_thread_count, thread_name_prefix="model-load"
@@ -120,7 +122,8 @@ class Server(SharedMemoryAPI, SettingsAPI):
 
     async def start(self) -> None:
         """Scan the repositories and load the start-up models (all in ``none`` and ``poll``
-        mode, the ``load_model`` list in ``explicit`` mode).
+        mode, the ``load_model`` list in ``explicit`` mode), then, in ``poll`` mode, rescan
+        every ``repository_poll_secs`` seconds (:meth:`poll_repository`).
 
         As tritonserver: a model that fails to load is UNAVAILABLE with its reason and the
         others serve; with ``exit_on_error`` (tritonserver's default, true) any such failure
@@ -134,6 +137,9 @@ class Server(SharedMemoryAPI, SettingsAPI):
         self._rate_limiter = _rate_limiter(self.options)
         self._backend_context = BackendContext(asyncio.get_running_loop(), self.infer_stream)
         self._repository = ModelRepository(self.options.model_repository)
+        if self.options.model_control_mode == "poll":
+            self._poller = RepositoryPoller(self, self._repository, self.options.repository_poll_secs)
+            await self._poller.baseline()  # changes made while the start-up models load count
         names = await asyncio.to_thread(self._startup_models)
         self._explicit.update(names)
         entries = await self._load_models(names)
@@ -145,6 +151,8 @@ class Server(SharedMemoryAPI, SettingsAPI):
             await self.stop()
             reasons = "; ".join(f"'{e.name}': {_entry_reason(e)}" for e in failed)
             raise ModelLoadError(f"failed to load all models: {reasons}")
+        if self._poller is not None:
+            self._poller.start()
 
     def _startup_models(self) -> list[str]:
         assert self._repository is not None
@@ -161,8 +169,12 @@ class Server(SharedMemoryAPI, SettingsAPI):
         """Refuse new requests, drain in-flight ones, unload every model. Idempotent.
 
         Ensembles stop before the models they call, so their in-flight requests complete.
-        Versions still draining after a reload finish before the serving ones stop."""
+        In ``poll`` mode polling stops first (a poll under way finishes; what it loads after
+        this call is unloaded again at once), and versions still draining after a reload
+        finish before the serving ones stop."""
         self._stopping = True
+        if self._poller is not None:
+            await self._poller.stop()
         while self._drains:
             await asyncio.gather(*list(self._drains), return_exceptions=True)
         for entries in stop_waves(dict(self._models), self._dependencies):
@@ -475,6 +487,27 @@ class Server(SharedMemoryAPI, SettingsAPI):
             )
             if model not in self._explicit and not still_used and model in self._models:
                 await self._unload(model, unload_dependents=True)
+
+    async def poll_repository(self) -> None:
+        """Rescan the repositories now and apply what changed (``poll`` mode; Triton's
+        ``TRITONSERVER_ServerPollModelRepository``). The periodic poll calls the same; one
+        poll runs at a time. See :class:`~workbench.engine.poller.RepositoryPoller`.
+
+        Raises:
+            Unavailable: the server is not in ``poll`` mode ("polling is disabled").
+        """
+        if self._poller is None:
+            raise Unavailable("polling is disabled")
+        await self._poller.poll()
+
+    async def _remove_model(self, name: str) -> None:
+        """A model folder left the repository (poll mode): drain and unload every version,
+        then forget the model (the repository index no longer lists it, as Triton's)."""
+        if name in self._models:
+            await self._unload(name, unload_dependents=False)
+            entry = self._models.get(name)
+            if entry is not None and not entry.ready_versions():
+                del self._models[name]
 
     def _require_explicit(self) -> None:
         if self.options.model_control_mode != "explicit":

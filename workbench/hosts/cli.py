@@ -45,7 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve a model repository over the v2 protocol")
     serve.add_argument("--model-repository", "--model-store", action="append", default=[],
                        required=True, help="model repository folder (repeatable)")
-    serve.add_argument("--model-control-mode", choices=["none", "explicit"], default="none")
+    serve.add_argument("--model-control-mode", choices=["none", "explicit", "poll"], default="none",
+                       help="none: load every model at start, no changes after (default); "
+                            "explicit: load --load-model at start, then the load/unload API; "
+                            "poll: load every model at start, then rescan the repositories every "
+                            "--repository-poll-secs and load new models, unload removed ones and "
+                            "hot-reload changed ones (config, version folders, model files) "
+                            "without dropping requests")
+    serve.add_argument("--repository-poll-secs", type=float, default=None, metavar="SECONDS",
+                       help="seconds between rescans in poll mode (default 15; 0 = never)")
     serve.add_argument("--load-model", action="append", default=[],
                        help="model to load at start in explicit mode ('*' = all; repeatable)")
     _flag(serve, "--strict-model-config", "no auto-complete of model configs")
@@ -59,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--exit-timeout-secs", type=float, default=30.0)
     serve.add_argument("--log-verbose", type=int, default=0)
     serve.add_argument("--id", dest="server_id", default=None, help="server name in GET /v2")
-    serve.add_argument("--model-load-thread-count", type=int, default=None)
+    serve.add_argument("--model-load-thread-count", type=int, default=None,
+                       help="models loaded in parallel, off the serving loop (default 4)")
     serve.add_argument("--backend-config", action="append", default=[],
                        help="BACKEND,KEY=VALUE, e.g. onnxruntime,default-max-batch-size=8")
     _add_metrics_flags(serve)
@@ -214,6 +223,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         "strict_readiness": args.strict_readiness,
         "server_id": args.server_id,
         "model_load_thread_count": args.model_load_thread_count,
+        "repository_poll_secs": args.repository_poll_secs,
         "http_max_input_size": args.http_max_input_size,
         "allow_metrics": args.allow_metrics,
         "allow_cpu_metrics": args.allow_cpu_metrics,
