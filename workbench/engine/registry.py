@@ -67,8 +67,10 @@ class ModelEntry:
             if s.state is not ModelReadyState.READY
         )
 
-    async def stop(self, reason: str = "unloaded") -> None:
-        """Drain and unload every loaded version; mark them UNAVAILABLE with ``reason``."""
+    async def stop(self, reason: str = "unloaded", keep_failures: bool = False) -> None:
+        """Drain and unload every loaded version; mark them UNAVAILABLE with ``reason``. With
+        ``keep_failures`` the versions that failed to load keep their own reason (a failed
+        reload reports it)."""
         models = [s.model for s in self.versions.values() if s.model is not None]
         for state in self.versions.values():
             if state.model is not None:
@@ -77,5 +79,7 @@ class ModelEntry:
         for version, state in self.versions.items():
             if state.model is not None:
                 log.info("successfully unloaded '%s' version %d", self.name, version)
+            elif keep_failures and state.state is ModelReadyState.UNAVAILABLE:
+                continue
             state.state, state.reason, state.model = ModelReadyState.UNAVAILABLE, reason, None
         self.refresh()

@@ -131,8 +131,8 @@ class Server(SharedMemoryAPI, SettingsAPI):
         for entry in failed:
             log.error("failed to load '%s': %s", entry.name, _entry_reason(entry))
         if failed and self.options.exit_on_error:
-            await self.stop()
             reasons = "; ".join(f"'{e.name}': {_entry_reason(e)}" for e in failed)
+            await self.stop()  # marks every version "unloaded": the reasons are read first
             raise ModelLoadError(f"failed to load all models: {reasons}")
 
     def _startup_models(self) -> list[str]:
@@ -509,7 +509,8 @@ class Server(SharedMemoryAPI, SettingsAPI):
                 entry = self._entry_for(result)
             old = self._models.get(name)
             if old is not None and old.ready_versions() and entry.failed():
-                await entry.stop()  # a failed reload keeps the last good versions serving
+                # a failed reload keeps the last good versions serving
+                await entry.stop(keep_failures=True)
                 if old.config is not None:
                     self._dependencies[name] = tuple(composing_models(old.config))
                 return entry
