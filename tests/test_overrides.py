@@ -275,6 +275,19 @@ async def test_http_load_with_base64_files(test_repository: Path, add_sub_onnx: 
         assert len(server._overrides.live()) == 1  # the first load's folder only
 
 
+async def test_http_load_body_is_bounded_by_max_input_size(test_repository: Path, asgi_client) -> None:
+    options = ServerOptions(model_repository=[str(test_repository)], model_control_mode="explicit",
+                            http_max_input_size=1000)
+    async with Server(options) as server, asgi_client(server) as http:
+        body = {"parameters": {"config": ONNX_CONFIG, "file:1/model.onnx": "A" * 2000}}
+        error = await http.post("/v2/repository/models/big/load", json=body)
+        assert error.status_code == 400
+        assert error.json()["error"].startswith("request JSON size of ")
+        assert error.json()["error"].endswith(" bytes exceeds the maximum allowed input size of 1000 "
+                                              "bytes. Use --http-max-input-size to increase the limit.")
+        assert server._overrides.live() == []
+
+
 async def test_grpc_load_with_bytes_params(test_repository: Path, add_sub_onnx: bytes, stub_for) -> None:
     async with explicit(test_repository) as server:
         stub = await stub_for(server)
@@ -312,3 +325,27 @@ def test_no_file_is_written_outside(tmp_path: Path) -> None:
             store.create("m", config, {path: b"evil"})
     assert store.root is None or list(store.root.iterdir()) == []  # refused before any folder
     store.close()
+
+
+async def test_python_model_from_files_with_a_leading_slash(test_repository: Path) -> None:
+    """Triton's L0_backend_python model_control test: a Python model sent as
+    ``file:/1/model.py`` (the leading '/' is the model folder's root) with a JSON config."""
+    import workbench.testing
+
+    models = Path(workbench.testing.__file__).parent / "python_models"
+    source = (models / "identity" / "1" / "model.py").read_bytes()
+    config = {
+        "name": "py_identity", "backend": "python", "max_batch_size": 4,
+        "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+        "instance_group": [{"kind": "KIND_CPU", "count": 1}],
+    }
+    async with explicit(test_repository) as server:
+        await server.load_model("py_identity", json.dumps(config), {"/1/model.py": source})
+        data = np.arange(6, dtype=np.float32).reshape(2, 3)
+        response = await server.infer(InferenceRequest(
+            "py_identity", [Tensor("INPUT0", "FP32", data)]))
+        np.testing.assert_array_equal(response.outputs[0].data, data)
+        [directory] = server._overrides.live()
+        await server.unload_model("py_identity")  # the stub is gone before its folder is
+        assert not directory.path.exists()

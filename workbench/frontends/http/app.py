@@ -123,8 +123,10 @@ def _repository_routes(server: Server) -> APIRouter:
     @router.post("/v2/repository/models/{model}/load")
     async def load(request: Request, model: str) -> Response:
         """Load (explicit mode): ``config`` (a JSON string) and ``file:<path>`` parameters
-        (base64-encoded file contents, Triton's repository extension)."""
-        params = (await _json_body(request)).get("parameters") or {}
+        (base64-encoded file contents, Triton's repository extension). The body is bounded
+        by ``--http-max-input-size``, as Triton's."""
+        body = await _limited_body(request, server.options.http_max_input_size)
+        params = (parse_json_object(body) if body.strip() else {}).get("parameters") or {}
         config = params.get("config")
         if config is not None and not isinstance(config, str):
             raise InvalidArgument("Config parameter 'config' must have string type for its value")
@@ -194,6 +196,33 @@ def _decode_files(encoded: dict[str, object]) -> dict[str, bytes]:
         except (binascii.Error, ValueError) as exc:
             raise InvalidArgument(f"Unable to decode file parameter '{key}' as base64: {exc}") from None
     return files
+
+
+async def _limited_body(request: Request, limit: int) -> bytes:
+    """The request body, refused past ``limit`` bytes without reading the rest.
+
+    Raises:
+        InvalidArgument: Triton's "request JSON size of N bytes exceeds the maximum allowed
+            input size of M bytes. Use --http-max-input-size to increase the limit." (N is
+            the Content-Length, or the bytes read when the body is chunked).
+    """
+
+    def too_large(size: int) -> InvalidArgument:
+        return InvalidArgument(
+            f"request JSON size of {size} bytes exceeds the maximum allowed input size of "
+            f"{limit} bytes. Use --http-max-input-size to increase the limit."
+        )
+
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large(int(declared))
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large(size)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def _json_body(request: Request) -> dict:
