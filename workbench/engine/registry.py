@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.engine.model import LoadedModel
+from workbench.repository.overrides import OverrideDirectory
 from workbench.types import ModelReadyState
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,8 @@ class ModelEntry:
     """One model: its config (None when it could not be read) and its versions.
 
     ``reason`` holds a model-level failure (unparsable config, no versions, ...).
+    ``directory``: the temporary folder the model was loaded from when the load request
+    carried file overrides; removed by :meth:`stop` and :meth:`release_directory`.
     """
 
     name: str
@@ -35,6 +38,7 @@ class ModelEntry:
     versions: dict[int, VersionState] = field(default_factory=dict)
     reason: str = ""
     latest_ready: LoadedModel | None = None
+    directory: OverrideDirectory | None = None
 
     def __post_init__(self) -> None:
         self.refresh()
@@ -67,8 +71,11 @@ class ModelEntry:
             if s.state is not ModelReadyState.READY
         )
 
-    async def stop(self, reason: str = "unloaded") -> None:
-        """Drain and unload every loaded version; mark them UNAVAILABLE with ``reason``."""
+    async def stop(self, reason: str = "unloaded", keep_failures: bool = False) -> None:
+        """Drain and unload every loaded version; mark them UNAVAILABLE with ``reason``; then
+        delete the override folder the model was loaded from, if any. With
+        ``keep_failures`` the versions that failed to load keep their own reason (a failed
+        reload reports it)."""
         models = [s.model for s in self.versions.values() if s.model is not None]
         for state in self.versions.values():
             if state.model is not None:
@@ -77,5 +84,19 @@ class ModelEntry:
         for version, state in self.versions.items():
             if state.model is not None:
                 log.info("successfully unloaded '%s' version %d", self.name, version)
+            elif keep_failures and state.state is ModelReadyState.UNAVAILABLE:
+                continue
             state.state, state.reason, state.model = ModelReadyState.UNAVAILABLE, reason, None
         self.refresh()
+        if self.directory is not None:
+            await asyncio.to_thread(self.release_directory)
+
+    def holds_instances(self) -> bool:
+        """True when a version has a loaded model (READY, or draining)."""
+        return any(s.model is not None for s in self.versions.values())
+
+    def release_directory(self) -> None:
+        """Delete the override folder this model was loaded from, if any (blocking, small)."""
+        directory, self.directory = self.directory, None
+        if directory is not None:
+            directory.remove()

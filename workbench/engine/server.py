@@ -48,7 +48,8 @@ from workbench.errors import (
     Unavailable,
 )
 from workbench.options import ServerOptions
-from workbench.repository.repository import ModelRepository
+from workbench.repository.overrides import OverrideDirectory, OverrideStore
+from workbench.repository.repository import ModelLocation, ModelRepository
 from workbench.scheduling.ensemble import StepInfer
 from workbench.scheduling.factory import make_scheduler
 from workbench.scheduling.rate_limiter import RateLimiter, parse_resource
@@ -104,6 +105,8 @@ class Server(SharedMemoryAPI, SettingsAPI):
         self._log_settings = LogSettings(options)
         self._trace_settings = TraceSettings(options)
         self._backend_context: BackendContext | None = None
+        #: temporary model folders of loads with file overrides (removed with their model)
+        self._overrides = OverrideStore()
 
     # ----------------------------------------------------------------- lifecycle
     async def __aenter__(self) -> Server:
@@ -131,8 +134,8 @@ class Server(SharedMemoryAPI, SettingsAPI):
         for entry in failed:
             log.error("failed to load '%s': %s", entry.name, _entry_reason(entry))
         if failed and self.options.exit_on_error:
-            await self.stop()
             reasons = "; ".join(f"'{e.name}': {_entry_reason(e)}" for e in failed)
+            await self.stop()  # marks every version "unloaded": the reasons are read first
             raise ModelLoadError(f"failed to load all models: {reasons}")
 
     def _startup_models(self) -> list[str]:
@@ -154,6 +157,7 @@ class Server(SharedMemoryAPI, SettingsAPI):
         for entries in stop_waves(dict(self._models), self._dependencies):
             await asyncio.gather(*(e.stop() for e in entries))
         self._load_executor.shutdown(wait=False)
+        await asyncio.to_thread(self._overrides.close)
         self._shared_memory.close()
         self._live = False
 
@@ -381,8 +385,17 @@ class Server(SharedMemoryAPI, SettingsAPI):
             rows = [r for r in rows if r.get("state") == "READY"]
         return rows
 
-    async def load_model(self, name: str, config: str | dict | None = None) -> None:
+    async def load_model(
+        self, name: str, config: str | dict | None = None, files: dict[str, bytes] | None = None
+    ) -> None:
         """Load or reload ``name`` (explicit mode); ``config`` (JSON) overrides config.pbtxt.
+
+        ``files`` (Triton's ``file:<version>/<name>`` load parameters, without the ``file:``
+        prefix: path relative to the model folder -> contents) make the model load from a
+        temporary folder holding only those files and ``config`` (which is then required),
+        not from the repository, which stays untouched; the folder is removed when the model
+        is unloaded or reloaded and at :meth:`stop` (:mod:`workbench.repository.overrides`
+        has the path rules). A model need not be in a repository to load this way.
 
         A reload loads the new versions beside the old ones, switches traffic when they are
         ready, then drains and unloads the old ones: no request is dropped. A reload that
@@ -394,12 +407,20 @@ class Server(SharedMemoryAPI, SettingsAPI):
             Unavailable: the server is not in explicit model control mode.
             InvalidArgument: the model is not in any repository, or failed to load (reason;
                 for an ensemble, e.g. "ensemble 'e' depends on 'm' which has no loaded
-                version. ..." or a step mapping error, see :mod:`workbench.engine.ensembles`).
+                version. ..." or a step mapping error, see :mod:`workbench.engine.ensembles`);
+                ``files`` without ``config`` ("failed to load 'm', failed to poll from model
+                repository: Load parameter 'config' must be specified for model file
+                override") or with an invalid path ("...: Invalid file parameter
+                'file:../x': ..."): nothing is loaded or written then.
+            InvalidModelConfig: ``config`` is not a JSON model config.
         """
         self._require_explicit()
         override = model_config_from_json(config) if config else None
+        directory = await self._override_directory(name, override, files)
         self._explicit.add(name)
-        entries = await self._load_models([name], {name: override} if override else None)
+        entries = await self._load_models(
+            [name], {name: override} if override else None, {name: directory} if directory else None
+        )
         entry = entries[name]
         if entry.failed() or not entry.ready_versions():
             raise InvalidArgument(f"load failed for model '{name}': {_entry_reason(entry)}")
@@ -445,6 +466,29 @@ class Server(SharedMemoryAPI, SettingsAPI):
             if model not in self._explicit and not still_used and model in self._models:
                 await self._unload(model, unload_dependents=True)
 
+    async def _override_directory(
+        self, name: str, override: ModelConfig | None, files: dict[str, bytes] | None
+    ) -> OverrideDirectory | None:
+        """The temporary model folder for a load with ``files`` (None without files).
+
+        Raises:
+            InvalidArgument: no ``config`` override, or an invalid file path (Triton's
+                "failed to load 'm', failed to poll from model repository" first).
+        """
+        if not files:
+            return None
+        try:
+            if override is None:
+                raise InvalidArgument("Load parameter 'config' must be specified for model file override")
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(
+                self._load_executor, self._overrides.create, name, override, files
+            )
+        except InvalidArgument as exc:
+            raise InvalidArgument(
+                f"failed to load '{name}', failed to poll from model repository: {exc.message}"
+            ) from None
+
     def _require_explicit(self) -> None:
         if self.options.model_control_mode != "explicit":
             raise Unavailable("explicit model load / unload is not allowed if polling is enabled")
@@ -453,22 +497,29 @@ class Server(SharedMemoryAPI, SettingsAPI):
         return self._locks.setdefault(name, asyncio.Lock())
 
     async def _load_models(
-        self, names: list[str], overrides: dict[str, ModelConfig] | None = None
+        self,
+        names: list[str],
+        overrides: dict[str, ModelConfig] | None = None,
+        directories: dict[str, OverrideDirectory] | None = None,
     ) -> dict[str, ModelEntry]:
         """Load ``names`` and the composing models of the ensembles among them that are not
         READY yet, non-ensembles first, then each ensemble once the models it calls are
         loaded (:func:`workbench.engine.ensembles.load_waves`). Returns every entry loaded.
+        A model in ``directories`` loads from that folder instead of the repository.
 
         Raises:
             InvalidArgument: a model is in no repository (and has no override config).
         """
         overrides = overrides or {}
+        directories = directories or {}
         ready = {n for n, e in self._models.items() if e.latest_ready is not None}
         planned = await asyncio.to_thread(self._plan_dependencies, names, overrides, ready)
         self._dependencies.update(planned)
         entries: dict[str, ModelEntry] = {}
         for wave in load_waves(planned):
-            loaded = await asyncio.gather(*(self._load(n, overrides.get(n)) for n in wave))
+            loaded = await asyncio.gather(
+                *(self._load(n, overrides.get(n), directories.get(n)) for n in wave)
+            )
             entries.update(zip(wave, loaded, strict=True))
         return entries
 
@@ -491,10 +542,30 @@ class Server(SharedMemoryAPI, SettingsAPI):
             queue.extend(m for m in planned[name] if m in found and m not in ready)
         return planned
 
-    async def _load(self, name: str, override: ModelConfig | None) -> ModelEntry:
+    async def _load(
+        self, name: str, override: ModelConfig | None, directory: OverrideDirectory | None = None
+    ) -> ModelEntry:
+        """Load ``name`` from its repository folder, or from ``directory`` (file overrides;
+        the entry then owns it, and it is removed at once when nothing was loaded)."""
+        try:
+            entry = await self._load_entry(name, override, directory)
+        except BaseException:
+            if directory is not None:
+                await asyncio.to_thread(directory.remove)
+            raise
+        if directory is not None and not entry.holds_instances():
+            await asyncio.to_thread(entry.release_directory)
+        return entry
+
+    async def _load_entry(
+        self, name: str, override: ModelConfig | None, directory: OverrideDirectory | None
+    ) -> ModelEntry:
         assert self._repository is not None
         async with self._lock(name):
-            location = await asyncio.to_thread(self._repository.locate, name)
+            if directory is not None:
+                location: ModelLocation | None = ModelLocation(name, directory.path)
+            else:
+                location = await asyncio.to_thread(self._repository.locate, name)
             if location is None and override is None:
                 raise InvalidArgument(f"failed to load '{name}', failed to poll from model repository")
             if location is not None and location.error:
@@ -507,9 +578,11 @@ class Server(SharedMemoryAPI, SettingsAPI):
                     self._backend_context,
                 )
                 entry = self._entry_for(result)
+            entry.directory = directory
             old = self._models.get(name)
             if old is not None and old.ready_versions() and entry.failed():
-                await entry.stop()  # a failed reload keeps the last good versions serving
+                # a failed reload keeps the last good versions serving
+                await entry.stop(keep_failures=True)
                 if old.config is not None:
                     self._dependencies[name] = tuple(composing_models(old.config))
                 return entry
