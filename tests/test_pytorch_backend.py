@@ -545,3 +545,39 @@ asyncio.run(main())
          "workbench.frontends.http; assert 'torch' not in sys.modules"],
         capture_output=True, text=True, timeout=120)
     assert check.returncode == 0, check.stderr
+
+
+# --- the sample model through HTTP, in process ------------------------------------------------------
+
+
+async def test_digits_torchscript_sample_over_http(sample_repository: Path, asgi_client) -> None:
+    """digits_torchscript holds digits_mlp v1's weights: same logits, accuracy >= 0.9."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    x, y = load_digits(return_X_y=True)
+    _, x_test, _, y_test = train_test_split(x, y, test_size=0.25, random_state=0)
+    x_test = x_test.astype(np.float32)
+    options = ServerOptions(model_repository=[str(sample_repository)], model_control_mode="explicit",
+                            load_model=["digits_torchscript", "digits_mlp"])
+    async with Server(options) as server, asgi_client(server) as http:
+        meta = (await http.get("/v2/models/digits_torchscript")).json()
+        assert meta["platform"] == "pytorch_libtorch"
+        assert meta["inputs"] == [{"name": "INPUT__0", "datatype": "FP32", "shape": [-1, 64]}]
+        assert meta["outputs"] == [{"name": "OUTPUT__0", "datatype": "FP32", "shape": [-1, 10]}]
+        logits, reference = [], []
+        for start in range(0, len(x_test), 64):
+            chunk = x_test[start : start + 64]
+            for model, name, out, sink in (("digits_torchscript", "INPUT__0", "OUTPUT__0", logits),
+                                           ("digits_mlp", "pixels", "logits", reference)):
+                body = {"inputs": [{"name": name, "shape": list(chunk.shape), "datatype": "FP32",
+                                    "data": chunk.ravel().tolist()}]}
+                path = f"/v2/models/{model}" + ("/versions/1" if model == "digits_mlp" else "") + "/infer"
+                reply = await http.post(path, json=body)
+                assert reply.status_code == 200, reply.text
+                (output,) = reply.json()["outputs"]
+                assert output["name"] == out and output["shape"] == [len(chunk), 10]
+                sink.append(np.array(output["data"], np.float32).reshape(len(chunk), 10))
+    logits, reference = np.concatenate(logits), np.concatenate(reference)
+    assert float((logits.argmax(axis=1) == y_test).mean()) >= 0.9
+    np.testing.assert_allclose(logits, reference, atol=1e-4)
