@@ -83,6 +83,15 @@ class ReturnsDict(torch.nn.Module):
         return {"y": x}
 
 
+class Accumulate(torch.nn.Module):
+    """Running sum: forward(INPUT__0, START__1, SUM__2) -> (OUTPUT__0, SUM__1)."""
+
+    def forward(self, x: torch.Tensor, start: torch.Tensor,
+                total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = (1 - start) * total + x
+        return out, out
+
+
 class Scaled(torch.nn.Module):
     """Traced (not scripted): forward's argument is named ``x`` in the TorchScript schema."""
 
@@ -171,6 +180,13 @@ def torch_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_torch_model(repo, "traced", config(
         "traced", [io("INPUT__0", "TYPE_FP32", "4")], [io("OUTPUT__0", "TYPE_FP32", "2")],
     ), Scaled(), example=(torch.zeros(2, 4),))
+    write_torch_model(repo, "running_sum", config(
+        "running_sum", [io("INPUT__0", "TYPE_FP32", "1")], [io("OUTPUT__0", "TYPE_FP32", "1")],
+        extra="""sequence_batching {
+  control_input [ { name: "START__1" control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [ 0, 1 ] } ] } ]
+  state [ { input_name: "SUM__2" output_name: "SUM__1" data_type: TYPE_FP32 dims: [ 1 ] } ]
+}""",
+    ), Accumulate())
     for name, params in (("grad_default", ""), ("grad_no_inference_mode", "false")):
         extra = (f'parameters {{ key: "INFERENCE_MODE" value: {{ string_value: "{params}" }} }}'
                  if params else "")
@@ -268,6 +284,24 @@ async def test_bytes_through_a_list_of_strings(serve) -> None:
         out = await infer(server, "upper", {"TEXT": text})
     # TorchScript's str.upper() maps ASCII only; the UTF-8 of the rest survives the round trip
     assert out["UPPER"].tolist() == [b"HELLO", "GR\u00fc\u00df".encode(), b""]
+
+
+async def test_sequence_controls_and_implicit_state_bind_by_index(serve) -> None:
+    async def run(sequence_id: int, values: list[float]) -> list[float]:
+        sums = []
+        for i, value in enumerate(values):
+            params = {"sequence_id": sequence_id, "sequence_start": i == 0,
+                      "sequence_end": i == len(values) - 1}
+            request = InferenceRequest("running_sum", [Tensor("INPUT__0", "FP32", np.full((1, 1), value, np.float32))],
+                                       parameters=params)
+            response = await server.infer(request)
+            assert [t.name for t in response.outputs] == ["OUTPUT__0"]  # the state stays inside
+            sums.append(float(response.outputs[0].data[0, 0]))
+        return sums
+
+    async with serve("running_sum") as server:
+        results = await asyncio.gather(run(7, [1, 2, 3, 4]), run(8, [10, 20]))
+    assert results == [[1, 3, 6, 10], [10, 30]]
 
 
 # --- execution errors -----------------------------------------------------------------------------
@@ -454,6 +488,14 @@ BROKEN = {  # model name -> (config, module, expected text in the UNAVAILABLE re
     "missing_file": (
         config("missing_file", [io("INPUT__0", *VEC16)], [io("OUTPUT__0", *VEC16)]),
         None, "unable to find '",
+    ),
+    "state_not_indexed": (
+        config("state_not_indexed", [io("INPUT__0", "TYPE_FP32", "1")], [io("OUTPUT__0", "TYPE_FP32", "1")],
+               extra="""sequence_batching {
+  control_input [ { name: "START__1" control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [ 0, 1 ] } ] } ]
+  state [ { input_name: "SUM_IN" output_name: "SUM__1" data_type: TYPE_FP32 dims: [ 1 ] } ]
+}"""),
+        Accumulate(), "sequence state input 'SUM_IN' does not follow <name>__<index> naming convention.",
     ),
     "aoti": (
         config("aoti", [io("INPUT__0", *VEC16)], [io("OUTPUT__0", *VEC16)]).replace(

@@ -15,6 +15,9 @@ Inputs and outputs are bound as Triton binds them, checked at load:
 - outputs: ``forward()`` returns a Tensor, a ``List[str]`` (BYTES) or a tuple of these; config
   outputs named ``<name>__<index>`` (``OUTPUT__0``) take that element, others go in config order.
   Dicts and lists of tensors are refused, as Triton's TorchScript backend does.
+- sequence batching: control inputs (START, END, READY, CORRID) and implicit state are
+  ``forward()`` arguments / results too and, as in Triton, must be named ``<name>__<index>``
+  (with state, every input and output must).
 
 Datatypes: BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, FP32, FP64 (Triton's list); BYTES only
 as ``List[str]``. UINT16/32/64 are refused (torch has the dtypes but no arithmetic on them) and so
@@ -56,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tritonclient.grpc.model_config_pb2 import DataType, ModelConfig
+from tritonclient.grpc.model_config_pb2 import DataType, ModelConfig, ModelOutput
 
 from workbench.backends.base import (
     Backend,
@@ -560,6 +563,7 @@ def _bind_inputs(config: ModelConfig, arguments: list, batched: bool, dict_input
                     "forward() takes Dict(str, Tensor) and tensors cannot hold strings"
                 )
             bound.append(_Input(entry.name, -1, False, entry.optional))
+        bound += [_Input(name, -1, False, False) for name, _, _ in _sequence_inputs(config)]
         return bound
 
     for arg in arguments:
@@ -575,56 +579,106 @@ def _bind_inputs(config: ModelConfig, arguments: list, batched: bool, dict_input
                 "model. Only a single input of type Dict(str, Tensor) or input(s) of type Tensor "
                 "are supported."
             )
-    if len(arguments) != len(config.input):
+    extras = _sequence_inputs(config)
+    expected = len(config.input) + len(extras)
+    if len(arguments) != expected:
         raise ModelLoadError(
-            f"unable to load model '{m}', configuration expects {len(config.input)} inputs, "
+            f"unable to load model '{m}', configuration expects {expected} inputs, "
             f"model provides {len(arguments)} (forward({', '.join(a.name for a in arguments)}))"
         )
-    positions = _input_positions(config, [a.name for a in arguments])
+    arg_names = [a.name for a in arguments]
+    positions = _input_positions(config, arg_names, stateful=any(e[2] for e in extras))
+    entries = [(e.name, _check_datatype(config, e, "input"), _io_dims(e), e.optional)
+               for e in config.input]
+    entries += [(name, datatype, (), False) for name, datatype, _ in extras]
+    positions += [_named_index(name) for name, _, _ in extras]  # type: ignore[misc]
+    _check_positions(m, [e[0] for e in entries], positions, arg_names)
     bound = []
-    for entry, position in zip(config.input, positions, strict=True):
-        datatype = _check_datatype(config, entry, "input")
+    for (name, datatype, dims, optional), position in zip(entries, positions, strict=True):
         arg = arguments[position]
         strings = _is_string_list_type(arg.type)
         if (datatype == "TYPE_STRING") != strings:
             raise ModelLoadError(
-                f"unable to load model '{m}': input '{entry.name}' is {datatype} but binds to "
+                f"unable to load model '{m}': input '{name}' is {datatype} but binds to "
                 f"forward() argument '{arg.name}' of type {arg.type}; TorchScript tensors "
                 "cannot hold strings, so TYPE_STRING inputs need a List[str] argument and "
                 "List[str] arguments a TYPE_STRING input"
             )
-        if strings and len(_io_dims(entry)) + int(batched) > 1:
+        if strings and len(dims) + int(batched) > 1:
             raise ModelLoadError(
                 "Triton only supports 1 dimensional List of String as input for "
-                f"'{entry.name}' for model '{m}'"
+                f"'{name}' for model '{m}'"
             )
-        bound.append(_Input(entry.name, position, strings, entry.optional))
+        bound.append(_Input(name, position, strings, optional))
     return bound
 
 
-def _input_positions(config: ModelConfig, arg_names: list[str]) -> list[int]:
+def _sequence_inputs(config: ModelConfig) -> list[tuple[str, str, bool]]:
+    """(name, datatype, is_state) of the sequence batcher's control and implicit-state inputs;
+    as in Triton they must be named ``<name>__<index>`` (forward()'s argument index)."""
+    if not config.HasField("sequence_batching"):
+        return []
+    batching = config.sequence_batching
+    extras = []
+    for entry in batching.control_input:
+        for control in entry.control:
+            if control.kind == control.CONTROL_SEQUENCE_CORRID:
+                datatype = DataType.Name(control.data_type)
+            elif len(control.fp32_false_true):
+                datatype = "TYPE_FP32"
+            elif len(control.bool_false_true):
+                datatype = "TYPE_BOOL"
+            else:
+                datatype = "TYPE_INT32"
+            extras.append((entry.name, datatype, False))
+    extras += [(state.input_name, DataType.Name(state.data_type), True) for state in batching.state]
+    for name, datatype, is_state in extras:
+        if _named_index(name) is None:
+            what = "sequence state input" if is_state else "input"
+            raise ModelLoadError(
+                f"unable to load model '{config.name}': {what} '{name}' does not follow "
+                "<name>__<index> naming convention."
+            )
+        if datatype not in CONFIG_TO_TORCH:
+            raise ModelLoadError(
+                f"unsupported datatype {datatype} for input '{name}' for model '{config.name}' "
+                f"({_UNSUPPORTED.get(datatype, 'not a TorchScript tensor type')})"
+            )
+    return extras
+
+
+def _check_positions(model: str, names: list[str], positions: list[int], arg_names: list[str]) -> None:
+    """Every input takes its own forward() argument (beyond Triton, which would misbehave)."""
+    seen: dict[int, str] = {}
+    for name, index in zip(names, positions, strict=True):
+        if index >= len(arg_names):
+            raise ModelLoadError(
+                f"unable to load model '{model}': input '{name}' refers to forward() argument "
+                f"{index} (<name>__<index> naming convention), but forward() takes "
+                f"{len(arg_names)} ({', '.join(arg_names)})"
+            )
+        if index in seen:
+            raise ModelLoadError(
+                f"unable to load model '{model}': inputs '{seen[index]}' and '{name}' both refer "
+                f"to forward() argument {index}"
+            )
+        seen[index] = name
+
+
+def _input_positions(config: ModelConfig, arg_names: list[str], stateful: bool = False) -> list[int]:
     """Triton's naming conventions: forward() argument names, else ``<name>__<index>``, else
-    config order. Beyond Triton, an index outside forward() or used twice, and config order that
-    would bind an input named after one argument to another one, are load errors."""
+    config order. Beyond Triton, config order that would bind an input named after one argument
+    to another one is a load error."""
     m, names = config.name, [e.name for e in config.input]
+    indices = [_named_index(n) for n in names]
+    if stateful and any(i is None for i in indices):
+        raise ModelLoadError(
+            f"PyTorch model '{m}' is using sequence batching with state but not all inputs and "
+            "outputs follow the <name>__<index> naming convention. "
+        )
     if all(n in arg_names for n in names):
         return [arg_names.index(n) for n in names]
-    indices = [_named_index(n) for n in names]
     if all(i is not None for i in indices):
-        seen: dict[int, str] = {}
-        for name, index in zip(names, indices):
-            if index >= len(arg_names):
-                raise ModelLoadError(
-                    f"unable to load model '{m}': input '{name}' refers to forward() argument "
-                    f"{index} (<name>__<index> naming convention), but forward() takes "
-                    f"{len(arg_names)} ({', '.join(arg_names)})"
-                )
-            if index in seen:
-                raise ModelLoadError(
-                    f"unable to load model '{m}': inputs '{seen[index]}' and '{name}' both refer "
-                    f"to forward() argument {index}"
-                )
-            seen[index] = name
         return indices  # type: ignore[return-value]
     for position, name in enumerate(names):
         if name in arg_names and arg_names[position] != name:
@@ -653,8 +707,14 @@ def _bind_outputs(config: ModelConfig, returns: list) -> list[_Output]:
             f"none were specified ({_NO_METADATA})"
         )
     element_types = _return_elements(m, returns)
+    states = list(config.sequence_batching.state) if config.HasField("sequence_batching") else []
     names = [o.name for o in config.output]
     indices = [_named_index(n) for n in names]
+    if states and any(i is None for i in indices + [_named_index(s.output_name) for s in states]):
+        raise ModelLoadError(
+            f"PyTorch model '{m}' is using sequence batching with state but not all inputs and "
+            "outputs follow the <name>__<index> naming convention. "
+        )
     if any(i is None for i in indices):
         log.warning(
             "output '%s' or previous output(s) of the model '%s' do not follow the <name>__<index> "
@@ -662,9 +722,20 @@ def _bind_outputs(config: ModelConfig, returns: list) -> list[_Output]:
             next(n for n, i in zip(names, indices) if i is None), m,
         )
         indices = list(range(len(names)))
+    entries = [(e, _check_datatype(config, e, "output"), _io_dims(e)) for e in config.output]
+    for state in states:  # implicit state: fed back by the sequence batcher from this output
+        if state.output_name not in names:
+            state_type = DataType.Name(state.data_type)
+            if state_type not in CONFIG_TO_TORCH:
+                raise ModelLoadError(
+                    f"unsupported datatype {state_type} for output state '{state.output_name}' "
+                    f"for model '{m}'"
+                )
+            entry = ModelOutput(name=state.output_name, data_type=state.data_type)
+            entries.append((entry, state_type, tuple(int(d) for d in state.dims)))
+            indices.append(_named_index(state.output_name))
     bound = []
-    for entry, index in zip(config.output, indices, strict=True):
-        datatype = _check_datatype(config, entry, "output")
+    for (entry, datatype, dims), index in zip(entries, indices, strict=True):
         if element_types is not None:
             if index >= len(element_types):
                 raise ModelLoadError(
@@ -680,7 +751,7 @@ def _bind_outputs(config: ModelConfig, returns: list) -> list[_Output]:
                     "List[str] and tensors cannot be TYPE_STRING"
                 )
         client = tuple(int(d) for d in entry.dims) if entry.HasField("reshape") else None
-        bound.append(_Output(entry.name, int(index), datatype, _io_dims(entry), client))  # type: ignore[arg-type]
+        bound.append(_Output(entry.name, int(index), datatype, dims, client))  # type: ignore[arg-type]
     return bound
 
 
