@@ -16,7 +16,7 @@ ROOT=$PWD
 SHARED_BENCH=${SHARED_BENCH:-$ROOT/../shared/bench}
 PA=${PERF_ANALYZER:-${BENCH_BIN:-/tmp/bench_bin}/perf_analyzer}
 PORT=${PORT:-8000} GRPC_PORT=${GRPC_PORT:-8001} INTERVAL=${INTERVAL:-1000} SEQ_LEN=${SEQ_LEN:-32}
-MODELS=${MODELS:-digits_mlp minilm_encoder accumulator tokenizer text_classifier postprocessor digits_router text_embedder ensemble_pipeline token_streamer}
+MODELS=${MODELS:-digits_mlp digits_torchscript minilm_encoder accumulator tokenizer text_classifier postprocessor digits_router text_embedder ensemble_pipeline token_streamer}
 MODES=${MODES:-http grpc grpc-streaming http-shm grpc-shm request-rate async sync}
 REPO=sample_models/repository
 STAMP=$(date +%Y%m%d-%H%M%S)
@@ -54,6 +54,7 @@ model_args() {  # per-model flags: input data and fixed shapes (shared memory ne
   case $1 in
     minilm_encoder) echo "--input-data $OUT/minilm_encoder.json --shape input_ids:$SEQ_LEN --shape attention_mask:$SEQ_LEN --shape token_type_ids:$SEQ_LEN --output-shared-memory-size 200000";;
     digits_mlp) echo "--input-data $OUT/digits_mlp.json";;
+    digits_torchscript) echo "--input-data $OUT/digits_torchscript.json";;  # the same rows, as INPUT__0
     accumulator) echo "--sequence-length 4";;  # a sequence model: perf_analyzer sends correlation IDs itself
     text_classifier) echo "--input-data $OUT/minilm_encoder.json --shape input_ids:$SEQ_LEN --shape attention_mask:$SEQ_LEN --shape token_type_ids:$SEQ_LEN";;
     digits_router) echo "--input-data $OUT/digits_mlp.json";;

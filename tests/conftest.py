@@ -26,12 +26,16 @@ SAMPLE_REPOSITORY = ROOT / "sample_models" / "repository"
 
 @pytest.fixture(scope="session")
 def sample_repository() -> Path:
-    """The real sample models (digits_mlp, minilm_encoder); built here if `make` did not."""
-    if not (SAMPLE_REPOSITORY / ".built").exists():
+    """The real sample models (digits_mlp, minilm_encoder, ...); built here if `make` did not, or
+    if a build script changed since (as the Makefile decides: `.built` older than a build*.py)."""
+    stamp = SAMPLE_REPOSITORY / ".built"
+    scripts = (ROOT / "sample_models").glob("build*.py")
+    if not stamp.exists() or stamp.stat().st_mtime < max(p.stat().st_mtime for p in scripts):
         subprocess.run(
             [sys.executable, str(ROOT / "sample_models" / "build.py"), "--out", str(SAMPLE_REPOSITORY)],
             check=True,
         )
+        stamp.touch()
     return SAMPLE_REPOSITORY
 
 

@@ -236,7 +236,8 @@ async def test_explicit_load_with_config_override_and_unload(test_repository: Pa
         files = {"config": params["config"], "file:1/model.onnx": pb.ModelRepositoryParameter(bytes_param=b"x")}
         error = await rpc_error(stub.RepositoryModelLoad(
             pb.RepositoryModelLoadRequest(model_name="add_sub", parameters=files)))
-        assert error.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT  # "x" is no ONNX model
+        assert (await stub.ModelConfig(pb.ModelConfigRequest(name="add_sub"))).config.max_batch_size == 2
         bad = {"config": pb.ModelRepositoryParameter(int64_param=1)}
         error = await rpc_error(stub.RepositoryModelLoad(
             pb.RepositoryModelLoadRequest(model_name="add_sub", parameters=bad)))

@@ -185,8 +185,15 @@ async def test_explicit_reload_with_a_new_version_policy_drains_the_old_version(
         pending = await pinned_requests_queue_on_version_1(server)
         config = FAKE_CONFIG.format(name="versioned", count=1, group="")
         atomic_write(folder / "config.pbtxt", config + "version_policy: { specific { versions: [2] } }\n")
-        await server.load_model("versioned")  # returns once version 2 serves
+        load = asyncio.ensure_future(server.load_model("versioned"))  # returns once 1 drained
+
+        async def switched() -> bool:
+            return [r["state"] for r in await rows(server, "versioned")] == ["UNLOADING", "READY"]
+
+        await until(switched, "version 2 serving")
+        assert not load.done()
         await drains_then_unloaded(server, pending)
+        await load
 
 
 async def test_unload_shows_unloading_while_draining(tmp_path: Path) -> None:

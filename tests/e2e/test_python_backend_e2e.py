@@ -4,6 +4,7 @@ unmodified ``tritonclient.grpc`` client (and add_sub through ``tritonclient.http
 from __future__ import annotations
 
 import queue
+import os
 import signal
 import time
 from pathlib import Path
@@ -83,6 +84,25 @@ def test_stub_processes_end_with_the_server(tmp_path: Path, sig: int) -> None:
     while any(_running(pid) for pid in stubs) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_running(pid) for pid in stubs)
+
+
+def test_sigterm_to_the_process_group_finalizes_stubs_without_restarting_them(tmp_path: Path) -> None:
+    """``make serve`` + Ctrl-C / ``kill -- -PGID``: the stubs get the signal too, ignore it, and
+    the server drains and finalizes each one once (no 'killed by signal' restart)."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    copy_python_model(tmp_path / "repo", "lifecycle", parameters={"MARKER_DIR": str(markers), "FINALIZE_SLEEP_S": "0"})
+    process = ServerProcess([f"--model-repository={tmp_path / 'repo'}"], new_session=True)
+    try:
+        with httpclient.InferenceServerClient(process.url) as client:
+            assert client.is_server_ready()
+        os.killpg(process.process.pid, signal.SIGTERM)
+        assert process.process.wait(60) == 0
+    finally:
+        process.stop(signal.SIGKILL)
+    marks = sorted(p.name.split("-")[0] for p in markers.iterdir())
+    assert marks == ["finalize", "initialize"], process.log
+    assert "restarting" not in process.log
 
 
 def _running(pid: int) -> bool:

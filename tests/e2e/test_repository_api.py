@@ -96,3 +96,54 @@ def test_poll_mode_process_follows_the_repository(tmp_path: Path) -> None:
     finally:
         client.close()
         assert server.stop() == 0
+
+
+def test_file_overrides_and_warmup_with_tritonclient(tmp_path: Path, test_repository: Path) -> None:
+    """Triton's lifecycle test_file_override through both clients: files + config make a model
+    (absent from the repository, or replacing one's folder), traversal is refused, the
+    temporary folders go with the server; a model with model_warmup serves with clean stats."""
+    import re
+
+    import tritonclient.grpc as grpcclient
+
+    from workbench.testing.models import ADD_SUB_CONFIG, add_sub_graph, write_model
+
+    warmup = ('model_warmup [ { name: "w" batch_size: 2 inputs [ '
+              '{ key: "INPUT0" value: { data_type: TYPE_FP32 dims: [ 16 ] zero_data: true } }, '
+              '{ key: "INPUT1" value: { data_type: TYPE_FP32 dims: [ 16 ] random_data: true } } ] } ]')
+    write_model(tmp_path, "add_sub", ADD_SUB_CONFIG + warmup, add_sub_graph())
+    onnx_file = (test_repository / "add_sub" / "1" / "model.onnx").read_bytes()
+    config = json.dumps({"backend": "onnxruntime"})
+    server = ServerProcess([f"--model-repository={tmp_path}", "--model-control-mode=explicit",
+                            "--load-model=add_sub"])
+    try:
+        http = httpclient.InferenceServerClient(server.url)
+        grpc = grpcclient.InferenceServerClient(server.grpc_url)
+        assert http.is_model_ready("add_sub")
+        [stats] = http.get_inference_statistics("add_sub")["model_stats"]
+        assert stats["inference_count"] == 0 and stats["execution_count"] == 0  # warmup not counted
+        with pytest.raises(InferenceServerException, match="failed to poll from model repository"):
+            http.load_model("add_sub", files={"file:1/model.onnx": onnx_file})  # no config
+        http.load_model("over_http", config=config, files={"file:1/model.onnx": onnx_file})
+        grpc.load_model("over_grpc", config=config, files={"file:1/model.onnx": onnx_file})
+        http.load_model("add_sub", config=config, files={"file:3/model.onnx": onnx_file})
+        for name, version in (("over_http", "1"), ("over_grpc", "1"), ("add_sub", "3")):
+            assert http.is_model_ready(name, version) and grpc.is_model_ready(name, version)
+            assert http.infer(name, add_sub_inputs(1)).as_numpy("OUTPUT0")[0, 0] == 2.0
+        assert not http.is_model_ready("add_sub", "1")
+        for client in (http, grpc):
+            for path in ("file:../x", "file:1/../../x", "file:/etc/passwd"):
+                with pytest.raises(InferenceServerException, match="Invalid file parameter"):
+                    client.load_model("evil", config=config, files={path: b"evil"})
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["add_sub"]  # repository untouched
+        assert sorted(p.name for p in (tmp_path / "add_sub").iterdir()) == ["1", "config.pbtxt"]
+        http.unload_model("over_http")
+        folders = set(re.findall(r"from the override files .* in '([^']+)'", server.log))
+        assert len(folders) == 3
+        assert sum(Path(f).exists() for f in folders) == 2  # over_http's folder went with it
+        http.close()
+        grpc.close()
+    finally:
+        assert server.stop() == 0
+    assert not any(Path(f).exists() for f in folders)
+    assert not any(Path(f).parent.exists() for f in folders)  # the server's root folder too

@@ -29,6 +29,7 @@ from workbench.backends.base import (
     InstanceSpec,
     ModelInstance,
 )
+from workbench.backends.batching import requested_union, split_outputs
 from workbench.devices import gpu_count
 from workbench.errors import InternalError, InvalidArgument, ModelLoadError
 
@@ -106,7 +107,7 @@ class OnnxRuntimeInstance(ModelInstance):
     def execute(
         self, requests: Sequence[BackendRequest], times: ExecutionTimes
     ) -> list[BackendResponse]:
-        names = _requested_union(requests, self._all_outputs)
+        names = requested_union(requests, self._all_outputs)
         feed, sizes = self._gather(requests)
         times.mark_input_done()
         try:
@@ -117,7 +118,7 @@ class OnnxRuntimeInstance(ModelInstance):
             ) from None
         times.mark_infer_done()
         outputs = dict(zip(names, (_from_ort(r) for r in results), strict=True))
-        return _scatter(requests, outputs, sizes)
+        return split_outputs(requests, outputs, sizes)
 
     def _gather(self, requests: Sequence[BackendRequest]) -> tuple[dict, list[int]]:
         if len(requests) == 1:
@@ -241,11 +242,6 @@ def _dims(shape: list[int]) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
-def _requested_union(requests: Sequence[BackendRequest], all_outputs: list[str]) -> list[str]:
-    wanted = set().union(*(r.requested_outputs for r in requests))
-    return [name for name in all_outputs if name in wanted] or list(all_outputs)
-
-
 def _to_ort_strings(array: np.ndarray, name: str, model: str) -> np.ndarray:
     try:
         return np.vectorize(_decode_utf8, otypes=[object])(array)
@@ -264,18 +260,3 @@ def _from_ort(result: np.ndarray) -> np.ndarray:
     if result.dtype == np.object_ or result.dtype.kind == "U":
         return np.vectorize(lambda s: s.encode("utf-8"), otypes=[object])(result)
     return result
-
-
-def _scatter(
-    requests: Sequence[BackendRequest], outputs: dict[str, np.ndarray], sizes: list[int]
-) -> list[BackendResponse]:
-    if len(requests) == 1:
-        wanted = requests[0].requested_outputs or outputs.keys()
-        return [BackendResponse({n: outputs[n] for n in wanted if n in outputs})]
-    responses, start = [], 0
-    for request, size in zip(requests, sizes, strict=True):
-        wanted = request.requested_outputs or outputs.keys()
-        part = {n: outputs[n][start : start + size] for n in wanted if n in outputs}
-        responses.append(BackendResponse(part))
-        start += size
-    return responses

@@ -14,13 +14,18 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 from workbench.backends.base import Backend, BackendContext
 from workbench.backends.onnxruntime import OnnxRuntimeBackend
 from workbench.backends.python import PythonBackend
+from workbench.backends.pytorch import PyTorchBackend
 from workbench.errors import InvalidModelConfig
 
 #: platform names that imply a backend (Triton's legacy ``platform`` field).
-PLATFORM_TO_BACKEND = {"onnxruntime_onnx": "onnxruntime"}
+PLATFORM_TO_BACKEND = {
+    "onnxruntime_onnx": "onnxruntime",
+    "pytorch_libtorch": "pytorch",
+    "libtorch": "pytorch",
+}
 
 _BUILTIN: dict[str, type[Backend]] = {
-    name: cls for cls in (OnnxRuntimeBackend, PythonBackend) for name in cls.names
+    name: cls for cls in (OnnxRuntimeBackend, PythonBackend, PyTorchBackend) for name in cls.names
 }
 
 

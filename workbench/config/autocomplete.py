@@ -10,7 +10,9 @@ Two stages, as in Triton:
    ``max_batch_size``, ``dynamic_batching`` and the inputs / outputs from the
    graph (see :mod:`workbench.config.onnx_autocomplete`); for Python models,
    the model's own ``auto_complete_config`` (see
-   :mod:`workbench.config.python_autocomplete`). Skipped when strict.
+   :mod:`workbench.config.python_autocomplete`). Skipped when strict. PyTorch
+   (TorchScript) models cannot be auto-completed: like Triton, only a warning when
+   their inputs or outputs are missing (the load then fails, naming them).
 """
 
 from __future__ import annotations
@@ -119,6 +121,13 @@ def autocomplete_model_config(
             autocomplete_from_onnx(completed, model_file, default_max_batch_size)
     if not strict and completed.backend == "python":
         _autocomplete_python(completed, Path(model_dir))
+    if not strict and completed.backend == "pytorch" and not (completed.input and completed.output):
+        # TorchScript files hold no input/output metadata; Triton's pytorch backend only warns
+        # and its load then fails on the missing inputs/outputs (so does ours, saying why)
+        logger.warning(
+            "skipping model configuration auto-complete for '%s': not supported for pytorch backend",
+            completed.name,
+        )
     return completed
 
 

@@ -4,7 +4,8 @@ Follows core ``model_config_utils.cc`` (``ValidateModelConfig``,
 ``ValidateModelIOConfig``, ``ValidateIOShape``, ``ValidateBatchIO``,
 ``ValidateInstanceGroup``) and the directory-name check of the repository
 manager. Scheduler checks live in :mod:`workbench.config.validate_scheduling`, ensemble
-checks in :mod:`workbench.config.validate_ensemble`.
+checks in :mod:`workbench.config.validate_ensemble`, ``model_warmup`` checks in
+:mod:`workbench.config.validate_warmup`.
 Works on configs before or after :func:`normalize_model_config`.
 """
 
@@ -17,6 +18,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from workbench.config.validate_ensemble import check_ensemble
 from workbench.config.validate_scheduling import check_dynamic_batching, check_sequence_batching
+from workbench.config.validate_warmup import check_model_warmup
 from workbench.errors import InvalidModelConfig
 
 #: backends (and ``ensemble``) accepted when the caller names none.
@@ -76,6 +78,7 @@ def validate_model_config(
     check_dynamic_batching(config)
     check_sequence_batching(config)
     check_ensemble(config)
+    check_model_warmup(config)
     if config.model_transaction_policy.decoupled and config.response_cache.enable:
         _fail(
             f"Response Cache does not currently support model {config.name} with "

@@ -5,7 +5,9 @@ model lifecycle: a config error makes the whole model UNAVAILABLE with that
 reason; a version whose instances fail to load is UNAVAILABLE with its own
 reason while the other versions load. An ensemble (``platform: "ensemble"``) has
 no backend and no instances: its versions load empty, and the engine checks it
-against its composing models (:mod:`workbench.engine.ensembles`).
+against its composing models (:mod:`workbench.engine.ensembles`). A config with
+``model_warmup`` samples runs them on each instance right after creating it
+(:mod:`workbench.engine.warmup`); a failing sample makes the version UNAVAILABLE.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from workbench.config.validate_ensemble import ENSEMBLE_PLATFORM
 from workbench.config.versions import scan_version_dirs, select_versions
 from workbench.devices import gpu_count
 from workbench.engine.classification import read_labels
+from workbench.engine.warmup import WarmupSample, prepare_warmup, run_warmup
 from workbench.errors import WorkbenchError
 from workbench.options import ServerOptions
 
@@ -122,7 +125,9 @@ def load_model(
             selected (``chosen`` still lists them).
         on_versions: called (on this thread) with the versions about to be loaded, once the
             config is read and the policy applied: how the engine reports them LOADING.
-    """
+
+    ``model_warmup`` samples are prepared once (a bad sample or warmup file is a model-level
+    error) and run on every instance of every version loaded before it is READY."""
     result = LoadResult(name)
     start = time.monotonic_ns()
     try:
@@ -130,6 +135,7 @@ def load_model(
         result.labels = read_labels(result.config, model_dir)
         available = scan_version_dirs(model_dir) if model_dir is not None else {}
         chosen = select_versions(result.config, available)
+        warmup = prepare_warmup(result.config, model_dir) if chosen else []
     except WorkbenchError as exc:
         result.error = exc.message
         return result
@@ -143,14 +149,17 @@ def load_model(
     config_ns = time.monotonic_ns() - start
     for version in to_load:
         version_start = time.monotonic_ns()
-        loaded = _load_version(result.config, available[version], context)
+        loaded = _load_version(result.config, available[version], context, warmup)
         loaded.load_ns = config_ns + time.monotonic_ns() - version_start
         result.versions[version] = loaded
     return result
 
 
 def _load_version(
-    config: ModelConfig, version_dir: Path, context: BackendContext | None
+    config: ModelConfig,
+    version_dir: Path,
+    context: BackendContext | None,
+    warmup: list[WarmupSample] | None = None,
 ) -> LoadedVersion:
     loaded = LoadedVersion()
     if is_ensemble(config):  # a scheduler over composing models; nothing to load
@@ -159,6 +168,8 @@ def _load_version(
         backend = backend_for(config, context)
         for spec in instance_specs(config):
             loaded.instances.append(backend.load_instance(config, version_dir, spec))
+            if warmup:
+                run_warmup(loaded.instances[-1], warmup, config)
     except Exception as exc:  # a broken model file must never take the server down
         message = exc.message if isinstance(exc, WorkbenchError) else f"{type(exc).__name__}: {exc}"
         log.error("failed to load '%s' version %s: %s", config.name, version_dir.name, message)

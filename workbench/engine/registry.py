@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.engine.model import LoadedModel
+from workbench.repository.overrides import OverrideDirectory
 from workbench.types import ModelReadyState
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,8 @@ class ModelEntry:
     ``load_error`` is why the latest (re)load of this model failed while these versions
     kept serving ("" after a successful load); the repository index shows it as the
     reason of the READY versions.
+    ``directory``: the temporary folder the model was loaded from when the load request
+    carried file overrides; removed by :meth:`stop` and :meth:`release_directory`.
     """
 
     name: str
@@ -39,6 +42,7 @@ class ModelEntry:
     reason: str = ""
     latest_ready: LoadedModel | None = None
     load_error: str = ""
+    directory: OverrideDirectory | None = None
 
     def __post_init__(self) -> None:
         self.refresh()
@@ -71,16 +75,35 @@ class ModelEntry:
             if s.state is not ModelReadyState.READY
         )
 
-    async def stop(self, reason: str = "unloaded") -> None:
-        """Drain and unload every loaded version; mark them UNAVAILABLE with ``reason``."""
-        loaded = {v: s for v, s in self.versions.items() if s.model is not None}
-        for state in loaded.values():
+    async def stop(self, reason: str = "unloaded", keep_failures: bool = False) -> None:
+        """Drain and unload every loaded version; mark them UNAVAILABLE with ``reason``; then
+        delete the override folder the model was loaded from, if any. The versions leave
+        service first (UNLOADING: new requests get "... not at ready state" / "has no
+        available versions") while their queued and executing requests finish. With
+        ``keep_failures`` the versions that failed to load keep their own reason."""
+        loaded = [(v, s) for v, s in self.versions.items() if s.model is not None]
+        for _, state in loaded:
             state.state, state.reason = ModelReadyState.UNLOADING, ""
         self.refresh()
-        await drain_versions(self.name, list(loaded.items()), reason)
+        await drain_versions(self.name, loaded, reason)
+        drained = {id(state) for _, state in loaded}
         for state in self.versions.values():
+            if id(state) in drained or (keep_failures and state.state is ModelReadyState.UNAVAILABLE):
+                continue
             state.state, state.reason, state.model = ModelReadyState.UNAVAILABLE, reason, None
         self.refresh()
+        if self.directory is not None:
+            await asyncio.to_thread(self.release_directory)
+
+    def holds_instances(self) -> bool:
+        """True when a version has a loaded model (READY, or draining)."""
+        return any(s.model is not None for s in self.versions.values())
+
+    def release_directory(self) -> None:
+        """Delete the override folder this model was loaded from, if any (blocking, small)."""
+        directory, self.directory = self.directory, None
+        if directory is not None:
+            directory.remove()
 
 
 async def drain_versions(

@@ -50,7 +50,8 @@ from workbench.errors import (
     Unavailable,
 )
 from workbench.options import ServerOptions
-from workbench.repository.repository import ModelRepository
+from workbench.repository.overrides import OverrideDirectory, OverrideStore
+from workbench.repository.repository import ModelLocation, ModelRepository
 from workbench.scheduling.ensemble import StepInfer
 from workbench.scheduling.factory import make_scheduler
 from workbench.scheduling.rate_limiter import RateLimiter, parse_resource
@@ -94,8 +95,8 @@ class Server(SharedMemoryAPI, SettingsAPI):
         self._locks: dict[str, asyncio.Lock] = {}
         #: model -> the versions its load in progress loads ([] until its config is read)
         self._loading: dict[str, list[int]] = {}
-        #: background drains of versions that left service (reloads)
-        self._drains: set[asyncio.Task] = set()
+        #: model -> background drains of its versions that left service (reloads)
+        self._drains: dict[str, set[asyncio.Task]] = {}
         self._poller: RepositoryPoller | None = None
         self._repository: ModelRepository | None = None
         self._load_executor = ThreadPoolExecutor(
@@ -111,6 +112,8 @@ class Server(SharedMemoryAPI, SettingsAPI):
         self._log_settings = LogSettings(options)
         self._trace_settings = TraceSettings(options)
         self._backend_context: BackendContext | None = None
+        #: temporary model folders of loads with file overrides (removed with their model)
+        self._overrides = OverrideStore()
 
     # ----------------------------------------------------------------- lifecycle
     async def __aenter__(self) -> Server:
@@ -148,8 +151,8 @@ class Server(SharedMemoryAPI, SettingsAPI):
         for entry in failed:
             log.error("failed to load '%s': %s", entry.name, _entry_reason(entry))
         if failed and self.options.exit_on_error:
-            await self.stop()
             reasons = "; ".join(f"'{e.name}': {_entry_reason(e)}" for e in failed)
+            await self.stop()  # marks every version "unloaded": the reasons are read first
             raise ModelLoadError(f"failed to load all models: {reasons}")
         if self._poller is not None:
             self._poller.start()
@@ -176,10 +179,11 @@ class Server(SharedMemoryAPI, SettingsAPI):
         if self._poller is not None:
             await self._poller.stop()
         while self._drains:
-            await asyncio.gather(*list(self._drains), return_exceptions=True)
+            await self._drained(*self._drains)
         for entries in stop_waves(dict(self._models), self._dependencies):
             await asyncio.gather(*(e.stop() for e in entries))
         self._load_executor.shutdown(wait=False)
+        await asyncio.to_thread(self._overrides.close)
         self._shared_memory.close()
         self._live = False
 
@@ -416,8 +420,17 @@ class Server(SharedMemoryAPI, SettingsAPI):
             rows = [r for r in rows if r.get("state") == "READY"]
         return rows
 
-    async def load_model(self, name: str, config: str | dict | None = None) -> None:
+    async def load_model(
+        self, name: str, config: str | dict | None = None, files: dict[str, bytes] | None = None
+    ) -> None:
         """Load or reload ``name`` (explicit mode); ``config`` (JSON) overrides config.pbtxt.
+
+        ``files`` (Triton's ``file:<version>/<name>`` load parameters, without the ``file:``
+        prefix: path relative to the model folder -> contents) make the model load from a
+        temporary folder holding only those files and ``config`` (which is then required),
+        not from the repository, which stays untouched; the folder is removed when the model
+        is unloaded or reloaded and at :meth:`stop` (:mod:`workbench.repository.overrides`
+        has the path rules). A model need not be in a repository to load this way.
 
         A reload loads the new versions beside the old ones, switches traffic when they are
         ready, then drains and unloads the old ones: no request is dropped. A reload that
@@ -427,22 +440,32 @@ class Server(SharedMemoryAPI, SettingsAPI):
 
         The load runs on the model-load threads (``model_load_thread_count``): the event
         loop, health checks and the other models keep serving meanwhile; the repository
-        index shows the versions that do not serve yet as LOADING. Returns once the new
-        versions serve; the old ones drain in the background (UNLOADING in the index when
-        the new load no longer has their version). A failed reload leaves the old versions
-        serving with the failure as the reason of their READY rows in the index.
+        index shows the versions that do not serve yet as LOADING. Traffic moves to the new
+        versions as soon as they are ready; this returns once the old ones have drained and
+        unloaded (meanwhile UNLOADING in the index when the new load no longer has their
+        version). A failed reload leaves the old versions serving with the failure as the
+        reason of their READY rows in the index.
 
         Raises:
             Unavailable: the server is not in explicit model control mode ("explicit model
                 load / unload is not allowed if polling is enabled", Triton's text).
             InvalidArgument: the model is not in any repository, or failed to load (reason;
                 for an ensemble, e.g. "ensemble 'e' depends on 'm' which has no loaded
-                version. ..." or a step mapping error, see :mod:`workbench.engine.ensembles`).
+                version. ..." or a step mapping error, see :mod:`workbench.engine.ensembles`);
+                ``files`` without ``config`` ("failed to load 'm', failed to poll from model
+                repository: Load parameter 'config' must be specified for model file
+                override") or with an invalid path ("...: Invalid file parameter
+                'file:../x': ..."): nothing is loaded or written then.
+            InvalidModelConfig: ``config`` is not a JSON model config.
         """
         self._require_explicit()
         override = model_config_from_json(config) if config else None
+        directory = await self._override_directory(name, override, files)
         self._explicit.add(name)
-        entries = await self._load_models([name], {name: override} if override else None)
+        entries = await self._load_models(
+            [name], {name: override} if override else None, {name: directory} if directory else None
+        )
+        await self._drained(name)
         entry = entries[name]
         if entry.failed() or not entry.ready_versions():
             raise InvalidArgument(f"load failed for model '{name}': {_entry_reason(entry)}")
@@ -509,6 +532,29 @@ class Server(SharedMemoryAPI, SettingsAPI):
             if entry is not None and not entry.ready_versions():
                 del self._models[name]
 
+    async def _override_directory(
+        self, name: str, override: ModelConfig | None, files: dict[str, bytes] | None
+    ) -> OverrideDirectory | None:
+        """The temporary model folder for a load with ``files`` (None without files).
+
+        Raises:
+            InvalidArgument: no ``config`` override, or an invalid file path (Triton's
+                "failed to load 'm', failed to poll from model repository" first).
+        """
+        if not files:
+            return None
+        try:
+            if override is None:
+                raise InvalidArgument("Load parameter 'config' must be specified for model file override")
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(
+                self._load_executor, self._overrides.create, name, override, files
+            )
+        except InvalidArgument as exc:
+            raise InvalidArgument(
+                f"failed to load '{name}', failed to poll from model repository: {exc.message}"
+            ) from None
+
     def _require_explicit(self) -> None:
         if self.options.model_control_mode != "explicit":
             raise Unavailable("explicit model load / unload is not allowed if polling is enabled")
@@ -520,11 +566,13 @@ class Server(SharedMemoryAPI, SettingsAPI):
         self,
         names: list[str],
         overrides: dict[str, ModelConfig] | None = None,
+        directories: dict[str, OverrideDirectory] | None = None,
         keep: dict[str, frozenset[int]] | None = None,
     ) -> dict[str, ModelEntry]:
         """Load ``names`` and the composing models of the ensembles among them that are not
         READY yet, non-ensembles first, then each ensemble once the models it calls are
         loaded (:func:`workbench.engine.ensembles.load_waves`). Returns every entry loaded.
+        A model in ``directories`` loads from that folder instead of the repository.
 
         ``keep``: per model, versions whose files did not change (poll mode): those that are
         READY keep serving as they are instead of loading again.
@@ -533,6 +581,7 @@ class Server(SharedMemoryAPI, SettingsAPI):
             InvalidArgument: a model is in no repository (and has no override config).
         """
         overrides = overrides or {}
+        directories = directories or {}
         keep = keep or {}
         ready = {n for n, e in self._models.items() if e.latest_ready is not None}
         planned = await asyncio.to_thread(self._plan_dependencies, names, overrides, ready)
@@ -540,7 +589,8 @@ class Server(SharedMemoryAPI, SettingsAPI):
         entries: dict[str, ModelEntry] = {}
         for wave in load_waves(planned):
             loaded = await asyncio.gather(
-                *(self._load(n, overrides.get(n), keep.get(n, frozenset())) for n in wave)
+                *(self._load(n, overrides.get(n), directories.get(n), keep.get(n, frozenset()))
+                  for n in wave)
             )
             entries.update(zip(wave, loaded, strict=True))
         return entries
@@ -565,16 +615,42 @@ class Server(SharedMemoryAPI, SettingsAPI):
         return planned
 
     async def _load(
-        self, name: str, override: ModelConfig | None, keep: frozenset[int] = frozenset()
+        self,
+        name: str,
+        override: ModelConfig | None,
+        directory: OverrideDirectory | None = None,
+        keep: frozenset[int] = frozenset(),
     ) -> ModelEntry:
-        """(Re)load ``name`` beside what serves, then switch (:mod:`workbench.engine.switching`).
+        """(Re)load ``name`` from its repository folder, or from ``directory`` (file
+        overrides; the entry then owns it, and it is removed at once when nothing was
+        loaded), beside what serves, then switch (:mod:`workbench.engine.switching`).
 
         The versions of ``keep`` that are READY now are not loaded again: they move to the
         new entry as they are. Returns the new entry, also when the switch kept the old one.
         """
+        try:
+            entry = await self._load_entry(name, override, directory, keep)
+        except BaseException:
+            if directory is not None:
+                await asyncio.to_thread(directory.remove)
+            raise
+        if directory is not None and not entry.holds_instances():
+            await asyncio.to_thread(entry.release_directory)
+        return entry
+
+    async def _load_entry(
+        self,
+        name: str,
+        override: ModelConfig | None,
+        directory: OverrideDirectory | None,
+        keep: frozenset[int],
+    ) -> ModelEntry:
         assert self._repository is not None
         async with self._lock(name):
-            location = await asyncio.to_thread(self._repository.locate, name)
+            if directory is not None:
+                location: ModelLocation | None = ModelLocation(name, directory.path)
+            else:
+                location = await asyncio.to_thread(self._repository.locate, name)
             if location is None and override is None:
                 raise InvalidArgument(f"failed to load '{name}', failed to poll from model repository")
             old = self._models.get(name)
@@ -585,16 +661,23 @@ class Server(SharedMemoryAPI, SettingsAPI):
                 path = location.path if location is not None else None
                 result = await self._run_load(name, path, override, frozenset(reuse))
                 entry = self._entry_for(result, reuse)
+            entry.directory = directory
             if self._stopping:  # stop() began during the load: never serve it
                 fresh = [(v, s) for v, s in entry.versions.items() if v not in reuse]
                 await drain_versions(name, fresh)
                 return entry
             switch = switch_entry(self._models, old, entry, reuse)
-            if switch.kept_old and old is not None and old.config is not None:
-                self._dependencies[name] = tuple(composing_models(old.config))
+            if switch.kept_old:  # a failed reload keeps the last good versions serving
+                assert old is not None
+                await drain_versions(name, switch.drain)  # never served: nothing in flight
+                if old.config is not None:
+                    self._dependencies[name] = tuple(composing_models(old.config))
                 log.error("failed to reload '%s', the loaded versions keep serving: %s",
                           name, old.load_error)
-        self._drain_later(name, switch.drain)
+                return entry
+            if reuse and old is not None and entry.directory is None:
+                entry.directory, old.directory = old.directory, None  # versions moved with it
+        self._drain_later(name, switch.drain, old)
         return entry
 
     async def _run_load(
@@ -620,10 +703,13 @@ class Server(SharedMemoryAPI, SettingsAPI):
         finally:
             self._loading.pop(name, None)
 
-    def _drain_later(self, name: str, states: list[tuple[int, VersionState]]) -> None:
-        """Drain and unload ``states`` (out of service already) in a background task;
-        :meth:`stop` waits for it."""
-        if not states:
+    def _drain_later(
+        self, name: str, states: list[tuple[int, VersionState]], old: ModelEntry | None
+    ) -> None:
+        """Drain and unload ``states`` (out of service already) in a background task, then
+        delete ``old``'s override folder, if any; :meth:`stop` and :meth:`load_model` wait
+        for it (:meth:`_drained`), a poll does not."""
+        if not states and (old is None or old.directory is None):
             return
 
         async def drain() -> None:
@@ -631,10 +717,25 @@ class Server(SharedMemoryAPI, SettingsAPI):
             # its way to their queue (a decoupled request's enqueue task): let it get there
             await asyncio.sleep(0)
             await drain_versions(name, states)
+            if old is not None and old.directory is not None:
+                await asyncio.to_thread(old.release_directory)
 
         task = asyncio.ensure_future(drain())
-        self._drains.add(task)
-        task.add_done_callback(self._drains.discard)
+        tasks = self._drains.setdefault(name, set())
+        tasks.add(task)
+
+        def done(_: asyncio.Task) -> None:
+            tasks.discard(task)
+            if not tasks and self._drains.get(name) is tasks:
+                del self._drains[name]
+
+        task.add_done_callback(done)
+
+    async def _drained(self, *names: str) -> None:
+        """Wait until the background drains of ``names`` (started so far) have finished."""
+        tasks = [t for n in names for t in self._drains.get(n, ())]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     def _entry_for(self, result: LoadResult, reuse: dict[int, VersionState] | None = None) -> ModelEntry:
         """The entry of a finished load (plus the ``reuse`` versions it kept); an ensemble

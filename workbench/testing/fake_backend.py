@@ -23,15 +23,17 @@ from workbench.backends.base import (
     InstanceSpec,
     ModelInstance,
 )
+from workbench.errors import InvalidArgument
 
 
 class FakeBehaviour:
     """Shared knobs: ``gate`` blocks executions until set; ``barrier`` makes executions
     meet (proving they run in parallel); ``executions`` counts executions per instance;
     ``batches`` records each execution's first input values; an execution holding a
-    value in ``slow_values`` takes ``slow_s`` seconds longer. ``load_gate`` blocks instance
-    loads (on the model-load threads) until set; ``loading`` is set when a load waits on it
-    (a slow model load, without timing)."""
+    value in ``slow_values`` takes ``slow_s`` seconds longer; a request whose first value is
+    in ``error_values`` gets an error response ("fake error for value <v>"). ``load_gate``
+    blocks instance loads (on the model-load threads) until set; ``loading`` is set when a
+    load waits on it (a slow model load, without timing)."""
 
     def __init__(self) -> None:
         self.gate = threading.Event()
@@ -49,6 +51,7 @@ class FakeBehaviour:
         self.batches: list[list[float]] = []
         self.slow_values: set[float] = set()
         self.slow_s = 0.3
+        self.error_values: set[float] = set()
 
 
 BEHAVIOUR = FakeBehaviour()
@@ -67,7 +70,11 @@ class FakeInstance(ModelInstance):
             time.sleep(BEHAVIOUR.slow_s)
         times.mark_input_done()
         times.mark_infer_done()
-        return [BackendResponse({"OUTPUT0": r.inputs["INPUT0"]}) for r in requests]
+        return [
+            BackendResponse(error=InvalidArgument(f"fake error for value {v:g}"))
+            if v in BEHAVIOUR.error_values else BackendResponse({"OUTPUT0": r.inputs["INPUT0"]})
+            for r, v in zip(requests, values, strict=True)
+        ]
 
 
 class FakeBackend(Backend):

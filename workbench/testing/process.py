@@ -27,12 +27,14 @@ class ServerProcess:
         args: flags after ``serve`` (``--http-port=0`` / ``--grpc-port=0`` /
             ``--metrics-port=0`` added unless given).
         timeout_s: seconds to wait for the "Started HTTPService" line.
+        new_session: start the server in its own session and process group (its process id
+            is the group id), so a test can signal the group as a shell or ``make`` does.
 
     Raises:
         RuntimeError: the process exited or did not start in time (its log is in the message).
     """
 
-    def __init__(self, args: Sequence[str], timeout_s: float = 120.0) -> None:
+    def __init__(self, args: Sequence[str], timeout_s: float = 120.0, new_session: bool = False) -> None:
         command = [sys.executable, "-m", "workbench.hosts.cli", "serve", *args]
         if not any(a.startswith("--http-port") for a in args):
             command.append("--http-port=0")
@@ -46,7 +48,8 @@ class ServerProcess:
         self.metrics_port = 0
         self.grpc_port = 0
         self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=new_session,
         )
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()

@@ -277,12 +277,15 @@ def _exit(code: int) -> None:
 def serve(fd: int, segment_base: str) -> None:
     """Run a stub on the inherited socket ``fd`` until finalize; then exit the process.
 
-    Ctrl-C in the server's terminal reaches the whole process group: the stub ignores it
-    and lets the server shut it down (finalize) in order.
+    Ctrl-C in the server's terminal, or a SIGTERM sent to the whole process group (``make``,
+    a shell's ``kill -- -PGID``), reaches the stub too: it ignores both and lets the server
+    drain and shut it down (finalize) in order. It still ends when the server goes away
+    (its channel closes) and when the server kills it (SIGKILL after ``stub-timeout-seconds``).
     """
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     channel = Channel(socket.socket(fileno=fd))
     stub = Stub(channel, segment_base)
     pb_utils._runtime = stub

@@ -104,8 +104,9 @@ class GRPCInferenceService(
 
     @rpc
     async def RepositoryModelLoad(self, request: pb.RepositoryModelLoadRequest, context: Context):
-        """Load or reload a model (explicit mode); ``config`` (string) overrides
-        config.pbtxt; ``file:`` overrides are UNIMPLEMENTED."""
+        """Load or reload a model (explicit mode); ``config`` (``string_param``) overrides
+        config.pbtxt; ``file:<path>`` entries (``bytes_param``) are the files of the folder
+        the model then loads from (Triton's repository extension)."""
         _no_repository_name(request.repository_name)
         params = request.parameters
         config = None
@@ -113,11 +114,15 @@ class GRPCInferenceService(
             if params["config"].WhichOneof("parameter_choice") != "string_param":
                 raise InvalidArgument("Config parameter 'config' must have string type for its value")
             config = params["config"].string_param
-        if any(key.startswith("file:") for key in params):
-            if config is None:
-                raise InvalidArgument("Load parameter 'config' must be specified for model file override")
-            raise Unsupported("model file overrides ('file:' load parameters) are not supported yet")
-        await self.server.load_model(request.model_name, config)
+        files = {}
+        for key, value in params.items():
+            if key.startswith("file:"):
+                if value.WhichOneof("parameter_choice") != "bytes_param":
+                    raise InvalidArgument(
+                        f"invalid value type for load parameter '{key}', expected bytes_param."
+                    )
+                files[key[len("file:"):]] = value.bytes_param
+        await self.server.load_model(request.model_name, config, files or None)
         return pb.RepositoryModelLoadResponse()
 
     @rpc

@@ -7,13 +7,16 @@ answered ``{"error": "<message>"}`` with Triton's HTTP status
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import binascii
 import logging
 
 import orjson
 from fastapi import APIRouter, FastAPI, Request, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from workbench import InvalidArgument, Server, Unsupported, WorkbenchError, model_config_to_json
+from workbench import InvalidArgument, Server, WorkbenchError, model_config_to_json
 from workbench.frontends.http.codec import parse_json_object
 from workbench.frontends.http.infer_asgi import InferFastPath
 from workbench.frontends.http.shared_memory_routes import shared_memory_routes
@@ -119,16 +122,17 @@ def _repository_routes(server: Server) -> APIRouter:
 
     @router.post("/v2/repository/models/{model}/load")
     async def load(request: Request, model: str) -> Response:
-        params = (await _json_body(request)).get("parameters") or {}
+        """Load (explicit mode): ``config`` (a JSON string) and ``file:<path>`` parameters
+        (base64-encoded file contents, Triton's repository extension). The body is bounded
+        by ``--http-max-input-size``, as Triton's."""
+        body = await _limited_body(request, server.options.http_max_input_size)
+        params = (parse_json_object(body) if body.strip() else {}).get("parameters") or {}
         config = params.get("config")
         if config is not None and not isinstance(config, str):
             raise InvalidArgument("Config parameter 'config' must have string type for its value")
-        files = [k for k in params if k.startswith("file:")]
-        if files and config is None:
-            raise InvalidArgument("Load parameter 'config' must be specified for model file override")
-        if files:
-            raise Unsupported("model file overrides ('file:' load parameters) are not supported yet")
-        await server.load_model(model, config)
+        encoded = {k: v for k, v in params.items() if k.startswith(FILE_PREFIX)}
+        files = await asyncio.to_thread(_decode_files, encoded) if encoded else None
+        await server.load_model(model, config, files)
         return Response(status_code=200)
 
     @router.post("/v2/repository/models/{model}/unload")
@@ -167,6 +171,58 @@ def _settings_routes(server: Server) -> APIRouter:
         return json_response(await server.update_trace_settings(await _json_body(request), model))
 
     return router
+
+
+#: the load parameter prefix of a model file override
+FILE_PREFIX = "file:"
+
+
+def _decode_files(encoded: dict[str, object]) -> dict[str, bytes]:
+    """``{"file:<path>": base64 string}`` -> ``{"<path>": bytes}`` (the engine's form).
+
+    Decoding is lenient about characters outside the base64 alphabet (line breaks), as
+    Triton's decoder is.
+
+    Raises:
+        InvalidArgument: a value is not a string, or not base64.
+    """
+    files = {}
+    for key, value in encoded.items():
+        if not isinstance(value, str):
+            raise InvalidArgument(f"File parameter '{key}' must have a base64-encoded string "
+                                  "for its value")
+        try:
+            files[key[len(FILE_PREFIX):]] = base64.b64decode(value)
+        except (binascii.Error, ValueError) as exc:
+            raise InvalidArgument(f"Unable to decode file parameter '{key}' as base64: {exc}") from None
+    return files
+
+
+async def _limited_body(request: Request, limit: int) -> bytes:
+    """The request body, refused past ``limit`` bytes without reading the rest.
+
+    Raises:
+        InvalidArgument: Triton's "request JSON size of N bytes exceeds the maximum allowed
+            input size of M bytes. Use --http-max-input-size to increase the limit." (N is
+            the Content-Length, or the bytes read when the body is chunked).
+    """
+
+    def too_large(size: int) -> InvalidArgument:
+        return InvalidArgument(
+            f"request JSON size of {size} bytes exceeds the maximum allowed input size of "
+            f"{limit} bytes. Use --http-max-input-size to increase the limit."
+        )
+
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large(int(declared))
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large(size)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def _json_body(request: Request) -> dict:
