@@ -544,15 +544,18 @@ class Server(SharedMemoryAPI, SettingsAPI):
             InvalidArgument: a remote repository could not be read (name given: as Triton's
                 "failed to load '<m>', failed to poll from model repository: ...").
         """
-        for remote in self._remotes:
+        errors = []
+        for remote in self._remotes:  # one unreachable repository does not stop the others
             try:
                 remote.sync(name)
             except InvalidArgument as exc:
-                if name is None:
-                    raise
-                raise InvalidArgument(
-                    f"failed to load '{name}', failed to poll from model repository: {exc.message}"
-                ) from None
+                errors.append(exc.message)
+        if errors and name is None:
+            raise InvalidArgument("; ".join(errors))
+        if errors:
+            raise InvalidArgument(
+                f"failed to load '{name}', failed to poll from model repository: {'; '.join(errors)}"
+            )
 
     async def _remove_model(self, name: str) -> None:
         """A model folder left the repository (poll mode): drain and unload every version,
