@@ -23,7 +23,13 @@ class ServerOptions(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WORKBENCH_", extra="forbid")
 
     model_repository: list[str] = Field(default_factory=list)
-    """Model repository folders (tritonserver ``--model-repository``, repeatable)."""
+    """Model repository folders (tritonserver ``--model-repository``, repeatable), or
+    remote repository URLs (``s3://``, ``gs://``, ``az://``, ``abfs://``; see
+    :mod:`workbench.repository.remote`), mirrored into ``model_repository_cache``."""
+
+    model_repository_cache: str | None = None
+    """Folder where remote repositories are mirrored (one sub-folder per URL); default
+    ``$XDG_CACHE_HOME/workbench/repositories`` or ``~/.cache/workbench/repositories``."""
 
     model_control_mode: Literal["none", "explicit", "poll"] = "none"
     """tritonserver ``--model-control-mode``. ``none``: load everything at start, then no

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -98,10 +99,15 @@ class RepositoryPoller:
         interval_s: seconds between two polls (``--repository-poll-secs``, default 15 as
             tritonserver); 0 = no periodic poll (as tritonserver), only
             :meth:`~workbench.engine.server.Server.poll_repository`.
+        sync: blocking, run on a thread before each scan: brings the local mirrors of
+            remote repositories up to date (:mod:`workbench.repository.remote`); a failure
+            is logged and the poll scans what is there.
     """
 
-    def __init__(self, server: Server, repository: ModelRepository, interval_s: float) -> None:
+    def __init__(self, server: Server, repository: ModelRepository, interval_s: float,
+                 sync: Callable[[], object] | None = None) -> None:
         self._server = server
+        self._sync = sync
         self._repository = repository
         self.interval_s = interval_s
         self._known: dict[str, ModelSnapshot] = {}
@@ -135,6 +141,11 @@ class RepositoryPoller:
         nothing is missed.
         """
         async with self._lock:
+            if self._sync is not None:
+                try:
+                    await asyncio.to_thread(self._sync)
+                except Exception:  # unreachable storage: what was synced so far is scanned
+                    log.exception("failed to sync remote model repository")
             after = await asyncio.to_thread(snapshot_repository, self._repository)
             changes = diff_snapshots(self._known, after)
             if not changes:

@@ -51,6 +51,7 @@ from workbench.errors import (
 )
 from workbench.options import ServerOptions
 from workbench.repository.overrides import OverrideDirectory, OverrideStore
+from workbench.repository.remote import RemoteRepository, resolve_repositories
 from workbench.repository.repository import ModelLocation, ModelRepository
 from workbench.scheduling.ensemble import StepInfer
 from workbench.scheduling.factory import make_scheduler
@@ -99,6 +100,8 @@ class Server(SharedMemoryAPI, SettingsAPI):
         self._drains: dict[str, set[asyncio.Task]] = {}
         self._poller: RepositoryPoller | None = None
         self._repository: ModelRepository | None = None
+        #: remote repositories (s3://, gs://, ...) and their local mirrors
+        self._remotes: list[RemoteRepository] = []
         self._load_executor = ThreadPoolExecutor(
             options.model_load_thread_count, thread_name_prefix="model-load"
         )
@@ -132,16 +135,24 @@ class Server(SharedMemoryAPI, SettingsAPI):
         others serve; with ``exit_on_error`` (tritonserver's default, true) any such failure
         stops the server instead and raises.
 
+        Remote repositories (``s3://``, ``gs://``, ``az://``) are synced into their local
+        mirrors first (:mod:`workbench.repository.remote`); the engine serves those.
+
         Raises:
-            InvalidArgument: a model repository does not exist.
+            InvalidArgument: a model repository does not exist (a remote one: or cannot be
+                read, or its filesystem package is not installed).
             ModelLoadError: a model failed to load and ``exit_on_error`` is set ("failed to
                 load all models: '<model>': <reason>; ...").
         """
         self._rate_limiter = _rate_limiter(self.options)
         self._backend_context = BackendContext(asyncio.get_running_loop(), self.infer_stream)
-        self._repository = ModelRepository(self.options.model_repository)
+        paths, self._remotes = await asyncio.to_thread(
+            resolve_repositories, self.options.model_repository, self.options.model_repository_cache
+        )
+        self._repository = ModelRepository(paths)
         if self.options.model_control_mode == "poll":
-            self._poller = RepositoryPoller(self, self._repository, self.options.repository_poll_secs)
+            self._poller = RepositoryPoller(self, self._repository, self.options.repository_poll_secs,
+                                            self._sync_remotes if self._remotes else None)
             await self._poller.baseline()  # changes made while the start-up models load count
         names = await asyncio.to_thread(self._startup_models)
         self._explicit.update(names)
@@ -461,6 +472,8 @@ class Server(SharedMemoryAPI, SettingsAPI):
         self._require_explicit()
         override = model_config_from_json(config) if config else None
         directory = await self._override_directory(name, override, files)
+        if directory is None and self._remotes:
+            await asyncio.to_thread(self._sync_remotes, name)
         self._explicit.add(name)
         entries = await self._load_models(
             [name], {name: override} if override else None, {name: directory} if directory else None
@@ -522,6 +535,27 @@ class Server(SharedMemoryAPI, SettingsAPI):
         if self._poller is None:
             raise Unavailable("polling is disabled")
         await self._poller.poll()
+
+    def _sync_remotes(self, name: str | None = None) -> None:
+        """Blocking: bring the local mirrors of the remote repositories up to date (only
+        ``name``'s folder when given).
+
+        Raises:
+            InvalidArgument: a remote repository could not be read (name given: as Triton's
+                "failed to load '<m>', failed to poll from model repository: ...").
+        """
+        errors = []
+        for remote in self._remotes:  # one unreachable repository does not stop the others
+            try:
+                remote.sync(name)
+            except InvalidArgument as exc:
+                errors.append(exc.message)
+        if errors and name is None:
+            raise InvalidArgument("; ".join(errors))
+        if errors:
+            raise InvalidArgument(
+                f"failed to load '{name}', failed to poll from model repository: {'; '.join(errors)}"
+            )
 
     async def _remove_model(self, name: str) -> None:
         """A model folder left the repository (poll mode): drain and unload every version,

@@ -44,7 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="serve a model repository over the v2 protocol")
     serve.add_argument("--model-repository", "--model-store", action="append", default=[],
-                       required=True, help="model repository folder (repeatable)")
+                       required=True, help="model repository folder or s3:// gs:// az:// URL "
+                                           "(repeatable)")
+    serve.add_argument("--model-repository-cache", default=None, metavar="DIR",
+                       help="where remote repositories are mirrored "
+                            "(default ~/.cache/workbench/repositories)")
     serve.add_argument("--model-control-mode", choices=["none", "explicit", "poll"], default="none",
                        help="none: load every model at start, no changes after (default); "
                             "explicit: load --load-model at start, then the load/unload API; "
@@ -224,6 +228,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         "server_id": args.server_id,
         "model_load_thread_count": args.model_load_thread_count,
         "repository_poll_secs": args.repository_poll_secs,
+        "model_repository_cache": args.model_repository_cache,
         "http_max_input_size": args.http_max_input_size,
         "allow_metrics": args.allow_metrics,
         "allow_cpu_metrics": args.allow_cpu_metrics,
