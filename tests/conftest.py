@@ -25,9 +25,16 @@ SAMPLE_REPOSITORY = ROOT / "sample_models" / "repository"
 
 
 @pytest.fixture(scope="session")
-def sample_repository() -> Path:
+def sample_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real sample models (digits_mlp, minilm_encoder, ...); built here if `make` did not, or
-    if a build script changed since (as the Makefile decides: `.built` older than a build*.py)."""
+    if a build script changed since (as the Makefile decides: `.built` older than a build*.py).
+
+    When ``sample_models/repository`` is a symlink (a repository shared between worktrees) it
+    is never written to: a temporary repository links the shared models that are current for
+    this checkout's recipes and builds the others (e.g. a sample this branch adds) beside them.
+    """
+    if SAMPLE_REPOSITORY.is_symlink():
+        return _overlay_repository(tmp_path_factory.mktemp("samples"))
     stamp = SAMPLE_REPOSITORY / ".built"
     scripts = (ROOT / "sample_models").glob("build*.py")
     if not stamp.exists() or stamp.stat().st_mtime < max(p.stat().st_mtime for p in scripts):
@@ -37,6 +44,25 @@ def sample_repository() -> Path:
         )
         stamp.touch()
     return SAMPLE_REPOSITORY
+
+
+def _overlay_repository(out: Path) -> Path:
+    sys.path.insert(0, str(ROOT / "sample_models"))
+    try:
+        import build
+    finally:
+        sys.path.pop(0)
+    shared = SAMPLE_REPOSITORY.resolve()
+    missing = []
+    for name, builder in build.BUILDERS.items():
+        if build.stale_reason(shared / name, build.recipe_digest(builder)) is None:
+            (out / name).symlink_to(shared / name, target_is_directory=True)
+        else:
+            missing.append(name)
+    if missing:
+        command = [sys.executable, str(ROOT / "sample_models" / "build.py"), "--out", str(out)]
+        subprocess.run(command + [a for n in missing for a in ("--model", n)], check=True)
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,9 @@ event loop thread only, so no locks are needed.
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 #: the eight ``inference_stats`` entries, all always present (perf_analyzer reads them unguarded).
@@ -70,6 +71,44 @@ class BatchStats:
     compute_output: Duration = field(default_factory=Duration)
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryUsage:
+    """Memory one model version holds on one device (Triton's ``MemoryUsage`` message).
+
+    Attributes:
+        kind: ``"CPU"``, ``"CPU_PINNED"`` or ``"GPU"`` (Triton's ``type``).
+        id: device id (GPU index; 0 for host memory).
+        byte_size: bytes.
+    """
+
+    kind: str
+    id: int
+    byte_size: int
+
+    def as_dict(self) -> dict:
+        """Triton's JSON form: ``{"type", "id", "byte_size"}``."""
+        return {"type": self.kind, "id": self.id, "byte_size": self.byte_size}
+
+
+def host_rss_bytes() -> int | None:
+    """This process's resident set size in bytes (``/proc/self/statm``); None where there
+    is no procfs (the CPU entry is then left out)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def sum_memory(usages: Iterable[MemoryUsage]) -> list[MemoryUsage]:
+    """Add up usages per (kind, id), in first-seen order."""
+    totals: dict[tuple[str, int], int] = {}
+    for usage in usages:
+        key = (usage.kind, usage.id)
+        totals[key] = totals.get(key, 0) + usage.byte_size
+    return [MemoryUsage(kind, id_, size) for (kind, id_), size in totals.items()]
+
+
 class ModelStatistics:
     """Counters of one model version (Triton's ``ModelStatistics`` message).
 
@@ -83,6 +122,8 @@ class ModelStatistics:
             ``nv_model_load_duration_secs``).
         cache_enabled: the model config has ``response_cache { enable: true }``.
         observers: called on every :meth:`record_success` (shared, may grow later).
+        memory_usage: what this version's instances hold (see the loader), Triton's
+            ``memory_usage`` field.
     """
 
     #: Triton's failure reasons, the ``reason`` label of ``nv_inference_request_failure``.
@@ -95,7 +136,9 @@ class ModelStatistics:
         load_ns: int = 0,
         cache_enabled: bool = False,
         observers: list[SuccessObserver] | None = None,
+        memory_usage: list[MemoryUsage] | None = None,
     ) -> None:
+        self.memory_usage = list(memory_usage or [])
         self.name = name
         self.version = version
         self.load_ns = load_ns
@@ -181,5 +224,5 @@ class ModelStatistics:
                 }
                 for size, b in sorted(self.batch_stats.items())
             ],
-            "memory_usage": [],
+            "memory_usage": [m.as_dict() for m in self.memory_usage],
         }

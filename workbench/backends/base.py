@@ -21,7 +21,7 @@ import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.errors import WorkbenchError
-from workbench.statistics import ComputeTotals
+from workbench.statistics import ComputeTotals, MemoryUsage
 from workbench.types import InferenceRequest, InferenceResponse
 
 
@@ -143,6 +143,15 @@ class ModelInstance(ABC):
 
     def unload(self) -> None:
         """Release the instance's resources (sessions, device memory). Idempotent."""
+
+    def reported_memory(self) -> list[MemoryUsage]:
+        """Memory the backend knows this instance holds beyond what the loader measures
+        (e.g. GPU bytes from the framework; Triton's ``TRITONBACKEND_ModelInstanceReportMemoryUsage``).
+
+        The loader already records the host RSS growth while the instance loaded as a
+        ``CPU`` entry; return entries of other kinds here. Default: none.
+        """
+        return []
 
 
 @dataclass(frozen=True, slots=True)

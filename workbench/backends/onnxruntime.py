@@ -1,13 +1,10 @@
 """ONNX Runtime backend (``backend: "onnxruntime"`` / ``platform: "onnxruntime_onnx"``).
 
 Follows Triton's onnxruntime_backend: one ``InferenceSession`` per model instance;
-KIND_CPU uses the CPU execution provider, KIND_GPU the CUDA provider (and the
-TensorRT provider when the config's ``gpu_execution_accelerator`` names
-``tensorrt``) on the instance's device. Session knobs come from the model config
-``parameters``: ``intra_op_thread_count``, ``inter_op_thread_count``,
-``execution_mode`` (0 sequential, 1 parallel), any ORT session config entry
-(keys starting ``session.``, e.g. ``session.intra_op.allow_spinning``; thread
-spinning defaults to off here, unlike plain ORT) and ``optimization.graph.level``.
+KIND_CPU uses the CPU execution provider, KIND_GPU the CUDA provider on the instance's
+device; ``optimization.execution_accelerators`` add TensorRT (GPU) or OpenVINO (CPU)
+providers, and ``parameters`` / ``optimization.graph.level`` tune the session: the whole
+mapping, with Triton's names and errors, is in :mod:`workbench.backends.ort_options`.
 A batch of requests is gathered into one contiguous input per tensor, run once,
 and the outputs are split back along the batch dimension.
 """
@@ -30,6 +27,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.backends.batching import requested_union, split_outputs
+from workbench.backends.ort_options import OrtSessionPlan, session_plan
 from workbench.devices import gpu_count
 from workbench.errors import InternalError, InvalidArgument, ModelLoadError
 
@@ -53,12 +51,6 @@ ONNX_TO_CONFIG = {
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-_DEFAULT_SESSION_ENTRIES = {
-    "session.intra_op.allow_spinning": "0",
-    "session.inter_op.allow_spinning": "0",
-}
-
 
 class OnnxRuntimeBackend(Backend):
     """Creates :class:`OnnxRuntimeInstance` objects."""
@@ -90,8 +82,9 @@ class OnnxRuntimeInstance(ModelInstance):
             raise ModelLoadError(
                 f"unable to load model '{config.name}', model file not found: '{path}'"
             )
-        options = _session_options(ort, config)
-        providers = _providers(ort, config, spec)
+        plan = _plan(ort, config, spec)
+        options = _session_options(ort, plan)
+        providers = [(name, opts) if opts else name for name, opts in plan.providers]
         try:
             self._session = ort.InferenceSession(
                 str(path), sess_options=options, providers=providers
@@ -138,52 +131,41 @@ class OnnxRuntimeInstance(ModelInstance):
         self.__dict__.pop("_session", None)
 
 
-def _session_options(ort, config: ModelConfig):
+def _session_options(ort, plan: OrtSessionPlan):
+    """``onnxruntime.SessionOptions`` from a :func:`session_plan` (see ort_options)."""
     options = ort.SessionOptions()
     # ORT's own logger writes coloured lines straight to stderr, outside the server's log
     # format; its errors reach the client (and our log) as the exception text anyway.
     options.log_severity_level = 4  # FATAL only
-    params = {k: v.string_value for k, v in config.parameters.items()}
-    if "intra_op_thread_count" in params:
-        options.intra_op_num_threads = int(params["intra_op_thread_count"])
-    if "inter_op_thread_count" in params:
-        options.inter_op_num_threads = int(params["inter_op_thread_count"])
-    parallel = params.get("execution_mode", "0") == "1"
+    if plan.intra_op_threads > 0:
+        options.intra_op_num_threads = plan.intra_op_threads
+    if plan.inter_op_threads > 0:
+        options.inter_op_num_threads = plan.inter_op_threads
     options.execution_mode = (
-        ort.ExecutionMode.ORT_PARALLEL if parallel else ort.ExecutionMode.ORT_SEQUENTIAL
+        ort.ExecutionMode.ORT_PARALLEL if plan.parallel else ort.ExecutionMode.ORT_SEQUENTIAL
     )
-    # ORT's own session config entries ("session.intra_op.allow_spinning", ...) pass through.
+    if plan.mem_arena is not None:
+        options.enable_cpu_mem_arena = plan.mem_arena
+    if plan.mem_pattern is not None:
+        options.enable_mem_pattern = plan.mem_pattern
     # Spinning is off unless asked for: spinning ORT threads take the cores the server's
     # event loop needs (measured in bench/RESULTS.md).
-    entries = {**_DEFAULT_SESSION_ENTRIES, **{k: v for k, v in params.items() if k.startswith("session.")}}
-    for key, value in entries.items():
+    for key, value in plan.config_entries.items():
         options.add_session_config_entry(key, value)
-    level = config.optimization.graph.level
-    options.graph_optimization_level = {
-        -1: ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        1: ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-    }.get(level, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, plan.graph_level)
     return options
 
 
-def _providers(ort, config: ModelConfig, spec: InstanceSpec) -> list:
-    if spec.kind != "KIND_GPU":
-        return ["CPUExecutionProvider"]
+def _plan(ort, config: ModelConfig, spec: InstanceSpec) -> OrtSessionPlan:
     available = ort.get_available_providers()
-    if gpu_count() == 0 or "CUDAExecutionProvider" not in available:
+    if spec.kind == "KIND_GPU" and (gpu_count() == 0 or "CUDAExecutionProvider" not in available):
         raise ModelLoadError(
             f"unable to load model '{config.name}': instance group '{spec.group_name}' is "
             f"KIND_GPU but no GPU is usable here (GPUs found: {gpu_count()}, onnxruntime "
             f"providers: {', '.join(available)}); use KIND_CPU or install onnxruntime-gpu"
         )
-    accelerators = config.optimization.execution_accelerators.gpu_execution_accelerator
-    providers: list = []
-    if any(a.name == "tensorrt" for a in accelerators) and (
-        "TensorrtExecutionProvider" in available
-    ):
-        providers.append(("TensorrtExecutionProvider", {"device_id": spec.device_id}))
-    providers.append(("CUDAExecutionProvider", {"device_id": spec.device_id}))
-    return providers + ["CPUExecutionProvider"]
+    kind = "KIND_GPU" if spec.kind == "KIND_GPU" else "KIND_CPU"
+    return session_plan(config, kind, spec.device_id, available)
 
 
 def _check_io(config: ModelConfig, session) -> set[str]:

@@ -13,6 +13,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import Backend, BackendContext
 from workbench.backends.onnxruntime import OnnxRuntimeBackend
+from workbench.backends.openvino import OpenVinoBackend
 from workbench.backends.python import PythonBackend
 from workbench.backends.pytorch import PyTorchBackend
 from workbench.errors import InvalidModelConfig
@@ -25,7 +26,7 @@ PLATFORM_TO_BACKEND = {
 }
 
 _BUILTIN: dict[str, type[Backend]] = {
-    name: cls for cls in (OnnxRuntimeBackend, PythonBackend, PyTorchBackend) for name in cls.names
+    name: cls for cls in (OnnxRuntimeBackend, OpenVinoBackend, PythonBackend, PyTorchBackend) for name in cls.names
 }
 
 

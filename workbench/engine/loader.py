@@ -33,6 +33,7 @@ from workbench.engine.classification import read_labels
 from workbench.engine.warmup import WarmupSample, prepare_warmup, run_warmup
 from workbench.errors import WorkbenchError
 from workbench.options import ServerOptions
+from workbench.statistics import MemoryUsage, host_rss_bytes, sum_memory
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +44,13 @@ class LoadedVersion:
 
     ``load_ns``: nanoseconds spent preparing the model config plus creating this
     version's instances (Triton's ``nv_model_load_duration_secs``, in ns here).
+    ``memory``: what the instances hold, summed per device (see :func:`measure_load`).
     """
 
     instances: list[ModelInstance] = field(default_factory=list)
     error: str = ""
     load_ns: int = 0
+    memory: list[MemoryUsage] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -166,8 +169,11 @@ def _load_version(
         return loaded
     try:
         backend = backend_for(config, context)
+        usages: list[MemoryUsage] = []
         for spec in instance_specs(config):
-            loaded.instances.append(backend.load_instance(config, version_dir, spec))
+            instance, usage = measure_load(lambda: backend.load_instance(config, version_dir, spec))
+            loaded.instances.append(instance)
+            usages.extend(usage)
             if warmup:
                 run_warmup(loaded.instances[-1], warmup, config)
     except Exception as exc:  # a broken model file must never take the server down
@@ -176,4 +182,26 @@ def _load_version(
         for instance in loaded.instances:
             instance.unload()
         return LoadedVersion(error=message)
+    loaded.memory = sum_memory(usages)
     return loaded
+
+
+def measure_load(load: Callable[[], ModelInstance]) -> tuple[ModelInstance, list[MemoryUsage]]:
+    """Run ``load`` and return the instance with its memory footprint.
+
+    ``CPU``: the growth of this process's resident set (bytes) while the instance loaded,
+    never negative: the weights and sessions the instance allocated, plus whatever the
+    backend imported or cached for the first time (a first instance of a backend carries its
+    library's import). Loads running at the same time on other threads (model load threads)
+    blur each other's numbers: an estimate, not an accounting. Other kinds (GPU) come from
+    :meth:`ModelInstance.reported_memory`. Triton's ``memory_usage`` is reported by backends
+    the same way (ONNX Runtime and PyTorch report it on GPU builds).
+    """
+    before = host_rss_bytes()
+    instance = load()
+    after = host_rss_bytes()
+    usage = []
+    if before is not None and after is not None:
+        usage.append(MemoryUsage("CPU", 0, max(0, after - before)))
+    usage.extend(instance.reported_memory())
+    return instance, usage

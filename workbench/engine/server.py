@@ -828,6 +828,7 @@ def _entry_from_result(
             load_ns=loaded.load_ns,
             cache_enabled=result.config.response_cache.enable and cache is not None,
             observers=observers,
+            memory_usage=loaded.memory,
         )
         scheduler = make_scheduler(result.config, loaded.instances, stats, rate_limiter, step_infer)
         model = LoadedModel(result.config, version, scheduler, stats, cache, result.labels)

@@ -1,0 +1,126 @@
+"""Build the ``digits_openvino`` sample model: ``digits_mlp`` version 1 as OpenVINO IR.
+
+The MLP is trained with ``build_digits``'s recipe and the seed and width of ``digits_mlp``
+version 1 (the same weights as that version), exported to ONNX in a scratch folder, converted
+with ``openvino.convert_model`` and saved as ``1/model.xml`` + ``1/model.bin`` (FP32 weights,
+no FP16 compression) for the openvino backend. Input ``pixels`` FP32 [batch, 64], output
+``logits`` FP32 [batch, 10], as digits_mlp. Verified here: OpenVINO's logits on the held-out
+split equal onnxruntime's on the ONNX export within ``MAX_ABS_DIFF``, batch sizes 1 and 64
+run, and the accuracy is at least 0.9. Needs the ``openvino`` package (``workbench[openvino]``).
+Used by ``build.py``; see ``sample_models/README.md``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import build_digits
+
+MODEL_NAME = "digits_openvino"
+#: the training recipe (make_mlp / train_mlp / export_onnx) lives there
+RECIPE_MODULES = ("build_digits",)
+SOURCE_VERSION = 1
+HIDDEN = build_digits.VERSIONS[SOURCE_VERSION]
+SEED = build_digits.TRAIN_SEEDS[SOURCE_VERSION]
+MAX_BATCH_SIZE = build_digits.MAX_BATCH_SIZE
+MAX_ABS_DIFF = 1e-4  # OpenVINO vs onnxruntime logits on the held-out split
+
+CONFIG_PBTXT = f"""\
+name: "{MODEL_NAME}"
+backend: "openvino"
+max_batch_size: {MAX_BATCH_SIZE}
+input [
+  {{
+    name: "{build_digits.INPUT_NAME}"
+    data_type: TYPE_FP32
+    dims: [ {build_digits.N_PIXELS} ]
+  }}
+]
+output [
+  {{
+    name: "{build_digits.OUTPUT_NAME}"
+    data_type: TYPE_FP32
+    dims: [ {build_digits.N_CLASSES} ]
+  }}
+]
+instance_group [
+  {{
+    count: 1
+    kind: KIND_CPU
+  }}
+]
+dynamic_batching {{ }}
+# a 64->{HIDDEN}->10 MLP: one stream, one thread, latency first
+parameters {{ key: "NUM_STREAMS" value: {{ string_value: "1" }} }}
+parameters {{ key: "INFERENCE_NUM_THREADS" value: {{ string_value: "1" }} }}
+parameters {{ key: "PERFORMANCE_HINT" value: {{ string_value: "LATENCY" }} }}
+"""
+
+
+def ov_logits(path: Path, x: np.ndarray) -> np.ndarray:
+    """Run the IR with OpenVINO on CPU. ``x``: FP32 [n, 64] -> logits FP32 [n, 10]."""
+    import openvino as ov
+
+    compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_NUM_THREADS": "1"})
+    request = compiled.create_infer_request()
+    output = compiled.output(0)
+    chunks = [np.array(request.infer({build_digits.INPUT_NAME: x[i : i + MAX_BATCH_SIZE]})[output])
+              for i in range(0, len(x), MAX_BATCH_SIZE)]
+    return np.concatenate(chunks, axis=0)
+
+
+def build(model_dir: Path) -> tuple[str, dict]:
+    """Write ``config.pbtxt`` and ``1/model.xml`` + ``1/model.bin`` into the empty ``model_dir``.
+
+    Returns (one-line summary of what was verified, build-info dict). Raises ``RuntimeError`` if
+    OpenVINO's logits differ from onnxruntime's by more than ``MAX_ABS_DIFF`` or the accuracy is
+    below ``MIN_ACCURACY``.
+    """
+    import openvino as ov
+    import torch
+
+    split = build_digits.load_split()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # bitwise-reproducible training, as build_digits
+    try:
+        model = build_digits.train_mlp(split, HIDDEN, SEED)
+    finally:
+        torch.set_num_threads(threads)
+    (model_dir / "config.pbtxt").write_text(CONFIG_PBTXT)
+    version_dir = model_dir / "1"
+    version_dir.mkdir()
+    path = version_dir / "model.xml"
+    with tempfile.TemporaryDirectory() as scratch:
+        onnx_path = Path(scratch) / "model.onnx"
+        build_digits.export_onnx(model, onnx_path)
+        reference = build_digits.ort_logits(onnx_path, split.x_test)
+        ov.save_model(ov.convert_model(str(onnx_path)), str(path), compress_to_fp16=False)
+
+    logits = ov_logits(path, split.x_test)
+    for size in (1, MAX_BATCH_SIZE):
+        shape = ov_logits(path, split.x_test[:size]).shape
+        if shape != (size, build_digits.N_CLASSES):
+            raise RuntimeError(f"{path}: batch of {size} gave shape {shape}")
+    diff = float(np.abs(logits - reference).max())
+    accuracy = float((logits.argmax(axis=1) == split.y_test).mean())
+    if diff > MAX_ABS_DIFF:
+        raise RuntimeError(f"{path}: OpenVINO differs from onnxruntime by {diff:.1e} > {MAX_ABS_DIFF}")
+    if accuracy < build_digits.MIN_ACCURACY:
+        raise RuntimeError(f"{path}: accuracy {accuracy:.4f} < {build_digits.MIN_ACCURACY}")
+    summary = (
+        f"OpenVINO IR {ov.get_version().split('-')[0]} (digits_mlp v{SOURCE_VERSION} recipe, hidden "
+        f"{HIDDEN}, seed {SEED}) accuracy on {len(split.y_test)} held-out digits {accuracy:.4f} "
+        f"(>= {build_digits.MIN_ACCURACY}); max |OpenVINO - ORT| logits {diff:.1e}; "
+        f"batch sizes 1 and {MAX_BATCH_SIZE} ok"
+    )
+    info = {
+        "source": {"model": build_digits.MODEL_NAME, "version": SOURCE_VERSION, "hidden": HIDDEN,
+                   "train_seed": SEED},
+        "accuracy": accuracy,
+        "max_abs_diff_vs_onnxruntime": diff,
+        "n_test": len(split.y_test),
+    }
+    return summary, info
