@@ -1,6 +1,7 @@
-"""The TorchScript sample (pytorch backend) in the real server process, through the unmodified
-tritonclient HTTP and gRPC clients: same logits as digits_mlp version 1 (same weights), accuracy
->= 0.9 on sklearn's held-out digits."""
+"""The digits samples of the other CPU backends (TorchScript via the pytorch backend, OpenVINO IR via
+the openvino backend) in the real server process, through the unmodified tritonclient HTTP and gRPC
+clients: same logits as digits_mlp version 1 (same weights), accuracy >= 0.9 on sklearn's held-out
+digits."""
 
 from __future__ import annotations
 
@@ -34,19 +35,28 @@ def logits_of(module, client, model: str, input_name: str, output_name: str, pix
     return np.concatenate(chunks)
 
 
+#: (model, input, output, what the model metadata reports as its platform)
+BACKEND_SAMPLES = [
+    ("digits_torchscript", "INPUT__0", "OUTPUT__0", "pytorch_libtorch"),
+    ("digits_openvino", "pixels", "logits", "openvino"),
+]
+
+
+@pytest.mark.parametrize("model, input_name, output_name, platform", BACKEND_SAMPLES,
+                         ids=[m for m, *_ in BACKEND_SAMPLES])
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_digits_torchscript_matches_digits_mlp_v1(sample_server, digits, protocol: str) -> None:
+def test_backend_sample_matches_digits_mlp_v1(sample_server, digits, protocol: str, model: str,
+                                             input_name: str, output_name: str, platform: str) -> None:
     pixels, labels = digits
     if protocol == "http":
         module, client = httpclient, httpclient.InferenceServerClient(sample_server.url)
     else:
         module, client = grpcclient, grpcclient.InferenceServerClient(sample_server.grpc_url)
     try:
-        assert client.is_model_ready("digits_torchscript")
-        metadata = client.get_model_metadata("digits_torchscript")
-        platform = metadata["platform"] if protocol == "http" else metadata.platform
-        assert platform == "pytorch_libtorch"
-        logits = logits_of(module, client, "digits_torchscript", "INPUT__0", "OUTPUT__0", pixels)
+        assert client.is_model_ready(model)
+        metadata = client.get_model_metadata(model)
+        assert (metadata["platform"] if protocol == "http" else metadata.platform) == platform
+        logits = logits_of(module, client, model, input_name, output_name, pixels)
         reference = logits_of(module, client, "digits_mlp", "pixels", "logits", pixels, version="1")
     finally:
         client.close()
