@@ -1,0 +1,505 @@
+"""The model repository API of :class:`~workbench.engine.server.Server`: repository index, load and
+unload (explicit mode, with config and file overrides), poll mode, and the load / switch / drain
+machinery behind them (Triton's model repository extension and model lifecycle).
+
+``RepositoryAPI`` is a mixin: ``Server.__init__`` sets the state it uses (``options``, ``_models``,
+``_locks``, ``_repository``, ``_remotes``, ``_overrides``, ``_drains``, ``_loading``,
+``_load_executor``, ``_observers``, ``_cache``, ``_rate_limiter``, ``_backend_context``,
+``_stopping``) and provides ``_infer_step``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+from workbench.config.model_config import model_config_from_json
+from workbench.config.normalize import is_ensemble
+from workbench.config.validate_ensemble import composing_models
+from workbench.engine.ensembles import (
+    declared_dependencies,
+    ensemble_error,
+    load_waves,
+)
+from workbench.engine.loader import LoadResult, load_model
+from workbench.engine.model import LoadedModel
+from workbench.engine.registry import ModelEntry, VersionState, drain_versions
+from workbench.engine.response_cache import ResponseCache
+from workbench.engine.switching import switch_entry
+from workbench.errors import (
+    InvalidArgument,
+    Unavailable,
+)
+from workbench.repository.overrides import OverrideDirectory
+from workbench.repository.repository import ModelLocation
+from workbench.scheduling.ensemble import StepInfer
+from workbench.scheduling.factory import make_scheduler
+from workbench.scheduling.rate_limiter import RateLimiter
+from workbench.statistics import ModelStatistics, SuccessObserver
+from workbench.types import ModelReadyState
+
+
+
+log = logging.getLogger(__name__)
+
+
+class RepositoryAPI:
+    """Repository index, load / unload / poll, and hot reload for :class:`Server`."""
+
+    # ----------------------------------------------------------------- repository API
+    async def repository_index(self, ready: bool = False) -> list[dict]:
+        """Every model in the repositories, and every version the server knows, with state.
+
+        Rows are ``{"name", "version", "state", "reason"}``; a model never loaded has only
+        ``name``; ``reason`` only when non-empty (Triton's repository index). States are
+        Triton's: ``READY``; ``LOADING`` for a version being loaded that does not serve yet
+        (a model whose config is still being read has one row without version); a version
+        being reloaded keeps serving and stays ``READY``; ``UNLOADING`` while a version
+        drains (unload, or a version removed by a reload); ``UNAVAILABLE`` with the load
+        error, or "unloaded". When the latest reload of a model failed and its previous
+        versions kept serving, their ``READY`` rows carry that failure as ``reason``.
+        """
+        assert self._repository is not None
+        found = await asyncio.to_thread(self._repository.scan)
+        rows = []
+        for name in sorted(set(found) | set(self._models) | set(self._loading)):
+            entry = self._models.get(name)
+            rows.extend(_index_rows(name, entry, self._loading.get(name)))
+        if ready:
+            rows = [r for r in rows if r.get("state") == "READY"]
+        return rows
+
+    async def load_model(
+        self, name: str, config: str | dict | None = None, files: dict[str, bytes] | None = None
+    ) -> None:
+        """Load or reload ``name`` (explicit mode); ``config`` (JSON) overrides config.pbtxt.
+
+        ``files`` (Triton's ``file:<version>/<name>`` load parameters, without the ``file:``
+        prefix: path relative to the model folder -> contents) make the model load from a
+        temporary folder holding only those files and ``config`` (which is then required),
+        not from the repository, which stays untouched; the folder is removed when the model
+        is unloaded or reloaded and at :meth:`stop` (:mod:`workbench.repository.overrides`
+        has the path rules). A model need not be in a repository to load this way.
+
+        A reload loads the new versions beside the old ones, switches traffic when they are
+        ready, then drains and unloads the old ones: no request is dropped. A reload that
+        fails leaves the previously loaded versions serving. An ensemble's composing models
+        (ensembles of ensembles included) that are not READY are loaded first (Triton);
+        READY ones are left as they are.
+
+        The load runs on the model-load threads (``model_load_thread_count``): the event
+        loop, health checks and the other models keep serving meanwhile; the repository
+        index shows the versions that do not serve yet as LOADING. Traffic moves to the new
+        versions as soon as they are ready; this returns once the old ones have drained and
+        unloaded (meanwhile UNLOADING in the index when the new load no longer has their
+        version). A failed reload leaves the old versions serving with the failure as the
+        reason of their READY rows in the index.
+
+        Raises:
+            Unavailable: the server is not in explicit model control mode ("explicit model
+                load / unload is not allowed if polling is enabled", Triton's text).
+            InvalidArgument: the model is not in any repository, or failed to load (reason;
+                for an ensemble, e.g. "ensemble 'e' depends on 'm' which has no loaded
+                version. ..." or a step mapping error, see :mod:`workbench.engine.ensembles`);
+                ``files`` without ``config`` ("failed to load 'm', failed to poll from model
+                repository: Load parameter 'config' must be specified for model file
+                override") or with an invalid path ("...: Invalid file parameter
+                'file:../x': ..."): nothing is loaded or written then.
+            InvalidModelConfig: ``config`` is not a JSON model config.
+        """
+        self._require_explicit()
+        override = model_config_from_json(config) if config else None
+        directory = await self._override_directory(name, override, files)
+        if directory is None and self._remotes:
+            await asyncio.to_thread(self._sync_remotes, name)
+        self._explicit.add(name)
+        entries = await self._load_models(
+            [name], {name: override} if override else None, {name: directory} if directory else None
+        )
+        await self._drained(name)
+        entry = entries[name]
+        if entry.failed() or not entry.ready_versions():
+            raise InvalidArgument(f"load failed for model '{name}': {entry_reason(entry)}")
+
+    async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
+        """Unload every version of ``name`` after its in-flight requests finish.
+
+        With ``unload_dependents`` an ensemble's composing models are unloaded too (and
+        theirs, for ensembles of ensembles), as Triton does: except those loaded by name
+        (start-up list or load API) and those another loaded ensemble still calls. Without
+        it they stay loaded. Unloading a composing model leaves its ensembles loaded: their
+        requests then fail with "Request for unknown model: ..." until it is loaded again.
+
+        Raises:
+            Unavailable: the server is not in explicit model control mode.
+            InvalidArgument: the model is unknown.
+        """
+        self._require_explicit()
+        await self._unload(name, unload_dependents)
+
+    async def _unload(self, name: str, unload_dependents: bool) -> None:
+        async with self._lock(name):
+            entry = self._models.get(name)
+            if entry is None:
+                assert self._repository is not None
+                if await asyncio.to_thread(self._repository.locate, name) is None:
+                    raise InvalidArgument(
+                        f"failed to unload '{name}', no such model in the repository"
+                    )
+                return
+            await entry.stop("unloaded")
+            entry.reason = "unloaded" if not entry.versions else ""
+        composing = self._dependencies.pop(name, ())
+        self._explicit.discard(name)
+        if not unload_dependents:
+            return
+        for model in composing:
+            still_used = any(
+                model in calls and self._models.get(other) is not None
+                and self._models[other].ready_versions()
+                for other, calls in self._dependencies.items()
+            )
+            if model not in self._explicit and not still_used and model in self._models:
+                await self._unload(model, unload_dependents=True)
+
+    async def poll_repository(self) -> None:
+        """Rescan the repositories now and apply what changed (``poll`` mode; Triton's
+        ``TRITONSERVER_ServerPollModelRepository``). The periodic poll calls the same; one
+        poll runs at a time. See :class:`~workbench.engine.poller.RepositoryPoller`.
+
+        Raises:
+            Unavailable: the server is not in ``poll`` mode ("polling is disabled").
+        """
+        if self._poller is None:
+            raise Unavailable("polling is disabled")
+        await self._poller.poll()
+
+    def _sync_remotes(self, name: str | None = None) -> None:
+        """Blocking: bring the local mirrors of the remote repositories up to date (only
+        ``name``'s folder when given).
+
+        Raises:
+            InvalidArgument: a remote repository could not be read (name given: as Triton's
+                "failed to load '<m>', failed to poll from model repository: ...").
+        """
+        errors = []
+        for remote in self._remotes:  # one unreachable repository does not stop the others
+            try:
+                remote.sync(name)
+            except InvalidArgument as exc:
+                errors.append(exc.message)
+        if errors and name is None:
+            raise InvalidArgument("; ".join(errors))
+        if errors:
+            raise InvalidArgument(
+                f"failed to load '{name}', failed to poll from model repository: {'; '.join(errors)}"
+            )
+
+    async def _remove_model(self, name: str) -> None:
+        """A model folder left the repository (poll mode): drain and unload every version,
+        then forget the model (the repository index no longer lists it, as Triton's)."""
+        if name in self._models:
+            await self._unload(name, unload_dependents=False)
+            entry = self._models.get(name)
+            if entry is not None and not entry.ready_versions():
+                del self._models[name]
+
+    async def _override_directory(
+        self, name: str, override: ModelConfig | None, files: dict[str, bytes] | None
+    ) -> OverrideDirectory | None:
+        """The temporary model folder for a load with ``files`` (None without files).
+
+        Raises:
+            InvalidArgument: no ``config`` override, or an invalid file path (Triton's
+                "failed to load 'm', failed to poll from model repository" first).
+        """
+        if not files:
+            return None
+        try:
+            if override is None:
+                raise InvalidArgument("Load parameter 'config' must be specified for model file override")
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(
+                self._load_executor, self._overrides.create, name, override, files
+            )
+        except InvalidArgument as exc:
+            raise InvalidArgument(
+                f"failed to load '{name}', failed to poll from model repository: {exc.message}"
+            ) from None
+
+    def _require_explicit(self) -> None:
+        if self.options.model_control_mode != "explicit":
+            raise Unavailable("explicit model load / unload is not allowed if polling is enabled")
+
+    def _lock(self, name: str) -> asyncio.Lock:
+        return self._locks.setdefault(name, asyncio.Lock())
+
+    async def _load_models(
+        self,
+        names: list[str],
+        overrides: dict[str, ModelConfig] | None = None,
+        directories: dict[str, OverrideDirectory] | None = None,
+        keep: dict[str, frozenset[int]] | None = None,
+    ) -> dict[str, ModelEntry]:
+        """Load ``names`` and the composing models of the ensembles among them that are not
+        READY yet, non-ensembles first, then each ensemble once the models it calls are
+        loaded (:func:`workbench.engine.ensembles.load_waves`). Returns every entry loaded.
+        A model in ``directories`` loads from that folder instead of the repository.
+
+        ``keep``: per model, versions whose files did not change (poll mode): those that are
+        READY keep serving as they are instead of loading again.
+
+        Raises:
+            InvalidArgument: a model is in no repository (and has no override config).
+        """
+        overrides = overrides or {}
+        directories = directories or {}
+        keep = keep or {}
+        ready = {n for n, e in self._models.items() if e.latest_ready is not None}
+        planned = await asyncio.to_thread(self._plan_dependencies, names, overrides, ready)
+        self._dependencies.update(planned)
+        entries: dict[str, ModelEntry] = {}
+        for wave in load_waves(planned):
+            loaded = await asyncio.gather(
+                *(self._load(n, overrides.get(n), directories.get(n), keep.get(n, frozenset()))
+                  for n in wave)
+            )
+            entries.update(zip(wave, loaded, strict=True))
+        return entries
+
+    def _plan_dependencies(
+        self, names: list[str], overrides: dict[str, ModelConfig], ready: set[str]
+    ) -> dict[str, tuple[str, ...]]:
+        """Blocking: ``names`` plus the composing models to load with them (those in a
+        repository and not in ``ready``), each with the models its config's steps call."""
+        assert self._repository is not None
+        found = self._repository.scan()
+        planned: dict[str, tuple[str, ...]] = {}
+        queue = list(names)
+        while queue:
+            name = queue.pop(0)
+            if name in planned:
+                continue
+            location = found.get(name)
+            path = location.path if location is not None and not location.error else None
+            planned[name] = tuple(declared_dependencies(path, overrides.get(name)))
+            queue.extend(m for m in planned[name] if m in found and m not in ready)
+        return planned
+
+    async def _load(
+        self,
+        name: str,
+        override: ModelConfig | None,
+        directory: OverrideDirectory | None = None,
+        keep: frozenset[int] = frozenset(),
+    ) -> ModelEntry:
+        """(Re)load ``name`` from its repository folder, or from ``directory`` (file
+        overrides; the entry then owns it, and it is removed at once when nothing was
+        loaded), beside what serves, then switch (:mod:`workbench.engine.switching`).
+
+        The versions of ``keep`` that are READY now are not loaded again: they move to the
+        new entry as they are. Returns the new entry, also when the switch kept the old one.
+        """
+        try:
+            entry = await self._load_entry(name, override, directory, keep)
+        except BaseException:
+            if directory is not None:
+                await asyncio.to_thread(directory.remove)
+            raise
+        if directory is not None and not entry.holds_instances():
+            await asyncio.to_thread(entry.release_directory)
+        return entry
+
+    async def _load_entry(
+        self,
+        name: str,
+        override: ModelConfig | None,
+        directory: OverrideDirectory | None,
+        keep: frozenset[int],
+    ) -> ModelEntry:
+        assert self._repository is not None
+        async with self._lock(name):
+            if directory is not None:
+                location: ModelLocation | None = ModelLocation(name, directory.path)
+            else:
+                location = await asyncio.to_thread(self._repository.locate, name)
+            if location is None and override is None:
+                raise InvalidArgument(f"failed to load '{name}', failed to poll from model repository")
+            old = self._models.get(name)
+            reuse = {v: old.versions[v] for v in keep if old is not None and v in old.ready_versions()}
+            if location is not None and location.error:
+                entry = ModelEntry(name, reason=location.error)
+            else:
+                path = location.path if location is not None else None
+                result = await self._run_load(name, path, override, frozenset(reuse))
+                entry = self._entry_for(result, reuse)
+            entry.directory = directory
+            if self._stopping:  # stop() began during the load: never serve it
+                fresh = [(v, s) for v, s in entry.versions.items() if v not in reuse]
+                await drain_versions(name, fresh)
+                return entry
+            switch = switch_entry(self._models, old, entry, reuse)
+            if switch.kept_old:  # a failed reload keeps the last good versions serving
+                assert old is not None
+                await drain_versions(name, switch.drain)  # never served: nothing in flight
+                if old.config is not None:
+                    self._dependencies[name] = tuple(composing_models(old.config))
+                log.error("failed to reload '%s', the loaded versions keep serving: %s",
+                          name, old.load_error)
+                return entry
+            if reuse and old is not None and entry.directory is None:
+                entry.directory, old.directory = old.directory, None  # versions moved with it
+        self._drain_later(name, switch.drain, old)
+        return entry
+
+    async def _run_load(
+        self, name: str, path, override: ModelConfig | None, keep: frozenset[int]
+    ) -> LoadResult:
+        """:func:`~workbench.engine.loader.load_model` on a model-load thread, with the model
+        listed as loading (``self._loading``) meanwhile."""
+        loop = asyncio.get_running_loop()
+        self._loading[name] = []
+
+        def loading(versions: list[int]) -> None:  # on the event loop
+            if name in self._loading:
+                self._loading[name] = versions
+
+        def on_versions(versions: list[int]) -> None:  # on the load thread
+            loop.call_soon_threadsafe(loading, list(versions))
+
+        try:
+            return await loop.run_in_executor(
+                self._load_executor, load_model, name, path, self.options, override,
+                self._backend_context, keep, on_versions,
+            )
+        finally:
+            self._loading.pop(name, None)
+
+    def _drain_later(
+        self, name: str, states: list[tuple[int, VersionState]], old: ModelEntry | None
+    ) -> None:
+        """Drain and unload ``states`` (out of service already) in a background task, then
+        delete ``old``'s override folder, if any; :meth:`stop` and :meth:`load_model` wait
+        for it (:meth:`_drained`), a poll does not."""
+        if not states and (old is None or old.directory is None):
+            return
+
+        async def drain() -> None:
+            # a request resolved to these versions just before the switch may still be on
+            # its way to their queue (a decoupled request's enqueue task): let it get there
+            await asyncio.sleep(0)
+            await drain_versions(name, states)
+            if old is not None and old.directory is not None:
+                await asyncio.to_thread(old.release_directory)
+
+        task = asyncio.ensure_future(drain())
+        tasks = self._drains.setdefault(name, set())
+        tasks.add(task)
+
+        def done(_: asyncio.Task) -> None:
+            tasks.discard(task)
+            if not tasks and self._drains.get(name) is tasks:
+                del self._drains[name]
+
+        task.add_done_callback(done)
+
+    async def _drained(self, *names: str) -> None:
+        """Wait until the background drains of ``names`` (started so far) have finished."""
+        tasks = [t for n in names for t in self._drains.get(n, ())]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _entry_for(self, result: LoadResult, reuse: dict[int, VersionState] | None = None) -> ModelEntry:
+        """The entry of a finished load (plus the ``reuse`` versions it kept); an ensemble
+        is first checked against its composing models as loaded now, and is UNAVAILABLE with
+        the reason when that fails."""
+        config = result.config
+        if config is not None and not result.error and is_ensemble(config):
+            self._dependencies[result.name] = tuple(composing_models(config))
+            reason = ensemble_error(config, self._models, self._dependencies)
+            if reason:
+                return ModelEntry(result.name, config=config, reason=reason)
+        return _entry_from_result(
+            result, self._observers, self._cache, self._rate_limiter, self._infer_step, reuse
+        )
+
+
+def _entry_from_result(
+    result: LoadResult,
+    observers: list[SuccessObserver],
+    cache: ResponseCache | None,
+    rate_limiter: RateLimiter | None,
+    step_infer: StepInfer,
+    reuse: dict[int, VersionState] | None = None,
+) -> ModelEntry:
+    """Wrap loaded instances in schedulers (on the event loop) and record version states.
+
+    ``observers`` is the server's shared observer list, handed to every version's statistics;
+    ``step_infer`` is how an ensemble's scheduler reaches its composing models; ``reuse``:
+    serving versions the load kept (not loaded again), added as they are when still chosen.
+    """
+    entry = ModelEntry(result.name, config=result.config, reason=result.error)
+    if result.config is not None and result.config.response_cache.enable and cache is None:
+        log.warning("model '%s' enables the response cache but the server has none "
+                    "(--cache-config local,size=N): responses are not cached", result.name)
+    for version, loaded in result.versions.items():
+        if loaded.error:
+            entry.versions[version] = VersionState(ModelReadyState.UNAVAILABLE, loaded.error)
+            continue
+        stats = ModelStatistics(
+            result.name,
+            str(version),
+            load_ns=loaded.load_ns,
+            cache_enabled=result.config.response_cache.enable and cache is not None,
+            observers=observers,
+            memory_usage=loaded.memory,
+        )
+        scheduler = make_scheduler(result.config, loaded.instances, stats, rate_limiter, step_infer)
+        model = LoadedModel(result.config, version, scheduler, stats, cache, result.labels)
+        entry.versions[version] = VersionState(ModelReadyState.READY, "", model)
+        log.info("successfully loaded '%s' version %d", result.name, version)
+    for version in result.chosen:
+        if reuse and version in reuse and version not in entry.versions:
+            entry.versions[version] = reuse[version]
+    entry.refresh()
+    return entry
+
+
+def entry_reason(entry: ModelEntry) -> str:
+    """Why ``entry`` (or some of its versions) is not READY, as the load API reports it."""
+    return entry.failure_reason()
+
+
+def _index_rows(name: str, entry: ModelEntry | None, loading: list[int] | None) -> list[dict]:
+    """The repository index rows of one model (see :meth:`Server.repository_index`);
+    ``loading``: the versions its load in progress loads ([] while its config is read),
+    None when it is not loading."""
+    states: dict[int, tuple[str, str]] = {}
+    if entry is not None:
+        for version, state in entry.versions.items():
+            ready = state.state is ModelReadyState.READY
+            reason = entry.load_error if ready else state.reason
+            states[version] = (state.state.value, reason)
+    if loading is not None:
+        serving = [v for v, (state, _) in states.items() if state == "READY"]
+        if not loading and not serving:
+            return [{"name": name, "state": ModelReadyState.LOADING.value}]
+        for version in loading:
+            if version not in serving:
+                states[version] = (ModelReadyState.LOADING.value, "")
+    if entry is None and not states:
+        return [{"name": name}]
+    if not states:
+        row = {"name": name, "state": "UNAVAILABLE"}
+        if entry is not None and entry.reason:
+            row["reason"] = entry.reason
+        return [row]
+    rows = []
+    for version, (state, reason) in sorted(states.items()):
+        row = {"name": name, "version": str(version), "state": state}
+        if reason:
+            row["reason"] = reason
+        rows.append(row)
+    return rows
