@@ -24,6 +24,7 @@ from workbench.errors import WorkbenchError
 torch = pytest.importorskip("torch")
 
 from workbench.backends import pytorch as pytorch_backend  # noqa: E402
+from workbench.backends import pytorch_options  # noqa: E402
 
 
 # --- models (module level: TorchScript needs their source) ---------------------------------------
@@ -399,24 +400,24 @@ parameters { key: "NUM_THREADS" value: { string_value: "3" } }
 parameters { key: "INTER_OP_THREAD_COUNT" value: { string_value: "2" } }
 parameters { key: "ENABLE_NVFUSER" value: { string_value: "true" } }
 """)
-    options = pytorch_backend.parse_parameters(parse_model_config(text))
-    assert options == pytorch_backend.TorchOptions(
+    options = pytorch_options.parse_parameters(parse_model_config(text))
+    assert options == pytorch_options.TorchOptions(
         optimized_execution=False, inference_mode=False, jit_profiling=False,
         intra_op_threads=3, inter_op_threads=2)
     bad = parse_model_config(text.replace('"On"', '"maybe"'))
     with pytest.raises(WorkbenchError, match="parameter 'DISABLE_OPTIMIZED_EXECUTION' must be a boolean"):
-        pytorch_backend.parse_parameters(bad)
+        pytorch_options.parse_parameters(bad)
 
 
 def test_thread_counts_are_process_wide_first_model_wins(monkeypatch, caplog) -> None:
-    monkeypatch.setattr(pytorch_backend, "_THREAD_COUNTS", {})
+    monkeypatch.setattr(pytorch_options, "_THREAD_COUNTS", {})
     before = torch.get_num_threads()
     wanted = 1 if before != 1 else 2
     try:
-        with caplog.at_level(logging.INFO, logger="workbench.backends.pytorch"):
-            pytorch_backend.apply_thread_counts(torch, pytorch_backend.TorchOptions(intra_op_threads=wanted), "m1")
+        with caplog.at_level(logging.INFO, logger="workbench.backends.pytorch_options"):
+            pytorch_options.apply_thread_counts(torch, pytorch_options.TorchOptions(intra_op_threads=wanted), "m1")
             assert torch.get_num_threads() == wanted
-            pytorch_backend.apply_thread_counts(torch, pytorch_backend.TorchOptions(intra_op_threads=before), "m2")
+            pytorch_options.apply_thread_counts(torch, pytorch_options.TorchOptions(intra_op_threads=before), "m2")
             assert torch.get_num_threads() == wanted
     finally:
         torch.set_num_threads(before)
@@ -432,7 +433,7 @@ parameters { key: "ENABLE_CACHE_CLEANING" value: { string_value: "true" } }"""
     text = config("shared", [io("INPUT__0", *VEC16), io("INPUT__1", *VEC16)],
                   [io("OUTPUT__0", *VEC16)]).replace("instance_group [ { kind: KIND_CPU } ]", extra)
     write_torch_model(tmp_path, "shared", text, AddSub())
-    with caplog.at_level(logging.INFO, logger="workbench.backends.pytorch"):
+    with caplog.at_level(logging.INFO, logger="workbench.backends"):
         async with serve("shared", repo=tmp_path) as server:
             a = np.ones((1, 16), np.float32)
             out = await infer(server, "shared", {"INPUT__0": a, "INPUT__1": a})

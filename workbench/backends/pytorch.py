@@ -52,14 +52,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tritonclient.grpc.model_config_pb2 import DataType, ModelConfig, ModelOutput
+from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import (
     Backend,
@@ -75,37 +73,18 @@ from workbench.errors import InternalError, InvalidArgument, ModelLoadError
 
 log = logging.getLogger(__name__)
 
-#: model-config datatypes a TorchScript tensor carries -> ``torch`` dtype attribute names
-CONFIG_TO_TORCH = {
-    "TYPE_BOOL": "bool",
-    "TYPE_UINT8": "uint8",
-    "TYPE_INT8": "int8",
-    "TYPE_INT16": "int16",
-    "TYPE_INT32": "int32",
-    "TYPE_INT64": "int64",
-    "TYPE_FP16": "float16",
-    "TYPE_FP32": "float32",
-    "TYPE_FP64": "float64",
-}
-#: why the other datatypes cannot be served
-_UNSUPPORTED = {
-    "TYPE_UINT16": "torch has no arithmetic on unsigned 16/32/64-bit tensors",
-    "TYPE_UINT32": "torch has no arithmetic on unsigned 16/32/64-bit tensors",
-    "TYPE_UINT64": "torch has no arithmetic on unsigned 16/32/64-bit tensors",
-    "TYPE_BF16": "this server cannot carry BF16 tensors in requests and responses",
-}
-_TORCH_TO_CONFIG_EXTRA = {"bfloat16": "TYPE_BF16", "uint16": "TYPE_UINT16",
-                          "uint32": "TYPE_UINT32", "uint64": "TYPE_UINT64"}
-_TRUE = frozenset({"true", "1", "on", "yes"})
-_FALSE = frozenset({"false", "0", "off", "no"})
-_NO_METADATA = (
-    "TorchScript files carry no input/output metadata, so the pytorch backend cannot "
-    "auto-complete them: list the inputs and outputs in config.pbtxt"
+from workbench.backends.pytorch_binding import (
+    OUTPUT_KINDS,
+    bind_inputs,
+    bind_outputs,
+    format_shape,
+    is_dict_input,
+    is_string_list,
+    BoundOutput,
+    forward_signature,
+    torch_to_config,
 )
-_OUTPUT_KINDS = (
-    "output must be of type Tensor, List[str] or Tuple containing one of these two types. "
-    "It should not be a List / Dictionary of Tensors or a Scalar"
-)
+from workbench.backends.pytorch_options import TorchOptions, apply_thread_counts, parse_parameters
 
 
 class PyTorchBackend(Backend):
@@ -122,126 +101,6 @@ class PyTorchBackend(Backend):
         self, config: ModelConfig, version_dir: Path, spec: InstanceSpec
     ) -> ModelInstance:
         return PyTorchInstance(config, version_dir, spec, self.shared_modules)
-
-
-@dataclass(frozen=True, slots=True)
-class TorchOptions:
-    """The model config ``parameters`` this backend reads (see the module docstring)."""
-
-    optimized_execution: bool = True
-    inference_mode: bool = True
-    cudnn: bool = True
-    cache_cleaning: bool = False
-    weight_sharing: bool = False
-    tensor_fuser: bool | None = None
-    jit_profiling: bool | None = None
-    jit_executor: bool | None = None
-    intra_op_threads: int = 0
-    inter_op_threads: int = 0
-
-
-def parse_parameters(config: ModelConfig) -> TorchOptions:
-    """Read the pytorch parameters of ``config`` (unknown keys are ignored, as in Triton).
-
-    Raises:
-        ModelLoadError: a boolean or thread count that does not parse.
-    """
-    params = {k: v.string_value for k, v in config.parameters.items()}
-
-    def flag(key: str) -> bool | None:
-        if key not in params:
-            return None
-        value = params[key].strip().lower()
-        if value in _TRUE or value in _FALSE:
-            return value in _TRUE
-        raise ModelLoadError(
-            f"unable to load model '{config.name}': parameter '{key}' must be a boolean "
-            f"(true/false), got '{params[key]}'"
-        )
-
-    def count(*keys: str) -> int:
-        for key in keys:
-            if key in params:
-                try:
-                    value = int(params[key])
-                except ValueError:
-                    value = -1
-                if value < 0:
-                    raise ModelLoadError(
-                        f"unable to load model '{config.name}': parameter '{key}' must be a "
-                        f"non-negative integer, got '{params[key]}'"
-                    )
-                return value
-        return 0
-
-    for key in ("ENABLE_NVFUSER", "TORCH_COMPILE_OPTIONAL_PARAMETERS"):
-        if key in params:
-            why = ("NvFuser was removed from PyTorch" if key == "ENABLE_NVFUSER"
-                   else "it applies to Triton's Python-based PyTorch runtime, not TorchScript")
-            log.info("model '%s': parameter %s is ignored: %s", config.name, key, why)
-    return TorchOptions(
-        optimized_execution=not flag("DISABLE_OPTIMIZED_EXECUTION"),
-        inference_mode=flag("INFERENCE_MODE") is not False,
-        cudnn=not flag("DISABLE_CUDNN"),
-        cache_cleaning=bool(flag("ENABLE_CACHE_CLEANING")),
-        weight_sharing=bool(flag("ENABLE_WEIGHT_SHARING")),
-        tensor_fuser=flag("ENABLE_TENSOR_FUSER"),
-        jit_profiling=flag("ENABLE_JIT_PROFILING"),
-        jit_executor=flag("ENABLE_JIT_EXECUTOR"),
-        intra_op_threads=count("INTRA_OP_THREAD_COUNT", "NUM_THREADS"),
-        inter_op_threads=count("INTER_OP_THREAD_COUNT", "NUM_INTEROP_THREADS"),
-    )
-
-
-#: process-wide torch thread pools: "intra"/"inter" -> (count, model that set it)
-_THREAD_COUNTS: dict[str, tuple[int, str]] = {}
-_THREAD_LOCK = threading.Lock()
-
-
-def apply_thread_counts(torch, options: TorchOptions, model: str) -> None:
-    """Size torch's intra-/inter-op thread pools; the first model that asks wins (Triton)."""
-    with _THREAD_LOCK:
-        for pool, wanted, setter, getter in (
-            ("intra", options.intra_op_threads, torch.set_num_threads, torch.get_num_threads),
-            ("inter", options.inter_op_threads, torch.set_num_interop_threads,
-             torch.get_num_interop_threads),
-        ):
-            if wanted <= 0:
-                continue
-            if pool in _THREAD_COUNTS:
-                count, owner = _THREAD_COUNTS[pool]
-                if count != wanted:
-                    log.warning(
-                        "model '%s' asks for %d %s-op threads, but torch's %s-op thread pool is "
-                        "process-wide and model '%s' already set it to %d; keeping %d",
-                        model, wanted, pool, pool, owner, count, count,
-                    )
-                continue
-            try:
-                setter(wanted)
-            except RuntimeError as exc:  # inter-op: only before torch's first parallel work
-                log.warning("model '%s': cannot set %s-op threads to %d: %s", model, pool, wanted, exc)
-                continue
-            _THREAD_COUNTS[pool] = (wanted, model)
-            log.info("%s-op thread count is set to %d for model '%s' (process-wide)",
-                     pool.capitalize(), getter(), model)
-
-
-@dataclass(frozen=True, slots=True)
-class _Input:
-    name: str
-    position: int  # forward() argument index; -1 for a Dict[str, Tensor] forward()
-    strings: bool  # BYTES, fed as List[str]
-    optional: bool
-
-
-@dataclass(frozen=True, slots=True)
-class _Output:
-    name: str
-    index: int  # element of forward()'s result
-    config_type: str  # "TYPE_FP32"
-    dims: tuple[int, ...]  # per-sample shape the model returns (reshape.shape when given)
-    client_dims: tuple[int, ...] | None  # the config dims when a reshape applies
 
 
 class PyTorchInstance(ModelInstance):
@@ -281,10 +140,10 @@ class PyTorchInstance(ModelInstance):
         apply_thread_counts(torch, self._options, config.name)
         self._module = _load_module(torch, config, version_dir, spec, self._device,
                                     self._options, shared_modules)
-        arguments, returns = _signature(self._module, config.name)
-        self._dict_input = _is_dict_input(arguments)
-        self._inputs = _bind_inputs(config, arguments, self._batched, self._dict_input)
-        self._outputs = _bind_outputs(config, returns)
+        arguments, returns = forward_signature(self._module, config.name)
+        self._dict_input = is_dict_input(arguments)
+        self._inputs = bind_inputs(config, arguments, self._batched, self._dict_input)
+        self._outputs = bind_outputs(config, returns)
         self._output_names = [o.name for o in self._outputs]
         self._stream = (torch.cuda.Stream(device=self._device)
                         if self._device is not None and self._device.type == "cuda" else None)
@@ -384,10 +243,10 @@ class PyTorchInstance(ModelInstance):
     def _read_outputs(self, result: Any, names: Sequence[str], total: int) -> dict[str, np.ndarray]:
         if isinstance(result, tuple):
             items = list(result)
-        elif isinstance(result, self._torch.Tensor) or _is_string_list(result):
+        elif isinstance(result, self._torch.Tensor) or is_string_list(result):
             items = [result]
         else:
-            raise InternalError(f"PyTorch execute failure: {_OUTPUT_KINDS}")
+            raise InternalError(f"PyTorch execute failure: {OUTPUT_KINDS}")
         outputs = {}
         for out in self._outputs:
             if out.index >= len(items):
@@ -399,9 +258,9 @@ class PyTorchInstance(ModelInstance):
                 outputs[out.name] = self._to_numpy(out, items[out.index], total)
         return outputs
 
-    def _to_numpy(self, out: _Output, value: Any, total: int) -> np.ndarray:
+    def _to_numpy(self, out: BoundOutput, value: Any, total: int) -> np.ndarray:
         torch = self._torch
-        if _is_string_list(value):
+        if is_string_list(value):
             if out.config_type != "TYPE_STRING":
                 raise InvalidArgument(
                     f"configuration expects datatype {out.config_type} for output "
@@ -410,7 +269,7 @@ class PyTorchInstance(ModelInstance):
             array = np.empty(len(value), dtype=object)
             array[:] = [s.encode("utf-8") for s in value]
         elif isinstance(value, torch.Tensor):
-            provided = _torch_to_config(value.dtype)
+            provided = torch_to_config(value.dtype)
             if provided != out.config_type:
                 raise InvalidArgument(
                     f"configuration expects datatype {out.config_type} for output "
@@ -428,12 +287,12 @@ class PyTorchInstance(ModelInstance):
         if len(array.shape) != len(expected) or any(
             e not in (-1, s) for e, s in zip(expected, array.shape)
         ):
-            batch = (f" (batch dimension {total}, then the configured dims {_fmt(out.dims)})"
+            batch = (f" (batch dimension {total}, then the configured dims {format_shape(out.dims)})"
                      if self._batched else "")
             raise InternalError(
                 f"output '{out.name}' of model '{self._model_name}' has shape "
-                f"{_fmt(array.shape)}, but the model configuration expects "
-                f"{_fmt(expected)}{batch}"
+                f"{format_shape(array.shape)}, but the model configuration expects "
+                f"{format_shape(expected)}{batch}"
             )
         if out.client_dims is not None and list(out.client_dims).count(-1) <= 1:
             array = array.reshape(array.shape[: int(self._batched)] + out.client_dims)
@@ -493,298 +352,3 @@ def _load_module(torch, config: ModelConfig, version_dir: Path, spec: InstanceSp
     if options.weight_sharing and shared_modules is not None:
         shared_modules[key] = module
     return module
-
-
-def _signature(module, model: str) -> tuple[list, list]:
-    """``forward()``'s arguments (without ``self``) and its return types."""
-    try:
-        schema = module.forward.schema
-    except (AttributeError, RuntimeError):
-        raise ModelLoadError(
-            f"unable to load model '{model}': the TorchScript module has no forward() method"
-        ) from None
-    arguments = list(schema.arguments)
-    if arguments and arguments[0].type.kind() == "ClassType":
-        arguments = arguments[1:]
-    return arguments, list(schema.returns)
-
-
-def _is_dict_input(arguments: list) -> bool:
-    return len(arguments) == 1 and arguments[0].type.kind() == "DictType"
-
-
-def _is_string_list_type(t) -> bool:
-    return t.kind() == "ListType" and t.getElementType().kind() == "StringType"
-
-
-def _is_string_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-def _io_dims(entry) -> tuple[int, ...]:
-    return tuple(int(d) for d in (entry.reshape.shape if entry.HasField("reshape") else entry.dims))
-
-
-def _check_datatype(config: ModelConfig, entry, kind: str) -> str:
-    name = DataType.Name(entry.data_type)
-    if name in CONFIG_TO_TORCH or name == "TYPE_STRING":
-        return name
-    why = _UNSUPPORTED.get(name, "not a TorchScript tensor type")
-    raise ModelLoadError(
-        f"unsupported datatype {name} for {kind} '{entry.name}' for model '{config.name}' ({why})"
-    )
-
-
-def _named_index(name: str) -> int | None:
-    """``<name>__<index>`` -> index (Triton: the part after the first ``__`` is all digits)."""
-    _, sep, suffix = name.partition("__")
-    return int(suffix) if sep and suffix.isdigit() else None
-
-
-def _bind_inputs(config: ModelConfig, arguments: list, batched: bool, dict_input: bool) -> list[_Input]:
-    m = config.name
-    if not config.input:
-        raise ModelLoadError(
-            f"unable to load model '{m}': model configuration must contain at least one input, "
-            f"none were specified ({_NO_METADATA})"
-        )
-    if dict_input:
-        value_type = arguments[0].type.getValueType()
-        if arguments[0].type.getKeyType().kind() != "StringType" or value_type.kind() != "TensorType":
-            raise ModelLoadError(
-                f"unable to load model '{m}': forward() takes {arguments[0].type}; a dict input "
-                "must be Dict(str, Tensor)"
-            )
-        bound = []
-        for entry in config.input:
-            if _check_datatype(config, entry, "input") == "TYPE_STRING":
-                raise ModelLoadError(
-                    f"unable to load model '{m}': input '{entry.name}' is TYPE_STRING, but "
-                    "forward() takes Dict(str, Tensor) and tensors cannot hold strings"
-                )
-            bound.append(_Input(entry.name, -1, False, entry.optional))
-        bound += [_Input(name, -1, False, False) for name, _, _ in _sequence_inputs(config)]
-        return bound
-
-    for arg in arguments:
-        kind = arg.type.kind()
-        if kind == "DictType":
-            raise ModelLoadError(
-                f"unable to load model '{m}': Multiple inputs of kind DictType were detected. "
-                "Only a single input of type Dict(str, Tensor) is supported."
-            )
-        if kind != "TensorType" and not _is_string_list_type(arg.type):
-            raise ModelLoadError(
-                f"unable to load model '{m}': An input of type '{arg.type}' was detected in the "
-                "model. Only a single input of type Dict(str, Tensor) or input(s) of type Tensor "
-                "are supported."
-            )
-    extras = _sequence_inputs(config)
-    expected = len(config.input) + len(extras)
-    if len(arguments) != expected:
-        raise ModelLoadError(
-            f"unable to load model '{m}', configuration expects {expected} inputs, "
-            f"model provides {len(arguments)} (forward({', '.join(a.name for a in arguments)}))"
-        )
-    arg_names = [a.name for a in arguments]
-    positions = _input_positions(config, arg_names, stateful=any(e[2] for e in extras))
-    entries = [(e.name, _check_datatype(config, e, "input"), _io_dims(e), e.optional)
-               for e in config.input]
-    entries += [(name, datatype, (), False) for name, datatype, _ in extras]
-    positions += [_named_index(name) for name, _, _ in extras]  # type: ignore[misc]
-    _check_positions(m, [e[0] for e in entries], positions, arg_names)
-    bound = []
-    for (name, datatype, dims, optional), position in zip(entries, positions, strict=True):
-        arg = arguments[position]
-        strings = _is_string_list_type(arg.type)
-        if (datatype == "TYPE_STRING") != strings:
-            raise ModelLoadError(
-                f"unable to load model '{m}': input '{name}' is {datatype} but binds to "
-                f"forward() argument '{arg.name}' of type {arg.type}; TorchScript tensors "
-                "cannot hold strings, so TYPE_STRING inputs need a List[str] argument and "
-                "List[str] arguments a TYPE_STRING input"
-            )
-        if strings and len(dims) + int(batched) > 1:
-            raise ModelLoadError(
-                "Triton only supports 1 dimensional List of String as input for "
-                f"'{name}' for model '{m}'"
-            )
-        bound.append(_Input(name, position, strings, optional))
-    return bound
-
-
-def _sequence_inputs(config: ModelConfig) -> list[tuple[str, str, bool]]:
-    """(name, datatype, is_state) of the sequence batcher's control and implicit-state inputs;
-    as in Triton they must be named ``<name>__<index>`` (forward()'s argument index)."""
-    if not config.HasField("sequence_batching"):
-        return []
-    batching = config.sequence_batching
-    extras = []
-    for entry in batching.control_input:
-        for control in entry.control:
-            if control.kind == control.CONTROL_SEQUENCE_CORRID:
-                datatype = DataType.Name(control.data_type)
-            elif len(control.fp32_false_true):
-                datatype = "TYPE_FP32"
-            elif len(control.bool_false_true):
-                datatype = "TYPE_BOOL"
-            else:
-                datatype = "TYPE_INT32"
-            extras.append((entry.name, datatype, False))
-    extras += [(state.input_name, DataType.Name(state.data_type), True) for state in batching.state]
-    for name, datatype, is_state in extras:
-        if _named_index(name) is None:
-            what = "sequence state input" if is_state else "input"
-            raise ModelLoadError(
-                f"unable to load model '{config.name}': {what} '{name}' does not follow "
-                "<name>__<index> naming convention."
-            )
-        if datatype not in CONFIG_TO_TORCH:
-            raise ModelLoadError(
-                f"unsupported datatype {datatype} for input '{name}' for model '{config.name}' "
-                f"({_UNSUPPORTED.get(datatype, 'not a TorchScript tensor type')})"
-            )
-    return extras
-
-
-def _check_positions(model: str, names: list[str], positions: list[int], arg_names: list[str]) -> None:
-    """Every input takes its own forward() argument (beyond Triton, which would misbehave)."""
-    seen: dict[int, str] = {}
-    for name, index in zip(names, positions, strict=True):
-        if index >= len(arg_names):
-            raise ModelLoadError(
-                f"unable to load model '{model}': input '{name}' refers to forward() argument "
-                f"{index} (<name>__<index> naming convention), but forward() takes "
-                f"{len(arg_names)} ({', '.join(arg_names)})"
-            )
-        if index in seen:
-            raise ModelLoadError(
-                f"unable to load model '{model}': inputs '{seen[index]}' and '{name}' both refer "
-                f"to forward() argument {index}"
-            )
-        seen[index] = name
-
-
-def _input_positions(config: ModelConfig, arg_names: list[str], stateful: bool = False) -> list[int]:
-    """Triton's naming conventions: forward() argument names, else ``<name>__<index>``, else
-    config order. Beyond Triton, config order that would bind an input named after one argument
-    to another one is a load error."""
-    m, names = config.name, [e.name for e in config.input]
-    indices = [_named_index(n) for n in names]
-    if stateful and any(i is None for i in indices):
-        raise ModelLoadError(
-            f"PyTorch model '{m}' is using sequence batching with state but not all inputs and "
-            "outputs follow the <name>__<index> naming convention. "
-        )
-    if all(n in arg_names for n in names):
-        return [arg_names.index(n) for n in names]
-    if all(i is not None for i in indices):
-        return indices  # type: ignore[return-value]
-    for position, name in enumerate(names):
-        if name in arg_names and arg_names[position] != name:
-            raise ModelLoadError(
-                f"unable to load model '{m}': input '{name}' is named after forward() argument "
-                f"{arg_names.index(name)}, but not every input is named after a forward() "
-                f"argument ({', '.join(arg_names)}) or follows <name>__<index>, so inputs bind "
-                f"in configuration order and '{name}' would get argument {position} "
-                f"('{arg_names[position]}'); name the inputs after forward()'s arguments or "
-                "INPUT__<index>"
-            )
-    log.warning(
-        "input '%s' or previous input(s) are neither an input argument to the model '%s' nor do "
-        "they follow the <name>__<index> naming convention. Falling back to enforcing strict "
-        "ordering from model configuration.",
-        next(n for n, i in zip(names, indices) if i is None), m,
-    )
-    return list(range(len(names)))
-
-
-def _bind_outputs(config: ModelConfig, returns: list) -> list[_Output]:
-    m = config.name
-    if not config.output:
-        raise ModelLoadError(
-            f"unable to load model '{m}': model configuration must contain at least one output, "
-            f"none were specified ({_NO_METADATA})"
-        )
-    element_types = _return_elements(m, returns)
-    states = list(config.sequence_batching.state) if config.HasField("sequence_batching") else []
-    names = [o.name for o in config.output]
-    indices = [_named_index(n) for n in names]
-    if states and any(i is None for i in indices + [_named_index(s.output_name) for s in states]):
-        raise ModelLoadError(
-            f"PyTorch model '{m}' is using sequence batching with state but not all inputs and "
-            "outputs follow the <name>__<index> naming convention. "
-        )
-    if any(i is None for i in indices):
-        log.warning(
-            "output '%s' or previous output(s) of the model '%s' do not follow the <name>__<index> "
-            "naming convention. Falling back to enforcing strict ordering from model configuration.",
-            next(n for n, i in zip(names, indices) if i is None), m,
-        )
-        indices = list(range(len(names)))
-    entries = [(e, _check_datatype(config, e, "output"), _io_dims(e)) for e in config.output]
-    for state in states:  # implicit state: fed back by the sequence batcher from this output
-        if state.output_name not in names:
-            state_type = DataType.Name(state.data_type)
-            if state_type not in CONFIG_TO_TORCH:
-                raise ModelLoadError(
-                    f"unsupported datatype {state_type} for output state '{state.output_name}' "
-                    f"for model '{m}'"
-                )
-            entry = ModelOutput(name=state.output_name, data_type=state.data_type)
-            entries.append((entry, state_type, tuple(int(d) for d in state.dims)))
-            indices.append(_named_index(state.output_name))
-    bound = []
-    for (entry, datatype, dims), index in zip(entries, indices, strict=True):
-        if element_types is not None:
-            if index >= len(element_types):
-                raise ModelLoadError(
-                    f"unable to load model '{m}': The output {entry.name} in the model "
-                    "configuration refers to an output index which doesn't exist. This model has "
-                    f"{len(element_types)} outputs"
-                )
-            element = element_types[index]
-            if element is not None and (datatype == "TYPE_STRING") != _is_string_list_type(element):
-                raise ModelLoadError(
-                    f"unable to load model '{m}': output '{entry.name}' is {datatype}, but "
-                    f"forward() returns {element} at index {index}; TYPE_STRING outputs must be "
-                    "List[str] and tensors cannot be TYPE_STRING"
-                )
-        client = tuple(int(d) for d in entry.dims) if entry.HasField("reshape") else None
-        bound.append(_Output(entry.name, int(index), datatype, dims, client))  # type: ignore[arg-type]
-    return bound
-
-
-def _return_elements(model: str, returns: list) -> list | None:
-    """Types of forward()'s result elements (None: only known at execution; an element None:
-    any type)."""
-    if len(returns) != 1:
-        return None
-    t = returns[0].type
-    kind = t.kind()
-    if kind == "TupleType":
-        elements = list(t.elements())
-        for i, element in enumerate(elements):
-            if element.kind() not in ("TensorType", "AnyType") and not _is_string_list_type(element):
-                raise ModelLoadError(
-                    f"unable to load model '{model}': forward() returns {t}; output at index {i} "
-                    f"must be of type Tensor or List[str], received {element}"
-                )
-        return [e if e.kind() != "AnyType" else None for e in elements]
-    if kind == "TensorType" or _is_string_list_type(t):
-        return [t]
-    if kind == "AnyType":
-        return None
-    raise ModelLoadError(f"unable to load model '{model}': forward() returns {t}; {_OUTPUT_KINDS}")
-
-
-def _torch_to_config(dtype) -> str:
-    name = str(dtype).removeprefix("torch.")
-    for config_type, torch_name in CONFIG_TO_TORCH.items():
-        if torch_name == name:
-            return config_type
-    return _TORCH_TO_CONFIG_EXTRA.get(name, str(dtype))
-
-
-def _fmt(shape) -> str:
-    return "[" + ",".join(str(int(d)) for d in shape) + "]"
