@@ -189,7 +189,7 @@ class LoadedModel:
         ]
         if params and any(p.get("classification") for p in params.values()):
             tensors = [self._classified(t) for t in tensors]
-        return InferenceResponse(self.name, self.version_str, tensors, request.id, dict(parameters or {}))
+        return InferenceResponse(self.name, self.version_str, tensors, request.id, parameters or {})
 
     def _classified(self, tensor: Tensor) -> Tensor:
         """``tensor`` as its top-K classes when asked (Triton's classification extension)."""

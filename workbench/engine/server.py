@@ -278,10 +278,11 @@ class Server(RepositoryAPI, SharedMemoryAPI, SettingsAPI):
         if self._stopping:
             raise ServerNotReady("Server not ready")
         model = self._resolve(request.model_name, request.model_version)
+        infer = model.infer_once if model.decoupled else model.infer  # one await less per request
         if not uses_shared_memory(request):
-            return await model.infer_once(request, arrival)
+            return await infer(request, arrival)
         with AttachedRequest(self._shared_memory, request) as attached:
-            response = await model.infer_once(attached.request, arrival)
+            response = await infer(attached.request, arrival)
             attached.write_outputs(response)
             return response
 
