@@ -247,6 +247,40 @@ def build_version(split: DigitsSplit, version: int, version_dir: Path) -> Versio
     return result
 
 
+def train_version(split: DigitsSplit, version: int):  # -> torch.nn.Module
+    """``digits_mlp`` ``version``'s MLP (its width and seed), trained with one torch thread so the
+    weights are bitwise those of that version (for samples serving the same model elsewhere)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return train_mlp(split, VERSIONS[version], TRAIN_SEEDS[version])
+    finally:
+        torch.set_num_threads(threads)
+
+
+def verify_logits(path: Path, what: str, logits: np.ndarray, reference: np.ndarray, y_test: np.ndarray,
+                  run_batch, max_abs_diff: float) -> tuple[float, float]:
+    """Check a converted digits model: ``run_batch(n)`` (its logits for the first ``n`` test rows)
+    gives [n, 10] for n = 1 and MAX_BATCH_SIZE, ``logits`` (FP32 [n_test, 10]) are within
+    ``max_abs_diff`` of ``reference`` and the accuracy is at least MIN_ACCURACY.
+
+    Returns (max abs diff, accuracy). Raises ``RuntimeError`` naming ``path`` and ``what``.
+    """
+    for size in (1, MAX_BATCH_SIZE):
+        shape = tuple(run_batch(size).shape)
+        if shape != (size, N_CLASSES):
+            raise RuntimeError(f"{path}: batch of {size} gave shape {shape}")
+    diff = float(np.abs(logits - reference).max())
+    accuracy = float((logits.argmax(axis=1) == y_test).mean())
+    if diff > max_abs_diff:
+        raise RuntimeError(f"{path}: {what} by {diff:.1e} > {max_abs_diff}")
+    if accuracy < MIN_ACCURACY:
+        raise RuntimeError(f"{path}: accuracy {accuracy:.4f} < {MIN_ACCURACY}")
+    return diff, accuracy
+
+
 def build(model_dir: Path) -> tuple[str, dict]:
     """Write the whole ``digits_mlp`` model folder (config.pbtxt, 1/model.onnx, 2/model.onnx) into ``model_dir``.
 

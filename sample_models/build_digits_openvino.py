@@ -80,15 +80,9 @@ def build(model_dir: Path) -> tuple[str, dict]:
     below ``MIN_ACCURACY``.
     """
     import openvino as ov
-    import torch
 
     split = build_digits.load_split()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # bitwise-reproducible training, as build_digits
-    try:
-        model = build_digits.train_mlp(split, HIDDEN, SEED)
-    finally:
-        torch.set_num_threads(threads)
+    model = build_digits.train_version(split, SOURCE_VERSION)
     (model_dir / "config.pbtxt").write_text(CONFIG_PBTXT)
     version_dir = model_dir / "1"
     version_dir.mkdir()
@@ -99,17 +93,9 @@ def build(model_dir: Path) -> tuple[str, dict]:
         reference = build_digits.ort_logits(onnx_path, split.x_test)
         ov.save_model(ov.convert_model(str(onnx_path)), str(path), compress_to_fp16=False)
 
-    logits = ov_logits(path, split.x_test)
-    for size in (1, MAX_BATCH_SIZE):
-        shape = ov_logits(path, split.x_test[:size]).shape
-        if shape != (size, build_digits.N_CLASSES):
-            raise RuntimeError(f"{path}: batch of {size} gave shape {shape}")
-    diff = float(np.abs(logits - reference).max())
-    accuracy = float((logits.argmax(axis=1) == split.y_test).mean())
-    if diff > MAX_ABS_DIFF:
-        raise RuntimeError(f"{path}: OpenVINO differs from onnxruntime by {diff:.1e} > {MAX_ABS_DIFF}")
-    if accuracy < build_digits.MIN_ACCURACY:
-        raise RuntimeError(f"{path}: accuracy {accuracy:.4f} < {build_digits.MIN_ACCURACY}")
+    diff, accuracy = build_digits.verify_logits(
+        path, "OpenVINO differs from onnxruntime", ov_logits(path, split.x_test), reference,
+        split.y_test, lambda n: ov_logits(path, split.x_test[:n]), MAX_ABS_DIFF)
     summary = (
         f"OpenVINO IR {ov.get_version().split('-')[0]} (digits_mlp v{SOURCE_VERSION} recipe, hidden "
         f"{HIDDEN}, seed {SEED}) accuracy on {len(split.y_test)} held-out digits {accuracy:.4f} "

@@ -14,8 +14,6 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-import numpy as np
-
 import build_digits
 
 MODEL_NAME = "digits_torchscript"
@@ -98,12 +96,7 @@ def build(model_dir: Path) -> tuple[str, dict]:
     import torch
 
     split = build_digits.load_split()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # bitwise-reproducible training, as build_digits
-    try:
-        model = build_digits.train_mlp(split, HIDDEN, SEED)
-    finally:
-        torch.set_num_threads(threads)
+    model = build_digits.train_version(split, SOURCE_VERSION)
     (model_dir / "config.pbtxt").write_text(CONFIG_PBTXT)
     version_dir = model_dir / "1"
     version_dir.mkdir()
@@ -114,18 +107,9 @@ def build(model_dir: Path) -> tuple[str, dict]:
     check_signature(loaded, path)
     x = torch.from_numpy(split.x_test)
     with torch.no_grad():
-        logits = loaded(x).numpy()
-        reference = model(x).numpy()
-        for size in (1, MAX_BATCH_SIZE):
-            shape = tuple(loaded(x[:size]).shape)
-            if shape != (size, build_digits.N_CLASSES):
-                raise RuntimeError(f"{path}: batch of {size} gave shape {shape}")
-    diff = float(np.abs(logits - reference).max())
-    accuracy = float((logits.argmax(axis=1) == split.y_test).mean())
-    if diff > MAX_ABS_DIFF:
-        raise RuntimeError(f"{path}: TorchScript differs from the torch model by {diff:.1e}")
-    if accuracy < build_digits.MIN_ACCURACY:
-        raise RuntimeError(f"{path}: accuracy {accuracy:.4f} < {build_digits.MIN_ACCURACY}")
+        diff, accuracy = build_digits.verify_logits(
+            path, "TorchScript differs from the torch model", loaded(x).numpy(), model(x).numpy(),
+            split.y_test, lambda n: loaded(x[:n]), MAX_ABS_DIFF)
     summary = (
         f"TorchScript (traced digits_mlp v{SOURCE_VERSION} recipe, hidden {HIDDEN}, seed {SEED}) "
         f"accuracy on {len(split.y_test)} held-out digits {accuracy:.4f} (>= {build_digits.MIN_ACCURACY}); "
