@@ -136,17 +136,48 @@ async def test_unload_dependents_keeps_models_loaded_by_name_or_still_used(ensem
         assert index["identity16"][0] == "READY"
 
 
-async def test_unloaded_composing_model_fails_requests_until_loaded_again(ensemble_repository: Path) -> None:
-    async with explicit(ensemble_repository, "ens_chain") as server:
+async def test_unloaded_composing_model_makes_its_ensembles_unavailable_until_loaded_again(
+    ensemble_repository: Path,
+) -> None:
+    """Triton's dependency graph: an unloaded model leaves its ensembles (and the ensembles
+    calling those) UNAVAILABLE with the reason; loading it again makes them READY again."""
+    async with explicit(ensemble_repository, "ens_nested") as server:
         await server.unload_model("identity16")
-        assert (await states(server))["ens_chain"][0] == "READY"
-        with pytest.raises(ModelNotFound, match=r"^Request for unknown model: 'identity16' has no available versions$"):
+        index = await server.repository_index()
+        rows = {r["name"]: r for r in index if r["name"].startswith("ens_")}
+        assert rows["ens_chain"] == {
+            "name": "ens_chain", "version": "1", "state": "UNAVAILABLE",
+            "reason": "ensemble ens_chain contains models that are not available or ambiguous: identity16",
+        }
+        assert rows["ens_diamond"]["reason"] == (
+            "ensemble ens_diamond contains models that are not available or ambiguous: identity16")
+        assert rows["ens_nested"]["state"] == "UNAVAILABLE"
+        assert rows["ens_nested"]["reason"].startswith(
+            "ensemble 'ens_nested' depends on 'ens_diamond' which has no loaded version.")
+        assert (await states(server))["add_sub"] == ("READY", "")
+        with pytest.raises(ModelNotFound, match=r"^Request for unknown model: 'ens_chain' has no available versions$"):
             await server.infer(pair("ens_chain"))
-        stats = (await server.statistics("ens_chain"))["model_stats"][0]["inference_stats"]
-        assert stats["fail"]["count"] == 1
+        assert not await server.model_ready("ens_nested")
+        assert not server.is_ready()  # strict readiness: the ensembles are failed models now
+
         await server.load_model("identity16")
+        index = await states(server)
+        assert all(index[n] == ("READY", "") for n in ("ens_chain", "ens_diamond", "ens_nested"))
         response = await server.infer(pair("ens_chain", 2.0))
         np.testing.assert_array_equal(response.outputs[0].data, np.full((1, 16), 4.0, np.float32))
+        response = await server.infer(pair("ens_nested", 1.0))
+        np.testing.assert_array_equal(response.outputs[0].data, np.full((1, 16), 4.0, np.float32))
+        assert server.is_ready()
+
+
+async def test_explicitly_unloaded_ensemble_stays_unloaded_when_its_models_change(
+    ensemble_repository: Path,
+) -> None:
+    async with explicit(ensemble_repository, "ens_chain") as server:
+        await server.unload_model("ens_chain")
+        await server.unload_model("identity16")
+        await server.load_model("identity16")
+        assert (await states(server))["ens_chain"] == ("UNAVAILABLE", "unloaded")
 
 
 async def test_reloading_a_composing_model_keeps_the_ensemble_serving(ensemble_repository: Path) -> None:

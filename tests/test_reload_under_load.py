@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from workbench import InferenceRequest, Server, ServerOptions, Tensor, Unavailable
+from workbench.testing.ensembles import ensemble_config, write_ensemble
 from workbench.testing.reload import Tally, churn, run_clients, write_add_sub
 
 RELOADS = 10
@@ -40,6 +41,24 @@ async def infer_checked(server: Server, i: int) -> None:
     outputs = {t.name: t.data for t in response.outputs}
     np.testing.assert_array_equal(outputs["OUTPUT0"], a + b)
     np.testing.assert_array_equal(outputs["OUTPUT1"], a - b)
+
+
+#: an ensemble over add_sub (max_batch_size 8: fits every config :func:`churn` writes)
+ENS_ADD = ensemble_config(
+    "ens_add", [("IN0", "TYPE_FP32", [16]), ("IN1", "TYPE_FP32", [16])],
+    [("SUM", "TYPE_FP32", [16]), ("DIFF", "TYPE_FP32", [16])],
+    [("add_sub", {"INPUT0": "IN0", "INPUT1": "IN1"}, {"OUTPUT0": "SUM", "OUTPUT1": "DIFF"})],
+)
+
+
+async def infer_ensemble_checked(server: Server, i: int) -> None:
+    a, b = inputs(i)
+    response = await server.infer(
+        InferenceRequest("ens_add", [Tensor("IN0", "FP32", a), Tensor("IN1", "FP32", b)])
+    )
+    outputs = {t.name: t.data for t in response.outputs}
+    np.testing.assert_array_equal(outputs["SUM"], a + b)
+    np.testing.assert_array_equal(outputs["DIFF"], a - b)
 
 
 async def until(predicate, what: str, timeout_s: float = 60.0) -> None:
@@ -73,10 +92,11 @@ async def check_config(server: Server, step: int) -> bool:
     return (config.max_batch_size, config.instance_group[0].count) == expected
 
 
-async def churn_under_load(server: Server, folder: Path, reload, tally: Tally) -> None:
-    """Clients run while ``reload(step)`` is awaited after each change of the model files."""
+async def churn_under_load(server: Server, folder: Path, reload, tally: Tally, send=infer_checked) -> None:
+    """Clients run ``send(server, i)`` while ``reload(step)`` is awaited after each change of
+    the model files."""
     stop = asyncio.Event()
-    clients = asyncio.ensure_future(run_clients(partial(infer_checked, server), CLIENTS, stop, tally))
+    clients = asyncio.ensure_future(run_clients(partial(send, server), CLIENTS, stop, tally))
     try:
         for step in range(1, RELOADS + 1):
             await until(lambda s=step: tally.ok >= s * BETWEEN or tally.failed, "traffic")
@@ -102,6 +122,23 @@ async def test_explicit_reloads_under_load_fail_no_request(tmp_path: Path) -> No
             await server.load_model("add_sub")
 
         await churn_under_load(server, folder, reload, Tally())
+
+
+async def test_composing_model_reloads_fail_no_ensemble_request(tmp_path: Path) -> None:
+    """Each reload of add_sub re-checks ens_add (it still fits): the ensemble stays READY
+    and every ensemble request in flight or arriving across the switches succeeds."""
+    folder = write_add_sub(tmp_path)
+    write_ensemble(tmp_path, "ens_add", ENS_ADD)
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit",
+                            load_model=["ens_add"])
+    async with Server(options) as server:
+        serving = server._models["ens_add"].latest_ready
+
+        async def reload(step: int) -> None:
+            await server.load_model("add_sub")
+            assert server._models["ens_add"].latest_ready is serving
+
+        await churn_under_load(server, folder, reload, Tally(), infer_ensemble_checked)
 
 
 async def test_http_reloads_under_load_fail_no_request(tmp_path: Path, asgi_client) -> None:

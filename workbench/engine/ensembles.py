@@ -70,8 +70,9 @@ def ensemble_error(
     """Why the ensemble ``config`` cannot serve with the models loaded now ("" when it can).
 
     In Triton's order and words: a circular dependency ("circular dependency between
-    ensembles: a -> ... -> b -> a"); composing models absent from the repository ("ensemble
-    e contains models that are not available or ambiguous: x, y"); a composing model whose
+    ensembles: a -> ... -> b -> a"); composing models absent from the repository, or unloaded
+    (Triton drops an unloaded model from its dependency graph): "ensemble e contains models
+    that are not available or ambiguous: x, y"; a composing model whose
     config is invalid ("ensemble 'e' depends on 'x' which is not valid. Model 'x' failed with
     error: ..."), that has no READY version ("ensemble 'e' depends on 'x' which has no loaded
     version." plus "Model 'x' loading failed with error: ..." when its load failed), or lacks
@@ -90,7 +91,7 @@ def ensemble_error(
     cycle = circular_dependency(name, {**dependencies, name: composing})
     if cycle:
         return cycle
-    missing = [m for m in composing if m not in entries]
+    missing = [m for m in composing if m not in entries or entries[m].unloaded()]
     if missing:
         listed = ", ".join(missing)
         return f"ensemble {name} contains models that are not available or ambiguous: {listed}"

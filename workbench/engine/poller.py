@@ -29,7 +29,9 @@ folder did not change is not retried. Loads of one poll run concurrently
 (``--model-load-thread-count``), ensembles after the models they call (a new ensemble and
 its new composing models may appear in the same poll); removals are applied first,
 ensembles before the models they call. Ensembles resolve their composing models for each
-request, so reloading a composing model keeps its ensembles serving.
+request, so reloading a composing model keeps its ensembles serving; after each change the
+ensembles that call a changed model are checked again (:mod:`workbench.engine.dependents`):
+one that no longer fits is UNAVAILABLE with the reason, and READY again once it fits.
 """
 
 from __future__ import annotations

@@ -34,6 +34,9 @@ class ModelEntry:
     reason of the READY versions.
     ``directory``: the temporary folder the model was loaded from when the load request
     carried file overrides; removed by :meth:`stop` and :meth:`release_directory`.
+    ``blocked_versions``: set on an ensemble held UNAVAILABLE because its composing models,
+    as loaded now, do not fit it (Triton's dependency-graph check): the versions it serves
+    again once they do (:mod:`workbench.engine.dependents`); None for every other entry.
     """
 
     name: str
@@ -43,6 +46,7 @@ class ModelEntry:
     latest_ready: LoadedModel | None = None
     load_error: str = ""
     directory: OverrideDirectory | None = None
+    blocked_versions: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         self.refresh()
@@ -61,6 +65,16 @@ class ModelEntry:
             return True
         return any(
             s.state is ModelReadyState.UNAVAILABLE and s.reason != "unloaded"
+            for s in self.versions.values()
+        )
+
+    def unloaded(self) -> bool:
+        """True when the model was unloaded (unload API, or its folder left the repository)
+        and nothing of it serves or drains: for its ensembles it is then not available."""
+        if not self.versions:
+            return self.reason == "unloaded"
+        return all(
+            s.state is ModelReadyState.UNAVAILABLE and s.reason == "unloaded"
             for s in self.versions.values()
         )
 

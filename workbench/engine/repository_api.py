@@ -18,6 +18,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 from workbench.config.model_config import model_config_from_json
 from workbench.config.normalize import is_ensemble
 from workbench.config.validate_ensemble import composing_models
+from workbench.engine.dependents import recheck_dependents
 from workbench.engine.ensembles import (
     declared_dependencies,
     ensemble_error,
@@ -87,7 +88,10 @@ class RepositoryAPI:
         ready, then drains and unloads the old ones: no request is dropped. A reload that
         fails leaves the previously loaded versions serving. An ensemble's composing models
         (ensembles of ensembles included) that are not READY are loaded first (Triton);
-        READY ones are left as they are.
+        READY ones are left as they are. After a model's (re)load the ensembles that call it
+        are checked again: those its new config no longer fits become UNAVAILABLE with
+        Triton's reason, those it fits again READY (:mod:`workbench.engine.dependents`);
+        that does not change what this returns or raises for ``name``.
 
         The load runs on the model-load threads (``model_load_thread_count``): the event
         loop, health checks and the other models keep serving meanwhile; the repository
@@ -129,8 +133,10 @@ class RepositoryAPI:
         With ``unload_dependents`` an ensemble's composing models are unloaded too (and
         theirs, for ensembles of ensembles), as Triton does: except those loaded by name
         (start-up list or load API) and those another loaded ensemble still calls. Without
-        it they stay loaded. Unloading a composing model leaves its ensembles loaded: their
-        requests then fail with "Request for unknown model: ..." until it is loaded again.
+        it they stay loaded. The ensembles that call an unloaded model become UNAVAILABLE
+        once their requests in flight finish ("ensemble e contains models that are not
+        available or ambiguous: m", Triton's dependency check), and READY again when it is
+        loaded again (:mod:`workbench.engine.dependents`).
 
         Raises:
             Unavailable: the server is not in explicit model control mode.
@@ -151,8 +157,10 @@ class RepositoryAPI:
                 return
             await entry.stop("unloaded")
             entry.reason = "unloaded" if not entry.versions else ""
+            entry.blocked_versions = None  # unloaded by name: no longer follows its models
         composing = self._dependencies.pop(name, ())
         self._explicit.discard(name)
+        await recheck_dependents(self, [name])
         if not unload_dependents:
             return
         for model in composing:
@@ -245,7 +253,9 @@ class RepositoryAPI:
     ) -> dict[str, ModelEntry]:
         """Load ``names`` and the composing models of the ensembles among them that are not
         READY yet, non-ensembles first, then each ensemble once the models it calls are
-        loaded (:func:`workbench.engine.ensembles.load_waves`). Returns every entry loaded.
+        loaded (:func:`workbench.engine.ensembles.load_waves`); then check the other
+        ensembles that call them again (:mod:`workbench.engine.dependents`). Returns every
+        entry loaded.
         A model in ``directories`` loads from that folder instead of the repository.
 
         ``keep``: per model, versions whose files did not change (poll mode): those that are
@@ -267,6 +277,7 @@ class RepositoryAPI:
                   for n in wave)
             )
             entries.update(zip(wave, loaded, strict=True))
+        await recheck_dependents(self, entries)
         return entries
 
     def _plan_dependencies(
@@ -414,13 +425,14 @@ class RepositoryAPI:
     def _entry_for(self, result: LoadResult, reuse: dict[int, VersionState] | None = None) -> ModelEntry:
         """The entry of a finished load (plus the ``reuse`` versions it kept); an ensemble
         is first checked against its composing models as loaded now, and is UNAVAILABLE with
-        the reason when that fails."""
+        the reason when that fails (held: checked again when they change)."""
         config = result.config
         if config is not None and not result.error and is_ensemble(config):
             self._dependencies[result.name] = tuple(composing_models(config))
             reason = ensemble_error(config, self._models, self._dependencies)
-            if reason:
-                return ModelEntry(result.name, config=config, reason=reason)
+            if reason:  # served once its composing models fit (workbench.engine.dependents)
+                return ModelEntry(result.name, config=config, reason=reason,
+                                  blocked_versions=tuple(result.chosen))
         return _entry_from_result(
             result, self._observers, self._cache, self._rate_limiter, self._infer_step, reuse
         )
