@@ -1,6 +1,7 @@
 """Remote model repositories (``s3://``) against a real S3 API: moto's server on loopback,
 files uploaded with boto3, the real Server serving the local mirror (s3fs through fsspec;
-nothing of fsspec is mocked). Poll mode re-syncs on each poll, explicit mode on each load.
+nothing of fsspec is mocked). Poll mode re-syncs on each poll, explicit mode on each load
+(the model and the composing models it loads); the repository index lists the bucket live.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ boto3 = pytest.importorskip("boto3")
 
 from moto.server import ThreadedMotoServer  # noqa: E402
 
-from workbench import InvalidArgument, Server, ServerOptions  # noqa: E402
+from workbench import InferenceRequest, InvalidArgument, Server, ServerOptions, Tensor  # noqa: E402
 from workbench.hosts.cli import build_parser, options_from_args  # noqa: E402
 from workbench.repository.remote import MANIFEST, RemoteRepository  # noqa: E402
+from workbench.testing.ensembles import ensemble_config  # noqa: E402
 from workbench.testing.models import build_test_repository  # noqa: E402
 from workbench.testing.reload import add_sub_config, add_sub_model_bytes  # noqa: E402
 
@@ -186,6 +188,45 @@ async def test_explicit_load_resyncs_the_model_first(remote_repo, bucket, tmp_pa
         bucket.delete_prefix("repo/late/")
         with pytest.raises(InvalidArgument, match="failed to poll from model repository"):
             await server.load_model("late")
+
+
+async def test_repository_index_lists_the_bucket_now(remote_repo, bucket, tmp_path, asgi_client) -> None:
+    """As Triton's index lists the repository's folders on each call: models uploaded after
+    start show (not loaded), models deleted from the bucket and never loaded do not."""
+    opts = options(remote_repo, tmp_path / "cache", model_control_mode="explicit", load_model=["add_sub"])
+    async with Server(opts) as server:
+        names = {row["name"] for row in await server.repository_index()}
+        assert {"add_sub", "fixed_shape"} <= names and "late" not in names
+        bucket.put("repo/late/config.pbtxt", add_sub_config("late", 8, 1))
+        bucket.put("repo/late/1/model.onnx", add_sub_model_bytes(0))
+        bucket.delete_prefix("repo/fixed_shape/")
+        rows = {row["name"]: row for row in await server.repository_index()}
+        assert rows["late"] == {"name": "late"} and "fixed_shape" not in rows
+        assert rows["add_sub"]["state"] == "READY"
+        async with asgi_client(server) as http:
+            listed = {r["name"] for r in (await http.post("/v2/repository/index")).json()}
+        assert listed == set(rows)
+        assert not (server._repository.paths[0] / "late").exists()  # listed, not downloaded
+
+
+async def test_explicit_load_of_an_ensemble_syncs_its_new_composing_model(
+    remote_repo, bucket, tmp_path
+) -> None:
+    opts = options(remote_repo, tmp_path / "cache", model_control_mode="explicit")
+    async with Server(opts) as server:
+        bucket.put("repo/late_add/config.pbtxt", add_sub_config("late_add", 8, 1))  # after start
+        bucket.put("repo/late_add/1/model.onnx", add_sub_model_bytes(0))
+        bucket.put("repo/ens_late/config.pbtxt", ensemble_config(
+            "ens_late", [("IN0", "TYPE_FP32", [16]), ("IN1", "TYPE_FP32", [16])],
+            [("SUM", "TYPE_FP32", [16])],
+            [("late_add", {"INPUT0": "IN0", "INPUT1": "IN1"}, {"OUTPUT0": "SUM"})]))
+        bucket.put("repo/ens_late/1/.keep", b"")  # S3 has no empty folders
+        await server.load_model("ens_late")
+        assert (await index(server))["late_add"] == {("1", "READY")}
+        a = np.full((1, 16), 2.0, np.float32)
+        response = await server.infer(InferenceRequest(
+            "ens_late", [Tensor("IN0", "FP32", a), Tensor("IN1", "FP32", a)]))
+        np.testing.assert_array_equal(response.outputs[0].data, a + a)
 
 
 # ------------------------------------------------------------------ errors

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
@@ -27,6 +28,7 @@ from workbench.engine.ensembles import (
 from workbench.engine.loader import LoadResult, load_model
 from workbench.engine.model import LoadedModel
 from workbench.engine.registry import ModelEntry, VersionState, drain_versions
+from workbench.engine.repository_index import index_rows
 from workbench.engine.response_cache import ResponseCache
 from workbench.engine.switching import switch_entry
 from workbench.errors import (
@@ -34,6 +36,7 @@ from workbench.errors import (
     Unavailable,
 )
 from workbench.repository.overrides import OverrideDirectory
+from workbench.repository.remote import repository_names
 from workbench.repository.repository import ModelLocation
 from workbench.scheduling.ensemble import StepInfer
 from workbench.scheduling.factory import make_scheduler
@@ -61,13 +64,17 @@ class RepositoryAPI:
         drains (unload, or a version removed by a reload); ``UNAVAILABLE`` with the load
         error, or "unloaded". When the latest reload of a model failed and its previous
         versions kept serving, their ``READY`` rows carry that failure as ``reason``.
+
+        The models are those in the repositories now (a remote repository is listed, not
+        synced: a model uploaded to or deleted from the bucket shows at once, as in Triton,
+        whose index lists the repository on each call) plus those the server knows.
         """
         assert self._repository is not None
-        found = await asyncio.to_thread(self._repository.scan)
+        found = await asyncio.to_thread(repository_names, self._repository, self._remotes)
         rows = []
         for name in sorted(set(found) | set(self._models) | set(self._loading)):
             entry = self._models.get(name)
-            rows.extend(_index_rows(name, entry, self._loading.get(name)))
+            rows.extend(index_rows(name, entry, self._loading.get(name)))
         if ready:
             rows = [r for r in rows if r.get("state") == "READY"]
         return rows
@@ -101,6 +108,11 @@ class RepositoryAPI:
         version). A failed reload leaves the old versions serving with the failure as the
         reason of their READY rows in the index.
 
+        With remote repositories (``s3://``, ...) the model's folder is synced from the
+        remote into the local mirror first, and so are the composing models the load loads
+        with it (Triton polls the repository, ensembles' composing models included, on each
+        load): a model uploaded or changed in the bucket loads as it is there now.
+
         Raises:
             Unavailable: the server is not in explicit model control mode ("explicit model
                 load / unload is not allowed if polling is enabled", Triton's text).
@@ -110,7 +122,9 @@ class RepositoryAPI:
                 ``files`` without ``config`` ("failed to load 'm', failed to poll from model
                 repository: Load parameter 'config' must be specified for model file
                 override") or with an invalid path ("...: Invalid file parameter
-                'file:../x': ..."): nothing is loaded or written then.
+                'file:../x': ..."): nothing is loaded or written then; a remote repository
+                could not be read ("failed to load 'm', failed to poll from model
+                repository: ...").
             InvalidModelConfig: ``config`` is not a JSON model config.
         """
         self._require_explicit()
@@ -120,7 +134,8 @@ class RepositoryAPI:
             await asyncio.to_thread(self._sync_remotes, name)
         self._explicit.add(name)
         entries = await self._load_models(
-            [name], {name: override} if override else None, {name: directory} if directory else None
+            [name], {name: override} if override else None, {name: directory} if directory else None,
+            sync_remotes=True,
         )
         await self._drained(name)
         entry = entries[name]
@@ -250,6 +265,7 @@ class RepositoryAPI:
         overrides: dict[str, ModelConfig] | None = None,
         directories: dict[str, OverrideDirectory] | None = None,
         keep: dict[str, frozenset[int]] | None = None,
+        sync_remotes: bool = False,
     ) -> dict[str, ModelEntry]:
         """Load ``names`` and the composing models of the ensembles among them that are not
         READY yet, non-ensembles first, then each ensemble once the models it calls are
@@ -259,7 +275,8 @@ class RepositoryAPI:
         A model in ``directories`` loads from that folder instead of the repository.
 
         ``keep``: per model, versions whose files did not change (poll mode): those that are
-        READY keep serving as they are instead of loading again.
+        READY keep serving as they are instead of loading again. ``sync_remotes``: sync the
+        composing models to load from the remote repositories first (explicit load).
 
         Raises:
             InvalidArgument: a model is in no repository (and has no override config).
@@ -268,7 +285,8 @@ class RepositoryAPI:
         directories = directories or {}
         keep = keep or {}
         ready = {n for n, e in self._models.items() if e.latest_ready is not None}
-        planned = await asyncio.to_thread(self._plan_dependencies, names, overrides, ready)
+        sync = self._sync_remotes if sync_remotes and self._remotes else None
+        planned = await asyncio.to_thread(self._plan_dependencies, names, overrides, ready, sync)
         self._dependencies.update(planned)
         entries: dict[str, ModelEntry] = {}
         for wave in load_waves(planned):
@@ -281,10 +299,16 @@ class RepositoryAPI:
         return entries
 
     def _plan_dependencies(
-        self, names: list[str], overrides: dict[str, ModelConfig], ready: set[str]
+        self, names: list[str], overrides: dict[str, ModelConfig], ready: set[str],
+        sync: Callable[[str], object] | None = None,
     ) -> dict[str, tuple[str, ...]]:
         """Blocking: ``names`` plus the composing models to load with them (those in a
-        repository and not in ``ready``), each with the models its config's steps call."""
+        repository and not in ``ready``), each with the models its config's steps call.
+        ``sync(model)`` runs before each composing model is looked for (remote mirrors).
+
+        Raises:
+            InvalidArgument: ``sync`` failed.
+        """
         assert self._repository is not None
         found = self._repository.scan()
         planned: dict[str, tuple[str, ...]] = {}
@@ -296,7 +320,12 @@ class RepositoryAPI:
             location = found.get(name)
             path = location.path if location is not None and not location.error else None
             planned[name] = tuple(declared_dependencies(path, overrides.get(name)))
-            queue.extend(m for m in planned[name] if m in found and m not in ready)
+            wanted = [m for m in planned[name] if m not in ready and m not in planned]
+            if sync is not None and wanted:
+                for model in wanted:
+                    sync(model)
+                found = self._repository.scan()
+            queue.extend(m for m in wanted if m in found)
         return planned
 
     async def _load(
@@ -482,36 +511,3 @@ def _entry_from_result(
 def entry_reason(entry: ModelEntry) -> str:
     """Why ``entry`` (or some of its versions) is not READY, as the load API reports it."""
     return entry.failure_reason()
-
-
-def _index_rows(name: str, entry: ModelEntry | None, loading: list[int] | None) -> list[dict]:
-    """The repository index rows of one model (see :meth:`Server.repository_index`);
-    ``loading``: the versions its load in progress loads ([] while its config is read),
-    None when it is not loading."""
-    states: dict[int, tuple[str, str]] = {}
-    if entry is not None:
-        for version, state in entry.versions.items():
-            ready = state.state is ModelReadyState.READY
-            reason = entry.load_error if ready else state.reason
-            states[version] = (state.state.value, reason)
-    if loading is not None:
-        serving = [v for v, (state, _) in states.items() if state == "READY"]
-        if not loading and not serving:
-            return [{"name": name, "state": ModelReadyState.LOADING.value}]
-        for version in loading:
-            if version not in serving:
-                states[version] = (ModelReadyState.LOADING.value, "")
-    if entry is None and not states:
-        return [{"name": name}]
-    if not states:
-        row = {"name": name, "state": "UNAVAILABLE"}
-        if entry is not None and entry.reason:
-            row["reason"] = entry.reason
-        return [row]
-    rows = []
-    for version, (state, reason) in sorted(states.items()):
-        row = {"name": name, "version": str(version), "state": state}
-        if reason:
-            row["reason"] = reason
-        rows.append(row)
-    return rows

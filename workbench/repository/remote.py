@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import InvalidArgument
+from workbench.repository.repository import ModelRepository, model_folders
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,28 @@ class RemoteRepository:
                 f"model repository '{self.url}' does not exist or is not a directory"
             )
 
+    def model_names(self) -> set[str]:
+        """The model folders in the remote repository now (its top-level folders, less the
+        hidden ones), listed without downloading anything: what Triton's repository index
+        lists for a remote repository.
+
+        Raises:
+            InvalidArgument: the remote cannot be listed.
+        """
+        try:
+            self.fs.invalidate_cache()
+            entries = self.fs.ls(self.root, detail=True)
+        except FileNotFoundError:
+            return set()
+        except Exception as exc:  # credentials, network, permissions
+            raise InvalidArgument(f"failed to read model repository '{self.url}': {exc}") from None
+        names = set()
+        for info in entries:
+            name = str(info.get("name", "")).rstrip("/").rsplit("/", 1)[-1]
+            if info.get("type") == "directory" and name and not name.startswith("."):
+                names.add(name)
+        return names
+
     def sync(self, model: str | None = None) -> SyncResult:
         """Bring the mirror (or only ``model``'s folder) up to date with the remote.
 
@@ -265,6 +288,25 @@ def _signature(info: dict) -> str:
     return json.dumps([str(info.get(k, "")) for k in keys])
 
 
+def repository_names(repository: ModelRepository, remotes: list[RemoteRepository]) -> set[str]:
+    """Blocking: the names of the model folders in the repositories now, as Triton's
+    repository index lists them: each local folder scanned, each remote repository listed
+    (its mirror only when the remote cannot be read, with a warning), so a model added to
+    or removed from a bucket shows at once, before any load or poll syncs it."""
+    mirrors = {remote.local: remote for remote in remotes}
+    names: set[str] = set()
+    for path in repository.paths:
+        remote = mirrors.get(path)
+        if remote is not None:
+            try:
+                names |= remote.model_names()
+                continue
+            except InvalidArgument as exc:
+                log.warning("repository index shows the local mirror: %s", exc.message)
+        names.update(folder.name for folder in model_folders(path))
+    return names
+
+
 def resolve_repositories(
     repositories: list[str], cache_root: str | Path | None
 ) -> tuple[list[str | Path], list[RemoteRepository]]:
@@ -290,5 +332,5 @@ def resolve_repositories(
 
 __all__ = [
     "MANIFEST", "SCHEMES", "RemoteRepository", "SyncResult", "default_cache_root",
-    "is_remote", "resolve_repositories",
+    "is_remote", "repository_names", "resolve_repositories",
 ]

@@ -44,9 +44,7 @@ class ModelRepository:
         """Every model folder now present, by name (hidden folders are skipped)."""
         found: dict[str, ModelLocation] = {}
         for repo in self.paths:
-            for child in sorted(repo.iterdir()):
-                if not child.is_dir() or child.name.startswith("."):
-                    continue
+            for child in model_folders(repo):
                 if child.name in found:
                     first = found[child.name].path
                     found[child.name] = ModelLocation(
@@ -62,3 +60,12 @@ class ModelRepository:
     def locate(self, name: str) -> ModelLocation | None:
         """The model folder called ``name``, or None."""
         return self.scan().get(name)
+
+
+def model_folders(repository: Path) -> list[Path]:
+    """The model folders of one local repository folder, sorted: its sub-folders, less the
+    hidden ones (``.ipynb_checkpoints``, a remote mirror's temporary files)."""
+    return [
+        child for child in sorted(repository.iterdir())
+        if child.is_dir() and not child.name.startswith(".")
+    ]
