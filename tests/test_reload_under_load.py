@@ -9,15 +9,19 @@ responses (traffic really flows across every switch), never for a duration.
 from __future__ import annotations
 
 import asyncio
+import random
+import re
+import shutil
 from functools import partial
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from workbench import InferenceRequest, Server, ServerOptions, Tensor, Unavailable
 from workbench.testing.ensembles import ensemble_config, write_ensemble
-from workbench.testing.reload import Tally, churn, run_clients, write_add_sub
+from workbench.testing.reload import Tally, atomic_write, churn, run_clients, write_add_sub
 
 RELOADS = 10
 CLIENTS = 16
@@ -191,3 +195,62 @@ async def test_poll_reloads_under_load_fail_no_request(tmp_path: Path) -> None:
             await until(lambda: server._models["add_sub"].latest_ready is not before, "the poll")
 
         await churn_under_load(server, folder, reload, Tally())
+
+
+def churn_accumulator(folder: Path, step: int) -> None:
+    """Reload ``step`` of the accumulator: odd steps switch between 1 and 2 instances,
+    even steps rewrite version 1's model file (same graph, new bytes)."""
+    if step % 2:
+        config = (folder / "config.pbtxt").read_text()
+        count = 2 if (step // 2) % 2 == 0 else 1
+        atomic_write(folder / "config.pbtxt", re.sub(r"count: \d+ ", f"count: {count} ", config))
+        return
+    model = onnx.load(folder / "1" / "model.onnx")
+    model.doc_string = f"generation {step}"
+    atomic_write(folder / "1" / "model.onnx", model.SerializeToString())
+
+
+async def test_reloads_mid_sequence_fail_no_request_and_lose_no_state(
+    sample_repository: Path, tmp_path: Path
+) -> None:
+    """16 clients each run sequences of 2..8 requests on the sample accumulator back to
+    back (a new correlation ID each) while it reloads 10 times: every running sum must be
+    exact, whichever version the sequence started on (one "ok" = one whole sequence)."""
+    folder = tmp_path / "accumulator"
+    shutil.copytree(sample_repository / "accumulator", folder)
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit",
+                            load_model=["accumulator"])
+    async with Server(options) as server:
+
+        async def sequence(i: int) -> None:
+            rng = random.Random(i)
+            values = [float(rng.randint(1, 9)) for _ in range(rng.randint(2, 8))]
+            total = 0.0
+            for k, value in enumerate(values):
+                params = {"sequence_id": i + 1, "sequence_start": k == 0,
+                          "sequence_end": k == len(values) - 1}
+                data = np.full((1, 1), value, np.float32)
+                response = await server.infer(InferenceRequest(
+                    "accumulator", [Tensor("INPUT", "FP32", data)], parameters=params))
+                total += value
+                assert float(response.outputs[0].data[0, 0]) == total, (i, k)
+
+        async def reload(step: int) -> None:
+            await server.load_model("accumulator")
+
+        stop = asyncio.Event()
+        tally = Tally()
+        clients = asyncio.ensure_future(run_clients(sequence, CLIENTS, stop, tally))
+        try:
+            for step in range(1, RELOADS + 1):
+                await until(lambda s=step: tally.ok >= s * BETWEEN or tally.failed, "traffic")
+                churn_accumulator(folder, step)
+                await reload(step)
+            await until(lambda: tally.ok >= (RELOADS + 1) * BETWEEN or tally.failed, "traffic")
+        finally:
+            stop.set()
+            await clients
+        print(f"\n{RELOADS} reloads under {CLIENTS} sequence clients: {tally.ok} sequences ok, "
+              f"{tally.failed} failed")
+        assert tally.failed == 0, tally.errors
+        await asyncio.wait_for(server._retiring.finished(), 60)  # every old version unloaded

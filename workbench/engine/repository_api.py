@@ -3,7 +3,7 @@ unload (explicit mode, with config and file overrides), poll mode, and the load 
 machinery behind them (Triton's model repository extension and model lifecycle).
 
 ``RepositoryAPI`` is a mixin: ``Server.__init__`` sets the state it uses (``options``, ``_models``,
-``_locks``, ``_repository``, ``_remotes``, ``_overrides``, ``_drains``, ``_loading``,
+``_locks``, ``_repository``, ``_remotes``, ``_overrides``, ``_drains``, ``_retiring``, ``_loading``,
 ``_load_executor``, ``_observers``, ``_cache``, ``_rate_limiter``, ``_backend_context``,
 ``_stopping``) and provides ``_infer_step``.
 """
@@ -105,7 +105,9 @@ class RepositoryAPI:
         index shows the versions that do not serve yet as LOADING. Traffic moves to the new
         versions as soon as they are ready; this returns once the old ones have drained and
         unloaded (meanwhile UNLOADING in the index when the new load no longer has their
-        version). A failed reload leaves the old versions serving with the failure as the
+        version); an old version whose sequence batcher holds live sequences keeps serving
+        them after this returns, until each ends (:mod:`workbench.engine.retiring`), while
+        new sequences start on the new versions. A failed reload leaves the old versions serving with the failure as the
         reason of their READY rows in the index.
 
         With remote repositories (``s3://``, ...) the model's folder is synced from the
@@ -143,7 +145,8 @@ class RepositoryAPI:
             raise InvalidArgument(f"load failed for model '{name}': {entry_reason(entry)}")
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
-        """Unload every version of ``name`` after its in-flight requests finish.
+        """Unload every version of ``name`` after its in-flight requests finish (versions
+        still serving live sequences after a reload too: those sequences end, as in Triton).
 
         With ``unload_dependents`` an ensemble's composing models are unloaded too (and
         theirs, for ensembles of ensembles), as Triton does: except those loaded by name
@@ -170,7 +173,9 @@ class RepositoryAPI:
                         f"failed to unload '{name}', no such model in the repository"
                     )
                 return
+            self._retiring.end(name)  # versions still serving live sequences after a reload
             await entry.stop("unloaded")
+            await self._retiring.finished(name)
             entry.reason = "unloaded" if not entry.versions else ""
             entry.blocked_versions = None  # unloaded by name: no longer follows its models
         composing = self._dependencies.pop(name, ())
@@ -422,8 +427,23 @@ class RepositoryAPI:
     ) -> None:
         """Drain and unload ``states`` (out of service already) in a background task, then
         delete ``old``'s override folder, if any; :meth:`stop` and :meth:`load_model` wait
-        for it (:meth:`_drained`), a poll does not."""
-        if not states and (old is None or old.directory is None):
+        for it (:meth:`_drained`), a poll does not.
+
+        Versions whose sequence batcher holds live sequences retire instead
+        (:mod:`workbench.engine.retiring`): they serve those sequences until each ends,
+        then unload (the folder goes after them); only :meth:`stop` and
+        :meth:`unload_model` wait for them, and end them first. Call it in the same step as
+        the switch: a sequence's next request must find its version retiring."""
+        holding = [(v, s) for v, s in states if s.model is not None and s.model.scheduler.live_sequences()]
+        states = [(v, s) for v, s in states if all(s is not held for _, held in holding)]
+
+        async def release() -> None:
+            if old is not None and old.directory is not None:
+                await asyncio.to_thread(old.release_directory)
+
+        if holding:
+            self._retiring.retire(name, holding, release)
+        if not states and (holding or old is None or old.directory is None):
             return
 
         async def drain() -> None:
@@ -431,8 +451,8 @@ class RepositoryAPI:
             # its way to their queue (a decoupled request's enqueue task): let it get there
             await asyncio.sleep(0)
             await drain_versions(name, states)
-            if old is not None and old.directory is not None:
-                await asyncio.to_thread(old.release_directory)
+            if not holding:
+                await release()
 
         task = asyncio.ensure_future(drain())
         tasks = self._drains.setdefault(name, set())

@@ -29,6 +29,7 @@ from workbench.engine.poller import RepositoryPoller
 from workbench.engine.registry import ModelEntry
 from workbench.engine.repository_api import RepositoryAPI, entry_reason
 from workbench.engine.response_cache import ResponseCache
+from workbench.engine.retiring import RetiringVersions
 from workbench.engine.shared_memory import SharedMemoryRegistry
 from workbench.engine.shared_memory_api import SharedMemoryAPI
 from workbench.engine.shared_memory_io import AttachedRequest, uses_shared_memory
@@ -92,6 +93,8 @@ class Server(RepositoryAPI, SharedMemoryAPI, SettingsAPI):
         self._loading: dict[str, list[int]] = {}
         #: model -> background drains of its versions that left service (reloads)
         self._drains: dict[str, set[asyncio.Task]] = {}
+        #: versions that left service on a reload but still serve their live sequences
+        self._retiring = RetiringVersions()
         self._poller: RepositoryPoller | None = None
         self._repository: ModelRepository | None = None
         #: remote repositories (s3://, gs://, ...) and their local mirrors
@@ -179,10 +182,13 @@ class Server(RepositoryAPI, SharedMemoryAPI, SettingsAPI):
         Ensembles stop before the models they call, so their in-flight requests complete.
         In ``poll`` mode polling stops first (a poll under way finishes; what it loads after
         this call is unloaded again at once), and versions still draining after a reload
-        finish before the serving ones stop."""
+        finish before the serving ones stop; versions still serving live sequences after a
+        reload stop waiting for them (those sequences end, their requests in flight finish)."""
         self._stopping = True
         if self._poller is not None:
             await self._poller.stop()
+        self._retiring.end()
+        await self._retiring.finished()
         while self._drains:
             await self._drained(*self._drains)
         for entries in stop_waves(dict(self._models), self._dependencies):
@@ -261,6 +267,8 @@ class Server(RepositoryAPI, SharedMemoryAPI, SettingsAPI):
         ``max_batch_size > 0``; outputs come back the same way, in requested order.
         Inputs and requested outputs whose parameters name a ``shared_memory_region`` are
         read from / written into that registered region (Triton's shared-memory extension).
+        A request continuing a sequence that started before a reload of its model runs on
+        the version holding that sequence's state (:mod:`workbench.engine.retiring`).
 
         Raises:
             ServerNotReady: the server is stopping.
@@ -277,7 +285,7 @@ class Server(RepositoryAPI, SharedMemoryAPI, SettingsAPI):
         arrival = time.monotonic_ns()
         if self._stopping:
             raise ServerNotReady("Server not ready")
-        model = self._resolve(request.model_name, request.model_version)
+        model = self._resolve_request(request)
         infer = model.infer_once if model.decoupled else model.infer  # one await less per request
         if not uses_shared_memory(request):
             return await infer(request, arrival)
@@ -303,7 +311,7 @@ class Server(RepositoryAPI, SharedMemoryAPI, SettingsAPI):
         arrival = time.monotonic_ns()
         if self._stopping:
             raise ServerNotReady("Server not ready")
-        model = self._resolve(request.model_name, request.model_version)
+        model = self._resolve_request(request)
         if not uses_shared_memory(request):
             async for response in model.infer_stream(request, arrival):
                 yield response
@@ -330,8 +338,28 @@ class Server(RepositoryAPI, SharedMemoryAPI, SettingsAPI):
             WorkbenchError: as :meth:`infer`.
         """
         arrival = time.monotonic_ns()
-        model = self._resolve(request.model_name, request.model_version)
+        model = self._resolve_request(request)
         return await model.infer_once(request, arrival, compute_totals)
+
+    def _resolve_request(self, request: InferenceRequest) -> LoadedModel:
+        """The version that runs ``request``: the retiring version holding the live
+        sequence it continues, if any (:mod:`workbench.engine.retiring`), else as
+        :meth:`_resolve` finds it. A sequence started again (START) after the reload lives
+        on a serving version: its requests go there, the old one is released idle."""
+        if self._retiring:
+            held = self._retiring.holder(request)
+            if held is not None and not self._serving_holds(request):
+                return held
+        return self._resolve(request.model_name, request.model_version)
+
+    def _serving_holds(self, request: InferenceRequest) -> bool:
+        entry = self._models.get(request.model_name)
+        corr = request.parameters["sequence_id"]
+        return entry is not None and any(
+            state.state is ModelReadyState.READY and state.model is not None
+            and state.model.scheduler.holds_sequence(corr)
+            for state in entry.versions.values()
+        )
 
     def _resolve(self, name: str, version: str) -> LoadedModel:
         entry = self._models.get(name)

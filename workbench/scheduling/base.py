@@ -117,3 +117,22 @@ class Scheduler(ABC):
     @abstractmethod
     async def stop(self) -> None:
         """Refuse new requests, finish queued and executing ones, then unload the instances."""
+
+    def holds_sequence(self, correlation_id: int | str) -> bool:
+        """True while the live sequence ``correlation_id`` has its state here (a sequence
+        batcher). After a reload the engine keeps sending that sequence's requests to this
+        scheduler, which has left service otherwise. Here: never."""
+        return False
+
+    def live_sequences(self) -> int:
+        """How many sequences are live here (started, not ended or released). Here: 0."""
+        return 0
+
+    async def retire(self) -> None:
+        """Out of service after a reload: return once nothing that must finish here is
+        left (a sequence batcher: its live sequences, each ending with its END request or
+        released idle), serving it meanwhile; :meth:`stop` follows. Here: nothing to wait
+        for."""
+
+    def end_retirement(self) -> None:
+        """Make :meth:`retire` return now, whatever is left (model unload, server stop)."""

@@ -20,6 +20,10 @@ When a START request fails (or is cancelled) the sequence is closed and its
 requests already queued fail with InvalidArgument instead of running on fresh
 state. A sequence idle for ``max_sequence_idle_microseconds`` is released; a later
 request for it without START is refused.
+
+Reload (hot swap): a batcher that left service keeps serving its live sequences
+(:meth:`SequenceBatcher.retire`), so their state is not lost; the engine routes their
+requests here by correlation ID while new sequences start on the new version.
 """
 
 from __future__ import annotations
@@ -73,6 +77,8 @@ class SequenceBatcher(DirectScheduler):
         self._idle_ns = int(batching.max_sequence_idle_microseconds or 1_000_000) * 1000
         self._sequences: dict[int | str, Sequence] = {}
         self._idle_timer: asyncio.TimerHandle | None = None
+        #: set while :meth:`retire` waits; set (done) once no sequence is live
+        self._retired: asyncio.Event | None = None
         self._configure(config)
 
     def _slot_layout(self, config: ModelConfig, instances: int) -> tuple[int, int]:
@@ -83,8 +89,30 @@ class SequenceBatcher(DirectScheduler):
         """Read the strategy's own settings (called last by ``__init__``)."""
 
     async def stop(self) -> None:
+        self.end_retirement()
         await super().stop()
         self._cancel_timers()
+
+    def holds_sequence(self, correlation_id: int | str) -> bool:
+        return correlation_id in self._sequences
+
+    def live_sequences(self) -> int:
+        return len(self._sequences)
+
+    async def retire(self) -> None:
+        """Keep serving the live sequences (their requests, queued or new, run here as
+        usual) until each has ended: END request answered, START failed, or released after
+        ``max_sequence_idle_microseconds``; or until :meth:`end_retirement`."""
+        if self._retired is None:
+            self._retired = asyncio.Event()
+        if not self._sequences:
+            self._retired.set()
+        await self._retired.wait()
+
+    def end_retirement(self) -> None:
+        if self._retired is None:
+            self._retired = asyncio.Event()
+        self._retired.set()
 
     def _cancel_timers(self) -> None:
         if self._idle_timer is not None:
@@ -200,6 +228,8 @@ class SequenceBatcher(DirectScheduler):
             return
         del self._sequences[sequence.correlation_id]
         self._slots.release(sequence)
+        if not self._sequences and self._retired is not None:
+            self._retired.set()
         why = f"the sequence's START request {start_problem}" if start_problem else "the sequence has ended"
         for pending in [p for p in self._queue if p.request.parameters["_sequence"] is sequence]:
             self._queue.remove(pending)
