@@ -20,16 +20,15 @@ from workbench.config.model_config import model_config_from_json
 from workbench.config.normalize import is_ensemble
 from workbench.config.validate_ensemble import composing_models
 from workbench.engine.dependents import recheck_dependents
+from workbench.engine.entries import entry_from_result
 from workbench.engine.ensembles import (
     declared_dependencies,
     ensemble_error,
     load_waves,
 )
 from workbench.engine.loader import LoadResult, load_model
-from workbench.engine.model import LoadedModel
 from workbench.engine.registry import ModelEntry, VersionState, drain_versions
 from workbench.engine.repository_index import index_rows
-from workbench.engine.response_cache import ResponseCache
 from workbench.engine.switching import switch_entry
 from workbench.errors import (
     InvalidArgument,
@@ -38,11 +37,6 @@ from workbench.errors import (
 from workbench.repository.overrides import OverrideDirectory
 from workbench.repository.remote import repository_names
 from workbench.repository.repository import ModelLocation
-from workbench.scheduling.ensemble import StepInfer
-from workbench.scheduling.factory import make_scheduler
-from workbench.scheduling.rate_limiter import RateLimiter
-from workbench.statistics import ModelStatistics, SuccessObserver
-from workbench.types import ModelReadyState
 
 
 
@@ -107,8 +101,8 @@ class RepositoryAPI:
         unloaded (meanwhile UNLOADING in the index when the new load no longer has their
         version); an old version whose sequence batcher holds live sequences keeps serving
         them after this returns, until each ends (:mod:`workbench.engine.retiring`), while
-        new sequences start on the new versions. A failed reload leaves the old versions serving with the failure as the
-        reason of their READY rows in the index.
+        new sequences start on the new versions. A failed reload leaves the old versions
+        serving with the failure as the reason of their READY rows in the index.
 
         With remote repositories (``s3://``, ...) the model's folder is synced from the
         remote into the local mirror first, and so are the composing models the load loads
@@ -482,50 +476,9 @@ class RepositoryAPI:
             if reason:  # served once its composing models fit (workbench.engine.dependents)
                 return ModelEntry(result.name, config=config, reason=reason,
                                   blocked_versions=tuple(result.chosen))
-        return _entry_from_result(
+        return entry_from_result(
             result, self._observers, self._cache, self._rate_limiter, self._infer_step, reuse
         )
-
-
-def _entry_from_result(
-    result: LoadResult,
-    observers: list[SuccessObserver],
-    cache: ResponseCache | None,
-    rate_limiter: RateLimiter | None,
-    step_infer: StepInfer,
-    reuse: dict[int, VersionState] | None = None,
-) -> ModelEntry:
-    """Wrap loaded instances in schedulers (on the event loop) and record version states.
-
-    ``observers`` is the server's shared observer list, handed to every version's statistics;
-    ``step_infer`` is how an ensemble's scheduler reaches its composing models; ``reuse``:
-    serving versions the load kept (not loaded again), added as they are when still chosen.
-    """
-    entry = ModelEntry(result.name, config=result.config, reason=result.error)
-    if result.config is not None and result.config.response_cache.enable and cache is None:
-        log.warning("model '%s' enables the response cache but the server has none "
-                    "(--cache-config local,size=N): responses are not cached", result.name)
-    for version, loaded in result.versions.items():
-        if loaded.error:
-            entry.versions[version] = VersionState(ModelReadyState.UNAVAILABLE, loaded.error)
-            continue
-        stats = ModelStatistics(
-            result.name,
-            str(version),
-            load_ns=loaded.load_ns,
-            cache_enabled=result.config.response_cache.enable and cache is not None,
-            observers=observers,
-            memory_usage=loaded.memory,
-        )
-        scheduler = make_scheduler(result.config, loaded.instances, stats, rate_limiter, step_infer)
-        model = LoadedModel(result.config, version, scheduler, stats, cache, result.labels)
-        entry.versions[version] = VersionState(ModelReadyState.READY, "", model)
-        log.info("successfully loaded '%s' version %d", result.name, version)
-    for version in result.chosen:
-        if reuse and version in reuse and version not in entry.versions:
-            entry.versions[version] = reuse[version]
-    entry.refresh()
-    return entry
 
 
 def entry_reason(entry: ModelEntry) -> str:

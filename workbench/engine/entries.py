@@ -1,0 +1,63 @@
+"""A finished load becomes a registry entry: each loaded version's instances wrapped in
+its scheduler (Triton's ``Model`` owning one ``Scheduler``), with statistics, on the event
+loop."""
+
+from __future__ import annotations
+
+import logging
+
+from workbench.engine.loader import LoadResult
+from workbench.engine.model import LoadedModel
+from workbench.engine.registry import ModelEntry, VersionState
+from workbench.engine.response_cache import ResponseCache
+from workbench.scheduling.ensemble import StepInfer
+from workbench.scheduling.factory import make_scheduler
+from workbench.scheduling.rate_limiter import RateLimiter
+from workbench.statistics import ModelStatistics, SuccessObserver
+from workbench.types import ModelReadyState
+
+log = logging.getLogger(__name__)
+
+
+def entry_from_result(
+    result: LoadResult,
+    observers: list[SuccessObserver],
+    cache: ResponseCache | None,
+    rate_limiter: RateLimiter | None,
+    step_infer: StepInfer,
+    reuse: dict[int, VersionState] | None = None,
+) -> ModelEntry:
+    """Wrap loaded instances in schedulers (on the event loop) and record version states.
+
+    ``observers`` is the server's shared observer list, handed to every version's statistics;
+    ``step_infer`` is how an ensemble's scheduler reaches its composing models; ``reuse``:
+    serving versions the load kept (not loaded again), added as they are when still chosen.
+    """
+    entry = ModelEntry(result.name, config=result.config, reason=result.error)
+    if result.config is not None and result.config.response_cache.enable and cache is None:
+        log.warning("model '%s' enables the response cache but the server has none "
+                    "(--cache-config local,size=N): responses are not cached", result.name)
+    for version, loaded in result.versions.items():
+        if loaded.error:
+            entry.versions[version] = VersionState(ModelReadyState.UNAVAILABLE, loaded.error)
+            continue
+        stats = ModelStatistics(
+            result.name,
+            str(version),
+            load_ns=loaded.load_ns,
+            cache_enabled=result.config.response_cache.enable and cache is not None,
+            observers=observers,
+            memory_usage=loaded.memory,
+        )
+        scheduler = make_scheduler(result.config, loaded.instances, stats, rate_limiter, step_infer)
+        model = LoadedModel(result.config, version, scheduler, stats, cache, result.labels)
+        entry.versions[version] = VersionState(ModelReadyState.READY, "", model)
+        log.info("successfully loaded '%s' version %d", result.name, version)
+    for version in result.chosen:
+        if reuse and version in reuse and version not in entry.versions:
+            entry.versions[version] = reuse[version]
+    entry.refresh()
+    return entry
+
+
+__all__ = ["entry_from_result"]
