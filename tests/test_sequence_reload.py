@@ -154,3 +154,17 @@ async def test_sequence_through_an_ensemble_continues_across_a_reload(tmp_path: 
         assert await step(4.0, end=True) == 9.0
         await asyncio.wait_for(server._retiring.finished(), 30)
         assert (await server.model_ready("ens_sequence"))
+
+
+async def test_poll_reload_mid_sequence_keeps_its_state(sample_repository: Path, tmp_path: Path) -> None:
+    folder = copy_accumulator(sample_repository, tmp_path)
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="poll",
+                            repository_poll_secs=0)
+    async with Server(options) as server:
+        assert (await send(server, 4, 4.0, start=True))[0] == 4.0
+        set_instances(folder, 2)
+        await server.poll_repository()
+        assert (await server.model_config("accumulator")).instance_group[0].count == 2
+        assert (await send(server, 4, 4.0))[0] == 8.0
+        assert (await send(server, 4, 4.0, end=True))[0] == 12.0
+        await asyncio.wait_for(server._retiring.finished(), 30)
