@@ -292,3 +292,6 @@ def _log_ignored_options(config: ModelConfig) -> None:
     if config.optimization.HasField("cuda") and (cuda.graphs or cuda.graph_spec):
         log.warning("model '%s': optimization.cuda.graphs / graph_spec are ignored: the "
                     "tensorrt backend here does not capture CUDA graphs", config.name)
+    if config.optimization.HasField("cuda") and (cuda.busy_wait_events or cuda.output_copy_stream):
+        log.info("model '%s': optimization.cuda.busy_wait_events / output_copy_stream are "
+                 "ignored: each instance runs copies and execution on its one stream", config.name)
