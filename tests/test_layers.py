@@ -68,5 +68,14 @@ def test_public_surface_is_exactly_all() -> None:
     public = {name for name in dir(workbench) if not name.startswith("_")}
     modules = {"backends", "bytes_codec", "config", "datatypes", "devices", "engine", "errors", "frontends",
                "hosts", "options", "repository", "scheduling", "statistics", "tensors",
-               "testing", "types"}
+               "testing", "tools", "types"}
     assert public - modules == set(workbench.__all__) - {"__version__"}
+
+
+def test_tools_stay_beside_the_engine() -> None:
+    """Offline tools (``workbench build-plan``) use the config layer's model knowledge only."""
+    forbidden = ("workbench.backends", "workbench.scheduling", "workbench.engine",
+                 "workbench.frontends", "workbench.hosts")
+    for path in modules_under("tools"):
+        bad = sorted(n for n in imports_of(path) if n.startswith(forbidden))
+        assert bad == [], f"{path.relative_to(PACKAGE)} imports {bad}"

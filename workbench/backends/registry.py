@@ -16,6 +16,7 @@ from workbench.backends.onnxruntime import OnnxRuntimeBackend
 from workbench.backends.openvino import OpenVinoBackend
 from workbench.backends.python import PythonBackend
 from workbench.backends.pytorch import PyTorchBackend
+from workbench.backends.tensorrt import TensorRTBackend
 from workbench.errors import InvalidModelConfig
 
 #: platform names that imply a backend (Triton's legacy ``platform`` field).
@@ -23,10 +24,13 @@ PLATFORM_TO_BACKEND = {
     "onnxruntime_onnx": "onnxruntime",
     "pytorch_libtorch": "pytorch",
     "libtorch": "pytorch",
+    "tensorrt_plan": "tensorrt",
 }
 
 _BUILTIN: dict[str, type[Backend]] = {
-    name: cls for cls in (OnnxRuntimeBackend, OpenVinoBackend, PythonBackend, PyTorchBackend) for name in cls.names
+    name: cls
+    for cls in (OnnxRuntimeBackend, OpenVinoBackend, PythonBackend, PyTorchBackend, TensorRTBackend)
+    for name in cls.names
 }
 
 

@@ -10,7 +10,9 @@ Two stages, as in Triton:
    ``max_batch_size``, ``dynamic_batching`` and the inputs / outputs from the
    graph (see :mod:`workbench.config.onnx_autocomplete`); for Python models,
    the model's own ``auto_complete_config`` (see
-   :mod:`workbench.config.python_autocomplete`). Skipped when strict. PyTorch
+   :mod:`workbench.config.python_autocomplete`); for TensorRT plans, max_batch_size and the
+   inputs / outputs from the engine (:mod:`workbench.config.tensorrt_plan`; needs
+   ``tensorrt`` and a GPU, else a warning). Skipped when strict. PyTorch
    (TorchScript) models cannot be auto-completed: like Triton, only a warning when
    their inputs or outputs are missing (the load then fails, naming them).
 """
@@ -121,6 +123,8 @@ def autocomplete_model_config(
             autocomplete_from_onnx(completed, model_file, default_max_batch_size)
     if not strict and completed.backend == "python":
         _autocomplete_python(completed, Path(model_dir))
+    if not strict and completed.backend == "tensorrt":
+        _autocomplete_tensorrt(completed, Path(model_dir))
     if not strict and completed.backend == "pytorch" and not (completed.input and completed.output):
         # TorchScript files hold no input/output metadata; Triton's pytorch backend only warns
         # and its load then fails on the missing inputs/outputs (so does ours, saying why)
@@ -142,6 +146,19 @@ def _autocomplete_python(config: ModelConfig, model_dir: Path) -> None:
         from workbench.config.python_autocomplete import autocomplete_from_python
 
         autocomplete_from_python(config, model_file)
+
+
+def _autocomplete_tensorrt(config: ModelConfig, model_dir: Path) -> None:
+    """Read the plan's inputs, outputs and profiles (needs ``tensorrt`` and a GPU, else only a
+    warning); a missing plan file is the backend's load error."""
+    try:
+        model_file = _find_model_file(config, model_dir)
+    except InvalidModelConfig:
+        return
+    if model_file is not None:
+        from workbench.config.tensorrt_plan import autocomplete_from_plan
+
+        autocomplete_from_plan(config, model_file)
 
 
 def complete_backend_fields(config: ModelConfig, model_name: str, model_dir: Path) -> None:

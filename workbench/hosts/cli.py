@@ -1,4 +1,5 @@
-"""``workbench serve``: the headless host, with tritonserver-style flags.
+"""``workbench serve``: the headless host, with tritonserver-style flags; ``workbench
+build-plan``: a TensorRT plan from an ONNX model (see :mod:`workbench.hosts.build_plan_cli`).
 
     workbench serve --model-repository=sample_models/repository --http-port=8000
 
@@ -12,6 +13,7 @@ import argparse
 import sys
 
 from workbench import ServerOptions, __version__
+from workbench.hosts.build_plan_cli import add_build_plan_command, run_build_plan
 
 
 def _bool(value: str) -> bool:
@@ -38,7 +40,7 @@ def _flag(parser: argparse.ArgumentParser, name: str, help: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``workbench`` argument parser (``serve`` sub-command)."""
+    """The ``workbench`` argument parser (``serve`` and ``build-plan`` sub-commands)."""
     parser = argparse.ArgumentParser(prog="workbench", description="Model Serving Workbench")
     parser.add_argument("--version", action="version", version=f"workbench {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -89,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="response cache capacity in bytes (0 = no cache)")
     serve.add_argument("--cache-config", action="append", default=[], metavar="local,size=N",
                        help="tritonserver's cache flag; only the 'local' cache exists here")
+    add_build_plan_command(commands)
     return parser
 
 
@@ -268,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``workbench`` console script; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "build-plan":
+        return run_build_plan(args)
     try:
         options = options_from_args(args)
     except ValueError as exc:  # pydantic's ValidationError: out-of-range values
