@@ -67,7 +67,7 @@ def test_lower_layers_never_import_upper_ones() -> None:
 def test_public_surface_is_exactly_all() -> None:
     public = {name for name in dir(workbench) if not name.startswith("_")}
     modules = {"backends", "bytes_codec", "config", "datatypes", "devices", "engine", "errors", "frontends",
-               "hosts", "options", "repository", "scheduling", "statistics", "tensors",
+               "gpu_memory", "hosts", "options", "repository", "scheduling", "statistics", "tensors",
                "testing", "tools", "types"}
     assert public - modules == set(workbench.__all__) - {"__version__"}
 

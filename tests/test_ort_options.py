@@ -20,6 +20,7 @@ from workbench.backends.ort_options import (
     OPENVINO,
     TENSORRT,
     TRT_PARAMETERS,
+    check_providers_started,
     session_plan,
     tensorrt_options,
 )
@@ -164,6 +165,19 @@ def test_unavailable_provider_names_provider_and_package() -> None:
         session_plan(_config(_trt({})), "KIND_GPU", 0, [CUDA, CPU])
     assert "'tensorrt'" in info.value.message and TENSORRT in info.value.message
     assert "onnxruntime-gpu built with TensorRT" in info.value.message
+
+
+def test_a_provider_that_did_not_start_fails_the_load() -> None:
+    """onnxruntime's Python API silently falls back when a provider fails to start (TensorRT's
+    libraries missing, ...); the instance must not run elsewhere than its config says."""
+    plan = session_plan(_config(_trt({})), "KIND_GPU", 0, ALL)
+    check_providers_started("m", plan, [TENSORRT, CUDA, CPU])
+    with pytest.raises(ModelLoadError) as info:
+        check_providers_started("m", plan, [CUDA, CPU])
+    assert info.value.message.startswith(
+        f"unable to load model 'm': onnxruntime could not start {TENSORRT} (the session fell "
+        f"back to {CUDA}, {CPU}); {TENSORRT} needs onnxruntime-gpu built with TensorRT")
+    check_providers_started("m", session_plan(_config(""), "KIND_CPU", 0, [CPU]), [CPU])
 
 
 # --- load tests on a real model ---------------------------------------------------------

@@ -109,6 +109,20 @@ def sum_memory(usages: Iterable[MemoryUsage]) -> list[MemoryUsage]:
     return [MemoryUsage(kind, id_, size) for (kind, id_), size in totals.items()]
 
 
+def merge_memory(measured: Iterable[MemoryUsage], reported: Iterable[MemoryUsage]) -> list[MemoryUsage]:
+    """One instance's footprint: what the loader measured (host RSS growth, NVML growth)
+    joined with what the backend reported, the backend winning per (kind, id).
+
+    A backend that knows its bytes on a device (e.g. PyTorch's parameters on ``cuda:0``)
+    replaces the loader's estimate for that device rather than adding to it, so nothing is
+    counted twice; measured entries for other devices are kept. Order: the kept measured
+    entries, then the reported ones.
+    """
+    reported = list(reported)
+    claimed = {(usage.kind, usage.id) for usage in reported}
+    return [u for u in measured if (u.kind, u.id) not in claimed] + reported
+
+
 class ModelStatistics:
     """Counters of one model version (Triton's ``ModelStatistics`` message).
 

@@ -145,11 +145,14 @@ class ModelInstance(ABC):
         """Release the instance's resources (sessions, device memory). Idempotent."""
 
     def reported_memory(self) -> list[MemoryUsage]:
-        """Memory the backend knows this instance holds beyond what the loader measures
+        """Memory the backend knows this instance holds, per (kind, device), in bytes
         (e.g. GPU bytes from the framework; Triton's ``TRITONBACKEND_ModelInstanceReportMemoryUsage``).
 
-        The loader already records the host RSS growth while the instance loaded as a
-        ``CPU`` entry; return entries of other kinds here. Default: none.
+        Called once, right after the instance loaded. The loader measures on its own the host
+        RSS growth (``CPU``) and, for KIND_GPU / KIND_MODEL instances, the NVML growth per
+        device (``GPU``); an entry returned here replaces the measured one of the same
+        (kind, id) instead of adding to it. Report only what this instance holds itself (an
+        instance sharing another one's weights reports 0 for them). Default: none.
         """
         return []
 

@@ -27,7 +27,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.backends.batching import requested_union, split_outputs
-from workbench.backends.ort_options import OrtSessionPlan, session_plan
+from workbench.backends.ort_options import OrtSessionPlan, check_providers_started, session_plan
 from workbench.devices import gpu_count
 from workbench.errors import InternalError, InvalidArgument, ModelLoadError
 
@@ -94,6 +94,7 @@ class OnnxRuntimeInstance(ModelInstance):
                 f"unable to load model '{config.name}': {type(exc).__name__}: "
                 f"{_ANSI.sub('', str(exc))}"
             ) from None
+        check_providers_started(config.name, plan, self._session.get_providers())
         self._string_inputs = _check_io(config, self._session)
         self._all_outputs = [o.name for o in self._session.get_outputs()]
 

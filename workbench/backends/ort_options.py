@@ -258,6 +258,26 @@ def _need(model: str, accelerator: str, provider: str, available: set[str]) -> N
     )
 
 
+def check_providers_started(model: str, plan: OrtSessionPlan, active: Iterable[str]) -> None:
+    """Fail the load when the session runs without a provider the plan asked for.
+
+    ``active``: ``InferenceSession.get_providers()``. onnxruntime's Python API falls back to
+    the remaining providers when one fails to start (it prints "EP Error ... Falling back"),
+    e.g. the TensorRT provider without TensorRT's libraries; a KIND_GPU instance would then
+    run somewhere else than its config says. Triton's backend appends providers through the
+    C API, where such a failure fails the model load: so does this.
+
+    Raises:
+        ModelLoadError: naming the providers that did not start and what the session runs on.
+    """
+    active = list(active)
+    missing = [name for name, _ in plan.providers if name not in active]
+    if missing:
+        hints = "; ".join(f"{name} needs {INSTALL_HINT[name]}" for name in missing if name in INSTALL_HINT)
+        raise _error(model, f"onnxruntime could not start {', '.join(missing)} (the session fell "
+                     f"back to {', '.join(active) or 'nothing'})" + (f"; {hints}" if hints else ""))
+
+
 def _unknown(model: str, accelerator: str) -> ModelLoadError:
     return _error(model, f"unknown Execution Accelerator '{accelerator}' is requested")
 

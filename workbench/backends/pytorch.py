@@ -27,7 +27,8 @@ the config at every execution; a mismatch fails that execution with a clear erro
 A batch of requests is joined along dim 0, run in one ``forward()`` call, and every output is
 split back. Instances: KIND_CPU on the CPU; KIND_GPU on ``cuda:<device_id>`` with its own CUDA
 stream (a clear load error where torch sees no CUDA device); KIND_MODEL leaves the module on the
-devices it was saved on and feeds it CPU tensors.
+devices it was saved on and feeds it CPU tensors. A KIND_GPU instance reports the bytes of its
+parameters and buffers on its device as its ``GPU`` memory usage (statistics' ``memory_usage``).
 
 Config ``parameters`` (Triton's names; booleans accept true/false/1/0/on/off/yes/no):
 
@@ -70,6 +71,7 @@ from workbench.backends.base import (
 from workbench.backends.batching import requested_union, split_outputs
 from workbench.devices import gpu_count
 from workbench.errors import InternalError, InvalidArgument, ModelLoadError
+from workbench.statistics import MemoryUsage
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +140,14 @@ class PyTorchInstance(ModelInstance):
         self._device = _device(torch, config, spec)
         self._batched = config.max_batch_size > 0
         apply_thread_counts(torch, self._options, config.name)
+        shared = (self._options.weight_sharing and shared_modules is not None
+                  and str(self._device) in shared_modules)
         self._module = _load_module(torch, config, version_dir, spec, self._device,
                                     self._options, shared_modules)
+        on_cuda = self._device is not None and self._device.type == "cuda"
+        #: bytes of this instance's own parameters and buffers on its CUDA device
+        self._gpu_bytes = (module_device_bytes(self._module, self._device)
+                           if on_cuda and not shared else 0)
         arguments, returns = forward_signature(self._module, config.name)
         self._dict_input = is_dict_input(arguments)
         self._inputs = bind_inputs(config, arguments, self._batched, self._dict_input)
@@ -298,6 +306,15 @@ class PyTorchInstance(ModelInstance):
             array = array.reshape(array.shape[: int(self._batched)] + out.client_dims)
         return array
 
+    def reported_memory(self) -> list[MemoryUsage]:
+        """A KIND_GPU instance's parameters and buffers on ``cuda:<device_id>`` (0 for an
+        instance that reuses another's module under ``ENABLE_WEIGHT_SHARING``). It replaces
+        the loader's NVML growth for that device, which would also count the CUDA context and
+        the caching allocator's slack. Other kinds: the loader's measurements only."""
+        if self._stream is None:
+            return []
+        return [MemoryUsage("GPU", self._device.index or 0, self._gpu_bytes)]
+
     def unload(self) -> None:
         module = self.__dict__.pop("_module", None)
         if module is not None and self._stream is not None:
@@ -328,6 +345,19 @@ def _device(torch, config: ModelConfig, spec: InstanceSpec):
             f"for GPU {spec.device_id}, but torch sees {torch.cuda.device_count()} CUDA device(s)"
         )
     return torch.device("cuda", spec.device_id)
+
+
+def module_device_bytes(module, device) -> int:
+    """Bytes of ``module``'s parameters and buffers that live on ``device`` (a
+    ``torch.device``), each tensor counted once. Tensors a traced graph keeps as constants
+    are not parameters and are not counted."""
+    seen: set[int] = set()
+    total = 0
+    for tensor in (*module.parameters(), *module.buffers()):
+        if tensor.device == device and id(tensor) not in seen:
+            seen.add(id(tensor))
+            total += tensor.numel() * tensor.element_size()
+    return total
 
 
 def _load_module(torch, config: ModelConfig, version_dir: Path, spec: InstanceSpec, device,

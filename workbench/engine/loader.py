@@ -33,7 +33,8 @@ from workbench.engine.classification import read_labels
 from workbench.engine.warmup import WarmupSample, prepare_warmup, run_warmup
 from workbench.errors import WorkbenchError
 from workbench.options import ServerOptions
-from workbench.statistics import MemoryUsage, host_rss_bytes, sum_memory
+from workbench.gpu_memory import gpu_memory_growth, read_gpu_memory
+from workbench.statistics import MemoryUsage, host_rss_bytes, merge_memory, sum_memory
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,8 @@ def _load_version(
         backend = backend_for(config, context)
         usages: list[MemoryUsage] = []
         for spec in instance_specs(config):
-            instance, usage = measure_load(lambda: backend.load_instance(config, version_dir, spec))
+            instance, usage = measure_load(
+                lambda: backend.load_instance(config, version_dir, spec), spec)
             loaded.instances.append(instance)
             usages.extend(usage)
             if warmup:
@@ -186,22 +188,39 @@ def _load_version(
     return loaded
 
 
-def measure_load(load: Callable[[], ModelInstance]) -> tuple[ModelInstance, list[MemoryUsage]]:
-    """Run ``load`` and return the instance with its memory footprint.
+def measure_load(
+    load: Callable[[], ModelInstance], spec: InstanceSpec | None = None
+) -> tuple[ModelInstance, list[MemoryUsage]]:
+    """Run ``load`` (creating the instance ``spec`` describes) and return it with its memory
+    footprint.
 
     ``CPU``: the growth of this process's resident set (bytes) while the instance loaded,
     never negative: the weights and sessions the instance allocated, plus whatever the
     backend imported or cached for the first time (a first instance of a backend carries its
-    library's import). Loads running at the same time on other threads (model load threads)
-    blur each other's numbers: an estimate, not an accounting. Other kinds (GPU) come from
-    :meth:`ModelInstance.reported_memory`. Triton's ``memory_usage`` is reported by backends
-    the same way (ONNX Runtime and PyTorch report it on GPU builds).
+    library's import). ``GPU`` (KIND_GPU and KIND_MODEL instances, where NVML reads the
+    devices; :mod:`workbench.gpu_memory`): the growth of this process's used memory on each
+    device that grew, bytes (a KIND_GPU instance's own device is listed even at 0); the
+    first instance on a device also carries the CUDA context (hundreds of MiB). Loads
+    running at the same time on other threads (model load threads) blur each other's
+    numbers: an estimate, not an accounting.
+
+    :meth:`ModelInstance.reported_memory` entries replace the measured entry of the same
+    (kind, device) (:func:`~workbench.statistics.merge_memory`): a backend that knows its
+    bytes is more precise than the process-wide growth, and is never added on top of it.
+    Triton's ``memory_usage`` comes from the backends the same way (ONNX Runtime and
+    PyTorch report it on GPU builds).
     """
+    kind, device_id = (spec.kind, spec.device_id) if spec is not None else ("KIND_CPU", 0)
+    on_gpu = kind in ("KIND_GPU", "KIND_MODEL")
+    gpu_before = read_gpu_memory() if on_gpu else {}
     before = host_rss_bytes()
     instance = load()
     after = host_rss_bytes()
-    usage = []
+    gpu_after = read_gpu_memory() if on_gpu else {}
+    measured = []
     if before is not None and after is not None:
-        usage.append(MemoryUsage("CPU", 0, max(0, after - before)))
-    usage.extend(instance.reported_memory())
-    return instance, usage
+        measured.append(MemoryUsage("CPU", 0, max(0, after - before)))
+    for device, grown in sorted(gpu_memory_growth(gpu_before, gpu_after).items()):
+        if grown > 0 or (kind == "KIND_GPU" and device == device_id):
+            measured.append(MemoryUsage("GPU", device, grown))
+    return instance, merge_memory(measured, instance.reported_memory())
