@@ -406,6 +406,12 @@ class Server(RepositoryAPI, ConfigFileAPI, SharedMemoryAPI, SettingsAPI):
         """
         self._observers.append(observer)
 
+    def remove_success_observer(self, observer: SuccessObserver) -> None:
+        """Stop calling ``observer`` (added by :meth:`add_success_observer`); a no-op when it
+        is not registered. Takes effect for every model version at once."""
+        if observer in self._observers:
+            self._observers.remove(observer)
+
 
 
 def _rate_limiter(options: ServerOptions) -> RateLimiter | None:
