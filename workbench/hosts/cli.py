@@ -1,6 +1,8 @@
-"""``workbench serve``: the headless host, with tritonserver-style flags.
+"""``workbench serve`` (the headless host, with tritonserver-style flags) and ``workbench perf``
+(the load generator, with perf_analyzer's flags: :mod:`workbench.perf.cli`).
 
     workbench serve --model-repository=sample_models/repository --http-port=8000
+    workbench perf -m digits_mlp -u localhost:8000 --concurrency-range 1:16:4
 
 Flags follow tritonserver's names and ``--flag=value`` spelling; boolean flags
 accept ``--flag``, ``--flag=true`` or ``--flag=false``.
@@ -12,6 +14,7 @@ import argparse
 import sys
 
 from workbench import ServerOptions, __version__
+from workbench.perf import cli as perf_cli
 
 
 def _bool(value: str) -> bool:
@@ -38,7 +41,7 @@ def _flag(parser: argparse.ArgumentParser, name: str, help: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``workbench`` argument parser (``serve`` sub-command)."""
+    """The ``workbench`` argument parser (``serve`` and ``perf`` sub-commands)."""
     parser = argparse.ArgumentParser(prog="workbench", description="Model Serving Workbench")
     parser.add_argument("--version", action="version", version=f"workbench {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -89,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="response cache capacity in bytes (0 = no cache)")
     serve.add_argument("--cache-config", action="append", default=[], metavar="local,size=N",
                        help="tritonserver's cache flag; only the 'local' cache exists here")
+    perf = commands.add_parser("perf", help="measure a model's throughput and latency "
+                                            "(perf_analyzer's flags and reports)")
+    perf_cli.add_arguments(perf)
     return parser
 
 
@@ -268,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``workbench`` console script; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "perf":
+        return perf_cli.main(args)
     try:
         options = options_from_args(args)
     except ValueError as exc:  # pydantic's ValidationError: out-of-range values
