@@ -31,6 +31,7 @@ from workbench.perf import (
     summary_text,
 )
 from workbench.perf.input_data import load_input_data
+from workbench.perf.inputs import request_tensors
 from workbench.perf.load import RequestRecord, delay_tolerance_ns
 from workbench.perf.results import percentile_ns, summarize
 from workbench.perf.server_stats import ServerStats, stats_delta
@@ -290,6 +291,20 @@ def test_input_data_forms(tmp_path: Path) -> None:
 def test_input_data_errors_are_clear(tmp_path: Path, document: dict, message: str) -> None:
     with pytest.raises(PerfError, match=message):
         load(tmp_path, document, shapes={"S": [1]} if "variable" not in message else None)
+
+
+def test_batches_stack_consecutive_entries_with_the_same_inputs(tmp_path: Path) -> None:
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps({"data": [{"X": [i] * 4, "S": [str(i)]} for i in range(3)]}))
+    options = PerfOptions("m", input_data=str(path), batch_size=2, shapes={"S": [1]})
+    requests = request_tensors(INFO, options)
+    # 3 entries in batches of 2, round-robin: [0, 1], [2, 0], [1, 2]
+    assert [r[0].data[:, 0, 0].tolist() for r in requests] == [[0, 1], [2, 0], [1, 2]]
+    assert requests[0][1].data.tolist() == [[b"0"], [b"1"]] and requests[0][1].datatype == "BYTES"
+    path.write_text(json.dumps({"data": [{"X": [1] * 4, "S": ["a"], "O": [1]},
+                                         {"X": [2] * 4, "S": ["b"]}]}))
+    with pytest.raises(PerfError, match="same inputs"):
+        request_tensors(INFO, options)
 
 
 def test_unreadable_input_data(tmp_path: Path) -> None:

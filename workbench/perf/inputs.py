@@ -81,6 +81,9 @@ def _batches(info: ModelInfo, entries: list[dict[str, np.ndarray]], batch: int) 
     requests = []
     for j in range(count):
         rows = [entries[(j * batch + k) % len(entries)] for k in range(batch)]
+        if len({frozenset(r) for r in rows}) > 1:
+            raise PerfError("an optional input is in some entries and not in others; "
+                            "the entries of one batch need the same inputs")
         requests.append([_tensor(info, name, _stack(name, [r[name] for r in rows])) for name in rows[0]])
     return requests
 

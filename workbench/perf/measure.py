@@ -61,7 +61,8 @@ async def run_step(client: PerfClient, workload: Workload, level: LoadLevel,
     """Measure ``level`` once: warm-up, one window, server counters around it.
 
     Takes about ``warmup_ms + measurement_interval_ms`` plus the drain of the requests in
-    flight. Cancelling the task stops the load and cancels the requests in flight.
+    flight (at most ``drain_timeout_s``). Cancelling the task stops the load and cancels the
+    requests in flight at once.
 
     Raises:
         PerfError: a request failed and ``options.continue_on_error`` is off (the step stops
@@ -79,8 +80,10 @@ async def run_step(client: PerfClient, workload: Workload, level: LoadLevel,
         await _run_for(load, options.measurement_interval_ms, stop_on_error)
         end = time.monotonic_ns()
         after = await _statistics(client, options)
-    finally:
-        await load.stop(options.drain_timeout_s)
+    except BaseException:  # cancelled (a UI's stop button) or broken: no drain, cancel at once
+        await load.stop(drain_timeout_s=0)
+        raise
+    await load.stop(options.drain_timeout_s)
     if stop_on_error and load.failed.is_set():
         raise PerfError(f"{level}: a request failed: {load.first_error} "
                         "(--continue-on-error counts failures instead)")
