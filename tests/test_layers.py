@@ -9,7 +9,7 @@ import workbench
 
 PACKAGE = Path(workbench.__file__).parent
 #: packages that may only use the public names re-exported by `workbench`
-ADAPTERS = ("frontends", "hosts")
+ADAPTERS = ("frontends", "hosts", "ui", "jupyter", "perf")
 #: the engine's internals, which adapters must never reach
 INTERNALS = ("workbench.backends", "workbench.scheduling", "workbench.engine", "workbench.config",
              "workbench.repository")
@@ -57,7 +57,8 @@ def test_lower_layers_never_import_upper_ones() -> None:
     order = ["config", "repository", "backends", "scheduling", "engine"]
     for rank, folder in enumerate(order):
         upper = tuple(f"workbench.{name}" for name in order[rank + 1 :]) + (
-            "workbench.frontends", "workbench.hosts",
+            "workbench.frontends", "workbench.hosts", "workbench.ui", "workbench.jupyter",
+            "workbench.perf",
         )
         for path in modules_under(folder):
             bad = sorted(n for n in imports_of(path) if n.startswith(upper))
@@ -67,8 +68,8 @@ def test_lower_layers_never_import_upper_ones() -> None:
 def test_public_surface_is_exactly_all() -> None:
     public = {name for name in dir(workbench) if not name.startswith("_")}
     modules = {"backends", "bytes_codec", "config", "datatypes", "devices", "engine", "errors", "frontends",
-               "gpu_memory", "hosts", "options", "repository", "scheduling", "statistics", "tensors",
-               "testing", "tools", "types"}
+               "gpu_memory", "hosts", "jupyter", "options", "perf", "repository", "scheduling",
+               "statistics", "tensors", "testing", "tools", "types", "ui"}
     assert public - modules == set(workbench.__all__) - {"__version__"}
 
 

@@ -7,6 +7,7 @@ Frontends, hosts and the UI import only these names.
 
 from workbench._version import __version__
 from workbench.config.model_config import model_config_to_json
+from workbench.config.problems import ConfigProblem
 from workbench.engine.server import Server
 from workbench.errors import (
     AlreadyExists,
@@ -47,6 +48,7 @@ __all__ = [
     "__version__",
     "AlreadyExists",
     "Cancelled",
+    "ConfigProblem",
     "DecoupledNotSupported",
     "InferenceRequest",
     "InferenceResponse",

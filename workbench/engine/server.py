@@ -21,6 +21,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench._version import __version__
 from workbench.backends.base import BackendContext
+from workbench.engine.config_files import ConfigFileAPI
 from workbench.engine.ensembles import (
     stop_waves,
 )
@@ -68,11 +69,13 @@ EXTENSIONS = [
 ]
 
 
-class Server(RepositoryAPI, SharedMemoryAPI, SettingsAPI):
+class Server(RepositoryAPI, ConfigFileAPI, SharedMemoryAPI, SettingsAPI):
     """The inference engine: model repository, model lifecycle, inference, statistics.
 
     The repository API (index, load / unload / poll, hot reload) is in
-    :class:`~workbench.engine.repository_api.RepositoryAPI`, the shared-memory and settings
+    :class:`~workbench.engine.repository_api.RepositoryAPI`, config file editing (read,
+    validate, atomic write with backup, revert) in
+    :class:`~workbench.engine.config_files.ConfigFileAPI`, the shared-memory and settings
     extensions in their own mixins; this class holds the state and the inference path.
 
     Args:
@@ -430,6 +433,12 @@ class Server(RepositoryAPI, SharedMemoryAPI, SettingsAPI):
         the same durations the counters add (nanoseconds), so nothing is counted twice.
         """
         self._observers.append(observer)
+
+    def remove_success_observer(self, observer: SuccessObserver) -> None:
+        """Stop calling ``observer`` (added by :meth:`add_success_observer`); a no-op when it
+        is not registered. Takes effect for every model version at once."""
+        if observer in self._observers:
+            self._observers.remove(observer)
 
 
 

@@ -1,7 +1,9 @@
-"""``workbench serve``: the headless host, with tritonserver-style flags; ``workbench
-build-plan``: a TensorRT plan from an ONNX model (see :mod:`workbench.hosts.build_plan_cli`).
+"""``workbench serve`` (the headless host, with tritonserver-style flags), ``workbench perf``
+(the load generator, with perf_analyzer's flags: :mod:`workbench.perf.cli`) and ``workbench
+build-plan`` (a TensorRT plan from an ONNX model: :mod:`workbench.hosts.build_plan_cli`).
 
     workbench serve --model-repository=sample_models/repository --http-port=8000
+    workbench perf -m digits_mlp -u localhost:8000 --concurrency-range 1:16:4
 
 Flags follow tritonserver's names and ``--flag=value`` spelling; boolean flags
 accept ``--flag``, ``--flag=true`` or ``--flag=false``.
@@ -14,6 +16,7 @@ import sys
 
 from workbench import ServerOptions, __version__
 from workbench.hosts.build_plan_cli import add_build_plan_command, run_build_plan
+from workbench.perf import cli as perf_cli
 
 
 def _bool(value: str) -> bool:
@@ -40,7 +43,7 @@ def _flag(parser: argparse.ArgumentParser, name: str, help: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``workbench`` argument parser (``serve`` and ``build-plan`` sub-commands)."""
+    """The ``workbench`` argument parser (``serve``, ``perf`` and ``build-plan`` sub-commands)."""
     parser = argparse.ArgumentParser(prog="workbench", description="Model Serving Workbench")
     parser.add_argument("--version", action="version", version=f"workbench {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -91,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="response cache capacity in bytes (0 = no cache)")
     serve.add_argument("--cache-config", action="append", default=[], metavar="local,size=N",
                        help="tritonserver's cache flag; only the 'local' cache exists here")
+    perf = commands.add_parser("perf", help="measure a model's throughput and latency "
+                                            "(perf_analyzer's flags and reports)")
+    perf_cli.add_arguments(perf)
     add_build_plan_command(commands)
     return parser
 
@@ -273,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "build-plan":
         return run_build_plan(args)
+    if args.command == "perf":
+        return perf_cli.main(args)
     try:
         options = options_from_args(args)
     except ValueError as exc:  # pydantic's ValidationError: out-of-range values

@@ -1,0 +1,69 @@
+"""Live statistics (``workbench.ui.live_stats``): per-interval throughput, latency percentiles,
+queue vs compute, batch sizes, on the real Server and the real add_sub model."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench import InferenceRequest, Server, ServerOptions, Tensor
+from workbench.testing.reload import write_add_sub
+from workbench.ui.live_stats import LiveStatistics
+
+
+def add_sub_request(batch: int = 1) -> InferenceRequest:
+    a = np.ones((batch, 16), np.float32)
+    return InferenceRequest("add_sub", [Tensor("INPUT0", "FP32", a), Tensor("INPUT1", "FP32", a)])
+
+
+@pytest.fixture
+async def server(tmp_path: Path):
+    write_add_sub(tmp_path, max_batch_size=8, instances=1)
+    async with Server(ServerOptions(model_repository=[str(tmp_path)])) as server:
+        yield server
+
+
+async def test_an_interval_counts_what_happened_in_it(server: Server) -> None:
+    await server.infer(add_sub_request())  # before the sampler: not counted
+    live = LiveStatistics(server, history=3)
+    await asyncio.gather(*(server.infer(add_sub_request(batch=2)) for _ in range(40)))
+    [sample] = live.sample()
+    assert (sample.model, sample.version) == ("add_sub", "1")
+    assert round(sample.requests_per_s * sample.interval_s) == 40
+    assert round(sample.inferences_per_s * sample.interval_s) == 80
+    assert sample.failures == 0 and sample.pending == 0
+    assert 0 < sample.p50_us <= sample.p95_us <= sample.p99_us
+    assert sample.queue_us is not None and sample.compute_us > 0
+    # 40 concurrent requests of batch 2 on one instance with max_batch_size 8: batched
+    assert sum(size * count for size, count in sample.batch_sizes.items()) == 80
+    assert max(sample.batch_sizes) > 2 and max(sample.batch_sizes) <= 8
+    quiet = live.sample()[0]
+    assert quiet.requests_per_s == 0 and quiet.p99_us is None and quiet.batch_sizes == {}
+    for _ in range(3):
+        live.sample()
+    assert len(live.history[("add_sub", "1")]) == 3  # bounded
+    assert set(sample.as_dict()) >= {"p99_us", "queue_us", "compute_us", "batch_sizes"}
+    live.close()
+
+
+async def test_closing_detaches_from_the_engine(server: Server) -> None:
+    live = LiveStatistics(server)
+    live.close()
+    await server.infer(add_sub_request())
+    assert live._latencies == {}
+    live.close()  # idempotent
+
+
+async def test_stream_yields_each_interval_until_closed(server: Server) -> None:
+    live = LiveStatistics(server)
+    seen = []
+    async for samples in live.stream(0.05):
+        seen.append(samples)
+        await server.infer(add_sub_request())
+        if len(seen) == 3:
+            live.close()
+    assert len(seen) == 3 and all(s[0].model == "add_sub" for s in seen)
+    assert seen[1][0].requests_per_s > 0

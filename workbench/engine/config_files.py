@@ -1,0 +1,227 @@
+"""Editing a model's ``config.pbtxt`` on disk through :class:`~workbench.engine.server.Server`:
+read it, validate a new text the way loading would, write it atomically with the previous file
+kept as a backup, revert to that backup, and apply the change with a hot reload.
+
+This is what the workbench's config editor and the Jupyter extension's config handlers call;
+Triton has no such API (operators edit the file and reload, or poll). Validation is the
+loader's own (:func:`~workbench.engine.loader.prepare_config`: parse, auto-complete,
+normalize, validate; warmup samples; an ensemble's steps against the composing models loaded
+now), so a text that validates here fails to load only for reasons outside the config (a
+broken model file, a missing device).
+
+``ConfigFileAPI`` is a mixin: ``Server.__init__`` sets ``options``, ``_repository``,
+``_remotes``, ``_models`` and ``_dependencies``; ``load_model`` and ``poll_repository`` come
+from the repository API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from pathlib import Path
+
+from workbench.config.model_config import model_config_path
+from workbench.config.normalize import is_ensemble
+from workbench.config.problems import ConfigProblem, parse_config_text, semantic_problem
+from workbench.config.validate_ensemble import check_ensemble_steps, composing_models
+from workbench.engine.loader import prepare_config
+from workbench.engine.warmup import prepare_warmup
+from workbench.errors import InvalidArgument, InvalidModelConfig, ModelNotFound, Unsupported, WorkbenchError
+
+#: suffix of the previous config file kept by :meth:`ConfigFileAPI.write_model_config`
+BACKUP_SUFFIX = ".bak"
+#: the largest config text accepted for validation or writing, bytes
+MAX_CONFIG_BYTES = 1 << 20
+
+
+class ConfigFileAPI:
+    """Read, validate, write, revert and apply a model's config file for :class:`Server`."""
+
+    async def model_config_file(self, name: str) -> dict:
+        """The config file of model ``name`` as it is on disk now.
+
+        Returns:
+            ``{"name", "path", "exists", "text", "backup_exists", "writable", "reason"}``:
+            ``path`` is the file loading reads (``<model>/config.pbtxt``); ``text`` is "" when it does not exist (the
+            model is auto-completed); ``writable`` is False, with ``reason``, for a model
+            mirrored from a remote repository (the mirror is overwritten at the next sync).
+
+        Raises:
+            ModelNotFound: ``name`` is not a model folder in the repositories.
+        """
+        path, reason = await asyncio.to_thread(self._config_location, name)
+        return await asyncio.to_thread(_describe, name, path, reason)
+
+    async def validate_model_config_text(self, name: str, text: str) -> list[ConfigProblem]:
+        """Every problem loading ``text`` as model ``name``'s config would hit ([] = none).
+
+        A syntax error is the only problem when the text does not parse (with protobuf's line
+        and column). Otherwise the loader's checks run off the event loop, and the first
+        semantic error is returned with the line it is most likely about; for an ensemble,
+        its steps are also checked against the composing models' configs when those are
+        loaded (a composing model not loaded yet is no problem: loading the ensemble loads
+        it).
+
+        Raises:
+            ModelNotFound: ``name`` is not a model folder in the repositories.
+            InvalidArgument: ``text`` is larger than 1 MiB.
+        """
+        _check_size(text)
+        path, _ = await asyncio.to_thread(self._config_location, name)
+        config, problems = parse_config_text(text)
+        if config is None:
+            return problems
+        try:
+            model_dir = _model_dir(path)
+            prepared = await asyncio.to_thread(prepare_config, name, model_dir, self.options, config)
+            await asyncio.to_thread(prepare_warmup, prepared, model_dir)
+            if is_ensemble(prepared):
+                loaded = {m: self._models[m].config for m in composing_models(prepared)
+                          if m in self._models and self._models[m].config is not None}
+                if len(loaded) == len(composing_models(prepared)):
+                    check_ensemble_steps(prepared, loaded)
+        except WorkbenchError as exc:
+            return [semantic_problem(text, exc.message)]
+        return []
+
+    async def write_model_config(self, name: str, text: str, *, reload: bool = True) -> dict:
+        """Validate ``text``, write it as ``name``'s config file and apply it.
+
+        The write is atomic (a temporary file in the same folder, fsynced, then renamed over
+        the old one), and the previous file is kept beside it as ``<file>.bak`` for
+        :meth:`revert_model_config`. With ``reload`` the change is applied as the model
+        control mode allows: ``explicit`` reloads the model (a hot reload: the new versions
+        load beside the serving ones and no in-flight request is dropped, see ``load_model``),
+        ``poll`` polls the repository now; ``none`` applies nothing until the next start.
+
+        Returns:
+            ``{"name", "path", "backup", "reloaded", "reason"}``: ``backup`` is the backup's
+            path or None (no previous file); ``reloaded`` is True when the model serves the
+            new config; otherwise ``reason`` says why (mode ``none``, or the load error: the
+            previous versions keep serving then, and the file stays written).
+
+        Raises:
+            InvalidModelConfig: ``text`` has problems (each on its own line of the message,
+                ``line N: ...``); nothing is written.
+            ModelNotFound: ``name`` is not a model folder in the repositories.
+            Unsupported: the model comes from a remote repository.
+            InvalidArgument: ``text`` is larger than 1 MiB.
+        """
+        problems = await self.validate_model_config_text(name, text)
+        if problems:
+            listed = "\n".join(str(p) for p in problems)
+            raise InvalidModelConfig(f"model config for '{name}' is not valid:\n{listed}")
+        return await self._replace_config(name, text, reload)
+
+    async def revert_model_config(self, name: str, *, reload: bool = True) -> dict:
+        """Put the backup written by :meth:`write_model_config` back, and apply it.
+
+        The file being replaced becomes the new backup (reverting twice restores the edit).
+        The backup is not re-validated: it is what served before.
+
+        Returns:
+            As :meth:`write_model_config`.
+
+        Raises:
+            NotFound (ModelNotFound): no such model, or it has no backup to revert to.
+            Unsupported: the model comes from a remote repository.
+        """
+        path, _ = await asyncio.to_thread(self._config_location, name)
+        backup = path.with_name(path.name + BACKUP_SUFFIX)
+        try:
+            text = await asyncio.to_thread(backup.read_text, encoding="utf-8")
+        except FileNotFoundError:
+            raise ModelNotFound(f"model '{name}' has no config backup to revert to") from None
+        return await self._replace_config(name, text, reload)
+
+    # ----------------------------------------------------------------- internals
+    async def _replace_config(self, name: str, text: str, reload: bool) -> dict:
+        path, reason = await asyncio.to_thread(self._config_location, name)
+        if reason:
+            raise Unsupported(f"cannot write the config of '{name}': {reason}")
+        backup = await asyncio.to_thread(_atomic_write, path, text)
+        result = {"name": name, "path": str(path), "backup": str(backup) if backup else None,
+                  "reloaded": False, "reason": ""}
+        if not reload:
+            result["reason"] = "not reloaded (reload=False)"
+            return result
+        mode = self.options.model_control_mode
+        try:
+            if mode == "explicit":
+                await self.load_model(name)
+            elif mode == "poll":
+                await self.poll_repository()
+            else:
+                result["reason"] = ("model control mode 'none' applies config changes at the "
+                                    "next start; use 'explicit' or 'poll' to apply them live")
+                return result
+        except InvalidArgument as exc:
+            result["reason"] = exc.message
+            return result
+        entry = self._models.get(name)
+        if entry is not None and entry.failed():
+            result["reason"] = entry.failure_reason()
+        result["reloaded"] = not result["reason"]
+        return result
+
+    def _config_location(self, name: str) -> tuple[Path, str]:
+        """Blocking: the config file loading reads for ``name``, and why it may not be
+        written ("" when it may)."""
+        assert self._repository is not None, "the server is not started"
+        location = self._repository.locate(name) if "/" not in name and name else None
+        if location is None or location.path is None:
+            detail = f": {location.error}" if location is not None and location.error else ""
+            raise ModelNotFound(f"model '{name}' is not in the model repository{detail}")
+        path = model_config_path(location.path)
+        for remote in self._remotes:
+            if location.path.is_relative_to(remote.local):
+                return path, (f"it is mirrored from the remote repository '{remote.url}'; "
+                              "edit it there")
+        return path, ""
+
+
+def _model_dir(config_path: Path) -> Path:
+    """The model folder of a config file (``<m>/config.pbtxt`` or ``<m>/configs/x.pbtxt``)."""
+    parent = config_path.parent
+    return parent.parent if parent.name == "configs" else parent
+
+
+def _check_size(text: str) -> None:
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
+        raise InvalidArgument(f"model config text is larger than {MAX_CONFIG_BYTES} bytes")
+
+
+def _describe(name: str, path: Path, reason: str) -> dict:
+    """Blocking: what :meth:`ConfigFileAPI.model_config_file` returns."""
+    exists = path.is_file()
+    return {
+        "name": name,
+        "path": str(path),
+        "exists": exists,
+        "text": path.read_text(encoding="utf-8") if exists else "",
+        "backup_exists": path.with_name(path.name + BACKUP_SUFFIX).is_file(),
+        "writable": not reason,
+        "reason": reason,
+    }
+
+
+def _atomic_write(path: Path, text: str) -> Path | None:
+    """Blocking: replace ``path`` with ``text`` atomically; the old file becomes
+    ``<path>.bak``. Returns the backup's path, or None when there was no old file."""
+    backup = path.with_name(path.name + BACKUP_SUFFIX) if path.exists() else None
+    if backup is not None:
+        shutil.copy2(path, backup)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return backup
+
+
+__all__ = ["BACKUP_SUFFIX", "ConfigFileAPI"]
