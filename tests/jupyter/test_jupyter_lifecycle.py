@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from workbench import ServerNotReady
 from workbench.jupyter.host import EngineHost
 
 
@@ -36,7 +37,7 @@ async def test_stopping_jupyter_stops_the_engine(workbench: EngineHost, jp_serve
     server = workbench.engine()
     await jp_serverapp.extension_manager.stop_all_extensions()  # what ServerApp._cleanup calls
     assert workbench.state == "stopped" and not server.is_live()
-    with pytest.raises(Exception, match="the workbench engine is stopped"):
+    with pytest.raises(ServerNotReady, match="the workbench engine is stopped"):
         workbench.engine()
 
 
@@ -61,5 +62,5 @@ async def test_without_a_repository_nothing_starts_and_the_api_says_why(jp_confi
     await app.extension_manager.start_all_extensions()
     host: EngineHost = app.web_app.settings["workbench_host"]
     assert host.state == "not configured" and host.server is None
-    with pytest.raises(Exception, match="no model repository configured"):
+    with pytest.raises(ServerNotReady, match="no model repository configured"):
         host.engine()
