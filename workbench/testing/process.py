@@ -1,63 +1,55 @@
-"""Run `workbench serve` as a real process on a free port (the end-to-end test tier)."""
+"""Run a host as a real process (the end-to-end test tier): `workbench serve` on free ports
+(:class:`ServerProcess`), or a Jupyter server with the workbench extension
+(:class:`JupyterProcess`). Bound ports are read from the process's log."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 _STARTED = re.compile(r"Started HTTPService at (\S+):(\d+)")
 _METRICS_STARTED = re.compile(r"Started Metrics Service at (\S+):(\d+)")
 _GRPC_STARTED = re.compile(r"Started GRPCInferenceService at (\S+):(\d+)")
 
 
-class ServerProcess:
-    """``workbench serve ... --http-port 0 --grpc-port 0 --metrics-port 0``; bound ports are
-    read from its log.
-
-    ``metrics_port`` / ``grpc_port`` are 0 when the process serves no metrics / gRPC
-    (``--allow-metrics=false``, ``--allow-grpc=false``): both lines are logged before the
-    HTTP one, so they are known once the process is up.
-
-    Args:
-        args: flags after ``serve`` (``--http-port=0`` / ``--grpc-port=0`` /
-            ``--metrics-port=0`` added unless given).
-        timeout_s: seconds to wait for the "Started HTTPService" line.
-        new_session: start the server in its own session and process group (its process id
-            is the group id), so a test can signal the group as a shell or ``make`` does.
+class _HostProcess:
+    """A host process whose stderr is read line by line on a thread: the engine's v2 ports
+    come from its ``Started ...`` lines (``port``, ``grpc_port``, ``metrics_port``; 0 until
+    seen), and :meth:`_ready` says when it is up.
 
     Raises:
-        RuntimeError: the process exited or did not start in time (its log is in the message).
+        RuntimeError: the process exited or was not ready within ``timeout_s`` (its log is
+            in the message).
     """
 
-    def __init__(self, args: Sequence[str], timeout_s: float = 120.0, new_session: bool = False) -> None:
-        command = [sys.executable, "-m", "workbench.hosts.cli", "serve", *args]
-        if not any(a.startswith("--http-port") for a in args):
-            command.append("--http-port=0")
-        if not any(a.startswith("--metrics-port") for a in args):
-            command.append("--metrics-port=0")
-        if not any(a.startswith("--grpc-port") for a in args):
-            command.append("--grpc-port=0")
+    def __init__(self, command: Sequence[str], timeout_s: float, new_session: bool = False,
+                 env: Mapping[str, str] | None = None) -> None:
         self.lines: list[str] = []
-        self._port_found = threading.Event()
+        self._up = threading.Event()
         self.port = 0
         self.metrics_port = 0
         self.grpc_port = 0
         self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            start_new_session=new_session,
+            list(command), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=new_session, env=dict(env) if env is not None else None,
         )
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
         deadline = time.monotonic() + timeout_s
-        while not self._port_found.wait(0.1):
+        while not self._up.wait(0.1):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError("workbench serve did not start:\n" + self.log)
+                raise RuntimeError(f"{' '.join(command[:4])} ... did not start:\n" + self.log)
+
+    def _ready(self, line: str) -> bool:
+        """Whether ``line`` shows the process up (called for every line until it does)."""
+        raise NotImplementedError
 
     def _drain(self) -> None:
         assert self.process.stderr is not None
@@ -69,10 +61,11 @@ class ServerProcess:
             grpc_started = _GRPC_STARTED.search(line)
             if grpc_started and not self.grpc_port:
                 self.grpc_port = int(grpc_started.group(2))
-            match = _STARTED.search(line)
-            if match and not self._port_found.is_set():
-                self.port = int(match.group(2))
-                self._port_found.set()
+            http = _STARTED.search(line)
+            if http and not self.port:
+                self.port = int(http.group(2))
+            if not self._up.is_set() and self._ready(line):
+                self._up.set()
 
     @property
     def log(self) -> str:
@@ -106,3 +99,94 @@ class ServerProcess:
         if self.process.stderr is not None:
             self.process.stderr.close()
         return self.process.returncode
+
+
+class ServerProcess(_HostProcess):
+    """``workbench serve ... --http-port 0 --grpc-port 0 --metrics-port 0``; bound ports are
+    read from its log.
+
+    ``metrics_port`` / ``grpc_port`` are 0 when the process serves no metrics / gRPC
+    (``--allow-metrics=false``, ``--allow-grpc=false``): both lines are logged before the
+    HTTP one, so they are known once the process is up.
+
+    Args:
+        args: flags after ``serve`` (``--http-port=0`` / ``--grpc-port=0`` /
+            ``--metrics-port=0`` added unless given).
+        timeout_s: seconds to wait for the "Started HTTPService" line.
+        new_session: start the server in its own session and process group (its process id
+            is the group id), so a test can signal the group as a shell or ``make`` does.
+
+    Raises:
+        RuntimeError: the process exited or did not start in time (its log is in the message).
+    """
+
+    def __init__(self, args: Sequence[str], timeout_s: float = 120.0, new_session: bool = False) -> None:
+        command = [sys.executable, "-m", "workbench.hosts.cli", "serve", *args]
+        for flag in ("--http-port", "--metrics-port", "--grpc-port"):
+            if not any(a.startswith(flag) for a in args):
+                command.append(f"{flag}=0")
+        super().__init__(command, timeout_s, new_session)
+
+    def _ready(self, line: str) -> bool:
+        return _STARTED.search(line) is not None
+
+
+_JUPYTER_URL = re.compile(r"http://127\.0\.0\.1:(\d+)/")
+_ENGINE_UP = re.compile(r"workbench engine (running|did not start)")
+
+
+class JupyterProcess(_HostProcess):
+    """``python -m jupyter_server`` on a free port with the workbench extension, configured
+    by ``--Workbench.*`` flags; up once the extension logged that the engine runs (or did not
+    start). With ``--Workbench.open_ports=True``, ``port`` / ``grpc_port`` / ``metrics_port``
+    are the engine's v2 ports and :attr:`jupyter_port` is Jupyter's.
+
+    Jupyter's configuration, data and runtime folders are made under ``home`` (nothing of the
+    user's is read or written); the extension is enabled as the package does it, by
+    ``jupyter_server_config.d/workbench.json`` (``enable_file``) in that configuration folder.
+
+    Args:
+        workbench_args: ``--Workbench.x=...`` flags (and any other Jupyter flag).
+        home: an empty folder for Jupyter's files.
+        enable_file: the extension's ``jupyter_server_config.d`` JSON.
+        token: Jupyter's token (``Authorization: token <token>``).
+        timeout_s: seconds to wait for the engine.
+
+    Raises:
+        RuntimeError: the process exited or the engine was not up in time.
+    """
+
+    def __init__(self, workbench_args: Sequence[str], home: os.PathLike, enable_file: os.PathLike,
+                 token: str = "workbench-test", timeout_s: float = 180.0) -> None:
+        self.token = token
+        self.jupyter_port = 0
+        folders = {name: os.path.join(home, name) for name in ("config", "data", "runtime", "root")}
+        for folder in folders.values():
+            os.makedirs(folder, exist_ok=True)
+        enabled = os.path.join(folders["config"], "jupyter_server_config.d")
+        os.makedirs(enabled, exist_ok=True)
+        with open(enable_file, encoding="utf-8") as source, \
+                open(os.path.join(enabled, "workbench.json"), "w", encoding="utf-8") as target:
+            target.write(source.read())
+        env = {**os.environ, "JUPYTER_CONFIG_DIR": folders["config"], "JUPYTER_DATA_DIR": folders["data"],
+               "JUPYTER_RUNTIME_DIR": folders["runtime"], "JUPYTER_PLATFORM_DIRS": "0"}
+        command = [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--port=0",
+                   "--port-retries=0", "--ip=127.0.0.1", f"--IdentityProvider.token={token}",
+                   f"--ServerApp.root_dir={folders['root']}", *workbench_args]
+        super().__init__(command, timeout_s, env=env)
+
+    def _ready(self, line: str) -> bool:
+        jupyter = _JUPYTER_URL.search(line)
+        if jupyter and not self.jupyter_port:
+            self.jupyter_port = int(jupyter.group(1))
+        return _ENGINE_UP.search(line) is not None
+
+    @property
+    def api_url(self) -> str:
+        """``http://127.0.0.1:<jupyter port>/workbench/api``."""
+        return f"http://127.0.0.1:{self.jupyter_port}/workbench/api"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Jupyter's token authentication header."""
+        return {"Authorization": f"token {self.token}"}

@@ -1,0 +1,85 @@
+"""A real `jupyter server` process with the workbench extension: the engine starts with it,
+serves the Jupyter API and the v2 ports, and stops with it on SIGTERM, releasing its ports."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from workbench.testing.process import JupyterProcess
+from workbench.testing.reload import write_add_sub
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+ENABLE_FILE = ROOT / "jupyter-config" / "jupyter_server_config.d" / "workbench.json"
+
+
+def get_json(url: str, headers: dict[str, str]) -> dict:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as response:
+        return json.loads(response.read())
+
+
+def refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_jupyter_server_hosts_the_engine_and_stops_it_on_sigterm(tmp_path: Path, sample_repository: Path) -> None:
+    repo = tmp_path / "models"
+    write_add_sub(repo)
+    shutil.copytree(sample_repository / "digits_mlp", repo / "digits_mlp")
+    jupyter = JupyterProcess([f"--Workbench.model_repository={repo}", "--Workbench.open_ports=True",
+                              "--Workbench.http_port=0", "--Workbench.grpc_port=0", "--Workbench.metrics_port=0"],
+                             home=tmp_path / "jupyter", enable_file=ENABLE_FILE)
+    try:
+        status = get_json(f"{jupyter.api_url}/status", jupyter.headers)
+        assert status["state"] == "running", jupyter.log
+        assert status["ports"] == {"http": jupyter.port, "grpc": jupyter.grpc_port, "metrics": jupyter.metrics_port}
+        models = get_json(f"{jupyter.api_url}/models", jupyter.headers)["models"]
+        assert {(m["name"], m["state"]) for m in models} == {("add_sub", "READY"), ("digits_mlp", "READY")}
+        with pytest.raises(urllib.error.HTTPError, match="403"):
+            get_json(f"{jupyter.api_url}/models", {})
+
+        client = httpclient.InferenceServerClient(jupyter.url)
+        assert client.is_server_ready()
+        pixels = httpclient.InferInput("pixels", [1, 64], "FP32")
+        pixels.set_data_from_numpy(np.zeros((1, 64), np.float32))
+        assert client.infer("digits_mlp", [pixels]).as_numpy("logits").shape == (1, 10)
+        client.close()
+    finally:
+        code = jupyter.stop(signal.SIGTERM)
+    assert code == 0, jupyter.log
+    assert "all models unloaded" in jupyter.log
+    assert [refused(port) for port in (jupyter.jupyter_port, jupyter.port, jupyter.grpc_port,
+                                       jupyter.metrics_port)] == [True] * 4
+
+
+def test_the_shipped_config_file_enables_the_extension(tmp_path: Path) -> None:
+    enabled = tmp_path / "config" / "jupyter_server_config.d"
+    enabled.mkdir(parents=True)
+    shutil.copy(ENABLE_FILE, enabled / "workbench.json")
+    result = subprocess.run(
+        [sys.executable, "-m", "jupyter_server", "extension", "list"], capture_output=True, text=True,
+        timeout=120, env={**__import__("os").environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+                          "NO_COLOR": "1"},
+    )
+    listing = result.stdout + result.stderr
+    assert result.returncode == 0, listing
+    section = listing.split(f"Config dir: {tmp_path / 'config'}")[1].split("Config dir:")[0]
+    assert "workbench.jupyter" in section and "enabled" in section
+    assert "workbench.jupyter 0.1.0" in section and "OK" in section, section

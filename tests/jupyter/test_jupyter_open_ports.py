@@ -1,0 +1,84 @@
+"""``c.Workbench.open_ports``: the standard v2 HTTP, gRPC and metrics ports served from the
+Jupyter process, reached with the unmodified tritonclient clients, and released when
+Jupyter stops."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import httpx
+import numpy as np
+import pytest
+import tritonclient.grpc.aio as grpcclient
+import tritonclient.http.aio as httpclient
+from traitlets.config import Config
+
+from workbench.jupyter.host import EngineHost
+
+OPEN_ANY_PORTS = {"open_ports": True, "http_port": 0, "grpc_port": 0, "metrics_port": 0}
+
+
+async def refused(port: int) -> bool:
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+    except ConnectionRefusedError:
+        return True
+    writer.close()
+    return False
+
+
+@pytest.mark.parametrize("workbench_config", [OPEN_ANY_PORTS])
+async def test_v2_ports_serve_the_jupyter_hosted_engine(workbench: EngineHost, api, jp_serverapp) -> None:
+    ports = (await api("status"))[1]["ports"]
+    assert set(ports) == {"http", "grpc", "metrics"} and all(ports.values())
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ports['http']}") as client:
+        assert (await client.get("/v2/health/ready")).status_code == 200
+
+    triton = httpclient.InferenceServerClient(f"127.0.0.1:{ports['http']}")
+    try:
+        a = np.arange(16, dtype=np.float32).reshape(1, 16)
+        inputs = [httpclient.InferInput(f"INPUT{i}", [1, 16], "FP32") for i in range(2)]
+        for tensor in inputs:
+            tensor.set_data_from_numpy(a)
+        result = await triton.infer("add_sub", inputs)
+        assert result.as_numpy("OUTPUT0").tolist() == (a * 2).tolist()
+    finally:
+        await triton.close()
+    async with grpcclient.InferenceServerClient(f"127.0.0.1:{ports['grpc']}") as grpc_triton:
+        assert await grpc_triton.is_model_ready("digits_mlp", "2")
+    async with httpx.AsyncClient() as client:
+        metrics = (await client.get(f"http://127.0.0.1:{ports['metrics']}/metrics")).text
+    assert 'nv_inference_request_success{model="add_sub",version="1"} 1' in metrics
+    stats = (await api("statistics", params={"model": "add_sub"}))[1]
+    assert stats["model_stats"][0]["inference_count"] == 1  # one engine behind both
+
+    await jp_serverapp._cleanup()  # Jupyter's shutdown: extensions stop, then kernels
+    assert workbench.state == "stopped" and (await api("status"))[1]["ports"] == {}
+    assert [await refused(port) for port in ports.values()] == [True, True, True]
+
+
+@pytest.fixture
+def busy_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+async def test_a_busy_port_fails_the_engine_not_jupyter(jp_configurable_serverapp, model_repository,
+                                                        busy_port: int) -> None:
+    config = Config({
+        "ServerApp": {"jpserver_extensions": {"workbench.jupyter": True}},
+        "Workbench": {"model_repository": [str(model_repository)], **OPEN_ANY_PORTS, "http_port": busy_port},
+    })
+    app = jp_configurable_serverapp(config=config)
+    await app.extension_manager.start_all_extensions()
+    host: EngineHost = app.web_app.settings["workbench_host"]
+    for _ in range(200):
+        if host.state != "starting":
+            break
+        await asyncio.sleep(0.05)
+    assert host.state == "failed" and "cannot open the v2 ports" in host.error
+    assert host.server is not None and not host.server.is_live()  # no model was loaded
+    assert host.status()["ports"] == {}

@@ -1,0 +1,85 @@
+"""The HTTP listener of a host: uvicorn serving the v2 REST frontend on a pre-bound socket.
+
+``workbench serve`` runs it in the foreground and lets it own SIGINT/SIGTERM
+(:class:`HTTPService`); a host that owns the signals itself, as the Jupyter server does, runs
+it in the background without (:class:`EmbeddedHTTPService`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Callable, Iterator
+from types import FrameType
+
+import uvicorn
+
+from workbench import Server, ServerOptions
+from workbench.frontends.http import CoalescingHttpToolsProtocol, create_app
+
+log = logging.getLogger("workbench")
+
+
+class HTTPService(uvicorn.Server):
+    """uvicorn's server, except that SIGINT/SIGTERM only start a graceful shutdown.
+
+    uvicorn re-raises the captured signal once its own shutdown is done, which would
+    kill the process before the engine has drained and unloaded its models.
+    """
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        #: called (on the loop thread, from the signal handler) when shutdown starts: the
+        #: other frontends stop accepting at the same moment as HTTP
+        self.on_exit: list[Callable[[], None]] = []
+        #: time.monotonic() when shutdown started (None until a signal arrives)
+        self.exit_started: float | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self.should_exit:
+            self.exit_started = time.monotonic()
+            log.info("received %s: no new requests accepted; finishing in-flight ones",
+                     signal.Signals(sig).name)
+            for callback in self.on_exit:
+                callback()
+        super().handle_exit(sig, frame)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+class EmbeddedHTTPService(HTTPService):
+    """The HTTP service inside another host's process: it installs no signal handler (the
+    host keeps its own) and stops when the host sets ``should_exit``."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def http_service(server: Server, options: ServerOptions, *, embedded: bool = False) -> HTTPService:
+    """The uvicorn server for the v2 HTTP frontend of ``server``; ``embedded``: an
+    :class:`EmbeddedHTTPService` (no signal handling)."""
+    config = uvicorn.Config(
+        create_app(server),
+        log_level="debug" if options.log_verbose else "warning",
+        access_log=options.log_verbose > 0,
+        timeout_graceful_shutdown=int(options.exit_timeout_secs) or None,
+        lifespan="off",
+        server_header=False,
+        proxy_headers=False,  # no X-Forwarded-* rewriting on the hot path
+        date_header=False,
+        http=CoalescingHttpToolsProtocol,  # head + body in one write (frontends/http/protocol.py)
+    )
+    return (EmbeddedHTTPService if embedded else HTTPService)(config)
+
+
+__all__ = ["EmbeddedHTTPService", "HTTPService", "http_service"]

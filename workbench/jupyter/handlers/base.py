@@ -1,0 +1,99 @@
+"""The base of every workbench REST handler: Jupyter's ``APIHandler`` (its authentication,
+XSRF and CORS rules, JSON errors) plus the engine error translation.
+
+An engine error (:class:`~workbench.WorkbenchError`) raised by a handler is answered with
+the HTTP status of its Triton status code, from the table the v2 HTTP frontend uses
+(:mod:`workbench.frontends.status`: NOT_FOUND 404, UNAVAILABLE 503, INVALID_ARG 400, ...),
+and Jupyter's JSON error body: ``{"message": "<engine message>", "reason": "<code>"}``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jupyter_server.base.handlers import APIHandler
+
+from workbench import InvalidArgument, Server, WorkbenchError
+from workbench.frontends.status import http_status
+from workbench.jupyter.host import EngineHost
+
+#: the authorization resource of every workbench route (for a custom jupyter_server Authorizer)
+AUTH_RESOURCE = "workbench"
+
+
+class WorkbenchHandler(APIHandler):
+    """An API handler over the engine of this Jupyter server (``settings["workbench_host"]``).
+
+    Subclasses decorate their methods with ``@tornado.web.authenticated`` and
+    ``@jupyter_server.auth.decorator.authorized``: an unauthenticated request gets 403, as
+    any Jupyter API does; the action checked is Jupyter's for the HTTP method (GET = read,
+    POST / PUT = write) on the resource ``workbench``.
+    """
+
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def host(self) -> EngineHost:
+        return self.settings["workbench_host"]
+
+    def engine(self) -> Server:
+        """The running engine.
+
+        Raises:
+            ServerNotReady: it is not running (503, with the host's state and reason).
+        """
+        return self.host.engine()
+
+    def json_body(self) -> dict[str, Any]:
+        """The request body as a JSON object ({} when empty).
+
+        Raises:
+            InvalidArgument: the body is not a JSON object (400).
+        """
+        if not self.request.body:
+            return {}
+        try:
+            body = json.loads(self.request.body)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise InvalidArgument(f"request body is not valid JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise InvalidArgument("request body must be a JSON object")
+        return body
+
+    def bool_argument(self, name: str) -> bool:
+        """A query flag: ``true``/``1``/``yes`` or ``false``/``0``/``no`` (absent = False).
+
+        Raises:
+            InvalidArgument: any other value (400).
+        """
+        value = (self.get_query_argument(name, "") or "false").lower()
+        if value not in ("true", "1", "yes", "false", "0", "no"):
+            raise InvalidArgument(f"query parameter '{name}' must be true or false, got '{value}'")
+        return value in ("true", "1", "yes")
+
+    def reply(self, payload: object, status: int = 200) -> None:
+        """Finish with ``payload`` as JSON."""
+        self.set_status(status)
+        self.finish(json.dumps(payload))
+
+    def reply_error(self, error: WorkbenchError, **extra: object) -> None:
+        """Finish with the engine error's status and Jupyter's error body (plus ``extra``)."""
+        self.reply({"message": error.message, "reason": error.code.value, **extra}, http_status(error.code))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc_info = kwargs.get("exc_info")
+        error = exc_info[1] if exc_info else None
+        if isinstance(error, WorkbenchError):
+            self.reply_error(error)
+            return
+        super().write_error(status_code, **kwargs)
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        if isinstance(value, WorkbenchError):  # an answer, not a server fault: no traceback
+            self.log.warning("%s %s: %s", self.request.method, self.request.path, value.message)
+            return
+        super().log_exception(typ, value, tb)
+
+
+__all__ = ["AUTH_RESOURCE", "WorkbenchHandler"]

@@ -1,0 +1,181 @@
+"""The engine of one Jupyter server: started on Jupyter's event loop, stopped with it.
+
+:class:`EngineHost` owns the :class:`~workbench.Server`, the optional standard v2 ports
+(HTTP / gRPC / metrics, :class:`~workbench.hosts.ports.OpenPorts`) and the live statistics
+streams opened by the REST handlers. It knows nothing of tornado or traitlets: the extension
+(:mod:`workbench.jupyter.extension`) builds it from its traits and calls :meth:`begin` when
+Jupyter's loop runs and :meth:`stop` when Jupyter stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from workbench import Server, ServerNotReady, ServerOptions, WorkbenchError, __version__
+from workbench.hosts.ports import OpenPorts, bind_ports
+from workbench.hosts.serve import drain_engine
+from workbench.ui.live_stats import LiveStatistics
+
+log = logging.getLogger("workbench")
+
+#: host states, in the order they are passed through
+NOT_CONFIGURED, STARTING, RUNNING, FAILED, STOPPING, STOPPED = (
+    "not configured", "starting", "running", "failed", "stopping", "stopped")
+
+
+class EngineHost:
+    """Start, serve and stop the engine inside a process that owns the event loop.
+
+    Args:
+        options: the engine's options; None when no model repository is configured (the
+            host then stays ``not configured`` and starts nothing).
+        open_ports: also serve the standard v2 HTTP / gRPC / metrics ports (the addresses,
+            ports and ``allow_grpc`` / ``allow_metrics`` of ``options``).
+        error: why there are no options (shown by :meth:`status` and in 503 answers): the
+            host is then ``failed``; without it, ``not configured`` (no model repository).
+
+    Attributes:
+        server: the engine (None when not configured). Handlers reach it through
+            :meth:`engine`, which checks that it runs.
+        state: one of ``not configured``, ``starting``, ``running``, ``failed``,
+            ``stopping``, ``stopped``.
+        error: why the start failed (``failed``), or why nothing starts (``not configured``).
+    """
+
+    def __init__(self, options: ServerOptions | None, open_ports: bool, error: str = "") -> None:
+        self.options = options
+        self.open_ports = open_ports
+        self.server = Server(options) if options is not None else None
+        self.state = STOPPED
+        if options is None:
+            self.state = FAILED if error else NOT_CONFIGURED
+            error = error or "no model repository configured (c.Workbench.model_repository)"
+        self.error = error
+        self._ports: OpenPorts | None = None
+        self._start_task: asyncio.Task | None = None
+        self._streams: set[LiveStatistics] = set()
+
+    # ----------------------------------------------------------------- lifecycle
+    def begin(self) -> None:
+        """Start the engine in the background of the running loop (Jupyter keeps serving
+        while models load); :attr:`state` is ``starting`` until it is ``running`` or
+        ``failed``. Does nothing when not configured or already begun."""
+        if self.server is None or self._start_task is not None:
+            return
+        self.state = STARTING
+        self._start_task = asyncio.get_running_loop().create_task(self.start())
+
+    async def start(self) -> None:
+        """Bind the v2 ports (with ``open_ports``), start the engine, serve the ports.
+
+        Never raises for an engine or port failure: the host becomes ``failed`` with the
+        reason in :attr:`error` (the Jupyter server keeps running without the engine), and
+        the ports bound so far are released.
+        """
+        assert self.server is not None and self.options is not None
+        self.state = STARTING
+        bound = None
+        if self.open_ports:
+            bound = bind_ports(self.server, self.options)
+            if bound is None:
+                self._fail("cannot open the v2 ports (see the log for the port in use)")
+                return
+        try:
+            await self.server.start()
+        except WorkbenchError as exc:
+            if bound is not None:
+                await bound.close()
+            self._fail(exc.message)
+            return
+        if bound is not None:
+            ports = OpenPorts(self.server, self.options, bound)
+            try:
+                await ports.start()
+            except RuntimeError as exc:  # no engine without the ports it was asked to serve
+                await self.server.stop()
+                self._fail(str(exc))
+                return
+            self._ports = ports
+        self.state = RUNNING
+        log.info("workbench engine running (%s mode)%s", self.options.model_control_mode,
+                 f", v2 ports {bound.ports()}" if bound is not None else "")
+
+    def _fail(self, reason: str) -> None:
+        self.state, self.error = FAILED, reason
+        log.error("workbench engine did not start: %s", reason)
+
+    async def stop(self) -> None:
+        """Stop accepting on the v2 ports, end the statistics streams, drain and unload
+        every model (within ``exit_timeout_secs``), then release the ports. Waits for a start
+        under way to finish first. Idempotent."""
+        if self._start_task is not None and not self._start_task.done():
+            await self._start_task
+        if self.server is None or self.state != RUNNING:
+            return
+        self.state = STOPPING
+        started = time.monotonic()
+        for stream in list(self._streams):
+            stream.close()
+        if self._ports is not None:
+            await self._ports.stop_accepting()
+        assert self.options is not None
+        await drain_engine(self.server, self.options, started)
+        if self._ports is not None:
+            await self._ports.close()
+        self.state = STOPPED
+
+    # ----------------------------------------------------------------- for handlers
+    def engine(self) -> Server:
+        """The running engine.
+
+        Raises:
+            ServerNotReady: the engine is not running (HTTP 503), with the host's state and
+                the reason it failed or is not configured.
+        """
+        if self.server is None or self.state != RUNNING:
+            detail = f": {self.error}" if self.error else ""
+            raise ServerNotReady(f"the workbench engine is {self.state}{detail}")
+        return self.server
+
+    def watch(self) -> LiveStatistics:
+        """A :class:`LiveStatistics` on the running engine, closed by :meth:`stop` if its
+        reader has not closed it (:meth:`unwatch`) by then.
+
+        Raises:
+            ServerNotReady: the engine is not running.
+        """
+        live = LiveStatistics(self.engine())
+        self._streams.add(live)
+        return live
+
+    def unwatch(self, live: LiveStatistics) -> None:
+        """Close a stream from :meth:`watch`; idempotent."""
+        live.close()
+        self._streams.discard(live)
+
+    @property
+    def open_streams(self) -> int:
+        """Statistics streams attached to the engine now (from :meth:`watch`, not closed)."""
+        return len(self._streams)
+
+    def status(self) -> dict:
+        """``{"state", "error", "live", "ready", "version", "model_control_mode",
+        "model_repository", "ports"}``: ``ports`` are the bound v2 ports (``{"http": p,
+        "grpc": p, "metrics": p}``, read back from the sockets, so port 0 shows the port
+        chosen), ``{}`` without ``open_ports`` or while not serving."""
+        server, options = self.server, self.options
+        return {
+            "state": self.state,
+            "error": self.error,
+            "live": bool(server is not None and server.is_live()),
+            "ready": bool(server is not None and self.state == RUNNING and server.is_ready()),
+            "version": __version__,
+            "model_control_mode": options.model_control_mode if options is not None else None,
+            "model_repository": list(options.model_repository) if options is not None else [],
+            "ports": self._ports.bound.ports() if self._ports is not None and self.state == RUNNING else {},
+        }
+
+
+__all__ = ["EngineHost", "FAILED", "NOT_CONFIGURED", "RUNNING", "STARTING", "STOPPED", "STOPPING"]

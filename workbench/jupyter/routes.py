@@ -1,0 +1,40 @@
+"""Every route the workbench extension adds to the Jupyter server, relative to its base URL.
+
+:func:`workbench_handlers` is the one list; the workbench dashboard (the Panel app served at
+``{base_url}/workbench/``) adds its routes there.
+"""
+
+from __future__ import annotations
+
+from workbench.jupyter.handlers.config import ModelConfigHandler, RevertConfigHandler, ValidateConfigHandler
+from workbench.jupyter.handlers.models import ModelActionHandler, ModelsHandler
+from workbench.jupyter.handlers.statistics import StatisticsHandler, StatisticsStreamHandler
+from workbench.jupyter.handlers.status import StatusHandler
+
+#: the REST API's prefix under Jupyter's base URL
+API_PREFIX = "workbench/api"
+#: a model name in a route: one path segment (tornado passes it URL-decoded)
+_MODEL = r"(?P<name>[^/]+)"
+
+
+def api_handlers() -> list[tuple[str, type]]:
+    """The REST API routes (docs in each handler module)."""
+    return [
+        (f"{API_PREFIX}/status", StatusHandler),
+        (f"{API_PREFIX}/models", ModelsHandler),
+        (f"{API_PREFIX}/models/{_MODEL}/(?P<action>load|unload|reload)", ModelActionHandler),
+        (f"{API_PREFIX}/models/{_MODEL}/config", ModelConfigHandler),
+        (f"{API_PREFIX}/models/{_MODEL}/config/validate", ValidateConfigHandler),
+        (f"{API_PREFIX}/models/{_MODEL}/config/revert", RevertConfigHandler),
+        (f"{API_PREFIX}/statistics", StatisticsHandler),
+        (f"{API_PREFIX}/statistics/stream", StatisticsStreamHandler),
+    ]
+
+
+def workbench_handlers() -> list[tuple[str, type]]:
+    """Every workbench route. The dashboard's routes (``workbench/`` and its assets) belong
+    here, beside the API's."""
+    return api_handlers()
+
+
+__all__ = ["API_PREFIX", "api_handlers", "workbench_handlers"]
