@@ -1,0 +1,138 @@
+"""The tutorial notebooks (``notebooks/*.ipynb``) run top to bottom, as CI runs them.
+
+Each notebook executes with nbclient in a kernel on this test's own interpreter (a kernel
+spec written to a temporary ``JUPYTER_PATH``, so whatever ``python`` is first on PATH does
+not matter), with the small settings CI uses (``WORKBENCH_NOTEBOOK_QUICK=1``: short
+measurement windows, few levels) on the sample repository fixture
+(``WORKBENCH_NOTEBOOK_REPOSITORY``). A failing cell fails the test with its traceback. The
+last cell of every notebook prints a one-line JSON summary, read back here.
+
+The committed notebooks carry no outputs and no execution counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+KERNEL_NAME = "workbench-notebook-tests"
+#: seconds one cell may run (the longest, a sweep, takes ~10 s on the 2-core CI machine)
+CELL_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def jupyter_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Jupyter data folder holding one kernel spec: ipykernel on ``sys.executable``."""
+    data = tmp_path_factory.mktemp("jupyter")
+    spec = data / "kernels" / KERNEL_NAME
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    spec.joinpath("kernel.json").write_text(json.dumps(
+        {"argv": argv, "display_name": "workbench tests", "language": "python"}))
+    return data
+
+
+@pytest.fixture
+def run_notebook(jupyter_path: Path, sample_repository: Path, monkeypatch: pytest.MonkeyPatch):
+    """Execute a notebook in CI mode; returns the executed notebook (outputs included)."""
+    monkeypatch.setenv("JUPYTER_PATH", str(jupyter_path))
+    monkeypatch.setenv("WORKBENCH_NOTEBOOK_REPOSITORY", str(sample_repository))
+    monkeypatch.setenv("WORKBENCH_NOTEBOOK_QUICK", "1")
+
+    def run(name: str) -> nbformat.NotebookNode:
+        notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+        client = NotebookClient(notebook, timeout=CELL_TIMEOUT_S, kernel_name=KERNEL_NAME,
+                                resources={"metadata": {"path": str(NOTEBOOKS)}})
+        client.execute()
+        return notebook
+
+    return run
+
+
+def summary_of(notebook: nbformat.NotebookNode) -> dict:
+    """The JSON line the last code cell prints."""
+    last = [cell for cell in notebook.cells if cell.cell_type == "code"][-1]
+    text = "".join(out.get("text", "") for out in last.outputs if out.output_type == "stream")
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def config_digests(repository: Path) -> dict[str, str]:
+    """Every file directly in each model folder (config.pbtxt, a .bak if one appeared) -> sha256."""
+    return {str(p.relative_to(repository)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(repository.glob("*/*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.stem)
+def test_committed_without_outputs(path: Path) -> None:
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert code
+    assert [cell.id for cell in code if cell.outputs or cell.execution_count is not None] == []
+    assert notebook.metadata.kernelspec.name == "python3"
+    # papermill-style parameters: the first code cell, tagged, reading the CI switches
+    parameters = code[0]
+    assert "parameters" in parameters.metadata.get("tags", [])
+    assert "WORKBENCH_NOTEBOOK_REPOSITORY" in parameters.source
+    assert "WORKBENCH_NOTEBOOK_QUICK" in parameters.source
+
+
+def test_notebooks_exist() -> None:
+    assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == [
+        "01_quickstart.ipynb", "02_tune_dynamic_batching.ipynb", "03_ensemble_pipeline.ipynb"]
+
+
+def test_quickstart(run_notebook) -> None:
+    summary = summary_of(run_notebook("01_quickstart.ipynb"))
+    assert {"text_embedder", "ensemble_pipeline", "minilm_encoder"} <= set(summary["models_ready"])
+    assert all(port > 0 for port in summary["ports"].values())
+    assert set(summary["ports"]) == {"http", "grpc", "metrics"}
+    assert summary["embedding_shape"] == [4, 384]
+    assert summary["http_max_difference"] < 1e-5  # tritonclient over HTTP == in-process
+    assert summary["predictions"][:2] == ["positive", "negative"]
+
+
+def test_tune_dynamic_batching(run_notebook, sample_repository: Path) -> None:
+    before = config_digests(sample_repository)
+    summary = summary_of(run_notebook("02_tune_dynamic_batching.ipynb"))
+    assert config_digests(sample_repository) == before  # edits went to a temporary copy
+    assert summary["baseline_throughput"] > 0
+    assert summary["max_batch_size"] in (1, 4, 8)  # one of the quick batch sizes
+    assert summary["knee_concurrency"] in (None, 1, 2, 4, 8)
+    assert summary["working_concurrency"] in (1, 2, 4, 8)
+    assert summary["working_throughput"] > 0
+    assert summary["sla_p99_ms"] > 0
+    best = summary["best_under_sla"]
+    if best is not None:  # on a loaded machine no setting may meet the SLA
+        assert best["max_queue_delay_microseconds"] in (0, 4000)
+        assert best["p99_ms"] <= summary["sla_p99_ms"]
+    # baseline, delay 0, every queue delay, the final write: each a hot reload that served
+    assert summary["reloads"] == 5 and summary["all_reloaded"]
+
+
+def test_ensemble_pipeline(run_notebook) -> None:
+    summary = summary_of(run_notebook("03_ensemble_pipeline.ipynb"))
+    assert summary["composing"] == {
+        "ensemble_pipeline": ["tokenizer", "text_classifier", "postprocessor"],
+        "text_embedder": ["tokenizer", "minilm_encoder"],
+    }
+    steps = summary["steps"]
+    pipeline, embedder = steps["ensemble_pipeline"]["requests"], steps["text_embedder"]["requests"]
+    assert pipeline > 0 and embedder > 0
+    # one composing request per ensemble request and step; the tokenizer serves both
+    assert steps["text_classifier"]["requests"] == steps["postprocessor"]["requests"] == pipeline
+    assert steps["minilm_encoder"]["requests"] == embedder
+    assert steps["tokenizer"]["requests"] == pipeline + embedder
+    for name in ("tokenizer", "text_classifier", "postprocessor", "minilm_encoder"):
+        assert 0 < steps[name]["executions"] <= steps[name]["requests"]
+        assert steps[name]["compute_us"] > 0
+    assert all(throughput > 0 for throughput in summary["throughput"].values())
+    assert set(summary["predictions"].values()) <= {"negative", "neutral", "positive"}
