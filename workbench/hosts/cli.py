@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from workbench import ServerOptions, __version__
+from workbench.hosts import deploy_command
 
 
 def _bool(value: str) -> bool:
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="response cache capacity in bytes (0 = no cache)")
     serve.add_argument("--cache-config", action="append", default=[], metavar="local,size=N",
                        help="tritonserver's cache flag; only the 'local' cache exists here")
+    deploy_command.add_parser(commands)
     return parser
 
 
@@ -268,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``workbench`` console script; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "deploy":
+        return deploy_command.run(args, parser)
     try:
         options = options_from_args(args)
     except ValueError as exc:  # pydantic's ValidationError: out-of-range values
