@@ -27,6 +27,8 @@ from workbench.ui.store import EngineStore
 
 #: seconds of quiet typing before the text is validated
 DEBOUNCE_S = 0.4
+#: width of the knob widgets, pixels
+FORM_WIDTH = 240
 
 
 class ConfigView(pn.viewable.Viewer):
@@ -69,7 +71,7 @@ class ConfigView(pn.viewable.Viewer):
             pn.Row(self.model, self.apply_button, self.revert_button, self.discard_button),
             self.error, self.status,
             pn.Row(pn.Column(self.editor, self.problem_list, sizing_mode="stretch_width"),
-                   pn.Column(pn.pane.Markdown("**Knobs**"), *self.form.widgets(), width=280)),
+                   pn.Column(pn.pane.Markdown("**Knobs**"), *self.form.widgets(), width=FORM_WIDTH + 20)),
             pn.pane.Markdown("**Diff against the file on disk**"), self.diff,
             sizing_mode="stretch_width")
 
@@ -210,14 +212,16 @@ class _Form:
     """The knob widgets."""
 
     def __init__(self) -> None:
-        self.max_batch_size = pn.widgets.IntInput(label="max_batch_size", start=0, value=0)
-        self.dynamic_batching = pn.widgets.Checkbox(label="dynamic batching")
-        self.preferred = pn.widgets.TextInput(label="preferred batch sizes", placeholder="4, 8")
-        self.delay = pn.widgets.IntInput(label="max queue delay (µs)", start=0, value=0, step=100)
-        self.priorities = pn.widgets.IntInput(label="priority levels", start=0, value=0)
-        self.count = pn.widgets.IntInput(label="instance count", start=1, value=1)
-        self.kind = pn.widgets.Select(label="instance kind", options=list(INSTANCE_KINDS))
-        self.cache = pn.widgets.Checkbox(label="response cache")
+        width = {"width": FORM_WIDTH}
+        self.max_batch_size = pn.widgets.IntInput(label="max_batch_size", start=0, **width)
+        self.dynamic_batching = pn.widgets.Checkbox(label="dynamic batching", **width)
+        self.preferred = pn.widgets.TextInput(label="preferred batch sizes", placeholder="4, 8",
+                                              **width)
+        self.delay = pn.widgets.IntInput(label="max queue delay (µs)", start=0, step=100, **width)
+        self.priorities = pn.widgets.IntInput(label="priority levels", start=0, **width)
+        self.count = pn.widgets.IntInput(label="instance count", start=1, value=1, **width)
+        self.kind = pn.widgets.Select(label="instance kind", options=list(INSTANCE_KINDS), **width)
+        self.cache = pn.widgets.Checkbox(label="response cache", **width)
 
     def widgets(self) -> list:
         return [self.max_batch_size, self.dynamic_batching, self.preferred, self.delay,
