@@ -15,6 +15,7 @@ import argparse
 import sys
 
 from workbench import ServerOptions, __version__
+from workbench.hosts import deploy_command
 from workbench.hosts.build_plan_cli import add_build_plan_command, run_build_plan
 from workbench.perf import cli as perf_cli
 
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                                             "(perf_analyzer's flags and reports)")
     perf_cli.add_arguments(perf)
     add_build_plan_command(commands)
+    deploy_command.add_parser(commands)
     return parser
 
 
@@ -281,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_build_plan(args)
     if args.command == "perf":
         return perf_cli.main(args)
+    if args.command == "deploy":
+        return deploy_command.run(args, parser)
     try:
         options = options_from_args(args)
     except ValueError as exc:  # pydantic's ValidationError: out-of-range values
