@@ -9,7 +9,7 @@ import workbench
 
 PACKAGE = Path(workbench.__file__).parent
 #: packages that may only use the public names re-exported by `workbench`
-ADAPTERS = ("frontends", "hosts", "ui", "jupyter", "perf")
+ADAPTERS = ("frontends", "hosts", "ui", "jupyter", "perf", "deploy")
 #: the engine's internals, which adapters must never reach
 INTERNALS = ("workbench.backends", "workbench.scheduling", "workbench.engine", "workbench.config",
              "workbench.repository")
@@ -67,9 +67,9 @@ def test_lower_layers_never_import_upper_ones() -> None:
 
 def test_public_surface_is_exactly_all() -> None:
     public = {name for name in dir(workbench) if not name.startswith("_")}
-    modules = {"backends", "bytes_codec", "config", "datatypes", "devices", "engine", "errors", "frontends",
-               "gpu_memory", "hosts", "jupyter", "options", "perf", "repository", "scheduling",
-               "statistics", "tensors", "testing", "tools", "types", "ui"}
+    modules = {"backends", "bytes_codec", "config", "datatypes", "deploy", "devices", "engine", "errors",
+               "frontends", "gpu_memory", "hosts", "jupyter", "options", "perf", "repository",
+               "scheduling", "statistics", "tensors", "testing", "tools", "types", "ui"}
     assert public - modules == set(workbench.__all__) - {"__version__"}
 
 

@@ -1,6 +1,7 @@
 """``workbench serve`` (the headless host, with tritonserver-style flags), ``workbench perf``
 (the load generator, with perf_analyzer's flags: :mod:`workbench.perf.cli`) and ``workbench
-build-plan`` (a TensorRT plan from an ONNX model: :mod:`workbench.hosts.build_plan_cli`).
+build-plan`` (a TensorRT plan from an ONNX model: :mod:`workbench.hosts.build_plan_cli`), ``workbench
+deploy`` (Dockerfile and Kubernetes manifests: :mod:`workbench.hosts.deploy_command`).
 
     workbench serve --model-repository=sample_models/repository --http-port=8000
     workbench perf -m digits_mlp -u localhost:8000 --concurrency-range 1:16:4
@@ -15,6 +16,7 @@ import argparse
 import sys
 
 from workbench import ServerOptions, __version__
+from workbench.hosts import deploy_command
 from workbench.hosts.build_plan_cli import add_build_plan_command, run_build_plan
 from workbench.perf import cli as perf_cli
 
@@ -98,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
                                             "(perf_analyzer's flags and reports)")
     perf_cli.add_arguments(perf)
     add_build_plan_command(commands)
+    deploy_command.add_parser(commands)
     return parser
 
 
@@ -281,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_build_plan(args)
     if args.command == "perf":
         return perf_cli.main(args)
+    if args.command == "deploy":
+        return deploy_command.run(args, parser)
     try:
         options = options_from_args(args)
     except ValueError as exc:  # pydantic's ValidationError: out-of-range values

@@ -3,5 +3,29 @@
 Like the frontends, the UI reads and acts only through the engine's public API (the names
 ``workbench`` exports). Importing this package imports neither Panel nor Bokeh: the
 dashboards import them when they are built, so hosts can use :mod:`workbench.ui.live_stats`
-without them.
+without them (the ``ui`` extra installs Panel, Bokeh and ipywidgets).
+
+* ``dashboard(server)``: the whole dashboard in a notebook cell (Models, Config, Live,
+  Headless tabs; a Tuning tab when given).
+* ``create_app(server)``: the same for one Bokeh/Panel server session.
+* ``workbench.ui.widgets.ModelControls``: ipywidgets controls for tuning loops in plain Python.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+_LAZY = {"Dashboard": "workbench.ui.app", "create_app": "workbench.ui.app",
+         "dashboard": "workbench.ui.app", "ModelControls": "workbench.ui.widgets"}
+
+
+def __getattr__(name: str) -> Any:
+    """``workbench.ui.dashboard`` and friends, imported (with Panel) on first use."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'workbench.ui' has no attribute '{name}'")
+
+
+__all__ = ["Dashboard", "ModelControls", "create_app", "dashboard"]

@@ -1,0 +1,128 @@
+"""``workbench deploy``: Dockerfile and Kubernetes manifests for a model repository, parsed back
+with PyYAML; the CLI writes them with a copy of the repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from workbench.deploy import DeploySpec, render, required_extras, write_deployment
+from workbench.deploy.yaml_text import dump, dump_all
+from workbench.hosts.cli import main
+from workbench.testing.reload import write_add_sub
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> Path:
+    repo = tmp_path / "models"
+    write_add_sub(repo)
+    (repo / "add_sub" / "config.pbtxt.bak").write_text("old")  # never goes into the image
+    return repo
+
+
+def manifests(repository: Path, **spec) -> dict[str, dict]:
+    files = render(DeploySpec(**spec), repository)
+    return {path: yaml.safe_load(text) for path, text in files.items() if path.endswith(".yaml")}
+
+
+def test_yaml_writer_output_reads_back_identically() -> None:
+    document = {"a": "true", "b": "8000", "c": 8000, "d": True, "e": None, "f": "x: y # z",
+                "g": [{"h": 1, "i": [1, "2"]}, [3, 4], {}], "j": [], "µ": "1 µs", "on": "off",
+                "k": {"l": {"m": -1.5}}, "prometheus.io/scrape": "true"}
+    assert yaml.safe_load(dump(document)) == document
+    assert list(yaml.safe_load_all(dump_all([{"a": 1}, {"b": 2}]))) == [{"a": 1}, {"b": 2}]
+    with pytest.raises(TypeError):
+        dump({"a": object()})
+
+
+def test_deployment_probes_shm_and_scrape_annotations(repository: Path) -> None:
+    deployment = manifests(repository, name="digits", image="reg/digits:1")["k8s/deployment.yaml"]
+    assert (deployment["kind"], deployment["metadata"]["name"]) == ("Deployment", "digits")
+    pod = deployment["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"prometheus.io/scrape": "true",
+                                              "prometheus.io/port": "8002",
+                                              "prometheus.io/path": "/metrics"}
+    assert deployment["spec"]["selector"]["matchLabels"] == pod["metadata"]["labels"]
+    [container] = pod["spec"]["containers"]
+    assert container["image"] == "reg/digits:1"
+    assert container["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/v2/health/live", "port": "http"}
+    assert container["startupProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "http": 8000, "grpc": 8001, "metrics": 8002}
+    assert "--model-repository=/models" in container["args"]
+    assert container["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+    assert pod["spec"]["volumes"] == [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}]
+    assert pod["spec"]["terminationGracePeriodSeconds"] == 40  # exit timeout 30 s + 10
+
+
+def test_service_and_hpa_on_queue_time(repository: Path) -> None:
+    files = manifests(repository, http_port=9000, queue_time_target_us=2500, max_replicas=7)
+    service = files["k8s/service.yaml"]
+    assert {p["name"]: (p["port"], p["targetPort"]) for p in service["spec"]["ports"]} == {
+        "http": (9000, "http"), "grpc": (8001, "grpc"), "metrics": (8002, "metrics")}
+    hpa = files["k8s/hpa.yaml"]
+    assert hpa["apiVersion"] == "autoscaling/v2" and hpa["spec"]["maxReplicas"] == 7
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "workbench"
+    [metric] = hpa["spec"]["metrics"]
+    assert metric["pods"]["metric"]["name"] == "nv_inference_queue_duration_us_per_request"
+    assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": "2500"}
+    [rule] = files["k8s/prometheus-adapter-rules.yaml"]["rules"]
+    assert rule["name"]["as"] == "nv_inference_queue_duration_us_per_request"
+    assert "rate(nv_inference_queue_duration_us{" in rule["metricsQuery"]
+    assert "rate(nv_inference_request_success{" in rule["metricsQuery"]
+
+
+def test_dockerfile_serves_the_copied_repository(repository: Path) -> None:
+    text = render(DeploySpec(model_control_mode="explicit"), repository)["Dockerfile"]
+    assert "COPY --chown=workbench:workbench models/ /models/" in text
+    assert 'ENTRYPOINT ["workbench", "serve"]' in text
+    assert '"--model-control-mode=explicit"' in text and '"--load-model=*"' in text
+    assert "EXPOSE 8000 8001 8002" in text
+    assert 'pip install --find-links /tmp/wheels "workbench"' in text  # add_sub: no extra
+
+
+def test_extras_follow_the_models_backends(tmp_path: Path, repository: Path) -> None:
+    assert required_extras(repository) == []
+    (repository / "scripted" / "1").mkdir(parents=True)
+    (repository / "scripted" / "1" / "model.pt").write_bytes(b"")
+    (repository / "vino").mkdir()
+    (repository / "vino" / "config.pbtxt").write_text('backend: "openvino"\n')
+    assert required_extras(repository) == ["openvino", "pytorch"]
+    assert '"workbench[openvino,pytorch]"' in render(DeploySpec(), repository)["Dockerfile"]
+
+
+def test_cli_writes_the_build_context(tmp_path: Path, repository: Path, capsys) -> None:
+    out = tmp_path / "deploy"
+    assert main(["deploy", f"--model-repository={repository}", f"--out={out}", "--name=adder",
+                 "--replicas=2", "--max-replicas=3"]) == 0
+    assert {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} == {
+        "Dockerfile", ".dockerignore", "README.md", "wheels/README.md", "k8s/deployment.yaml",
+        "k8s/service.yaml", "k8s/hpa.yaml", "k8s/prometheus-adapter-rules.yaml",
+        "models/add_sub/config.pbtxt", "models/add_sub/1/model.onnx"}
+    assert (out / "models/add_sub/1/model.onnx").read_bytes() == \
+        (repository / "add_sub/1/model.onnx").read_bytes()
+    deployment = yaml.safe_load((out / "k8s/deployment.yaml").read_text())
+    assert deployment["metadata"]["name"] == "adder" and deployment["spec"]["replicas"] == 2
+    assert str(out / "Dockerfile") in capsys.readouterr().out
+
+
+def test_cli_refuses_bad_values(tmp_path: Path, repository: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["deploy", f"--model-repository={repository}", f"--out={tmp_path / 'o'}",
+              "--name=Not_A_Label"])
+    assert exit_info.value.code == 2
+    assert "DNS-1123" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["deploy", f"--model-repository={repository}", f"--out={repository / 'inside'}"])
+
+
+@pytest.mark.parametrize("bad", [dict(http_port=8001), dict(min_replicas=3, replicas=2),
+                                 dict(shm_size="lots"), dict(queue_time_target_us=0),
+                                 dict(model_control_mode="sometimes"), dict(memory_limit="4 GB")])
+def test_spec_refuses_what_kubernetes_would(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        DeploySpec(**bad)

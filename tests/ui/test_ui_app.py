@@ -1,0 +1,81 @@
+"""The whole dashboard: tabs, the Tuning slot, one periodic callback, rendering to Bokeh
+models, and ``create_app`` served per session by a real Panel server on the engine's loop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import panel as pn
+from ui_helpers import add_sub_request
+
+from workbench import Server
+from workbench.ui import create_app, dashboard
+from workbench.ui.store import EngineStore
+
+
+async def test_dashboard_has_the_tabs_in_order_and_renders(server: Server) -> None:
+    board = dashboard(server, interval_s=60)
+    try:
+        await board.store.settle()
+        assert board.models.model.options == ["add_sub", "digits_mlp"]
+        assert board.config.editor.value.startswith("\nname: \"add_sub\"")
+        root = pn.panel(board).get_root()  # the Bokeh models a notebook cell or session shows
+        assert [tab.title for tab in root.tabs] == ["Models", "Config", "Live", "Headless"]
+    finally:
+        board.close()
+        board.close()  # idempotent
+
+
+async def test_the_tuning_slot_goes_between_live_and_headless(server: Server) -> None:
+    stores = []
+
+    def tuning(store: EngineStore) -> pn.viewable.Viewable:
+        stores.append(store)
+        return pn.pane.Markdown("sweep")
+
+    board = dashboard(server, tuning=tuning, interval_s=60)
+    try:
+        root = pn.panel(board).get_root()
+        assert [tab.title for tab in root.tabs] == ["Models", "Config", "Live", "Tuning", "Headless"]
+        assert stores == [board.store]
+    finally:
+        board.close()
+
+
+async def test_one_periodic_callback_feeds_the_live_plots(server: Server) -> None:
+    board = dashboard(server, interval_s=0.05)
+    try:
+        async with asyncio.timeout(20):
+            while len(board.live.series.data["time"]) < 2:
+                await server.infer(add_sub_request())
+                await asyncio.sleep(0.02)
+        assert max(board.live.series.data["inferences_per_s"]) > 0
+    finally:
+        board.close()
+    rows = len(board.live.series.data["time"])
+    await asyncio.sleep(0.2)
+    assert len(board.live.series.data["time"]) == rows  # stopped with the dashboard
+
+
+async def test_create_app_serves_a_session_on_the_engines_loop(server: Server) -> None:
+    sessions = []
+
+    def app():
+        sessions.append(create_app(server, interval_s=60))
+        return sessions[-1]
+
+    served = pn.serve({"workbench": app}, port=0, address="127.0.0.1", show=False, start=False,
+                      threaded=False)
+    try:
+        served.start()
+        async with httpx.AsyncClient(timeout=30) as client:
+            page = await client.get(f"http://127.0.0.1:{served.port}/workbench")
+        assert page.status_code == 200 and "bokeh" in page.text.lower()
+        assert len(sessions) == 1
+        await sessions[0].store.settle()
+        assert sessions[0].models.model.options == ["add_sub", "digits_mlp"]
+    finally:
+        served.stop()
+        for session in sessions:
+            session.close()

@@ -1,0 +1,106 @@
+"""Form knobs <-> config.pbtxt text: only the changed fields are rewritten, comments stay."""
+
+from __future__ import annotations
+
+import difflib
+
+import pytest
+from google.protobuf import text_format
+
+from workbench.ui.config_knobs import (
+    ConfigKnobs,
+    apply_knobs,
+    parse_text,
+    read_knobs,
+    set_knobs,
+    with_knob,
+)
+from workbench.ui.pbtxt_spans import replace_fields, top_level_spans
+
+TEXT = """\
+name: "m"  # the model
+backend: "onnxruntime"
+max_batch_size: 8
+# two instances: one per core
+instance_group [ { count: 2 kind: KIND_CPU } ]
+dynamic_batching { }
+parameters { key: "x{#" value: { string_value: "}#[" } }
+"""
+
+
+def changed_lines(before: str, after: str) -> list[str]:
+    return [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(),
+                                                   lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+
+
+def test_spans_cover_each_top_level_field_despite_brackets_in_strings_and_comments() -> None:
+    spans = top_level_spans(TEXT)
+    assert [s.name for s in spans] == ["name", "backend", "max_batch_size", "instance_group",
+                                       "dynamic_batching", "parameters"]
+    assert TEXT[spans[-1].start:spans[-1].end].endswith('string_value: "}#[" } }')
+    assert TEXT[spans[0].start:spans[0].end] == 'name: "m"'
+
+
+def test_one_knob_rewrites_one_line_and_keeps_comments() -> None:
+    after = with_knob(TEXT, max_batch_size=16)
+    assert changed_lines(TEXT, after) == ["-max_batch_size: 8", "+max_batch_size: 16"]
+    assert read_knobs(parse_text(after)).max_batch_size == 16
+
+
+def test_batcher_knobs_rewrite_the_batcher_block_only() -> None:
+    after = with_knob(TEXT, preferred_batch_sizes=(4, 8), max_queue_delay_us=250)
+    assert changed_lines(TEXT, after) == [
+        "-dynamic_batching { }", "+dynamic_batching {", "+  preferred_batch_size: 4",
+        "+  preferred_batch_size: 8", "+  max_queue_delay_microseconds: 250", "+}"]
+    assert "# two instances: one per core" in after and "# the model" in after
+
+
+def test_every_knob_round_trips() -> None:
+    knobs = ConfigKnobs(max_batch_size=4, dynamic_batching=True, preferred_batch_sizes=(2,),
+                        max_queue_delay_us=100, priority_levels=3, instance_count=1,
+                        instance_kind="KIND_GPU", response_cache=True)
+    after = set_knobs(TEXT, knobs)
+    assert read_knobs(parse_text(after)) == knobs
+    config = parse_text(after)
+    assert config.dynamic_batching.default_priority_level == 3  # in 1..priority_levels
+    assert config.parameters["x{#"].string_value == "}#["  # untouched field intact
+
+
+def test_turning_features_off_removes_their_fields() -> None:
+    after = with_knob(TEXT, dynamic_batching=False)
+    assert changed_lines(TEXT, after) == ["-dynamic_batching { }"]
+    assert not parse_text(after).HasField("dynamic_batching")
+
+
+def test_a_field_written_several_times_is_replaced_once() -> None:
+    text = 'name: "m"\ninstance_group { count: 1 }\nmax_batch_size: 2\ninstance_group { count: 3 }\n'
+    after = with_knob(text, instance_count=5)
+    groups = parse_text(after).instance_group
+    assert [g.count for g in groups] == [5, 3]  # the first group is the form's; others kept
+    assert after.count("instance_group") == 2 and after.index("max_batch_size") > after.index("count: 5")
+
+
+def test_a_missing_field_is_appended_and_an_inline_comment_stays() -> None:
+    text = 'name: "m"\nmax_batch_size: 8  # keep me\n'
+    after = with_knob(text, max_batch_size=2, response_cache=True)
+    assert "max_batch_size: 2  # keep me" in after
+    assert after.endswith("response_cache {\n  enable: true\n}\n")
+
+
+def test_unchanged_knobs_leave_the_text_identical() -> None:
+    assert set_knobs(TEXT, read_knobs(parse_text(TEXT))) == TEXT
+
+
+def test_text_that_does_not_parse_is_refused() -> None:
+    with pytest.raises(text_format.ParseError):
+        with_knob("max_batch_size: {", max_batch_size=2)
+    with pytest.raises(ValueError, match="unbalanced"):
+        top_level_spans("a { b: 1")
+    with pytest.raises(ValueError):
+        replace_fields('a: "open', {"a": "a: 1\n"})
+
+
+def test_unknown_instance_kind_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        apply_knobs(parse_text(TEXT), ConfigKnobs(instance_kind="KIND_TPU"))

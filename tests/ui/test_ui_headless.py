@@ -1,0 +1,96 @@
+"""The Headless tab: a real ``workbench serve`` started and stopped from the panel; deployment
+files written from it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+
+from workbench.ui.headless_view import HeadlessView
+from workbench.ui.store import EngineStore
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+async def wait_for_health(view: HeadlessView, wanted: str, timeout_s: float = 90.0) -> str:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    health = ""
+    while asyncio.get_running_loop().time() < deadline:
+        health = await view.poll()
+        if health == wanted:
+            return health
+        await asyncio.sleep(0.2)
+    pytest.fail(f"health {health!r}, not {wanted!r}, after {timeout_s} s:\n{view.log.object}")
+
+
+async def test_start_health_log_and_stop_a_real_serve_process(store: EngineStore, repository: Path) -> None:
+    view = HeadlessView(store)
+    assert view.repository.value == str(repository)  # the engine's repository
+    view.http_port.value, view.grpc_port.value, view.metrics_port.value = free_ports(3)
+    view.start_button.clicks += 1
+    await store.settle()
+    process = view.process
+    assert process is not None and process.running
+    assert view.start_button.disabled and not view.stop_button.disabled
+    await wait_for_health(view, "READY")
+    assert f"Started HTTPService at 127.0.0.1:{view.http_port.value}" in view.log.object
+    assert view.health.object.startswith("**READY**")
+    view.start_button.clicks += 1  # disabled in the browser; from code: refused in place
+    await store.settle()
+    view.stop_button.clicks += 1
+    await store.settle()
+    assert not process.running and process.returncode == 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(process.pid, 0)
+    assert view.health.object.startswith("**EXITED (0)**")
+    assert not view.start_button.disabled
+
+
+async def test_a_process_that_exits_at_once_shows_its_status_and_log(store: EngineStore, tmp_path: Path) -> None:
+    view = HeadlessView(store)
+    view.repository.value = str(tmp_path / "missing")
+    view.http_port.value, view.grpc_port.value, view.metrics_port.value = free_ports(3)
+    await view.start()
+    health = await wait_for_health(view, "EXITED (1)")
+    assert health == "EXITED (1)" and "missing" in view.log.object
+    assert not view.start_button.disabled
+
+
+async def test_close_stops_the_sessions_process(store: EngineStore) -> None:
+    view = HeadlessView(store)
+    view.http_port.value, view.grpc_port.value, view.metrics_port.value = free_ports(3)
+    await view.start()
+    process = view.process
+    view.close()
+    assert not process.running
+
+
+async def test_write_deployment_from_the_panel(store: EngineStore, tmp_path: Path) -> None:
+    view = HeadlessView(store)
+    view.deploy_button.clicks += 1
+    await store.settle()
+    assert view.error.visible and "choose a deployment folder" in view.error.object
+    view.out_dir.value, view.deploy_name.value = str(tmp_path / "out"), "adder"
+    view.deploy_button.clicks += 1
+    await store.settle()
+    assert not view.error.visible
+    deployment = yaml.safe_load((tmp_path / "out" / "k8s" / "deployment.yaml").read_text())
+    assert deployment["metadata"]["name"] == "adder"
+    assert (tmp_path / "out" / "models" / "digits_mlp" / "config.pbtxt").is_file()
+    assert "k8s/hpa.yaml" in view.written.object
+    view.deploy_name.value = "Bad Name"
+    await view.write_deployment()
+    assert view.error.visible and "DNS-1123" in view.error.object

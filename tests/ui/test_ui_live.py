@@ -1,0 +1,71 @@
+"""The Live tab: one periodic callback streams LiveStatistics into bounded Bokeh sources."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from ui_helpers import add_sub_request
+
+from workbench import Server
+from workbench.ui.gpu import GpuSample, gpu_sampler
+from workbench.ui.live_view import SERIES, LiveView
+from workbench.ui.store import EngineStore
+
+
+async def test_a_tick_streams_one_row_of_what_the_engine_did(server: Server, store: EngineStore) -> None:
+    view = LiveView(store, history=50)
+    view.tick()  # first interval: nothing happened
+    assert view.model.options == ["add_sub/1", "digits_mlp/1", "digits_mlp/2"]
+    assert view.model.value == "add_sub/1"
+    await asyncio.gather(*(server.infer(add_sub_request(batch=2)) for _ in range(30)))
+    assert view.tick() == 1
+    data = view.series.data
+    assert set(data) == set(SERIES) and len(data["time"]) == 2
+    assert data["inferences_per_s"][0] == 0 and math.isnan(data["p99_ms"][0])
+    assert data["inferences_per_s"][1] > 0
+    assert 0 < data["p50_ms"][1] <= data["p95_ms"][1] <= data["p99_ms"][1]
+    assert data["compute_ms"][1] > 0 and data["pending"][1] == 0
+    executed = dict(zip(view.batches.data["batch_size"], view.batches.data["executions"]))
+    assert sum(size * count for size, count in executed.items()) == 60
+    view.close()
+
+
+async def test_history_is_bounded_and_switching_model_replays_it(server: Server, store: EngineStore) -> None:
+    view = LiveView(store, history=3)
+    for _ in range(5):
+        await server.infer(add_sub_request())
+        view.tick()
+    assert len(view.series.data["time"]) == 3  # rollover
+    view.model.value = "digits_mlp/2"
+    assert len(view.series.data["time"]) == 3
+    assert all(rate == 0 for rate in view.series.data["inferences_per_s"])
+    assert view.batches.data["batch_size"] == []
+    view.model.value = "add_sub/1"
+    assert view.batches.data == {"batch_size": [1], "executions": [3]}  # kept history: 3 ticks
+    view.close()
+
+
+async def test_closing_detaches_from_the_engine(server: Server, store: EngineStore) -> None:
+    view = LiveView(store)
+    view.close()
+    await server.infer(add_sub_request())
+    assert view.live._latencies == {}
+
+
+async def test_no_gpu_no_gpu_plot(store: EngineStore) -> None:
+    assert gpu_sampler() is None  # no NVML reader wired: nothing is made up
+    view = LiveView(store)
+    assert "gpu" not in view.figures
+    view.close()
+
+
+async def test_a_gpu_source_gets_its_own_streamed_plot(store: EngineStore) -> None:
+    readings = [[GpuSample(0, 40.0, 2_000_000_000, 8_000_000_000),
+                 GpuSample(1, 60.0, 1_000_000_000, 8_000_000_000)]]
+    view = LiveView(store, gpu=lambda: readings[0])
+    view.tick()
+    assert "gpu" in view.figures
+    assert view.gpu_series.data["utilization_pct"] == [50.0]
+    assert view.gpu_series.data["memory_used_gb"] == [3.0]
+    view.close()

@@ -1,0 +1,97 @@
+"""What a deployment of one model repository looks like: :class:`DeploySpec`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: a DNS-1123 label: what Kubernetes accepts as a Deployment / Service name
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+#: a Kubernetes quantity such as 1Gi, 512Mi, 500m, 2
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+
+
+@dataclass(frozen=True)
+class DeploySpec:
+    """The knobs of the generated Dockerfile and Kubernetes manifests.
+
+    Attributes:
+        name: Deployment, Service and HPA name, and the ``app`` label (a DNS-1123 label).
+        image: the container image the Deployment runs (built from the generated Dockerfile).
+        model_control_mode: ``none`` (load everything at start: the production default) or
+            ``explicit`` / ``poll``, passed to ``workbench serve``.
+        http_port, grpc_port, metrics_port: container and Service ports (tritonserver's
+            8000 / 8001 / 8002).
+        replicas: initial replicas; the HPA scales between ``min_replicas`` and
+            ``max_replicas``.
+        queue_time_target_us: the HPA's target for the mean queue time per request,
+            **microseconds** (the custom metric ``nv_inference_queue_duration_us_per_request``
+            that the Prometheus adapter rule in ``prometheus-adapter-rules.yaml`` computes).
+        shm_size: size limit of the memory-backed ``/dev/shm`` volume (a Kubernetes quantity,
+            e.g. ``1Gi``): Python-backend stubs and shared-memory clients need more than the
+            container runtime's 64 MiB default.
+        cpu_request, memory_request, cpu_limit, memory_limit: container resources (Kubernetes
+            quantities; the limits may be "" for none).
+        exit_timeout_s: ``--exit-timeout-secs``, seconds a stopping server waits for in-flight
+            requests; the pod's termination grace period is 10 s longer.
+        python_image: base image of the Dockerfile.
+    """
+
+    name: str = "workbench"
+    image: str = "workbench-models:latest"
+    model_control_mode: str = "none"
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+    replicas: int = 1
+    min_replicas: int = 1
+    max_replicas: int = 4
+    queue_time_target_us: int = 5000
+    shm_size: str = "1Gi"
+    cpu_request: str = "1"
+    memory_request: str = "2Gi"
+    cpu_limit: str = ""
+    memory_limit: str = "4Gi"
+    exit_timeout_s: int = 30
+    python_image: str = "python:3.12-slim"
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raises:
+            ValueError: a name Kubernetes would refuse, a port outside 1..65535 or repeated,
+                replica bounds out of order, a target or timeout below 1, a malformed
+                quantity, or an unknown model control mode.
+        """
+        if not _DNS_LABEL.match(self.name):
+            raise ValueError(f"name '{self.name}' is not a DNS-1123 label (lower case letters, "
+                             "digits and '-', at most 63)")
+        ports = (self.http_port, self.grpc_port, self.metrics_port)
+        if any(not 1 <= p <= 65535 for p in ports) or len(set(ports)) != 3:
+            raise ValueError(f"ports must be three different numbers in 1..65535, got {ports}")
+        if not 1 <= self.min_replicas <= self.replicas <= self.max_replicas:
+            raise ValueError("replicas must satisfy 1 <= min_replicas <= replicas <= max_replicas, "
+                             f"got {self.min_replicas}, {self.replicas}, {self.max_replicas}")
+        if self.queue_time_target_us < 1 or self.exit_timeout_s < 1:
+            raise ValueError("queue_time_target_us and exit_timeout_s must be at least 1")
+        for field in ("shm_size", "cpu_request", "memory_request", "cpu_limit", "memory_limit"):
+            value = getattr(self, field)
+            if (value or field.endswith("request") or field == "shm_size") \
+                    and not _QUANTITY.match(value):
+                raise ValueError(f"{field} '{value}' is not a Kubernetes quantity (e.g. 1Gi, 500m)")
+        if self.model_control_mode not in ("none", "explicit", "poll"):
+            raise ValueError(f"model_control_mode must be none, explicit or poll, "
+                             f"got '{self.model_control_mode}'")
+
+    def serve_args(self) -> list[str]:
+        """The ``workbench serve`` flags of the container (the repository is ``/models``)."""
+        args = ["--model-repository=/models", f"--model-control-mode={self.model_control_mode}",
+                f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}",
+                f"--metrics-port={self.metrics_port}", f"--exit-timeout-secs={self.exit_timeout_s}"]
+        if self.model_control_mode == "explicit":
+            args.append("--load-model=*")
+        return args
+
+
+__all__ = ["DeploySpec"]

@@ -1,0 +1,55 @@
+"""``workbench deploy``: write a Dockerfile and Kubernetes manifests for a model repository.
+
+    workbench deploy --model-repository=models --out=deploy/ [--name=digits --image=reg/digits:1]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from workbench.deploy import DeploySpec, write_deployment
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Add the ``deploy`` sub-command to the ``workbench`` parser."""
+    deploy = commands.add_parser("deploy", help="write a Dockerfile and Kubernetes manifests "
+                                                "(Deployment, Service, HPA on queue time)")
+    defaults = DeploySpec()
+    deploy.add_argument("--model-repository", required=True, help="local model repository folder")
+    deploy.add_argument("--out", required=True, help="output folder (created; files overwritten)")
+    deploy.add_argument("--name", default=defaults.name, help="Deployment / Service name")
+    deploy.add_argument("--image", default=defaults.image, help="image the Deployment runs")
+    deploy.add_argument("--model-control-mode", choices=["none", "explicit", "poll"],
+                        default=defaults.model_control_mode)
+    for flag in ("http-port", "grpc-port", "metrics-port", "replicas", "min-replicas",
+                 "max-replicas", "exit-timeout-secs"):
+        field = flag.replace("-", "_").replace("secs", "s")
+        deploy.add_argument(f"--{flag}", type=int, default=getattr(defaults, field))
+    deploy.add_argument("--queue-time-target-us", type=int, default=defaults.queue_time_target_us,
+                        help="HPA target: mean queue time per request, microseconds")
+    deploy.add_argument("--shm-size", default=defaults.shm_size, help="/dev/shm size (e.g. 1Gi)")
+    deploy.add_argument("--no-models", action="store_true",
+                        help="write the files only, do not copy the repository into OUT/models")
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Write the deployment; returns 0 (a bad value exits through ``parser.error``)."""
+    try:
+        spec = DeploySpec(
+            name=args.name, image=args.image, model_control_mode=args.model_control_mode,
+            http_port=args.http_port, grpc_port=args.grpc_port, metrics_port=args.metrics_port,
+            replicas=args.replicas, min_replicas=args.min_replicas, max_replicas=args.max_replicas,
+            exit_timeout_s=args.exit_timeout_secs, queue_time_target_us=args.queue_time_target_us,
+            shm_size=args.shm_size,
+        )
+        written = write_deployment(spec, Path(args.model_repository), Path(args.out),
+                                   copy_models=not args.no_models)
+    except (ValueError, FileNotFoundError) as exc:
+        parser.error(str(exc))
+    for path in written:
+        print(path)
+    return 0
+
+
+__all__ = ["add_parser", "run"]

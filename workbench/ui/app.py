@@ -1,0 +1,121 @@
+"""The whole workbench dashboard: ``dashboard(server)`` for a notebook cell, ``create_app``
+for a Bokeh/Panel server session (the Jupyter host mounts it at ``{base_url}/workbench/``).
+
+Tabs, in order: Models, Config, Live, [Tuning], Headless. The Tuning tab (a concurrency or
+request-rate sweep over the load generator of ``workbench perf``) is built elsewhere: pass its
+builder as ``tuning=`` (``tuning(store) -> Viewable``) and it goes between Live and Headless;
+without one there is no Tuning tab.
+
+Threading: Panel callbacks must reach the engine on the engine's event loop. Inside Jupyter,
+the Bokeh server runs on the Jupyter server's tornado/asyncio loop, the loop the engine runs
+on, so callbacks start tasks there and await engine methods directly; in a notebook kernel
+that started the engine with top-level ``await`` it is the kernel's loop. Build the dashboard
+on that loop; a callback that runs on another thread hands its coroutine to the engine's loop
+(:class:`~workbench.ui.store.EngineStore`).
+
+Per session: one :class:`~workbench.ui.live_stats.LiveStatistics` (an observer on the engine:
+one list append per successful request while the session is open), one periodic callback
+(:meth:`Dashboard.tick`, default every second) for every live plot and the headless health,
+and the ``workbench serve`` process the session started, stopped with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import panel as pn
+
+from workbench import Server
+from workbench.ui.config_view import ConfigView
+from workbench.ui.headless_view import HeadlessView
+from workbench.ui.live_view import LiveView
+from workbench.ui.models_view import ModelsView
+from workbench.ui.store import EngineStore
+
+#: builds the Tuning tab for a session
+TabBuilder = Callable[[EngineStore], pn.viewable.Viewable]
+#: the Panel extensions the dashboard's widgets need
+EXTENSIONS = ("codeeditor", "tabulator")
+
+
+class Dashboard(pn.viewable.Viewer):
+    """Every tab of one session, and the periodic callback that feeds them.
+
+    Args:
+        server: the started engine.
+        tuning: the Tuning tab's builder (see the module docstring); None: no Tuning tab.
+        history: live-plot rows kept (ticks).
+        loop: the engine's loop (default: the running loop).
+    """
+
+    def __init__(self, server: Server, *, tuning: TabBuilder | None = None, history: int = 300,
+                 loop: asyncio.AbstractEventLoop | None = None, **params) -> None:
+        super().__init__(**params)
+        self.store = EngineStore(server, loop)
+        self.models = ModelsView(self.store)
+        self.config = ConfigView(self.store)
+        self.live = LiveView(self.store, history=history)
+        self.headless = HeadlessView(self.store)
+        tabs: list[tuple[str, pn.viewable.Viewable]] = [
+            ("Models", self.models), ("Config", self.config), ("Live", self.live)]
+        if tuning is not None:
+            tabs.append(("Tuning", tuning(self.store)))
+        tabs.append(("Headless", self.headless))
+        self.tabs = pn.Tabs(*tabs, dynamic=True, sizing_mode="stretch_width")
+        self._callback = None
+        self._closed = False
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        return self.tabs
+
+    def start(self, interval_s: float = 1.0) -> Dashboard:
+        """Fill the tabs (spawned on the engine's loop) and start the periodic callback
+        (every ``interval_s`` seconds, on the session's document or the current loop)."""
+        self.store.spawn(self.models.refresh())
+        self.store.spawn(self.config.refresh_models())
+        self._callback = pn.state.add_periodic_callback(self.tick, period=int(interval_s * 1000),
+                                                        start=True)
+        return self
+
+    def tick(self) -> None:
+        """One beat: stream the live plots, refresh the headless process's health."""
+        if self._closed:
+            return
+        self.live.tick()
+        self.headless.tick()
+
+    def close(self) -> None:
+        """Stop the periodic callback, detach the live statistics, stop the session's
+        ``workbench serve`` process. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._callback is not None:
+            self._callback.stop()
+        self.live.close()
+        self.headless.close()
+
+
+def dashboard(server: Server, *, tuning: TabBuilder | None = None, interval_s: float = 1.0,
+              history: int = 300) -> Dashboard:
+    """The dashboard for a notebook cell: loads Panel's notebook extension, builds and starts
+    a :class:`Dashboard` (display it as the cell's value). Call ``.close()`` when done: a
+    notebook has no session end to do it."""
+    pn.extension(*EXTENSIONS)
+    return Dashboard(server, tuning=tuning, history=history).start(interval_s)
+
+
+def create_app(server: Server, *, tuning: TabBuilder | None = None, interval_s: float = 1.0,
+               history: int = 300) -> pn.viewable.Viewable:
+    """The dashboard of one Bokeh/Panel server session: call it per session (e.g. as the
+    function given to ``pn.serve`` or a Bokeh ``FunctionHandler``), on the engine's loop. It is
+    closed when the session is destroyed."""
+    pn.extension(*EXTENSIONS)
+    app = Dashboard(server, tuning=tuning, history=history).start(interval_s)
+    if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+        pn.state.on_session_destroyed(lambda _context: app.close())
+    return app
+
+
+__all__ = ["Dashboard", "EXTENSIONS", "TabBuilder", "create_app", "dashboard"]

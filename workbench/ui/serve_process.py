@@ -1,0 +1,113 @@
+"""A ``workbench serve`` child process started from the dashboard: start, health, log, stop.
+
+The process runs the same Python as the notebook or Jupyter server
+(``sys.executable -m workbench.hosts.cli serve``) on the repository and ports the user picks;
+its stdout and stderr are read by a daemon thread into a bounded log tail. Health is
+``GET /v2/health/ready`` and ``/v2/health/live`` with httpx.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Sequence
+
+import httpx
+
+#: log lines kept
+LOG_LINES = 500
+
+
+class ServeProcess:
+    """One ``workbench serve`` process.
+
+    Args:
+        repositories: model repository folders (``--model-repository``, one per entry).
+        http_port, grpc_port, metrics_port: the ports it binds (0 = any free port; the bound
+            ones are not read back, so health needs a fixed ``http_port``).
+        model_control_mode: ``none``, ``explicit`` (then every model is loaded at start,
+            ``--load-model=*``) or ``poll``.
+        extra_args: more ``workbench serve`` flags.
+        http_address: the address to bind and to poll (default loopback).
+
+    Raises:
+        OSError: the process could not be started.
+    """
+
+    def __init__(self, repositories: Sequence[str], http_port: int = 8000, grpc_port: int = 8001,
+                 metrics_port: int = 8002, model_control_mode: str = "none",
+                 extra_args: Sequence[str] = (), http_address: str = "127.0.0.1") -> None:
+        self.http_address = http_address
+        self.http_port = http_port
+        self.command = [sys.executable, "-m", "workbench.hosts.cli", "serve",
+                        *(f"--model-repository={r}" for r in repositories),
+                        f"--model-control-mode={model_control_mode}",
+                        f"--http-address={http_address}", f"--http-port={http_port}",
+                        f"--grpc-address={http_address}", f"--grpc-port={grpc_port}",
+                        f"--metrics-address={http_address}", f"--metrics-port={metrics_port}",
+                        *(["--load-model=*"] if model_control_mode == "explicit" else []),
+                        *extra_args]
+        self.lines: deque[str] = deque(maxlen=LOG_LINES)
+        self.process = subprocess.Popen(self.command, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        text=True, errors="replace")
+        self._reader = threading.Thread(target=self._read, daemon=True, name="serve-log")
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        with self.process.stdout:  # closed at the end of its output (the process exited)
+            for line in self.process.stdout:
+                self.lines.append(line.rstrip("\n"))
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def running(self) -> bool:
+        """True until the process has exited."""
+        return self.process.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        """Its exit status once it has exited (negative: killed by that signal), else None."""
+        return self.process.poll()
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines it printed."""
+        return "\n".join(list(self.lines)[-lines:])
+
+    async def health(self, timeout_s: float = 1.0) -> str:
+        """``READY``, ``LIVE`` (live, not ready: loading, draining, or a model failed with
+        strict readiness), ``STARTING`` (running, not answering yet) or ``EXITED (status)``."""
+        if not self.running:
+            return f"EXITED ({self.returncode})"
+        base = f"http://{self.http_address}:{self.http_port}"
+        try:
+            async with httpx.AsyncClient(base_url=base, timeout=timeout_s) as client:
+                if (await client.get("/v2/health/ready")).status_code == 200:
+                    return "READY"
+                if (await client.get("/v2/health/live")).status_code == 200:
+                    return "LIVE"
+        except httpx.HTTPError:
+            pass
+        return "STARTING" if self.running else f"EXITED ({self.returncode})"
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM (the server drains in-flight requests, then exits); SIGKILL if it is still
+        running after ``timeout_s`` seconds. Blocking; returns the exit status."""
+        if self.running:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._reader.join(timeout=5)
+        return self.process.returncode
+
+
+__all__ = ["LOG_LINES", "ServeProcess"]

@@ -1,0 +1,103 @@
+"""``EngineStore``: the engine a dashboard session acts on, and the tasks its callbacks start.
+
+Every view of a dashboard (and the notebook widgets) holds one store. Widget callbacks are
+synchronous (Panel's ``on_click`` / ``param.watch``, ipywidgets' ``observe``); the engine's
+methods are coroutines on the engine's event loop. :meth:`EngineStore.spawn` bridges them:
+
+* Called on the engine's loop (a notebook kernel that started the engine with top-level
+  ``await``; a Bokeh/Panel server on the Jupyter server's loop, where the engine runs), the
+  coroutine becomes a task on that loop: no thread, no lock.
+* Called from another thread (a Panel server with its own loop thread), the coroutine is
+  handed to the engine's loop with ``asyncio.run_coroutine_threadsafe``; Panel applies the
+  widget changes it makes to the session's document on the next tick.
+
+:meth:`EngineStore.settle` waits for every task started so far: tests (and scripts) call it
+after driving a widget, to see what the callback did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import Future
+from typing import Any
+
+from workbench import Server, WorkbenchError
+
+log = logging.getLogger(__name__)
+
+
+def error_text(exc: BaseException) -> str:
+    """One line for a failed engine call, for an error pane: the engine's message with its
+    kind (``InvalidArgument: load failed for model 'm': ...``), never a traceback. An
+    unexpected exception (a bug) is logged with its traceback and shown by type and text."""
+    if isinstance(exc, WorkbenchError):
+        return f"{type(exc).__name__}: {exc.message}"
+    log.error("unexpected error in a workbench UI action", exc_info=exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+class EngineStore:
+    """The engine of one dashboard session (or one set of notebook widgets).
+
+    Args:
+        server: the started engine.
+        loop: the loop the engine runs on; default: the running loop (construct the store on
+            the engine's loop, as a notebook cell or a Bokeh session of the Jupyter host does).
+
+    Raises:
+        RuntimeError: no ``loop`` given and no loop running.
+    """
+
+    def __init__(self, server: Server, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.server = server
+        self.loop = loop or asyncio.get_running_loop()
+        self._pending: set[asyncio.Future | Future] = set()
+
+    def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Future | Future:
+        """Run ``coroutine`` on the engine's loop (see the module docstring); returns its
+        task (on the loop) or its ``concurrent.futures.Future`` (from another thread).
+        Exceptions stay in it (views catch and show their own)."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        future: asyncio.Future | Future
+        if running is self.loop:
+            future = self.loop.create_task(coroutine)
+        else:
+            future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+        return future
+
+    async def settle(self, timeout_s: float = 60.0) -> None:
+        """Wait, on the engine's loop, until every task :meth:`spawn` started (including
+        tasks those tasks started) is done; their errors are not raised here.
+
+        Raises:
+            TimeoutError: tasks still running after ``timeout_s`` seconds.
+        """
+        deadline = self.loop.time() + timeout_s
+        while self._pending:
+            waiting = [f if isinstance(f, asyncio.Future) else asyncio.wrap_future(f)
+                       for f in list(self._pending)]
+            remaining = deadline - self.loop.time()
+            done, _ = await asyncio.wait(waiting, timeout=max(remaining, 0))
+            if not done or remaining <= 0:
+                raise TimeoutError(f"{len(self._pending)} UI tasks still running after "
+                                   f"{timeout_s} s")
+
+    async def attempt(self, action: Callable[[], Awaitable[Any]],
+                      show_error: Callable[[str], None]) -> Any:
+        """Await ``action()``; on failure call ``show_error(error_text(exc))`` and return None
+        (views show engine errors in place instead of raising into Panel's callback)."""
+        try:
+            return await action()
+        except Exception as exc:  # noqa: BLE001 - every failure is shown, none raised into Panel
+            show_error(error_text(exc))
+            return None
+
+
+__all__ = ["EngineStore", "error_text"]
