@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
-import types
 from pathlib import Path
 
 import httpx
@@ -16,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from workbench import InferenceRequest, Server, ServerOptions, Tensor, WorkbenchError
 from workbench.frontends.latency_metrics import nearest_rank, parse_quantiles
 from workbench.frontends.metrics import CONTENT_TYPE, MetricsFrontend
+from workbench.testing.fake_nvml import fake_nvml
 from workbench.frontends.system_metrics import CpuSampler, read_cpu_jiffies, read_memory_bytes
 from workbench.testing.models import ADD_SUB_CONFIG, add_sub_graph, write_model
 
@@ -182,25 +182,6 @@ async def test_no_gpu_families_without_nvml(server: Server, monkeypatch: pytest.
     _, types_ = scrape(MetricsFrontend(server, server.options))
     assert not any(name.startswith("nv_gpu") for name in types_)
     assert "nv_cpu_utilization" in types_
-
-
-def fake_nvml() -> types.ModuleType:
-    """A stand-in ``pynvml`` with one GPU (NVML units: percent, bytes, milliwatts, mJ)."""
-    nvml = types.ModuleType("pynvml")
-    nvml.nvmlInit = lambda: None
-    nvml.nvmlDeviceGetCount = lambda: 1
-    nvml.nvmlDeviceGetHandleByIndex = lambda index: f"handle{index}"
-    nvml.nvmlDeviceGetUUID = lambda handle: "GPU-1234"
-    nvml.nvmlDeviceGetUtilizationRates = lambda handle: types.SimpleNamespace(gpu=37, memory=5)
-    nvml.nvmlDeviceGetMemoryInfo = lambda handle: types.SimpleNamespace(total=8 << 30, used=1 << 30)
-    nvml.nvmlDeviceGetPowerUsage = lambda handle: 71_500
-    nvml.nvmlDeviceGetPowerManagementLimit = lambda handle: 300_000
-
-    def not_supported(handle: object) -> int:
-        raise RuntimeError("NVMLError_NotSupported")
-
-    nvml.nvmlDeviceGetTotalEnergyConsumption = not_supported
-    return nvml
 
 
 async def test_gpu_families_from_nvml(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:

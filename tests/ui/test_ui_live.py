@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
+
+import pytest
 
 from ui_helpers import add_sub_request
 
 from workbench import Server
 from workbench.ui.gpu import GpuSample, gpu_sampler
 from workbench.ui.live_view import SERIES, LiveView
+from workbench.testing.fake_nvml import fake_nvml
 from workbench.ui.store import EngineStore
 
 
@@ -54,7 +58,7 @@ async def test_closing_detaches_from_the_engine(server: Server, store: EngineSto
 
 
 async def test_no_gpu_no_gpu_plot(store: EngineStore) -> None:
-    assert gpu_sampler() is None  # no NVML reader wired: nothing is made up
+    assert gpu_sampler() is None  # no GPU here: nothing is made up
     view = LiveView(store)
     assert "gpu" not in view.figures
     view.close()
@@ -69,3 +73,12 @@ async def test_a_gpu_source_gets_its_own_streamed_plot(store: EngineStore) -> No
     assert view.gpu_series.data["utilization_pct"] == [50.0]
     assert view.gpu_series.data["memory_used_gb"] == [3.0]
     view.close()
+
+
+def test_gpu_source_reads_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With NVML answering (a stand-in pynvml: the hardware boundary), the Live tab's source
+    turns its readings into percent and bytes."""
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml())
+    source = gpu_sampler()
+    assert source is not None
+    assert source() == [GpuSample(0, 37.0, 1 << 30, 8 << 30)]

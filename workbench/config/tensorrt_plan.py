@@ -151,12 +151,9 @@ def captured_errors() -> Iterator[list[str]]:
 # -- reading a plan --------------------------------------------------------------------------------
 
 
-def import_tensorrt(model: str):
-    """``tensorrt``, after checking a GPU is there.
-
-    Raises:
-        ModelLoadError: no GPU, or no ``tensorrt`` package (:data:`REQUIREMENTS`, saying which).
-    """
+def tensorrt_or_missing() -> tuple[object | None, list[str]]:
+    """``(tensorrt module, [])`` where TensorRT can run here, else ``(module or None, what is
+    missing)``: the package, a visible NVIDIA GPU, or both (one phrase each)."""
     missing = []
     try:
         import tensorrt as trt
@@ -165,6 +162,16 @@ def import_tensorrt(model: str):
         missing.append(f"the 'tensorrt' package is not installed ({exc})")
     if gpu_count() == 0:
         missing.append("no NVIDIA GPU is visible (the CUDA driver reports none)")
+    return trt, missing
+
+
+def import_tensorrt(model: str):
+    """``tensorrt``, after checking a GPU is there.
+
+    Raises:
+        ModelLoadError: no GPU, or no ``tensorrt`` package (:data:`REQUIREMENTS`, saying which).
+    """
+    trt, missing = tensorrt_or_missing()
     if missing:
         raise ModelLoadError(f"unable to load model '{model}': {REQUIREMENTS}; here "
                              + " and ".join(missing))

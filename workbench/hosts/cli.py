@@ -1,6 +1,7 @@
 """``workbench serve`` (the headless host, with tritonserver-style flags), ``workbench perf``
 (the load generator, with perf_analyzer's flags: :mod:`workbench.perf.cli`) and ``workbench
-build-plan`` (a TensorRT plan from an ONNX model: :mod:`workbench.hosts.build_plan_cli`).
+build-plan`` (a TensorRT plan from an ONNX model: :mod:`workbench.hosts.build_plan_cli`), ``workbench
+deploy`` (Dockerfile and Kubernetes manifests: :mod:`workbench.hosts.deploy_command`).
 
     workbench serve --model-repository=sample_models/repository --http-port=8000
     workbench perf -m digits_mlp -u localhost:8000 --concurrency-range 1:16:4

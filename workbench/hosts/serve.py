@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sys
 import time
 from functools import partial
@@ -49,17 +50,23 @@ async def serve(options: ServerOptions) -> int:
             await services.enter_async_context(serve_grpc(*bound.grpc, options))
             http.on_exit.append(partial(stop_accepting_grpc, bound.grpc[0], options))
         log.info("Started HTTPService at %s:%d", host, port)
+        drained = False
         try:
             await http.serve(sockets=[bound.http])
         finally:
-            await drain_engine(server, options, http.exit_started)
-    return 0
+            drained = await drain_engine(server, options, http.exit_started)
+    return 0 if drained else 1
 
 
-async def drain_engine(server: Server, options: ServerOptions, started: float | None) -> None:
+async def drain_engine(server: Server, options: ServerOptions, started: float | None) -> bool:
     """Stop the engine: queued and executing requests finish, then models unload, within
     ``exit_timeout_secs`` (0 = no limit) counted from ``started`` (``time.monotonic()`` when
-    the shutdown began; None = now): the HTTP drain and this one share one budget."""
+    the shutdown began; None = now): the HTTP drain and this one share one budget.
+
+    Returns:
+        True when every model unloaded; False when the exit timeout cut the drain short
+        (backend threads may still be executing: the process should exit at once, see
+        :func:`run`)."""
     budget = options.exit_timeout_secs
     if budget and started is not None:
         budget = max(0.0, budget - (time.monotonic() - started))
@@ -67,21 +74,37 @@ async def drain_engine(server: Server, options: ServerOptions, started: float | 
     try:
         await asyncio.wait_for(server.stop(), timeout=budget if options.exit_timeout_secs else None)
         log.info("all models unloaded; exiting")
+        return True
     except TimeoutError:
         log.warning("exit timeout reached; exiting with requests still in flight")
+        return False
 
 
 def run(options: ServerOptions) -> int:
-    """Blocking entry: configure logging, run :func:`serve` on uvloop when available."""
+    """Blocking entry: configure logging, run :func:`serve` on uvloop when available.
+
+    A failed run (status 1: a busy port, a model failing with ``--exit-on-error``, or a drain
+    cut short by ``--exit-timeout-secs``) ends the process here with ``os._exit`` once the
+    logs are flushed: after an exit timeout, backend threads may still be inside a native
+    library (ONNX Runtime, torch), and finalizing the interpreter under them aborts the process
+    ("terminate called without an active exception", SIGABRT) instead of exiting with 1.
+    """
     configure_logging(options.log_verbose)
     try:
-        import uvloop
-
-        return uvloop.run(serve(options))
-    except ImportError:
-        return asyncio.run(serve(options))
+        try:
+            import uvloop
+        except ImportError:
+            status = asyncio.run(serve(options))
+        else:
+            status = uvloop.run(serve(options))
     except KeyboardInterrupt:
         return 130
+    if status != 0:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
 
 
 if __name__ == "__main__":

@@ -19,7 +19,34 @@ Protocol = Literal["http", "grpc"]
 DEFAULT_URLS = {"http": "localhost:8000", "grpc": "localhost:8001"}
 
 
-class HttpClient:
+class _TritonAioClient:
+    """What the HTTP and gRPC clients share: building tritonclient ``InferInput`` objects
+    from :class:`Tensor` data once per request (``prepare``), sending them, closing."""
+
+    _module: object  # tritonclient.http or tritonclient.grpc (their InferInput)
+    _client: object  # the matching asyncio InferenceServerClient
+
+    def _set_data(self, infer_input: object, tensor: Tensor) -> None:
+        infer_input.set_data_from_numpy(tensor.data)  # type: ignore[attr-defined]
+
+    def prepare(self, model: str, version: str, inputs: Sequence[Tensor]) -> object:
+        wire = []
+        for tensor in inputs:
+            infer_input = self._module.InferInput(  # type: ignore[attr-defined]
+                tensor.name, list(tensor.shape), tensor.datatype)
+            self._set_data(infer_input, tensor)
+            wire.append(infer_input)
+        return (model, version, wire)
+
+    async def infer(self, request: object) -> None:
+        model, version, wire = request  # type: ignore[misc]
+        await self._client.infer(model, wire, model_version=version)  # type: ignore[attr-defined]
+
+    async def close(self) -> None:
+        await self._client.close()  # type: ignore[attr-defined]
+
+
+class HttpClient(_TritonAioClient):
     """A :class:`workbench.perf.PerfClient` over ``tritonclient.http.aio``.
 
     Args:
@@ -38,7 +65,7 @@ class HttpClient:
         import tritonclient.http as http
         import tritonclient.http.aio as aio
 
-        self._http = http
+        self._module = http
         self._client = aio.InferenceServerClient(url, conn_limit=0)  # 0: aiohttp's "no limit"
 
     async def model_metadata(self, model: str, version: str) -> dict:
@@ -50,23 +77,11 @@ class HttpClient:
     async def statistics(self, model: str, version: str) -> dict:
         return await self._client.get_inference_statistics(model, version)
 
-    def prepare(self, model: str, version: str, inputs: Sequence[Tensor]) -> object:
-        wire = []
-        for tensor in inputs:
-            infer_input = self._http.InferInput(tensor.name, list(tensor.shape), tensor.datatype)
-            infer_input.set_data_from_numpy(tensor.data, binary_data=True)
-            wire.append(infer_input)
-        return (model, version, wire)
-
-    async def infer(self, request: object) -> None:
-        model, version, wire = request  # type: ignore[misc]
-        await self._client.infer(model, wire, model_version=version)
-
-    async def close(self) -> None:
-        await self._client.close()
+    def _set_data(self, infer_input: object, tensor: Tensor) -> None:
+        infer_input.set_data_from_numpy(tensor.data, binary_data=True)  # type: ignore[attr-defined]
 
 
-class GrpcClient:
+class GrpcClient(_TritonAioClient):
     """A :class:`workbench.perf.PerfClient` over ``tritonclient.grpc.aio`` (one channel;
     HTTP/2 multiplexes the concurrent requests)."""
 
@@ -76,7 +91,7 @@ class GrpcClient:
         import tritonclient.grpc as grpc
         import tritonclient.grpc.aio as aio
 
-        self._grpc = grpc
+        self._module = grpc
         self._client = aio.InferenceServerClient(url)
 
     async def model_metadata(self, model: str, version: str) -> dict:
@@ -88,20 +103,6 @@ class GrpcClient:
     async def statistics(self, model: str, version: str) -> dict:
         return await self._client.get_inference_statistics(model, version, as_json=True)
 
-    def prepare(self, model: str, version: str, inputs: Sequence[Tensor]) -> object:
-        wire = []
-        for tensor in inputs:
-            infer_input = self._grpc.InferInput(tensor.name, list(tensor.shape), tensor.datatype)
-            infer_input.set_data_from_numpy(tensor.data)
-            wire.append(infer_input)
-        return (model, version, wire)
-
-    async def infer(self, request: object) -> None:
-        model, version, wire = request  # type: ignore[misc]
-        await self._client.infer(model, wire, model_version=version)
-
-    async def close(self) -> None:
-        await self._client.close()
 
 
 def remote_client(url: str | None = None, protocol: Protocol = "http") -> HttpClient | GrpcClient:

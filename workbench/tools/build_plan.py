@@ -24,8 +24,7 @@ from workbench.config.tensorrt_io import (
     autocomplete_from_engine,
     config_datatype,
 )
-from workbench.config.tensorrt_plan import captured_errors, trt_logger
-from workbench.devices import gpu_count
+from workbench.config.tensorrt_plan import captured_errors, tensorrt_or_missing, trt_logger
 from workbench.tools.plan_shapes import PlanBuildError, Triple, plan_profile, read_onnx_inputs
 
 #: default builder workspace (TensorRT's ``MemoryPoolType.WORKSPACE`` limit): 1 GiB
@@ -110,14 +109,7 @@ def build_plan(
 
 
 def _import_tensorrt():
-    missing = []
-    try:
-        import tensorrt as trt
-    except ImportError as exc:
-        trt = None
-        missing.append(f"the 'tensorrt' package is not installed ({exc})")
-    if gpu_count() == 0:
-        missing.append("no NVIDIA GPU is visible")
+    trt, missing = tensorrt_or_missing()
     if missing:
         raise PlanBuildError(f"{NEEDS}; here " + " and ".join(missing))
     return trt
