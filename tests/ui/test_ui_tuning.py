@@ -135,6 +135,19 @@ async def test_compare_tries_two_delays_as_series_and_restores_the_file_config(
     assert view.best in view.results and not view.apply_button.disabled
 
 
+async def test_a_candidate_the_engine_refuses_is_reported_and_skipped(
+        server: Server, store: EngineStore) -> None:
+    before = await server.model_config("add_sub")
+    view = await tab(store, levels="1, 2")
+    view.form.include_served.value = False
+    view.form.candidates.value = "preferred_batch_sizes=64\nmax_queue_delay_us=100"
+    await run(view, store)
+    assert view.error.visible and view.error.object.startswith("preferred_batch_sizes=64: ")
+    assert list(view.results) == ["max_queue_delay_us=100"]
+    assert len(view.table.value) == 2 and view.status.object.startswith("done")
+    assert await server.model_config("add_sub") == before
+
+
 async def test_apply_best_writes_the_candidate_into_config_pbtxt(
         server: Server, store: EngineStore, repository: Path) -> None:
     path = repository / "add_sub" / "config.pbtxt"

@@ -26,6 +26,7 @@ import asyncio
 import pandas as pd
 import panel as pn
 import param
+from google.protobuf import text_format
 
 from workbench.perf import (InProcessClient, PerfError, StepResult, json_records, knee,
                             prepare_workload, sweep)
@@ -156,7 +157,7 @@ class TuningView(pn.viewable.Viewer):
             raise
         except Exception as exc:  # noqa: BLE001 - model not ready, bad inputs: shown in place
             outcome = "failed"
-            self.show_error(error_text(exc))
+            self.show_error(_message(exc))
         finally:
             if tried:
                 self._say("reloading the model from config.pbtxt")
@@ -170,9 +171,12 @@ class TuningView(pn.viewable.Viewer):
         if candidate is None:
             self.show_error("no tested candidate beats the served config: nothing to apply")
             return
-        result = await self.store.attempt(
-            lambda: keep_candidate(self.store.server, self.model_name, candidate), self.show_error)
-        if result is not None:
+        try:
+            result = await keep_candidate(self.store.server, self.model_name, candidate)
+        except Exception as exc:  # noqa: BLE001 - shown in place
+            self.show_error(_message(exc))
+        else:
+            self.error.visible = False
             backup = f"; previous file kept as {result['backup']}" if result["backup"] else ""
             reloaded = "reloaded" if result["reloaded"] else f"not reloaded: {result['reason']}"
             self._say(f"wrote {candidate.label} into {result['path']}{backup}; {reloaded}",
@@ -197,7 +201,7 @@ class TuningView(pn.viewable.Viewer):
             await action()
             return True
         except Exception as exc:  # noqa: BLE001 - one setting's failure does not end the run
-            self.show_error(f"{label}: {error_text(exc)}", add=True)
+            self.show_error(f"{label}: {_message(exc)}", add=True)
             return False
 
     def _reset(self, plan: SweepPlan) -> None:
@@ -250,6 +254,15 @@ class TuningView(pn.viewable.Viewer):
         if add and self.error.visible and self.error.object:
             text = f"{self.error.object}\n\n{text}"
         self.error.object, self.error.visible = text, True
+
+
+def _message(exc: Exception) -> str:
+    """One line for the error pane: what the user's input caused (a measurement's
+    :class:`~workbench.perf.PerfError`, a knob value, a config file that does not parse) as
+    its text; engine errors and bugs as :func:`~workbench.ui.store.error_text` words them."""
+    if isinstance(exc, (PerfError, ValueError, text_format.ParseError)):
+        return str(exc)
+    return error_text(exc)
 
 
 def _step(result: StepResult | None) -> str:
