@@ -21,7 +21,9 @@ async def test_dashboard_has_the_tabs_in_order_and_renders(server: Server) -> No
         assert board.models.model.options == ["add_sub", "digits_mlp"]
         assert board.config.editor.value.startswith("\nname: \"add_sub\"")
         root = pn.panel(board).get_root()  # the Bokeh models a notebook cell or session shows
-        assert [tab.title for tab in root.tabs] == ["Models", "Config", "Live", "Headless"]
+        assert [tab.title for tab in root.tabs] == ["Models", "Config", "Live", "Tuning",
+                                                     "Headless"]
+        assert board.tuning.form.model.options == ["add_sub", "digits_mlp"]
     finally:
         board.close()
         board.close()  # idempotent
@@ -41,6 +43,25 @@ async def test_the_tuning_slot_goes_between_live_and_headless(server: Server) ->
         assert stores == [board.store]
     finally:
         board.close()
+
+
+async def test_no_tuning_tab_when_asked_and_closing_stops_a_running_sweep(server: Server) -> None:
+    board = dashboard(server, tuning=None, interval_s=60)
+    board.close()
+    root = pn.panel(board).get_root()
+    assert [tab.title for tab in root.tabs] == ["Models", "Config", "Live", "Headless"]
+    assert board.tuning is None
+    board = dashboard(server, interval_s=60)
+    try:
+        await board.store.settle()
+        form = board.tuning.form
+        form.levels.value, form.warmup_ms.value, form.interval_ms.value = "1:20:1", 0, 250
+        board.tuning.param.watch(lambda _e: board.close(), "steps_done")  # after the first step
+        task = board.tuning.start()
+        await board.store.settle()
+    finally:
+        board.close()
+    assert task.cancelled() and board.tuning.steps_done == 1
 
 
 async def test_one_periodic_callback_feeds_the_live_plots(server: Server) -> None:

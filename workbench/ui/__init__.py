@@ -5,8 +5,8 @@ Like the frontends, the UI reads and acts only through the engine's public API (
 dashboards import them when they are built, so hosts can use :mod:`workbench.ui.live_stats`
 without them (the ``ui`` extra installs Panel, Bokeh and ipywidgets).
 
-* ``dashboard(server)``: the whole dashboard in a notebook cell (Models, Config, Live,
-  Headless tabs; a Tuning tab when given).
+* ``dashboard(server)``: the whole dashboard in a notebook cell (Models, Config, Live, Tuning,
+  Headless tabs).
 * ``create_app(server)``: the same for one Bokeh/Panel server session.
 * ``workbench.ui.widgets.ModelControls``: ipywidgets controls for tuning loops in plain Python.
 """

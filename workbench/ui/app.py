@@ -1,10 +1,11 @@
 """The whole workbench dashboard: ``dashboard(server)`` for a notebook cell, ``create_app``
 for a Bokeh/Panel server session (the Jupyter host mounts it at ``{base_url}/workbench/``).
 
-Tabs, in order: Models, Config, Live, [Tuning], Headless. The Tuning tab (a concurrency or
-request-rate sweep over the load generator of ``workbench perf``) is built elsewhere: pass its
-builder as ``tuning=`` (``tuning(store) -> Viewable``) and it goes between Live and Headless;
-without one there is no Tuning tab.
+Tabs, in order: Models, Config, Live, Tuning, Headless. The Tuning tab (a concurrency or
+request-rate sweep over the load generator of ``workbench perf``, and a comparison of
+candidate settings) is built by a builder, ``tuning(store) -> Viewable``: by default
+:func:`workbench.ui.tuning_view.tuning_tab`; pass another as ``tuning=``, or ``tuning=None``
+for no Tuning tab.
 
 Threading: Panel callbacks must reach the engine on the engine's event loop. Inside Jupyter,
 the Bokeh server runs on the Jupyter server's tornado/asyncio loop, the loop the engine runs
@@ -32,6 +33,7 @@ from workbench.ui.headless_view import HeadlessView
 from workbench.ui.live_view import LiveView
 from workbench.ui.models_view import ModelsView
 from workbench.ui.store import EngineStore
+from workbench.ui.tuning_view import tuning_tab
 
 #: builds the Tuning tab for a session
 TabBuilder = Callable[[EngineStore], pn.viewable.Viewable]
@@ -44,12 +46,13 @@ class Dashboard(pn.viewable.Viewer):
 
     Args:
         server: the started engine.
-        tuning: the Tuning tab's builder (see the module docstring); None: no Tuning tab.
+        tuning: the Tuning tab's builder (see the module docstring; default
+            :func:`~workbench.ui.tuning_view.tuning_tab`); None: no Tuning tab.
         history: live-plot rows kept (ticks).
         loop: the engine's loop (default: the running loop).
     """
 
-    def __init__(self, server: Server, *, tuning: TabBuilder | None = None, history: int = 300,
+    def __init__(self, server: Server, *, tuning: TabBuilder | None = tuning_tab, history: int = 300,
                  loop: asyncio.AbstractEventLoop | None = None, **params) -> None:
         super().__init__(**params)
         self.store = EngineStore(server, loop)
@@ -59,8 +62,10 @@ class Dashboard(pn.viewable.Viewer):
         self.headless = HeadlessView(self.store)
         tabs: list[tuple[str, pn.viewable.Viewable]] = [
             ("Models", self.models), ("Config", self.config), ("Live", self.live)]
-        if tuning is not None:
-            tabs.append(("Tuning", tuning(self.store)))
+        #: the Tuning tab's view (None without one)
+        self.tuning = tuning(self.store) if tuning is not None else None
+        if self.tuning is not None:
+            tabs.append(("Tuning", self.tuning))
         tabs.append(("Headless", self.headless))
         self.tabs = pn.Tabs(*tabs, dynamic=True, sizing_mode="stretch_width")
         self._callback = None
@@ -87,7 +92,8 @@ class Dashboard(pn.viewable.Viewer):
 
     def close(self) -> None:
         """Stop the periodic callback, detach the live statistics, stop the session's
-        ``workbench serve`` process. Idempotent."""
+        ``workbench serve`` process and a running sweep (a Tuning tab with a ``stop()``
+        method). Idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -95,9 +101,12 @@ class Dashboard(pn.viewable.Viewer):
             self._callback.stop()
         self.live.close()
         self.headless.close()
+        stop = getattr(self.tuning, "stop", None)
+        if callable(stop):
+            stop()
 
 
-def dashboard(server: Server, *, tuning: TabBuilder | None = None, interval_s: float = 1.0,
+def dashboard(server: Server, *, tuning: TabBuilder | None = tuning_tab, interval_s: float = 1.0,
               history: int = 300) -> Dashboard:
     """The dashboard for a notebook cell: loads Panel's notebook extension, builds and starts
     a :class:`Dashboard` (display it as the cell's value). Call ``.close()`` when done: a
@@ -106,7 +115,7 @@ def dashboard(server: Server, *, tuning: TabBuilder | None = None, interval_s: f
     return Dashboard(server, tuning=tuning, history=history).start(interval_s)
 
 
-def create_app(server: Server, *, tuning: TabBuilder | None = None, interval_s: float = 1.0,
+def create_app(server: Server, *, tuning: TabBuilder | None = tuning_tab, interval_s: float = 1.0,
                history: int = 300) -> pn.viewable.Viewable:
     """The dashboard of one Bokeh/Panel server session: call it per session (e.g. as the
     function given to ``pn.serve`` or a Bokeh ``FunctionHandler``), on the engine's loop. It is
