@@ -19,7 +19,7 @@ SERVE_ARGS ?=
 # this machine's pip config lists local indexes; hide pip's per-package notes about them
 PIPFILTER := { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 
-.PHONY: setup models serve jupyter test bench compat clean
+.PHONY: setup models serve jupyter test browser bench compat clean
 
 setup: $(STAMP) $(MODELS)
 
@@ -52,8 +52,18 @@ jupyter: setup
 	$(VENV)/bin/jupyter server --no-browser --Workbench.model_repository=$(REPO) --Workbench.open_ports=True \
 		--Workbench.http_port=$(HTTP_PORT) --Workbench.grpc_port=$(GRPC_PORT) --Workbench.metrics_port=$(METRICS_PORT)
 
-test: setup
+test: setup browser
 	$(PY) -m pytest
+
+# the browser tests (tests/browser) drive Debian's chromium with Playwright (from `dev`);
+# installed when missing and running as root (CI), else those tests skip with the reason
+CHROMIUM := /usr/bin/chromium
+browser:
+	@if [ ! -x $(CHROMIUM) ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+		else echo "no $(CHROMIUM) (apt-get install chromium as root): the browser tests will skip"; fi; \
+	fi
 
 bench: setup
 	bash bench/run.sh

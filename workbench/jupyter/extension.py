@@ -7,11 +7,13 @@ Configured as any Jupyter application, with traitlets: ``c.Workbench.model_repos
 the command line. The lifecycle follows jupyter_server's ``ExtensionApp``: settings and
 handlers at initialisation, the engine started by ``_start_jupyter_server_extension`` once
 Jupyter's event loop runs, and stopped (models drained and unloaded, v2 ports released) by
-``stop_extension`` when Jupyter shuts down.
+``stop_extension`` when Jupyter shuts down. The dashboard is served at ``{base_url}/workbench/``
+(:mod:`workbench.jupyter.dashboard`) when Panel is installed (the ``ui`` extra).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 
 from jupyter_server.extension.application import ExtensionApp
@@ -41,6 +43,8 @@ class Workbench(ExtensionApp):
     load_other_extensions = True
     #: the engine host, made by :meth:`initialize_settings`
     host: EngineHost | None = None
+    #: the dashboard (a DashboardMount), made by :meth:`initialize_settings`; None without Panel
+    dashboard = None
 
     model_repository = List(Unicode(), help=(
         "Model repository folders (tritonserver --model-repository), or s3:// gs:// az:// URLs. "
@@ -73,6 +77,9 @@ class Workbench(ExtensionApp):
     statistics_interval_s = Float(1.0, help=(
         "Seconds between two events of the live statistics stream "
         "(GET workbench/api/statistics/stream; a request may ask for 0.1 to 60).")).tag(config=True)
+    dashboard_session_linger_s = Float(15.0, help=(
+        "Seconds a dashboard session lives on once its browser tab is gone (closed, or "
+        "disconnected); then it is destroyed and stops watching the engine.")).tag(config=True)
     server_options = Dict(help=(
         "Any other engine option, by its ServerOptions name, e.g. "
         "{'response_cache_byte_size': 1048576, 'exit_timeout_secs': 10}.")).tag(config=True)
@@ -108,32 +115,48 @@ class Workbench(ExtensionApp):
 
     def initialize_settings(self) -> None:
         """Create the engine host (not started yet) and put it in the tornado settings:
-        ``workbench_host`` (:class:`EngineHost`) and ``workbench_server`` (the
-        :class:`~workbench.Server`, None when not configured)."""
+        ``workbench_host`` (:class:`EngineHost`), ``workbench_server`` (the
+        :class:`~workbench.Server`, None when not configured) and ``workbench_dashboard`` (the
+        dashboard's :class:`~workbench.jupyter.dashboard.DashboardMount`, None without Panel)."""
         _log_to(self.serverapp.log if self.serverapp is not None else None)
         try:
             self.host = EngineHost(self.engine_options(), self.open_ports)
         except ValueError as exc:
             self.log.error("workbench: invalid configuration: %s", exc)
             self.host = EngineHost(None, self.open_ports, error=f"invalid configuration: {exc}")
+        if importlib.util.find_spec("panel") is not None:
+            from workbench.jupyter.dashboard import DashboardMount
+
+            self.dashboard = DashboardMount(
+                self.host, self.serverapp.web_app.settings, interval_s=self.statistics_interval_s,
+                session_linger_s=self.dashboard_session_linger_s)
+        else:
+            self.log.warning("workbench: no dashboard at workbench/ (Panel is not installed: "
+                             "pip install 'workbench[ui]')")
         self.settings.update({
             "workbench_host": self.host,
+            "workbench_dashboard": self.dashboard,
             "workbench_server": self.host.server,
             "workbench_statistics_interval_s": self.statistics_interval_s,
         })
 
     def initialize_handlers(self) -> None:
         """Add the workbench routes (relative to Jupyter's base URL)."""
-        self.handlers.extend(workbench_handlers())
+        self.handlers.extend(workbench_handlers(dashboard=self.dashboard is not None))
 
     async def _start_jupyter_server_extension(self, serverapp: object) -> None:
         """Jupyter's loop runs: start the engine in the background (Jupyter serves meanwhile;
         ``GET workbench/api/status`` says ``starting`` until the models are loaded)."""
         if self.host is not None:
             self.host.begin()
+        if self.dashboard is not None:
+            self.dashboard.start()
 
     async def stop_extension(self) -> None:
-        """Jupyter is stopping: drain and unload every model, release the v2 ports."""
+        """Jupyter is stopping: close the dashboard sessions, drain and unload every model,
+        release the v2 ports."""
+        if self.dashboard is not None:
+            await self.dashboard.stop()
         if self.host is not None:
             await self.host.stop()
 

@@ -1,7 +1,8 @@
 """Every route the workbench extension adds to the Jupyter server, relative to its base URL.
 
 :func:`workbench_handlers` is the one list; the workbench dashboard (the Panel app served at
-``{base_url}/workbench/``) adds its routes there.
+``{base_url}/workbench/``, :mod:`workbench.jupyter.handlers.dashboard`) has its routes
+there, after the API's. Without Panel (the ``ui`` extra) the dashboard is not mounted.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from workbench.jupyter.handlers.models import ModelActionHandler, ModelsHandler
 from workbench.jupyter.handlers.statistics import StatisticsHandler, StatisticsStreamHandler
 from workbench.jupyter.handlers.status import StatusHandler
 
+#: the dashboard's path under Jupyter's base URL
+DASHBOARD_PATH = "workbench"
 #: the REST API's prefix under Jupyter's base URL
-API_PREFIX = "workbench/api"
+API_PREFIX = f"{DASHBOARD_PATH}/api"
 #: a model name in a route: one path segment (tornado passes it URL-decoded)
 _MODEL = r"(?P<name>[^/]+)"
 
@@ -31,10 +34,14 @@ def api_handlers() -> list[tuple[str, type]]:
     ]
 
 
-def workbench_handlers() -> list[tuple[str, type]]:
-    """Every workbench route. The dashboard's routes (``workbench/`` and its assets) belong
-    here, beside the API's."""
-    return api_handlers()
+def workbench_handlers(dashboard: bool = True) -> list[tuple[str, type]]:
+    """Every workbench route: the API's, then (``dashboard``) the dashboard's (``workbench/``,
+    its websocket and assets), which need the setting ``workbench_dashboard``."""
+    if not dashboard:
+        return api_handlers()
+    from workbench.jupyter.handlers.dashboard import dashboard_handlers
+
+    return api_handlers() + dashboard_handlers(DASHBOARD_PATH)
 
 
-__all__ = ["API_PREFIX", "api_handlers", "workbench_handlers"]
+__all__ = ["API_PREFIX", "DASHBOARD_PATH", "api_handlers", "workbench_handlers"]

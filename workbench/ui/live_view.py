@@ -48,9 +48,10 @@ class LiveView(pn.viewable.Viewer):
         self.live = LiveStatistics(store.server, history=history)
         self.gpu = gpu if gpu is not None else gpu_sampler()
         self.model = pn.widgets.Select(label="Model version", options=[])
-        self.series = ColumnDataSource({column: [] for column in SERIES})
-        self.batches = ColumnDataSource({"batch_size": [], "executions": []})
-        self.gpu_series = ColumnDataSource({column: [] for column in GPU_SERIES})
+        # named, so a browser finds them (``Bokeh.documents[0].get_model_by_name(...)``)
+        self.series = ColumnDataSource({column: [] for column in SERIES}, name="live_series")
+        self.batches = ColumnDataSource({"batch_size": [], "executions": []}, name="live_batches")
+        self.gpu_series = ColumnDataSource({column: [] for column in GPU_SERIES}, name="live_gpu")
         self.figures = _figures(self.series, self.batches)
         if self.gpu is not None:
             self.figures["gpu"] = _gpu_figure(self.gpu_series)

@@ -1,0 +1,120 @@
+"""The browser tier: headless Chromium (Debian's ``chromium``), driven by Playwright, on the
+dashboard of a real ``jupyter server`` process (token authentication, a non-root base URL,
+the v2 ports open) over a temporary copy of real models.
+
+Skipped, with the reason, when Playwright or Chromium is missing (``make test`` installs both:
+Playwright from the ``dev`` extra, Chromium with apt-get where it runs as root). Screenshots
+go to pytest's ``tmp_path`` and, when ``WORKBENCH_TEST_ARTIFACTS`` is set, are copied under
+that folder (CI keeps it as the run's artifacts).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from workbench.testing.process import JupyterProcess
+from workbench.testing.reload import write_add_sub
+
+ROOT = Path(__file__).resolve().parents[2]
+ENABLE_FILE = ROOT / "jupyter-config" / "jupyter_server_config.d" / "workbench.json"
+#: the browser Playwright launches (Playwright cannot download its own here)
+CHROMIUM = Path(os.environ.get("WORKBENCH_CHROMIUM", "/usr/bin/chromium"))
+#: Jupyter's base URL in these tests (as under JupyterHub)
+BASE_URL = "/jhub/user/x/"
+
+
+def _missing() -> str | None:
+    if importlib.util.find_spec("playwright") is None:
+        return "playwright is not installed (pip install playwright; `make test` does)"
+    if not CHROMIUM.exists():
+        return f"no Chromium at {CHROMIUM} (apt-get install chromium; `make test` does as root)"
+    return None
+
+
+class Dashboard:
+    """The Jupyter process under test, its URLs and an authenticated REST client."""
+
+    def __init__(self, jupyter: JupyterProcess) -> None:
+        self.jupyter = jupyter
+        self.root = f"http://127.0.0.1:{jupyter.jupyter_port}{BASE_URL}"
+        self.page_url = f"{self.root}workbench/?token={jupyter.token}"
+        self.api = httpx.Client(base_url=f"{self.root}workbench/api/", headers=jupyter.headers,
+                                timeout=60)
+
+    def get(self, path: str) -> dict:
+        """``GET workbench/api/<path>`` as JSON (raises for an error status)."""
+        response = self.api.get(path)
+        response.raise_for_status()
+        return response.json()
+
+    def state(self, model: str) -> str:
+        """The state of ``model``'s version 1 in the engine (of the model, while a row
+        without a version stands for it, as Triton's index has for a model not loaded)."""
+        models = self.get("models")["models"]
+        return next(m.get("state", "") for m in models
+                    if m["name"] == model and m.get("version", "1") in ("1", ""))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory, sample_repository: Path) -> Path:
+    """A writable repository: add_sub (max_batch_size 8) and a copy of digits_mlp."""
+    repo = tmp_path_factory.mktemp("browser") / "models"
+    write_add_sub(repo)
+    shutil.copytree(sample_repository / "digits_mlp", repo / "digits_mlp")
+    return repo
+
+
+@pytest.fixture(scope="module")
+def dashboard(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+    """A real Jupyter server with the workbench extension; sessions linger 1 s after their tab
+    (shorter than a page load here: the websocket then re-creates the session)."""
+    missing = _missing()
+    if missing:
+        pytest.skip(missing)
+    jupyter = JupyterProcess(
+        [f"--Workbench.model_repository={models}", f"--ServerApp.base_url={BASE_URL}",
+         "--Workbench.open_ports=True", "--Workbench.http_port=0", "--Workbench.grpc_port=0",
+         "--Workbench.metrics_port=0", "--Workbench.dashboard_session_linger_s=1"],
+        home=tmp_path_factory.mktemp("jupyter-home"), enable_file=ENABLE_FILE)
+    served = Dashboard(jupyter)
+    try:
+        yield served
+    finally:
+        served.api.close()
+        jupyter.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Headless Chromium (the system's), for the module."""
+    missing = _missing()
+    if missing:
+        pytest.skip(missing)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                              args=["--no-sandbox", "--disable-dev-shm-usage"])
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def shots(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """A folder for the test's screenshots; copied under ``$WORKBENCH_TEST_ARTIFACTS/<test>``
+    afterwards when that is set."""
+    folder = tmp_path / "screenshots"
+    folder.mkdir()
+    yield folder
+    target = os.environ.get("WORKBENCH_TEST_ARTIFACTS")
+    if target:
+        shutil.copytree(folder, Path(target) / request.node.name, dirs_exist_ok=True)
