@@ -48,9 +48,15 @@ serve: setup
 		--metrics-port $(METRICS_PORT) $(SERVE_ARGS)
 
 # the engine inside a Jupyter server (the workbench extension), v2 ports open as with `make serve`
+# Jupyter refuses to run as root without --allow-root (containers, CI machines): added for root
+JUPYTER_PORT ?= 8888
+JUPYTER_ARGS ?=
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 jupyter: setup
-	$(VENV)/bin/jupyter server --no-browser --Workbench.model_repository=$(REPO) --Workbench.open_ports=True \
-		--Workbench.http_port=$(HTTP_PORT) --Workbench.grpc_port=$(GRPC_PORT) --Workbench.metrics_port=$(METRICS_PORT)
+	$(VENV)/bin/jupyter server --no-browser $(ROOT_FLAG) --port=$(JUPYTER_PORT) \
+		--Workbench.model_repository=$(REPO) --Workbench.open_ports=True \
+		--Workbench.http_port=$(HTTP_PORT) --Workbench.grpc_port=$(GRPC_PORT) --Workbench.metrics_port=$(METRICS_PORT) \
+		$(JUPYTER_ARGS)
 
 test: setup browser
 	$(PY) -m pytest
