@@ -40,10 +40,10 @@ class GpuMemoryReading:
     per_process: bool
 
 
-@functools.cache
-def load_nvml() -> Any | None:
+def open_nvml() -> Any | None:
     """The initialized ``pynvml`` module, or None: not installed, or no driver / no GPU
-    (``nvmlInit`` fails). Initialized once per process and never shut down."""
+    (``nvmlInit`` fails). Initializes NVML on every call (cheap once initialized; NVML counts
+    the calls); :func:`load_nvml` is the once-per-process form."""
     try:
         import pynvml  # optional: pip install nvidia-ml-py
     except ImportError:
@@ -51,9 +51,16 @@ def load_nvml() -> Any | None:
     try:
         pynvml.nvmlInit()
     except Exception as exc:  # NVMLError_LibraryNotFound / _DriverNotLoaded and friends
-        log.info("NVML unavailable, no GPU memory readings: %s", exc)
+        log.info("NVML unavailable, no GPU readings: %s", exc)
         return None
     return pynvml
+
+
+@functools.cache
+def load_nvml() -> Any | None:
+    """:func:`open_nvml`, once per process (never shut down): what the GPU memory readings
+    around model loads use."""
+    return open_nvml()
 
 
 def read_gpu_memory() -> dict[int, GpuMemoryReading]:

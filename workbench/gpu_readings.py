@@ -9,12 +9,11 @@ families, Triton reads the same numbers through DCGM) and the dashboard's Live t
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass
 from typing import Any
 
-log = logging.getLogger(__name__)
+from workbench.gpu_memory import open_nvml
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,20 +31,6 @@ class GpuReading:
     power_usage_watts: float | None
     power_limit_watts: float | None
     energy_joules: float | None
-
-
-def _load_nvml() -> Any | None:
-    """The initialized ``pynvml`` module, or None (not installed, no driver, no GPU)."""
-    try:
-        import pynvml  # optional: pip install nvidia-ml-py
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError (no driver / library) and friends
-        log.info("GPU metrics unavailable: %s", exc)
-        return None
-    return pynvml
 
 
 def _visible(index: int, uuid: str) -> bool:
@@ -72,7 +57,7 @@ class GpuSampler:
     """NVML readings of every visible GPU; empty when NVML is not available."""
 
     def __init__(self) -> None:
-        self._nvml = _load_nvml()
+        self._nvml = open_nvml()
         self._energy_start: dict[str, float] = {}
 
     @property

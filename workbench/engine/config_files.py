@@ -69,6 +69,10 @@ class ConfigFileAPI:
         """
         _check_size(text)
         path, _ = await asyncio.to_thread(self._config_location, name)
+        return await self._problems(name, text, path)
+
+    async def _problems(self, name: str, text: str, path: Path) -> list[ConfigProblem]:
+        """:meth:`validate_model_config_text` for the config file at ``path``."""
         config, problems = parse_config_text(text)
         if config is None:
             return problems
@@ -108,11 +112,13 @@ class ConfigFileAPI:
             Unsupported: the model comes from a remote repository.
             InvalidArgument: ``text`` is larger than 1 MiB.
         """
-        problems = await self.validate_model_config_text(name, text)
+        _check_size(text)
+        path, reason = await asyncio.to_thread(self._config_location, name)
+        problems = await self._problems(name, text, path)
         if problems:
             listed = "\n".join(str(p) for p in problems)
             raise InvalidModelConfig(f"model config for '{name}' is not valid:\n{listed}")
-        return await self._replace_config(name, text, reload)
+        return await self._replace_config(name, text, reload, path, reason)
 
     async def revert_model_config(self, name: str, *, reload: bool = True) -> dict:
         """Put the backup written by :meth:`write_model_config` back, and apply it.
@@ -127,17 +133,19 @@ class ConfigFileAPI:
             NotFound (ModelNotFound): no such model, or it has no backup to revert to.
             Unsupported: the model comes from a remote repository.
         """
-        path, _ = await asyncio.to_thread(self._config_location, name)
+        path, reason = await asyncio.to_thread(self._config_location, name)
         backup = path.with_name(path.name + BACKUP_SUFFIX)
         try:
             text = await asyncio.to_thread(backup.read_text, encoding="utf-8")
         except FileNotFoundError:
             raise ModelNotFound(f"model '{name}' has no config backup to revert to") from None
-        return await self._replace_config(name, text, reload)
+        return await self._replace_config(name, text, reload, path, reason)
 
     # ----------------------------------------------------------------- internals
-    async def _replace_config(self, name: str, text: str, reload: bool) -> dict:
-        path, reason = await asyncio.to_thread(self._config_location, name)
+    async def _replace_config(self, name: str, text: str, reload: bool, path: Path,
+                              reason: str) -> dict:
+        """Write ``text`` at ``path`` (``reason``: why it may not be written, "" if it may)
+        and apply it as the control mode allows."""
         if reason:
             raise Unsupported(f"cannot write the config of '{name}': {reason}")
         backup = await asyncio.to_thread(_atomic_write, path, text)
