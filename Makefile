@@ -19,7 +19,7 @@ SERVE_ARGS ?=
 # this machine's pip config lists local indexes; hide pip's per-package notes about them
 PIPFILTER := { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 
-.PHONY: setup models serve jupyter test browser bench compat clean
+.PHONY: setup models labextension serve jupyter test browser bench compat clean
 
 setup: $(STAMP) $(MODELS)
 
@@ -43,22 +43,44 @@ $(MODELS): $(STAMP) sample_models/build*.py workbench/testing/models.py $(MODEL_
 
 models: $(MODELS)
 
+# The JupyterLab extension (extensions/jupyterlab: the "Model Serving Workbench" launcher card
+# and command that open the dashboard in a Lab tab), prebuilt with jupyter-builder from the npm
+# packages its package-lock.json pins, and installed where Lab finds prebuilt extensions.
+# Needs Node.js and npm: installed with apt-get when missing and running as root (CI); else
+# skipped with a note (Lab then has no card, its tests skip; the dashboard URL still works).
+LABEXT_SRC    := extensions/jupyterlab
+LABEXT_BUILD  := $(LABEXT_SRC)/labextension
+LABEXT_DIR    := $(VENV)/share/jupyter/labextensions/@workbench/jupyterlab
+LABEXT_INPUTS := $(LABEXT_SRC)/package.json $(LABEXT_SRC)/package-lock.json \
+	$(wildcard $(LABEXT_SRC)/src/* $(LABEXT_SRC)/style/*)
+labextension: $(LABEXT_DIR)/package.json
+$(LABEXT_DIR)/package.json: $(STAMP) $(LABEXT_INPUTS)
+	@if ! command -v npm >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; fi
+	@if ! command -v npm >/dev/null; then \
+		echo "no npm (apt-get install nodejs npm): the JupyterLab extension is not built"; exit 0; fi; \
+	set -e; (cd $(LABEXT_SRC) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error); \
+	$(VENV)/bin/jupyter-builder build $(LABEXT_SRC); \
+	rm -rf $(LABEXT_DIR); mkdir -p $(dir $(LABEXT_DIR)); cp -r $(LABEXT_BUILD) $(LABEXT_DIR)
+
 serve: setup
 	$(VENV)/bin/workbench serve --model-repository $(REPO) --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT) \
 		--metrics-port $(METRICS_PORT) $(SERVE_ARGS)
 
-# the engine inside a Jupyter server (the workbench extension), v2 ports open as with `make serve`
+# the engine inside JupyterLab (the workbench server extension; the launcher card opens the
+# dashboard), v2 ports open as with `make serve`; JUPYTER_APP=server for the bare Jupyter server.
 # Jupyter refuses to run as root without --allow-root (containers, CI machines): added for root
+JUPYTER_APP  ?= lab
 JUPYTER_PORT ?= 8888
 JUPYTER_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
-jupyter: setup
-	$(VENV)/bin/jupyter server --no-browser $(ROOT_FLAG) --port=$(JUPYTER_PORT) \
+jupyter: setup labextension
+	$(VENV)/bin/jupyter $(JUPYTER_APP) --no-browser $(ROOT_FLAG) --port=$(JUPYTER_PORT) \
 		--Workbench.model_repository=$(REPO) --Workbench.open_ports=True \
 		--Workbench.http_port=$(HTTP_PORT) --Workbench.grpc_port=$(GRPC_PORT) --Workbench.metrics_port=$(METRICS_PORT) \
 		$(JUPYTER_ARGS)
 
-test: setup browser
+test: setup labextension browser
 	$(PY) -m pytest
 
 # the browser tests (tests/browser) drive Debian's chromium with Playwright (from `dev`);
@@ -80,4 +102,4 @@ compat: setup
 	bash bench/compat_matrix.sh
 
 clean:
-	rm -rf $(VENV) $(REPO) .pytest_cache
+	rm -rf $(VENV) $(REPO) .pytest_cache $(LABEXT_SRC)/node_modules $(LABEXT_BUILD)

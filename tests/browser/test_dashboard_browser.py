@@ -4,32 +4,14 @@ a closed tab's session ends. Screenshots of every step are kept (see conftest)."
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
-import pytest
+from browser_support import PATIENCE_S, eventually
 
-
-
-#: seconds any awaited condition may take on a loaded machine (a deadline, not a measurement)
-PATIENCE_S = 90.0
 #: the live time series, named in workbench.ui.live_view
 SERIES_JS = "Bokeh.documents[0].get_model_by_name('live_series')"
-
-
-def eventually(check: Callable[[], object], what: str) -> object:
-    """``check()`` once it is truthy; fails with ``what`` past :data:`PATIENCE_S`."""
-    deadline = time.monotonic() + PATIENCE_S
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"never happened: {what} (last: {value!r})")
-        time.sleep(0.25)
 
 
 def open_dashboard(browser, dashboard, elsewhere: list[str] | None = None):

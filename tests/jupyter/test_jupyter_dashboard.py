@@ -54,6 +54,15 @@ async def test_the_page_is_panels_and_needs_jupyters_login(workbench, jupyter_ur
     assert (await fetch(f"{jupyter_url}workbench", auth)).headers["Location"] == "/jhub/user/x/workbench/"
 
 
+async def test_the_pages_icon_is_panels(workbench, jupyter_url: str, auth: dict) -> None:
+    page = (await fetch(f"{jupyter_url}workbench/", auth)).body.decode()
+    assert '<link rel="icon" href="./favicon.ico">' in page
+    icon = await fetch(f"{jupyter_url}workbench/favicon.ico", auth)
+    assert icon.code == 301 and icon.headers["Location"] == "static/extensions/panel/images/favicon.ico"
+    served = await fetch(f"{jupyter_url}workbench/static/extensions/panel/images/favicon.ico", auth)
+    assert served.code == 200 and served.body[:4] == b"\x00\x00\x01\x00"  # an ICO file
+
+
 @pytest.mark.parametrize("asset", ["static/js/bokeh.min.js", "static/extensions/panel/panel.min.js"])
 async def test_assets_are_served_to_the_logged_in_only(workbench, jupyter_url: str, auth: dict, asset: str) -> None:
     served = await fetch(f"{jupyter_url}workbench/{asset}", auth)

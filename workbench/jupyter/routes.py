@@ -34,9 +34,10 @@ def api_handlers() -> list[tuple[str, type]]:
     ]
 
 
-def workbench_handlers(dashboard: bool = True) -> list[tuple[str, type]]:
-    """Every workbench route: the API's, then (``dashboard``) the dashboard's (``workbench/``,
-    its websocket and assets), which need the setting ``workbench_dashboard``."""
+def workbench_handlers(dashboard: bool = True) -> list[tuple]:
+    """Every workbench route (``(pattern, handler)`` or ``(pattern, handler, kwargs)``): the
+    API's, then (``dashboard``) the dashboard's (``workbench/``, its websocket, icon and
+    assets), which need the setting ``workbench_dashboard``."""
     if not dashboard:
         return api_handlers()
     from workbench.jupyter.handlers.dashboard import dashboard_handlers

@@ -136,10 +136,11 @@ _ENGINE_UP = re.compile(r"workbench engine (running|did not start)")
 
 
 class JupyterProcess(_HostProcess):
-    """``python -m jupyter_server`` on a free port with the workbench extension, configured
-    by ``--Workbench.*`` flags; up once the extension logged that the engine runs (or did not
-    start). With ``--Workbench.open_ports=True``, ``port`` / ``grpc_port`` / ``metrics_port``
-    are the engine's v2 ports and :attr:`jupyter_port` is Jupyter's.
+    """``python -m jupyter_server`` (or, with ``lab``, ``python -m jupyterlab``) on a free port
+    with the workbench extension, configured by ``--Workbench.*`` flags; up once the extension
+    logged that the engine runs (or did not start). With ``--Workbench.open_ports=True``,
+    ``port`` / ``grpc_port`` / ``metrics_port`` are the engine's v2 ports and
+    :attr:`jupyter_port` is Jupyter's.
 
     Jupyter's configuration, data and runtime folders are made under ``home`` (nothing of the
     user's is read or written); the extension is enabled as the package does it, by
@@ -151,14 +152,21 @@ class JupyterProcess(_HostProcess):
         enable_file: the extension's ``jupyter_server_config.d`` JSON.
         token: Jupyter's token (``Authorization: token <token>``).
         timeout_s: seconds to wait for the engine.
+        lab: run JupyterLab (``jupyter lab``: the same server, plus Lab's pages at ``/lab``)
+            instead of the bare Jupyter server.
+        engine: whether the workbench server extension runs in this process; ``False`` (with
+            ``--ServerApp.jpserver_extensions=workbench.jupyter=False`` among the flags) makes
+            the process up once Jupyter prints its URL.
 
     Raises:
         RuntimeError: the process exited or the engine was not up in time.
     """
 
     def __init__(self, workbench_args: Sequence[str], home: os.PathLike, enable_file: os.PathLike,
-                 token: str = "workbench-test", timeout_s: float = 180.0) -> None:
+                 token: str = "workbench-test", timeout_s: float = 180.0, lab: bool = False,
+                 engine: bool = True) -> None:
         self.token = token
+        self.engine = engine
         self.jupyter_port = 0
         folders = {name: os.path.join(home, name) for name in ("config", "data", "runtime", "root")}
         for folder in folders.values():
@@ -170,8 +178,9 @@ class JupyterProcess(_HostProcess):
             target.write(source.read())
         env = {**os.environ, "JUPYTER_CONFIG_DIR": folders["config"], "JUPYTER_DATA_DIR": folders["data"],
                "JUPYTER_RUNTIME_DIR": folders["runtime"], "JUPYTER_PLATFORM_DIRS": "0"}
-        command = [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--port=0",
-                   "--port-retries=0", "--ip=127.0.0.1", f"--IdentityProvider.token={token}",
+        app = "jupyterlab" if lab else "jupyter_server"
+        command = [sys.executable, "-m", app, "--no-browser", "--allow-root", "--port=0", "--port-retries=0",
+                   "--ip=127.0.0.1", f"--IdentityProvider.token={token}",
                    f"--ServerApp.root_dir={folders['root']}", *workbench_args]
         super().__init__(command, timeout_s, env=env)
 
@@ -179,6 +188,8 @@ class JupyterProcess(_HostProcess):
         jupyter = _JUPYTER_URL.search(line)
         if jupyter and not self.jupyter_port:
             self.jupyter_port = int(jupyter.group(1))
+        if not self.engine:
+            return bool(self.jupyter_port)
         return _ENGINE_UP.search(line) is not None
 
     @property

@@ -102,15 +102,21 @@ class DashboardExtensionHandler(_AuthenticatedFiles, MultiRootStaticHandler):
         super().initialize(extension_dirs if root is None else root)
 
 
-def dashboard_handlers(path: str) -> list[tuple[str, type]]:
-    """The dashboard's routes under ``path`` (relative to Jupyter's base URL)."""
+#: Panel's icon among the assets; the page links ``./favicon.ico``
+FAVICON = "static/extensions/panel/images/favicon.ico"
+
+
+def dashboard_handlers(path: str) -> list[tuple]:
+    """The dashboard's routes under ``path`` (relative to Jupyter's base URL); the page's
+    ``./favicon.ico`` is redirected (relative ``Location``) to Panel's icon among its assets."""
     return [
         (f"{path}/?", DashboardPageHandler),
+        (f"{path}/favicon.ico", web.RedirectHandler, {"url": FAVICON}),
         (f"{path}/ws", DashboardSocketHandler),
         (f"{path}/static/extensions/(.*)", DashboardExtensionHandler),
         (f"{path}/static/(.*)", DashboardStaticHandler),
     ]
 
 
-__all__ = ["DashboardExtensionHandler", "DashboardPageHandler", "DashboardSocketHandler",
+__all__ = ["FAVICON", "DashboardExtensionHandler", "DashboardPageHandler", "DashboardSocketHandler",
            "DashboardStaticHandler", "dashboard_handlers"]
