@@ -10,6 +10,7 @@ that folder (CI keeps it as the run's artifacts).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -62,6 +63,17 @@ class Dashboard:
                     if m["name"] == model and m.get("version", "1") in ("1", ""))
 
 
+@contextlib.contextmanager
+def serving(jupyter: JupyterProcess) -> Iterator[Dashboard]:
+    """``jupyter`` as a :class:`Dashboard`; its client closed and the process stopped after."""
+    served = Dashboard(jupyter)
+    try:
+        yield served
+    finally:
+        served.api.close()
+        jupyter.stop()
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory, sample_repository: Path) -> Path:
     """A writable repository: add_sub (max_batch_size 8) and a copy of digits_mlp."""
@@ -83,12 +95,8 @@ def dashboard(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
          "--Workbench.open_ports=True", "--Workbench.http_port=0", "--Workbench.grpc_port=0",
          "--Workbench.metrics_port=0", "--Workbench.dashboard_session_linger_s=1"],
         home=tmp_path_factory.mktemp("jupyter-home"), enable_file=ENABLE_FILE)
-    served = Dashboard(jupyter)
-    try:
+    with serving(jupyter) as served:
         yield served
-    finally:
-        served.api.close()
-        jupyter.stop()
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from browser_support import PATIENCE_S, eventually
-from conftest import BASE_URL, ENABLE_FILE, Dashboard
+from conftest import BASE_URL, ENABLE_FILE, Dashboard, serving
 
 from workbench.testing.lab import LAB_TEST_FLAGS, OPEN_DASHBOARD_COMMAND, lab_missing
 from workbench.testing.process import JupyterProcess
@@ -38,13 +38,9 @@ def start_lab(home: Path, *flags: str, engine: bool = True) -> JupyterProcess:
 @pytest.fixture(scope="module")
 def lab(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     """`jupyter lab` with the workbench server extension on ``models`` (add_sub, digits_mlp)."""
-    jupyter = start_lab(tmp_path_factory.mktemp("lab-home"), f"--Workbench.model_repository={models}")
-    served = Dashboard(jupyter)
-    try:
+    home = tmp_path_factory.mktemp("lab-home")
+    with serving(start_lab(home, f"--Workbench.model_repository={models}")) as served:
         yield served
-    finally:
-        served.api.close()
-        jupyter.stop()
 
 
 def open_lab(browser, jupyter: JupyterProcess):
