@@ -169,6 +169,8 @@ class JupyterProcess(_HostProcess):
         self.engine = engine
         self.jupyter_port = 0
         folders = {name: os.path.join(home, name) for name in ("config", "data", "runtime", "root")}
+        #: Jupyter's root folder (``ServerApp.root_dir``: the files Lab and notebooks see)
+        self.root_dir = folders["root"]
         for folder in folders.values():
             os.makedirs(folder, exist_ok=True)
         enabled = os.path.join(folders["config"], "jupyter_server_config.d")

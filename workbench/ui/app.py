@@ -110,8 +110,12 @@ def dashboard(server: Server, *, tuning: TabBuilder | None = tuning_tab, interva
               history: int = 300) -> Dashboard:
     """The dashboard for a notebook cell: loads Panel's notebook extension, builds and starts
     a :class:`Dashboard` (display it as the cell's value). Call ``.close()`` when done: a
-    notebook has no session end to do it."""
-    pn.extension(*EXTENSIONS)
+    notebook has no session end to do it.
+
+    BokehJS, Panel and the extensions' scripts (Tabulator, Ace) are inlined in the notebook's
+    output (~8 MB once per kernel), not loaded from Bokeh's and HoloViz's CDNs: the dashboard
+    renders where the browser has no internet, as the one Jupyter serves at ``/workbench/``."""
+    pn.extension(*EXTENSIONS, inline=True)
     return Dashboard(server, tuning=tuning, history=history).start(interval_s)
 
 
