@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from workbench.ui.headless_view import HeadlessView
+from workbench.ui.serve_process import DEFAULT_PORTS, suggested_ports
 from workbench.ui.store import EngineStore
 
 
@@ -23,6 +24,28 @@ def free_ports(count: int) -> list[int]:
     for s in sockets:
         s.close()
     return ports
+
+
+def test_suggested_ports_leave_out_busy_ones(store: EngineStore) -> None:
+    held = []
+    for port in DEFAULT_PORTS:  # as the engine hosting the dashboard may hold them
+        holder = socket.socket()
+        try:
+            holder.bind(("", port))
+            holder.listen()
+        except OSError:
+            holder.close()  # busy already: as good
+            continue
+        held.append(holder)
+    try:
+        ports = suggested_ports()
+        assert ports != DEFAULT_PORTS
+        assert ports[1] == ports[0] + 1 and ports[2] == ports[0] + 2 and ports[0] % 100 == 0
+        view = HeadlessView(store)
+        assert (view.http_port.value, view.grpc_port.value, view.metrics_port.value) == ports
+    finally:
+        for holder in held:
+            holder.close()
 
 
 async def wait_for_health(view: HeadlessView, wanted: str, timeout_s: float = 90.0) -> str:

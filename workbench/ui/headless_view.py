@@ -13,7 +13,7 @@ from pathlib import Path
 import panel as pn
 
 from workbench.deploy import DeploySpec, write_deployment
-from workbench.ui.serve_process import ServeProcess
+from workbench.ui.serve_process import ServeProcess, suggested_ports
 from workbench.ui.store import EngineStore, error_text
 
 
@@ -29,14 +29,15 @@ class HeadlessView(pn.viewable.Viewer):
         repositories = [r for r in store.server.options.model_repository if "://" not in r]
         self.repository = pn.widgets.TextInput(label="Model repository",
                                                value=repositories[0] if repositories else "")
-        self.http_port = pn.widgets.IntInput(label="HTTP port", value=8000, start=1, end=65535)
-        self.grpc_port = pn.widgets.IntInput(label="gRPC port", value=8001, start=1, end=65535)
-        self.metrics_port = pn.widgets.IntInput(label="metrics port", value=8002, start=1, end=65535)
+        http, grpc, metrics = suggested_ports()
+        self.http_port = pn.widgets.IntInput(label="HTTP port", value=http, start=1, end=65535)
+        self.grpc_port = pn.widgets.IntInput(label="gRPC port", value=grpc, start=1, end=65535)
+        self.metrics_port = pn.widgets.IntInput(label="metrics port", value=metrics, start=1, end=65535)
         self.mode = pn.widgets.Select(label="model control mode", options=["none", "explicit", "poll"])
         self.start_button = pn.widgets.Button(label="Start workbench serve", color="primary")
         self.stop_button = pn.widgets.Button(label="Stop", color="warning", disabled=True)
         self.health = pn.pane.Markdown("**not running**")
-        self.log = pn.pane.Str("", sizing_mode="stretch_width", max_height=400)
+        self.log = pn.pane.Str("", sizing_mode="stretch_width")
         self.out_dir = pn.widgets.TextInput(label="Deployment folder", placeholder="deploy/")
         self.deploy_name = pn.widgets.TextInput(label="name", value=DeploySpec.name)
         self.image = pn.widgets.TextInput(label="image", value=DeploySpec.image)
@@ -55,7 +56,9 @@ class HeadlessView(pn.viewable.Viewer):
             pn.pane.Markdown("### Serve headless"),
             pn.Row(self.repository, self.mode),
             pn.Row(self.http_port, self.grpc_port, self.metrics_port),
-            pn.Row(self.start_button, self.stop_button), self.health, self.log,
+            pn.Row(self.start_button, self.stop_button), self.health,
+            # the log tail scrolls inside its own box (a long tail never covers what follows)
+            pn.Column(self.log, height=300, scroll=True, sizing_mode="stretch_width"),
             pn.pane.Markdown("### Deploy (Docker + Kubernetes)"),
             pn.Row(self.out_dir, self.deploy_name, self.image),
             pn.Row(self.max_replicas, self.queue_target, self.deploy_button),

@@ -33,7 +33,7 @@ class ModelsView(pn.viewable.Viewer):
         self.store = store
         self.rows: list[ModelRow] = []
         self.table = pn.widgets.Tabulator(
-            _frame([]), disabled=True, show_index=False, selectable=1, height=320,
+            _frame([]), disabled=True, show_index=False, selectable=1, max_height=560,
             sizing_mode="stretch_width", label="models")
         self.model = pn.widgets.Select(label="Model", options=[])
         self.refresh_button = pn.widgets.Button(label="Refresh")

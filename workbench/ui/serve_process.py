@@ -8,6 +8,7 @@ its stdout and stderr are read by a daemon thread into a bounded log tail. Healt
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +19,32 @@ import httpx
 
 #: log lines kept
 LOG_LINES = 500
+
+
+#: the v2 ports a `workbench serve` takes by default (HTTP, gRPC, metrics), as Triton's
+DEFAULT_PORTS = (8000, 8001, 8002)
+
+
+def _free(port: int) -> bool:
+    """Whether ``port`` can be bound on every interface now (TCP)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def suggested_ports(tries: int = 20) -> tuple[int, int, int]:
+    """HTTP, gRPC and metrics ports for a new `workbench serve`: Triton's 8000/8001/8002 when
+    all three are free, else the first of 8100/8101/8102, 8200/... that is (the engine hosting
+    the dashboard, e.g. ``make jupyter``, often holds 8000-8002 itself); Triton's if none of
+    ``tries`` triples is free (the start then reports the busy port)."""
+    for offset in range(0, 100 * tries, 100):
+        ports = tuple(port + offset for port in DEFAULT_PORTS)
+        if all(_free(port) for port in ports):
+            return ports  # type: ignore[return-value]
+    return DEFAULT_PORTS
 
 
 class ServeProcess:
@@ -110,4 +137,4 @@ class ServeProcess:
         return self.process.returncode
 
 
-__all__ = ["LOG_LINES", "ServeProcess"]
+__all__ = ["DEFAULT_PORTS", "LOG_LINES", "ServeProcess", "suggested_ports"]
