@@ -21,6 +21,8 @@ import os
 import shutil
 from pathlib import Path
 
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
 from workbench.config.model_config import model_config_path
 from workbench.config.normalize import is_ensemble
 from workbench.config.problems import ConfigProblem, parse_config_text, semantic_problem
@@ -28,6 +30,7 @@ from workbench.config.validate_ensemble import check_ensemble_steps, composing_m
 from workbench.engine.loader import prepare_config
 from workbench.engine.warmup import prepare_warmup
 from workbench.errors import InvalidArgument, InvalidModelConfig, ModelNotFound, Unsupported, WorkbenchError
+from workbench.options import ServerOptions
 
 #: suffix of the previous config file kept by :meth:`ConfigFileAPI.write_model_config`
 BACKUP_SUFFIX = ".bak"
@@ -50,8 +53,7 @@ class ConfigFileAPI:
         Raises:
             ModelNotFound: ``name`` is not a model folder in the repositories.
         """
-        path, reason = await asyncio.to_thread(self._config_location, name)
-        return await asyncio.to_thread(_describe, name, path, reason)
+        return await asyncio.to_thread(lambda: _describe(name, *self._config_location(name)))
 
     async def validate_model_config_text(self, name: str, text: str) -> list[ConfigProblem]:
         """Every problem loading ``text`` as model ``name``'s config would hit ([] = none).
@@ -77,9 +79,7 @@ class ConfigFileAPI:
         if config is None:
             return problems
         try:
-            model_dir = _model_dir(path)
-            prepared = await asyncio.to_thread(prepare_config, name, model_dir, self.options, config)
-            await asyncio.to_thread(prepare_warmup, prepared, model_dir)
+            prepared = await asyncio.to_thread(_prepare, name, _model_dir(path), self.options, config)
             if is_ensemble(prepared):
                 loaded = {m: self._models[m].config for m in composing_models(prepared)
                           if m in self._models and self._models[m].config is not None}
@@ -198,6 +198,14 @@ def _model_dir(config_path: Path) -> Path:
 def _check_size(text: str) -> None:
     if len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
         raise InvalidArgument(f"model config text is larger than {MAX_CONFIG_BYTES} bytes")
+
+
+def _prepare(name: str, model_dir: Path, options: ServerOptions, config: ModelConfig) -> ModelConfig:
+    """Blocking: the loader's config preparation and warmup checks of ``config`` (raises
+    their :class:`WorkbenchError`); the prepared config."""
+    prepared = prepare_config(name, model_dir, options, config)
+    prepare_warmup(prepared, model_dir)
+    return prepared
 
 
 def _describe(name: str, path: Path, reason: str) -> dict:
