@@ -57,11 +57,7 @@ async def workbench(jp_serverapp) -> EngineHost:
     ``ServerApp`` does once its loop runs (``extension_manager.start_all_extensions``)."""
     await jp_serverapp.extension_manager.start_all_extensions()
     host: EngineHost = jp_serverapp.web_app.settings["workbench_host"]
-    for _ in range(600):
-        if host.state != "starting":
-            break
-        await asyncio.sleep(0.05)
-    assert host.state == "running", host.error
+    assert await asyncio.wait_for(host.started(), timeout=30) == "running", host.error
     return host
 
 

@@ -75,10 +75,7 @@ async def test_a_busy_port_fails_the_engine_not_jupyter(jp_configurable_serverap
     app = jp_configurable_serverapp(config=config)
     await app.extension_manager.start_all_extensions()
     host: EngineHost = app.web_app.settings["workbench_host"]
-    for _ in range(200):
-        if host.state != "starting":
-            break
-        await asyncio.sleep(0.05)
-    assert host.state == "failed" and "cannot open the v2 ports" in host.error
+    assert await asyncio.wait_for(host.started(), timeout=10) == "failed"
+    assert "cannot open the v2 ports" in host.error
     assert host.server is not None and not host.server.is_live()  # no model was loaded
     assert host.status()["ports"] == {}

@@ -102,6 +102,14 @@ class EngineHost:
         log.info("workbench engine running (%s mode)%s", self.options.model_control_mode,
                  f", v2 ports {bound.ports()}" if bound is not None else "")
 
+    async def started(self) -> str:
+        """Wait until the start :meth:`begin` launched has ended (at once when none was);
+        returns :attr:`state` (``running`` or ``failed`` after a start). Waiting here never
+        cancels the start."""
+        if self._start_task is not None:
+            await asyncio.shield(self._start_task)
+        return self.state
+
     def _fail(self, reason: str) -> None:
         self.state, self.error = FAILED, reason
         log.error("workbench engine did not start: %s", reason)
