@@ -8,7 +8,6 @@ its stdout and stderr are read by a daemon thread into a bounded log tail. Healt
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +15,8 @@ from collections import deque
 from collections.abc import Sequence
 
 import httpx
+
+from workbench.hosts.ports import bind_socket
 
 #: log lines kept
 LOG_LINES = 500
@@ -26,12 +27,12 @@ DEFAULT_PORTS = (8000, 8001, 8002)
 
 
 def _free(port: int) -> bool:
-    """Whether ``port`` can be bound on every interface now (TCP)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind(("", port))
-        except OSError:
-            return False
+    """Whether `workbench serve` could listen on ``port`` on every interface now (the
+    socket it would open, :func:`workbench.hosts.ports.bind_socket`, opened and closed)."""
+    try:
+        bind_socket("0.0.0.0", port).close()
+    except OSError:
+        return False
     return True
 
 
