@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.errors import ModelLoadError
+from workbench.switches import parse_switch
 
 TENSORRT = "TensorrtExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -96,8 +97,6 @@ _DEFAULT_SESSION_ENTRIES = {
     "session.intra_op.allow_spinning": "0",
     "session.inter_op.allow_spinning": "0",
 }
-_TRUE = {"1", "true", "on", "yes"}
-_FALSE = {"0", "false", "off", "no"}
 
 
 @dataclass
@@ -294,11 +293,9 @@ def _parse_int(model: str, key: str, value: str) -> int:
 
 
 def _bool(model: str, key: str, value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
+    switch = parse_switch(value)
+    if switch is not None:
+        return switch
     raise _error(model, f"failed to convert '{key}' value '{value}' to a boolean "
                  "(1/0, true/false, on/off, yes/no)")
 

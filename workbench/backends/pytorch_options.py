@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.errors import ModelLoadError
+from workbench.switches import parse_switch
 
 log = logging.getLogger(__name__)
 
 
-_TRUE = frozenset({"true", "1", "on", "yes"})
-_FALSE = frozenset({"false", "0", "off", "no"})
 
 @dataclass(frozen=True, slots=True)
 class TorchOptions:
@@ -45,9 +44,9 @@ def parse_parameters(config: ModelConfig) -> TorchOptions:
     def flag(key: str) -> bool | None:
         if key not in params:
             return None
-        value = params[key].strip().lower()
-        if value in _TRUE or value in _FALSE:
-            return value in _TRUE
+        switch = parse_switch(params[key])
+        if switch is not None:
+            return switch
         raise ModelLoadError(
             f"unable to load model '{config.name}': parameter '{key}' must be a boolean "
             f"(true/false), got '{params[key]}'"

@@ -19,14 +19,13 @@ from workbench import ServerOptions, __version__
 from workbench.hosts import deploy_command
 from workbench.hosts.build_plan_cli import add_build_plan_command, run_build_plan
 from workbench.perf import cli as perf_cli
+from workbench.switches import parse_switch
 
 
 def _bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
+    switch = parse_switch(value)
+    if switch is not None:
+        return switch
     raise argparse.ArgumentTypeError(f"expected true or false, got '{value}'")
 
 

@@ -21,14 +21,13 @@ import re
 from dataclasses import dataclass, fields
 
 from workbench.perf import LoadLevel, PerfError, levels_from_range
+from workbench.switches import parse_switch
 from workbench.ui.config_knobs import INSTANCE_KINDS, ConfigKnobs
 
 #: the most levels one sweep may have (a sweep of n levels takes n * (warm-up + window))
 MAX_LEVELS = 50
 #: the knob names a candidate may set
 KNOB_NAMES = tuple(f.name for f in fields(ConfigKnobs))
-_SWITCHES = {"true": True, "on": True, "yes": True, "1": True,
-             "false": False, "off": False, "no": False, "0": False}
 
 
 def parse_levels(mode: str, text: str) -> list[LoadLevel]:
@@ -112,9 +111,10 @@ def parse_candidates(text: str) -> list[Candidate]:
 def _value(name: str, raw: str, number: int) -> object:
     where = f"candidate line {number}: {name}"
     if name in ("dynamic_batching", "response_cache"):
-        if raw.lower() not in _SWITCHES:
+        switch = parse_switch(raw)
+        if switch is None:
             raise ValueError(f"{where} must be true or false, got '{raw}'")
-        return _SWITCHES[raw.lower()]
+        return switch
     if name == "instance_kind":
         if raw not in INSTANCE_KINDS:
             raise ValueError(f"{where} must be one of {', '.join(INSTANCE_KINDS)}, got '{raw}'")

@@ -17,6 +17,7 @@ from jupyter_server.base.handlers import APIHandler
 from workbench import InvalidArgument, Server, WorkbenchError
 from workbench.frontends.status import http_status
 from workbench.jupyter.host import EngineHost
+from workbench.switches import parse_switch
 
 #: the authorization resource of every workbench route (for a custom jupyter_server Authorizer)
 AUTH_RESOURCE = "workbench"
@@ -62,15 +63,17 @@ class WorkbenchHandler(APIHandler):
         return body
 
     def bool_argument(self, name: str) -> bool:
-        """A query flag: ``true``/``1``/``yes`` or ``false``/``0``/``no`` (absent = False).
+        """A query flag: an on/off word (:func:`workbench.switches.parse_switch`: ``true``,
+        ``1``, ``yes``, ``on`` or ``false``, ``0``, ``no``, ``off``; absent = False).
 
         Raises:
             InvalidArgument: any other value (400).
         """
-        value = (self.get_query_argument(name, "") or "false").lower()
-        if value not in ("true", "1", "yes", "false", "0", "no"):
-            raise InvalidArgument(f"query parameter '{name}' must be true or false, got '{value}'")
-        return value in ("true", "1", "yes")
+        value = self.get_query_argument(name, "") or "false"
+        switch = parse_switch(value)
+        if switch is None:
+            raise InvalidArgument(f"query parameter '{name}' must be true or false, got '{value.lower()}'")
+        return switch
 
     def reply(self, payload: object, status: int = 200) -> None:
         """Finish with ``payload`` as JSON."""
