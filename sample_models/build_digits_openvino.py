@@ -57,6 +57,9 @@ dynamic_batching {{ }}
 parameters {{ key: "NUM_STREAMS" value: {{ string_value: "1" }} }}
 parameters {{ key: "INFERENCE_NUM_THREADS" value: {{ string_value: "1" }} }}
 parameters {{ key: "PERFORMANCE_HINT" value: {{ string_value: "LATENCY" }} }}
+# FP32 math: on CPUs with AMX / AVX512-BF16 OpenVINO's CPU plugin otherwise runs in bf16
+# (its default there), and the logits then differ from onnxruntime's by ~1e-1
+parameters {{ key: "INFERENCE_PRECISION_HINT" value: {{ string_value: "f32" }} }}
 """
 
 
@@ -64,7 +67,8 @@ def ov_logits(path: Path, x: np.ndarray) -> np.ndarray:
     """Run the IR with OpenVINO on CPU. ``x``: FP32 [n, 64] -> logits FP32 [n, 10]."""
     import openvino as ov
 
-    compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_NUM_THREADS": "1"})
+    compiled = ov.Core().compile_model(str(path), "CPU", {"INFERENCE_NUM_THREADS": "1",
+                                                         "INFERENCE_PRECISION_HINT": "f32"})
     request = compiled.create_infer_request()
     output = compiled.output(0)
     chunks = [np.array(request.infer({build_digits.INPUT_NAME: x[i : i + MAX_BATCH_SIZE]})[output])
