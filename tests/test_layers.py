@@ -69,7 +69,7 @@ def test_public_surface_is_exactly_all() -> None:
     public = {name for name in dir(workbench) if not name.startswith("_")}
     modules = {"backends", "bytes_codec", "config", "datatypes", "deploy", "devices", "engine", "errors",
                "frontends", "gpu_memory", "gpu_readings", "hosts", "jupyter", "options", "perf", "repository",
-               "scheduling", "statistics", "switches", "tensors", "testing", "tools", "types", "ui"}
+               "restrictions", "scheduling", "statistics", "switches", "tensors", "testing", "tools", "types", "ui"}
     assert public - modules == set(workbench.__all__) - {"__version__"}
 
 

@@ -11,6 +11,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from workbench.restrictions import GRPC_KEY_PREFIX, Restriction, parse_restrictions
+
 
 #: the ``--metrics-config`` keys this server understands (tritonserver's names).
 METRICS_CONFIG_KEYS = ("counter_latencies", "histogram_latencies", "summary_latencies",
@@ -185,10 +187,42 @@ class ServerOptions(BaseSettings):
     """Let clients register, unregister and use shared-memory regions (tritonserver
     ``--allow-client-shm``, off by default since Triton 2.73; status queries always work)."""
 
+    http_restricted_api: list[str] = Field(default_factory=list)
+    """tritonserver ``--http-restricted-api=<api>[,<api>...]:<key>=<value>`` (repeatable):
+    requests to those API groups (``health``, ``metadata``, ``inference``, ``shared-memory``,
+    ``model-config``, ``model-repository``, ``statistics``, ``trace``, ``logging``) need the
+    header ``<key>: <value>``, else 403 (:mod:`workbench.restrictions`)."""
+
+    grpc_restricted_protocol: list[str] = Field(default_factory=list)
+    """tritonserver ``--grpc-restricted-protocol=<protocol>[,...]:<key>=<value>``: the gRPC
+    methods of those groups need the metadata ``triton-grpc-protocol-<key>: <value>``, else
+    UNAVAILABLE (Triton's prefix and code)."""
+
     metrics_config: dict[str, str] = Field(default_factory=dict)
     """tritonserver ``--metrics-config KEY=VALUE`` settings: ``counter_latencies`` (default
     true), ``histogram_latencies``, ``summary_latencies`` (default false) and
     ``summary_quantiles`` (``0.5:0.05,0.9:0.01,...``)."""
+
+    @field_validator("http_restricted_api")
+    @classmethod
+    def _valid_http_restrictions(cls, value: list[str]) -> list[str]:
+        parse_restrictions(value, "http-restricted-api")
+        return value
+
+    @field_validator("grpc_restricted_protocol")
+    @classmethod
+    def _valid_grpc_restrictions(cls, value: list[str]) -> list[str]:
+        parse_restrictions(value, "grpc-restricted-protocol", GRPC_KEY_PREFIX, "protocol")
+        return value
+
+    def http_restrictions(self) -> dict[str, Restriction]:
+        """The restricted HTTP API groups: ``{group: Restriction}`` (empty: none)."""
+        return parse_restrictions(self.http_restricted_api, "http-restricted-api")
+
+    def grpc_restrictions(self) -> dict[str, Restriction]:
+        """The restricted gRPC groups, header names with Triton's ``triton-grpc-protocol-``."""
+        return parse_restrictions(self.grpc_restricted_protocol, "grpc-restricted-protocol",
+                                  GRPC_KEY_PREFIX, "protocol")
 
     @field_validator("metrics_config")
     @classmethod

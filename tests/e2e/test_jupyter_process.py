@@ -3,6 +3,7 @@ serves the Jupyter API and the v2 ports, and stops with it on SIGTERM, releasing
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import signal
@@ -31,6 +32,47 @@ def get_json(url: str, headers: dict[str, str]) -> dict:
         return json.loads(response.read())
 
 
+#: a Python model whose initialize writes a marker file: proof that uploaded code ran
+MARKER_MODEL = """
+import pathlib
+
+class TritonPythonModel:
+    def initialize(self, args):
+        pathlib.Path({marker!r}).write_text("pwned")
+
+    def execute(self, requests):
+        return []
+"""
+PYTHON_CONFIG = ('backend: "python"\ninput [{name: "IN" data_type: TYPE_FP32 dims: [1]}]\n'
+                 'output [{name: "OUT" data_type: TYPE_FP32 dims: [1]}]\n')
+
+
+def post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, {}
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def check_the_ports_load_no_code_without_the_key(jupyter: JupyterProcess, status: dict, marker: Path) -> None:
+    """The attack on `make jupyter`: a web page's cross-site "simple" POST (text/plain, a
+    foreign Origin) to the v2 port's load API with a Python model that runs code."""
+    model = base64.b64encode(MARKER_MODEL.format(marker=str(marker)).encode()).decode()
+    body = json.dumps({"parameters": {"config": PYTHON_CONFIG, "file:1/model.py": model}}).encode()
+    load = f"http://{jupyter.url}/v2/repository/models/evil/load"
+    code, reply = post(load, body, {"Content-Type": "text/plain", "Origin": "http://evil.example"})
+    assert code == 403 and "refused" in reply["error"]
+    key = status["ports_key"]
+    code, reply = post(load, body, {"Content-Type": "application/json"})  # no key: Triton's 403
+    assert (code, reply) == (403, {"error": f"This API is restricted, expecting header '{key['header']}'"})
+    assert not marker.exists()
+    assert key["restricted"] == ["model-repository", "shared-memory", "logging", "trace"]
+    code, _ = post(f"http://{jupyter.url}/v2/repository/index", b"{}", {key["header"]: key["value"]})
+    assert code == 200
+
+
 def refused(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
@@ -54,6 +96,7 @@ def test_jupyter_server_hosts_the_engine_and_stops_it_on_sigterm(tmp_path: Path,
         assert {(m["name"], m["state"]) for m in models} == {("add_sub", "READY"), ("digits_mlp", "READY")}
         with pytest.raises(urllib.error.HTTPError, match="403"):
             get_json(f"{jupyter.api_url}/models", {})
+        check_the_ports_load_no_code_without_the_key(jupyter, status, tmp_path / "ran")
 
         client = httpclient.InferenceServerClient(jupyter.url)
         assert client.is_server_ready()

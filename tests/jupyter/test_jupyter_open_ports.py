@@ -5,6 +5,7 @@ Jupyter stops."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 
 import httpx
@@ -13,6 +14,7 @@ import pytest
 import tritonclient.grpc.aio as grpcclient
 import tritonclient.http.aio as httpclient
 from traitlets.config import Config
+from tritonclient.utils import InferenceServerException
 
 from workbench.jupyter.host import EngineHost
 
@@ -79,3 +81,40 @@ async def test_a_busy_port_fails_the_engine_not_jupyter(jp_configurable_serverap
     assert "cannot open the v2 ports" in host.error
     assert host.server is not None and not host.server.is_live()  # no model was loaded
     assert host.status()["ports"] == {}
+
+
+@pytest.mark.parametrize("workbench_config", [OPEN_ANY_PORTS])
+async def test_v2_ports_load_and_unload_only_with_the_ports_key(workbench: EngineHost, api) -> None:
+    """The ports' model-repository, shared-memory and settings groups need the key that the
+    signed-in user reads from api/status (and kernels from WORKBENCH_PORTS_KEY); tritonclient
+    passes it as a header (HTTP) or as Triton's triton-grpc-protocol-<key> metadata (gRPC)."""
+    status = (await api("status"))[1]
+    key, ports = status["ports_key"], status["ports"]
+    assert key["value"] and os.environ["WORKBENCH_PORTS_KEY"] == key["value"]
+    assert key["grpc_header"] == "triton-grpc-protocol-workbench-api-key"
+    http = httpclient.InferenceServerClient(f"127.0.0.1:{ports['http']}")
+    try:
+        with pytest.raises(InferenceServerException, match="This API is restricted, expecting header "
+                                                           "'workbench-api-key'"):
+            await http.unload_model("add_sub")
+        with pytest.raises(InferenceServerException, match="This API is restricted"):
+            await http.update_log_settings({"log_verbose_level": 1})
+        assert await http.is_model_ready("add_sub")  # health, inference stay open
+        await http.unload_model("add_sub", headers={key["header"]: key["value"]})
+        assert not await http.is_model_ready("add_sub")
+    finally:
+        await http.close()
+    async with grpcclient.InferenceServerClient(f"127.0.0.1:{ports['grpc']}") as grpc_triton:
+        with pytest.raises(InferenceServerException, match="This protocol is restricted, expecting header "
+                                                           "'triton-grpc-protocol-workbench-api-key'"):
+            await grpc_triton.load_model("add_sub")
+        await grpc_triton.load_model("add_sub", headers={key["grpc_header"]: key["value"]})
+        assert await grpc_triton.is_model_ready("add_sub")
+
+
+@pytest.mark.parametrize("workbench_config", [{**OPEN_ANY_PORTS, "ports_restricted_api": []}])
+async def test_no_key_when_no_group_is_restricted(workbench: EngineHost, api) -> None:
+    status = (await api("status"))[1]
+    assert status["ports_key"] is None
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{status['ports']['http']}") as client:
+        assert (await client.post("/v2/repository/index")).status_code == 200

@@ -56,3 +56,16 @@ def test_an_unknown_engine_option_is_an_error() -> None:
         app.engine_options()
     host = EngineHost(None, open_ports=False, error="invalid configuration: nope")
     assert host.state == "failed" and host.status()["error"] == "invalid configuration: nope"
+
+
+def test_the_ports_key_restricts_tritons_groups() -> None:
+    app = Workbench(config=Config({"Workbench": {"model_repository": ["/m"], "open_ports": True,
+                                                 "ports_key": "k1", "ports_restricted_api": ["model-repository"]}}))
+    options = app.engine_options()
+    assert options is not None
+    assert options.http_restricted_api == options.grpc_restricted_protocol == ["model-repository:workbench-api-key=k1"]
+    assert options.grpc_restrictions()["model-repository"].header == "triton-grpc-protocol-workbench-api-key"
+    closed = Workbench(config=Config({"Workbench": {"model_repository": ["/m"]}})).engine_options()
+    assert closed is not None and closed.http_restricted_api == []  # no ports: nothing to restrict
+    with pytest.raises(TraitError, match="unknown restricted api"):
+        Workbench(config=Config({"Workbench": {"ports_restricted_api": ["models"]}}))

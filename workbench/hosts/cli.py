@@ -84,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_metrics_flags(serve)
     _flag(serve, "--allow-client-shm", "let clients register shared-memory regions (default false)")
     _add_log_flags(serve)
+    _add_restriction_flags(serve)
 
 
     _add_grpc_flags(serve)
@@ -133,6 +134,20 @@ def _add_metrics_flags(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--metrics-config", action="append", default=[], metavar="KEY=VALUE",
                        help="counter_latencies, histogram_latencies, summary_latencies=true|false; "
                             "summary_quantiles=0.5:0.05,0.9:0.01,... (repeatable)")
+
+
+def _add_restriction_flags(serve: argparse.ArgumentParser) -> None:
+    """tritonserver's restricted-API flags (:mod:`workbench.restrictions`)."""
+    groups = "health, metadata, inference, shared-memory, model-config, model-repository, " \
+             "statistics, trace, logging"
+    serve.add_argument("--http-restricted-api", action="append", default=[],
+                       metavar="<apis>:<key>=<value>",
+                       help=f"HTTP API groups ({groups}) that need the header <key>: <value> "
+                            "(else 403; repeatable)")
+    serve.add_argument("--grpc-restricted-protocol", action="append", default=[],
+                       metavar="<protocols>:<key>=<value>",
+                       help="gRPC groups (same names) that need the metadata "
+                            "triton-grpc-protocol-<key>: <value> (else UNAVAILABLE; repeatable)")
 
 
 def _add_log_flags(serve: argparse.ArgumentParser) -> None:
@@ -253,6 +268,8 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         "log_error": args.log_error,
         "log_format": args.log_format,
         "log_file": args.log_file,
+        "http_restricted_api": args.http_restricted_api or None,
+        "grpc_restricted_protocol": args.grpc_restricted_protocol or None,
     }
     values.update({k: v for k, v in optional.items() if v is not None})
     values.update(_grpc_values(args))

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
+import secrets
 
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, validate
 
 from workbench import ServerOptions
+from workbench.restrictions import CATEGORIES, GRPC_KEY_PREFIX, restriction_value
 from workbench.jupyter.host import EngineHost
 from workbench.jupyter.routes import workbench_handlers
 
@@ -31,7 +34,10 @@ _OWN_TRAITS = {
     "http_port": "http_port", "grpc_port": "grpc_port", "metrics_port": "metrics_port",
     "allow_grpc": "allow_grpc", "allow_metrics": "allow_metrics",
     "http_address": "ports_address", "grpc_address": "ports_address", "metrics_address": "ports_address",
+    "http_restricted_api": "ports_restricted_api", "grpc_restricted_protocol": "ports_restricted_api",
 }
+#: the environment variable that hands the ports key to the kernels Jupyter starts
+PORTS_KEY_ENV = "WORKBENCH_PORTS_KEY"
 
 
 class Workbench(ExtensionApp):
@@ -65,10 +71,24 @@ class Workbench(ExtensionApp):
     open_ports = Bool(False, help=(
         "Also serve the standard v2 HTTP, gRPC and metrics ports from the Jupyter process, so "
         "tritonclient and perf_analyzer reach the engine as they would a headless one. These "
-        "ports have no authentication.")).tag(config=True)
+        "ports do not use Jupyter's login: the API groups in ports_restricted_api need the "
+        "ports key, and requests from web pages of other sites are refused.")).tag(config=True)
     ports_address = Unicode("127.0.0.1", help=(
-        "Address the v2 ports bind with open_ports (default loopback only, as they have no "
-        "authentication; '0.0.0.0' for every interface).")).tag(config=True)
+        "Address the v2 ports bind with open_ports (default loopback only; '0.0.0.0' for every "
+        "interface).")).tag(config=True)
+    ports_restricted_api = List(Unicode(), default_value=[
+        "model-repository", "shared-memory", "logging", "trace"], help=(
+        "API groups of the v2 ports (tritonserver's --http-restricted-api / "
+        "--grpc-restricted-protocol groups) that answer only requests carrying the ports key: "
+        "header ports_key_header over HTTP, metadata 'triton-grpc-protocol-<ports_key_header>' "
+        "over gRPC. Default: loading code (model-repository), touching files "
+        "(shared-memory) and changing settings (logging, trace). [] = no key.")).tag(config=True)
+    ports_key_header = Unicode("workbench-api-key", help=(
+        "Header that carries the ports key (see ports_restricted_api).")).tag(config=True)
+    ports_key = Unicode("", help=(
+        "The ports key; empty (default): a new random key at each start. Readable by the "
+        "signed-in user at GET workbench/api/status ('ports_key') and, in the kernels this "
+        "Jupyter server starts, from the environment variable WORKBENCH_PORTS_KEY.")).tag(config=True)
     http_port = Int(8000, help="v2 HTTP port with open_ports; 0 = any free port.").tag(config=True)
     grpc_port = Int(8001, help="v2 gRPC port with open_ports; 0 = any free port.").tag(config=True)
     metrics_port = Int(8002, help="Prometheus metrics port with open_ports; 0 = any free port.").tag(config=True)
@@ -83,6 +103,13 @@ class Workbench(ExtensionApp):
     server_options = Dict(help=(
         "Any other engine option, by its ServerOptions name, e.g. "
         "{'response_cache_byte_size': 1048576, 'exit_timeout_secs': 10}.")).tag(config=True)
+
+    @validate("ports_restricted_api")
+    def _known_groups(self, proposal: dict) -> list:
+        unknown = [group for group in proposal["value"] if group not in CATEGORIES]
+        if unknown:
+            raise TraitError(f"unknown restricted api {unknown} (known: {', '.join(CATEGORIES)})")
+        return proposal["value"]
 
     @validate("server_options")
     def _no_trait_in_server_options(self, proposal: dict) -> dict:
@@ -99,6 +126,10 @@ class Workbench(ExtensionApp):
         """
         if not self.model_repository:
             return None
+        restricted: list[str] = []
+        if self.open_ports and self.ports_restricted_api:
+            restricted = [restriction_value(self.ports_restricted_api, self.ports_key_header,
+                                            self._ports_key())]
         return ServerOptions(
             **self.server_options,
             model_repository=list(self.model_repository),
@@ -111,7 +142,25 @@ class Workbench(ExtensionApp):
             grpc_address=self.ports_address, grpc_port=self.grpc_port, allow_grpc=self.allow_grpc,
             metrics_address=self.ports_address, metrics_port=self.metrics_port,
             allow_metrics=self.allow_metrics,
+            http_restricted_api=restricted, grpc_restricted_protocol=restricted,
         )
+
+    def _ports_key(self) -> str:
+        """The ports key (made once per process when not configured), also put in this
+        process's environment as WORKBENCH_PORTS_KEY so that kernels started later inherit it."""
+        if not self.ports_key:
+            self.ports_key = secrets.token_urlsafe(32)
+        os.environ[PORTS_KEY_ENV] = self.ports_key
+        return self.ports_key
+
+    def ports_key_status(self) -> dict | None:
+        """``{"header", "grpc_header", "value", "restricted"}`` of the v2 ports' key; None
+        without open ports or without restricted groups."""
+        if not (self.open_ports and self.ports_restricted_api and self.ports_key):
+            return None
+        return {"header": self.ports_key_header,
+                "grpc_header": GRPC_KEY_PREFIX + self.ports_key_header.lower(),
+                "value": self.ports_key, "restricted": list(self.ports_restricted_api)}
 
     def initialize_settings(self) -> None:
         """Create the engine host (not started yet) and put it in the tornado settings:
@@ -138,6 +187,7 @@ class Workbench(ExtensionApp):
             "workbench_dashboard": self.dashboard,
             "workbench_server": self.host.server,
             "workbench_statistics_interval_s": self.statistics_interval_s,
+            "workbench_ports_key": self.ports_key_status(),
         })
 
     def initialize_handlers(self) -> None:

@@ -11,6 +11,7 @@ import grpc
 from tritonclient.grpc import service_pb2_grpc
 
 from workbench import Server, ServerOptions
+from workbench.frontends.grpc.restricted import RestrictedProtocolInterceptor
 from workbench.frontends.grpc.service import GRPCInferenceService
 
 
@@ -38,6 +39,8 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
     """A grpc.aio server serving ``server``, bound to ``grpc_address:grpc_port``.
 
     Must be called on the running event loop the engine uses; the server is not started.
+    With ``--grpc-restricted-protocol``, a :class:`RestrictedProtocolInterceptor` checks the
+    key of every call first.
 
     Returns:
         The grpc server and the bound port (the real one when ``grpc_port`` is 0).
@@ -45,7 +48,9 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
     Raises:
         RuntimeError: the address cannot be bound (in use, bad address).
     """
-    grpc_server = grpc.aio.server(options=channel_options(options))
+    restrictions = options.grpc_restrictions()
+    interceptors = [RestrictedProtocolInterceptor(restrictions)] if restrictions else []
+    grpc_server = grpc.aio.server(options=channel_options(options), interceptors=interceptors)
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(GRPCInferenceService(server), grpc_server)
     address = options.grpc_address
     host = f"[{address}]" if ":" in address else address

@@ -1,0 +1,134 @@
+"""The HTTP port's first gate: browsers of other sites, and the restricted API groups.
+
+:class:`RequestGuard` is the outermost ASGI layer of the v2 app, so a request it refuses
+reaches no route, reads no body and changes nothing. It answers 403 with Triton's error
+shape ``{"error": "..."}`` when:
+
+1. **A browser page of another site sent it** (beyond Triton, which has no such check; it
+   closes the hole through which any web page could load code on a server on loopback):
+   an ``Origin`` header that is not this server's own (``Origin``'s host[:port] differs
+   from ``Host``; ``Origin: null`` too), or ``Sec-Fetch-Site: cross-site|same-site``. A page
+   of another site can send a "simple" POST (``text/plain``, a form) without asking the
+   server first; browsers always mark such requests with these headers.
+2. **A POST body is not JSON- or binary-typed**: ``Content-Type: text/plain`` or
+   ``multipart/form-data`` is refused from any client; ``application/x-www-form-urlencoded``
+   is refused from a browser (``Origin`` or ``Sec-Fetch-*`` present) and accepted otherwise,
+   as it is what ``curl -d`` and libcurl (Triton's C++ client, perf_analyzer's shared-memory
+   registration) send by default. No Triton client sends ``text/plain`` or a form.
+3. **The API group is restricted** (``--http-restricted-api``, :mod:`workbench.restrictions`)
+   and the request lacks the key: Triton's text ``This API is restricted, expecting header
+   '<key>'`` and status 403.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from workbench.restrictions import Restriction
+
+Scope = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
+
+#: v2 paths -> Triton's API group (``http_server.cc``'s RETURN_AND_RESPOND_IF_RESTRICTED
+#: per handler); the first match wins
+_MODEL = r"/v2/models/[^/]+(?:/versions/[^/]+)?"
+API_GROUPS: list[tuple[re.Pattern, str]] = [
+    (re.compile(r"^/v2/health/"), "health"),
+    (re.compile(r"^/v2/models/stats$"), "statistics"),
+    (re.compile(rf"^{_MODEL}/ready$"), "health"),
+    (re.compile(rf"^{_MODEL}/(?:infer|generate|generate_stream)$"), "inference"),
+    (re.compile(rf"^{_MODEL}/config$"), "model-config"),
+    (re.compile(rf"^{_MODEL}/stats$"), "statistics"),
+    (re.compile(rf"^{_MODEL}/trace/setting$"), "trace"),
+    (re.compile(rf"^(?:/v2|{_MODEL})$"), "metadata"),
+    (re.compile(r"^/v2/repository(?:/|$)"), "model-repository"),
+    (re.compile(r"^/v2/(?:system|cuda)sharedmemory(?:/|$)"), "shared-memory"),
+    (re.compile(r"^/v2/trace/setting$"), "trace"),
+    (re.compile(r"^/v2/logging$"), "logging"),
+]
+#: content types a browser page may POST cross-site without a CORS preflight
+_NEVER_ACCEPTED = ("text/plain", "multipart/form-data")
+_FORM = "application/x-www-form-urlencoded"
+_CROSS_SITE = ("cross-site", "same-site")
+
+
+def api_group(path: str) -> str | None:
+    """The Triton API group of a v2 path (``/v2/repository/index`` -> ``model-repository``);
+    None for a path of no group (the app answers it 404)."""
+    for pattern, group in API_GROUPS:
+        if pattern.match(path):
+            return group
+    return None
+
+
+class RequestGuard:
+    """ASGI middleware in front of the v2 app: refuses cross-site browser requests,
+    non-JSON POST bodies and restricted API groups without their key (403, see the module
+    docstring); passes everything else on untouched.
+
+    Args:
+        app: the v2 ASGI app.
+        restrictions: ``{group: Restriction}`` from ``ServerOptions.http_restrictions()``.
+    """
+
+    def __init__(self, app: ASGIApp, restrictions: dict[str, Restriction]) -> None:
+        self.app = app
+        self.restrictions = restrictions
+        self._wanted = {b"host", b"origin", b"sec-fetch-site", b"sec-fetch-mode", b"content-type"}
+        self._wanted.update(r.header.encode("latin-1") for r in restrictions.values())
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            refusal = self.refusal(scope)
+            if refusal is not None:
+                payload = orjson.dumps({"error": refusal})
+                await send({"type": "http.response.start", "status": 403, "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(payload)).encode())]})
+                await send({"type": "http.response.body", "body": payload})
+                return
+        await self.app(scope, receive, send)
+
+    def refusal(self, scope: Scope) -> str | None:
+        """Why the request is refused (the 403 text), or None when it may pass."""
+        headers: dict[bytes, str] = {}
+        for key, value in scope["headers"]:
+            if key in self._wanted:
+                headers[key] = value.decode("latin-1")
+        browser = _browser_refusal(headers, scope["method"])
+        if browser is not None:
+            return browser
+        if self.restrictions:
+            restriction = self.restrictions.get(api_group(scope["path"]) or "")
+            if restriction is not None and not restriction.allows(
+                    headers.get(restriction.header.encode("latin-1"))):
+                return f"This API is restricted, expecting header '{restriction.header}'"
+        return None
+
+
+def _browser_refusal(headers: dict[bytes, str], method: str) -> str | None:
+    origin = headers.get(b"origin")
+    if origin is not None:
+        host = headers.get(b"host", "").strip().lower()
+        if origin.strip().lower() == "null" or urlsplit(origin.strip()).netloc.lower() != host:
+            return (f"cross-origin request refused: Origin '{origin}' is not this server "
+                    f"('{host}'); the v2 API does not serve pages of other sites")
+    fetch_site = headers.get(b"sec-fetch-site", "").strip().lower()
+    if fetch_site in _CROSS_SITE:
+        return f"cross-site request refused (Sec-Fetch-Site: {fetch_site})"
+    if method == "POST":
+        media_type = headers.get(b"content-type", "").split(";", 1)[0].strip().lower()
+        from_browser = origin is not None or b"sec-fetch-mode" in headers or fetch_site != ""
+        if media_type in _NEVER_ACCEPTED or (media_type == _FORM and from_browser):
+            return (f"POST body of Content-Type '{media_type}' refused: send "
+                    "application/json or application/octet-stream (a web page of any site "
+                    "can send that type without the server's consent)")
+    return None
+
+
+__all__ = ["API_GROUPS", "RequestGuard", "api_group"]
