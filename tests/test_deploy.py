@@ -10,7 +10,7 @@ import yaml
 
 from workbench.deploy import DeploySpec, render, required_extras, write_deployment
 from workbench.deploy.yaml_text import dump, dump_all
-from workbench.hosts.cli import main
+from workbench.hosts.cli import build_parser, main, options_from_args
 from workbench.testing.reload import write_add_sub
 
 
@@ -126,3 +126,24 @@ def test_cli_refuses_bad_values(tmp_path: Path, repository: Path, capsys) -> Non
 def test_spec_refuses_what_kubernetes_would(bad: dict) -> None:
     with pytest.raises(ValueError):
         DeploySpec(**bad)
+
+
+def test_deployment_restricts_the_repository_api_with_a_secret_key(repository: Path) -> None:
+    """Kubernetes expands $(WORKBENCH_API_KEY) in args from the env var the Secret fills: the
+    expanded args restrict model-repository in both protocols; no key is in any file."""
+    [container] = manifests(repository, name="digits")["k8s/deployment.yaml"]["spec"]["template"][
+        "spec"]["containers"]
+    assert container["env"] == [{"name": "WORKBENCH_API_KEY", "valueFrom": {
+        "secretKeyRef": {"name": "digits-api-key", "key": "api-key"}}}]
+    expanded = [arg.replace("$(WORKBENCH_API_KEY)", "k3y") for arg in container["args"]]
+    options = options_from_args(build_parser().parse_args(["serve", *expanded]))
+    assert {g: (r.header, r.value) for g, r in options.http_restrictions().items()} == {
+        "model-repository": ("workbench-api-key", "k3y")}
+    assert options.grpc_restrictions()["model-repository"].header == "triton-grpc-protocol-workbench-api-key"
+    readme = render(DeploySpec(name="digits"), repository)["README.md"]
+    assert "kubectl create secret generic digits-api-key" in readme
+    open_spec = manifests(repository, name="digits", restricted_api=())["k8s/deployment.yaml"]
+    [open_container] = open_spec["spec"]["template"]["spec"]["containers"]
+    assert "env" not in open_container and not any("restricted" in a for a in open_container["args"])
+    with pytest.raises(ValueError, match="unknown restricted api"):
+        DeploySpec(restricted_api=("repository",))

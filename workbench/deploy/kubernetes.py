@@ -38,11 +38,18 @@ def _resources(spec: DeploySpec) -> dict:
     return resources
 
 
+#: the container's environment variable holding the API key (from the Secret)
+API_KEY_ENV = "WORKBENCH_API_KEY"
+
+
 def _container(spec: DeploySpec) -> dict:
+    key_env = [{"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {
+        "name": spec.secret_name, "key": "api-key"}}}] if spec.restricted_api else []
     return {
         "name": "workbench",
         "image": spec.image,
-        "args": spec.serve_args(),
+        "args": spec.serve_args() + spec.restriction_args(f"$({API_KEY_ENV})"),
+        **({"env": key_env} if key_env else {}),
         "ports": [
             {"name": "http", "containerPort": spec.http_port, "protocol": "TCP"},
             {"name": "grpc", "containerPort": spec.grpc_port, "protocol": "TCP"},
@@ -60,8 +67,9 @@ def _container(spec: DeploySpec) -> dict:
 
 def deployment(spec: DeploySpec) -> dict:
     """The Deployment: probes on ``/v2/health/live|ready``, a memory-backed ``/dev/shm``,
-    Prometheus scrape annotations on the pods, and a grace period past the server's exit
-    timeout so in-flight requests drain."""
+    Prometheus scrape annotations on the pods, a grace period past the server's exit
+    timeout so in-flight requests drain, and the ``restricted_api`` groups behind the key of
+    the Secret ``spec.secret_name`` (key ``api-key``, as ``$(WORKBENCH_API_KEY)``)."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -151,4 +159,4 @@ def adapter_rules() -> dict:
     }
 
 
-__all__ = ["QUEUE_METRIC", "adapter_rules", "autoscaler", "deployment", "service"]
+__all__ = ["API_KEY_ENV", "QUEUE_METRIC", "adapter_rules", "autoscaler", "deployment", "service"]

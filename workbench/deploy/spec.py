@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from workbench.restrictions import CATEGORIES, restriction_value
+
 #: a DNS-1123 label: what Kubernetes accepts as a Deployment / Service name
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 #: a Kubernetes quantity such as 1Gi, 512Mi, 500m, 2
@@ -35,6 +37,12 @@ class DeploySpec:
         exit_timeout_s: ``--exit-timeout-secs``, seconds a stopping server waits for in-flight
             requests; the pod's termination grace period is 10 s longer.
         python_image: base image of the Dockerfile.
+        restricted_api: Triton API groups (``--http-restricted-api`` /
+            ``--grpc-restricted-protocol``) that need the API key in the Kubernetes
+            Deployment; default ``model-repository`` (index, load, unload); empty = none.
+        api_key_header: the header carrying the key (gRPC: ``triton-grpc-protocol-<header>``).
+        api_key_secret: the Kubernetes Secret (key ``api-key``) the key comes from; default
+            ``<name>-api-key``. The manifests never contain the key itself.
     """
 
     name: str = "workbench"
@@ -54,6 +62,9 @@ class DeploySpec:
     memory_limit: str = "4Gi"
     exit_timeout_s: int = 30
     python_image: str = "python:3.12-slim"
+    restricted_api: tuple[str, ...] = ("model-repository",)
+    api_key_header: str = "workbench-api-key"
+    api_key_secret: str = ""
 
     def __post_init__(self) -> None:
         self.check()
@@ -80,6 +91,11 @@ class DeploySpec:
             if (value or field.endswith("request") or field == "shm_size") \
                     and not _QUANTITY.match(value):
                 raise ValueError(f"{field} '{value}' is not a Kubernetes quantity (e.g. 1Gi, 500m)")
+        unknown = [group for group in self.restricted_api if group not in CATEGORIES]
+        if unknown:
+            raise ValueError(f"unknown restricted api {unknown} (known: {', '.join(CATEGORIES)})")
+        if not _DNS_LABEL.match(self.secret_name):
+            raise ValueError(f"api_key_secret '{self.secret_name}' is not a DNS-1123 label")
         if self.model_control_mode not in ("none", "explicit", "poll"):
             raise ValueError(f"model_control_mode must be none, explicit or poll, "
                              f"got '{self.model_control_mode}'")
@@ -92,6 +108,20 @@ class DeploySpec:
         if self.model_control_mode == "explicit":
             args.append("--load-model=*")
         return args
+
+    @property
+    def secret_name(self) -> str:
+        """The Secret holding the API key (``api_key_secret`` or ``<name>-api-key``)."""
+        return self.api_key_secret or f"{self.name}-api-key"
+
+    def restriction_args(self, key_reference: str) -> list[str]:
+        """``--http-restricted-api`` / ``--grpc-restricted-protocol`` flags restricting
+        :attr:`restricted_api` to ``key_reference`` (in the Deployment ``$(WORKBENCH_API_KEY)``,
+        which Kubernetes expands from the container's environment); [] when none."""
+        if not self.restricted_api:
+            return []
+        value = restriction_value(self.restricted_api, self.api_key_header, key_reference)
+        return [f"--http-restricted-api={value}", f"--grpc-restricted-protocol={value}"]
 
 
 __all__ = ["DeploySpec"]

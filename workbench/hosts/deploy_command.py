@@ -29,6 +29,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     deploy.add_argument("--queue-time-target-us", type=int, default=defaults.queue_time_target_us,
                         help="HPA target: mean queue time per request, microseconds")
     deploy.add_argument("--shm-size", default=defaults.shm_size, help="/dev/shm size (e.g. 1Gi)")
+    deploy.add_argument("--restricted-api", default=",".join(defaults.restricted_api),
+                        help="comma-separated Triton API groups that need the API key from a "
+                             "Kubernetes Secret (default model-repository; '' for none)")
+    deploy.add_argument("--api-key-secret", default="",
+                        help="the Secret (key 'api-key') holding the API key (default NAME-api-key)")
     deploy.add_argument("--no-models", action="store_true",
                         help="write the files only, do not copy the repository into OUT/models")
 
@@ -41,7 +46,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             http_port=args.http_port, grpc_port=args.grpc_port, metrics_port=args.metrics_port,
             replicas=args.replicas, min_replicas=args.min_replicas, max_replicas=args.max_replicas,
             exit_timeout_s=args.exit_timeout_secs, queue_time_target_us=args.queue_time_target_us,
-            shm_size=args.shm_size,
+            shm_size=args.shm_size, api_key_secret=args.api_key_secret,
+            restricted_api=tuple(g.strip() for g in args.restricted_api.split(",") if g.strip()),
         )
         written = write_deployment(spec, Path(args.model_repository), Path(args.out),
                                    copy_models=not args.no_models)
