@@ -4,8 +4,6 @@ engine in explicit mode."""
 
 from __future__ import annotations
 
-import base64
-import json
 from pathlib import Path
 
 import grpc
@@ -18,34 +16,14 @@ from workbench.frontends.grpc import create_grpc_server
 from workbench.frontends.http.guards import api_group
 from workbench.hosts.cli import build_parser, options_from_args
 from workbench.restrictions import parse_restrictions
+from workbench.testing.attack import CONFIG, load_body, marker_model
 
 KEY = "s3cr3t-key"
 RESTRICT = [f"model-repository,shared-memory:admin-key={KEY}", "inference:infer-key=abc"]
 
-#: a Python model whose initialize writes a marker file: proof that uploaded code ran
-PYTHON_MODEL = """
-import pathlib
-import triton_python_backend_utils as pb_utils
-
-class TritonPythonModel:
-    def initialize(self, args):
-        pathlib.Path({marker!r}).write_text("pwned")
-
-    def execute(self, requests):
-        return []
-"""
-PYTHON_CONFIG = 'backend: "python"\ninput [{name: "IN" data_type: TYPE_FP32 dims: [1]}]\n' \
-                'output [{name: "OUT" data_type: TYPE_FP32 dims: [1]}]\n'
-
-
 def explicit_options(repository: Path, **extra) -> ServerOptions:
     return ServerOptions(model_repository=[str(repository)], model_control_mode="explicit",
                          load_model=["add_sub"], **extra)
-
-
-def attack_body(marker: Path) -> str:
-    model = base64.b64encode(PYTHON_MODEL.format(marker=str(marker)).encode()).decode()
-    return json.dumps({"parameters": {"config": PYTHON_CONFIG, "file:1/model.py": model}})
 
 
 # ----------------------------------------------------------------- parsing
@@ -91,7 +69,7 @@ async def test_http_restricted_groups_need_their_key(test_repository: Path, asgi
     marker = tmp_path / "ran"
     async with Server(explicit_options(test_repository, http_restricted_api=RESTRICT)) as server, \
             asgi_client(server) as http:
-        refused = await http.post("/v2/repository/models/evil/load", content=attack_body(marker))
+        refused = await http.post("/v2/repository/models/evil/load", content=load_body(marker))
         assert refused.status_code == 403
         assert refused.json() == {"error": "This API is restricted, expecting header 'admin-key'"}
         wrong = await http.post("/v2/repository/index", headers={"admin-key": "nope"})
@@ -126,7 +104,7 @@ async def test_cross_site_browser_request_is_refused_and_runs_nothing(
     runs code. Refused (403) before the body is read, even with no restriction configured."""
     marker = tmp_path / "ran"
     async with Server(explicit_options(test_repository)) as server, asgi_client(server) as http:
-        response = await http.post("/v2/repository/models/evil/load", content=attack_body(marker),
+        response = await http.post("/v2/repository/models/evil/load", content=load_body(marker),
                                    headers=headers)
         assert response.status_code == 403, response.text
         assert "refused" in response.json()["error"]
@@ -159,9 +137,9 @@ async def test_grpc_restricted_protocols_need_their_key(test_repository: Path, t
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-                model = PYTHON_MODEL.format(marker=str(marker)).encode()
+                model = marker_model(marker)
                 load = pb.RepositoryModelLoadRequest(model_name="evil", parameters={
-                    "config": pb.ModelRepositoryParameter(string_param=PYTHON_CONFIG),
+                    "config": pb.ModelRepositoryParameter(string_param=CONFIG),
                     "file:1/model.py": pb.ModelRepositoryParameter(bytes_param=model)})
                 with pytest.raises(grpc.aio.AioRpcError) as refused:
                     await stub.RepositoryModelLoad(load)

@@ -3,7 +3,6 @@ serves the Jupyter API and the v2 ports, and stops with it on SIGTERM, releasing
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 import signal
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from workbench.testing.attack import load_body
 from workbench.testing.process import JupyterProcess
 from workbench.testing.reload import write_add_sub
 
@@ -32,21 +32,6 @@ def get_json(url: str, headers: dict[str, str]) -> dict:
         return json.loads(response.read())
 
 
-#: a Python model whose initialize writes a marker file: proof that uploaded code ran
-MARKER_MODEL = """
-import pathlib
-
-class TritonPythonModel:
-    def initialize(self, args):
-        pathlib.Path({marker!r}).write_text("pwned")
-
-    def execute(self, requests):
-        return []
-"""
-PYTHON_CONFIG = ('backend: "python"\ninput [{name: "IN" data_type: TYPE_FP32 dims: [1]}]\n'
-                 'output [{name: "OUT" data_type: TYPE_FP32 dims: [1]}]\n')
-
-
 def post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict]:
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
@@ -59,8 +44,7 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict]:
 def check_the_ports_load_no_code_without_the_key(jupyter: JupyterProcess, status: dict, marker: Path) -> None:
     """The attack on `make jupyter`: a web page's cross-site "simple" POST (text/plain, a
     foreign Origin) to the v2 port's load API with a Python model that runs code."""
-    model = base64.b64encode(MARKER_MODEL.format(marker=str(marker)).encode()).decode()
-    body = json.dumps({"parameters": {"config": PYTHON_CONFIG, "file:1/model.py": model}}).encode()
+    body = load_body(marker)
     load = f"http://{jupyter.url}/v2/repository/models/evil/load"
     code, reply = post(load, body, {"Content-Type": "text/plain", "Origin": "http://evil.example"})
     assert code == 403 and "refused" in reply["error"]
