@@ -68,8 +68,9 @@ class AttachedRequest:
             await attached.write_outputs(response)
 
     Region bytes are copied in and out on the calling loop up to :data:`OFF_LOOP_BYTES` per
-    request, on a worker thread above that (a 64 MiB input never stalls the event loop); a
-    request cancelled meanwhile keeps its regions until that copy has finished.
+    request, on a worker thread above that (a 64 MiB input never stalls the event loop; system
+    regions only, CUDA copies stay on the loop); a request cancelled meanwhile keeps its
+    regions until that copy has finished.
 
     Attributes:
         request: a copy of the request whose shared-memory inputs hold the region data.
@@ -90,8 +91,8 @@ class AttachedRequest:
             for output in self._source.outputs or ():
                 if SHM_REGION in output.parameters:
                     self._outputs[output.name] = self._acquire(output.parameters)
-            size = sum(target[2] for _, target in sources if target is not None)
-            inputs = await self._copy(partial(self._read_inputs, sources), size)
+            targets = [target for _, target in sources if target is not None]
+            inputs = await self._copy(partial(self._read_inputs, sources), targets)
         except BaseException:
             self.release()
             raise
@@ -123,9 +124,12 @@ class AttachedRequest:
                                              model=request.model_name, request_id=request.id))
         return inputs
 
-    async def _copy(self, copy: Callable[[], T], size: int) -> T:
-        """Run ``copy`` here, or on a worker thread when it moves more than OFF_LOOP_BYTES."""
-        if size <= OFF_LOOP_BYTES:
+    async def _copy(self, copy: Callable[[], T], targets: list[tuple[Region, int, int]]) -> T:
+        """Run ``copy`` (of ``targets``: region, offset, bytes) here, or on a worker thread when
+        it moves more than OFF_LOOP_BYTES of system regions only (CUDA copies stay on the
+        loop's thread, where they were verified on a GPU)."""
+        if any(region.kind == CUDA for region, _, _ in targets) or \
+                sum(size for _, _, size in targets) <= OFF_LOOP_BYTES:
             return copy()
         self._copying = asyncio.get_running_loop().run_in_executor(None, copy)
         return await asyncio.shield(self._copying)
@@ -156,7 +160,8 @@ class AttachedRequest:
                 )
             writes.append((region, offset, data))
         if writes:
-            await self._copy(partial(_write, writes), sum(len(data) for _, _, data in writes))
+            targets = [(region, offset, len(data)) for region, offset, data in writes]
+            await self._copy(partial(_write, writes), targets)
 
     def release(self) -> None:
         """Give back every region this request holds (idempotent); while a copy still runs
