@@ -83,7 +83,7 @@ async def test_register_status_unregister(stub, shm_segments) -> None:
     assert past_end.details().startswith("failed to register shared memory region 'x': invalid args")
     no_key = await rpc_error(stub.SystemSharedMemoryRegister(
         pb.SystemSharedMemoryRegisterRequest(name="x", key="/wb_absent", byte_size=8)))
-    assert no_key.code() == grpc.StatusCode.INTERNAL
+    assert no_key.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert no_key.details().startswith("Unable to open shared memory region: '/wb_absent'")
     await stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(name="r"))
     assert not (await stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest())).regions
@@ -170,7 +170,7 @@ async def test_plain_output_next_to_shared_memory_output(stub, shm_segments) -> 
 async def test_infer_misuse_has_tritons_codes_and_texts(stub, shm_segments) -> None:
     await register_io(stub, shm_segments)
     small = await rpc_error(stub.ModelInfer(add_sub_shm_request(out_size=32)))
-    assert small.code() == grpc.StatusCode.INTERNAL
+    assert small.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert small.details() == ("shared memory size specified with the request for output 'OUTPUT0' "
                                "(32 bytes) should be at least 64 bytes to hold the results")
     unknown = add_sub_shm_request()

@@ -48,7 +48,7 @@ async def test_register_status_unregister_routes(shm_client: httpx.AsyncClient, 
     ({"byte_size": 8}, 400, "Shared memory register request has no 'key' field"),
     ({"key": "/k"}, 400, "Shared memory register request has no 'byte_size' field"),
     ({"key": "/k", "byte_size": -1}, 400, "Unable to parse 'byte_size'"),
-    ({"key": "/wb_absent", "byte_size": 8}, 500, "Unable to open shared memory region: '/wb_absent'"),
+    ({"key": "/wb_absent", "byte_size": 8}, 400, "Unable to open shared memory region: '/wb_absent'"),
 ])
 async def test_register_body_errors(shm_client: httpx.AsyncClient, body, status, error) -> None:
     response = await shm_client.post(f"{SYSTEM}/region/r/register", json=body)

@@ -14,7 +14,6 @@ from onnx import TensorProto
 from workbench import (
     AlreadyExists,
     InferenceRequest,
-    InternalError,
     InvalidArgument,
     NotFound,
     RequestedOutput,
@@ -85,9 +84,9 @@ async def test_register_misuse_has_triton_texts(shm_server: Server, shm_segments
     await shm_server.register_system_shared_memory("r", key, 0, 64)
     with pytest.raises(AlreadyExists, match="shared memory region 'r' already in manager"):
         await shm_server.register_system_shared_memory("r", key, 0, 8)
-    with pytest.raises(InternalError, match="Unable to open shared memory region: '/wb_no_such_key'"):
+    with pytest.raises(InvalidArgument, match="Unable to open shared memory region: '/wb_no_such_key'"):
         await shm_server.register_system_shared_memory("x", "/wb_no_such_key", 0, 8)
-    with pytest.raises(InternalError, match="Unable to open shared memory region"):
+    with pytest.raises(InvalidArgument, match="invalid shm key '/../../etc/passwd'"):
         await shm_server.register_system_shared_memory("x", "/../../etc/passwd", 0, 8)
     with pytest.raises(InvalidArgument, match="failed to register shared memory region 'x': invalid args"):
         await shm_server.register_system_shared_memory("x", key, 32, 64)
@@ -168,7 +167,7 @@ async def test_infer_misuse_errors_leave_no_region_in_use(shm_server: Server, sh
         (InvalidArgument, "Invalid offset \\+ byte size for shared memory region: 'r'", "r", 64, 96, 64),
         (InvalidArgument, "input byte size mismatch for input 'INPUT0' for model 'add_sub'. "
                           "Expected 64, got 128", "r", 128, 0, 64),
-        (InternalError, "shared memory size specified with the request for output 'OUTPUT0' "
+        (InvalidArgument, "shared memory size specified with the request for output 'OUTPUT0' "
                         "\\(32 bytes\\) should be at least 64 bytes to hold the results", "r", 64, 0, 32),
     ]
     for error, text, region, in_size, in_offset, out_size in cases:

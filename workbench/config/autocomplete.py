@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
+from workbench.config.paths import stays_inside
 from workbench.config.versions import scan_version_dirs, select_versions
 from workbench.errors import InvalidModelConfig
 
@@ -178,10 +179,19 @@ def complete_backend_fields(config: ModelConfig, model_name: str, model_dir: Pat
 
     Raises:
         InvalidModelConfig: when nothing identifies the backend (Triton's
-            "Invalid model name: Could not determine backend for model ...").
+            "Invalid model name: Could not determine backend for model ..."); a
+            ``default_model_filename`` that leaves the version folder (absolute, ``..``:
+            Triton joins it unchecked), before any file is looked at.
     """
     if not config.name:
         config.name = model_name
+    filename = config.default_model_filename
+    if filename and not stays_inside(filename):
+        shown = filename.replace("\0", "\\0")
+        raise InvalidModelConfig(
+            f"default_model_filename '{shown}' of model '{config.name}' must name a file inside "
+            "the version folder (no absolute path, '.' or '..')"
+        )
     if config.platform == ENSEMBLE_PLATFORM:
         return
     entry = _match_declared(config) or _match_files(config, model_dir)

@@ -31,6 +31,7 @@ from typing import NoReturn
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from workbench.config.paths import stays_inside
 from workbench.errors import InvalidModelConfig
 
 #: wire names for messages (``TYPE_STRING`` is ``BYTES``), as request validation words them.
@@ -90,8 +91,7 @@ def _check_against_input(value: mc.ModelWarmup.Input, spec: mc.ModelInput, m: st
 
 
 def _check_file_name(name: str, key: str, fail) -> None:
-    parts = name.replace("\\", "/").split("/")
-    if not name or name.startswith("/") or any(p in ("", ".", "..") for p in parts):
+    if not stays_inside(name):
         fail(f"input_data_file '{name}' of input '{key}' must be a file name inside the "
              "model's 'warmup' folder (no absolute path, '.' or '..')")
 

@@ -32,24 +32,41 @@ ensembles before the models they call. Ensembles resolve their composing models 
 request, so reloading a composing model keeps its ensembles serving; after each change the
 ensembles that call a changed model are checked again (:mod:`workbench.engine.dependents`):
 one that no longer fits is UNAVAILABLE with the reason, and READY again once it fits.
+
+A scan (the remote sync, then the snapshot) runs on a daemon thread of its own, never on the
+loop's default executor: a file system that stops answering can block it forever, and
+nothing may then wait for it at shutdown. Each file read and folder listing of a snapshot is
+bounded in time (:data:`~workbench.repository.snapshot.READ_TIMEOUT_S`: one that does not
+answer counts as unreadable), a scan still running after ``overrun_s`` is logged as a
+warning (and its end, with how long it took), and :meth:`RepositoryPoller.stop` abandons a
+scan under way instead of waiting for it. At most one scan thread runs at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, TypeVar
 
 from workbench.engine.ensembles import stop_waves
+from workbench.repository.bounded import BoundedCalls
 from workbench.repository.repository import ModelRepository
-from workbench.repository.snapshot import ModelSnapshot, snapshot_repository
+from workbench.repository.snapshot import READ_TIMEOUT_S, ModelSnapshot, snapshot_repository
 
 if TYPE_CHECKING:
     from workbench.engine.server import Server
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: seconds a scan may take before it is logged as overrunning, when the poll interval is shorter
+OVERRUN_S = 10.0
 
 
 @dataclass(slots=True)
@@ -101,25 +118,31 @@ class RepositoryPoller:
         interval_s: seconds between two polls (``--repository-poll-secs``, default 15 as
             tritonserver); 0 = no periodic poll (as tritonserver), only
             :meth:`~workbench.engine.server.Server.poll_repository`.
-        sync: blocking, run on a thread before each scan: brings the local mirrors of
-            remote repositories up to date (:mod:`workbench.repository.remote`); a failure
-            is logged and the poll scans what is there.
+        sync: blocking, run on the scan's thread before each snapshot: brings the local
+            mirrors of remote repositories up to date (:mod:`workbench.repository.remote`);
+            a failure is logged and the poll scans what is there.
+        overrun_s: seconds after which a scan still running is logged as overrunning
+            (default: the interval, at least :data:`OVERRUN_S`).
     """
 
     def __init__(self, server: Server, repository: ModelRepository, interval_s: float,
-                 sync: Callable[[], object] | None = None) -> None:
+                 sync: Callable[[], object] | None = None, overrun_s: float | None = None) -> None:
         self._server = server
         self._sync = sync
         self._repository = repository
         self.interval_s = interval_s
+        self.overrun_s = overrun_s if overrun_s is not None else max(interval_s, OVERRUN_S)
+        self._calls = BoundedCalls(READ_TIMEOUT_S)
         self._known: dict[str, ModelSnapshot] = {}
         self._lock = asyncio.Lock()
         self._stopped = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._scan_running: asyncio.Future | None = None
+        self._scanning = False
 
     async def baseline(self) -> None:
         """Record the repository as it is now: what the start-up load serves."""
-        self._known = await asyncio.to_thread(snapshot_repository, self._repository)
+        self._known = await self._scan(sync=False)
 
     def start(self) -> None:
         """Poll every ``interval_s`` seconds in a task on the running loop (none if 0)."""
@@ -127,10 +150,14 @@ class RepositoryPoller:
             self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
-        """Stop polling; a poll under way finishes first."""
+        """Stop polling. A poll applying changes finishes first; one still scanning the
+        repository is abandoned (its thread may be blocked on a file that never answers)."""
         self._stopped.set()
         if self._task is not None:
-            await self._task
+            if self._scanning:
+                self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
             self._task = None
 
     async def poll(self) -> RepositoryChanges:
@@ -143,12 +170,7 @@ class RepositoryPoller:
         nothing is missed.
         """
         async with self._lock:
-            if self._sync is not None:
-                try:
-                    await asyncio.to_thread(self._sync)
-                except Exception:  # unreachable storage: what was synced so far is scanned
-                    log.exception("failed to sync remote model repository")
-            after = await asyncio.to_thread(snapshot_repository, self._repository)
+            after = await self._scan(sync=True)
             changes = diff_snapshots(self._known, after)
             if not changes:
                 return changes
@@ -161,6 +183,34 @@ class RepositoryPoller:
                 return changes
             self._known = after
             return changes
+
+    async def _scan(self, sync: bool) -> dict[str, ModelSnapshot]:
+        """Sync (when asked and set up) and snapshot on the scan thread; log an overrun."""
+        started = time.monotonic()
+        if self._scan_running is None or self._scan_running.done():  # else: join the one under way
+            self._scan_running = _on_daemon_thread(partial(self._scan_blocking, sync))
+        running = self._scan_running
+        self._scanning = True
+        try:
+            try:
+                return await asyncio.wait_for(asyncio.shield(running), self.overrun_s)
+            except TimeoutError:
+                log.warning("poll: the scan of the model repository is still running after %.1fs "
+                            "(a file or mount that does not answer?); polling waits for it",
+                            self.overrun_s)
+            result = await asyncio.shield(running)
+            log.warning("poll: the scan of the model repository took %.1fs", time.monotonic() - started)
+            return result
+        finally:
+            self._scanning = False
+
+    def _scan_blocking(self, sync: bool) -> dict[str, ModelSnapshot]:
+        if sync and self._sync is not None:
+            try:
+                self._sync()
+            except Exception:  # unreachable storage: what was synced so far is scanned
+                log.exception("failed to sync remote model repository")
+        return snapshot_repository(self._repository, self._calls)
 
     async def _apply(self, changes: RepositoryChanges) -> None:
         server = self._server
@@ -182,6 +232,33 @@ class RepositoryPoller:
                 await self.poll()
             except Exception:  # never let one bad poll end polling
                 log.exception("failed to poll model repository")
+
+
+def _on_daemon_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
+    """``fn()`` on a new daemon thread, as a future of the running loop. Unlike
+    ``asyncio.to_thread``, a call that never returns holds up neither the loop's executor
+    shutdown nor the interpreter's exit; cancelling the future only stops the waiting."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def deliver(result: object, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+
+    def run() -> None:
+        try:
+            result, error = fn(), None
+        except BaseException as exc:
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(deliver, result, error)
+
+    threading.Thread(target=run, name="workbench-poll-scan", daemon=True).start()
+    return future
 
 
 __all__ = ["RepositoryChanges", "RepositoryPoller", "diff_snapshots"]

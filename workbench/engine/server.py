@@ -278,9 +278,9 @@ class Server(RepositoryAPI, ConfigFileAPI, SharedMemoryAPI, SettingsAPI):
             ModelNotFound: unknown model/version (HTTP 404).
             ModelNotReady: the version is not READY (HTTP 503).
             InvalidArgument: the request does not match the model config (Triton's texts).
-            NotFound / InvalidArgument / InternalError: a shared-memory input or output names
-                an unknown region, lies outside it, or the output region is too small
-                (``workbench.engine.shared_memory_io``).
+            NotFound / InvalidArgument: a shared-memory input or output names an unknown
+                region, lies outside it, the output region is too small, or its client
+                truncated it (``workbench.engine.shared_memory_io``).
             DecoupledNotSupported: a decoupled model did not send exactly one response (use
                 :meth:`infer_stream` for those).
             WorkbenchError: the backend failed to execute the request.
@@ -292,9 +292,9 @@ class Server(RepositoryAPI, ConfigFileAPI, SharedMemoryAPI, SettingsAPI):
         infer = model.infer_once if model.decoupled else model.infer  # one await less per request
         if not uses_shared_memory(request):
             return await infer(request, arrival)
-        with AttachedRequest(self._shared_memory, request) as attached:
+        async with AttachedRequest(self._shared_memory, request) as attached:
             response = await infer(attached.request, arrival)
-            attached.write_outputs(response)
+            await attached.write_outputs(response)
             return response
 
     async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
@@ -319,10 +319,10 @@ class Server(RepositoryAPI, ConfigFileAPI, SharedMemoryAPI, SettingsAPI):
             async for response in model.infer_stream(request, arrival):
                 yield response
             return
-        with AttachedRequest(self._shared_memory, request) as attached:
+        async with AttachedRequest(self._shared_memory, request) as attached:
             async for response in model.infer_stream(attached.request, arrival):
                 if response.outputs:
-                    attached.write_outputs(response)
+                    await attached.write_outputs(response)
                 yield response
 
     async def _infer_step(

@@ -3,9 +3,15 @@
 Two kinds of region share one namespace of names, as in Triton:
 
 - system regions: a POSIX shared-memory object (``shm_open`` key, e.g. ``"/input0"``, which
-  is the file ``/dev/shm/input0``) mapped read-write with :mod:`mmap`, from ``offset`` for
-  ``byte_size`` bytes. ``multiprocessing.shared_memory`` is deliberately not used: its
-  resource tracker would unlink segments that the client created.
+  is the file ``/dev/shm/input0``), ``byte_size`` bytes from ``offset``. The object is opened
+  once, at registration, with ``O_NOFOLLOW`` and must be a regular file on the shm file
+  system (a symlink planted in ``/dev/shm`` never gives access to another file); the kept
+  descriptor is read and written with ``pread`` / ``pwrite`` (:meth:`Region.read`,
+  :meth:`Region.write`), never through a mapping: a client that truncates its object after
+  registering gets a clean INVALID_ARG for the requests that use it, where a mapping would
+  kill the whole server with SIGBUS. Each request checks the object's size first
+  (:meth:`SharedMemoryRegistry.acquire`). ``multiprocessing.shared_memory`` is deliberately
+  not used: its resource tracker would unlink segments that the client created.
 - CUDA regions: a ``cudaIpcMemHandle_t`` opened on ``device_id`` (:mod:`cuda_ipc`, loaded
   only when a CUDA region is registered).
 
@@ -18,12 +24,14 @@ requests. Every method is thread-safe.
 
 from __future__ import annotations
 
-import mmap
 import os
+import stat
 import threading
 from dataclasses import dataclass, field
 
-from workbench.errors import AlreadyExists, InternalError, InvalidArgument, NotFound, Unsupported
+import numpy as np
+
+from workbench.errors import AlreadyExists, InvalidArgument, NotFound, Unsupported
 
 #: Triton's ``kClientShmDisabledErrorStr`` (UNSUPPORTED, HTTP 501).
 CLIENT_SHM_DISABLED = (
@@ -37,8 +45,8 @@ SYSTEM, CUDA = "system", "cuda"
 
 @dataclass(eq=False)
 class Region:
-    """One registered region. ``mapping`` is the system region's mmap (None for CUDA),
-    ``view`` its ``byte_size`` bytes from ``offset``; ``cuda`` the opened CUDA pointer."""
+    """One registered region. ``fd`` is the system region's open shm object (-1 for CUDA),
+    its region ``byte_size`` bytes from ``offset``; ``cuda`` the opened CUDA pointer."""
 
     name: str
     kind: str
@@ -46,28 +54,82 @@ class Region:
     key: str = ""
     offset: int = 0
     device_id: int = 0
-    mapping: mmap.mmap | None = None
-    view: memoryview | None = None
+    fd: int = -1
     cuda: object | None = None
     users: int = 0
     awaiting_unregister: bool = False
     status: dict = field(default_factory=dict)
 
-    def close(self) -> None:
-        """Unmap (system) or close the IPC handle (CUDA). A numpy array that still views
-        the mapping keeps it alive; the mapping is then freed when that array is."""
-        if self.view is not None:
+    def check_size(self) -> None:
+        """Check that the system region's object still holds the whole region (a client may
+        ``ftruncate`` it at any time).
+
+        Raises:
+            InvalidArgument: "Invalid shared memory region: 'r': its shared memory object
+                '/k' is now N bytes, ..." (or the object can no longer be read).
+        """
+        try:
+            size = os.fstat(self.fd).st_size
+        except OSError as exc:
+            raise InvalidArgument(f"Invalid shared memory region: '{self.name}': "
+                                  f"{exc.strerror}") from None
+        if size < self.offset + self.byte_size:
+            raise self._truncated(size)
+
+    def read(self, offset: int, byte_size: int) -> memoryview:
+        """``byte_size`` bytes at ``offset`` (from the region's start) of a system region, copied
+        out with ``pread`` (a truncated object is an error, never a fault).
+
+        Raises:
+            InvalidArgument: the object ends before the bytes asked for (truncated).
+        """
+        view = np.empty(byte_size, np.uint8).data  # not zero-filled: half the cost of a bytearray
+        done = 0
+        while done < byte_size:
             try:
-                self.view.release()
-                self.mapping.close()
-            except BufferError:
-                pass
-            self.view = None
+                count = os.preadv(self.fd, [view[done:]], self.offset + offset + done)
+            except OSError as exc:
+                raise InvalidArgument(f"Invalid shared memory region: '{self.name}': "
+                                      f"{exc.strerror}") from None
+            if count == 0:
+                raise self._truncated(os.fstat(self.fd).st_size)
+            done += count
+        return view
+
+    def write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
+        """Write ``data`` at ``offset`` (from the region's start) of a system region with
+        ``pwrite``, after checking that the object still holds the region.
+
+        Raises:
+            InvalidArgument: the object was truncated below the region.
+        """
+        self.check_size()
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            try:
+                done += os.pwrite(self.fd, view[done:], self.offset + offset + done)
+            except OSError as exc:
+                raise InvalidArgument(f"Invalid shared memory region: '{self.name}': "
+                                      f"{exc.strerror}") from None
+
+    def close(self) -> None:
+        """Close the shm object's descriptor (system) or the IPC handle (CUDA)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
         if self.cuda is not None:
             from workbench.engine import cuda_ipc
 
             cuda_ipc.close(self.cuda)
             self.cuda = None
+
+    def _truncated(self, size: int) -> InvalidArgument:
+        return InvalidArgument(
+            f"Invalid shared memory region: '{self.name}': its shared memory object '{self.key}' "
+            f"is now {size} bytes, but the region was registered over bytes {self.offset} to "
+            f"{self.offset + self.byte_size} of it (was it truncated after registration?)"
+        )
 
 
 class SharedMemoryRegistry:
@@ -89,11 +151,14 @@ class SharedMemoryRegistry:
 
         Raises:
             Unsupported: client shared memory is disabled.
-            InvalidArgument: a key of only slashes or with Triton's reserved prefix; a
-                negative offset, byte_size 0, or offset + byte_size past the object's end
-                ("failed to register shared memory region 'r': invalid args").
+            InvalidArgument: a key that is no ``shm_open`` name (only slashes, a ``/`` after the
+                leading ones, NUL, ``.`` / ``..``) or with Triton's reserved prefix ("cannot
+                register shared memory region 'r' - invalid shm key 'k'"); a negative offset,
+                byte_size 0, or offset + byte_size past the object's end ("failed to register
+                shared memory region 'r': invalid args"); the key names no regular file on the
+                shm file system (absent, a symlink, a FIFO, a folder: "Unable to open shared
+                memory region: 'k'", INTERNAL in Triton, a client error here).
             AlreadyExists: ``name`` is registered ("shared memory region 'r' already in manager").
-            InternalError: the key names no shm object ("Unable to open shared memory region: 'k'").
         """
         self._check_allowed()
         _check_key(name, key)
@@ -102,10 +167,10 @@ class SharedMemoryRegistry:
                                   f"(offset {offset}, byte_size {byte_size}; byte_size must be > 0)")
         with self._lock:
             self._check_new(name)
-            mapping, view = _map(name, key, offset, byte_size)
+            fd = _open(name, key, offset, byte_size)
             status = {"name": name, "key": key, "offset": offset, "byte_size": byte_size}
             self._regions[name] = Region(name, SYSTEM, byte_size, key=key, offset=offset,
-                                         mapping=mapping, view=view, status=status)
+                                         fd=fd, status=status)
 
     def register_cuda(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
         """Open the CUDA IPC handle ``raw_handle`` (64 bytes) on ``device_id`` as ``name``.
@@ -170,12 +235,15 @@ class SharedMemoryRegistry:
     # ----------------------------------------------------------------- use by requests
     def acquire(self, name: str, offset: int, byte_size: int) -> Region:
         """Take a use of region ``name`` for ``byte_size`` bytes at ``offset`` (Triton's
-        ``GetMemoryInfo``); give it back with :meth:`release`.
+        ``GetMemoryInfo``); give it back with :meth:`release`. A system region's object is
+        checked to still hold the whole region (``fstat``).
 
         Raises:
             NotFound: "Unable to find shared memory region: 'r'".
             InvalidArgument: "Invalid offset for shared memory region: 'r'" (offset at or past
-                the end) or "Invalid offset + byte size for shared memory region: 'r'".
+                the end) or "Invalid offset + byte size for shared memory region: 'r'"; the
+                client truncated the object ("Invalid shared memory region: 'r': its shared
+                memory object '/k' is now N bytes, ...").
         """
         with self._lock:
             region = self._regions.get(name)
@@ -185,6 +253,8 @@ class SharedMemoryRegistry:
                 raise InvalidArgument(f"Invalid offset for shared memory region: '{name}'")
             if byte_size < 0 or offset + byte_size > region.byte_size:
                 raise InvalidArgument(f"Invalid offset + byte size for shared memory region: '{name}'")
+            if region.kind == SYSTEM:
+                region.check_size()
             region.users += 1
             return region
 
@@ -217,10 +287,13 @@ class SharedMemoryRegistry:
 
 
 def _check_key(name: str, key: str) -> None:
-    """Triton's ``ValidateSharedMemoryKey`` texts (INVALID_ARG)."""
+    """Triton's ``ValidateSharedMemoryKey`` texts (INVALID_ARG), plus what ``shm_open`` would
+    refuse or misread: a ``/`` after the leading ones, ``.`` / ``..``, NUL (which the C string
+    would cut short)."""
     stripped = key.lstrip("/")
-    if not stripped:
-        raise InvalidArgument(f"cannot register shared memory region '{name}' - invalid shm key '{key}'")
+    if not stripped or "/" in stripped or "\0" in stripped or stripped in (".", ".."):
+        shown = key.replace("\0", "\\0")
+        raise InvalidArgument(f"cannot register shared memory region '{name}' - invalid shm key '{shown}'")
     if stripped.startswith(RESERVED_KEY_PREFIX):
         raise InvalidArgument(
             f"cannot register shared memory region '{name}' with key '{key}' as the key contains "
@@ -228,28 +301,28 @@ def _check_key(name: str, key: str) -> None:
         )
 
 
-def _map(name: str, key: str, offset: int, byte_size: int) -> tuple[mmap.mmap, memoryview]:
-    """Map ``[offset, offset + byte_size)`` of ``/dev/shm/<key>`` read-write (the mapping
-    starts at the page below ``offset``, so any offset works, unlike a bare ``mmap``)."""
-    stripped = key.lstrip("/")
-    if "/" in stripped or stripped in (".", ".."):  # shm_open refuses these too (EINVAL)
-        raise InternalError(f"Unable to open shared memory region: '{key}'")
+def _open(name: str, key: str, offset: int, byte_size: int) -> int:
+    """Open ``/dev/shm/<key>`` read-write and return the descriptor: never through a symlink
+    (``O_NOFOLLOW``), never blocking (``O_NONBLOCK``: a FIFO), not inherited by child processes
+    (``O_CLOEXEC``), and only a regular file on the shm file system itself (``fstat``: not a
+    FIFO, device or folder, not another file system mounted below ``/dev/shm``) that holds
+    ``offset + byte_size`` bytes. The key was checked by :func:`_check_key`."""
+    unable = InvalidArgument(f"Unable to open shared memory region: '{key}'")
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     try:
-        fd = os.open(os.path.join(SHM_FOLDER, stripped), os.O_RDWR)
+        fd = os.open(os.path.join(SHM_FOLDER, key.lstrip("/")), flags)
     except OSError:
-        raise InternalError(f"Unable to open shared memory region: '{key}'") from None
+        raise unable from None
     try:
-        if offset + byte_size > os.fstat(fd).st_size:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode) or found.st_dev != os.stat(SHM_FOLDER).st_dev:
+            raise unable
+        if offset + byte_size > found.st_size:
             raise InvalidArgument(f"failed to register shared memory region '{name}': invalid args")
-        start = offset - offset % mmap.ALLOCATIONGRANULARITY
-        mapping = mmap.mmap(fd, offset + byte_size - start, offset=start)
-    except OSError as exc:
-        raise InvalidArgument(f"failed to register shared memory region '{name}': "
-                              f"unable to process address space: {exc.strerror}") from None
-    finally:
+    except BaseException:
         os.close(fd)
-    delta = offset - start
-    return mapping, memoryview(mapping)[delta : delta + byte_size]
+        raise
+    return fd
 
 
 __all__ = ["CLIENT_SHM_DISABLED", "CUDA", "SYSTEM", "Region", "SharedMemoryRegistry"]

@@ -5,7 +5,7 @@ HTTP maps them to ``/v2/systemsharedmemory[/region/{name}]/status|register|unreg
 and ``/v2/cudasharedmemory/...``; gRPC to ``SystemSharedMemoryStatus/Register/Unregister``
 and ``CudaSharedMemoryStatus/Register/Unregister``. Errors are engine errors with Triton's
 texts and codes (UNSUPPORTED when ``--allow-client-shm`` is off, ALREADY_EXISTS,
-NOT_FOUND, INVALID_ARG, INTERNAL); each frontend maps the code as for any other call.
+NOT_FOUND, INVALID_ARG); each frontend maps the code as for any other call.
 """
 
 from __future__ import annotations
@@ -34,9 +34,11 @@ class SharedMemoryAPI:
         Raises:
             Unsupported: ``--allow-client-shm`` is off ("Client shared memory is disabled. ...").
             AlreadyExists: "shared memory region 'r' already in manager".
-            InternalError: "Unable to open shared memory region: '<key>'" (no such object).
-            InvalidArgument: reserved or empty key; byte_size 0; offset + byte_size past the
-                object's end ("failed to register shared memory region 'r': invalid args").
+            InvalidArgument: "Unable to open shared memory region: '<key>'" (no such object, or
+                not a regular file in ``/dev/shm``: a symlink, a FIFO; INTERNAL in Triton);
+                a reserved, empty or malformed key ("... - invalid shm key '<key>'"); byte_size
+                0; offset + byte_size past the object's end ("failed to register shared memory
+                region 'r': invalid args").
         """
         self._shared_memory.register_system(name, key, offset, byte_size)
 

@@ -31,6 +31,7 @@ class _HostProcess:
     def __init__(self, command: Sequence[str], timeout_s: float, new_session: bool = False,
                  env: Mapping[str, str] | None = None) -> None:
         self.lines: list[str] = []
+        self._new_line = threading.Condition()
         self._up = threading.Event()
         self.port = 0
         self.metrics_port = 0
@@ -54,7 +55,9 @@ class _HostProcess:
     def _drain(self) -> None:
         assert self.process.stderr is not None
         for line in self.process.stderr:
-            self.lines.append(line.rstrip("\n"))
+            with self._new_line:
+                self.lines.append(line.rstrip("\n"))
+                self._new_line.notify_all()
             metrics = _METRICS_STARTED.search(line)
             if metrics and not self.metrics_port:
                 self.metrics_port = int(metrics.group(2))
@@ -66,6 +69,29 @@ class _HostProcess:
                 self.port = int(http.group(2))
             if not self._up.is_set() and self._ready(line):
                 self._up.set()
+        with self._new_line:  # end of the log: a waiter stops waiting
+            self._new_line.notify_all()
+
+    def wait_for_log(self, pattern: str, timeout_s: float = 30.0) -> str:
+        """The first log line (seen so far or to come) that ``re.search`` matches ``pattern``;
+        wakes on each new line, never polls.
+
+        Raises:
+            TimeoutError: no such line within ``timeout_s`` (the log is in the message).
+        """
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout_s
+        seen = 0
+        with self._new_line:
+            while True:
+                for line in self.lines[seen:]:
+                    if regex.search(line):
+                        return line
+                seen = len(self.lines)
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._reader.is_alive():
+                    raise TimeoutError(f"no log line matching {pattern!r}:\n" + self.log)
+                self._new_line.wait(left)
 
     @property
     def log(self) -> str:
