@@ -14,57 +14,22 @@ import resource
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 
-from workbench import Server, ServerOptions
+from workbench import ServerOptions
 from workbench.frontends.http.connection_guard import AUTO_MAX_CONNECTIONS, auto_max_connections
 from workbench.hosts.cli import build_parser, options_from_args
-from workbench.hosts.http_service import http_service
-from workbench.hosts.ports import bind_socket
+from workbench.testing.http_listener import http_listener
 from workbench.testing.process import ServerProcess, _HostProcess
 
 HEALTH = b"GET /v2/health/ready HTTP/1.1\r\nhost: x\r\n\r\n"
 
 
-@contextlib.asynccontextmanager
-async def listening(repository: Path, **limits) -> AsyncIterator[Clients]:
-    """An in-process HTTP service with ``limits`` (ServerOptions fields); yields its
-    :class:`Clients`. The
-    socket listens before uvicorn starts, so clients may connect at once."""
-    options = ServerOptions(model_repository=[str(repository)], **limits)
-    async with Server(options) as server:
-        service = http_service(server, options, embedded=True)
-        sock = bind_socket("127.0.0.1", 0)
-        task = asyncio.create_task(service.serve(sockets=[sock]))
-        clients = Clients(sock.getsockname()[1])
-        try:
-            yield clients
-        finally:
-            await clients.close()
-            service.should_exit = True
-            await task
-
-
-class Clients:
-    """Raw connections to the service at ``port``, closed when the test ends."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.writers: list[asyncio.StreamWriter] = []
-
-    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
-        self.writers.append(writer)
-        return reader, writer
-
-    async def close(self) -> None:
-        for writer in self.writers:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
+def listening(repository: Path, **limits):
+    """An in-process HTTP service with ``limits`` (ServerOptions fields)."""
+    return http_listener(ServerOptions(model_repository=[str(repository)], **limits))
 
 
 async def until_closed(reader: asyncio.StreamReader) -> bytes:

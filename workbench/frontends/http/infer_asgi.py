@@ -7,10 +7,15 @@ goes to the FastAPI app unchanged.
 
 Compression (``Content-Encoding`` / ``Accept-Encoding`` gzip or deflate, see
 ``compression.py``) costs an uncompressed request nothing beyond the header scan.
+
+A client that disconnects while its request waits or runs abandons it, as on the gRPC path:
+the awaited ``Server.infer`` is cancelled, so the scheduler drops a queued request instead of
+executing it and counts it as CANCELED (:class:`DisconnectWatch`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -77,7 +82,16 @@ class InferFastPath:
                 body = await decompress(body, self.limit)
             model, version = unquote(match.group(1)), unquote(match.group(2) or "")
             request = decode_request(body, header_length, model, version)
-            response = await self.server.infer(request)
+            watch = DisconnectWatch(receive)
+            try:
+                response = await self.server.infer(request)
+            except asyncio.CancelledError:
+                if watch.disconnected:  # nobody to answer; the engine dropped the request
+                    asyncio.current_task().uncancel()  # type: ignore[union-attr]
+                    return
+                raise
+            finally:
+                watch.stop()
             payload, json_length = encode_response(response, request)
             encoding = response_encoding(accept_encoding) if accept_encoding else None
             if encoding is not None:
@@ -98,6 +112,34 @@ class InferFastPath:
         if encoding is not None:
             headers = [*headers, (_CONTENT_ENCODING, encoding.encode())]
         await _respond(send, 200, headers, payload)
+
+
+class DisconnectWatch:
+    """Cancels the current task when the client disconnects (ASGI ``http.disconnect``), as
+    grpc.aio cancels an RPC's task; :meth:`stop` it before sending the response (uvicorn's
+    ``receive`` also says ``http.disconnect`` once the response is complete).
+
+    Call it after the whole request body was received: ``receive`` then only returns when the
+    connection is lost or the response is done.
+    """
+
+    __slots__ = ("disconnected", "_task", "_watcher")
+
+    def __init__(self, receive: Receive) -> None:
+        self.disconnected = False
+        self._task = asyncio.current_task()
+        self._watcher = asyncio.ensure_future(self._watch(receive))
+
+    async def _watch(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.disconnected = True
+        if self._task is not None:
+            self._task.cancel()
+
+    def stop(self) -> None:
+        """Stop watching (the request is answered or failed)."""
+        self._watcher.cancel()
 
 
 def _headers(scope: Scope) -> tuple[str | None, str | None, str | None]:
