@@ -150,6 +150,14 @@ class ServerOptions(BaseSettings):
     http_max_input_size: int = Field(default=64 * 1024 * 1024, gt=0)
     """Largest accepted HTTP request body, bytes (tritonserver ``--http-max-input-size``)."""
 
+    http_max_json_size: int = Field(default=64 * 1024 * 1024, gt=0)
+    """Largest JSON part of an HTTP infer request, bytes: the whole body, or the JSON header
+    of a binary-extension body (400 otherwise, before the body is read when Content-Length
+    tells). Parsing JSON tensors costs several times the text, so this bounds a request's
+    memory even when ``http_max_input_size`` is raised for binary tensors; it is also the
+    budget of JSON bytes decoded or encoded at once on worker threads. Not a tritonserver
+    flag."""
+
     # --- HTTP connection limits (beyond tritonserver, which has no such flags) ---
     http_max_connections: int = Field(default=0, ge=0)
     """Most HTTP connections open at once; 0 = automatic: half the process's open-file limit

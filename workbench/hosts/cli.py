@@ -129,6 +129,8 @@ HTTP_LIMIT_FLAGS = {
     "--http-header-timeout": (float, "seconds for a request's head to arrive (default 30), then 408"),
     "--http-body-timeout": (float, "seconds a request body may pause (default 60), then 408"),
     "--http-max-header-size": (int, "largest request head in bytes (default 65536), else 431"),
+    "--http-max-json-size": (int, "largest JSON part of an infer request in bytes (default "
+                                  "67108864), else 400; also the JSON bytes parsed at once"),
 }
 
 
