@@ -293,6 +293,59 @@ def test_tokenizer_model_rejects_text_that_is_not_utf8(model_dirs, pb_utils, mon
     assert good.as_dict()["attention_mask"].tolist() == [[1, 1, 1, 1, 0]]
 
 
+class RecordingTokenizer:
+    """The real ``tokenizers.Tokenizer``, recording the longest text it was given."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.longest = 0
+
+    def encode(self, text, *args, **kwargs):
+        self.longest = max(self.longest, len(text))
+        return self.tokenizer.encode(text, *args, **kwargs)
+
+    def encode_batch(self, texts, *args, **kwargs):
+        self.longest = max([self.longest, *(len(t) for t in texts)])
+        return self.tokenizer.encode_batch(texts, *args, **kwargs)
+
+
+def odd_texts() -> list[str]:
+    """Long texts (more than 256 pieces, several windows) that stress where a text may be cut:
+    no spaces, punctuation only, CJK, accents the normalizer drops, control characters."""
+    rng = np.random.default_rng(7)
+    pieces = ["word", "Tokenization", "café", "naïve", "日本語", "\u0301", "\x1c", "\x85", "\u00a0",
+              "...", "!", "-", "'s", "\t", "\n", " ", " ", "  ", "emoji😀", "x" * 120]
+    texts = ["".join(rng.choice(pieces, size=n)) for n in (3000, 9000, 30000)]
+    texts.append("a" * 50000)  # one word: [UNK]
+    texts.append("\u0301" * 20000 + " hello world" * 300)  # thousands of characters that vanish
+    texts.append(("Hello, world. " * 40) + "x" * 20000)
+    return texts
+
+
+def test_tokenizer_truncates_long_texts_like_sentence_transformers_with_bounded_work(st) -> None:
+    tokenizer = load_helper().BatchTokenizer(build_minilm.source_dir())
+    tokenizer.tokenizer = recording = RecordingTokenizer(tokenizer.tokenizer)
+    book = " ".join(SENTENCES) * 500  # about 1 MB of ordinary prose
+    got = tokenizer.encode([book])
+    np.testing.assert_array_equal(got["input_ids"], st_tokenize(st, [book])["input_ids"])
+    assert got["input_ids"].shape == (1, 256)
+    assert recording.longest <= 4096 < len(book)  # only the first window was tokenized
+    for text in odd_texts():
+        got, want = tokenizer.encode([text]), st_tokenize(st, [text])
+        for name in got:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{name} of {text[:30]!r}")
+
+
+def test_tokenizer_model_refuses_a_text_over_1_mib(model_dirs, pb_utils, monkeypatch) -> None:
+    model = load_python_model(model_dirs["tokenizer"], monkeypatch)
+    huge = ServerRequest({"TEXT": np.array([[b"ok"], [b"x " * (512 * 1024 + 1)]], dtype=np.object_)})
+    good, failed = model.execute([text_request(["Hi!"]), huge])
+    assert failed.has_error() and failed.error().code() == FakeTritonError.INVALID_ARG
+    assert failed.error().message() == ("TEXT element 1 is 1048578 bytes; at most 1048576 bytes are "
+                                        "accepted (only the first 256 word pieces are used)")
+    assert good.as_dict()["input_ids"].shape == (1, 4)
+
+
 # --- the ensembles, step by step ------------------------------------------------------------------
 
 

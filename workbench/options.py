@@ -152,6 +152,39 @@ class ServerOptions(BaseSettings):
     http_max_input_size: int = Field(default=64 * 1024 * 1024, gt=0)
     """Largest accepted HTTP request body, bytes (tritonserver ``--http-max-input-size``)."""
 
+    http_max_json_size: int = Field(default=64 * 1024 * 1024, gt=0)
+    """Largest JSON part of an HTTP infer request, bytes: the whole body, or the JSON header
+    of a binary-extension body (400 otherwise, before the body is read when Content-Length
+    tells). Parsing JSON tensors costs several times the text, so this bounds a request's
+    memory even when ``http_max_input_size`` is raised for binary tensors; it is also the
+    budget of JSON bytes decoded or encoded at once on worker threads. Not a tritonserver
+    flag."""
+
+    # --- HTTP connection limits (beyond tritonserver, which has no such flags) ---
+    http_max_connections: int = Field(default=0, ge=0)
+    """Most HTTP connections open at once; 0 = automatic: half the process's open-file limit
+    (``RLIMIT_NOFILE``), at most 4096. At the limit a new connection closes the one that has been
+    idle longest (no request in progress: waiting for a head or between keep-alive requests);
+    when every connection has a request in progress the new one gets 503 and is closed. Not a
+    tritonserver flag."""
+
+    http_keepalive_timeout: float = Field(default=5.0, gt=0)
+    """Seconds an idle keep-alive HTTP connection stays open after a response (uvicorn's
+    ``timeout_keep_alive``). Not a tritonserver flag."""
+
+    http_header_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a request's head (request line and headers) may take to arrive, counted from
+    the moment the connection opens or the first byte of a later request on it arrives; then
+    408 and the connection is closed (silently when no byte came). Not a tritonserver flag."""
+
+    http_body_timeout: float = Field(default=60.0, gt=0)
+    """Seconds a request body may go without a new byte arriving (while the server is
+    reading it); then 408 and the connection is closed. Not a tritonserver flag."""
+
+    http_max_header_size: int = Field(default=64 * 1024, gt=0)
+    """Largest request head (request line and headers), bytes; larger heads get 431 and the
+    connection is closed. Not a tritonserver flag."""
+
     rate_limit: Literal["off", "execution_count"] = "off"
     """``execution_count``: instances execute only while holding their instance group's
     ``rate_limiter`` resources (tritonserver ``--rate-limit``)."""

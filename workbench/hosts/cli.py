@@ -74,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--http-address", default="0.0.0.0")
     serve.add_argument("--http-port", type=_port, default=8000, help="0 = any free port")
     serve.add_argument("--http-max-input-size", type=int, default=None)
+    _add_http_limit_flags(serve)
     serve.add_argument("--exit-timeout-secs", type=float, default=30.0)
     serve.add_argument("--log-verbose", type=int, default=0)
     serve.add_argument("--id", dest="server_id", default=None, help="server name in GET /v2")
@@ -119,6 +120,31 @@ def _cache_byte_size(items: list[str]) -> int:
                              "(only 'local,size=<bytes>')")
         size = int(value)
     return size
+
+
+#: HTTP connection-limit flags (beyond tritonserver) -> (type, help); field = flag name
+HTTP_LIMIT_FLAGS = {
+    "--http-max-connections": (int, "most open HTTP connections (default 0 = half the open-file "
+                                    "limit, at most 4096); at the limit the longest-idle one is closed"),
+    "--http-keepalive-timeout": (float, "seconds an idle keep-alive connection stays open (default 5)"),
+    "--http-header-timeout": (float, "seconds for a request's head to arrive (default 30), then 408"),
+    "--http-body-timeout": (float, "seconds a request body may pause (default 60), then 408"),
+    "--http-max-header-size": (int, "largest request head in bytes (default 65536), else 431"),
+    "--http-max-json-size": (int, "largest JSON part of an infer request in bytes (default "
+                                  "67108864), else 400; also the JSON bytes parsed at once"),
+}
+
+
+def _add_http_limit_flags(serve: argparse.ArgumentParser) -> None:
+    """Connection limits and timeouts of the HTTP listener (not tritonserver flags)."""
+    for name, (kind, help) in HTTP_LIMIT_FLAGS.items():
+        serve.add_argument(name, type=kind, default=None, help=help)
+
+
+def _http_limit_values(args: argparse.Namespace) -> dict:
+    """The HTTP limit flags that were given, as ServerOptions fields."""
+    names = [flag[2:].replace("-", "_") for flag in HTTP_LIMIT_FLAGS]
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def _add_metrics_flags(serve: argparse.ArgumentParser) -> None:
@@ -273,6 +299,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
     }
     values.update({k: v for k, v in optional.items() if v is not None})
     values.update(_grpc_values(args))
+    values.update(_http_limit_values(args))
     if args.metrics_config:
         values["metrics_config"] = _metrics_config(args.metrics_config)
     values.update(_trace_config(args.trace_config))

@@ -8,6 +8,7 @@ it in the background without (:class:`EmbeddedHTTPService`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import signal
 import time
@@ -17,7 +18,8 @@ from types import FrameType
 import uvicorn
 
 from workbench import Server, ServerOptions
-from workbench.frontends.http import CoalescingHttpToolsProtocol, create_app
+from workbench.frontends.http import create_app
+from workbench.frontends.http.connection_guard import ConnectionLimits, GuardedHttpToolsProtocol
 
 log = logging.getLogger("workbench")
 
@@ -67,7 +69,9 @@ class EmbeddedHTTPService(HTTPService):
 
 def http_service(server: Server, options: ServerOptions, *, embedded: bool = False) -> HTTPService:
     """The uvicorn server for the v2 HTTP frontend of ``server``; ``embedded``: an
-    :class:`EmbeddedHTTPService` (no signal handling)."""
+    :class:`EmbeddedHTTPService` (no signal handling). Connections are capped and timed as
+    ``options.http_*`` say (:mod:`workbench.frontends.http.connection_guard`)."""
+    protocol = functools.partial(GuardedHttpToolsProtocol, limits=ConnectionLimits.from_options(options))
     config = uvicorn.Config(
         create_app(server),
         log_level="debug" if options.log_verbose else "warning",
@@ -77,7 +81,8 @@ def http_service(server: Server, options: ServerOptions, *, embedded: bool = Fal
         server_header=False,
         proxy_headers=False,  # no X-Forwarded-* rewriting on the hot path
         date_header=False,
-        http=CoalescingHttpToolsProtocol,  # head + body in one write (frontends/http/protocol.py)
+        timeout_keep_alive=options.http_keepalive_timeout,
+        http=protocol,  # type: ignore[arg-type]  # limits + head and body in one write
     )
     return (EmbeddedHTTPService if embedded else HTTPService)(config)
 

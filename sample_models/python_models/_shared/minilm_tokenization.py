@@ -12,6 +12,7 @@ The files it reads (``tokenizer.json``, ``sentence_bert_config.json``) are the o
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -22,6 +23,15 @@ SENTENCE_BERT_CONFIG = "sentence_bert_config.json"
 #: sentence-transformers' ``max_seq_length`` for this model, if ``sentence_bert_config.json`` is absent
 DEFAULT_MAX_SEQ_LENGTH = 256
 OUTPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+#: largest TEXT element the ``tokenizer`` model accepts, UTF-8 bytes (a text is cut at 256 word
+#: pieces anyway; a few thousand characters make 256 pieces)
+MAX_TEXT_BYTES = 1024 * 1024
+#: characters of a text tokenized first; the window grows fourfold while it gives too few pieces
+FIRST_WINDOW = 4096
+#: the prefix of a text up to its last ASCII whitespace or punctuation character: BERT's
+#: normalizer keeps those characters and its pre-tokenizer always splits there, so the word
+#: pieces before such a cut are the same as in the whole text
+_UP_TO_LAST_BOUNDARY = re.compile(r".*[\t\n\r !-/:-@\[-`{-~]", re.DOTALL)
 
 
 def files_dir(args: dict[str, str], fallback: str | Path) -> Path:
@@ -50,6 +60,23 @@ def max_seq_length(folder: Path) -> int:
     if not path.is_file():
         return DEFAULT_MAX_SEQ_LENGTH
     return int(json.loads(path.read_text())["max_seq_length"])
+
+
+class TextTooLong(ValueError):
+    """A TEXT element larger than the tokenizer accepts."""
+
+
+def check_text_sizes(values: np.ndarray, limit: int = MAX_TEXT_BYTES) -> None:
+    """Refuse a BYTES tensor with an element over ``limit`` bytes, before decoding anything.
+
+    Raises:
+        TextTooLong: the first such element (its index and size are in the message).
+    """
+    for index, value in enumerate(values.reshape(-1)):
+        size = len(value) if isinstance(value, (bytes, np.bytes_, str)) else len(str(value))
+        if size > limit:
+            raise TextTooLong(f"TEXT element {index} is {size} bytes; at most {limit} bytes are "
+                              "accepted (only the first 256 word pieces are used)")
 
 
 def decode_texts(values: np.ndarray) -> list[str]:
@@ -82,12 +109,32 @@ class BatchTokenizer:
         """
         if not texts:
             return {name: np.zeros((0, 0), np.int64) for name in OUTPUT_NAMES}
-        encodings = self.tokenizer.encode_batch([t.strip() for t in texts])
+        encodings = self.tokenizer.encode_batch([self.truncated(t.strip()) for t in texts])
         return {
             "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
             "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
             "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
         }
+
+    def truncated(self, text: str) -> str:
+        """A prefix of ``text`` that tokenizes to the same first ``max_length`` tokens as the
+        whole text (so the same truncated encoding), found without tokenizing all of it.
+
+        Tokenizes a window of :data:`FIRST_WINDOW` characters cut at its last ASCII
+        whitespace or punctuation; when that already fills ``max_length`` tokens, the rest of
+        the text cannot change them. Otherwise the window grows fourfold (texts without such
+        characters, or whose characters the normalizer drops); a text that never fills up is
+        returned whole. Work is bounded by the text's length only in those odd cases.
+        """
+        window = FIRST_WINDOW
+        while len(text) > window:
+            match = _UP_TO_LAST_BOUNDARY.match(text, 0, window)
+            if match is not None:
+                prefix = text[: match.end()]
+                if len(self.tokenizer.encode(prefix).ids) >= self.max_length:
+                    return prefix
+            window *= 4
+        return text
 
     def encode_requests(self, per_request: Sequence[Sequence[str]]) -> list[dict[str, np.ndarray]]:
         """Tokenize several requests as one batch (one padded length for all), then split the rows

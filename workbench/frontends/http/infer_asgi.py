@@ -7,10 +7,15 @@ goes to the FastAPI app unchanged.
 
 Compression (``Content-Encoding`` / ``Accept-Encoding`` gzip or deflate, see
 ``compression.py``) costs an uncompressed request nothing beyond the header scan.
+
+A client that disconnects while its request waits or runs abandons it, as on the gRPC path:
+the awaited ``Server.infer`` is cancelled, so the scheduler drops a queued request instead of
+executing it and counts it as CANCELED (:class:`DisconnectWatch`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -20,12 +25,19 @@ from urllib.parse import unquote
 import orjson
 
 from workbench import DecoupledNotSupported, InvalidArgument, Server, WorkbenchError
-from workbench.frontends.http.codec import HEADER_LENGTH, decode_request, encode_response
+from workbench.frontends.http.codec import HEADER_LENGTH
 from workbench.frontends.http.compression import (
     compress,
     decompress,
     request_encoding,
     response_encoding,
+)
+from workbench.frontends.http.large_bodies import (
+    JsonBudget,
+    check_json_size,
+    decode_request_off_loop,
+    encode_response_off_loop,
+    json_part_size,
 )
 from workbench.frontends.status import http_status
 
@@ -43,6 +55,7 @@ INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 _HEADER_LENGTH = HEADER_LENGTH.encode()
 _CONTENT_ENCODING = b"content-encoding"
 _ACCEPT_ENCODING = b"accept-encoding"
+_CONTENT_LENGTH = b"content-length"
 _JSON = [(b"content-type", b"application/json")]
 _BINARY = (b"content-type", b"application/octet-stream")
 
@@ -59,6 +72,8 @@ class InferFastPath:
         self.server = server
         self.app = app
         self.limit = server.options.http_max_input_size
+        self.json_limit = server.options.http_max_json_size
+        self.json_budget = JsonBudget(self.json_limit)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         match = INFER_PATH.match(scope["path"]) if scope["type"] == "http" else None
@@ -71,14 +86,28 @@ class InferFastPath:
 
     async def _infer(self, scope: Scope, receive: Receive, send: Send, match: re.Match) -> None:
         try:
-            header_length, content_encoding, accept_encoding = _headers(scope)
-            body = await _read_body(receive, self.limit)
-            if content_encoding is not None and request_encoding(content_encoding):
+            header_length, content_encoding, accept_encoding, declared = _headers(scope)
+            compressed = content_encoding is not None and request_encoding(content_encoding)
+            if declared is not None and not compressed:  # refused before the body is read
+                check_json_size(json_part_size(header_length, declared), self.json_limit)
+            body = await _read_body(receive, self.limit, declared)
+            if compressed:
                 body = await decompress(body, self.limit)
+            check_json_size(json_part_size(header_length, len(body)), self.json_limit)
             model, version = unquote(match.group(1)), unquote(match.group(2) or "")
-            request = decode_request(body, header_length, model, version)
-            response = await self.server.infer(request)
-            payload, json_length = encode_response(response, request)
+            request = await decode_request_off_loop(self.json_budget, body, header_length, model, version)
+            del body  # JSON tensors no longer need it (binary ones keep their views alive)
+            watch = DisconnectWatch(receive)
+            try:
+                response = await self.server.infer(request)
+            except asyncio.CancelledError:
+                if watch.disconnected:  # nobody to answer; the engine dropped the request
+                    asyncio.current_task().uncancel()  # type: ignore[union-attr]
+                    return
+                raise
+            finally:
+                watch.stop()
+            payload, json_length = await encode_response_off_loop(self.json_budget, response, request)
             encoding = response_encoding(accept_encoding) if accept_encoding else None
             if encoding is not None:
                 payload = await compress(payload, encoding)
@@ -100,10 +129,39 @@ class InferFastPath:
         await _respond(send, 200, headers, payload)
 
 
-def _headers(scope: Scope) -> tuple[str | None, str | None, str | None]:
-    """Inference-Header-Content-Length, Content-Encoding, Accept-Encoding (one pass; ASGI
-    servers give header names lower-cased)."""
-    length = content = accept = None
+class DisconnectWatch:
+    """Cancels the current task when the client disconnects (ASGI ``http.disconnect``), as
+    grpc.aio cancels an RPC's task; :meth:`stop` it before sending the response (uvicorn's
+    ``receive`` also says ``http.disconnect`` once the response is complete).
+
+    Call it after the whole request body was received: ``receive`` then only returns when the
+    connection is lost or the response is done.
+    """
+
+    __slots__ = ("disconnected", "_task", "_watcher")
+
+    def __init__(self, receive: Receive) -> None:
+        self.disconnected = False
+        self._task = asyncio.current_task()
+        self._watcher = asyncio.ensure_future(self._watch(receive))
+
+    async def _watch(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.disconnected = True
+        if self._task is not None:
+            self._task.cancel()
+
+    def stop(self) -> None:
+        """Stop watching (the request is answered or failed)."""
+        self._watcher.cancel()
+
+
+def _headers(scope: Scope) -> tuple[str | None, str | None, str | None, int | None]:
+    """Inference-Header-Content-Length, Content-Encoding, Accept-Encoding, Content-Length (an
+    int, None when absent or not a number) in one pass; ASGI servers give header names
+    lower-cased."""
+    length = content = accept = declared = None
     for key, value in scope["headers"]:
         if key == _HEADER_LENGTH:
             length = value.decode("latin-1")
@@ -111,10 +169,17 @@ def _headers(scope: Scope) -> tuple[str | None, str | None, str | None]:
             content = value.decode("latin-1").strip().lower()
         elif key == _ACCEPT_ENCODING:
             accept = value.decode("latin-1").lower()
-    return length, content, accept
+        elif key == _CONTENT_LENGTH and value.isdigit():
+            declared = int(value)
+    return length, content, accept, declared
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes:
+async def _read_body(receive: Receive, limit: int, declared: int | None = None) -> bytes:
+    """The request body, at most ``limit`` bytes; a ``declared`` Content-Length over it is
+    refused before anything is read. Memory grows only with the bytes that arrive (no buffer
+    is sized from the client's word)."""
+    if declared is not None and declared > limit:
+        raise _too_large(declared, limit)
     chunks, size = [], 0
     while True:
         message = await receive()
@@ -123,13 +188,17 @@ async def _read_body(receive: Receive, limit: int) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise InvalidArgument(
-                f"request size {size} exceeds the maximum allowed input size of {limit}. "
-                "Use --http-max-input-size to increase the limit."
-            )
+            raise _too_large(size, limit)
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _too_large(size: int, limit: int) -> InvalidArgument:
+    return InvalidArgument(
+        f"request size {size} exceeds the maximum allowed input size of {limit}. "
+        "Use --http-max-input-size to increase the limit."
+    )
 
 
 async def _respond(send: Send, status: int, headers: list, payload: bytes) -> None:

@@ -1,6 +1,6 @@
 """``tokenizer``: BYTES sentences -> all-MiniLM-L6-v2 token ids, as sentence-transformers makes them.
 
-Input ``TEXT`` BYTES [batch, 1] (UTF-8). Outputs ``input_ids``, ``attention_mask``,
+Input ``TEXT`` BYTES [batch, 1] (UTF-8, at most 1 MiB per element). Outputs ``input_ids``, ``attention_mask``,
 ``token_type_ids`` INT64 [batch, seq]: [CLS] ... [SEP], truncated at 256 word pieces, padded with
 [PAD] (id 0, mask 0) to the longest sentence of the whole execution, i.e. of every request that
 ``execute`` receives at once. Each response holds its own request's rows at that common length.
@@ -15,7 +15,14 @@ from pathlib import Path
 import triton_python_backend_utils as pb_utils
 
 # Copied next to this file by sample_models/build.py (source: sample_models/python_models/_shared).
-from minilm_tokenization import OUTPUT_NAMES, BatchTokenizer, decode_texts, files_dir
+from minilm_tokenization import (
+    OUTPUT_NAMES,
+    BatchTokenizer,
+    TextTooLong,
+    check_text_sizes,
+    decode_texts,
+    files_dir,
+)
 
 
 class TritonPythonModel:
@@ -27,13 +34,19 @@ class TritonPythonModel:
         self.tokenizer = BatchTokenizer(files_dir(args, Path(__file__).parent))
 
     def execute(self, requests):
-        """One response per request, in order; a request whose TEXT is not UTF-8 gets an error response."""
+        """One response per request, in order; a request whose TEXT is not UTF-8, or has an
+        element over ``MAX_TEXT_BYTES`` (1 MiB), gets an INVALID_ARG error response."""
         texts, failed = [], {}
         for i, request in enumerate(requests):
             try:
-                texts.append(decode_texts(pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy()))
+                values = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy()
+                check_text_sizes(values)
+                texts.append(decode_texts(values))
             except UnicodeDecodeError as exc:
                 failed[i] = pb_utils.TritonError(f"TEXT must be UTF-8: {exc}", pb_utils.TritonError.INVALID_ARG)
+                texts.append([])
+            except TextTooLong as exc:
+                failed[i] = pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG)
                 texts.append([])
         encoded = self.tokenizer.encode_requests(texts)
         responses = []

@@ -1,0 +1,228 @@
+"""Connection limits of the HTTP listener: how many connections, how long and how big a head.
+
+uvicorn closes an idle keep-alive connection after a response, but a connection that never
+completes a request head stays open for ever, with no cap on the number of such connections
+or on a head's size: a slowloris client (or plain idle sockets) can hold every file
+descriptor until health checks fail. :class:`GuardedHttpToolsProtocol` adds, per connection:
+
+* a deadline for each request head (``http_header_timeout``), from the moment the connection
+  opens or the first byte of a later request arrives: 408, or a silent close when no byte came;
+* an inactivity timeout while a body is read (``http_body_timeout``): 408 and close;
+* a head-size cap (``http_max_header_size``, request line plus headers): 431 and close;
+
+and for the listener a cap on open connections (``http_max_connections``): at the cap a new
+connection closes the connection idle longest (no request in progress), so a flood of idle or
+slow connections cannot lock out a health check; when every connection is busy the new one
+gets 503 and is closed.
+
+tritonserver has no such flags (its libevent server has fixed limits); these go beyond it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from workbench.frontends.http.protocol import CoalescingHttpToolsProtocol
+
+#: the automatic connection cap never exceeds this many connections
+AUTO_MAX_CONNECTIONS = 4096
+
+_REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large",
+            503: b"Service Unavailable"}
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """The limits one HTTP listener applies (seconds and bytes; see ``ServerOptions``)."""
+
+    max_connections: int
+    header_timeout_s: float
+    body_timeout_s: float
+    max_header_size: int
+
+    @classmethod
+    def from_options(cls, options: Any) -> ConnectionLimits:
+        """From ``ServerOptions``; ``http_max_connections=0`` becomes :func:`auto_max_connections`."""
+        return cls(
+            max_connections=options.http_max_connections or auto_max_connections(),
+            header_timeout_s=options.http_header_timeout,
+            body_timeout_s=options.http_body_timeout,
+            max_header_size=options.http_max_header_size,
+        )
+
+
+def auto_max_connections() -> int:
+    """Half the soft ``RLIMIT_NOFILE`` (the other half for models, gRPC, metrics and logs), at
+    least 16, at most :data:`AUTO_MAX_CONNECTIONS`."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return AUTO_MAX_CONNECTIONS
+    return max(16, min(AUTO_MAX_CONNECTIONS, soft // 2))
+
+
+class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
+    """uvicorn's httptools protocol (with coalesced writes) under :class:`ConnectionLimits`.
+
+    Give it to ``uvicorn.Config(http=...)`` as ``functools.partial(GuardedHttpToolsProtocol,
+    limits=...)``.
+    """
+
+    def __init__(self, *args: Any, limits: ConnectionLimits, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.limits = limits
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._last_body = 0.0
+        self._in_head = True  # waiting for (the rest of) a request head
+        self._head_bytes = 0  # bytes received since the head began (an upper bound)
+        self._head_size = 0  # request line + header names and values parsed so far
+        self._head_begun = False
+        self._rejected = False
+        self.idle_since = self.loop.time()
+
+    # --- connection cap ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.limits.max_connections and not self._close_longest_idle():
+            self._reject(503, "too many connections: every connection has a request in progress")
+            return
+        self._head_timer = self.loop.call_later(self.limits.header_timeout_s, self._head_timeout)
+
+    def busy(self) -> bool:
+        """Whether a request is in progress (head complete, response not yet complete)."""
+        return bool(self.pipeline) or (self.cycle is not None and not self.cycle.response_complete)
+
+    def _close_longest_idle(self) -> bool:
+        idle = [c for c in self.connections
+                if isinstance(c, GuardedHttpToolsProtocol) and c is not self and not c.busy()]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda c: c.idle_since)
+        self.connections.discard(victim)  # gone now, for the next connection's count
+        victim.transport.close()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timers()
+        super().connection_lost(exc)
+
+    def _cancel_timers(self) -> None:
+        for timer in (self._head_timer, self._body_timer):
+            if timer is not None:
+                timer.cancel()
+        self._head_timer = self._body_timer = None
+
+    # --- head: size and deadline ------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if self._rejected:
+            return
+        if self._in_head:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if self._in_head and self._head_bytes > self.limits.max_header_size:
+            self._reject_oversized_head()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_begun = True
+        if self._head_timer is None:  # a later request on a keep-alive connection
+            self._head_timer = self.loop.call_later(self.limits.header_timeout_s, self._head_timeout)
+
+    def on_url(self, url: bytes) -> None:
+        self._head_size += len(url)
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_size += len(name) + len(value) + 4
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        if self._rejected:
+            return
+        if self._head_size > self.limits.max_header_size:
+            self._reject_oversized_head()
+            return
+        self._in_head = False
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().on_headers_complete()
+        self._last_body = self.loop.time()
+        self._body_timer = self.loop.call_later(self.limits.body_timeout_s, self._body_timeout)
+
+    def _reject_oversized_head(self) -> None:
+        self._reject(431, f"request head larger than {self.limits.max_header_size} bytes "
+                          "(--http-max-header-size)")
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        if self._rejected or self.transport.is_closing():
+            return
+        if not self._head_begun and self._head_bytes == 0:
+            self._rejected = True
+            self.transport.close()  # never sent a byte: nothing to answer
+            return
+        self._reject(408, f"request head not received within {self.limits.header_timeout_s:g} s "
+                          "(--http-header-timeout)")
+
+    # --- body: inactivity timeout -----------------------------------------------------------
+
+    def on_body(self, body: bytes) -> None:
+        if self._rejected:
+            return
+        self._last_body = self.loop.time()
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if self._rejected:
+            return
+        super().on_message_complete()
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        self._in_head, self._head_bytes, self._head_size, self._head_begun = True, 0, 0, False
+
+    def _body_timeout(self) -> None:
+        self._body_timer = None
+        cycle = self.cycle
+        if self._rejected or self.transport.is_closing() or cycle is None or not cycle.more_body:
+            return
+        waited = self.loop.time() - self._last_body
+        if self.flow.read_paused or waited < self.limits.body_timeout_s:  # the server is not reading
+            delay = max(self.limits.body_timeout_s - waited, 0.05)
+            self._body_timer = self.loop.call_later(delay, self._body_timeout)
+            return
+        cycle.disconnected = True  # the application sees http.disconnect and sends nothing
+        cycle.message_event.set()
+        self._reject(408, f"request body paused for more than {self.limits.body_timeout_s:g} s "
+                          "(--http-body-timeout)")
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.busy():
+            self.idle_since = self.loop.time()
+
+    # --- answering --------------------------------------------------------------------------
+
+    def _reject(self, status: int, message: str) -> None:
+        """Answer ``status`` with Triton's error shape and close the connection."""
+        self._rejected = True
+        self._cancel_timers()
+        if self.transport.is_closing():
+            return
+        body = orjson.dumps({"error": message})
+        self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+                             b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+                             % (status, _REASONS[status], len(body), body))
+        self.transport.close()
+
+
+__all__ = ["AUTO_MAX_CONNECTIONS", "ConnectionLimits", "GuardedHttpToolsProtocol",
+           "auto_max_connections"]
