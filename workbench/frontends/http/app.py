@@ -117,8 +117,16 @@ def _repository_routes(server: Server) -> APIRouter:
 
     @router.post("/v2/repository/index")
     async def index(request: Request) -> Response:
-        body = await _json_body(request)
-        return json_response(await server.repository_index(ready=bool(body.get("ready", False))))
+        """Every model with its versions' states; ``{"ready": true}`` keeps the ready ones.
+
+        Raises:
+            InvalidArgument: ``ready`` is not a JSON boolean ("Invalid value for 'ready':
+                expected a boolean", Triton's text).
+        """
+        ready = (await _json_body(request)).get("ready", False)
+        if not isinstance(ready, bool):
+            raise InvalidArgument("Invalid value for 'ready': expected a boolean")
+        return json_response(await server.repository_index(ready=ready))
 
     @router.post("/v2/repository/models/{model}/load")
     async def load(request: Request, model: str) -> Response:

@@ -27,6 +27,7 @@ from workbench import (
     tensor_to_buffer,
     tensor_to_list,
 )
+from workbench.frontends.http.json_tensor import json_data, json_shape
 from workbench.frontends.output_parameters import check_shared_memory_output
 
 HEADER_LENGTH = "inference-header-content-length"
@@ -81,10 +82,14 @@ def _json_end(header_length: str | None, body_length: int) -> int:
 
 
 def parse_json_object(raw: bytes | memoryview) -> dict[str, Any]:
-    """Parse a JSON object body.
+    """Parse a JSON object body (every JSON-body route's parser).
+
+    Nesting is bounded: orjson refuses past 1024 levels, and the NaN-literal fallback's
+    RecursionError is refused too, so a deeply nested body is the client's error.
 
     Raises:
-        InvalidArgument: not JSON, or not an object.
+        InvalidArgument: "failed to parse the request JSON buffer: ..." for invalid or too
+            deeply nested JSON, or a body that is not an object.
     """
     try:
         header = orjson.loads(raw)
@@ -100,7 +105,7 @@ def _parse_json_with_nan(raw: bytes | memoryview, error: Exception) -> Any:
     strict JSON (orjson) refuses; Python's json module reads them."""
     try:
         return json.loads(bytes(raw))
-    except ValueError:
+    except (ValueError, RecursionError):
         raise InvalidArgument(f"failed to parse the request JSON buffer: {error}") from None
 
 
@@ -124,9 +129,8 @@ def _decode_input(
     if not isinstance(item, dict) or "name" not in item:
         raise InvalidArgument("Unable to parse 'inputs': each input needs a 'name'")
     name = str(item["name"])
-    shape, datatype = item.get("shape"), item.get("datatype")
-    if not isinstance(shape, list):
-        raise InvalidArgument(f"Unable to parse 'shape' for input '{name}'")
+    datatype = item.get("datatype")
+    shape = json_shape(item)
     if not isinstance(datatype, str):
         raise InvalidArgument(f"Unable to parse 'datatype' for input '{name}'")
     params = item.get("parameters") or {}
@@ -135,7 +139,8 @@ def _decode_input(
         tensor = tensor_from_shared_memory(name, datatype, shape, params, model=model, request_id=request_id)
         return tensor, offset
     if "data" in item:
-        tensor = tensor_from_list(name, datatype, shape, item["data"], model=model, request_id=request_id)
+        data = json_data(datatype, item["data"])
+        tensor = tensor_from_list(name, datatype, shape, data, model=model, request_id=request_id)
         return tensor, offset
     size = _binary_size(params["binary_data_size"], name)
     if offset + size > len(view):
