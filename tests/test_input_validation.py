@@ -17,6 +17,7 @@ import pytest_asyncio
 from tritonclient.grpc import service_pb2 as pb
 
 from workbench import Server, ServerOptions
+from workbench.frontends.grpc import create_grpc_server
 from workbench.testing.models import build_datatype_repository, build_test_repository
 
 HEADER = "Inference-Header-Content-Length"
@@ -250,3 +251,82 @@ async def test_repository_index_ready_must_be_a_boolean(http: httpx.AsyncClient,
     assert response.status_code == 400
     assert response.json()["error"] == "Invalid value for 'ready': expected a boolean"
     assert (await http.post("/v2/repository/index", json={"ready": True})).status_code == 200
+
+
+# ------------------------------------------------------------------ gRPC: undecodable messages
+@pytest.mark.parametrize("raw", [b"\xff\xff\xff", b"\x0a\x05ab", b"\x08"])
+async def test_undecodable_grpc_message_is_invalid_argument(engine: Server, raw: bytes) -> None:
+    """grpc's generated parser answered UNKNOWN ("Unexpected DecodeError") for bytes that are
+    not a ModelInferRequest (found by tests/test_fuzz.py)."""
+    grpc_server, port = create_grpc_server(engine, ServerOptions(grpc_address="127.0.0.1", grpc_port=0))
+    await grpc_server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            for method in ("ModelInfer", "RepositoryIndex"):
+                call = channel.unary_unary(f"/inference.GRPCInferenceService/{method}")
+                error = await _grpc_error(call(raw))
+                assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert error.details().startswith("failed to parse the request message: Error parsing")
+            stream = channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer")
+            error = await _grpc_error(_drain(stream(iter([raw]))))
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+            ready = channel.unary_unary("/inference.GRPCInferenceService/ServerReady",
+                                        request_serializer=pb.ServerReadyRequest.SerializeToString,
+                                        response_deserializer=pb.ServerReadyResponse.FromString)
+            assert (await ready(pb.ServerReadyRequest())).ready
+    finally:
+        await grpc_server.stop(None)
+
+
+async def _drain(call) -> None:
+    async for _ in call:
+        pass
+
+
+# ------------------------------------------------------------------ item 11: other JSON fields
+@pytest.mark.parametrize(
+    ("change", "text"),
+    [
+        ({"id": 7}, "Unable to parse 'id': attempt to access JSON non-string as string"),
+        ({"inputs": [{**_input([1, 1], [1.0]), "name": None}]},
+         "Unable to parse 'name': attempt to access JSON non-string as string"),
+        ({"inputs": [{**_input([1, 1], [1.0]), "datatype": 3}]},
+         "Unable to parse 'datatype': attempt to access JSON non-string as string"),
+        ({"inputs": [_input([1, 1], 1.0)]}, "Unable to parse 'data': attempt to access JSON non-array as array"),
+        ({"inputs": [{**_input([1, 1], [1.0]), "parameters": "binary_data_size"}]},
+         "Unable to parse 'parameters': attempt to access JSON non-object as object"),
+        ({"outputs": [{"name": 0}]}, "Unable to parse 'name': attempt to access JSON non-string as string"),
+        ({"outputs": [{"name": "OUTPUT0", "parameters": [1]}]},
+         "Unable to parse 'parameters': attempt to access JSON non-object as object"),
+        ({"parameters": {"sequence_start": 1}},
+         "Unable to parse 'sequence_start': attempt to access JSON non-boolean as boolean"),
+        ({"parameters": {"sequence_id": -1}},
+         "Unable to parse 'sequence_id': attempt to access JSON non-string as string"),
+        ({"parameters": {"priority": True}},
+         "Unable to parse 'priority': attempt to access JSON non-unsigned-integer as unsigned-integer"),
+        ({"parameters": {"timeout": 1.5}},
+         "Unable to parse 'timeout': attempt to access JSON non-unsigned-integer as unsigned-integer"),
+        ({"parameters": {"binary_data_output": "yes"}},
+         "Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean"),
+        ({"parameters": {"custom": [1]}},
+         "parameter 'custom' has invalid type. It should be either 'int', 'bool', or 'string'."),
+        ({"parameters": {"custom": None}},
+         "parameter 'custom' has invalid type. It should be either 'int', 'bool', or 'string'."),
+    ],
+)
+async def test_other_json_fields_follow_triton_types(http: httpx.AsyncClient, change: dict, text: str) -> None:
+    body = {"inputs": [_input([1, 1], [1.0])], **change}
+    response = await _infer(http, "identity_fp32", body)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"] == text
+    ok = {"inputs": [_input([1, 1], [1.0])], "id": "x", "parameters": {"custom": 1.5, "flag": True}}
+    assert (await _infer(http, "identity_fp32", ok)).status_code == 200
+
+
+async def test_classification_of_an_empty_batch_over_grpc(stub) -> None:
+    """The fuzz's concrete case: shape [0,0] with classification was INTERNAL."""
+    request = pb.ModelInferRequest(model_name="identity_fp32")
+    request.inputs.add(name="INPUT0", datatype="FP32", shape=[0, 0]).contents.SetInParent()
+    request.outputs.add(name="OUTPUT0").parameters["classification"].int64_param = 1
+    response = await stub.ModelInfer(request)
+    assert list(response.outputs[0].shape) == [0, 0] and response.outputs[0].datatype == "BYTES"

@@ -17,21 +17,22 @@ from workbench import InvalidArgument
 MAX_NESTING_DEPTH = 100
 UINT64_MAX = 2**64 - 1
 
-_NOT_UINT = "attempt to access JSON non-unsigned-integer as unsigned-integer"
+#: TritonJson's texts for a value of another JSON type
+NOT_UINT = "attempt to access JSON non-unsigned-integer as unsigned-integer"
 _NOT_INT = "attempt to access JSON non-signed-integer as signed-integer"
 _NOT_NUMBER = "attempt to access JSON non-number as double"
-_NOT_BOOL = "attempt to access JSON non-boolean as boolean"
-_NOT_STRING = "attempt to access JSON non-string as string"
+NOT_BOOL = "attempt to access JSON non-boolean as boolean"
+NOT_STRING = "attempt to access JSON non-string as string"
 _NOT_ARRAY = "attempt to access JSON non-array as array"
 
 #: wire datatype -> (the Python types JSON gives its elements, TritonJson's text otherwise)
 _ELEMENTS: dict[str, tuple[frozenset[type], str]] = {
-    "BOOL": (frozenset({bool}), _NOT_BOOL),
+    "BOOL": (frozenset({bool}), NOT_BOOL),
     **{t: (frozenset({int}), _NOT_INT) for t in ("INT8", "INT16", "INT32", "INT64")},
-    **{t: (frozenset({int}), _NOT_UINT) for t in ("UINT8", "UINT16", "UINT32", "UINT64")},
+    **{t: (frozenset({int}), NOT_UINT) for t in ("UINT8", "UINT16", "UINT32", "UINT64")},
     "FP32": (frozenset({int, float}), _NOT_NUMBER),
     "FP64": (frozenset({int, float}), _NOT_NUMBER),
-    "BYTES": (frozenset({str}), _NOT_STRING),
+    "BYTES": (frozenset({str}), NOT_STRING),
 }
 
 
@@ -52,7 +53,7 @@ def json_shape(item: dict[str, Any]) -> list[int]:
         raise InvalidArgument(f"Unable to parse 'shape': {_NOT_ARRAY}")
     for dim in shape:
         if type(dim) is not int or not 0 <= dim <= UINT64_MAX:
-            raise InvalidArgument(f"Unable to parse 'shape': {_NOT_UINT}")
+            raise InvalidArgument(f"Unable to parse 'shape': {NOT_UINT}")
     return shape
 
 
@@ -79,7 +80,7 @@ def json_data(datatype: str, data: object) -> list:
     prefix = "Unable to parse JSON bytes array" if datatype == "BYTES" else "Unable to parse 'data'"
     if not types <= allowed:
         raise InvalidArgument(f"{prefix}: {text}")
-    if flat and text is _NOT_UINT and min(flat) < 0:
+    if flat and text is NOT_UINT and min(flat) < 0:
         raise InvalidArgument(f"{prefix}: {text}")
     return flat
 
