@@ -330,3 +330,23 @@ async def test_classification_of_an_empty_batch_over_grpc(stub) -> None:
     request.outputs.add(name="OUTPUT0").parameters["classification"].int64_param = 1
     response = await stub.ModelInfer(request)
     assert list(response.outputs[0].shape) == [0, 0] and response.outputs[0].datatype == "BYTES"
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "text"),
+    [
+        ("load", {"parameters": [1]}, "Unable to parse 'parameters': attempt to access JSON non-object as object"),
+        ("unload", {"parameters": [1]}, "Unable to parse 'parameters': attempt to access JSON non-object as object"),
+        ("unload", {"parameters": {"unload_dependents": "no"}},
+         "Unable to parse 'unload_dependents': attempt to access JSON non-boolean as boolean"),
+    ],
+)
+async def test_repository_parameters_follow_triton_types(
+    http: httpx.AsyncClient, route: str, body: dict, text: str
+) -> None:
+    """A list as ``parameters`` was a 500 (AttributeError); a string unload_dependents was
+    read as true."""
+    response = await http.post(f"/v2/repository/models/identity_fp32/{route}", json=body)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"] == text
+    await _still_serves(http)
