@@ -19,6 +19,7 @@ from workbench import (
     ServerOptions,
     Tensor,
 )
+from workbench.engine.classification import classify
 from workbench.testing.models import (
     SCORES_CONFIG,
     build_classification_repository,
@@ -67,6 +68,15 @@ async def test_k_is_clamped_and_integers_print_plainly(engine: Server) -> None:
     out = (await engine.infer(request("scores_int", data, "INT32", 10))).outputs[0]
     assert out.data.shape == (6,)  # non-batching model: [K], K clamped to the 6 entries
     assert out.data.tolist() == [b"9:2", b"7:5", b"4:0", b"4:3", b"0:4", b"-2:1"]
+
+
+async def test_empty_batch_classifies_to_no_rows(engine: Server) -> None:
+    """A zero-size batch was an INTERNAL error ("cannot reshape array of size 0 into shape
+    (0,newaxis)"); found by tests/test_fuzz.py."""
+    out = (await engine.infer(request("scores", np.zeros((0, 5), np.float32), "FP32", 3))).outputs[0]
+    assert out.datatype == "BYTES" and out.data.shape == (0, 3)
+    assert classify(np.zeros((0, 0), np.float32), "FP32", 1, batched=True).shape == (0, 0)
+    assert classify(np.zeros((2, 0), np.float32), "FP32", 1, batched=True).shape == (2, 0)
 
 
 async def test_zero_classes_returns_the_raw_output(engine: Server) -> None:

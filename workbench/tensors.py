@@ -21,11 +21,19 @@ def _prefix(request_id: str) -> str:
     return f"[request id: {request_id or '<id_unknown>'}] "
 
 
+#: the largest element count and byte size a tensor may have (Triton's INT64_MAX; numpy's too)
+INT64_MAX = 2**63 - 1
+
+
 def check_shape(name: str, shape: Sequence[int], model: str, request_id: str) -> tuple[int, ...]:
-    """Validate a request shape: every dim given and non-negative.
+    """Validate a request shape: every dim given, non-negative, and the element count within
+    int64 (Triton's ``GetElementCount`` rules).
 
     Raises:
-        InvalidArgument: "All input dimensions should be specified for input ..." (Triton).
+        InvalidArgument: "All input dimensions should be specified for input ..." (Triton
+            core, a negative dim); "invalid shape for input 'X': shape [..] contains one or
+            more invalid dimensions" (a dim past int64) or "... causes total element count to
+            exceed maximum size of 9223372036854775807" (Triton's HTTP frontend).
     """
     try:
         dims = tuple(int(d) for d in shape)
@@ -37,7 +45,45 @@ def check_shape(name: str, shape: Sequence[int], model: str, request_id: str) ->
             _prefix(request_id) + f"All input dimensions should be specified for input "
             f"'{name}' for model '{model}', got {got}"
         )
+    if any(d > INT64_MAX for d in dims):
+        raise InvalidArgument(
+            f"invalid shape for input '{name}': shape {_shape_text(dims)} contains one or more "
+            "invalid dimensions"
+        )
+    if 0 not in dims and math.prod(dims) > INT64_MAX:
+        raise InvalidArgument(
+            f"invalid shape for input '{name}': shape {_shape_text(dims)} causes total element "
+            f"count to exceed maximum size of {INT64_MAX}"
+        )
     return dims
+
+
+def _shape_text(dims: Sequence[int]) -> str:
+    return "[" + ",".join(str(d) for d in dims) + "]"
+
+
+def _check_byte_span(name: str, dims: tuple[int, ...], dtype: np.dtype) -> None:
+    """numpy refuses an array whose non-zero dims times the item size pass int64, even an
+    empty one (``[0, 2**62]``): refuse such a shape as the client's error.
+
+    Raises:
+        InvalidArgument: Triton's "byte size overflow for input ..." text when the tensor has
+            elements; for an empty one, "invalid shape for input 'X': shape [..] exceeds the
+            maximum byte size of 9223372036854775807 ..." (Triton has no text for it).
+    """
+    span = math.prod(d for d in dims if d)
+    if span * dtype.itemsize <= INT64_MAX:
+        return
+    if 0 not in dims:
+        raise InvalidArgument(
+            f"byte size overflow for input '{name}': element count ({span}) * data type size "
+            f"({dtype.itemsize}) exceeds maximum allowed size ({INT64_MAX})"
+        )
+    raise InvalidArgument(
+        f"invalid shape for input '{name}': shape {_shape_text(dims)} exceeds the maximum byte "
+        f"size of {INT64_MAX} ({span} elements of {dtype.itemsize} bytes, not counting the "
+        "zero dimensions, which an array cannot hold)"
+    )
 
 
 def _dtype(name: str, datatype: str) -> np.dtype:
@@ -65,6 +111,7 @@ def tensor_from_buffer(
     """
     dims = check_shape(name, shape, model, request_id)
     dtype = _dtype(name, datatype)
+    _check_byte_span(name, dims, dtype)
     count = math.prod(dims)
     if datatype == "BYTES":
         array = deserialize_bytes(buffer, name, model)
@@ -100,6 +147,7 @@ def tensor_from_list(
     """
     dims = check_shape(name, shape, model, request_id)
     dtype = _dtype(name, datatype)
+    _check_byte_span(name, dims, dtype)
     if datatype == "FP16":
         raise InvalidArgument(
             "receiving FP16 data via JSON is not supported. Please use the binary data "
@@ -136,7 +184,9 @@ def tensor_from_shared_memory(
         InvalidArgument: bad shape or datatype.
     """
     dims = check_shape(name, shape, model, request_id)
-    placeholder = np.broadcast_to(np.zeros((), dtype=_dtype(name, datatype)), dims)
+    dtype = _dtype(name, datatype)
+    _check_byte_span(name, dims, dtype)
+    placeholder = np.broadcast_to(np.zeros((), dtype=dtype), dims)
     return Tensor(name, datatype, placeholder, parameters)
 
 

@@ -131,8 +131,8 @@ def model_config_from_json(text: str | dict[str, Any]) -> ModelConfig:
         The parsed message.
 
     Raises:
-        InvalidModelConfig: for invalid JSON, a non-object, an unknown field or
-            a value of the wrong type.
+        InvalidModelConfig: for invalid or too deeply nested JSON, a non-object, an
+            unknown field or a value of the wrong type.
     """
     config = ModelConfig()
     try:
@@ -144,6 +144,8 @@ def model_config_from_json(text: str | dict[str, Any]) -> ModelConfig:
         json_format.ParseDict(data, config, ignore_unknown_fields=False)
     except json.JSONDecodeError as exc:
         raise InvalidModelConfig(f"failed to parse model config JSON: {exc}") from None
+    except RecursionError:  # a client's deeply nested config (load API) must not crash
+        raise InvalidModelConfig("failed to parse model config JSON: nested too deeply") from None
     except json_format.ParseError as exc:
         raise InvalidModelConfig(f"failed to parse model config JSON: {exc}") from None
     return config

@@ -11,6 +11,7 @@ Label files are read at model load (:func:`read_labels`).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -60,8 +61,9 @@ def classify(scores: np.ndarray, datatype: str, k: int, batched: bool,
         raise InvalidArgument(
             f"class result not available for output due to unsupported type '{datatype}'"
         )
-    rows = scores.reshape(scores.shape[0] if batched and scores.ndim else 1, -1)
-    width = rows.shape[1]
+    batch = scores.shape[0] if batched and scores.ndim else 1
+    width = math.prod(scores.shape[1:]) if batched and scores.ndim else scores.size
+    rows = scores.reshape(batch, width)  # explicit width: an empty batch cannot infer a -1
     # descending by value, lowest index first among equals: sort the mirrored rows stably
     order = (width - 1 - np.argsort(rows[:, ::-1], axis=1, kind="stable")[:, ::-1])[:, :k]
     text = "{:f}:{}" if datatype in _FLOATS else "{}:{}"

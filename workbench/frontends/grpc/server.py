@@ -8,9 +8,9 @@ Triton's, so large tensors are never refused for size.
 from __future__ import annotations
 
 import grpc
-from tritonclient.grpc import service_pb2_grpc
 
 from workbench import Server, ServerOptions
+from workbench.frontends.grpc.decoding import add_service
 from workbench.frontends.grpc.restricted import RestrictedProtocolInterceptor
 from workbench.frontends.grpc.service import GRPCInferenceService
 
@@ -51,7 +51,7 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
     restrictions = options.grpc_restrictions()
     interceptors = [RestrictedProtocolInterceptor(restrictions)] if restrictions else []
     grpc_server = grpc.aio.server(options=channel_options(options), interceptors=interceptors)
-    service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(GRPCInferenceService(server), grpc_server)
+    add_service(GRPCInferenceService(server), grpc_server)
     address = options.grpc_address
     host = f"[{address}]" if ":" in address else address
     port = grpc_server.add_insecure_port(f"{host}:{options.grpc_port}")

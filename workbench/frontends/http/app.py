@@ -120,8 +120,16 @@ def _repository_routes(server: Server) -> APIRouter:
 
     @router.post("/v2/repository/index")
     async def index(request: Request) -> Response:
-        body = await _json_body(request)
-        return json_response(await server.repository_index(ready=bool(body.get("ready", False))))
+        """Every model with its versions' states; ``{"ready": true}`` keeps the ready ones.
+
+        Raises:
+            InvalidArgument: ``ready`` is not a JSON boolean ("Invalid value for 'ready':
+                expected a boolean", Triton's text).
+        """
+        ready = (await _json_body(request)).get("ready", False)
+        if not isinstance(ready, bool):
+            raise InvalidArgument("Invalid value for 'ready': expected a boolean")
+        return json_response(await server.repository_index(ready=ready))
 
     @router.post("/v2/repository/models/{model}/load")
     async def load(request: Request, model: str) -> Response:
@@ -129,7 +137,7 @@ def _repository_routes(server: Server) -> APIRouter:
         (base64-encoded file contents, Triton's repository extension). The body is bounded
         by ``--http-max-input-size``, as Triton's."""
         body = await _limited_body(request, server.options.http_max_input_size)
-        params = (parse_json_object(body) if body.strip() else {}).get("parameters") or {}
+        params = _parameters(parse_json_object(body) if body.strip() else {})
         config = params.get("config")
         if config is not None and not isinstance(config, str):
             raise InvalidArgument("Config parameter 'config' must have string type for its value")
@@ -140,8 +148,11 @@ def _repository_routes(server: Server) -> APIRouter:
 
     @router.post("/v2/repository/models/{model}/unload")
     async def unload(request: Request, model: str) -> Response:
-        params = (await _json_body(request)).get("parameters") or {}
-        await server.unload_model(model, bool(params.get("unload_dependents", False)))
+        dependents = _parameters(await _json_body(request)).get("unload_dependents", False)
+        if not isinstance(dependents, bool):
+            raise InvalidArgument("Unable to parse 'unload_dependents': attempt to access JSON "
+                                  "non-boolean as boolean")
+        await server.unload_model(model, dependents)
         return Response(status_code=200)
 
     @router.api_route("/v2/repository/{repository}/{rest:path}", methods=["GET", "POST"])
@@ -226,6 +237,20 @@ async def _limited_body(request: Request, limit: int) -> bytes:
             raise too_large(size)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _parameters(body: dict) -> dict:
+    """A repository request's ``parameters`` object ({} when absent).
+
+    Raises:
+        InvalidArgument: ``parameters`` is not a JSON object.
+    """
+    params = body.get("parameters")
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise InvalidArgument("Unable to parse 'parameters': attempt to access JSON non-object as object")
+    return params
 
 
 async def _json_body(request: Request) -> dict:

@@ -27,11 +27,16 @@ from workbench import (
     tensor_to_buffer,
     tensor_to_list,
 )
+from workbench.frontends.http.json_tensor import (
+    NOT_BOOL,
+    NOT_STRING,
+    NOT_UINT,
+    json_data,
+    json_shape,
+)
 from workbench.frontends.output_parameters import check_shared_memory_output
 
 HEADER_LENGTH = "inference-header-content-length"
-_RESERVED = ("sequence_id", "sequence_start", "sequence_end", "priority", "timeout",
-             "headers", "binary_data_output")
 
 
 def decode_request(
@@ -48,7 +53,9 @@ def decode_request(
     inputs_json = header.get("inputs")
     if not isinstance(inputs_json, list):
         raise InvalidArgument("Unable to parse 'inputs'")
-    request_id = str(header.get("id", ""))
+    request_id = header.get("id", "")
+    if not isinstance(request_id, str):
+        raise InvalidArgument(f"Unable to parse 'id': {NOT_STRING}")
     parameters = _request_parameters(header.get("parameters"))
     offset, inputs = json_end, []
     for item in inputs_json:
@@ -81,10 +88,14 @@ def _json_end(header_length: str | None, body_length: int) -> int:
 
 
 def parse_json_object(raw: bytes | memoryview) -> dict[str, Any]:
-    """Parse a JSON object body.
+    """Parse a JSON object body (every JSON-body route's parser).
+
+    Nesting is bounded: orjson refuses past 1024 levels, and the NaN-literal fallback's
+    RecursionError is refused too, so a deeply nested body is the client's error.
 
     Raises:
-        InvalidArgument: not JSON, or not an object.
+        InvalidArgument: "failed to parse the request JSON buffer: ..." for invalid or too
+            deeply nested JSON, or a body that is not an object.
     """
     try:
         header = orjson.loads(raw)
@@ -100,22 +111,62 @@ def _parse_json_with_nan(raw: bytes | memoryview, error: Exception) -> Any:
     strict JSON (orjson) refuses; Python's json module reads them."""
     try:
         return json.loads(bytes(raw))
-    except ValueError:
+    except (ValueError, RecursionError):
         raise InvalidArgument(f"failed to parse the request JSON buffer: {error}") from None
 
 
+#: request parameters Triton's HTTP frontend reads itself: key -> (allowed types, its text)
+_TYPED_PARAMETERS: dict[str, tuple[tuple[type, ...], str]] = {
+    "sequence_id": ((int, str), NOT_STRING),
+    "sequence_start": ((bool,), NOT_BOOL),
+    "sequence_end": ((bool,), NOT_BOOL),
+    "binary_data_output": ((bool,), NOT_BOOL),
+    "priority": ((int,), NOT_UINT),
+    "timeout": ((int,), NOT_UINT),
+}
+
+
 def _request_parameters(raw: object) -> dict[str, Any]:
+    """The request's ``parameters`` with Triton's type rules (``ParseJsonTritonParams``):
+    ``sequence_id`` an unsigned integer or a string; ``sequence_start`` / ``sequence_end`` /
+    ``binary_data_output`` booleans; ``priority`` / ``timeout`` unsigned integers; other keys
+    a string, integer, boolean or number (``headers`` is left to the engine).
+
+    Raises:
+        InvalidArgument: Triton's texts ("Unable to parse 'priority': ...", "parameter 'k'
+            has invalid type. It should be either 'int', 'bool', or 'string'.", the
+            reserved ``triton_`` prefix).
+    """
     if raw is None:
         return {}
     if not isinstance(raw, dict):
         raise InvalidArgument("Unable to parse 'parameters'")
-    for key in raw:
-        if key.startswith("triton_"):
+    for key, value in raw.items():
+        if key in _TYPED_PARAMETERS:
+            types, text = _TYPED_PARAMETERS[key]
+            bad_int = type(value) is int and not 0 <= value < 2**64
+            if not isinstance(value, types) or (bool not in types and type(value) is bool) or bad_int:
+                raise InvalidArgument(f"Unable to parse '{key}': {text}")
+        elif key.startswith("triton_"):
             raise InvalidArgument(
                 "parameter keys starting with 'triton_' are reserved for Triton usage and "
                 "should not be specified."
             )
+        elif key != "headers" and not isinstance(value, (str, int, float)):
+            raise InvalidArgument(
+                f"parameter '{key}' has invalid type. It should be either 'int', 'bool', or "
+                "'string'."
+            )
     return raw
+
+
+def _object(value: object, what: str) -> dict:
+    """An optional JSON object member (``parameters`` of an input or output); None is {}."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"Unable to parse '{what}': attempt to access JSON non-object as object")
+    return value
 
 
 def _decode_input(
@@ -123,19 +174,20 @@ def _decode_input(
 ) -> tuple[Tensor, int]:
     if not isinstance(item, dict) or "name" not in item:
         raise InvalidArgument("Unable to parse 'inputs': each input needs a 'name'")
-    name = str(item["name"])
-    shape, datatype = item.get("shape"), item.get("datatype")
-    if not isinstance(shape, list):
-        raise InvalidArgument(f"Unable to parse 'shape' for input '{name}'")
+    name, datatype = item["name"], item.get("datatype")
+    if not isinstance(name, str):
+        raise InvalidArgument(f"Unable to parse 'name': {NOT_STRING}")
     if not isinstance(datatype, str):
-        raise InvalidArgument(f"Unable to parse 'datatype' for input '{name}'")
-    params = item.get("parameters") or {}
+        raise InvalidArgument(f"Unable to parse 'datatype': {NOT_STRING}")
+    shape = json_shape(item)
+    params = _object(item.get("parameters"), "parameters")
     _check_input_fields(item, params)
     if "shared_memory_region" in params:
         tensor = tensor_from_shared_memory(name, datatype, shape, params, model=model, request_id=request_id)
         return tensor, offset
     if "data" in item:
-        tensor = tensor_from_list(name, datatype, shape, item["data"], model=model, request_id=request_id)
+        data = json_data(datatype, item["data"])
+        tensor = tensor_from_list(name, datatype, shape, data, model=model, request_id=request_id)
         return tensor, offset
     size = _binary_size(params["binary_data_size"], name)
     if offset + size > len(view):
@@ -178,9 +230,11 @@ def _requested_outputs(raw: object) -> list[RequestedOutput] | None:
     for item in raw:
         if not isinstance(item, dict) or "name" not in item:
             raise InvalidArgument("Unable to parse 'outputs': each output needs a 'name'")
-        params = item.get("parameters") or {}
+        if not isinstance(item["name"], str):
+            raise InvalidArgument(f"Unable to parse 'name': {NOT_STRING}")
+        params = _object(item.get("parameters"), "parameters")
         check_shared_memory_output(params)
-        outputs.append(RequestedOutput(str(item["name"]), params))
+        outputs.append(RequestedOutput(item["name"], params))
     return outputs
 
 
