@@ -546,3 +546,14 @@ def test_bench_input_data_is_current(filename) -> None:
     committed = json.loads((ROOT / "bench" / "data" / filename).read_text())
     assert committed == perf_analyzer_input_data(TEXT_INPUTS[filename])
     assert all(list(entry.values())[0]["shape"] == [1] for entry in committed["data"])
+
+
+def test_token_streamer_refuses_a_text_over_64_kib_before_tokenizing(model_dirs, pb_utils, monkeypatch) -> None:
+    """One response per word piece: a 1 MiB text would be ~250k responses; refused with one."""
+    model = load_python_model(model_dirs["token_streamer"], monkeypatch)
+    request = ServerRequest({"TEXT": np.array([b"word " * (16 * 1024)], dtype=np.object_)})
+    assert model.execute([request]) is None
+    (response, flags), = request.sender.sent
+    assert flags == FINAL and response.error().code() == FakeTritonError.INVALID_ARG
+    assert response.error().message() == ("TEXT element 0 is 81920 bytes; at most 65536 bytes are "
+                                          "accepted (one response per word piece)")

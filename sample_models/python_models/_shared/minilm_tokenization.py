@@ -66,7 +66,8 @@ class TextTooLong(ValueError):
     """A TEXT element larger than the tokenizer accepts."""
 
 
-def check_text_sizes(values: np.ndarray, limit: int = MAX_TEXT_BYTES) -> None:
+def check_text_sizes(values: np.ndarray, limit: int = MAX_TEXT_BYTES,
+                     note: str = " (only the first 256 word pieces are used)") -> None:
     """Refuse a BYTES tensor with an element over ``limit`` bytes, before decoding anything.
 
     Raises:
@@ -76,7 +77,7 @@ def check_text_sizes(values: np.ndarray, limit: int = MAX_TEXT_BYTES) -> None:
         size = len(value) if isinstance(value, (bytes, np.bytes_, str)) else len(str(value))
         if size > limit:
             raise TextTooLong(f"TEXT element {index} is {size} bytes; at most {limit} bytes are "
-                              "accepted (only the first 256 word pieces are used)")
+                              f"accepted{note}")
 
 
 def decode_texts(values: np.ndarray) -> list[str]:

@@ -4,6 +4,8 @@ For a request with ``TEXT`` BYTES [1] it sends, through the request's response s
 response per word piece (``TOKEN`` BYTES [1], ``INDEX`` INT32 [1], counting from 0; no [CLS] /
 [SEP], no truncation), then a response with no outputs and the flag
 ``TRITONSERVER_RESPONSE_COMPLETE_FINAL``. ``execute`` returns None, as decoupled models must.
+A ``TEXT`` over ``MAX_STREAM_TEXT_BYTES`` (64 KiB: about 16k responses) gets one INVALID_ARG
+error response instead, before anything is tokenized.
 """
 
 import json
@@ -13,7 +15,18 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 # Copied next to this file by sample_models/build.py (source: sample_models/python_models/_shared).
-from minilm_tokenization import as_bytes_array, decode_texts, files_dir, load_tokenizer, word_pieces
+from minilm_tokenization import (
+    TextTooLong,
+    as_bytes_array,
+    check_text_sizes,
+    decode_texts,
+    files_dir,
+    load_tokenizer,
+    word_pieces,
+)
+
+#: the largest TEXT streamed, bytes (each word piece is one response)
+MAX_STREAM_TEXT_BYTES = 64 * 1024
 
 
 class TritonPythonModel:
@@ -33,9 +46,12 @@ class TritonPythonModel:
         for request in requests:
             sender = request.get_response_sender()
             try:
-                texts = decode_texts(pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy())
-            except UnicodeDecodeError as exc:
-                error = pb_utils.TritonError(f"TEXT must be UTF-8: {exc}", pb_utils.TritonError.INVALID_ARG)
+                values = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy()
+                check_text_sizes(values, MAX_STREAM_TEXT_BYTES, note=" (one response per word piece)")
+                texts = decode_texts(values)
+            except (UnicodeDecodeError, TextTooLong) as exc:
+                reason = f"TEXT must be UTF-8: {exc}" if isinstance(exc, UnicodeDecodeError) else str(exc)
+                error = pb_utils.TritonError(reason, pb_utils.TritonError.INVALID_ARG)
                 sender.send(pb_utils.InferenceResponse(error=error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
                 continue
             pieces = [piece for text in texts for piece in word_pieces(self.tokenizer, text)]
