@@ -100,7 +100,8 @@ def test_cli_writes_the_build_context(tmp_path: Path, repository: Path, capsys) 
     assert main(["deploy", f"--model-repository={repository}", f"--out={out}", "--name=adder",
                  "--replicas=2", "--max-replicas=3"]) == 0
     assert {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} == {
-        "Dockerfile", ".dockerignore", "README.md", "wheels/README.md", "k8s/deployment.yaml",
+        "Dockerfile", ".dockerignore", "README.md", "requirements-models.txt", "wheels/README.md",
+        "k8s/deployment.yaml",
         "k8s/service.yaml", "k8s/hpa.yaml", "k8s/prometheus-adapter-rules.yaml",
         "models/add_sub/config.pbtxt", "models/add_sub/1/model.onnx"}
     assert (out / "models/add_sub/1/model.onnx").read_bytes() == \

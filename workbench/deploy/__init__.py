@@ -6,7 +6,9 @@ Pure text generation; used by ``workbench deploy --out DIR`` and the dashboard's
 tab. Nothing here talks to Docker or a cluster.
 """
 
+from workbench.deploy.python_imports import PythonRequirements, python_requirements
 from workbench.deploy.spec import DeploySpec
 from workbench.deploy.writer import render, required_extras, write_deployment
 
-__all__ = ["DeploySpec", "render", "required_extras", "write_deployment"]
+__all__ = ["DeploySpec", "PythonRequirements", "python_requirements", "render", "required_extras",
+           "write_deployment"]

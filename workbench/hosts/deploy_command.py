@@ -1,14 +1,20 @@
 """``workbench deploy``: write a Dockerfile and Kubernetes manifests for a model repository.
 
-    workbench deploy --model-repository=models --out=deploy/ [--name=digits --image=reg/digits:1]
+    workbench deploy --model-repository=sample_models/repository --out=deploy/ [--name=digits ...]
+
+The third-party packages the Python-backend models import go into the image
+(``requirements-models.txt``); imports nothing installed here provides are printed as warnings
+on stderr (the image would not load those models).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from workbench.deploy import DeploySpec, write_deployment
+from workbench.deploy import DeploySpec, python_requirements, write_deployment
+from workbench.deploy.writer import check_folders
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -39,7 +45,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """Write the deployment; returns 0 (a bad value exits through ``parser.error``)."""
+    """Write the deployment and print the paths written, then a warning (stderr) per import
+    of a Python-backend model that nothing installed here provides; returns 0 (a bad value or
+    an unwritable folder exits through ``parser.error``)."""
     try:
         spec = DeploySpec(
             name=args.name, image=args.image, model_control_mode=args.model_control_mode,
@@ -49,12 +57,16 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             shm_size=args.shm_size, api_key_secret=args.api_key_secret,
             restricted_api=tuple(g.strip() for g in args.restricted_api.split(",") if g.strip()),
         )
-        written = write_deployment(spec, Path(args.model_repository), Path(args.out),
-                                   copy_models=not args.no_models)
-    except (ValueError, FileNotFoundError) as exc:
+        repository, out = check_folders(Path(args.model_repository), Path(args.out))
+        requirements = python_requirements(repository)
+        written = write_deployment(spec, repository, out, copy_models=not args.no_models,
+                                   requirements=requirements)
+    except (ValueError, OSError) as exc:
         parser.error(str(exc))
     for path in written:
         print(path)
+    for warning in requirements.warnings:
+        print(f"workbench deploy: warning: {warning}", file=sys.stderr)
     return 0
 
 
