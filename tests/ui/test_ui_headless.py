@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workbench.ui.headless_view import HeadlessView
+from workbench.ui.headless_view import HeadlessView, user_text
 from workbench.ui.serve_process import DEFAULT_PORTS, suggested_ports
 from workbench.ui.store import EngineStore
 
@@ -103,17 +103,51 @@ async def test_close_stops_the_sessions_process(store: EngineStore) -> None:
 
 async def test_write_deployment_from_the_panel(store: EngineStore, tmp_path: Path) -> None:
     view = HeadlessView(store)
-    view.deploy_button.clicks += 1
-    await store.settle()
-    assert view.error.visible and "choose a deployment folder" in view.error.object
+    # the folder shown is the one written to: a real absolute path, not a placeholder
+    assert Path(view.out_dir.value).is_absolute() and not view.deploy_button.disabled
+    assert not Path(view.out_dir.value).resolve().is_relative_to(Path(view.repository.value).resolve())
+    view.out_dir.value = ""
+    assert view.deploy_button.disabled  # nothing to write into: the button cannot be clicked
+    await view.write_deployment()  # from code: a sentence, no exception name
+    assert view.deploy_error.visible and view.deploy_error.object == "choose a deployment folder"
     view.out_dir.value, view.deploy_name.value = str(tmp_path / "out"), "adder"
+    assert not view.deploy_button.disabled
     view.deploy_button.clicks += 1
     await store.settle()
-    assert not view.error.visible
+    assert not view.deploy_error.visible and not view.error.visible
     deployment = yaml.safe_load((tmp_path / "out" / "k8s" / "deployment.yaml").read_text())
     assert deployment["metadata"]["name"] == "adder"
     assert (tmp_path / "out" / "models" / "digits_mlp" / "config.pbtxt").is_file()
-    assert "k8s/hpa.yaml" in view.written.object
+    assert "k8s/hpa.yaml" in view.written.object and "requirements-models.txt" in view.written.object
     view.deploy_name.value = "Bad Name"
     await view.write_deployment()
-    assert view.error.visible and "DNS-1123" in view.error.object
+    assert view.deploy_error.visible and "DNS-1123" in view.deploy_error.object
+    assert "Error" not in view.deploy_error.object and view.written.object == ""  # no stale list
+    view.deploy_name.value = "adder"
+    view.out_dir.value = view.repository.value + "/inside"
+    await view.write_deployment()
+    assert view.deploy_error.object.startswith("not written: the output folder")
+    assert "ValueError" not in view.deploy_error.object
+    view.out_dir.value = str(tmp_path / "out")
+    await view.write_deployment()
+    assert not view.deploy_error.visible  # the next action clears the banner
+
+
+def test_errors_read_as_sentences() -> None:
+    assert user_text(FileNotFoundError(2, "No such file or directory", "/x")) == \
+        "No such file or directory: '/x'"
+    assert user_text(ValueError("choose a deployment folder")) == "choose a deployment folder"
+    assert "Error" not in user_text(RuntimeError())
+
+
+async def test_deployment_warns_about_python_model_imports(store: EngineStore, tmp_path: Path) -> None:
+    repo = tmp_path / "models"
+    (repo / "custom" / "1").mkdir(parents=True)
+    (repo / "custom" / "config.pbtxt").write_text('name: "custom"\nbackend: "python"\n')
+    (repo / "custom" / "1" / "model.py").write_text("import yaml\nimport no_such_package_here\n")
+    view = HeadlessView(store)
+    view.repository.value, view.out_dir.value = str(repo), str(tmp_path / "out")
+    await view.write_deployment()
+    assert "`pyyaml==" in view.written.object
+    assert view.deploy_warnings.visible and "no_such_package_here" in view.deploy_warnings.object
+    assert "pyyaml==" in (tmp_path / "out" / "requirements-models.txt").read_text()

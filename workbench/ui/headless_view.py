@@ -2,19 +2,55 @@
 picks the ports), watch its health and log; write a Dockerfile and Kubernetes manifests.
 
 The process belongs to the dashboard session that started it: closing the session (or
-:meth:`HeadlessView.close`) stops it. Health and log refresh on the dashboard's tick.
+:meth:`HeadlessView.close`) stops it. Health and log refresh on the dashboard's tick; the log
+box follows its newest line while the user has not scrolled up (as a terminal does).
+
+Every value shown is the effective one (the deployment folder is a real path, never a
+placeholder); each action clears its section's banners first; a button that cannot run is
+disabled; errors are sentences, never a Python exception name. The coroutines change Panel
+objects only, never Bokeh models directly: Panel routes a change made outside the session
+document's lock through ``doc.add_next_tick_callback``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import panel as pn
 
-from workbench.deploy import DeploySpec, write_deployment
+from workbench.deploy import DeploySpec, PythonRequirements, python_requirements, write_deployment
+from workbench.deploy.writer import check_folders
 from workbench.ui.serve_process import ServeProcess, suggested_ports
-from workbench.ui.store import EngineStore, error_text
+from workbench.ui.store import EngineStore
+
+log = logging.getLogger(__name__)
+
+#: lines of the process's log shown in the log box
+LOG_TAIL_LINES = 40
+#: the log box follows new lines while it is scrolled to within this many pixels of its end
+FOLLOW_LIMIT_PX = 80
+
+
+def default_deployment_folder(repository: str) -> str:
+    """An absolute folder for the deployment files: ``./deploy`` of the process's working
+    directory (the Jupyter or notebook root), or ``<repository>-deploy`` beside the repository
+    when ``./deploy`` would be inside it."""
+    folder = Path.cwd() / "deploy"
+    if repository:
+        repo = Path(repository).resolve()
+        if folder.resolve().is_relative_to(repo):
+            folder = repo.parent / f"{repo.name}-deploy"
+    return str(folder)
+
+
+def user_text(exc: BaseException) -> str:
+    """A sentence for an error pane: the message of ``exc`` without its Python type (an
+    ``OSError``'s ``strerror`` and file name)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: '{exc.filename}'" if exc.filename else exc.strerror
+    return str(exc) or "an unexpected error (see the server's log)"
 
 
 class HeadlessView(pn.viewable.Viewer):
@@ -37,8 +73,15 @@ class HeadlessView(pn.viewable.Viewer):
         self.start_button = pn.widgets.Button(label="Start workbench serve", color="primary")
         self.stop_button = pn.widgets.Button(label="Stop", color="warning", disabled=True)
         self.health = pn.pane.Markdown("**not running**")
+        self.error = pn.pane.Alert("", alert_type="danger", visible=False)
         self.log = pn.pane.Str("", sizing_mode="stretch_width")
-        self.out_dir = pn.widgets.TextInput(label="Deployment folder", placeholder="deploy/")
+        # the tail scrolls inside its own box (a long tail never covers what follows); a new
+        # child per change lets the box follow the newest line (Panel's auto-scroll)
+        self.log_box = pn.Column(self.log, height=300, scroll=True, sizing_mode="stretch_width",
+                                 auto_scroll_limit=FOLLOW_LIMIT_PX,
+                                 css_classes=["workbench-headless-log"])
+        self.out_dir = pn.widgets.TextInput(label="Deployment folder",
+                                            value=default_deployment_folder(self.repository.value))
         self.deploy_name = pn.widgets.TextInput(label="name", value=DeploySpec.name)
         self.image = pn.widgets.TextInput(label="image", value=DeploySpec.image)
         self.max_replicas = pn.widgets.IntInput(label="max replicas", value=DeploySpec.max_replicas, start=1)
@@ -46,60 +89,101 @@ class HeadlessView(pn.viewable.Viewer):
                                                 value=DeploySpec.queue_time_target_us, start=1)
         self.deploy_button = pn.widgets.Button(label="Write Dockerfile + manifests")
         self.written = pn.pane.Markdown("")
-        self.error = pn.pane.Alert("", alert_type="danger", visible=False)
+        self.deploy_warnings = pn.pane.Alert("", alert_type="warning", visible=False)
+        self.deploy_error = pn.pane.Alert("", alert_type="danger", visible=False)
+        self._busy = False  # a start, stop or deployment is under way
         self.start_button.on_click(lambda _e: self.store.spawn(self.start()))
         self.stop_button.on_click(lambda _e: self.store.spawn(self.stop()))
         self.deploy_button.on_click(lambda _e: self.store.spawn(self.write_deployment()))
+        for widget in (self.repository, self.out_dir):
+            widget.param.watch(lambda _e: self._enable(), ["value", "value_input"])
+        self._enable()
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Column(
             pn.pane.Markdown("### Serve headless"),
             pn.Row(self.repository, self.mode),
             pn.Row(self.http_port, self.grpc_port, self.metrics_port),
-            pn.Row(self.start_button, self.stop_button), self.health,
-            # the log tail scrolls inside its own box (a long tail never covers what follows)
-            pn.Column(self.log, height=300, scroll=True, sizing_mode="stretch_width"),
+            pn.Row(self.start_button, self.stop_button), self.health, self.error,
+            self.log_box,
             pn.pane.Markdown("### Deploy (Docker + Kubernetes)"),
             pn.Row(self.out_dir, self.deploy_name, self.image),
             pn.Row(self.max_replicas, self.queue_target, self.deploy_button),
-            self.written, self.error, sizing_mode="stretch_width")
+            self.deploy_error, self.deploy_warnings, self.written, sizing_mode="stretch_width")
+
+    @staticmethod
+    def _text(widget: pn.widgets.TextInput) -> str:
+        """What the input holds: the text being typed, else its value."""
+        return (widget.value_input or widget.value or "").strip()
+
+    def _enable(self) -> None:
+        """Enable what can run now: Start with a repository and no running process, Stop with
+        one, Write with a repository and a folder, nothing while an action is under way."""
+        running = self.process is not None and self.process.running
+        has_repository = bool(self._text(self.repository))
+        self.start_button.disabled = self._busy or running or not has_repository
+        self.stop_button.disabled = self._busy or not running
+        self.deploy_button.disabled = self._busy or not (has_repository and self._text(self.out_dir))
+
+    def _set_log(self, text: str) -> None:
+        if text != self.log.object:
+            self.log = pn.pane.Str(text, sizing_mode="stretch_width")
+            self.log_box.objects = [self.log]
 
     async def start(self) -> None:
         """Start ``workbench serve`` with the chosen repository, ports and mode (one process
         at a time)."""
+        self.error.visible = False
         if self.process is not None and self.process.running:
             self.show_error(f"already running (pid {self.process.pid}): stop it first")
             return
-        self.error.visible = False
+        if not self.repository.value.strip():
+            self.show_error("choose a model repository")
+            return
+        self._busy = True
+        self._enable()
+        self.health.object = "**starting**"
         try:
             self.process = await asyncio.to_thread(
-                ServeProcess, [self.repository.value], self.http_port.value, self.grpc_port.value,
-                self.metrics_port.value, self.mode.value)
+                ServeProcess, [self.repository.value.strip()], self.http_port.value,
+                self.grpc_port.value, self.metrics_port.value, self.mode.value)
         except OSError as exc:
-            self.show_error(error_text(exc))
+            self.health.object = "**not running**"
+            self.show_error(f"could not start workbench serve: {user_text(exc)}")
             return
-        self.start_button.disabled, self.stop_button.disabled = True, False
+        finally:
+            self._busy = False
+            self._enable()
+        self._set_log("")
         await self.poll()
 
     async def stop(self) -> None:
         """Stop it (SIGTERM: in-flight requests drain) and show its exit status."""
+        self.error.visible = False
         if self.process is None:
             return
-        await asyncio.to_thread(self.process.stop)
-        self.start_button.disabled, self.stop_button.disabled = False, True
+        self._busy = True
+        self._enable()
+        self.health.object = f"**stopping**: pid {self.process.pid}"
+        try:
+            await asyncio.to_thread(self.process.stop)
+        finally:
+            self._busy = False
+            self._enable()
         await self.poll()
 
     async def poll(self) -> str:
         """Refresh health and log tail; returns the health (see ``ServeProcess.health``)."""
         if self.process is None:
             return ""
-        health = await self.process.health()
         process = self.process
+        health = await process.health()
+        if process is not self.process or self._busy:
+            return health  # a start or stop began meanwhile: it shows its own state
         self.health.object = (f"**{health}**: pid {process.pid}, HTTP "
                               f"{process.http_address}:{process.http_port}")
-        self.log.object = process.log_tail()
-        if not process.running:
-            self.start_button.disabled, self.stop_button.disabled = False, True
+        self._set_log(process.log_tail(LOG_TAIL_LINES))
+        self._enable()
         return health
 
     def tick(self) -> None:
@@ -109,26 +193,54 @@ class HeadlessView(pn.viewable.Viewer):
         self._polling = self.store.spawn(self.poll())
 
     async def write_deployment(self) -> list[Path]:
-        """Write the Dockerfile, ``k8s/*.yaml`` and a copy of the repository into the chosen
-        folder (``workbench deploy``); list what was written, or show the error."""
+        """Write the Dockerfile, ``requirements-models.txt``, ``k8s/*.yaml`` and a copy of the
+        repository into the chosen folder (``workbench deploy``); list what was written and
+        the warnings about the Python-backend models' imports, or show the error."""
+        self.deploy_error.visible = self.deploy_warnings.visible = False
+        self.written.object = ""
+        folder, repository = self.out_dir.value.strip(), self.repository.value.strip()
+        if not folder or not repository:
+            self.show_deploy_error("choose a deployment folder" if not folder
+                                   else "choose a model repository")
+            return []
+        self._busy = True
+        self._enable()
+        self.written.object = f"writing the deployment into `{folder}` …"
         try:
             spec = DeploySpec(name=self.deploy_name.value, image=self.image.value,
                               max_replicas=self.max_replicas.value,
                               queue_time_target_us=self.queue_target.value)
-            if not self.out_dir.value:
-                raise ValueError("choose a deployment folder")
-            written = await asyncio.to_thread(write_deployment, spec, Path(self.repository.value),
-                                              Path(self.out_dir.value))
+            repo, out = check_folders(Path(repository), Path(folder))
+            requirements = await asyncio.to_thread(python_requirements, repo)
+            written = await asyncio.to_thread(write_deployment, spec, repo, out,
+                                              requirements=requirements)
         except (ValueError, OSError) as exc:
-            self.show_error(f"{type(exc).__name__}: {exc}")
+            self.written.object = ""
+            self.show_deploy_error(f"not written: {user_text(exc)}")
             return []
-        self.error.visible = False
-        self.written.object = "Written:\n" + "\n".join(f"- `{p}`" for p in written)
+        except Exception as exc:  # a bug: logged with its traceback, shown as a sentence
+            log.error("writing a deployment failed", exc_info=exc)
+            self.written.object = ""
+            self.show_deploy_error(f"not written: {user_text(exc)}")
+            return []
+        finally:
+            self._busy = False
+            self._enable()
+        self.written.object = "\n".join([f"Written into `{out}`:", *(f"- `{p}`" for p in written),
+                                         _packages_line(requirements)])
+        if requirements.warnings:
+            self.deploy_warnings.object = "**Check before building:**\n\n" + "\n".join(
+                f"- {warning}" for warning in requirements.warnings)
+            self.deploy_warnings.visible = True
         return written
 
     def show_error(self, text: str) -> None:
-        """Show ``text`` in the error pane."""
+        """Show ``text`` in the serve section's error pane."""
         self.error.object, self.error.visible = text, True
+
+    def show_deploy_error(self, text: str) -> None:
+        """Show ``text`` in the deploy section's error pane."""
+        self.deploy_error.object, self.deploy_error.visible = text, True
 
     def close(self) -> None:
         """Stop the process this session started, if any (blocking, up to 30 s)."""
@@ -136,4 +248,14 @@ class HeadlessView(pn.viewable.Viewer):
             self.process.stop()
 
 
-__all__ = ["HeadlessView"]
+def _packages_line(requirements: PythonRequirements) -> str:
+    if not requirements.models:
+        return "\nNo Python-backend model: the image needs no package beyond workbench's."
+    lines = requirements.requirement_lines()
+    found = ", ".join(f"`{line.split('  #')[0]}`" for line in lines) or "none"
+    return (f"\nPackages the Python-backend models import (`requirements-models.txt`): {found}"
+            + ("; torch from the CPU wheel index" if requirements.needs_torch else ""))
+
+
+__all__ = ["FOLLOW_LIMIT_PX", "HeadlessView", "LOG_TAIL_LINES", "default_deployment_folder",
+           "user_text"]
