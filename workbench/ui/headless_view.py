@@ -197,7 +197,7 @@ class HeadlessView(pn.viewable.Viewer):
         repository into the chosen folder (``workbench deploy``); list what was written and
         the warnings about the Python-backend models' imports, or show the error."""
         self.deploy_error.visible = self.deploy_warnings.visible = False
-        self.written.object = ""
+        self.written.object = self.deploy_warnings.object = ""
         folder, repository = self.out_dir.value.strip(), self.repository.value.strip()
         if not folder or not repository:
             self.show_deploy_error("choose a deployment folder" if not folder
@@ -226,7 +226,8 @@ class HeadlessView(pn.viewable.Viewer):
         finally:
             self._busy = False
             self._enable()
-        self.written.object = "\n".join([f"Written into `{out}`:", *(f"- `{p}`" for p in written),
+        self.written.object = "\n".join([f"Written into `{out}`:",
+                                         *(f"- `{p.relative_to(out)}`" for p in written),
                                          _packages_line(requirements)])
         if requirements.warnings:
             self.deploy_warnings.object = "**Check before building:**\n\n" + "\n".join(
