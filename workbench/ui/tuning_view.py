@@ -67,8 +67,9 @@ class TuningView(pn.viewable.Viewer):
         super().__init__(**params)
         self.store = store
         self.form = TuningForm()
-        self.plot = TuningPlot()
-        self.plot_pane = pn.pane.Bokeh(self.plot.figure, sizing_mode="stretch_width")
+        self.plot_pane = pn.pane.Bokeh(None, sizing_mode="stretch_width")
+        self.plot = TuningPlot(self.plot_pane)
+        self.plot_pane.object = self.plot.figure
         self.results: dict[str, list[StepResult]] = {}
         #: the table's rows: the setting, then perf_analyzer's columns (µs, infer/s)
         self.rows: list[dict] = []
@@ -207,7 +208,7 @@ class TuningView(pn.viewable.Viewer):
     def _reset(self, plan: SweepPlan) -> None:
         self.model_name = plan.options.model_name
         self.results, self.candidates, self.best, self.rows = {}, {}, None, []
-        self.plot = TuningPlot()
+        self.plot = TuningPlot(self.plot_pane)
         self.plot_pane.object = self.plot.figure
         self.table.value = pd.DataFrame()
         self.summary.object = ""
