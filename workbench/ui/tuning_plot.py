@@ -20,6 +20,8 @@ from bokeh.plotting import figure
 from workbench.perf import StepResult
 from workbench.ui.bokeh_doc import change_models
 
+#: the name of a setting's source in the document: this prefix, then the setting's label
+SERIES_NAME = "tuning_series:"
 #: the columns of every source (a series, the knees, the best steps)
 COLUMNS = ("throughput", "p99_ms", "p50_ms", "level", "setting")
 
@@ -104,7 +106,9 @@ class TuningPlot:
     def _series(self, setting: str) -> ColumnDataSource:
         if setting not in self.sources:
             color = Category10_10[len(self.sources) % len(Category10_10)]
-            source = ColumnDataSource({column: [] for column in COLUMNS})
+            # named, so a browser finds it (``Bokeh.documents[0].get_model_by_name(...)``)
+            source = ColumnDataSource({column: [] for column in COLUMNS},
+                                      name=f"{SERIES_NAME}{setting}")
             self.figure.line("throughput", "p99_ms", source=source, color=color,
                              legend_label=setting)
             self.figure.scatter("throughput", "p99_ms", source=source, color=color, size=8,
@@ -114,4 +118,4 @@ class TuningPlot:
             self.sources[setting] = source
         return self.sources[setting]
 
-__all__ = ["COLUMNS", "TuningPlot", "point"]
+__all__ = ["COLUMNS", "SERIES_NAME", "TuningPlot", "point"]
