@@ -110,3 +110,52 @@ def test_the_shipped_config_file_enables_the_extension(tmp_path: Path) -> None:
     section = listing.split(f"Config dir: {tmp_path / 'config'}")[1].split("Config dir:")[0]
     assert "workbench.jupyter" in section and "enabled" in section
     assert "workbench.jupyter 0.1.0" in section and "OK" in section, section
+
+
+async def test_sigterm_with_a_dashboard_tab_connected_stops_jupyter_and_frees_the_ports(
+        tmp_path: Path) -> None:
+    """A browser tab's websocket still connected when Jupyter gets SIGTERM: its session is
+    closed (not refused with "Should not be discarding a session with open connections"), the
+    engine drains, and Jupyter and the v2 ports are gone within the engine's exit timeout."""
+    import asyncio
+    import re
+    import time
+
+    import httpx
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    repo = tmp_path / "models"
+    write_add_sub(repo)
+    exit_timeout_s = 5
+    jupyter = JupyterProcess([f"--Workbench.model_repository={repo}", "--Workbench.open_ports=True",
+                              "--Workbench.http_port=0", "--Workbench.grpc_port=0", "--Workbench.metrics_port=0",
+                              f"--Workbench.server_options={{'exit_timeout_secs': {exit_timeout_s}}}"],
+                             home=tmp_path / "jupyter", enable_file=ENABLE_FILE)
+    socket_ = None
+    try:
+        root = f"http://127.0.0.1:{jupyter.jupyter_port}"
+        async with httpx.AsyncClient(timeout=60) as client:
+            page = await client.get(f"{root}/workbench/?token={jupyter.token}")
+        assert page.status_code == 200, page.text
+        session_token = re.search(r'"token":\s*"([^"]+)"', page.text).group(1)
+        cookie = "; ".join(f"{name}={value}" for name, value in page.cookies.items())
+        socket_ = await websocket_connect(
+            HTTPRequest(f"ws://127.0.0.1:{jupyter.jupyter_port}/workbench/ws",
+                        headers={"Cookie": cookie, "Origin": root}),
+            subprotocols=["bokeh", session_token])
+        assert json.loads(await socket_.read_message())["msgtype"] == "ACK"  # the tab is connected
+        started = time.monotonic()
+        code = await asyncio.to_thread(jupyter.stop, signal.SIGTERM, exit_timeout_s + 25)
+        took = time.monotonic() - started
+    finally:
+        if socket_ is not None:
+            socket_.close()
+        jupyter.stop()
+    assert "Should not be discarding a session" not in jupyter.log, jupyter.log
+    assert "Traceback" not in jupyter.log, jupyter.log
+    assert code == 0, jupyter.log
+    assert took < exit_timeout_s + 20, (took, jupyter.log)  # not killed after the 30 s wait
+    assert "all models unloaded" in jupyter.log
+    assert [refused(port) for port in (jupyter.jupyter_port, jupyter.port, jupyter.grpc_port,
+                                       jupyter.metrics_port)] == [True] * 4

@@ -111,7 +111,7 @@ async def test_apply_of_an_invalid_text_shows_the_error_and_writes_nothing(
     view.apply_button.clicks += 1
     await store.settle()
     assert view.error.visible and not view.status.visible
-    assert view.error.object.startswith("InvalidModelConfig: model config for 'add_sub' is not valid")
+    assert view.error.object.startswith("model config for 'add_sub' is not valid")  # no exception name
     assert "Traceback" not in view.error.object
     assert path.read_text() == original and not path.with_name("config.pbtxt.bak").exists()
     assert (await server.model_config("add_sub")).max_batch_size == 8
@@ -126,3 +126,46 @@ async def test_the_form_refuses_while_the_text_does_not_parse(store: EngineStore
     assert view.error.visible and "fix the syntax error" in view.error.object
     view.discard_button.clicks += 1
     assert view.editor.value == view.disk_text
+
+
+async def test_an_edit_clears_the_last_banner_and_invalid_text_disables_apply(
+        store: EngineStore) -> None:
+    view = await opened(store)
+    good = view.editor.value
+    view.apply_button.clicks += 1
+    await store.settle()
+    assert view.status.visible and view.status.object.endswith("; reloaded")
+    view.editor.value = good.replace("max_batch_size: 8", "max_batch_size: -3")
+    await store.settle()
+    assert not view.status.visible  # no green "written; reloaded" beside the problem
+    assert view.problems and view.apply_button.disabled
+    assert view.apply_button.description == config_view.FIX_FIRST
+    view.editor.value = good
+    await store.settle()
+    assert not view.apply_button.disabled and view.apply_button.description is None
+
+
+async def test_the_form_shows_what_the_model_is_served_with(store: EngineStore) -> None:
+    view = await opened(store, "digits_mlp")  # dynamic_batching { } without preferred sizes
+    assert view.form.preferred.value == ""
+    assert view.form.preferred.placeholder == "empty: served as 64"  # Triton's completion
+    assert "preferred batch sizes 64" in view.served.object
+    assert "max_batch_size 64" in view.served.object
+
+
+async def test_a_file_written_elsewhere_is_followed_unless_the_editor_holds_edits(
+        server: Server, store: EngineStore, repository: Path) -> None:
+    view = await opened(store)
+    changed = view.disk_text.replace("max_batch_size: 8", "max_batch_size: 4")
+    await server.write_model_config("add_sub", changed)  # as Tuning's Apply best does
+    view.tick()
+    await store.settle()
+    assert view.editor.value == changed == view.disk_text
+    assert view.form.max_batch_size.value == 4 and "changed on disk" in view.status.object
+    view.editor.value = changed.replace("max_batch_size: 4", "max_batch_size: 2")  # an edit
+    again = changed.replace("max_batch_size: 4", "max_batch_size: 6")
+    await server.write_model_config("add_sub", again)
+    view.tick()
+    await store.settle()
+    assert "max_batch_size: 2" in view.editor.value  # the edit is kept
+    assert view.status.alert_type == "warning" and "since it was opened" in view.status.object

@@ -214,3 +214,51 @@ async def test_a_model_that_is_not_ready_is_reported(server: Server, store: Engi
     await run(view, store)
     assert view.error.visible and "add_sub" in view.error.object
     assert "Traceback" not in view.error.object and view.results == {}
+
+
+async def test_the_model_list_offers_only_models_it_can_sweep_and_says_why(
+        server: Server, store: EngineStore, repository: Path, sample_repository: Path) -> None:
+    import shutil
+
+    shutil.copytree(sample_repository / "accumulator", repository / "accumulator")
+    await server.load_model("accumulator")  # READY, but a sequence model
+    await server.unload_model("digits_mlp")
+    view = TuningView(store)
+    await view.refresh_models()
+    assert view.form.model.options == ["add_sub"] and view.form.model.value == "add_sub"
+    assert view.reasons == {"accumulator": "a sequence model (the load generator sends no sequences)",
+                            "digits_mlp": "not loaded (load it in the Models tab)"}
+    assert "**accumulator**: a sequence model" in view.not_offered.object
+    assert "**digits_mlp**: not loaded" in view.not_offered.object
+    # the knobs the chosen model is served with, in a candidate's words
+    assert "**add_sub** is served now with: max_batch_size=8 dynamic_batching=true" in view.served.object
+    await server.unload_model("add_sub")
+    await view.refresh_models()
+    assert view.form.model.options == [] and view.run_button.disabled
+
+
+async def test_each_action_clears_the_banners_of_the_one_before(store: EngineStore) -> None:
+    view = await tab(store, levels="1")
+    await run(view, store)
+    assert view.status.visible and view.status.object.startswith("done")
+    view.form.levels.value = "1, two"
+    assert view.start() is None
+    assert view.error.visible and not view.status.visible  # no "done" beside the refusal
+    view.form.levels.value = "1"
+    await run(view, store)
+    assert not view.error.visible and view.status.object.startswith("done")
+    # nothing to apply: the button is disabled and says why
+    assert view.apply_button.disabled
+    assert view.apply_button.description == "no tested candidate beats the served config: nothing to apply"
+
+
+async def test_engine_errors_are_shown_without_python_exception_names(
+        server: Server, store: EngineStore) -> None:
+    view = await tab(store)
+    await server.unload_model("add_sub")
+    await run(view, store)
+    text = view.error.object
+    assert view.error.visible and "add_sub" in text
+    first_word = text.split()[0].rstrip(":")
+    assert not first_word.startswith(("Model", "Invalid", "Runtime")) and "Error:" not in text, text
+    assert view.status.object.startswith("failed")

@@ -29,6 +29,7 @@ from functools import partial
 
 import panel as pn
 from bokeh.server.contexts import ApplicationContext
+from bokeh.server.session import ServerSession
 from bokeh.server.tornado import BokehTornado
 from panel.io.application import build_applications
 from panel.io.resources import get_dist_path
@@ -115,16 +116,31 @@ class DashboardMount:
             self._started = True
 
     async def stop(self) -> None:
-        """Stop the jobs and destroy every session (each closes its dashboard)."""
+        """Stop the jobs, close the browser connections and destroy every session (each
+        closes its dashboard). A session that fails to end is logged and the others still
+        end: Jupyter's shutdown (and the engine's drain after it) goes on."""
         if self._started:
             self.tornado.stop()
             self._started = False
         for session in list(self.context.sessions):
-            # Bokeh's own discard path (runs the session-destroyed callbacks); BokehTornado.stop
-            # leaves sessions alive ("TODO ... shut down all sessions here")
-            await self.context._discard_session(session, lambda _session: True)
+            try:
+                self._disconnect(session)
+                # Bokeh's own discard path (runs the session-destroyed callbacks);
+                # BokehTornado.stop leaves sessions alive ("TODO ... shut down all sessions")
+                await self.context._discard_session(session, lambda _session: True)
+            except Exception:  # noqa: BLE001 - one session must not keep Jupyter up
+                log.exception("workbench: dashboard session %s did not end cleanly", session.id)
         for app in list(self.dashboards):
             self._destroyed(app, None)
+
+    def _disconnect(self, session: ServerSession) -> None:
+        """Detach and close the websockets of ``session`` (a tab still open): Bokeh refuses
+        to discard a session with open connections."""
+        for connection in list(session._subscribed_connections):
+            socket = connection._socket
+            self.tornado.client_lost(connection)  # unsubscribes it, as the socket's on_close does
+            socket.connection = None  # so that on_close, when the close completes, does nothing more
+            socket.close(1001, "the Jupyter server is stopping")  # 1001: going away
 
 
 __all__ = ["DASHBOARD_PATH", "DashboardMount", "TITLE"]

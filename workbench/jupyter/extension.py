@@ -204,11 +204,13 @@ class Workbench(ExtensionApp):
 
     async def stop_extension(self) -> None:
         """Jupyter is stopping: close the dashboard sessions, drain and unload every model,
-        release the v2 ports."""
-        if self.dashboard is not None:
-            await self.dashboard.stop()
-        if self.host is not None:
-            await self.host.stop()
+        release the v2 ports (also when closing the sessions failed)."""
+        try:
+            if self.dashboard is not None:
+                await self.dashboard.stop()
+        finally:
+            if self.host is not None:
+                await self.host.stop()
 
 
 def _log_to(jupyter_log: logging.Logger | None) -> None:

@@ -84,11 +84,13 @@ class Dashboard(pn.viewable.Viewer):
         return self
 
     def tick(self) -> None:
-        """One beat: stream the live plots, refresh the headless process's health."""
+        """One beat: stream the live plots, refresh the headless process's health, check the
+        Config tab's file on disk."""
         if self._closed:
             return
         self.live.tick()
         self.headless.tick()
+        self.config.tick()  # follows config.pbtxt changed elsewhere
 
     def close(self) -> None:
         """Stop the periodic callback, detach the live statistics, stop the session's

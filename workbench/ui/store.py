@@ -38,6 +38,20 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
+def user_text(exc: BaseException) -> str:
+    """One line for a person, without a Python exception name: an engine error's message
+    (Triton's text, which says what failed and why), a client error (``ValueError``, a
+    measurement's ``PerfError``) as its text; an unexpected exception (a bug) is logged with
+    its traceback and shown as an unexpected error with its text."""
+    if isinstance(exc, WorkbenchError):
+        return exc.message
+    if isinstance(exc, ValueError) and str(exc):
+        return str(exc)
+    log.error("unexpected error in a workbench UI action", exc_info=exc)
+    return f"unexpected error (logged on the server): {exc}" if str(exc) else \
+        "unexpected error (logged on the server)"
+
+
 class EngineStore:
     """The engine of one dashboard session (or one set of notebook widgets).
 
@@ -90,14 +104,16 @@ class EngineStore:
                                    f"{timeout_s} s")
 
     async def attempt(self, action: Callable[[], Awaitable[Any]],
-                      show_error: Callable[[str], None]) -> Any:
-        """Await ``action()``; on failure call ``show_error(error_text(exc))`` and return None
+                      show_error: Callable[[str], None],
+                      describe: Callable[[BaseException], str] = error_text) -> Any:
+        """Await ``action()``; on failure call ``show_error(describe(exc))`` (default
+        :func:`error_text`; :func:`user_text` without the exception's name) and return None
         (views show engine errors in place instead of raising into Panel's callback)."""
         try:
             return await action()
         except Exception as exc:  # noqa: BLE001 - every failure is shown, none raised into Panel
-            show_error(error_text(exc))
+            show_error(describe(exc))
             return None
 
 
-__all__ = ["EngineStore", "error_text"]
+__all__ = ["EngineStore", "error_text", "user_text"]

@@ -26,9 +26,10 @@ DEFAULT_LEVELS = {"concurrency": "1, 2, 4, 8, 16", "request_rate": "100, 200, 40
 #: input data choices -> PerfOptions.input_data ("file": the path field)
 INPUTS = {"random": "random", "zeros": "zero", "JSON file": "file"}
 MODES = {"concurrency": "concurrency", "request rate": "request_rate"}
-#: how a candidate is written, for the placeholder
-CANDIDATE_HINT = ("max_queue_delay_us=200\nmax_queue_delay_us=1000 preferred_batch_sizes=4,8\n"
-                  "instance_count=2")
+#: how a candidate is written, for the placeholder (an example, said to be one: no candidate
+#: is swept until one is typed)
+CANDIDATE_HINT = ("for example (none is swept until typed):\nmax_queue_delay_us=200\n"
+                  "max_queue_delay_us=1000 preferred_batch_sizes=4,8\ninstance_count=2")
 
 
 @dataclass(frozen=True)

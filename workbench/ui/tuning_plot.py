@@ -3,19 +3,25 @@
 knee of each setting, the best step under the p99 target and the target itself marked.
 
 A :class:`TuningPlot` is built per run (a new figure, so the legend holds that run's
-settings only).
+settings only). Its changes may come from a background task (the run): each goes through
+:func:`~workbench.ui.bokeh_doc.change_models`, under the session's document lock in a Bokeh
+server session (applied on the session's next tick), at once elsewhere.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+import panel as pn
 from bokeh.models import ColumnDataSource, HoverTool, Span
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
 from workbench.perf import StepResult
+from workbench.ui.bokeh_doc import change_models
 
+#: the name of a setting's source in the document: this prefix, then the setting's label
+SERIES_NAME = "tuning_series:"
 #: the columns of every source (a series, the knees, the best steps)
 COLUMNS = ("throughput", "p99_ms", "p50_ms", "level", "setting")
 
@@ -39,6 +45,9 @@ def _rows(marks: Mapping[str, StepResult | None]) -> dict[str, list]:
 class TuningPlot:
     """The figure of one run and its sources.
 
+    Args:
+        shown_in: the Panel pane that shows :attr:`figure` (to push changes in a notebook).
+
     Attributes:
         figure: the Bokeh figure.
         sources: setting label -> its steps, in the order measured.
@@ -47,7 +56,8 @@ class TuningPlot:
         sla: the p99 target line (hidden without a target).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, shown_in: pn.viewable.Viewable | None = None) -> None:
+        self.shown_in = shown_in
         self.figure = figure(title="Throughput vs p99 latency", height=380,
                              sizing_mode="stretch_width",
                              tools="pan,wheel_zoom,box_zoom,reset,save")
@@ -68,11 +78,37 @@ class TuningPlot:
         self.figure.scatter("throughput", "p99_ms", source=self.best, marker="star", size=18,
                             fill_color="gold", line_color="black", legend_label="best under target")
 
-    def series(self, setting: str) -> ColumnDataSource:
-        """The source of ``setting``, with its line and points drawn on first use."""
+    def series(self, setting: str) -> None:
+        """Draw ``setting``'s (empty) line and points, unless drawn: its source is in
+        :attr:`sources` once the change is applied."""
+        self._change(lambda: self._series(setting))
+
+    def add(self, setting: str, result: StepResult) -> None:
+        """Stream one measured step into ``setting``'s series (drawn on first use)."""
+        self._change(lambda: self._series(setting).stream(point(setting, result)))
+
+    def mark(self, knees: Mapping[str, StepResult | None], best: Mapping[str, StepResult | None],
+             sla_p99_ms: float | None) -> None:
+        """Replace the knee and best markers, and move (or hide) the target line."""
+        knee_rows, best_rows = _rows(knees), _rows(best)
+
+        def marks() -> None:
+            self.knees.data = knee_rows
+            self.best.data = best_rows
+            self.sla.visible = sla_p99_ms is not None
+            self.sla.location = sla_p99_ms or 0
+
+        self._change(marks)
+
+    def _change(self, change) -> None:
+        change_models(self.figure, change, self.shown_in)
+
+    def _series(self, setting: str) -> ColumnDataSource:
         if setting not in self.sources:
             color = Category10_10[len(self.sources) % len(Category10_10)]
-            source = ColumnDataSource({column: [] for column in COLUMNS})
+            # named, so a browser finds it (``Bokeh.documents[0].get_model_by_name(...)``)
+            source = ColumnDataSource({column: [] for column in COLUMNS},
+                                      name=f"{SERIES_NAME}{setting}")
             self.figure.line("throughput", "p99_ms", source=source, color=color,
                              legend_label=setting)
             self.figure.scatter("throughput", "p99_ms", source=source, color=color, size=8,
@@ -82,17 +118,4 @@ class TuningPlot:
             self.sources[setting] = source
         return self.sources[setting]
 
-    def add(self, setting: str, result: StepResult) -> None:
-        """Stream one measured step into ``setting``'s series."""
-        self.series(setting).stream(point(setting, result))
-
-    def mark(self, knees: Mapping[str, StepResult | None], best: Mapping[str, StepResult | None],
-             sla_p99_ms: float | None) -> None:
-        """Replace the knee and best markers, and move (or hide) the target line."""
-        self.knees.data = _rows(knees)
-        self.best.data = _rows(best)
-        self.sla.visible = sla_p99_ms is not None
-        self.sla.location = sla_p99_ms or 0
-
-
-__all__ = ["COLUMNS", "TuningPlot", "point"]
+__all__ = ["COLUMNS", "SERIES_NAME", "TuningPlot", "point"]

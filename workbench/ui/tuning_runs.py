@@ -9,6 +9,9 @@ file's config back, choose the best tested setting, and keep it.
 * Choose (:func:`best_setting`): per setting, the best step under the p99 target
   (:func:`workbench.perf.best_under_sla`), or without a target the highest throughput of a
   step without failed requests; the setting with the highest such throughput wins.
+* Offer (:func:`sweepable_models`): the models the tab can load-test now (READY, neither
+  sequence nor decoupled: ``workbench perf`` sends no sequences and reads no streams), and
+  why each other one is not offered.
 * Keep (:func:`keep_candidate`): the candidate's knobs written into ``config.pbtxt`` by the
   Config tab's comment-preserving rewrite (:func:`~workbench.ui.config_knobs.with_knob`) and
   ``write_model_config`` (validated atomic write, ``.bak`` backup, hot reload).
@@ -26,6 +29,47 @@ from workbench.perf import StepResult, best_under_sla
 from workbench.ui.config_knobs import read_knobs, with_knob
 from workbench.ui.overrides import override_config
 from workbench.ui.tuning_settings import Candidate
+
+
+async def sweepable_models(server: Server) -> tuple[list[str], dict[str, str]]:
+    """The repository's models split for the model list: ``(names, reasons)``, the names the
+    tab can sweep now (sorted) and, for every other model, why not (not loaded, a sequence
+    model, a decoupled model; the rule of :class:`workbench.perf.ModelInfo`)."""
+    ready: set[str] = set()
+    names: set[str] = set()
+    for row in await server.repository_index():
+        names.add(row["name"])
+        if row.get("state") == "READY":
+            ready.add(row["name"])
+    offered: list[str] = []
+    reasons: dict[str, str] = {}
+    for name in sorted(names):
+        if name not in ready:
+            reasons[name] = "not loaded (load it in the Models tab)"
+            continue
+        try:
+            config = await server.model_config(name)
+        except Exception:  # noqa: BLE001 - unloaded meanwhile
+            reasons[name] = "not loaded (load it in the Models tab)"
+            continue
+        reason = unsweepable_reason(config)
+        if reason is None:
+            offered.append(name)
+        else:
+            reasons[name] = reason
+    return offered, reasons
+
+
+def unsweepable_reason(config: ModelConfig) -> str | None:
+    """Why the load generator cannot measure a model served with ``config`` (None: it can):
+    a sequence model needs correlation ids and start / end flags, a decoupled one streams
+    its responses; ``workbench perf`` sends plain requests only (as perf_analyzer without
+    ``--sequence-length`` / ``--streaming``)."""
+    if config.HasField("sequence_batching"):
+        return "a sequence model (the load generator sends no sequences)"
+    if config.model_transaction_policy.decoupled:
+        return "decoupled (the load generator does not read streamed responses)"
+    return None
 
 
 async def served_config(server: Server, name: str) -> ModelConfig:
@@ -104,4 +148,4 @@ async def keep_candidate(server: Server, name: str, candidate: Candidate) -> dic
 
 
 __all__ = ["best_setting", "keep_candidate", "restore_file_config", "served_config",
-           "series_best", "try_candidate"]
+           "series_best", "sweepable_models", "try_candidate", "unsweepable_reason"]

@@ -16,7 +16,12 @@ a comparison of candidate config settings (what Model Analyzer does offline).
 * **Apply best** writes the best tested candidate's knobs into ``config.pbtxt`` as the
   Config tab does (comments kept, validated atomic write with ``.bak``, hot reload).
 
-Errors (model not READY, a bad input file, a refused override) are shown in place.
+The model list offers the models the tab can sweep now (READY, neither sequence nor
+decoupled) and says why each other one is not offered; under it, the knobs the selected model
+is served with now. Errors (model not READY, a bad input file, a refused override) are shown
+in place, in words without Python exception names; each action clears the banners of the one
+before, and what cannot run (Apply best with nothing better to apply, Run during a run) is
+disabled, with the reason as its tooltip.
 """
 
 from __future__ import annotations
@@ -30,15 +35,18 @@ from google.protobuf import text_format
 
 from workbench.perf import (InProcessClient, PerfError, StepResult, json_records, knee,
                             prepare_workload, sweep)
-from workbench.ui.store import EngineStore, error_text
+from workbench.ui.config_knobs import read_knobs
+from workbench.ui.store import EngineStore, user_text
 from workbench.ui.tuning_form import SweepPlan, TuningForm
 from workbench.ui.tuning_plot import TuningPlot
 from workbench.ui.tuning_runs import (best_setting, keep_candidate, restore_file_config, served_config,
-                                      series_best, try_candidate)
+                                      series_best, sweepable_models, try_candidate)
 from workbench.ui.tuning_settings import Candidate
 
 #: the series name of the config served when the run started
 SERVED = "served config"
+#: why Apply best cannot run (its tooltip, and the answer when called anyway)
+NOTHING_TO_APPLY = "no tested candidate beats the served config: nothing to apply"
 
 HELP = """\
 Sweeps a load over the model and plots **throughput (inferences/s) against p99 latency (ms)**.
@@ -67,8 +75,9 @@ class TuningView(pn.viewable.Viewer):
         super().__init__(**params)
         self.store = store
         self.form = TuningForm()
-        self.plot = TuningPlot()
-        self.plot_pane = pn.pane.Bokeh(self.plot.figure, sizing_mode="stretch_width")
+        self.plot_pane = pn.pane.Bokeh(None, sizing_mode="stretch_width")
+        self.plot = TuningPlot(self.plot_pane)
+        self.plot_pane.object = self.plot.figure
         self.results: dict[str, list[StepResult]] = {}
         #: the table's rows: the setting, then perf_analyzer's columns (µs, infer/s)
         self.rows: list[dict] = []
@@ -80,39 +89,70 @@ class TuningView(pn.viewable.Viewer):
         self.summary = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.run_button = pn.widgets.Button(label="Run", color="primary", width=90)
         self.stop_button = pn.widgets.Button(label="Stop", disabled=True, width=90)
-        self.apply_button = pn.widgets.Button(label="Apply best to config.pbtxt", disabled=True)
+        self.apply_button = pn.widgets.Button(label="Apply best to config.pbtxt", disabled=True,
+                                              description=NOTHING_TO_APPLY)
         self.refresh_button = pn.widgets.Button(label="↻ models", width=90)
         self.status = pn.pane.Alert("", alert_type="info", visible=False)
         self.error = pn.pane.Alert("", alert_type="danger", visible=False)
+        #: the knobs the selected model is served with now
+        self.served = pn.pane.Markdown("", sizing_mode="stretch_width")
+        #: the models not offered, and why
+        self.not_offered = pn.pane.Markdown("", sizing_mode="stretch_width")
+        #: why each model of the repository is not in the model list
+        self.reasons: dict[str, str] = {}
         self._task: asyncio.Future | None = None
         self.run_button.on_click(lambda _e: self.start())
         self.stop_button.on_click(lambda _e: self.stop())
         self.apply_button.on_click(lambda _e: self.store.spawn(self.apply_best()))
         self.refresh_button.on_click(lambda _e: self.store.spawn(self.refresh_models()))
         self.form.sla_ms.param.watch(lambda _e: self._judge(), "value")
+        self.form.model.param.watch(lambda e: self.store.spawn(self.show_served(e.new)), "value")
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Column(
-            pn.pane.Markdown(HELP, sizing_mode="stretch_width"), self.form.layout(),
+            pn.pane.Markdown(HELP, sizing_mode="stretch_width"), self.served, self.not_offered,
+            self.form.layout(),
             pn.Row(self.run_button, self.stop_button, self.refresh_button, self.apply_button),
             self.error, self.status, self.plot_pane, self.summary, self.table,
             sizing_mode="stretch_width")
 
     # ----------------------------------------------------------------- actions
     async def refresh_models(self) -> None:
-        """List the repository's models in the model dropdown."""
-        index = await self.store.attempt(self.store.server.repository_index, self.show_error)
-        if index is not None:
-            names = sorted({row["name"] for row in index})
-            self.form.model.options = names
-            if names and self.form.model.value not in names:
-                self.form.model.value = names[0]
+        """List the models the tab can sweep now in the model dropdown (the selection kept
+        when it still can be swept, else the first), and say why the others are not there."""
+        found = await self.store.attempt(lambda: sweepable_models(self.store.server),
+                                         self.show_error, user_text)
+        if found is None:
+            return
+        names, self.reasons = found
+        self.form.model.options = names
+        if self.form.model.value not in names:
+            self.form.model.value = names[0] if names else None
+        await self.show_served(self.form.model.value)
+        self.run_button.disabled = self.running or not names
+        self.run_button.description = None if names else "no model here can be swept now"
+        self.not_offered.object = ("Not offered: " + "; ".join(
+            f"**{name}**: {why}" for name, why in self.reasons.items())) if self.reasons else ""
+
+    async def show_served(self, name: str | None) -> None:
+        """Show the knobs ``name`` is served with now (what a candidate changes)."""
+        if not name:
+            self.served.object = ""
+            return
+        try:
+            knobs = read_knobs(await served_config(self.store.server, name))
+        except Exception as exc:  # noqa: BLE001 - unloaded meanwhile: said in place
+            self.served.object = f"*{name}: {user_text(exc)}*"
+            return
+        if self.form.model.value == name:
+            self.served.object = f"**{name}** is served now with: {_knobs_line(knobs)}"
 
     def start(self) -> asyncio.Future | None:
         """Start a run from the form, unless one is running; returns its task (or None when
         the form is invalid: the error is shown)."""
         if self.running:
             return None
+        self.error.visible = self.status.visible = False  # the last action's banners
         try:
             plan = self.form.plan()
         except (PerfError, ValueError) as exc:
@@ -167,16 +207,18 @@ class TuningView(pn.viewable.Viewer):
     async def apply_best(self) -> None:
         """Write the best tested candidate into ``config.pbtxt`` and reload; shows the result
         (or why not) in place."""
+        self.error.visible = False
         candidate = self.candidates.get(self.best or "")
         if candidate is None:
-            self.show_error("no tested candidate beats the served config: nothing to apply")
+            self.show_error(NOTHING_TO_APPLY)
             return
+        self._say(f"writing {candidate.label} into config.pbtxt")
         try:
             result = await keep_candidate(self.store.server, self.model_name, candidate)
         except Exception as exc:  # noqa: BLE001 - shown in place
             self.show_error(_message(exc))
         else:
-            self.error.visible = False
+            await self.show_served(self.form.model.value)
             backup = f"; previous file kept as {result['backup']}" if result["backup"] else ""
             reloaded = "reloaded" if result["reloaded"] else f"not reloaded: {result['reason']}"
             self._say(f"wrote {candidate.label} into {result['path']}{backup}; {reloaded}",
@@ -207,7 +249,7 @@ class TuningView(pn.viewable.Viewer):
     def _reset(self, plan: SweepPlan) -> None:
         self.model_name = plan.options.model_name
         self.results, self.candidates, self.best, self.rows = {}, {}, None, []
-        self.plot = TuningPlot()
+        self.plot = TuningPlot(self.plot_pane)
         self.plot_pane.object = self.plot.figure
         self.table.value = pd.DataFrame()
         self.summary.object = ""
@@ -221,10 +263,10 @@ class TuningView(pn.viewable.Viewer):
     def _finish(self, outcome: str) -> None:
         self.running = False
         self.run_button.disabled, self.stop_button.disabled = False, True
-        self._judge()
         steps = f"{self.steps_done} step{'s' if self.steps_done != 1 else ''}"
         self._say(f"{outcome}: {steps} measured in {len(self.results)} setting(s)",
                   "warning" if outcome == "failed" else "info")
+        self._judge()
 
     def _add_row(self, label: str, result: StepResult) -> None:
         self.rows.append({"Setting": label, **json_records([result])[0]})
@@ -245,24 +287,39 @@ class TuningView(pn.viewable.Viewer):
             lines.append(f"**Best tested setting: {self.best}**")
         self.summary.object = "\n\n".join(lines)
         self.apply_button.disabled = self.running or self.best not in self.candidates
+        self.apply_button.description = (None if not self.apply_button.disabled else
+                                         "a run is in progress" if self.running else NOTHING_TO_APPLY)
 
     def _say(self, text: str, kind: str = "info") -> None:
         self.status.alert_type, self.status.object, self.status.visible = kind, text, True
 
     def show_error(self, text: str, add: bool = False) -> None:
-        """Show ``text`` in the error pane (after what it shows when ``add``)."""
+        """Show ``text`` in the error pane (after what it shows when ``add``); outside a run
+        the status banner, about an earlier action, is hidden."""
         if add and self.error.visible and self.error.object:
             text = f"{self.error.object}\n\n{text}"
         self.error.object, self.error.visible = text, True
+        if not self.running:
+            self.status.visible = False
 
 
 def _message(exc: Exception) -> str:
     """One line for the error pane: what the user's input caused (a measurement's
     :class:`~workbench.perf.PerfError`, a knob value, a config file that does not parse) as
-    its text; engine errors and bugs as :func:`~workbench.ui.store.error_text` words them."""
+    its text; engine errors and bugs as :func:`~workbench.ui.store.user_text` words them
+    (never a Python exception name)."""
     if isinstance(exc, (PerfError, ValueError, text_format.ParseError)):
         return str(exc)
-    return error_text(exc)
+    return user_text(exc)
+
+
+def _knobs_line(knobs) -> str:
+    """The served knobs in a candidate's words (``max_queue_delay_us=0 ...``)."""
+    preferred = ",".join(str(s) for s in knobs.preferred_batch_sizes) or "none"
+    return (f"max_batch_size={knobs.max_batch_size} "
+            f"dynamic_batching={'true' if knobs.dynamic_batching else 'false'} "
+            f"preferred_batch_sizes={preferred} max_queue_delay_us={knobs.max_queue_delay_us} "
+            f"instance_count={knobs.instance_count} instance_kind={knobs.instance_kind}")
 
 
 def _step(result: StepResult | None) -> str:

@@ -1,0 +1,59 @@
+"""The Tuning tab inside a real dashboard session of the Jupyter host (a Bokeh server
+session, with its document lock): a sweep started by the Run button plots every step, fills
+the table and ends "done", with no Bokeh model changed outside the document's lock (which
+Bokeh refuses: "_pending_writes should be non-None when we have a document lock")."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from panel.io.state import set_curdoc
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+
+from workbench.jupyter.dashboard import DashboardMount
+from workbench.ui.tuning_view import SERVED
+
+
+@pytest.fixture
+def jp_base_url() -> str:
+    return "/jhub/user/x/"
+
+
+async def until(check, what: str, timeout_s: float = 60.0):
+    """``check()`` once truthy (re-checked each loop turn, up to ``timeout_s``)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not (value := check()):
+        assert asyncio.get_running_loop().time() < deadline, f"never happened: {what}"
+        await asyncio.sleep(0.02)
+    return value
+
+
+async def test_a_sweep_in_a_jupyter_session_plots_every_step(
+        workbench, jp_serverapp, jupyter_url: str, jp_auth_header: dict) -> None:
+    mount: DashboardMount = jp_serverapp.web_app.settings["workbench_dashboard"]
+    page = await AsyncHTTPClient().fetch(HTTPRequest(f"{jupyter_url}workbench/", headers=jp_auth_header))
+    assert page.code == 200
+    session = next(iter(mount.context.sessions))
+    app = next(iter(mount.dashboards))
+    view, doc = app.tuning, session.document
+
+    def click(action) -> None:
+        with set_curdoc(doc):  # as Panel runs a browser event: in the session, under its lock
+            action()
+
+    await session.with_document_locked(click, lambda: setattr(app.tabs, "active", 3))  # Tuning
+    await until(lambda: view.plot.figure.document is doc, "the Tuning tab rendered in the session")
+    await until(lambda: "add_sub" in view.form.model.options, "the model list")
+    form = view.form
+    form.model.value, form.levels.value = "add_sub", "1, 2, 4"
+    form.warmup_ms.value, form.interval_ms.value = 50, 250
+    await session.with_document_locked(click, lambda: setattr(view.run_button, "clicks", 1))
+    await until(lambda: view._task is not None, "the run started")
+    await app.store.settle()
+    assert view._task.exception() is None
+    assert not view.error.visible, view.error.object
+    assert view.status.object.startswith("done: 3 steps"), view.status.object
+    await until(lambda: len(view.plot.sources.get(SERVED, {"level": []}).data["level"]) == 3,
+                "three points on the plot")
+    assert list(view.table.value["Concurrency"]) == [1, 2, 4]
