@@ -1,6 +1,8 @@
-"""The Live tab's Bokeh figures: time series on one shared time axis, y-axes from 0, a
+"""The Live tab's Bokeh figures: time series on one shared time axis, y-axes from 0 (fitted
+to the kept data by :func:`fit_y`), a
 "no traffic" label per plot, and the batch-size histogram with the served
-``max_batch_size`` and preferred batch sizes marked.
+``max_batch_size`` and preferred batch sizes marked. The idle text is a second, grey title
+line of each figure (shown while idle), so it never covers data or a legend.
 
 Only builds models; :class:`~workbench.ui.live_view.LiveView` fills the sources and toggles
 the labels (on the session's document, from the periodic callback). Every model a browser
@@ -9,10 +11,21 @@ test reads is named (``Bokeh.documents[i].get_model_by_name(...)``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-from bokeh.models import ColumnDataSource, DataRange1d, Label, Range1d
+from bokeh.models import ColumnDataSource, DataRange1d, Range1d, Title
 from bokeh.plotting import figure
+
+#: the series columns each figure's y-axis is fitted to (by figure key; see ``fit_y``)
+Y_COLUMNS = {
+    "throughput": ("inferences_per_s", "requests_per_s"),
+    "latency": ("p50_ms", "p95_ms", "p99_ms"),
+    "queue_compute": ("queue_ms", "compute_ms"),
+    "pending": ("pending",),
+    "gpu": ("utilization_pct", "memory_used_gb"),
+    "batch_sizes": ("executions",),
+}
 
 #: the "no traffic" text of each plot while the model version is idle (by figure key)
 IDLE_TEXT = {
@@ -31,7 +44,7 @@ class LivePlots:
 
     figures: dict = field(default_factory=dict)
     time_range: DataRange1d | None = None
-    idle_labels: dict[str, Label] = field(default_factory=dict)
+    idle_labels: dict[str, Title] = field(default_factory=dict)
 
 
 def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: ColumnDataSource,
@@ -52,7 +65,7 @@ def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: Colu
 
     def time_figure(key: str, title: str, y_label: str):
         fig = figure(title=title, height=240, x_axis_type="datetime", x_range=time_range,
-                     y_range=DataRange1d(start=0, name=f"live_{key}_y"),
+                     y_range=Range1d(0, 1, name=f"live_{key}_y"),
                      sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset,save",
                      name=f"live_{key}")
         fig.yaxis.axis_label = y_label
@@ -75,14 +88,14 @@ def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: Colu
     histogram = figure(title="Executions by batch size (kept history)", height=240,
                        sizing_mode="stretch_width", tools="save", name="live_batch_sizes",
                        x_range=Range1d(0, 2, name="live_batch_range"),
-                       y_range=DataRange1d(start=0, name="live_batch_sizes_y"))
+                       y_range=Range1d(0, 1, name="live_batch_sizes_y"))
     histogram.vbar(x="batch_size", top="executions", width=0.8, source=batches)
     histogram.vspan(x="batch_size", source=limits, line_color="#d62728", line_dash="dashed",
                     line_width=2, legend_label="max_batch_size")
     histogram.vspan(x="batch_size", source=preferred, line_color="#2ca02c", line_dash="dotted",
                     line_width=2, legend_label="preferred")
     histogram.xaxis.axis_label, histogram.yaxis.axis_label = "batch size", "executions"
-    histogram.legend.location = "top_right"
+    histogram.add_layout(histogram.legend[0], "right")  # beside the plot: never over a mark
     plots.figures["batch_sizes"] = histogram
 
     pending = time_figure("pending", "Pending requests (queued)", "requests")
@@ -93,13 +106,23 @@ def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: Colu
         fig.line("time", "utilization_pct", source=gpu, legend_label="utilisation %")
         fig.line("time", "memory_used_gb", source=gpu, legend_label="memory GB", color="#8c564b")
 
-    for key, text in IDLE_TEXT.items():
-        label = Label(x=70, y=110, x_units="screen", y_units="screen", text=text,
-                      text_color="#888888", text_font_size="15px", visible=True,
-                      name=f"live_idle_{key}")
-        plots.figures[key].add_layout(label)
+    for key, text in IDLE_TEXT.items():  # a second title line: never over the data or legend
+        label = Title(text=text, text_color="#888888", text_font_style="italic",
+                      text_font_size="13px", visible=True, name=f"live_idle_{key}")
+        plots.figures[key].add_layout(label, "above")
         plots.idle_labels[key] = label
     return plots
 
 
-__all__ = ["IDLE_TEXT", "LivePlots", "live_plots"]
+def fit_y(fig, data: dict, columns: tuple[str, ...]) -> None:
+    """Set ``fig``'s y-range to 0 .. 110 % of the largest finite value of ``columns`` in
+    ``data`` (0 .. 1 when there is none: an idle plot keeps its axes; Bokeh's automatic range
+    gives -1 .. 1 for no data and draws no axes for an all-NaN column). Changed only when
+    the end moves by more than 1 %."""
+    values = [v for c in columns for v in data.get(c, ()) if v is not None and math.isfinite(v)]
+    end = max(values, default=0) * 1.1 or 1.0
+    if fig.y_range.start != 0 or abs(fig.y_range.end - end) > 0.01 * end:
+        fig.y_range.start, fig.y_range.end = 0, end
+
+
+__all__ = ["IDLE_TEXT", "LivePlots", "Y_COLUMNS", "fit_y", "live_plots"]

@@ -33,7 +33,7 @@ from bokeh.models import ColumnDataSource
 
 from workbench import model_config_to_json
 from workbench.ui.gpu import GpuSample, GpuSampler, gpu_sampler
-from workbench.ui.live_plots import live_plots
+from workbench.ui.live_plots import Y_COLUMNS, fit_y, live_plots
 from workbench.ui.live_stats import LiveSample, LiveStatistics
 from workbench.ui.store import EngineStore
 
@@ -119,6 +119,11 @@ class LiveView(pn.viewable.Viewer):
         self._show_state()
         return 1
 
+    def _fit_axes(self) -> None:
+        sources = {"gpu": self.gpu_series.data, "batch_sizes": self.batches.data}
+        for key, fig in self.figures.items():
+            fit_y(fig, sources.get(key, self.series.data), Y_COLUMNS[key])
+
     def close(self) -> None:
         """Detach from the engine's statistics (idempotent)."""
         self.live.close()
@@ -186,6 +191,7 @@ class LiveView(pn.viewable.Viewer):
             if name != "batch_sizes":
                 label.visible = not busy
         self.status.object = _status(self.model.value, kept)
+        self._fit_axes()
 
     def _stream_gpu(self, samples: list[GpuSample]) -> None:
         if not samples:
