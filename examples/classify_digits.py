@@ -10,9 +10,10 @@ A pure client: it needs tritonclient, numpy and scikit-learn, not the workbench 
 
 The test split is the one the model was evaluated on at build time
 (``train_test_split(X, y, test_size=0.25, random_state=0)``, 450 images). Raw pixels (FP32 0..16,
-shape [batch, 64]) go to input ``pixels`` in requests of at most 64 rows (the model's
-max_batch_size); the argmax of output ``logits`` [batch, 10] is the predicted digit.
-Exit status: 0 ok, 1 if an accuracy is below --min-accuracy, 2 if the server or model is not reachable.
+shape [batch, 64]) go to input ``pixels`` in requests of at most the model's ``max_batch_size``
+rows, read from the served config (64 as built; whatever a Config edit made it since); the argmax of output ``logits`` [batch, 10] is the predicted digit.
+Exit status: 0 ok, 1 if an accuracy is below --min-accuracy, 2 if the server or model is not reachable
+or a request is refused (e.g. --batch-size above the served max_batch_size): a message, no traceback.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import numpy as np
 
 INPUT_NAME = "pixels"
 OUTPUT_NAME = "logits"
-MAX_BATCH_SIZE = 64
 ALL_VERSIONS = ("", "1", "2")  # "" = whatever the server considers latest
 
 
@@ -82,16 +82,32 @@ def require_ready(client, url: str, model: str, version: str) -> None:
         sys.exit(2)
 
 
+def max_batch_size(client, url: str, model: str, version: str) -> int:
+    """The served config's ``max_batch_size`` of ``model`` / ``version`` (0: the model does not
+    batch, and each request carries one row); exit with status 2 if the config is unreadable."""
+    from tritonclient.utils import InferenceServerException
+
+    try:
+        config = client.get_model_config(model, version)
+    except (InferenceServerException, OSError) as exc:
+        print(f"error: reading the config of {model!r} on {url} failed: {exc}", file=sys.stderr)
+        sys.exit(2)
+    return int(config.get("max_batch_size", 0))
+
+
 def predict(client, model: str, version: str, pixels: np.ndarray, batch_size: int) -> tuple[np.ndarray, str]:
     """Send ``pixels`` FP32 [n, 64] in requests of <= ``batch_size`` rows.
 
+    ``batch_size`` 0: the model does not batch; one row per request, shape [64].
     Returns (predicted digits INT64 [n], the model version the server reports having used).
     """
     import tritonclient.http as httpclient
 
     predictions, served = [], set()
-    for start in range(0, len(pixels), batch_size):
-        batch = np.ascontiguousarray(pixels[start : start + batch_size])
+    for start in range(0, len(pixels), max(batch_size, 1)):
+        batch = np.ascontiguousarray(pixels[start : start + max(batch_size, 1)])
+        if batch_size == 0:
+            batch = batch[0]
         tensor = httpclient.InferInput(INPUT_NAME, list(batch.shape), "FP32")
         tensor.set_data_from_numpy(batch, binary_data=True)
         result = client.infer(
@@ -100,7 +116,7 @@ def predict(client, model: str, version: str, pixels: np.ndarray, batch_size: in
             model_version=version,
             outputs=[httpclient.InferRequestedOutput(OUTPUT_NAME, binary_data=True)],
         )
-        predictions.append(result.as_numpy(OUTPUT_NAME).argmax(axis=1))
+        predictions.append(result.as_numpy(OUTPUT_NAME).reshape(-1, 10).argmax(axis=1))
         served.add(str(result.get_response().get("model_version", "?")))
     return np.concatenate(predictions).astype(np.int64), ",".join(sorted(served))
 
@@ -116,17 +132,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help='query "" (latest), "1" and "2" in turn (overrides --model-version)',
     )
-    parser.add_argument("--batch-size", type=int, default=MAX_BATCH_SIZE, help="rows per request (1..64)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="rows per request (default: the model's max_batch_size, read from the server)")
     parser.add_argument("--min-accuracy", type=float, default=0.9, help="fail below this (default: %(default)s)")
     parser.add_argument("--timeout-s", type=float, default=30.0, help="connection and network timeout in seconds")
     args = parser.parse_args(argv)
-    if not 1 <= args.batch_size <= MAX_BATCH_SIZE:
-        parser.error(f"--batch-size must be in 1..{MAX_BATCH_SIZE} (the model's max_batch_size)")
+    if args.batch_size is not None and args.batch_size < 1:
+        parser.error("--batch-size must be at least 1")
     return args
+
+
+def rows_per_request(requested: int | None, limit: int, model: str) -> int:
+    """``requested`` rows (default: ``limit``, the model's max_batch_size); exit with status 2
+    when it is above the model's maximum, which the server would refuse."""
+    if requested is None:
+        return limit
+    if (limit == 0 and requested != 1) or (limit and requested > limit):
+        print(f"error: --batch-size {requested} is above {model}'s max_batch_size {limit}"
+              + (" (the model does not batch: one row per request)" if limit == 0 else ""),
+              file=sys.stderr)
+        sys.exit(2)
+    return requested if limit else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Classify the test split for each requested version; returns the exit status."""
+    from tritonclient.utils import InferenceServerException
+
     args = parse_args(argv)
     versions = list(ALL_VERSIONS) if args.all_versions else [args.model_version]
     pixels, labels = load_test_split()
@@ -135,7 +167,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for version in versions:
             require_ready(client, args.url, args.model, version)
-            predicted, served = predict(client, args.model, version, pixels, args.batch_size)
+            limit = max_batch_size(client, args.url, args.model, version)
+            rows = rows_per_request(args.batch_size, limit, args.model)
+            source = "the model's max_batch_size" if rows == limit else f"--batch-size; max_batch_size {limit}"
+            print(f"{args.model} version {version_label(version)}: requests of at most "
+                  f"{max(rows, 1)} rows ({source})")
+            try:
+                predicted, served = predict(client, args.model, version, pixels, rows)
+            except InferenceServerException as exc:
+                print(f"error: {args.model} version {version_label(version)} refused a request: "
+                      f"{exc.message()}", file=sys.stderr)
+                return 2
             correct = int((predicted == labels).sum())
             accuracy = correct / len(labels)
             verdict = "ok" if accuracy >= args.min_accuracy else f"BELOW {args.min_accuracy}"

@@ -82,3 +82,66 @@ def test_gpu_source_reads_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     source = gpu_sampler()
     assert source is not None
     assert source() == [GpuSample(0, 37.0, 1 << 30, 8 << 30)]
+
+
+# ---- idle states, axes, stale values, batch-size marks (issue 16 item 9)
+
+def _time_figures(view: LiveView) -> list:
+    return [fig for name, fig in view.figures.items() if name != "batch_sizes"]
+
+
+async def test_idle_plots_say_no_traffic_on_non_negative_linked_axes(store: EngineStore) -> None:
+    view = LiveView(store)
+    view.tick()
+    assert "add_sub/1: no traffic" in view.status.object
+    assert all(label.visible for label in view.idle_labels.values())
+    assert {id(fig.x_range) for fig in _time_figures(view)} == {id(view.time_range)}
+    for fig in view.figures.values():  # axes drawn (an all-NaN auto range draws none) from 0
+        assert (fig.y_range.start, fig.y_range.end) == (0, 1)  # not -1..1 (negative requests)
+    view.close()
+
+
+async def test_traffic_then_idle_drops_the_latency_and_says_since_when(
+        server: Server, store: EngineStore) -> None:
+    view = LiveView(store)
+    view.tick()
+    await asyncio.gather(*(server.infer(add_sub_request()) for _ in range(10)))
+    view.tick()
+    assert "infer/s" in view.status.object and "no traffic" not in view.status.object
+    assert not any(label.visible for label in view.idle_labels.values())
+    assert view.figures["latency"].y_range.end >= view.series.data["p99_ms"][-1] > 0
+    view.tick()  # an interval without requests
+    data = view.series.data
+    assert math.isnan(data["p99_ms"][-1]) and math.isnan(data["queue_ms"][-1])  # not the old value
+    assert data["inferences_per_s"][-1] == 0
+    status = view.status.object
+    assert "add_sub/1: no traffic for" in status and "last request" in status
+    assert view.idle_labels["latency"].visible and view.idle_labels["throughput"].visible
+    view.close()
+
+
+async def test_the_histogram_marks_max_batch_size_and_preferred_sizes_and_follows_edits(
+        server: Server, store: EngineStore) -> None:
+    view = LiveView(store)
+    view.tick()
+    await store.settle()  # the served config is read off the tick
+    view.tick()
+    assert view.batch_limits.data["batch_size"] == [8]
+    assert view.batch_limits.data["kind"] == ["max_batch_size"]
+    assert view.batch_preferred.data["batch_size"] == [8]  # Triton's default: [max_batch_size]
+    assert view.figures["batch_sizes"].x_range.end >= 8.5
+    assert view.idle_labels["batch_sizes"].visible  # no executions yet
+    text = (await server.model_config_file("add_sub"))["text"]
+    edited = text.replace("max_batch_size: 8", "max_batch_size: 4").replace(
+        "dynamic_batching { }", "dynamic_batching { preferred_batch_size: [2, 4] }")
+    assert (await server.write_model_config("add_sub", edited))["reloaded"]
+    for _ in range(view.config_every):  # re-read every few ticks
+        view.tick()
+    await store.settle()
+    view.tick()
+    assert view.batch_limits.data["batch_size"] == [4]
+    assert view.batch_preferred.data["batch_size"] == [2, 4]
+    await server.infer(add_sub_request(batch=2))
+    view.tick()
+    assert not view.idle_labels["batch_sizes"].visible
+    view.close()

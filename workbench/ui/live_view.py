@@ -8,6 +8,17 @@ closes one statistics interval and streams one row into the time-series source
 polled per plot. GPU utilisation and memory are plotted only where
 :func:`workbench.ui.gpu.gpu_sampler` finds a GPU source.
 
+While a version is idle the page says so: a status line ("no traffic for 12 s, last request
+at ..."), a "no traffic" label on each plot, latency and queue / compute left empty for idle
+intervals (NaN: the line stops instead of repeating the last value). The time plots share one
+x-range (pan or zoom one, all follow) and their y-axes start at 0. The histogram marks the
+served ``max_batch_size`` and preferred batch sizes, read from the engine off the tick
+(every :attr:`LiveView.config_every` ticks and on a new choice, so a Config edit shows).
+
+Threading: Bokeh models change only in :meth:`LiveView.tick` and the Select's callback, both
+run by Panel with the session document's lock held; the config read is a task on the
+engine's loop that only stores what it read, for the next tick to apply.
+
 Units: throughput in inferences per second (batch-weighted, Triton's ``inference_count``),
 latencies and queue / compute times in **milliseconds** on the plots (the samples carry µs).
 """
@@ -19,9 +30,10 @@ import time
 
 import panel as pn
 from bokeh.models import ColumnDataSource
-from bokeh.plotting import figure
 
+from workbench import model_config_to_json
 from workbench.ui.gpu import GpuSample, GpuSampler, gpu_sampler
+from workbench.ui.live_plots import Y_COLUMNS, fit_y, live_plots
 from workbench.ui.live_stats import LiveSample, LiveStatistics
 from workbench.ui.store import EngineStore
 
@@ -38,7 +50,16 @@ class LiveView(pn.viewable.Viewer):
         store: the engine.
         history: rows kept per plot (ticks; at 1 Hz, 300 = five minutes).
         gpu: the GPU source (default :func:`gpu_sampler`); None: no GPU plot.
+
+    Attributes:
+        status: the one-line state of the chosen version (traffic, or since when it is idle).
+        idle_labels: the "no traffic" label of each plot, by figure key.
+        time_range: the x-range every time plot shares.
+        batch_limits, batch_preferred: the histogram's marks (``batch_size`` columns).
+        config_every: ticks between two reads of the served config.
     """
+
+    config_every = 5
 
     def __init__(self, store: EngineStore, history: int = 300, gpu: GpuSampler | None = None,
                  **params) -> None:
@@ -48,24 +69,34 @@ class LiveView(pn.viewable.Viewer):
         self.live = LiveStatistics(store.server, history=history)
         self.gpu = gpu if gpu is not None else gpu_sampler()
         self.model = pn.widgets.Select(label="Model version", options=[])
+        self.status = pn.pane.Markdown("", css_classes=["workbench-live-status"],
+                                       sizing_mode="stretch_width")
         # named, so a browser finds them (``Bokeh.documents[0].get_model_by_name(...)``)
         self.series = ColumnDataSource({column: [] for column in SERIES}, name="live_series")
         self.batches = ColumnDataSource({"batch_size": [], "executions": []}, name="live_batches")
+        self.batch_limits = ColumnDataSource({"batch_size": [], "kind": []}, name="live_batch_limits")
+        self.batch_preferred = ColumnDataSource({"batch_size": []}, name="live_batch_preferred")
         self.gpu_series = ColumnDataSource({column: [] for column in GPU_SERIES}, name="live_gpu")
-        self.figures = _figures(self.series, self.batches)
-        if self.gpu is not None:
-            self.figures["gpu"] = _gpu_figure(self.gpu_series)
+        plots = live_plots(self.series, self.batches, self.batch_limits, self.batch_preferred,
+                           self.gpu_series if self.gpu is not None else None)
+        self.figures, self.idle_labels, self.time_range = (plots.figures, plots.idle_labels,
+                                                           plots.time_range)
+        #: served (max_batch_size, preferred sizes) by version, written by the config task
+        self._limits: dict[tuple[str, str], tuple[int, list[int]]] = {}
+        self._ticks = 0
         self.model.param.watch(lambda _e: self._replay(), "value")
 
     def __panel__(self) -> pn.viewable.Viewable:
         panes = [pn.pane.Bokeh(f, sizing_mode="stretch_width") for f in self.figures.values()]
         note = [] if self.gpu is not None else [pn.pane.Markdown("*No GPU: no GPU plot.*")]
-        return pn.Column(self.model, pn.GridBox(*panes, ncols=2, sizing_mode="stretch_width"),
+        return pn.Column(self.model, self.status,
+                         pn.GridBox(*panes, ncols=2, sizing_mode="stretch_width"),
                          *note, sizing_mode="stretch_width")
 
     def tick(self) -> int:
         """Close one statistics interval and stream it: returns the rows added to the
         time series (0 or 1). Runs on the engine's loop (the statistics are recorded there)."""
+        self._ticks += 1
         samples = self.live.sample()
         keys = [f"{s.model}/{s.version}" for s in samples]
         previous = self.model.value
@@ -75,14 +106,23 @@ class LiveView(pn.viewable.Viewer):
                 self.model.value = keys[0] if keys else None
         if self.gpu is not None:
             self._stream_gpu(self.gpu())
+        if self._ticks % self.config_every == 1 or self.config_every == 1:
+            self._read_config()
         chosen = next((s for s in samples if f"{s.model}/{s.version}" == self.model.value), None)
         if chosen is None:
+            self._show_state()
             return 0
         if self.model.value != previous:
             return 1  # a new choice was replayed from the history, this sample included
         self.series.stream(_row(chosen), rollover=self.history)
         self._update_histogram()
+        self._show_state()
         return 1
+
+    def _fit_axes(self) -> None:
+        sources = {"gpu": self.gpu_series.data, "batch_sizes": self.batches.data}
+        for key, fig in self.figures.items():
+            fit_y(fig, sources.get(key, self.series.data), Y_COLUMNS[key])
 
     def close(self) -> None:
         """Detach from the engine's statistics (idempotent)."""
@@ -100,7 +140,26 @@ class LiveView(pn.viewable.Viewer):
         kept = list(self.live.history.get(key, ())) if key else []
         rows = [_row(sample) for sample in kept][-self.history:]
         self.series.data = {c: [v for row in rows for v in row[c]] for c in SERIES}
+        self._read_config()
         self._update_histogram()
+        self._show_state()
+
+    def _read_config(self) -> None:
+        """Read the chosen version's served batching limits off the tick (a task on the
+        engine's loop; it only stores them: the next tick draws them)."""
+        key = self._selected()
+        if key is not None:
+            self.store.spawn(self._fetch_limits(key))
+
+    async def _fetch_limits(self, key: tuple[str, str]) -> None:
+        try:
+            config = model_config_to_json(await self.store.server.model_config(*key))
+        except Exception:  # noqa: BLE001 - unloaded meanwhile: no marks until it serves again
+            self._limits.pop(key, None)
+            return
+        batcher = config.get("dynamic_batching") or {}
+        preferred = sorted(int(size) for size in batcher.get("preferred_batch_size", ()))
+        self._limits[key] = (int(config.get("max_batch_size", 0)), preferred)
 
     def _update_histogram(self) -> None:
         key = self._selected()
@@ -110,6 +169,29 @@ class LiveView(pn.viewable.Viewer):
                 totals[size] = totals.get(size, 0) + count
         sizes = sorted(totals)
         self.batches.data = {"batch_size": sizes, "executions": [totals[s] for s in sizes]}
+        limit, preferred = self._limits.get(key, (0, [])) if key else (0, [])
+        if self.batch_limits.data["batch_size"] != ([limit] if limit else []):
+            self.batch_limits.data = {"batch_size": [limit] if limit else [],
+                                      "kind": ["max_batch_size"] if limit else []}
+        if self.batch_preferred.data["batch_size"] != preferred:
+            self.batch_preferred.data = {"batch_size": preferred}
+        axis = self.figures["batch_sizes"].x_range
+        end = max([limit, *sizes, *preferred, 1]) + 0.5
+        if (axis.start, axis.end) != (0.5, end):
+            axis.start, axis.end = 0.5, end
+        self.idle_labels["batch_sizes"].visible = not sizes
+
+    def _show_state(self) -> None:
+        """The status line and the idle labels, from the chosen version's kept history."""
+        key = self._selected()
+        kept = list(self.live.history.get(key, ())) if key else []
+        latest = kept[-1] if kept else None
+        busy = latest is not None and (latest.requests_per_s > 0 or latest.failures > 0)
+        for name, label in self.idle_labels.items():
+            if name != "batch_sizes":
+                label.visible = not busy
+        self.status.object = _status(self.model.value, kept)
+        self._fit_axes()
 
     def _stream_gpu(self, samples: list[GpuSample]) -> None:
         if not samples:
@@ -119,6 +201,29 @@ class LiveView(pn.viewable.Viewer):
             "utilization_pct": [sum(s.utilization_pct for s in samples) / len(samples)],
             "memory_used_gb": [sum(s.memory_used_bytes for s in samples) / 1e9],
         }, rollover=self.history)
+
+
+def _status(key: str | None, kept: list[LiveSample]) -> str:
+    """One line: what the version does now, or since when it is idle (never an old value
+    shown as current)."""
+    if not key:
+        return "No model version is ready: nothing to plot."
+    if not kept:
+        return f"{key}: no traffic yet."
+    latest = kept[-1]
+    if latest.requests_per_s > 0 or latest.failures > 0:
+        p99 = "" if latest.p99_us is None else f", p99 {latest.p99_us / 1000:.1f} ms"
+        failed = f", **{latest.failures} failed**" if latest.failures else ""
+        return (f"{key}: {latest.inferences_per_s:.1f} infer/s, {latest.requests_per_s:.1f} "
+                f"requests/s{p99}, {latest.pending} pending{failed}.")
+    last = next((s for s in reversed(kept) if s.requests_per_s > 0 or s.failures > 0), None)
+    if last is None:
+        span = latest.time - kept[0].time + kept[0].interval_s
+        return f"{key}: no traffic in the last {span:.0f} s (the kept history)."
+    since = time.strftime("%H:%M:%S", time.localtime(last.time))
+    then = "" if last.p99_us is None else f"; p99 then {last.p99_us / 1000:.1f} ms"
+    return (f"{key}: no traffic for {latest.time - last.time:.0f} s (last request at "
+            f"{since}{then}). Idle intervals are left empty on the plots.")
 
 
 def _ms(value_us: float | None) -> float:
@@ -139,43 +244,6 @@ def _row(sample: LiveSample) -> dict[str, list]:
         "compute_ms": [_ms(sample.compute_us)],
         "pending": [sample.pending],
     }
-
-
-def _time_figure(title: str, y_label: str):
-    fig = figure(title=title, height=240, x_axis_type="datetime", sizing_mode="stretch_width",
-                 tools="pan,wheel_zoom,box_zoom,reset,save")
-    fig.yaxis.axis_label = y_label
-    return fig
-
-
-def _figures(series: ColumnDataSource, batches: ColumnDataSource) -> dict:
-    throughput = _time_figure("Throughput", "inferences / s")
-    throughput.line("time", "inferences_per_s", source=series, legend_label="infer/s")
-    throughput.line("time", "requests_per_s", source=series, legend_label="requests/s",
-                    line_dash="dashed", color="gray")
-    latency = _time_figure("Latency in the server", "ms")
-    for column, color in (("p50_ms", "#1f77b4"), ("p95_ms", "#ff7f0e"), ("p99_ms", "#d62728")):
-        latency.line("time", column, source=series, legend_label=column[:3], color=color)
-    split = _time_figure("Queue vs compute (mean per request)", "ms")
-    split.line("time", "queue_ms", source=series, legend_label="queue", color="#9467bd")
-    split.line("time", "compute_ms", source=series, legend_label="compute", color="#2ca02c")
-    pending = _time_figure("Pending requests (queued)", "requests")
-    pending.step("time", "pending", source=series, mode="after")
-    histogram = figure(title="Executions by batch size (kept history)", height=240,
-                       sizing_mode="stretch_width", tools="save")
-    histogram.vbar(x="batch_size", top="executions", width=0.8, source=batches)
-    histogram.xaxis.axis_label, histogram.yaxis.axis_label = "batch size", "executions"
-    for fig in (throughput, latency, split):
-        fig.legend.location = "top_left"
-    return {"throughput": throughput, "latency": latency, "queue_compute": split,
-            "batch_sizes": histogram, "pending": pending}
-
-
-def _gpu_figure(source: ColumnDataSource):
-    fig = _time_figure("GPU (mean over devices)", "% / GB")
-    fig.line("time", "utilization_pct", source=source, legend_label="utilisation %")
-    fig.line("time", "memory_used_gb", source=source, legend_label="memory GB", color="#8c564b")
-    return fig
 
 
 __all__ = ["GPU_SERIES", "LiveView", "SERIES"]

@@ -1,0 +1,217 @@
+"""The Live tab in a real browser, in both hosts: the Jupyter-hosted dashboard
+(``{base_url}/workbench/``) and the inline notebook dashboard (a kernel's engine, in
+JupyterLab). Idle first (the page says "no traffic", axes start at 0, the time plots share
+one x-range, the histogram marks max_batch_size and the preferred sizes), then traffic
+visible on the plot and in the status line, then idle again (latency left empty, the status
+says since when). Screenshots of each step are kept (see conftest)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import nbformat
+import pytest
+from browser_support import BASE_URL, ENABLE_FILE, PATIENCE_S, Dashboard, serving
+
+from workbench.testing.lab import LAB_TEST_FLAGS, lab_missing
+from workbench.testing.process import JupyterProcess
+
+WAIT_MS = PATIENCE_S * 1000
+#: a named Bokeh model of the page, from whichever document holds it (a notebook has several)
+FIND_JS = """(name) => {
+  for (const doc of Bokeh.documents) {
+    const model = doc.get_model_by_name(name);
+    if (model) return model;
+  }
+  return null;
+}"""
+TIME_FIGURES = ("live_throughput", "live_latency", "live_queue_compute", "live_pending")
+
+
+def model_js(name: str) -> str:
+    """A JS expression: the Bokeh model named ``name`` (or null)."""
+    return f"({FIND_JS})({name!r})"
+
+
+def check_idle_page(page, scope, key: str, shot: Path) -> None:
+    """The idle state of ``key`` as the page shows it, before any traffic."""
+    scope.get_by_text(f"{key}: no traffic").first.wait_for(timeout=WAIT_MS)
+    page.wait_for_function(f"() => {model_js('live_idle_throughput')}?.visible === true", timeout=WAIT_MS)
+    axes = page.evaluate(f"""() => {{
+      const figures = {list(TIME_FIGURES)!r}.map(n => ({FIND_JS})(n));
+      return {{shared: new Set(figures.map(f => f.x_range.id)).size,
+               ranges: figures.map(f => [f.y_range.start, f.y_range.end])}};
+    }}""")
+    # one time axis; y-axes drawn from 0 (not -1..1, not blank for an all-NaN latency)
+    assert axes == {"shared": 1, "ranges": [[0, 1]] * 4}
+    # the served add_sub config (max_batch_size 8, preferred [8] by Triton's default) marked
+    page.wait_for_function(f"() => {model_js('live_batch_limits')}?.data.batch_size[0] === 8",
+                           timeout=WAIT_MS)
+    assert page.evaluate(f"() => Array.from({model_js('live_batch_preferred')}.data.batch_size)") == [8]
+    assert page.evaluate(f"() => {model_js('live_idle_batch_sizes')}.visible") is True
+    page.screenshot(path=shot, full_page=True)
+
+
+def check_traffic_then_idle(page, scope, key: str, start, stop, shots: Path, prefix: str) -> None:
+    """Traffic (``start()``) shows on the plot and the status line; after ``stop()`` the page
+    says since when the version is idle and plots no latency for idle intervals."""
+    start()
+    try:
+        page.wait_for_function(
+            f"() => Math.max(0, ...{model_js('live_series')}.data.inferences_per_s) > 0",
+            timeout=WAIT_MS)
+        scope.get_by_text(f"{key}: ").filter(has_text="infer/s").first.wait_for(timeout=WAIT_MS)
+        page.wait_for_function(f"() => {model_js('live_idle_throughput')}.visible === false",
+                               timeout=WAIT_MS)
+        page.wait_for_function(f"() => {model_js('live_idle_batch_sizes')}.visible === false",
+                               timeout=WAIT_MS)
+        page.screenshot(path=shots / f"{prefix}-2-traffic.png", full_page=True)
+    finally:
+        stop()
+    scope.get_by_text(f"{key}: no traffic for").first.wait_for(timeout=WAIT_MS)
+    assert "last request at" in scope.get_by_text(f"{key}: no traffic for").first.inner_text()
+    last = page.evaluate(f"""() => {{
+      const data = {model_js('live_series')}.data;
+      return [data.p99_ms[data.p99_ms.length - 1], data.inferences_per_s[data.inferences_per_s.length - 1]];
+    }}""")
+    assert last[0] is None or last[0] != last[0]  # NaN: the line stops, no frozen last value
+    assert last[1] == 0
+    assert page.evaluate(f"() => {model_js('live_idle_latency')}.visible") is True
+    page.screenshot(path=shots / f"{prefix}-3-idle-again.png", full_page=True)
+
+
+class Traffic:
+    """add_sub requests on the engine's v2 HTTP port from a thread, until stopped."""
+
+    def __init__(self, http_port: int) -> None:
+        self.http_port = http_port
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        body = {"inputs": [{"name": name, "shape": [1, 16], "datatype": "FP32", "data": [1.0] * 16}
+                           for name in ("INPUT0", "INPUT1")]}
+        with httpx.Client(base_url=f"http://127.0.0.1:{self.http_port}", timeout=30) as client:
+            while not self._stop.is_set():
+                response = client.post("/v2/models/add_sub/infer", json=body)
+                assert response.status_code == 200, response.text
+                self.sent += 1
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+
+def test_live_tab_traffic_then_idle_in_the_jupyter_hosted_dashboard(
+        browser, dashboard: Dashboard, shots: Path) -> None:
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    page.goto(dashboard.page_url)
+    page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=WAIT_MS)
+    page.locator(".bk-tab", has_text="Live").click()
+    page.get_by_label("Model version").select_option("add_sub/1")
+    check_idle_page(page, page, "add_sub/1", shots / "hosted-1-idle.png")
+    traffic = Traffic(dashboard.get("status")["ports"]["http"])
+    check_traffic_then_idle(page, page, "add_sub/1", traffic.start, traffic.stop, shots, "hosted")
+    assert traffic.sent > 0
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+    """`jupyter lab` without the workbench server extension: the notebook's kernel runs the
+    engine the inline dashboard shows."""
+    missing = lab_missing()
+    if missing:
+        pytest.skip(missing)
+    jupyter = JupyterProcess(
+        [f"--ServerApp.base_url={BASE_URL}", *LAB_TEST_FLAGS,
+         "--ServerApp.jpserver_extensions=workbench.jupyter=False"],
+        home=tmp_path_factory.mktemp("lab-live-home"), enable_file=ENABLE_FILE, lab=True, engine=False)
+    with serving(jupyter) as served:
+        yield served
+
+
+#: the current notebook's kernel runs ``code`` (not a cell: nothing is added to the notebook)
+EXECUTE_JS = """(code) => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  return kernel.requestExecute({code, store_history: false}).done.then(reply => reply.content.status);
+}"""
+KERNEL_IDLE_JS = """() => {
+  const kernel = window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel;
+  return kernel?.connectionStatus === 'connected' && kernel?.status === 'idle';
+}"""
+TRAFFIC_CELL = """import asyncio
+import numpy as np
+from workbench import InferenceRequest, Tensor
+
+traffic_on = asyncio.Event()
+
+
+async def traffic():
+    ones = np.ones((1, 16), np.float32)
+    while True:
+        await traffic_on.wait()
+        await server.infer(InferenceRequest("add_sub", [Tensor("INPUT0", "FP32", ones),
+                                                        Tensor("INPUT1", "FP32", ones)]))
+        await asyncio.sleep(0.005)
+
+
+traffic_task = asyncio.ensure_future(traffic())"""
+
+
+def test_live_tab_traffic_then_idle_in_the_inline_notebook_dashboard(
+        browser, lab: Dashboard, models: Path, shots: Path) -> None:
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [
+        nbformat.v4.new_code_cell("from workbench import Server, ServerOptions\n"
+                                  f"server = Server(ServerOptions(model_repository=[{str(models)!r}]))\n"
+                                  "await server.start()"),
+        nbformat.v4.new_code_cell(TRAFFIC_CELL),
+        nbformat.v4.new_code_cell("from workbench.ui import dashboard\nboard = dashboard(server)\nboard"),
+    ]
+    nbformat.write(notebook, Path(lab.jupyter.root_dir) / "live.ipynb")
+    page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    page.goto(f"http://127.0.0.1:{lab.jupyter.jupyter_port}{BASE_URL}lab/tree/live.ipynb"
+              f"?token={lab.jupyter.token}")
+    page.locator(".jp-Notebook").wait_for(timeout=WAIT_MS)
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=WAIT_MS)
+    output = page.locator(".jp-OutputArea")
+    table = output.locator(".tabulator-cell", has_text="add_sub").first
+    for _attempt in range(3):  # Lab may drop a run while its kernel starts ("Select Kernel")
+        select = page.locator(".jp-Dialog .jp-mod-accept")
+        if select.is_visible():
+            select.click()
+        page.evaluate("() => { void window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        try:
+            table.wait_for(timeout=WAIT_MS)
+            break
+        except Exception:  # noqa: BLE001 - rerun once the dialog is gone
+            page.screenshot(path=shots / f"inline-attempt-{_attempt}.png", full_page=True)
+    else:
+        pytest.fail("the inline dashboard's Models table never showed")
+    output.locator(".bk-tab", has_text="Live").first.click()
+    output.get_by_label("Model version").select_option("add_sub/1")
+    check_idle_page(page, output, "add_sub/1", shots / "inline-1-idle.png")
+    check_traffic_then_idle(
+        page, output, "add_sub/1",
+        lambda: assert_ok(page.evaluate(EXECUTE_JS, "traffic_on.set()")),
+        lambda: assert_ok(page.evaluate(EXECUTE_JS, "traffic_on.clear()")), shots, "inline")
+    assert_ok(page.evaluate(EXECUTE_JS, "traffic_task.cancel(); board.close(); await server.stop()"))
+    page.close()
+    with httpx.Client(base_url=lab.root, headers=lab.jupyter.headers, timeout=60) as jupyter:
+        for session in jupyter.get("api/sessions").json():  # the kernel
+            jupyter.delete(f"api/sessions/{session['id']}").raise_for_status()
+
+
+def assert_ok(status: str) -> None:
+    assert status == "ok", status

@@ -1,0 +1,128 @@
+"""The Live tab's Bokeh figures: time series on one shared time axis, y-axes from 0 (fitted
+to the kept data by :func:`fit_y`), a
+"no traffic" label per plot, and the batch-size histogram with the served
+``max_batch_size`` and preferred batch sizes marked. The idle text is a second, grey title
+line of each figure (shown while idle), so it never covers data or a legend.
+
+Only builds models; :class:`~workbench.ui.live_view.LiveView` fills the sources and toggles
+the labels (on the session's document, from the periodic callback). Every model a browser
+test reads is named (``Bokeh.documents[i].get_model_by_name(...)``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from bokeh.models import ColumnDataSource, DataRange1d, Range1d, Title
+from bokeh.plotting import figure
+
+#: the series columns each figure's y-axis is fitted to (by figure key; see ``fit_y``)
+Y_COLUMNS = {
+    "throughput": ("inferences_per_s", "requests_per_s"),
+    "latency": ("p50_ms", "p95_ms", "p99_ms"),
+    "queue_compute": ("queue_ms", "compute_ms"),
+    "pending": ("pending",),
+    "gpu": ("utilization_pct", "memory_used_gb"),
+    "batch_sizes": ("executions",),
+}
+
+#: the "no traffic" text of each plot while the model version is idle (by figure key)
+IDLE_TEXT = {
+    "throughput": "no traffic",
+    "latency": "no requests: nothing measured",
+    "queue_compute": "no requests: nothing measured",
+    "pending": "no traffic",
+    "batch_sizes": "no executions yet",
+}
+
+
+@dataclass
+class LivePlots:
+    """The figures (by key: throughput, latency, queue_compute, batch_sizes, pending and,
+    with a GPU source, gpu), the shared time range and the idle labels (by figure key)."""
+
+    figures: dict = field(default_factory=dict)
+    time_range: DataRange1d | None = None
+    idle_labels: dict[str, Title] = field(default_factory=dict)
+
+
+def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: ColumnDataSource,
+               preferred: ColumnDataSource, gpu: ColumnDataSource | None) -> LivePlots:
+    """Build the Live tab's figures on these sources.
+
+    Args:
+        series: the time series (``workbench.ui.live_view.SERIES`` columns; time in ms since
+            the epoch, latencies in ms).
+        batches: ``batch_size`` / ``executions`` of the kept history.
+        limits: ``batch_size`` / ``kind`` / ``label``: the served max_batch_size (one row, or
+            none when the model does not batch).
+        preferred: ``batch_size``: the served preferred batch sizes.
+        gpu: the GPU series (``workbench.ui.live_view.GPU_SERIES``), or None for no GPU plot.
+    """
+    time_range = DataRange1d(name="live_time_range")
+    plots = LivePlots(time_range=time_range)
+
+    def time_figure(key: str, title: str, y_label: str):
+        fig = figure(title=title, height=240, x_axis_type="datetime", x_range=time_range,
+                     y_range=Range1d(0, 1, name=f"live_{key}_y"),
+                     sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset,save",
+                     name=f"live_{key}")
+        fig.yaxis.axis_label = y_label
+        plots.figures[key] = fig
+        return fig
+
+    throughput = time_figure("throughput", "Throughput", "inferences / s")
+    throughput.line("time", "inferences_per_s", source=series, legend_label="infer/s")
+    throughput.line("time", "requests_per_s", source=series, legend_label="requests/s",
+                    line_dash="dashed", color="gray")
+    latency = time_figure("latency", "Latency in the server", "ms")
+    for column, color in (("p50_ms", "#1f77b4"), ("p95_ms", "#ff7f0e"), ("p99_ms", "#d62728")):
+        latency.line("time", column, source=series, legend_label=column[:3], color=color)
+    split = time_figure("queue_compute", "Queue vs compute (mean per request)", "ms")
+    split.line("time", "queue_ms", source=series, legend_label="queue", color="#9467bd")
+    split.line("time", "compute_ms", source=series, legend_label="compute", color="#2ca02c")
+    for fig in (throughput, latency, split):
+        fig.legend.location = "top_left"
+
+    histogram = figure(title="Executions by batch size (kept history)", height=240,
+                       sizing_mode="stretch_width", tools="save", name="live_batch_sizes",
+                       x_range=Range1d(0, 2, name="live_batch_range"),
+                       y_range=Range1d(0, 1, name="live_batch_sizes_y"))
+    histogram.vbar(x="batch_size", top="executions", width=0.8, source=batches)
+    histogram.vspan(x="batch_size", source=limits, line_color="#d62728", line_dash="dashed",
+                    line_width=2, legend_label="max_batch_size")
+    histogram.vspan(x="batch_size", source=preferred, line_color="#2ca02c", line_dash="dotted",
+                    line_width=2, legend_label="preferred")
+    histogram.xaxis.axis_label, histogram.yaxis.axis_label = "batch size", "executions"
+    histogram.add_layout(histogram.legend[0], "right")  # beside the plot: never over a mark
+    plots.figures["batch_sizes"] = histogram
+
+    pending = time_figure("pending", "Pending requests (queued)", "requests")
+    pending.step("time", "pending", source=series, mode="after")
+
+    if gpu is not None:
+        fig = time_figure("gpu", "GPU (mean over devices)", "% / GB")
+        fig.line("time", "utilization_pct", source=gpu, legend_label="utilisation %")
+        fig.line("time", "memory_used_gb", source=gpu, legend_label="memory GB", color="#8c564b")
+
+    for key, text in IDLE_TEXT.items():  # a second title line: never over the data or legend
+        label = Title(text=text, text_color="#888888", text_font_style="italic",
+                      text_font_size="13px", visible=True, name=f"live_idle_{key}")
+        plots.figures[key].add_layout(label, "above")
+        plots.idle_labels[key] = label
+    return plots
+
+
+def fit_y(fig, data: dict, columns: tuple[str, ...]) -> None:
+    """Set ``fig``'s y-range to 0 .. 110 % of the largest finite value of ``columns`` in
+    ``data`` (0 .. 1 when there is none: an idle plot keeps its axes; Bokeh's automatic range
+    gives -1 .. 1 for no data and draws no axes for an all-NaN column). Changed only when
+    the end moves by more than 1 %."""
+    values = [v for c in columns for v in data.get(c, ()) if v is not None and math.isfinite(v)]
+    end = max(values, default=0) * 1.1 or 1.0
+    if fig.y_range.start != 0 or abs(fig.y_range.end - end) > 0.01 * end:
+        fig.y_range.start, fig.y_range.end = 0, end
+
+
+__all__ = ["IDLE_TEXT", "LivePlots", "Y_COLUMNS", "fit_y", "live_plots"]
