@@ -120,10 +120,15 @@ class RepositoryAPI:
                 override") or with an invalid path ("...: Invalid file parameter
                 'file:../x': ..."): nothing is loaded or written then; a remote repository
                 could not be read ("failed to load 'm', failed to poll from model
-                repository: ...").
+                repository: ..."); an empty or blank name ("Model name cannot be empty.
+                Please enter a valid name to deploy.") or one that could name a folder
+                outside the repositories ('/' in it, or '..' / '.' once stripped: "model name
+                must not contain path traversal characters"), Triton's texts, checked before
+                anything is read.
             InvalidModelConfig: ``config`` is not a JSON model config.
         """
         self._require_explicit()
+        _check_load_name(name)
         override = model_config_from_json(config) if config else None
         directory = await self._override_directory(name, override, files)
         if directory is None and self._remotes:
@@ -484,3 +489,17 @@ class RepositoryAPI:
 def entry_reason(entry: ModelEntry) -> str:
     """Why ``entry`` (or some of its versions) is not READY, as the load API reports it."""
     return entry.failure_reason()
+
+
+def _check_load_name(name: str) -> None:
+    """Refuse a name to load that is blank or could leave the repositories (Triton's load
+    checks and texts; unload does no such check, as in Triton).
+
+    Raises:
+        InvalidArgument: see :meth:`RepositoryAPI.load_model`.
+    """
+    if not name.strip():
+        raise InvalidArgument("Model name cannot be empty. Please enter a valid name to deploy.")
+    if "/" in name or name.strip() in ("..", "."):
+        raise InvalidArgument(f"failed to load '{name}': model name must not contain path "
+                              "traversal characters")
