@@ -3,7 +3,7 @@
 The Python models' ``model.py`` files run here against a minimal stand-in for Triton's
 ``triton_python_backend_utils`` (only the calls they make), and the ensembles are replayed step by
 step with onnxruntime: tokenizer -> minilm_encoder must equal ``SentenceTransformer.encode`` and
-tokenizer -> text_classifier -> postprocessor the softmax of its label similarities, within 1e-4.
+tokenizer -> text_classifier -> postprocessor the softmax of its trained linear head, within 1e-4.
 Served versions of these checks belong with the Python backend and the ensemble scheduler.
 
 The models come from ``sample_models/repository`` when it holds current builds of them; otherwise
@@ -30,6 +30,7 @@ import build  # noqa: E402
 import build_minilm  # noqa: E402
 import build_sources  # noqa: E402
 import build_text_classifier  # noqa: E402
+import sentiment_lexicon  # noqa: E402
 
 from workbench.testing.sentences import (  # noqa: E402
     PARAPHRASE_PAIR,
@@ -383,8 +384,9 @@ def test_ensemble_pipeline_steps_classify_obvious_sentences(model_dirs, pb_utils
         (response,) = postprocessor.execute([ServerRequest({"LOGITS": logits[-1]})])
         predictions.append(response.as_dict()["PREDICTION"])
     logits, predictions = np.concatenate(logits), np.concatenate(predictions)
-    head = build_text_classifier.label_head(st)
-    reference = st.encode(sentences, convert_to_numpy=True, show_progress_bar=False) @ head.T
+    weight, bias = build_text_classifier.read_head(model_dirs["text_classifier"] / "1" / "model.onnx")
+    assert weight.shape == (3, 384) and bias.shape == (3,) and weight.dtype == bias.dtype == np.float32
+    reference = st.encode(sentences, convert_to_numpy=True, show_progress_bar=False) @ weight.T + bias
     np.testing.assert_allclose(logits, reference, atol=ATOL, rtol=0)
     np.testing.assert_allclose(predictions, softmax(reference), atol=ATOL, rtol=0)
     assert predictions.dtype == np.float32 and predictions.shape == (len(sentences), 3)
@@ -399,6 +401,26 @@ def test_text_classifier_build_recorded_its_verification(model_dirs) -> None:
     assert info["labels"] == ["negative", "neutral", "positive"]
     assert max(v for k, v in check.items() if k.startswith("max_abs_diff")) <= ATOL
     assert all(p["got"] == p["expected"] for p in check["predictions"].values())
+    assert set(check["predictions"]) == {s for s, _ in build_text_classifier.EXPECTED_LABELS}
+    head = info["head"]  # trained on the lexicon; measured on words it did not see
+    assert head["held_out_accuracy"] >= head["min_held_out_accuracy"] == build_text_classifier.MIN_HELD_OUT_ACCURACY
+    assert head["n_train"] > 1000 and head["n_held_out"] > 200
+    assert min(head["held_out_recall"].values()) > 0.5
+
+
+def test_sentiment_lexicon_labels_and_split() -> None:
+    # text_classifier's training set: the lexicon textblob's wheel ships, read without a download
+    assert [sentiment_lexicon.label_of(p, s) for p, s in
+            ((-0.1, 1.0), (0.1, 1.0), (0.05, 0.3), (-0.05, 0.0), (0.0, 0.31))] == [0, 2, 1, 1, None]
+    examples = sentiment_lexicon.load_examples()
+    assert len(examples) > 2000 and len({e.text for e in examples}) == len(examples)
+    counts = [sum(e.label == k for e in examples) for k in range(3)]
+    assert min(counts) > 500
+    rude = [e for e in examples if e.form == "rude" and e.text == "rude: lacking civility or good manners"]
+    assert [e.label for e in rude] == [0]
+    held_out = {e.form for e in examples if e.held_out}
+    assert 0.15 < len(held_out) / len({e.form for e in examples}) < 0.25
+    assert not held_out & {e.form for e in examples if not e.held_out}  # a word is on one side only
 
 
 def test_postprocessor_softmax_is_stable(model_dirs, pb_utils, monkeypatch) -> None:

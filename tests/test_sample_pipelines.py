@@ -108,6 +108,28 @@ async def test_ensemble_pipeline_classifies_sentiment(server: Server) -> None:
     assert list(prediction.data.argmax(axis=1)) == [2, 0]  # [negative, neutral, positive]
 
 
+#: notebooks/03_ensemble_pipeline.ipynb's reviews but the mixed one, and the label a reader expects
+NOTEBOOK_REVIEWS = {
+    "The food was wonderful and the staff were lovely.": "positive",
+    "Terrible service, I will never come back.": "negative",
+    "Absolutely loved the view from the balcony.": "positive",
+    "The train leaves at nine in the morning.": "neutral",
+    "My order arrived cold and two hours late.": "negative",
+    "Friendly people, fair prices, great coffee.": "positive",
+    "The museum is closed on Mondays.": "neutral",
+}
+
+
+async def test_ensemble_pipeline_labels_the_notebook_reviews_honestly(server: Server) -> None:
+    # issue 16 item 13: the zero-shot head called the cold, late order positive
+    reviews = list(NOTEBOOK_REVIEWS)
+    request = InferenceRequest("ensemble_pipeline", [Tensor("RAW_TEXT", "BYTES", texts(reviews))])
+    (prediction,) = (await server.infer(request)).outputs
+    labels = ("negative", "neutral", "positive")
+    got = {review: labels[int(row.argmax())] for review, row in zip(reviews, prediction.data)}
+    assert got == NOTEBOOK_REVIEWS
+
+
 async def test_token_streamer_streams_word_pieces(server: Server, grpc_stub) -> None:
     request = InferenceRequest("token_streamer", [Tensor("TEXT", "BYTES", texts(["hello streaming world"], False))])
     async with contextlib.aclosing(server.infer_stream(request)) as stream:
