@@ -151,6 +151,10 @@ async def test_sigterm_with_a_dashboard_tab_connected_stops_jupyter_and_frees_th
     finally:
         if socket_ is not None:
             socket_.close()
+            # the server is gone: the closing handshake would never end, and the loop closes
+            # with the test; close the socket now (else it is reported unclosed in a later test)
+            if socket_.stream is not None:
+                socket_.stream.close()
         jupyter.stop()
     assert "Should not be discarding a session" not in jupyter.log, jupyter.log
     assert "Traceback" not in jupyter.log, jupyter.log
