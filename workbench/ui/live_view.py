@@ -23,6 +23,7 @@ from bokeh.plotting import figure
 
 from workbench.ui.gpu import GpuSample, GpuSampler, gpu_sampler
 from workbench.ui.live_stats import LiveSample, LiveStatistics
+from workbench.ui.selection import model_of_version_key, version_of_version_key
 from workbench.ui.store import EngineStore
 
 #: time-series columns streamed per tick
@@ -56,6 +57,9 @@ class LiveView(pn.viewable.Viewer):
         if self.gpu is not None:
             self.figures["gpu"] = _gpu_figure(self.gpu_series)
         self.model.param.watch(lambda _e: self._replay(), "value")
+        # shows the session's selected model (its latest version unless one was chosen)
+        store.selection.bind(self.model, name_of=model_of_version_key,
+                             version_of=version_of_version_key)
 
     def __panel__(self) -> pn.viewable.Viewable:
         panes = [pn.pane.Bokeh(f, sizing_mode="stretch_width") for f in self.figures.values()]
