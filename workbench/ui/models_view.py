@@ -22,14 +22,15 @@ later Reload reads ``config.pbtxt`` again (Triton's load API behaves the same). 
 policy, edit ``version_policy`` in the Config tab.
 
 Threading: the table and the banners change from tasks on the engine's loop (background
-work for Bokeh), so every change goes through the session document's lock (Panel's
-``state.execute(..., schedule=True)``); without a server session (a notebook's comm, tests)
-it is made at once.
+work for Bokeh), so every change goes through the session document's lock (a next-tick
+callback of the document, which Bokeh runs holding it; see ``ModelsView._in_document``);
+without a server session (a notebook's comm, tests) it is made at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 import panel as pn
@@ -40,6 +41,8 @@ from workbench.ui.live_stats import LiveSample, LiveStatistics
 from workbench.ui.model_rows import ModelRow, model_rows
 from workbench.ui.overrides import POLICY_KINDS, VersionPolicy, current_config, load_with, read_policy
 from workbench.ui.store import EngineStore, error_text
+
+log = logging.getLogger(__name__)
 
 #: table columns, in order (then the Config / Live buttons)
 COLUMNS = ("model", "version", "state", "backend", "instances", "max_batch_size", "batching",
@@ -249,13 +252,23 @@ class ModelsView(pn.viewable.Viewer):
 
     def _in_document(self, change: Callable[[], None]) -> None:
         """Make ``change`` (to widgets, so to Bokeh models) under the session document's lock:
-        scheduled on the document when it belongs to a server session, at once otherwise."""
+        in a next-tick callback of the document when it belongs to a server session (at once
+        otherwise), with the document held so that Bokeh sends the changes itself, after the
+        callback, over the session's write lock. (Made from a task with Panel's direct writes
+        instead, a table change could break the websocket: the Jupyter-hosted dashboard then
+        stopped updating, its table stuck on READY after Unload.)"""
         doc = self._doc
         if doc is None or doc.session_context is None:
             change()
             return
-        with set_curdoc(doc):
-            pn.state.execute(change, schedule=True)
+
+        def locked() -> None:
+            with set_curdoc(doc), pn.io.hold(doc):
+                change()
+        try:
+            doc.add_next_tick_callback(locked)
+        except Exception:  # noqa: BLE001 - the session is gone: nobody sees the change
+            log.debug("dashboard session closed; a Models tab change was dropped")
 
     def _on_selection(self, event) -> None:
         if event.new and event.new[0] < len(self.table.value):
