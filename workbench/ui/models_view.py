@@ -92,7 +92,7 @@ class ModelsView(pn.viewable.Viewer):
             _frame([]), disabled=True, show_index=False, selectable=1, max_height=560,
             sizing_mode="stretch_width", label="models", titles=TITLES, buttons=BUTTONS,
             hidden_columns=list(HIDDEN), header_tooltips=HEADER_TOOLTIPS,
-            widths={"state": 130, "version": 80, "reason": 280},
+            widths={"version": 90, "state": 130, "memory": 180, "reason": 200},
             formatters={
                 "max_batch_size": NumberFormatter(format="0", nan_format="–"),
                 "requests_per_s": NumberFormatter(format="0.0", nan_format="–"),
