@@ -3,6 +3,11 @@ statistics' ``memory_usage`` (Triton's ``MemoryUsage``: type, id, byte_size)."""
 
 from __future__ import annotations
 
+import importlib
+import shutil
+import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +16,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from workbench import Server, ServerOptions
 from workbench.statistics import MemoryUsage, host_rss_bytes, sum_memory
+from workbench.backends.registry import register_backend
+from workbench.testing.fake_backend import FAKE_CONFIG, FakeBackend, write_backend_model
 from workbench.testing.models import write_model
+from workbench.testing.python_backend import copy_python_model
 
 BIG = 48 * 2**20  # bytes of float32 initializer in the big model
 
@@ -58,3 +66,96 @@ async def test_big_initializer_reports_more_than_tiny(tmp_path: Path) -> None:
     big, tiny = memory["big"][0]["byte_size"], memory["tiny"][0]["byte_size"]
     assert big >= BIG // 2, memory  # the weights are resident (ORT may share the file's pages)
     assert big > tiny + BIG // 2, memory
+
+
+# ----------------------------------------------------------------- honest figures (issue 16)
+async def test_measured_memory_is_marked_an_estimate_outside_tritons_json(tmp_path: Path) -> None:
+    write_model(tmp_path, "tiny", _config("tiny", 4), _const_add_graph(4))
+    async with Server(ServerOptions(model_repository=[str(tmp_path)])) as server:
+        (stats,) = server.model_statistics()
+        (usage,) = stats.memory_usage
+        assert (usage.kind, usage.estimate) == ("CPU", True)  # the loader's RSS growth
+        (entry,) = (await server.statistics())["model_stats"][0]["memory_usage"]
+        assert set(entry) == {"type", "id", "byte_size"}  # Triton's message, nothing added
+
+
+class _CountingBackend(FakeBackend):
+    """Loads take 0.2 s and count how many run at once (a fake at the backend boundary)."""
+
+    names = ("counting",)
+    lock = threading.Lock()
+    active = peak = 0
+
+    def load_instance(self, config, version_dir, spec):
+        cls = type(self)
+        with cls.lock:
+            cls.active += 1
+            cls.peak = max(cls.peak, cls.active)
+        try:
+            time.sleep(0.2)
+            return super().load_instance(config, version_dir, spec)
+        finally:
+            with cls.lock:
+                cls.active -= 1
+
+
+async def test_instance_loads_are_measured_one_at_a_time(tmp_path: Path) -> None:
+    register_backend("counting", _CountingBackend)
+    for name in ("a", "b", "c"):
+        write_backend_model(tmp_path, name, FAKE_CONFIG.format(name=name, count=1, group="")
+                            .replace('backend: "fake"', 'backend: "counting"'))
+    options = ServerOptions(model_repository=[str(tmp_path)], model_load_thread_count=3)
+    async with Server(options) as server:
+        assert len(server.model_statistics()) == 3
+    assert _CountingBackend.peak == 1  # no load blurs another's resident-set growth
+
+
+class _ImportingBackend(FakeBackend):
+    """Imports its "framework" in load_instance, as the real backends do."""
+
+    names = ("importing",)
+    framework_modules = ("wb_test_heavy_framework",)
+
+    def load_instance(self, config, version_dir, spec):
+        importlib.import_module("wb_test_heavy_framework")
+        return super().load_instance(config, version_dir, spec)
+
+
+@pytest.mark.skipif(host_rss_bytes() is None, reason="no /proc/self/statm here")
+async def test_a_backends_framework_import_is_not_counted_as_the_model(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "wb_test_heavy_framework.py").write_text(f"WEIGHTS = b'x' * {BIG}\n")  # resident
+    monkeypatch.syspath_prepend(str(modules))
+    monkeypatch.delitem(sys.modules, "wb_test_heavy_framework", raising=False)
+    register_backend("importing", _ImportingBackend)
+    repo = tmp_path / "repo"
+    write_backend_model(repo, "m", FAKE_CONFIG.format(name="m", count=1, group="")
+                        .replace('backend: "fake"', 'backend: "importing"'))
+    try:
+        async with Server(ServerOptions(model_repository=[str(repo)])) as server:
+            (usage,) = server.model_statistics()[0].memory_usage
+        assert usage.byte_size < BIG // 2, usage  # the 48 MiB import happened before
+    finally:
+        sys.modules.pop("wb_test_heavy_framework", None)
+
+
+async def test_a_python_model_reports_its_stub_process(tmp_path: Path) -> None:
+    copy_python_model(tmp_path, "add_sub")
+    async with Server(ServerOptions(model_repository=[str(tmp_path)])) as server:
+        (usage,) = server.model_statistics()[0].memory_usage
+    # the stub's resident set (an interpreter with numpy: megabytes), not the server's growth
+    assert (usage.kind, usage.estimate) == ("CPU", False) and usage.byte_size > 5_000_000, usage
+
+
+async def test_a_torchscript_cpu_model_reports_its_parameters(tmp_path: Path,
+                                                               sample_repository: Path) -> None:
+    torch = pytest.importorskip("torch")
+    shutil.copytree(sample_repository / "digits_torchscript", tmp_path / "digits_torchscript")
+    module = torch.jit.load(str(tmp_path / "digits_torchscript" / "1" / "model.pt"))
+    weights = sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
+    async with Server(ServerOptions(model_repository=[str(tmp_path)])) as server:
+        usages = server.model_statistics()[0].memory_usage
+    # not torch's runtime set-up (hundreds of MB on a first load): the module's own tensors
+    assert usages == [MemoryUsage("CPU", 0, weights, estimate=False)]

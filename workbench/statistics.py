@@ -79,34 +79,49 @@ class MemoryUsage:
         kind: ``"CPU"``, ``"CPU_PINNED"`` or ``"GPU"`` (Triton's ``type``).
         id: device id (GPU index; 0 for host memory).
         byte_size: bytes.
+        estimate: True when ``byte_size`` is the loader's measurement of the process's
+            growth while the instance loaded (an estimate: allocator reuse and slack blur
+            it), False when the backend reported it (the framework's own figure). Not part
+            of Triton's message: the JSON and gRPC forms leave it out; dashboards show it.
     """
 
     kind: str
     id: int
     byte_size: int
+    estimate: bool = False
 
     def as_dict(self) -> dict:
-        """Triton's JSON form: ``{"type", "id", "byte_size"}``."""
+        """Triton's JSON form: ``{"type", "id", "byte_size"}`` (``estimate`` left out)."""
         return {"type": self.kind, "id": self.id, "byte_size": self.byte_size}
 
 
 def host_rss_bytes() -> int | None:
     """This process's resident set size in bytes (``/proc/self/statm``); None where there
     is no procfs (the CPU entry is then left out)."""
+    return process_rss_bytes("self")
+
+
+def process_rss_bytes(pid: int | str) -> int | None:
+    """The resident set size in bytes of process ``pid`` (``/proc/<pid>/statm``; ``"self"``
+    for this one); None where there is no procfs or no such process."""
     try:
-        with open("/proc/self/statm", "rb") as statm:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return None
 
 
 def sum_memory(usages: Iterable[MemoryUsage]) -> list[MemoryUsage]:
-    """Add up usages per (kind, id), in first-seen order."""
+    """Add up usages per (kind, id), in first-seen order; a sum with an estimated part is
+    an estimate."""
     totals: dict[tuple[str, int], int] = {}
+    estimates: dict[tuple[str, int], bool] = {}
     for usage in usages:
         key = (usage.kind, usage.id)
         totals[key] = totals.get(key, 0) + usage.byte_size
-    return [MemoryUsage(kind, id_, size) for (kind, id_), size in totals.items()]
+        estimates[key] = estimates.get(key, False) or usage.estimate
+    return [MemoryUsage(kind, id_, size, estimates[(kind, id_)])
+            for (kind, id_), size in totals.items()]
 
 
 def merge_memory(measured: Iterable[MemoryUsage], reported: Iterable[MemoryUsage]) -> list[MemoryUsage]:

@@ -3,11 +3,15 @@ reload, version policy overrides, errors shown in place."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-from ui_helpers import index_states
+from panel.models.tabulator import CellClickEvent
+from ui_helpers import add_sub_request, index_states
 
 from workbench import Server, ServerOptions
+from workbench.ui.app import Dashboard
+from workbench.ui.live_stats import LiveStatistics
 from workbench.ui.models_view import ModelsView
 from workbench.ui.store import EngineStore
 
@@ -27,10 +31,72 @@ async def test_table_lists_every_version_with_state_and_memory(store: EngineStor
     rows = table_rows(view)
     assert set(rows) == {("add_sub", "1"), ("digits_mlp", "1"), ("digits_mlp", "2")}
     assert {r["state"] for r in rows.values()} == {"READY"}
-    assert rows[("digits_mlp", "2")]["memory"].startswith("CPU ")
+    # ONNX Runtime reports nothing: the loader's estimate, marked, with how it was measured
+    assert rows[("digits_mlp", "2")]["memory_text"].startswith("CPU ≈ ")
+    assert rows[("digits_mlp", "2")]["memory"] > 0
+    assert "estimate" in rows[("digits_mlp", "2")]["memory_note"]
     assert view.model.options == ["add_sub", "digits_mlp"]
     view.table.selection = [1]  # clicking a row selects its model
     assert view.model.value == "digits_mlp"
+    assert store.selection.name == "digits_mlp"  # and the session's selection
+
+
+async def test_table_shows_backend_instances_batching_and_live_traffic(
+        server: Server, store: EngineStore) -> None:
+    live = LiveStatistics(server)
+    try:
+        view = ModelsView(store, live=live)
+        for _ in range(5):
+            await server.infer(add_sub_request())
+        live.sample()  # the interval the dashboard's beat closes
+        await view.refresh()
+    finally:
+        live.close()
+    add_sub = table_rows(view)[("add_sub", "1")]
+    assert (add_sub["backend"], add_sub["instances"], add_sub["max_batch_size"],
+            add_sub["batching"]) == ("onnxruntime", "1 × CPU", 8, "dynamic")
+    assert add_sub["requests_per_s"] > 0 and add_sub["p99_ms"] > 0 and add_sub["failures"] == 0
+    digits = table_rows(view)[("digits_mlp", "1")]
+    assert digits["requests_per_s"] == 0 and math.isnan(digits["p99_ms"])  # no traffic: "–"
+    assert "UNAVAILABLE" not in add_sub.values()
+
+
+async def test_the_table_follows_changes_made_elsewhere_on_each_beat(
+        server: Server, store: EngineStore) -> None:
+    view = await models_view(store)
+    await server.unload_model("add_sub")  # the API, not the tab
+    view.tick()
+    await store.settle()
+    add_sub = table_rows(view)[("add_sub", "1")]
+    assert (add_sub["state"], add_sub["reason"]) == ("UNAVAILABLE", "unloaded")
+    assert add_sub["backend"] == "" and math.isnan(add_sub["memory"])  # nothing served
+    await server.load_model("add_sub")
+    view.tick()
+    await store.settle()
+    assert table_rows(view)[("add_sub", "1")]["state"] == "READY"
+
+
+async def test_a_rows_buttons_open_the_model_in_config_and_live(server: Server) -> None:
+    board = Dashboard(server, tuning=None)
+    try:
+        await board.models.refresh()
+        await board.config.refresh_models()
+        board.live.tick()
+        await board.store.settle()
+        rows = board.models.table.value
+        digits_2 = int(rows.index[(rows["model"] == "digits_mlp") & (rows["version"] == "2")][0])
+        board.models.table._process_event(CellClickEvent(model=None, column="config", row=digits_2))
+        await board.store.settle()
+        assert board.tabs.active == 1  # Config
+        assert board.config.model.value == "digits_mlp" and board.config.model_name == "digits_mlp"
+        assert board.models.model.value == "digits_mlp"
+        assert board.live.model.value == "digits_mlp/2"
+        board.models.table._process_event(CellClickEvent(model=None, column="live", row=0))
+        await board.store.settle()
+        assert board.tabs.active == 2 and board.live.model.value == "add_sub/1"
+        assert board.config.model.value == "add_sub"
+    finally:
+        board.close()
 
 
 async def test_unload_load_and_reload_buttons_drive_the_engine(server: Server, store: EngineStore) -> None:

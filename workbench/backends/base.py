@@ -186,6 +186,9 @@ class Backend(ABC):
     names: tuple[str, ...] = ()
     #: default model file name in a version folder (``default_model_filename``).
     default_model_filename: str = ""
+    #: modules the instances import (the framework): the loader imports them before it
+    #: measures a first instance's memory, so the import is not counted as the model's
+    framework_modules: tuple[str, ...] = ()
 
     @abstractmethod
     def load_instance(

@@ -57,6 +57,7 @@ class OnnxRuntimeBackend(Backend):
 
     names = ("onnxruntime",)
     default_model_filename = "model.onnx"
+    framework_modules = ("onnxruntime",)
 
     def load_instance(
         self, config: ModelConfig, version_dir: Path, spec: InstanceSpec

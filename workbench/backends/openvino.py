@@ -85,6 +85,7 @@ class OpenVinoBackend(Backend):
 
     names = ("openvino",)
     default_model_filename = "model.xml"
+    framework_modules = ("openvino",)
 
     def load_instance(
         self, config: ModelConfig, version_dir: Path, spec: InstanceSpec

@@ -94,6 +94,7 @@ class PyTorchBackend(Backend):
 
     names = ("pytorch",)
     default_model_filename = "model.pt"
+    framework_modules = ("torch",)
 
     def __init__(self) -> None:
         #: ENABLE_WEIGHT_SHARING: str(device) -> the module loaded there for this version
@@ -148,6 +149,9 @@ class PyTorchInstance(ModelInstance):
         #: bytes of this instance's own parameters and buffers on its CUDA device
         self._gpu_bytes = (module_device_bytes(self._module, self._device)
                            if on_cuda and not shared else 0)
+        #: bytes of this instance's own parameters and buffers in host memory (CPU instances)
+        self._cpu_bytes = (module_device_bytes(self._module, torch.device("cpu"))
+                           if not on_cuda and not shared else 0)
         arguments, returns = forward_signature(self._module, config.name)
         self._dict_input = is_dict_input(arguments)
         self._inputs = bind_inputs(config, arguments, self._batched, self._dict_input)
@@ -310,9 +314,11 @@ class PyTorchInstance(ModelInstance):
         """A KIND_GPU instance's parameters and buffers on ``cuda:<device_id>`` (0 for an
         instance that reuses another's module under ``ENABLE_WEIGHT_SHARING``). It replaces
         the loader's NVML growth for that device, which would also count the CUDA context and
-        the caching allocator's slack. Other kinds: the loader's measurements only."""
+        the caching allocator's slack. A CPU instance's parameters and buffers in host memory
+        replace the loader's resident-set growth, which would count the first load's torch
+        runtime set-up (thread pools, kernels) as the model's."""
         if self._stream is None:
-            return []
+            return [MemoryUsage("CPU", 0, self._cpu_bytes)]
         return [MemoryUsage("GPU", self._device.index or 0, self._gpu_bytes)]
 
     def unload(self) -> None:

@@ -82,6 +82,7 @@ class TensorRTBackend(Backend):
 
     names = ("tensorrt",)
     default_model_filename = "model.plan"
+    framework_modules = ("tensorrt",)
 
     def load_instance(
         self, config: ModelConfig, version_dir: Path, spec: InstanceSpec

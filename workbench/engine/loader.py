@@ -12,7 +12,9 @@ against its composing models (:mod:`workbench.engine.ensembles`). A config with
 
 from __future__ import annotations
 
+import importlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -37,6 +39,10 @@ from workbench.gpu_memory import gpu_memory_growth, read_gpu_memory
 from workbench.statistics import MemoryUsage, host_rss_bytes, merge_memory, sum_memory
 
 log = logging.getLogger(__name__)
+
+#: held while one instance loads and its memory is read: loads on other model-load threads
+#: wait, so they do not blur each other's numbers (the measurement section)
+_MEASURING = threading.Lock()
 
 
 @dataclass(slots=True)
@@ -170,6 +176,7 @@ def _load_version(
         return loaded
     try:
         backend = backend_for(config, context)
+        import_frameworks(backend.framework_modules)
         usages: list[MemoryUsage] = []
         for spec in instance_specs(config):
             instance, usage = measure_load(
@@ -196,13 +203,15 @@ def measure_load(
 
     ``CPU``: the growth of this process's resident set (bytes) while the instance loaded,
     never negative: the weights and sessions the instance allocated, plus whatever the
-    backend imported or cached for the first time (a first instance of a backend carries its
-    library's import). ``GPU`` (KIND_GPU and KIND_MODEL instances, where NVML reads the
+    backend cached for the first time (its framework is imported before, outside the
+    measurement: :func:`import_frameworks`). Memory the allocator reuses (freed by an
+    earlier version) does not grow the resident set: such a load can read 0. ``GPU`` (KIND_GPU and KIND_MODEL instances, where NVML reads the
     devices; :mod:`workbench.gpu_memory`): the growth of this process's used memory on each
     device that grew, bytes (a KIND_GPU instance's own device is listed even at 0); the
-    first instance on a device also carries the CUDA context (hundreds of MiB). Loads
-    running at the same time on other threads (model load threads) blur each other's
-    numbers: an estimate, not an accounting.
+    first instance on a device also carries the CUDA context (hundreds of MiB). Loads on
+    other model-load threads wait while one is measured (a lock around the load and its
+    readings), so they do not blur each other's numbers; requests served meanwhile still
+    can: the measured entries are marked ``estimate``.
 
     :meth:`ModelInstance.reported_memory` entries replace the measured entry of the same
     (kind, device) (:func:`~workbench.statistics.merge_memory`): a backend that knows its
@@ -212,15 +221,27 @@ def measure_load(
     """
     kind, device_id = (spec.kind, spec.device_id) if spec is not None else ("KIND_CPU", 0)
     on_gpu = kind in ("KIND_GPU", "KIND_MODEL")
-    gpu_before = read_gpu_memory() if on_gpu else {}
-    before = host_rss_bytes()
-    instance = load()
-    after = host_rss_bytes()
-    gpu_after = read_gpu_memory() if on_gpu else {}
+    with _MEASURING:
+        gpu_before = read_gpu_memory() if on_gpu else {}
+        before = host_rss_bytes()
+        instance = load()
+        after = host_rss_bytes()
+        gpu_after = read_gpu_memory() if on_gpu else {}
     measured = []
     if before is not None and after is not None:
-        measured.append(MemoryUsage("CPU", 0, max(0, after - before)))
+        measured.append(MemoryUsage("CPU", 0, max(0, after - before), estimate=True))
     for device, grown in sorted(gpu_memory_growth(gpu_before, gpu_after).items()):
         if grown > 0 or (kind == "KIND_GPU" and device == device_id):
-            measured.append(MemoryUsage("GPU", device, grown))
+            measured.append(MemoryUsage("GPU", device, grown, estimate=True))
     return instance, merge_memory(measured, instance.reported_memory())
+
+
+def import_frameworks(modules: Collection[str]) -> None:
+    """Import a backend's framework modules (``onnxruntime``, ``torch``) before its first
+    instance is measured, so that the import is not counted as that instance's memory. A
+    module that is missing is left to ``load_instance``, which reports it."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - ImportError and friends: load_instance says it
+            log.debug("could not import %s before loading: %s", module, exc)

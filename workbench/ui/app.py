@@ -16,8 +16,10 @@ on that loop; a callback that runs on another thread hands its coroutine to the 
 
 Per session: one :class:`~workbench.ui.live_stats.LiveStatistics` (an observer on the engine:
 one list append per successful request while the session is open), one periodic callback
-(:meth:`Dashboard.tick`, default every second) for every live plot and the headless health,
-and the ``workbench serve`` process the session started, stopped with it.
+(:meth:`Dashboard.tick`, default every second) for every live plot, the Models table and the
+headless health, one model selection that every tab's model dropdown follows
+(:mod:`workbench.ui.selection`), and the ``workbench serve`` process the session started,
+stopped with it.
 """
 
 from __future__ import annotations
@@ -56,9 +58,9 @@ class Dashboard(pn.viewable.Viewer):
                  loop: asyncio.AbstractEventLoop | None = None, **params) -> None:
         super().__init__(**params)
         self.store = EngineStore(server, loop)
-        self.models = ModelsView(self.store)
         self.config = ConfigView(self.store)
         self.live = LiveView(self.store, history=history)
+        self.models = ModelsView(self.store, live=self.live.live, open_tab=self.open_tab)
         self.headless = HeadlessView(self.store)
         tabs: list[tuple[str, pn.viewable.Viewable]] = [
             ("Models", self.models), ("Config", self.config), ("Live", self.live)]
@@ -68,11 +70,17 @@ class Dashboard(pn.viewable.Viewer):
             tabs.append(("Tuning", self.tuning))
         tabs.append(("Headless", self.headless))
         self.tabs = pn.Tabs(*tabs, dynamic=True, sizing_mode="stretch_width")
+        self._titles = [title for title, _ in tabs]
         self._callback = None
         self._closed = False
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self.tabs
+
+    def open_tab(self, title: str) -> None:
+        """Bring the tab titled ``title`` forward (nothing when there is none)."""
+        if title in self._titles:
+            self.tabs.active = self._titles.index(title)
 
     def start(self, interval_s: float = 1.0) -> Dashboard:
         """Fill the tabs (spawned on the engine's loop) and start the periodic callback
@@ -84,11 +92,13 @@ class Dashboard(pn.viewable.Viewer):
         return self
 
     def tick(self) -> None:
-        """One beat: stream the live plots, refresh the headless process's health, check the
-        Config tab's file on disk."""
+        """One beat: stream the live plots, refresh the Models table (which shows the interval
+        the live plots just closed) and the headless process's health, check the Config tab's
+        file on disk."""
         if self._closed:
             return
         self.live.tick()
+        self.models.tick()
         self.headless.tick()
         self.config.tick()  # follows config.pbtxt changed elsewhere
 

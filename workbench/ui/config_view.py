@@ -82,6 +82,7 @@ class ConfigView(pn.viewable.Viewer):
         self.apply_button.on_click(lambda _e: self.store.spawn(self.apply()))
         self.revert_button.on_click(lambda _e: self.store.spawn(self.revert()))
         self.discard_button.on_click(lambda _e: setattr(self.editor, "value", self.disk_text))
+        self.store.selection.bind(self.model)  # opens on the session's selected model
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Column(

@@ -35,6 +35,7 @@ from workbench import model_config_to_json
 from workbench.ui.gpu import GpuSample, GpuSampler, gpu_sampler
 from workbench.ui.live_plots import Y_COLUMNS, fit_y, live_plots
 from workbench.ui.live_stats import LiveSample, LiveStatistics
+from workbench.ui.selection import model_of_version_key, version_of_version_key
 from workbench.ui.store import EngineStore
 
 #: time-series columns streamed per tick
@@ -85,6 +86,9 @@ class LiveView(pn.viewable.Viewer):
         self._limits: dict[tuple[str, str], tuple[int, list[int]]] = {}
         self._ticks = 0
         self.model.param.watch(lambda _e: self._replay(), "value")
+        # shows the session's selected model (its latest version unless one was chosen)
+        store.selection.bind(self.model, name_of=model_of_version_key,
+                             version_of=version_of_version_key)
 
     def __panel__(self) -> pn.viewable.Viewable:
         panes = [pn.pane.Bokeh(f, sizing_mode="stretch_width") for f in self.figures.values()]

@@ -1,5 +1,16 @@
-"""The Models tab: every model and version with state, reason and memory; load, unload and
-reload; a version policy to try.
+"""The Models tab: every model and version with its state, reason, served config (backend,
+instance groups, ``max_batch_size``, batching), live requests/s, p99 and failures, and
+memory; load, unload and reload; a version policy to try.
+
+The table follows the engine: every action refreshes it from the engine's state when it
+ends, and :meth:`ModelsView.tick` (the dashboard's one-second beat) refreshes it too, so
+changes made elsewhere (the HTTP/gRPC API, repository polling, another tab) show within a
+second or two. Its columns sort by a click on their header (numbers as numbers, memory by
+bytes); a row's **Config** and **Live** buttons open that model in those tabs (the
+session's shared selection, :mod:`workbench.ui.selection`, moves every tab to it).
+
+Memory: see :mod:`workbench.ui.model_rows` (``≈`` marks the loader's estimates; the cell's
+tooltip says how each figure was obtained).
 
 Model control needs ``--model-control-mode explicit``; in another mode the engine refuses
 load and unload, and its message ("explicit model load / unload is not allowed if polling is
@@ -9,32 +20,87 @@ Version policy: applied as a load of the model with a config override (its curre
 with ``version_policy`` replaced, :mod:`workbench.ui.overrides`). The file is not written; a
 later Reload reads ``config.pbtxt`` again (Triton's load API behaves the same). To keep a
 policy, edit ``version_policy`` in the Config tab.
+
+Threading: the table and the banners change from tasks on the engine's loop (background
+work for Bokeh), so every change goes through the session document's lock (a next-tick
+callback of the document, which Bokeh runs holding it; see ``ModelsView._in_document``);
+without a server session (a notebook's comm, tests) it is made at once.
 """
 
 from __future__ import annotations
 
-import panel as pn
+import asyncio
+import logging
+from collections.abc import Callable
 
+import panel as pn
+from bokeh.models.widgets.tables import HTMLTemplateFormatter, NumberFormatter
+from panel.io.state import set_curdoc
+
+from workbench.ui.live_stats import LiveSample, LiveStatistics
 from workbench.ui.model_rows import ModelRow, model_rows
 from workbench.ui.overrides import POLICY_KINDS, VersionPolicy, current_config, load_with, read_policy
 from workbench.ui.store import EngineStore, error_text
 
-#: table columns, in order
-COLUMNS = ("model", "version", "state", "reason", "memory")
+log = logging.getLogger(__name__)
+
+#: table columns, in order (then the Config / Live buttons)
+COLUMNS = ("model", "version", "state", "backend", "instances", "max_batch_size", "batching",
+           "requests_per_s", "p99_ms", "failures", "memory", "reason")
+#: columns the memory cell's template reads, not shown
+HIDDEN = ("memory_text", "memory_note")
+#: column headers shown
+TITLES = {"max_batch_size": "max batch", "requests_per_s": "requests/s", "p99_ms": "p99 (ms)",
+          "memory": "memory"}
+#: the buttons of each row: field -> label (the tab they open)
+BUTTONS = {"config": "⚙ Config", "live": "📈 Live"}
+#: tab titles the buttons open
+BUTTON_TABS = {"config": "Config", "live": "Live"}
+#: header tooltips
+HEADER_TOOLTIPS = {
+    "requests_per_s": "successful requests per second in the last second",
+    "p99_ms": "p99 request latency in the server in the last second (ms)",
+    "failures": "failed requests in the last second",
+    "memory": "≈: the loader's estimate (resident-memory growth while loading); "
+              "without ≈: reported by the backend. Hover a cell for how it was measured.",
+}
 
 
 class ModelsView(pn.viewable.Viewer):
     """The Models tab of one dashboard session; every action is also a coroutine method
     (:meth:`load`, :meth:`unload`, :meth:`reload`, :meth:`apply_policy`, :meth:`refresh`)
-    that the buttons spawn on the engine's loop."""
+    that the buttons spawn on the engine's loop.
 
-    def __init__(self, store: EngineStore, **params) -> None:
+    Args:
+        store: the engine (and the session's model selection).
+        live: the session's live statistics (the latest interval of each READY version
+            fills the requests/s, p99 and failures columns); None: those stay empty.
+        open_tab: called with a tab's title ("Config", "Live") by a row's buttons; None: the
+            buttons only select the model.
+    """
+
+    def __init__(self, store: EngineStore, live: LiveStatistics | None = None,
+                 open_tab: Callable[[str], None] | None = None, **params) -> None:
         super().__init__(**params)
         self.store = store
+        self.live = live
+        self.open_tab = open_tab
         self.rows: list[ModelRow] = []
+        self._doc = pn.state.curdoc
+        self._refreshing: asyncio.Future | None = None
         self.table = pn.widgets.Tabulator(
             _frame([]), disabled=True, show_index=False, selectable=1, max_height=560,
-            sizing_mode="stretch_width", label="models")
+            sizing_mode="stretch_width", label="models", titles=TITLES, buttons=BUTTONS,
+            hidden_columns=list(HIDDEN), header_tooltips=HEADER_TOOLTIPS,
+            widths={"version": 90, "state": 130, "memory": 180, "reason": 200},
+            formatters={
+                "max_batch_size": NumberFormatter(format="0", nan_format="–"),
+                "requests_per_s": NumberFormatter(format="0.0", nan_format="–"),
+                "p99_ms": NumberFormatter(format="0.00", nan_format="–"),
+                "failures": NumberFormatter(format="0", nan_format="–"),
+                "memory": HTMLTemplateFormatter(
+                    template='<span title="<%= memory_note %>"><%= memory_text %></span>'),
+            })
         self.model = pn.widgets.Select(label="Model", options=[])
         self.refresh_button = pn.widgets.Button(label="Refresh")
         self.load_button = pn.widgets.Button(label="Load", color="primary")
@@ -57,7 +123,9 @@ class ModelsView(pn.viewable.Viewer):
         for button, action in actions.items():
             button.on_click(lambda _event, action=action: self.store.spawn(action()))
         self.table.param.watch(self._on_selection, "selection")
+        self.table.on_click(self._on_click)
         self.model.param.watch(lambda _e: self.store.spawn(self.show_policy()), "value")
+        self.store.selection.bind(self.model)
 
     def __panel__(self) -> pn.viewable.Viewable:
         policy = pn.Row(self.policy_kind, self.num_versions, self.versions, self.policy_button)
@@ -69,19 +137,39 @@ class ModelsView(pn.viewable.Viewer):
                              "not written)"),
             policy, sizing_mode="stretch_width")
 
+    def tick(self) -> None:
+        """One beat of the dashboard: refresh the table from the engine (unless the previous
+        refresh still runs), so changes made elsewhere show within a beat or two."""
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = self.store.spawn(self.refresh())
+
     # ----------------------------------------------------------------- actions
     async def refresh(self) -> None:
-        """Re-read the repository index and memory usage into the table."""
-        rows = await self.store.attempt(lambda: model_rows(self.store.server), self.show_error)
-        if rows is None:
-            return
+        """Re-read the repository index, the served configs, memory usage and the latest
+        live interval into the table (through the document's lock)."""
+        rows = await self.store.attempt(lambda: model_rows(self.store.server, self._latest()),
+                                        self.show_error)
+        if rows is not None:
+            self._in_document(lambda: self._show_rows(rows))
+
+    def _latest(self) -> dict[tuple[str, str], LiveSample]:
+        if self.live is None:
+            return {}
+        return {key: kept[-1] for key, kept in self.live.history.items() if kept}
+
+    def _show_rows(self, rows: list[ModelRow]) -> None:
         self.rows = rows
-        self.table.value = _frame(rows)
+        frame = _frame(rows)
+        if not frame.equals(self.table.value):
+            self.table.value = frame
         names = sorted({row.name for row in rows})
-        current = self.model.value
-        self.model.options = names
-        if current not in names and names:
+        if names != list(self.model.options):
+            self.model.options = names
+        if names and self.model.value not in names:
             self.model.value = names[0]
+        if not self.store.selection.name and names:
+            ready = [row.name for row in rows if row.state == "READY"]
+            self.store.selection.choose(ready[0] if ready else names[0])
 
     async def load(self) -> None:
         """Load the selected model (explicit mode)."""
@@ -117,9 +205,12 @@ class ModelsView(pn.viewable.Viewer):
             self.show_error(error_text(exc))
             return
         policy = read_policy(config)
-        self.policy_kind.value = policy.kind
-        self.num_versions.value = policy.num_versions
-        self.versions.value = ", ".join(str(v) for v in policy.versions)
+
+        def show() -> None:
+            self.policy_kind.value = policy.kind
+            self.num_versions.value = policy.num_versions
+            self.versions.value = ", ".join(str(v) for v in policy.versions)
+        self._in_document(show)
 
     def policy(self) -> VersionPolicy:
         """The policy the controls describe.
@@ -142,22 +233,56 @@ class ModelsView(pn.viewable.Viewer):
         if not name:
             self.show_error("no model selected")
             return
-        self.error.visible = False
-        self.status.object, self.status.visible = f"'{name}': working…", True
+        self._in_document(lambda: self._show_status(f"'{name}': working…"))
         succeeded = await self.store.attempt(lambda: _true_after(call(name)), self.show_error)
-        self.status.visible = bool(succeeded)
         if succeeded:
-            self.status.object = f"'{name}' {done}"
+            self._in_document(lambda: self._show_status(f"'{name}' {done}"))
         await self.refresh()
+
+    def _show_status(self, text: str) -> None:
+        self.error.visible = False
+        self.status.object, self.status.visible = text, True
 
     def show_error(self, text: str) -> None:
         """Show ``text`` in the error pane (and hide the status)."""
-        self.status.visible = False
-        self.error.object, self.error.visible = text, True
+        def show() -> None:
+            self.status.visible = False
+            self.error.object, self.error.visible = text, True
+        self._in_document(show)
+
+    def _in_document(self, change: Callable[[], None]) -> None:
+        """Make ``change`` (to widgets, so to Bokeh models) under the session document's lock:
+        in a next-tick callback of the document when it belongs to a server session (at once
+        otherwise), with the document held so that Bokeh sends the changes itself, after the
+        callback, over the session's write lock. (Made from a task with Panel's direct writes
+        instead, a table change could break the websocket: the Jupyter-hosted dashboard then
+        stopped updating, its table stuck on READY after Unload.)"""
+        doc = self._doc
+        if doc is None or doc.session_context is None:
+            change()
+            return
+
+        def locked() -> None:
+            with set_curdoc(doc), pn.io.hold(doc):
+                change()
+        try:
+            doc.add_next_tick_callback(locked)
+        except Exception:  # noqa: BLE001 - the session is gone: nobody sees the change
+            log.debug("dashboard session closed; a Models tab change was dropped")
 
     def _on_selection(self, event) -> None:
-        if event.new and event.new[0] < len(self.rows):
-            self.model.value = self.rows[event.new[0]].name
+        if event.new and event.new[0] < len(self.table.value):
+            self.model.value = self.table.value.iloc[event.new[0]]["model"]
+
+    def _on_click(self, event) -> None:
+        """A row's Config / Live button: select that model version, open the tab."""
+        if event.column not in BUTTONS or event.row is None or event.row >= len(self.table.value):
+            return
+        row = self.table.value.iloc[event.row]
+        self.store.selection.choose(row["model"], row["version"])
+        self.model.value = row["model"]
+        if self.open_tab is not None:
+            self.open_tab(BUTTON_TABS[event.column])
 
 
 async def _true_after(awaitable) -> bool:
@@ -168,8 +293,19 @@ async def _true_after(awaitable) -> bool:
 def _frame(rows: list[ModelRow]):
     import pandas as pd
 
-    return pd.DataFrame([(r.name, r.version, r.state, r.reason, r.memory) for r in rows],
-                        columns=list(COLUMNS))
+    records = [{
+        "model": r.name, "version": r.version, "state": r.state, "backend": r.backend,
+        "instances": r.instances, "max_batch_size": _number(r.max_batch_size),
+        "batching": r.batching, "requests_per_s": _number(r.requests_per_s),
+        "p99_ms": _number(r.p99_ms), "failures": _number(r.failures),
+        "memory": float(r.memory_bytes) if r.memory else float("nan"), "reason": r.reason,
+        "memory_text": r.memory_text, "memory_note": r.memory_note,
+    } for r in rows]
+    return pd.DataFrame(records, columns=[*COLUMNS, *HIDDEN])
 
 
-__all__ = ["COLUMNS", "ModelsView"]
+def _number(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
+__all__ = ["BUTTONS", "COLUMNS", "ModelsView"]

@@ -24,6 +24,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from workbench import Server, WorkbenchError
+from workbench.ui.selection import ModelSelection
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,9 @@ def user_text(exc: BaseException) -> str:
 class EngineStore:
     """The engine of one dashboard session (or one set of notebook widgets).
 
+    Its :attr:`selection` is the session's one model selection: each tab binds its model
+    dropdown to it (``store.selection.bind(select)``).
+
     Args:
         server: the started engine.
         loop: the loop the engine runs on; default: the running loop (construct the store on
@@ -67,6 +71,8 @@ class EngineStore:
     def __init__(self, server: Server, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.server = server
         self.loop = loop or asyncio.get_running_loop()
+        #: the model chosen in this session, shared by its tabs (:mod:`workbench.ui.selection`)
+        self.selection = ModelSelection()
         self._pending: set[asyncio.Future | Future] = set()
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Future | Future:

@@ -107,6 +107,8 @@ class TuningView(pn.viewable.Viewer):
         self.refresh_button.on_click(lambda _e: self.store.spawn(self.refresh_models()))
         self.form.sla_ms.param.watch(lambda _e: self._judge(), "value")
         self.form.model.param.watch(lambda e: self.store.spawn(self.show_served(e.new)), "value")
+        # the session's selected model, where this tab offers it
+        store.selection.bind(self.form.model)
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Column(

@@ -37,6 +37,7 @@ from workbench.backends.python.process import StubDied, StubProcess
 from workbench.backends.python.transport import encode_tensor
 from workbench.config.model_config import model_config_to_json
 from workbench.datatypes import config_to_wire, wire_name
+from workbench.statistics import MemoryUsage, process_rss_bytes
 from workbench.errors import (
     AlreadyExists,
     Cancelled,
@@ -108,6 +109,15 @@ class PythonInstance(ModelInstance):
         except ModelLoadError:
             self._bls.close()
             raise
+
+    def reported_memory(self) -> list[MemoryUsage]:
+        """The stub process's resident set after ``initialize()`` (``CPU``, bytes): what the
+        model's own process holds (interpreter, imports, weights). The server's resident-set
+        growth, which the loader measures, does not see a child process. Nothing where the
+        stub's size cannot be read."""
+        stub = self._stub
+        size = process_rss_bytes(stub.pid) if stub is not None else None
+        return [] if size is None else [MemoryUsage("CPU", 0, size)]
 
     # ------------------------------------------------------------------ execute
     def execute(self, requests: Sequence[BackendRequest], times: ExecutionTimes) -> list[BackendResponse]:
