@@ -40,7 +40,7 @@ from panel.io.state import set_curdoc
 from workbench.ui.live_stats import LiveSample, LiveStatistics
 from workbench.ui.model_rows import ModelRow, model_rows
 from workbench.ui.overrides import POLICY_KINDS, VersionPolicy, current_config, load_with, read_policy
-from workbench.ui.store import EngineStore, error_text
+from workbench.ui.store import EngineStore, user_text
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ class ModelsView(pn.viewable.Viewer):
         try:
             config = await current_config(self.store.server, name)
         except Exception as exc:  # noqa: BLE001 - ParseError, ModelNotFound: shown, not raised
-            self.show_error(error_text(exc))
+            self.show_error(user_text(exc))
             return
         policy = read_policy(config)
 

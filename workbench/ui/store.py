@@ -111,9 +111,10 @@ class EngineStore:
 
     async def attempt(self, action: Callable[[], Awaitable[Any]],
                       show_error: Callable[[str], None],
-                      describe: Callable[[BaseException], str] = error_text) -> Any:
+                      describe: Callable[[BaseException], str] = user_text) -> Any:
         """Await ``action()``; on failure call ``show_error(describe(exc))`` (default
-        :func:`error_text`; :func:`user_text` without the exception's name) and return None
+        :func:`user_text`, without the exception's name: it is shown to a person;
+        :func:`error_text` with it) and return None
         (views show engine errors in place instead of raising into Panel's callback)."""
         try:
             return await action()

@@ -30,7 +30,7 @@ import ipywidgets as w
 from workbench import Server
 from workbench.ui.config_knobs import read_knobs
 from workbench.ui.overrides import current_config, load_with
-from workbench.ui.store import EngineStore, error_text
+from workbench.ui.store import EngineStore, user_text
 
 #: the max queue delay slider's range, microseconds
 MAX_QUEUE_DELAY_RANGE_US = (0, 20_000)
@@ -145,7 +145,7 @@ class ModelControls:
         await self.refresh()
 
     def _show(self, what: object) -> None:
-        text = error_text(what) if isinstance(what, BaseException) else str(what)
+        text = user_text(what) if isinstance(what, BaseException) else str(what)
         color = "#b00020" if isinstance(what, BaseException) else "inherit"
         self.status.value = f'<span style="color:{color}">{escape(text)}</span>'
 
