@@ -31,10 +31,14 @@ async def test_table_lists_every_version_with_state_and_memory(store: EngineStor
     rows = table_rows(view)
     assert set(rows) == {("add_sub", "1"), ("digits_mlp", "1"), ("digits_mlp", "2")}
     assert {r["state"] for r in rows.values()} == {"READY"}
-    # ONNX Runtime reports nothing: the loader's estimate, marked, with how it was measured
-    assert rows[("digits_mlp", "2")]["memory_text"].startswith("CPU ≈ ")
-    assert rows[("digits_mlp", "2")]["memory"] > 0
-    assert "estimate" in rows[("digits_mlp", "2")]["memory_note"]
+    # ONNX Runtime reports nothing: the loader's estimate (the process's RSS growth over the
+    # load), marked, with how it was measured; a tiny model on a busy machine may show no
+    # growth at all, which reads "not measured", never "0 B"
+    v2 = rows[("digits_mlp", "2")]
+    assert v2["memory_text"].startswith("CPU ≈ ") or "not measured" in v2["memory_text"], v2
+    assert "0 B" not in v2["memory_text"]
+    if v2["memory_text"].startswith("CPU ≈ "):
+        assert v2["memory"] > 0 and "estimate" in v2["memory_note"]
     assert view.model.options == ["add_sub", "digits_mlp"]
     view.table.selection = [1]  # clicking a row selects its model
     assert view.model.value == "digits_mlp"
