@@ -97,6 +97,8 @@ async def test_http_restricted_groups_need_their_key(test_repository: Path, asgi
     {"Content-Type": "multipart/form-data; boundary=x"},
     {"Sec-Fetch-Site": "cross-site", "Content-Type": "application/json"},
     {"Sec-Fetch-Mode": "no-cors", "Content-Type": "application/x-www-form-urlencoded"},
+    # DNS rebinding: evil.example now resolves to this server; Origin and Host agree
+    {"Origin": "http://evil.example:8000", "Host": "evil.example:8000", "Content-Type": "application/json"},
 ])
 async def test_cross_site_browser_request_is_refused_and_runs_nothing(
         headers: dict, test_repository: Path, asgi_client, tmp_path) -> None:
@@ -119,8 +121,10 @@ async def test_same_origin_and_plain_clients_pass(test_repository: Path, asgi_cl
     async with Server(explicit_options(test_repository)) as server, asgi_client(server) as http:
         for headers in ({}, {"Content-Type": "application/json"},
                         {"Content-Type": "application/x-www-form-urlencoded"},
-                        {"Origin": "http://workbench", "Content-Type": "application/json"},
-                        {"Sec-Fetch-Site": "same-origin"}):
+                        {"Host": "127.0.0.1:8000", "Origin": "http://127.0.0.1:8000"},
+                        {"Host": "localhost:8000", "Sec-Fetch-Site": "same-origin"},
+                        {"Host": "[::1]:8000", "Origin": "http://[::1]:8000"},
+                        {"Host": "models.internal:8000"}):  # a name is fine without a browser
             response = await http.post("/v2/repository/index", content=b"{}", headers=headers)
             assert response.status_code == 200, (headers, response.text)
         cross_get = await http.get("/v2/models/add_sub/config", headers={"Origin": "http://evil.example"})

@@ -9,7 +9,10 @@ shape ``{"error": "..."}`` when:
    an ``Origin`` header that is not this server's own (``Origin``'s host[:port] differs
    from ``Host``; ``Origin: null`` too), or ``Sec-Fetch-Site: cross-site|same-site``. A page
    of another site can send a "simple" POST (``text/plain``, a form) without asking the
-   server first; browsers always mark such requests with these headers.
+   server first; browsers always mark such requests with these headers. A browser request
+   whose ``Host`` is a name other than ``localhost`` is refused too (DNS rebinding: a page of
+   another site whose name was made to resolve to this server), so browsers reach the v2
+   port only by IP address or ``localhost``.
 2. **A POST body is not JSON- or binary-typed**: ``Content-Type: text/plain`` or
    ``multipart/form-data`` is refused from any client; ``application/x-www-form-urlencoded``
    is refused from a browser (``Origin`` or ``Sec-Fetch-*`` present) and accepted otherwise,
@@ -22,6 +25,7 @@ shape ``{"error": "..."}`` when:
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -113,22 +117,40 @@ class RequestGuard:
 
 def _browser_refusal(headers: dict[bytes, str], method: str) -> str | None:
     origin = headers.get(b"origin")
+    host = headers.get(b"host", "").strip().lower()
     if origin is not None:
-        host = headers.get(b"host", "").strip().lower()
         if origin.strip().lower() == "null" or urlsplit(origin.strip()).netloc.lower() != host:
             return (f"cross-origin request refused: Origin '{origin}' is not this server "
                     f"('{host}'); the v2 API does not serve pages of other sites")
     fetch_site = headers.get(b"sec-fetch-site", "").strip().lower()
+    from_browser = origin is not None or b"sec-fetch-mode" in headers or fetch_site != ""
+    if from_browser and not _local_or_ip(host):
+        # DNS rebinding: a page of evil.example whose name now resolves to this server sends
+        # same-origin requests (Origin and Host both evil.example); browsers are served only
+        # under an IP address or localhost, as Jupyter's local_hostnames check does
+        return (f"request from a browser refused: Host '{host}' is a name, not this server's "
+                "address (use its IP address or localhost)")
     if fetch_site in _CROSS_SITE:
         return f"cross-site request refused (Sec-Fetch-Site: {fetch_site})"
     if method == "POST":
         media_type = headers.get(b"content-type", "").split(";", 1)[0].strip().lower()
-        from_browser = origin is not None or b"sec-fetch-mode" in headers or fetch_site != ""
         if media_type in _NEVER_ACCEPTED or (media_type == _FORM and from_browser):
             return (f"POST body of Content-Type '{media_type}' refused: send "
                     "application/json or application/octet-stream (a web page of any site "
                     "can send that type without the server's consent)")
     return None
+
+
+def _local_or_ip(host: str) -> bool:
+    """True for ``localhost``, ``*.localhost`` and IP literals (with or without a port)."""
+    name = urlsplit(f"//{host}").hostname or ""
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 __all__ = ["API_GROUPS", "RequestGuard", "api_group"]
