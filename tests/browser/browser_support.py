@@ -71,3 +71,51 @@ def eventually(check: Callable[[], object], what: str) -> object:
         if time.monotonic() > deadline:
             pytest.fail(f"never happened: {what} (last: {value!r})")
         time.sleep(0.25)
+
+
+#: the current tab's kernel is connected and idle (cells run before that are dropped)
+KERNEL_IDLE_JS = """() => {
+  const kernel = window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel;
+  return kernel?.connectionStatus === 'connected' && kernel?.status === 'idle';
+}"""
+
+
+def write_dashboard_notebook(path: Path, models: Path, options: str = "", cells: tuple[str, ...] = ()) -> None:
+    """A notebook that starts a ``Server`` on ``models`` (``options``: more ServerOptions
+    arguments, e.g. ``"model_control_mode='explicit'"``), runs ``cells``, then shows the inline
+    dashboard as ``board``."""
+    import nbformat
+
+    extra = f", {options}" if options else ""
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [
+        nbformat.v4.new_code_cell("from workbench import Server, ServerOptions\n"
+                                  f"server = Server(ServerOptions(model_repository=[{str(models)!r}]{extra}))\n"
+                                  "await server.start()"),
+        *(nbformat.v4.new_code_cell(code) for code in cells),
+        nbformat.v4.new_code_cell("from workbench.ui import dashboard\nboard = dashboard(server)\nboard"),
+    ]
+    nbformat.write(notebook, path)
+
+
+def run_all_cells_until(page, shown: Callable[[], bool], what: str) -> None:
+    """Once the open notebook's kernel is idle, run all its cells, and again after Lab's
+    "Select Kernel" dialog (which it may show while the kernel starts, dropping the run),
+    until ``shown()``."""
+    page.locator(".jp-Notebook").wait_for(timeout=PATIENCE_S * 1000)
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=PATIENCE_S * 1000)
+    runs: list[int] = []
+
+    def ready() -> bool:
+        select = page.locator(".jp-Dialog .jp-mod-accept")
+        if select.is_visible():
+            select.click()
+            runs.clear()
+        if not runs:
+            # not awaited: the command's promise resolves when the cells have run
+            page.evaluate("() => { void window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            runs.append(1)
+        return shown()
+
+    eventually(ready, what)

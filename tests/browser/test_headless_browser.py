@@ -7,11 +7,11 @@ folder (issue 16, items 7, 10, 11)."""
 from __future__ import annotations
 
 import re
-import socket
 from pathlib import Path
 
 from browser_support import PATIENCE_S
 
+from workbench.testing.process import free_ports
 from workbench.testing.reload import write_add_sub
 
 WAIT_MS = PATIENCE_S * 1000
@@ -20,16 +20,6 @@ LOG_BOX = ".workbench-headless-log"
 #: add_sub copies in the served repository: one "successfully loaded" line each, more lines
 #: than the log box shows at once
 MODELS = 30
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def open_headless(browser, dashboard):

@@ -15,20 +15,15 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
-import nbformat
 import pytest
-from browser_support import BASE_URL, ENABLE_FILE, PATIENCE_S, Dashboard, eventually, serving
+from browser_support import (BASE_URL, ENABLE_FILE, PATIENCE_S, Dashboard, eventually, run_all_cells_until,
+                             serving, write_dashboard_notebook)
 
 from workbench.testing.lab import LAB_TEST_FLAGS, OPEN_DASHBOARD_COMMAND, lab_missing
 from workbench.testing.process import JupyterProcess
 
 LABEL = "Model Serving Workbench"
 WAIT_MS = PATIENCE_S * 1000
-#: the current tab's kernel is connected and idle (cells run before that are dropped)
-KERNEL_IDLE_JS = """() => {
-  const kernel = window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel;
-  return kernel?.connectionStatus === 'connected' && kernel?.status === 'idle';
-}"""
 
 
 def start_lab(home: Path, *flags: str, engine: bool = True) -> JupyterProcess:
@@ -109,15 +104,7 @@ def test_without_the_server_extension_the_card_says_why(
 
 def test_the_dashboard_renders_inline_in_a_lab_notebook_without_a_cdn(
         browser, lab: Dashboard, models: Path, shots: Path) -> None:
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook.cells = [
-        nbformat.v4.new_code_cell("from workbench import Server, ServerOptions\n"
-                                  f"server = Server(ServerOptions(model_repository=[{str(models)!r}]))\n"
-                                  "await server.start()"),
-        nbformat.v4.new_code_cell("from workbench.ui import dashboard\nboard = dashboard(server)\nboard"),
-    ]
-    nbformat.write(notebook, Path(lab.jupyter.root_dir) / "inline.ipynb")
+    write_dashboard_notebook(Path(lab.jupyter.root_dir) / "inline.ipynb", models)
 
     here = f"127.0.0.1:{lab.jupyter.jupyter_port}"
     elsewhere: list[str] = []
@@ -125,25 +112,9 @@ def test_the_dashboard_renders_inline_in_a_lab_notebook_without_a_cdn(
     page.on("request", lambda r: elsewhere.append(r.url)
             if urlsplit(r.url).scheme in ("http", "https") and urlsplit(r.url).netloc != here else None)
     page.goto(f"http://{here}{BASE_URL}lab/tree/inline.ipynb?token={lab.jupyter.token}")
-    page.locator(".jp-Notebook").wait_for(timeout=WAIT_MS)
-    page.wait_for_function(KERNEL_IDLE_JS, timeout=WAIT_MS)
     output = page.locator(".jp-OutputArea")
-    runs = []
-
-    def rendered() -> bool:
-        """Run the cells once, and again after Lab's "Select Kernel" dialog (which it may show
-        while the kernel starts, dropping the run), until the Models table shows."""
-        select = page.locator(".jp-Dialog .jp-mod-accept")
-        if select.is_visible():
-            select.click()
-            runs.clear()
-        if not runs:
-            # not awaited: the command's promise resolves when the cells have run
-            page.evaluate("() => { void window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-            runs.append(1)
-        return output.locator(".tabulator-cell", has_text="add_sub").first.is_visible()
-
-    eventually(rendered, "the dashboard's Models table in the notebook's output")
+    run_all_cells_until(page, lambda: output.locator(".tabulator-cell", has_text="add_sub").first.is_visible(),
+                        "the dashboard's Models table in the notebook's output")
     output.locator(".bk-tab", has_text="Config").first.click()
     page.screenshot(path=shots / "inline-dashboard.png")
     assert elsewhere == []

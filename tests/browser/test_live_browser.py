@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import nbformat
 import pytest
-from browser_support import BASE_URL, ENABLE_FILE, PATIENCE_S, Dashboard, serving
+from browser_support import (BASE_URL, ENABLE_FILE, PATIENCE_S, Dashboard, run_all_cells_until, serving,
+                             write_dashboard_notebook)
 
 from workbench.testing.lab import LAB_TEST_FLAGS, lab_missing
 from workbench.testing.process import JupyterProcess
@@ -145,10 +145,6 @@ EXECUTE_JS = """(code) => {
   const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
   return kernel.requestExecute({code, store_history: false}).done.then(reply => reply.content.status);
 }"""
-KERNEL_IDLE_JS = """() => {
-  const kernel = window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel;
-  return kernel?.connectionStatus === 'connected' && kernel?.status === 'idle';
-}"""
 TRAFFIC_CELL = """import asyncio
 import numpy as np
 from workbench import InferenceRequest, Tensor
@@ -170,35 +166,13 @@ traffic_task = asyncio.ensure_future(traffic())"""
 
 def test_live_tab_traffic_then_idle_in_the_inline_notebook_dashboard(
         browser, lab: Dashboard, models: Path, shots: Path) -> None:
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    notebook.cells = [
-        nbformat.v4.new_code_cell("from workbench import Server, ServerOptions\n"
-                                  f"server = Server(ServerOptions(model_repository=[{str(models)!r}]))\n"
-                                  "await server.start()"),
-        nbformat.v4.new_code_cell(TRAFFIC_CELL),
-        nbformat.v4.new_code_cell("from workbench.ui import dashboard\nboard = dashboard(server)\nboard"),
-    ]
-    nbformat.write(notebook, Path(lab.jupyter.root_dir) / "live.ipynb")
+    write_dashboard_notebook(Path(lab.jupyter.root_dir) / "live.ipynb", models, cells=(TRAFFIC_CELL,))
     page = browser.new_page(viewport={"width": 1400, "height": 1600})
     page.goto(f"http://127.0.0.1:{lab.jupyter.jupyter_port}{BASE_URL}lab/tree/live.ipynb"
               f"?token={lab.jupyter.token}")
-    page.locator(".jp-Notebook").wait_for(timeout=WAIT_MS)
-    page.wait_for_function(KERNEL_IDLE_JS, timeout=WAIT_MS)
     output = page.locator(".jp-OutputArea")
     table = output.locator(".tabulator-cell", has_text="add_sub").first
-    for _attempt in range(3):  # Lab may drop a run while its kernel starts ("Select Kernel")
-        select = page.locator(".jp-Dialog .jp-mod-accept")
-        if select.is_visible():
-            select.click()
-        page.evaluate("() => { void window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-        try:
-            table.wait_for(timeout=WAIT_MS)
-            break
-        except Exception:  # noqa: BLE001 - rerun once the dialog is gone
-            page.screenshot(path=shots / f"inline-attempt-{_attempt}.png", full_page=True)
-    else:
-        pytest.fail("the inline dashboard's Models table never showed")
+    run_all_cells_until(page, table.is_visible, "the inline dashboard's Models table")
     output.locator(".bk-tab", has_text="Live").first.click()
     output.get_by_label("Model version").select_option("add_sub/1")
     check_idle_page(page, output, "add_sub/1", shots / "inline-1-idle.png")

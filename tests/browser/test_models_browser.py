@@ -13,12 +13,11 @@ from pathlib import Path
 import importlib.util
 
 import httpx
-import nbformat
 import pytest
 from browser_support import (BASE_URL, CHROMIUM, ENABLE_FILE, PATIENCE_S, Dashboard, eventually,
-                             serving)
+                             run_all_cells_until, serving, write_dashboard_notebook)
 from test_dashboard_browser import infer_add_sub, open_dashboard
-from test_lab_launcher_browser import KERNEL_IDLE_JS, lab  # noqa: F401 - the lab fixture
+from test_lab_launcher_browser import lab  # noqa: F401 - the lab fixture
 
 from workbench.testing.process import JupyterProcess
 
@@ -153,37 +152,14 @@ def test_models_tab_actions_in_the_inline_notebook_dashboard(
         browser, lab, models: Path, shots: Path) -> None:  # noqa: F811 - the lab fixture
     from playwright.sync_api import expect
 
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                       "language": "python"}
-    notebook.cells = [
-        nbformat.v4.new_code_cell(
-            "from workbench import Server, ServerOptions\n"
-            f"server = Server(ServerOptions(model_repository=[{str(models)!r}], "
-            "model_control_mode='explicit', load_model=['*']))\n"
-            "await server.start()"),
-        nbformat.v4.new_code_cell("from workbench.ui import dashboard\nboard = dashboard(server)\nboard"),
-    ]
-    nbformat.write(notebook, Path(lab.jupyter.root_dir) / "models_inline.ipynb")
+    write_dashboard_notebook(Path(lab.jupyter.root_dir) / "models_inline.ipynb", models,
+                             "model_control_mode='explicit', load_model=['*']")
     page = browser.new_page(viewport={"width": 1400, "height": 1200})
     page.goto(f"{lab.root}lab/tree/models_inline.ipynb?token={lab.jupyter.token}")
-    page.locator(".jp-Notebook").wait_for(timeout=WAIT_MS)
-    page.wait_for_function(KERNEL_IDLE_JS, timeout=WAIT_MS)
     output = page.locator(".jp-OutputArea")
-    runs: list[int] = []
-
-    def rendered() -> bool:
-        select = page.locator(".jp-Dialog .jp-mod-accept")
-        if select.is_visible():
-            select.click()
-            runs.clear()
-        if not runs:
-            page.evaluate("() => { void window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-            runs.append(1)
-        return cell(output, "add_sub", "state").first.is_visible()
-
     try:
-        eventually(rendered, "the inline dashboard's Models table")
+        run_all_cells_until(page, lambda: cell(output, "add_sub", "state").first.is_visible(),
+                            "the inline dashboard's Models table")
     finally:
         page.screenshot(path=shots / "inline-0-rendered.png")
     expect_state(output, "add_sub", "READY")

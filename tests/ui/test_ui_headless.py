@@ -11,19 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from workbench.testing.process import free_ports
 from workbench.ui.headless_view import HeadlessView, user_text
 from workbench.ui.serve_process import DEFAULT_PORTS, suggested_ports
 from workbench.ui.store import EngineStore
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def test_suggested_ports_leave_out_busy_ones(store: EngineStore) -> None:

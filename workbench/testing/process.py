@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +17,19 @@ from collections.abc import Mapping, Sequence
 _STARTED = re.compile(r"Started HTTPService at (\S+):(\d+)")
 _METRICS_STARTED = re.compile(r"Started Metrics Service at (\S+):(\d+)")
 _GRPC_STARTED = re.compile(r"Started GRPCInferenceService at (\S+):(\d+)")
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` different ports of 127.0.0.1 that were free a moment ago (bound at once, then
+    released: a small race with other processes, fine for tests)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 class _HostProcess:
