@@ -4,7 +4,8 @@ Loading raises on the first error; an editor wants every problem it can show nex
 a line. :func:`parse_config_text` reports a syntax error with protobuf's own line and
 column (``google.protobuf.text_format``, as Triton reads the file); semantic errors
 (the messages of :mod:`workbench.config.validate` and friends, raised while loading)
-are placed on a line by :func:`locate_message`, which looks for the quoted names and
+are placed on a line by :func:`locate_message`: the field the message is about, found in
+the text's structure (:mod:`workbench.config.pbtxt_fields`), or else the quoted names and
 config fields the message mentions.
 """
 
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 
 from google.protobuf import text_format
 from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+from workbench.config.pbtxt_fields import FieldLine, child, field_lines, occurrences
 
 _LOCATION_PREFIX = re.compile(r"^\d+:\d+ : ")
 #: quoted names in a message ('INPUT0', "digits_mlp") and snake_case words (field names)
@@ -67,21 +70,123 @@ def parse_config_text(text: str) -> tuple[ModelConfig | None, list[ConfigProblem
 
 
 def locate_message(text: str, message: str) -> int | None:
-    """The 1-based line of ``text`` that a semantic error ``message`` is most likely about.
+    """The 1-based line of ``text`` that a semantic error ``message`` is about: the field it
+    names, where the text's structure (:mod:`workbench.config.pbtxt_fields`) says which.
 
-    Tries, in the order the message names them, each quoted name (a tensor, model or
-    group name: the line where it is a quoted value) and then each config field name (the
-    line where it is a key, ``field:`` or ``field {``). None when nothing matches.
+    * An input / output (``model input 'X' ...``, ``ensemble output 'X' ...``): the line of
+      the field the message names in X's entry (``dims``, ``data_type``, ``reshape``, ...),
+      else of X's ``name``; for "specified more than once", the second entry's ``name``.
+    * An instance group (``instance group G of model ...``): its ``count`` / ``kind`` /
+      ``gpus`` / ``profile`` line as the message names it, else the group's line.
+    * A dotted field path (``'version_policy.latest.num_versions'``): that field.
+    * Otherwise, in the order the message names them, each quoted name (the line where it is
+      a quoted value: the second such line for a name "specified more than once" / "only
+      once") and then each config field name (the line where it is a key). None when
+      nothing matches.
     """
+    fields = field_lines(text)
+    for locate in (_locate_io, _locate_group, _locate_path):
+        line = locate(fields, message)
+        if line is not None:
+            return line
+    return _locate_words(text, message)
+
+
+#: ``model input 'X' ...`` / ``ensemble output 'X' ...``
+_IO = re.compile(r"\b(?:model|ensemble) (input|output) '([^']+)' (.*)")
+_IO_NO_NAME = re.compile(r"\bmodel (input|output) must specify 'name'")
+#: words of an input / output message -> the field of the entry they are about
+_IO_FIELDS = (("data_type", "data_type"), ("reshape", "reshape"), ("dims", "dims"),
+              ("dimension", "dims"), ("shape tensor", "is_shape_tensor"), ("IO format", "format"),
+              ("format", "format"), ("NHWC/NCHW", "format"), ("optional", "optional"))
+_GROUP = re.compile(r"\binstance group (\S+) of model (\S+)")
+_GROUP_FIELDS = (("'count'", "count"), ("kind", "kind"), ("GPU", "gpus"), ("gpu", "gpus"),
+                 ("profile", "profile"))
+_DOTTED = re.compile(r"'([a-z_]+(?:\.[a-z_]+)+)'")
+_TWICE = re.compile(r"more than once|only (?:be specified |appear in an output map )?once|only once")
+
+
+def _named(fields: list[FieldLine], kind: str, name: str) -> list[tuple[FieldLine, FieldLine]]:
+    """The top-level ``kind`` entries (input / output) named ``name``: (entry, its name)."""
+    found = []
+    for entry in occurrences(fields, (), kind):
+        own = child(fields, entry.path, "name")
+        if own is not None and own.value == name:
+            found.append((entry, own))
+    return found
+
+
+def _locate_io(fields: list[FieldLine], message: str) -> int | None:
+    unnamed = _IO_NO_NAME.search(message)
+    if unnamed:
+        for entry in occurrences(fields, (), unnamed.group(1)):
+            if child(fields, entry.path, "name") is None:
+                return entry.line
+        return None
+    match = _IO.search(message)
+    if match is None:
+        return None
+    kind, name, rest = match.groups()
+    entries = _named(fields, kind, name)
+    if not entries:
+        return None
+    if _TWICE.search(rest):
+        return entries[min(1, len(entries) - 1)][1].line
+    entry, own = entries[0]
+    for word, field in _IO_FIELDS:
+        if word in rest:
+            found = child(fields, entry.path, field)
+            if found is not None:
+                return found.line
+    return own.line
+
+
+def _locate_group(fields: list[FieldLine], message: str) -> int | None:
+    match = _GROUP.search(message)
+    if match is None:
+        return None
+    group_name, model = match.groups()
+    groups = occurrences(fields, (), "instance_group")
+    group = next((g for g in groups if (child(fields, g.path, "name") or g).value == group_name), None)
+    if group is None:  # unnamed: the loader names them <model>_<index>
+        index = group_name[len(model) + 1:] if group_name.startswith(f"{model}_") else ""
+        group = groups[int(index)] if index.isdigit() and int(index) < len(groups) else None
+    if group is None:
+        return groups[0].line if len(groups) == 1 else None
+    rest = message[match.end():]
+    for word, field in _GROUP_FIELDS:
+        if word in rest:
+            found = child(fields, group.path, field)
+            if found is not None:
+                return found.line
+    return group.line
+
+
+def _locate_path(fields: list[FieldLine], message: str) -> int | None:
+    for dotted in _DOTTED.findall(message):
+        parent: tuple = ()
+        found = None
+        for name in dotted.split("."):
+            step = child(fields, parent, name)
+            if step is None:
+                break
+            found, parent = step, step.path
+        if found is not None:
+            return found.line
+    return None
+
+
+def _locate_words(text: str, message: str) -> int | None:
     lines = text.splitlines()
+    twice = _TWICE.search(message) is not None
     for name in _QUOTED.findall(message):
-        for number, line in enumerate(lines, 1):
-            if f'"{name}"' in line or f"'{name}'" in line:
-                return number
+        at = [number for number, line in enumerate(lines, 1) if f'"{name}"' in line or f"'{name}'" in line]
+        if at:
+            return at[min(1, len(at) - 1)] if twice else at[0]
     for word in _WORD.findall(message):
         if word not in _FIELDS and "_" not in word:
             continue
-        key = re.compile(rf"^\s*{re.escape(word)}\s*[:{{\[]")
+        key = re.compile(rf"^\s*{re.escape(word)}\s*[:{{\[<]")
         for number, line in enumerate(lines, 1):
             if key.match(line):
                 return number

@@ -86,16 +86,17 @@ class _HostProcess:
         with self._new_line:  # end of the log: a waiter stops waiting
             self._new_line.notify_all()
 
-    def wait_for_log(self, pattern: str, timeout_s: float = 30.0) -> str:
-        """The first log line (seen so far or to come) that ``re.search`` matches ``pattern``;
-        wakes on each new line, never polls.
+    def wait_for_log(self, pattern: str, timeout_s: float = 30.0, since: int = 0) -> str:
+        """The first log line (seen so far or to come; from line ``since`` on, an index into
+        :attr:`lines`) that ``re.search`` matches ``pattern``; wakes on each new line, never
+        polls.
 
         Raises:
             TimeoutError: no such line within ``timeout_s`` (the log is in the message).
         """
         regex = re.compile(pattern)
         deadline = time.monotonic() + timeout_s
-        seen = 0
+        seen = since
         with self._new_line:
             while True:
                 for line in self.lines[seen:]:

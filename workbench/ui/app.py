@@ -32,6 +32,7 @@ import panel as pn
 from workbench import Server
 from workbench.ui.config_view import ConfigView
 from workbench.ui.headless_view import HeadlessView
+from workbench.ui.local_css import keep_stylesheets_local
 from workbench.ui.live_view import LiveView
 from workbench.ui.models_view import ModelsView
 from workbench.ui.store import EngineStore
@@ -126,8 +127,10 @@ def dashboard(server: Server, *, tuning: TabBuilder | None = tuning_tab, interva
 
     BokehJS, Panel and the extensions' scripts (Tabulator, Ace) are inlined in the notebook's
     output (~8 MB once per kernel), not loaded from Bokeh's and HoloViz's CDNs: the dashboard
-    renders where the browser has no internet, as the one Jupyter serves at ``/workbench/``."""
+    renders where the browser has no internet, as the one Jupyter serves at ``/workbench/``;
+    so do the stylesheets of every tab (:mod:`workbench.ui.local_css`)."""
     pn.extension(*EXTENSIONS, inline=True)
+    keep_stylesheets_local()
     return Dashboard(server, tuning=tuning, history=history).start(interval_s)
 
 
@@ -135,8 +138,10 @@ def create_app(server: Server, *, tuning: TabBuilder | None = tuning_tab, interv
                history: int = 300) -> pn.viewable.Viewable:
     """The dashboard of one Bokeh/Panel server session: call it per session (e.g. as the
     function given to ``pn.serve`` or a Bokeh ``FunctionHandler``), on the engine's loop. It is
-    closed when the session is destroyed."""
+    closed when the session is destroyed. Panel's stylesheets come from the session's server
+    (:mod:`workbench.ui.local_css`), never from its CDN."""
     pn.extension(*EXTENSIONS)
+    keep_stylesheets_local()
     app = Dashboard(server, tuning=tuning, history=history).start(interval_s)
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         pn.state.on_session_destroyed(lambda _context: app.close())

@@ -8,6 +8,10 @@ handler that does the work:
   session and answers its HTML page. Unauthenticated: redirected to Jupyter's login page.
 * :class:`DashboardSocketHandler` (``workbench/ws``): Panel's ``WSHandler``, the session's
   Bokeh protocol. Unauthenticated or cross-origin (Jupyter's websocket origin rules): 403.
+  Without Bokeh's subprotocol (``Sec-WebSocket-Protocol: bokeh, <session token>``): 400; a
+  session token that is not this server's or has expired: 403; both before the upgrade,
+  logged as one warning line (Bokeh would accept the upgrade, then raise ``ProtocolError``
+  from ``open()``, which tornado logs as an uncaught exception with its traceback).
 * :class:`DashboardStaticHandler`, :class:`DashboardExtensionHandler`
   (``workbench/static/...``): BokehJS and the Bokeh extensions' files (Panel's bundles),
   authenticated as the page (a browser sends Jupyter's login cookie with them).
@@ -20,9 +24,13 @@ contexts, keys and resources from it, and its settings are Jupyter's.
 
 from __future__ import annotations
 
+import time
+
 from bokeh.embed.bundle import extension_dirs
+from bokeh.protocol.exceptions import ProtocolError
 from bokeh.server.views.multi_root_static_handler import MultiRootStaticHandler
 from bokeh.server.views.static_handler import StaticHandler
+from bokeh.util.token import check_token_signature, get_token_payload
 from jupyter_server.auth.decorator import ws_authenticated
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
@@ -71,12 +79,66 @@ class DashboardSocketHandler(_SessionRoute, WSHandler, JupyterHandler):
         # Jupyter's authentication, without the login redirect (403 when unknown)
         await JupyterHandler.prepare(self, _redirect_to_login=False)
 
-    # Jupyter's websocket origin policy (same host, or its allow_origin settings)
-    check_origin = WebSocketMixin.check_origin
+    def check_origin(self, origin: str | None = None) -> bool:
+        """Jupyter's websocket origin policy (same host, or its allow_origin settings);
+        decided once per request (it logs a refusal)."""
+        if getattr(self, "_origin_allowed", None) is None:
+            self._origin_allowed = WebSocketMixin.check_origin(self, origin)
+        return self._origin_allowed
+
+    def _cross_origin(self) -> bool:
+        """Whether tornado's ``get`` will refuse this request's origin (its 403): tornado's
+        own check (6.5+), else Jupyter's origin policy on the ``Origin`` header."""
+        check = getattr(self, "_check_cross_origin", None)
+        if check is not None:
+            return check(self.check_origin) is not None
+        origin = self.request.headers.get("Origin")
+        return origin is not None and not self.check_origin(origin)
+
+    def open(self, *args, **kwargs) -> object:
+        """Bokeh's (Panel's) ``open``; a :class:`ProtocolError` it raises (it has closed the
+        socket) is one warning line, not tornado's uncaught-exception traceback. ``get``
+        refuses these requests before the upgrade; this is for any it lets through."""
+        try:
+            return super().open(*args, **kwargs)
+        except ProtocolError as exc:
+            self.log.warning("workbench: closed a dashboard websocket from %s: %s",
+                             self.request.remote_ip, exc)
+            return None
 
     @ws_authenticated
     async def get(self, *args, **kwargs) -> None:
+        # a cross-origin request gets tornado's 403 (the origin is checked first)
+        refusal = None if self._cross_origin() else self._refusal()
+        if refusal is not None:
+            status, reason = refusal
+            self.log.warning("workbench: refused a dashboard websocket from %s: %s",
+                             self.request.remote_ip, reason)
+            self.set_status(status)
+            await self.finish(f"{reason}\n")
+            return
         await super().get(*args, **kwargs)
+
+    def _refusal(self) -> tuple[int, str] | None:
+        """Why this upgrade request cannot open a session's websocket, as ``(HTTP status,
+        reason)``; None when it can. Checks what Bokeh's ``open()`` checks after the upgrade:
+        the subprotocol ``bokeh, <token>``, the token's signature (this server's) and expiry."""
+        offered = [p.strip() for p in self.request.headers.get("Sec-WebSocket-Protocol", "").split(",")
+                   if p.strip()]
+        if len(offered) != 2 or offered[0] != "bokeh":
+            return 400, "no Bokeh subprotocol (Sec-WebSocket-Protocol: bokeh, <session token>)"
+        token = offered[1]
+        try:
+            valid = check_token_signature(token, secret_key=self.application.secret_key,
+                                          signed=self.application.sign_sessions)
+            expiry = get_token_payload(token).get("session_expiry") if valid else None
+        except Exception:  # noqa: BLE001 - a malformed token (not base64 / JSON) is not valid
+            valid, expiry = False, None
+        if not valid:
+            return 403, "the session token is not this server's"
+        if expiry is None or time.time() >= expiry:
+            return 403, "the session token has expired (reload the page)"
+        return None
 
 
 class _AuthenticatedFiles(JupyterHandler):

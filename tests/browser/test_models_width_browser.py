@@ -1,0 +1,45 @@
+"""The Models table at a 1400 x 900 window, in the Jupyter-hosted dashboard: every row's
+⚙ Config and 📈 Live buttons are on screen without scrolling the page sideways (issue 16, a
+new user's finding: they were off-screen to the right). Screenshot kept (see conftest)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from browser_support import PATIENCE_S
+
+from workbench.ui.models_view import BUTTONS
+
+WAIT_MS = PATIENCE_S * 1000
+WIDTH, HEIGHT = 1400, 900
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "open: Panel's Tabulator appends its button columns after the data columns and cannot "
+    "freeze them (no field); at 1400 px the table scrolls inside its box and row 1's "
+    "'⚙ Config' starts at x=1358 (ends at 1425). Fix: data columns with the labels, frozen "
+    "right (frozen_columns) or first, clicks through Tabulator.on_click"))
+def test_every_rows_buttons_are_visible_at_1400_px(browser, dashboard, shots: Path) -> None:
+    page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
+    page.goto(dashboard.page_url)
+    rows = page.locator(".tabulator-row")
+    page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=WAIT_MS)
+    page.screenshot(path=shots / "models-1400.png", full_page=True)
+    assert page.evaluate("() => document.scrollingElement.scrollWidth <= window.innerWidth"), \
+        "the page scrolls sideways"
+    count = rows.count()
+    assert count >= 3  # add_sub/1, digits_mlp/1, digits_mlp/2
+    for index in range(count):
+        for field, label in BUTTONS.items():
+            button = rows.nth(index).locator(".tabulator-cell", has_text=label)
+            box = button.bounding_box()
+            assert box is not None and box["width"] > 0, (index, field)
+            assert 0 <= box["x"] and box["x"] + box["width"] <= WIDTH, (index, field, box)
+            # on top at its centre: not covered, not clipped away by the table's box
+            hit = page.evaluate("([x, y]) => document.elementFromPoint(x, y)?.closest('.tabulator-cell')"
+                                "?.innerText.trim() ?? null",
+                                [box["x"] + box["width"] / 2, box["y"] + box["height"] / 2])
+            if box["y"] + box["height"] <= HEIGHT:
+                assert hit == label, (index, field, hit)
+    page.close()
