@@ -44,16 +44,21 @@ from workbench.ui.store import EngineStore, user_text
 
 log = logging.getLogger(__name__)
 
-#: table columns, in order (then the Config / Live buttons)
-COLUMNS = ("model", "version", "state", "backend", "instances", "max_batch_size", "batching",
-           "requests_per_s", "p99_ms", "failures", "memory", "reason")
+#: the buttons of each row: field -> label (the tab they open). They are data columns right
+#: after the model and version, not Tabulator's ``buttons`` (which come after every data
+#: column and were off-screen to the right at a 1400 px wide window).
+BUTTONS = {"config": "⚙ Config", "live": "📈 Live"}
+#: table columns, in order
+COLUMNS = ("model", "version", *BUTTONS, "state", "backend", "instances", "max_batch_size",
+           "batching", "requests_per_s", "p99_ms", "failures", "memory", "reason")
 #: columns the memory cell's template reads, not shown
 HIDDEN = ("memory_text", "memory_note")
 #: column headers shown
 TITLES = {"max_batch_size": "max batch", "requests_per_s": "requests/s", "p99_ms": "p99 (ms)",
-          "memory": "memory"}
-#: the buttons of each row: field -> label (the tab they open)
-BUTTONS = {"config": "⚙ Config", "live": "📈 Live"}
+          "memory": "memory", "config": "", "live": ""}
+#: how a button cell looks (a Bokeh-like button; the click is the table's cell click)
+_BUTTON_TEMPLATE = ('<span role="button" style="cursor:pointer;border:1px solid #ccc;'
+                    'border-radius:4px;padding:1px 6px;white-space:nowrap"><%= value %></span>')
 #: tab titles the buttons open
 BUTTON_TABS = {"config": "Config", "live": "Live"}
 #: header tooltips
@@ -90,9 +95,11 @@ class ModelsView(pn.viewable.Viewer):
         self._refreshing: asyncio.Future | None = None
         self.table = pn.widgets.Tabulator(
             _frame([]), disabled=True, show_index=False, selectable=1, max_height=560,
-            sizing_mode="stretch_width", label="models", titles=TITLES, buttons=BUTTONS,
+            sizing_mode="stretch_width", label="models", titles=TITLES,
             hidden_columns=list(HIDDEN), header_tooltips=HEADER_TOOLTIPS,
-            widths={"version": 90, "state": 130, "memory": 180, "reason": 200},
+            widths={"version": 90, "config": 92, "live": 80, "state": 130, "memory": 180,
+                    "reason": 200},
+            frozen_columns=["model", "version", *BUTTONS],
             formatters={
                 "max_batch_size": NumberFormatter(format="0", nan_format="–"),
                 "requests_per_s": NumberFormatter(format="0.0", nan_format="–"),
@@ -100,6 +107,7 @@ class ModelsView(pn.viewable.Viewer):
                 "failures": NumberFormatter(format="0", nan_format="–"),
                 "memory": HTMLTemplateFormatter(
                     template='<span title="<%= memory_note %>"><%= memory_text %></span>'),
+                **{field: HTMLTemplateFormatter(template=_BUTTON_TEMPLATE) for field in BUTTONS},
             })
         self.model = pn.widgets.Select(label="Model", options=[])
         self.refresh_button = pn.widgets.Button(label="Refresh")
@@ -299,7 +307,7 @@ def _frame(rows: list[ModelRow]):
         "batching": r.batching, "requests_per_s": _number(r.requests_per_s),
         "p99_ms": _number(r.p99_ms), "failures": _number(r.failures),
         "memory": float(r.memory_bytes) if r.memory else float("nan"), "reason": r.reason,
-        "memory_text": r.memory_text, "memory_note": r.memory_note,
+        "memory_text": r.memory_text, "memory_note": r.memory_note, **BUTTONS,
     } for r in rows]
     return pd.DataFrame(records, columns=[*COLUMNS, *HIDDEN])
 
