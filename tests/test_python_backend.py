@@ -38,7 +38,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 MODELS = ("add_sub", "identity", "string_identity", "raiser", "error_response", "wrong_count",
           "repeat", "bls_sync", "bls_async", "bls_decoupled", "auto_complete", "helper_import",
-          "init_fails", "batch_count", "sleeper")
+          "init_fails", "batch_count", "sleeper", "empty_output")
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +160,14 @@ async def test_large_tensor_round_trips_reuse_shared_memory(server: Server, mega
 
 
 # ----------------------------------------------------------------- errors
+async def test_an_empty_output_of_another_numpy_dtype_is_served_as_the_configured_one(server: Server) -> None:
+    """np.array([]) (float64, no element) for a BYTES output: Triton serves it (its generate
+    endpoint answers ``[]``); the engine refused it as a datatype mismatch (500)."""
+    response = await server.infer(InferenceRequest("empty_output", [fp32("INPUT0", [1.0])]))
+    [text] = response.outputs
+    assert (text.name, text.datatype, text.data.shape) == ("TEXT", "BYTES", (0,))
+
+
 async def test_exception_in_execute_fails_the_request_with_its_text(server: Server) -> None:
     with pytest.raises(InternalError) as caught:
         await server.infer(InferenceRequest("raiser", [fp32("INPUT0", [1.5])]))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 from pathlib import Path
 
@@ -149,6 +150,21 @@ async def test_token_streamer_streams_word_pieces(server: Server, grpc_stub) -> 
         streamed = [m async for m in call]
     assert [m.error_message for m in streamed] == ["", "", ""]
     assert [m.infer_response.parameters["triton_final_response"].bool_param for m in streamed] == [False, False, True]
+
+
+async def test_token_streamer_streams_through_generate_stream(server: Server, asgi_client) -> None:
+    """Triton's generate extension: one SSE event per word piece; /generate refuses the
+    several responses with Triton's text."""
+    async with asgi_client(server) as http:
+        streamed = await http.post("/v2/models/token_streamer/generate_stream",
+                                   json={"TEXT": "hello streaming world"})
+        one = await http.post("/v2/models/token_streamer/generate", json={"TEXT": "hello streaming world"})
+    assert streamed.status_code == 200
+    assert streamed.headers["content-type"] == "text/event-stream; charset=utf-8"
+    events = [json.loads(chunk.removeprefix("data: ")) for chunk in streamed.text.split("\n\n") if chunk]
+    assert [(e["TOKEN"], e["INDEX"]) for e in events] == [("hello", 0), ("streaming", 1), ("world", 2)]
+    assert {e["model_name"] for e in events} == {"token_streamer"}
+    assert one.status_code == 501 and "generate expects model to produce exactly 1 response" in one.json()["error"]
 
 
 async def test_digits_router_calls_the_chosen_version(server: Server) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import AsyncIterator
@@ -113,9 +114,12 @@ class LoadedModel:
         backend_request = self._validated(request, arrival_ns, compute_totals)
         loop = asyncio.get_running_loop()
         sent: asyncio.Queue = asyncio.Queue()
+        open_ = [True]  # False once the consumer closed the stream: later responses are dropped
 
         def send(response, final: bool) -> None:  # any thread, during or after execute
-            loop.call_soon_threadsafe(sent.put_nowait, (response, final))
+            if open_[0]:
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(sent.put_nowait, (response, final))
 
         backend_request.response_sender = send
         execution = asyncio.ensure_future(self.scheduler.enqueue(backend_request, arrival_ns))
@@ -135,6 +139,7 @@ class LoadedModel:
                 if final:
                     return
         finally:
+            open_[0] = False
             if not execution.done():
                 execution.cancel()
 

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from workbench import InvalidArgument, Server, WorkbenchError, model_config_to_json
 from workbench.frontends.http.codec import parse_json_object
+from workbench.frontends.http.generate import GeneratePath
 from workbench.frontends.http.guards import RequestGuard
 from workbench.frontends.http.infer_asgi import InferFastPath
 from workbench.frontends.http.shared_memory_routes import shared_memory_routes
@@ -42,8 +43,9 @@ def create_app(server: Server) -> RequestGuard:
     """Build the ASGI application serving ``server`` over the v2 protocol.
 
     :class:`RequestGuard` comes first (cross-site browser requests, non-JSON POST bodies and
-    restricted API groups without their key get 403 before anything else runs); infer
-    requests are then served by :class:`InferFastPath`, everything else by a FastAPI app.
+    restricted API groups without their key get 403 before anything else runs); generate
+    requests are then served by :class:`GeneratePath`, infer requests by
+    :class:`InferFastPath`, everything else by a FastAPI app.
     The app does not start or stop the engine: its host does.
     """
     app = FastAPI(title="Model Serving Workbench", docs_url=None, redoc_url=None, openapi_url=None)
@@ -62,7 +64,8 @@ def create_app(server: Server) -> RequestGuard:
     app.include_router(_repository_routes(server))
     app.include_router(shared_memory_routes(server))
     app.include_router(_settings_routes(server))
-    return RequestGuard(InferFastPath(server, app), server.options.http_restrictions())
+    routes = GeneratePath(server, InferFastPath(server, app))
+    return RequestGuard(routes, server.options.http_restrictions())
 
 
 def _health_routes(server: Server) -> APIRouter:

@@ -56,7 +56,7 @@ def decode_request(
     request_id = header.get("id", "")
     if not isinstance(request_id, str):
         raise InvalidArgument(f"Unable to parse 'id': {NOT_STRING}")
-    parameters = _request_parameters(header.get("parameters"))
+    parameters = request_parameters(header.get("parameters"))
     offset, inputs = json_end, []
     for item in inputs_json:
         tensor, offset = _decode_input(item, view, offset, model_name, request_id)
@@ -126,7 +126,7 @@ _TYPED_PARAMETERS: dict[str, tuple[tuple[type, ...], str]] = {
 }
 
 
-def _request_parameters(raw: object) -> dict[str, Any]:
+def request_parameters(raw: object) -> dict[str, Any]:
     """The request's ``parameters`` with Triton's type rules (``ParseJsonTritonParams``):
     ``sequence_id`` an unsigned integer or a string; ``sequence_start`` / ``sequence_end`` /
     ``binary_data_output`` booleans; ``priority`` / ``timeout`` unsigned integers; other keys

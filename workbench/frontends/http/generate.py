@@ -1,0 +1,215 @@
+"""Triton's generate extension: ``POST /v2/models/{m}[/versions/{v}]/generate`` and
+``/generate_stream``, as a raw ASGI handler in front of the rest of the v2 app.
+
+``/generate`` answers one JSON object (``application/json``) for a model that sends exactly
+one response; ``/generate_stream`` answers Server-Sent Events (``text/event-stream;
+charset=utf-8``), one ``data: {...}\\n\\n`` event per response as the model sends it (a
+decoupled model's 0..n responses; a non-decoupled model's one). The JSON mapping is
+:mod:`workbench.frontends.http.generate_mapping`.
+
+Errors follow tritonserver's ``HandleGenerate``:
+
+* a request refused before it runs (unknown model, malformed JSON, an input of the wrong type
+  or a missing one, a body over ``--http-max-input-size``) is answered ``{"error": "..."}``
+  with ``application/json`` and Triton's status, on both routes;
+* on ``/generate_stream``, a model's error response is an event ``data: {"error": "..."}``;
+  the status is the first response's (200 once an event was sent, the error's status when
+  the error is the first response, as Triton's);
+* on ``/generate``, a model that sends no response or more than one gets Triton's text
+  "generate expects model to produce exactly 1 response, use generate stream for model that
+  generates various number of responses" with status 501, as ``/infer`` answers decoupled
+  models (tritonserver sends that text in a 200 body, because its first response already
+  set the status).
+
+A client that disconnects abandons its request: the awaited stream is closed, so the engine
+drops the model's remaining responses (and a queued request is not run), and nothing is left
+waiting on the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from typing import Any
+from urllib.parse import unquote
+
+import orjson
+
+from workbench import InferenceResponse, InvalidArgument, Server, WorkbenchError
+from workbench.frontends.http.generate_mapping import (
+    generate_request,
+    generate_response,
+    parse_generate_body,
+)
+from workbench.frontends.http.infer_asgi import ASGIApp, DisconnectWatch, Receive, Scope, Send
+from workbench.frontends.status import http_status
+
+log = logging.getLogger(__name__)
+
+GENERATE_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/(generate|generate_stream)$")
+#: Triton's text when /generate gets other than one response
+ONE_RESPONSE = ("generate expects model to produce exactly 1 response, use generate stream for "
+                "model that generates various number of responses")
+_JSON = [(b"content-type", b"application/json")]
+_SSE = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+#: bodies this large are parsed on a worker thread
+_OFFLOAD_BYTES = 1024 * 1024
+
+
+class GeneratePath:
+    """ASGI app: serves the two generate routes itself, passes every other request to ``app``.
+
+    Args:
+        server: the engine.
+        app: the ASGI app for everything else.
+    """
+
+    def __init__(self, server: Server, app: ASGIApp) -> None:
+        self.server = server
+        self.app = app
+        self.limit = min(server.options.http_max_input_size, server.options.http_max_json_size)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        match = GENERATE_PATH.match(scope["path"]) if scope["type"] == "http" else None
+        if match is None:
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            await _respond_json(send, 405, {"error": "Method Not Allowed"})
+            return
+        model, version = unquote(match.group(1)), unquote(match.group(2) or "")
+        streaming = match.group(3) == "generate_stream"
+        try:
+            request = await self._request(scope, receive, model, version)
+        except WorkbenchError as exc:
+            await _respond_json(send, http_status(exc.code), {"error": exc.message})
+            return
+        watch = DisconnectWatch(receive)
+        try:
+            if streaming:
+                await self._stream(request, send)
+            else:
+                await self._one(request, send)
+        except asyncio.CancelledError:
+            if watch.disconnected:  # nobody to answer; the engine dropped the rest
+                asyncio.current_task().uncancel()  # type: ignore[union-attr]
+                return
+            raise
+        finally:
+            watch.stop()
+
+    async def _request(self, scope: Scope, receive: Receive, model: str, version: str):
+        """The engine request of the body (Triton's order: the model's metadata first)."""
+        metadata = await self.server.model_metadata(model, version)
+        headers = dict(scope["headers"])
+        encoding = headers.get(b"content-encoding", b"identity").decode("latin-1").strip().lower()
+        if encoding not in ("", "identity"):
+            raise InvalidArgument("Unsupported content-encoding, only 'identity' is supported.")
+        body = await _read_body(receive, self.limit, headers.get(b"content-length"))
+        if len(body) >= _OFFLOAD_BYTES:
+            members = await asyncio.to_thread(parse_generate_body, body)
+        else:
+            members = parse_generate_body(body)
+        max_input = self.server.options.http_max_input_size
+        return generate_request(members, model, version, metadata["inputs"], max_input)
+
+    async def _one(self, request, send: Send) -> None:
+        """``/generate``: exactly one response, as one JSON object."""
+        answers: list[InferenceResponse] = []
+        try:
+            async with contextlib.aclosing(self.server.infer_stream(request)) as responses:
+                async for response in responses:
+                    if _is_response(response):
+                        answers.append(response)
+        except WorkbenchError as exc:
+            await _respond_json(send, http_status(exc.code), {"error": exc.message})
+            return
+        if len(answers) != 1:
+            await _respond_json(send, 501, {"error": ONE_RESPONSE})
+            return
+        await _respond_json(send, 200, generate_response(answers[0]))
+
+    async def _stream(self, request, send: Send) -> None:
+        """``/generate_stream``: one SSE event per response, as it arrives."""
+        started = False
+        try:
+            async with contextlib.aclosing(self.server.infer_stream(request)) as responses:
+                async for response in responses:
+                    if not _is_response(response):
+                        continue
+                    if not started:
+                        await send({"type": "http.response.start", "status": 200, "headers": _SSE})
+                        started = True
+                    await send({"type": "http.response.body", "body": _event(generate_response(response)),
+                                "more_body": True})
+        except WorkbenchError as exc:
+            status = http_status(exc.code)
+            if not started and status < 500:  # refused before it ran (Triton's error_callback)
+                await _respond_json(send, status, {"error": exc.message})
+                return
+            if not started:
+                await send({"type": "http.response.start", "status": status, "headers": _SSE})
+                started = True
+            await send({"type": "http.response.body", "body": _event({"error": exc.message}),
+                        "more_body": True})
+        if not started:  # no response at all: an empty event stream
+            await send({"type": "http.response.start", "status": 200, "headers": _SSE})
+        await send({"type": "http.response.body", "body": b""})
+
+
+def _is_response(response: InferenceResponse) -> bool:
+    """False for the empty final response that only closes a decoupled request."""
+    return bool(response.outputs) or bool(response.parameters) or not response.final
+
+
+def _event(payload: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+async def _read_body(receive: Receive, limit: int, declared: bytes | None) -> bytes:
+    """The request body, at most ``limit`` bytes.
+
+    Raises:
+        InvalidArgument: Triton's "request JSON size of N bytes exceeds the maximum allowed
+            input size of M bytes. Use --http-max-input-size to increase the limit." (N: the
+            Content-Length, or the bytes read of a chunked body). The rest of a body over the
+            limit is read and dropped, so that the client, which is still sending it, reads
+            the answer instead of a reset connection (up to twice the limit).
+    """
+    size, chunks, too_big = 0, [], None
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        too_big = int(declared)
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise InvalidArgument("client disconnected before the request body arrived")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if too_big is None and size > limit:
+            too_big = size
+        if too_big is not None and size > 2 * limit:
+            break  # past twice the limit: stop reading (the connection is closed)
+        if too_big is None:
+            chunks.append(chunk)
+        else:
+            chunks.clear()
+        if not message.get("more_body", False):
+            break
+    if too_big is not None:
+        raise InvalidArgument(
+            f"request JSON size of {too_big} bytes exceeds the maximum allowed input size of "
+            f"{limit} bytes. Use --http-max-input-size to increase the limit."
+        )
+    return b"".join(chunks)
+
+
+async def _respond_json(send: Send, status: int, payload: dict) -> None:
+    body = orjson.dumps(payload)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [*_JSON, (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+__all__ = ["GENERATE_PATH", "GeneratePath", "ONE_RESPONSE"]
