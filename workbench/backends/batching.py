@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from workbench.backends.base import BackendRequest, BackendResponse
+from workbench.errors import Unsupported
 
 
 def requested_union(requests: Sequence[BackendRequest], all_outputs: Sequence[str]) -> list[str]:
@@ -23,14 +24,48 @@ def requested_union(requests: Sequence[BackendRequest], all_outputs: Sequence[st
 def split_outputs(
     requests: Sequence[BackendRequest], outputs: dict[str, np.ndarray], sizes: Sequence[int]
 ) -> list[BackendResponse]:
-    """One response per request: its ``sizes[i]`` rows of every output it asked for."""
-    if len(requests) == 1:
+    """One response per request: its ``sizes[i]`` rows of every output it asked for.
+
+    For a batching model (``requests[0].batched``) every output must hold at least
+    ``sum(sizes)`` rows; when one holds fewer (a model that reduces over the batch axis),
+    it cannot be split, and every request that asked for it fails with
+    :class:`~workbench.errors.Unsupported` (Triton's ``BackendOutputResponder`` text,
+    "[request id: <id>] failed to split the output tensor '<name>' in responses: expected
+    batch size of atleast <N> in model output, got <M>", N the batch of the execution,
+    Triton's spelling) rather than
+    receive rows computed from other requests' data. Triton fails only the requests past
+    the rows there are; the earlier ones would get rows mixed from the whole batch, so
+    here they fail too. Outputs of a non-batching model are returned whole.
+    """
+    unsplittable = _unsplittable(requests, outputs, sizes)
+    if len(requests) == 1 and not unsplittable:
         wanted = requests[0].requested_outputs or outputs.keys()
         return [BackendResponse({n: outputs[n] for n in wanted if n in outputs})]
     responses, start = [], 0
     for request, size in zip(requests, sizes, strict=True):
         wanted = request.requested_outputs or outputs.keys()
-        part = {n: outputs[n][start : start + size] for n in wanted if n in outputs}
-        responses.append(BackendResponse(part))
+        broken = [unsplittable[n] for n in wanted if n in unsplittable]
+        if broken:
+            prefix = f"[request id: {request.request_id or '<id_unknown>'}] "
+            responses.append(BackendResponse(error=Unsupported(prefix + broken[0])))
+        else:
+            part = {n: outputs[n][start : start + size] for n in wanted if n in outputs}
+            responses.append(BackendResponse(part))
         start += size
     return responses
+
+
+def _unsplittable(
+    requests: Sequence[BackendRequest], outputs: dict[str, np.ndarray], sizes: Sequence[int]
+) -> dict[str, str]:
+    """The outputs with fewer rows than the batch, each with the error text for its
+    requests (without the request id prefix)."""
+    if not requests or not requests[0].batched:
+        return {}
+    total = sum(sizes)
+    return {
+        name: f"failed to split the output tensor '{name}' in responses: expected batch size "
+        f"of atleast {total} in model output, got {array.shape[0]}"
+        for name, array in outputs.items()
+        if array.ndim and array.shape[0] < total
+    }

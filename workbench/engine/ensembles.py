@@ -118,6 +118,37 @@ def ensemble_error(
     return ""
 
 
+def ensemble_labels(
+    config: ModelConfig, own: Mapping[str, list[str]], entries: Mapping[str, ModelEntry]
+) -> dict[str, list[str]]:
+    """The classification labels of an ensemble's outputs: its own (``label_filename`` in
+    its folder, ``own``), and for every output without them the labels of the composing
+    model output that produces it, from the version the step names (its latest READY one
+    for -1). Triton completes the ensemble's label provider so at load
+    (``model_lifecycle.cc``); labels are taken once, at load.
+
+    Args:
+        config: the ensemble's config, checked by :func:`ensemble_error` (its composing
+            models are READY).
+        own: the ensemble's labels read from its own label files, by output name.
+        entries: the server's models by name.
+    """
+    labels = dict(own)
+    outputs = {io.name for io in config.output}
+    for step in config.ensemble_scheduling.step:
+        entry = entries.get(step.model_name)
+        if entry is None:
+            continue
+        state = entry.versions.get(step.model_version) if step.model_version != -1 else None
+        model = state.model if state is not None else entry.latest_ready
+        if model is None:
+            continue
+        for model_output, tensor in step.output_map.items():
+            if tensor in outputs and not labels.get(tensor) and model.labels.get(model_output):
+                labels[tensor] = list(model.labels[model_output])
+    return labels
+
+
 def stop_waves(
     entries: Mapping[str, ModelEntry], dependencies: Mapping[str, Collection[str]]
 ) -> list[list[ModelEntry]]:
@@ -138,4 +169,6 @@ def stop_waves(
     return [levels[level] for level in sorted(levels, reverse=True)]
 
 
-__all__ = ["declared_dependencies", "ensemble_error", "load_waves", "stop_waves"]
+__all__ = [
+    "declared_dependencies", "ensemble_error", "ensemble_labels", "load_waves", "stop_waves",
+]

@@ -24,6 +24,7 @@ from workbench.engine.entries import entry_from_result
 from workbench.engine.ensembles import (
     declared_dependencies,
     ensemble_error,
+    ensemble_labels,
     load_waves,
 )
 from workbench.engine.loader import LoadResult, load_model
@@ -481,6 +482,7 @@ class RepositoryAPI:
             if reason:  # served once its composing models fit (workbench.engine.dependents)
                 return ModelEntry(result.name, config=config, reason=reason,
                                   blocked_versions=tuple(result.chosen))
+            result.labels = ensemble_labels(config, result.labels, self._models)
         return entry_from_result(
             result, self._observers, self._cache, self._rate_limiter, self._infer_step, reuse
         )

@@ -47,6 +47,7 @@ from workbench.options import ServerOptions
 from workbench.repository.overrides import OverrideStore
 from workbench.repository.remote import RemoteRepository, resolve_repositories
 from workbench.repository.repository import ModelRepository
+from workbench.scheduling.ensemble import StepAdapt
 from workbench.scheduling.rate_limiter import RateLimiter, parse_resource
 from workbench.statistics import ComputeTotals, ModelStatistics, SuccessObserver
 from workbench.types import InferenceRequest, InferenceResponse, ModelReadyState
@@ -326,14 +327,19 @@ class Server(RepositoryAPI, ConfigFileAPI, SharedMemoryAPI, SettingsAPI):
                 yield response
 
     async def _infer_step(
-        self, request: InferenceRequest, compute_totals: ComputeTotals
+        self,
+        request: InferenceRequest,
+        compute_totals: ComputeTotals,
+        adapt: StepAdapt | None = None,
     ) -> InferenceResponse:
         """One step of an ensemble request (the ensemble scheduler's ``step_infer``).
 
         :meth:`infer` for a composing model, resolved by name and version for each request,
         minus the checks that concern clients (server stopping: the ensemble request already
-        in flight finishes; shared memory: steps carry arrays). Adds the request's compute
-        durations to ``compute_totals`` on success.
+        in flight finishes; shared memory: steps carry arrays). What runs is
+        ``adapt(config of the resolved version)`` when ``adapt`` is given (the scheduler
+        fits the batch dimension to that config), else ``request``. Adds the request's
+        compute durations to ``compute_totals`` on success.
 
         Raises:
             ModelNotFound / ModelNotReady: the composing model or version is not READY
@@ -342,6 +348,8 @@ class Server(RepositoryAPI, ConfigFileAPI, SharedMemoryAPI, SettingsAPI):
         """
         arrival = time.monotonic_ns()
         model = self._resolve_request(request)
+        if adapt is not None:
+            request = adapt(model.config)
         return await model.infer_once(request, arrival, compute_totals)
 
     def _resolve_request(self, request: InferenceRequest) -> LoadedModel:

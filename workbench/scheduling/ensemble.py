@@ -16,6 +16,14 @@ for a client's request. Follows core ``ensemble_scheduler.cc`` (``EnsembleContex
 - ``model_version: -1`` resolves the composing model's latest READY version per request,
   so reloading a composing model keeps the ensemble serving;
 - an omitted optional ensemble input is left out of the step requests that map it;
+- the batch dimension is converted per step (``EnsembleContext::ReshapeTensorDims``): every
+  ensemble tensor remembers the batch size it was made with (the ensemble request's when it
+  batches, the producing step request's when that model batches, else 0 = none). A tensor
+  without one that goes to a batching model gets a batch of 1 prepended when its shape
+  matches that input's dims; a tensor of batch size 1 that goes to a non-batching model
+  loses it when its shape does not match that input's dims; the ensemble's outputs are
+  matched to the ensemble's own output dims the same way. So a non-batching ensemble may
+  use batching models (and a batching ensemble non-batching ones) as Triton allows;
 - a failing step fails its ensemble request with that step's error, unchanged (class and
   message); steps already running finish, no further step starts; other ensemble
   requests are unaffected;
@@ -34,9 +42,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import BackendRequest, BackendResponse
@@ -46,11 +55,56 @@ from workbench.scheduling.base import Scheduler
 from workbench.statistics import ComputeTotals, ModelStatistics
 from workbench.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
 
-#: ``step_infer(request, compute_totals)``: run one composing-model request through the
-#: engine (model and version resolved per call) and add its compute durations to
-#: ``compute_totals`` on success. Raises the engine's errors (``ModelNotFound`` with
-#: "Request for unknown model: ...", ``InvalidArgument``, a backend's error, ...).
-StepInfer = Callable[[InferenceRequest, ComputeTotals], Awaitable[InferenceResponse]]
+#: ``adapt(config)``: a step's request for the composing model version about to run it,
+#: given that version's config (its inputs' batch dimension added or dropped to fit it).
+StepAdapt = Callable[[ModelConfig], InferenceRequest]
+
+#: ``step_infer(request, compute_totals, adapt)``: run one composing-model request through
+#: the engine (model and version resolved per call, by ``request``'s model name and version;
+#: the request sent is ``adapt(resolved config)`` when ``adapt`` is given) and add its compute
+#: durations to ``compute_totals`` on success. Raises the engine's errors (``ModelNotFound``
+#: with "Request for unknown model: ...", ``InvalidArgument``, a backend's error, ...).
+StepInfer = Callable[
+    [InferenceRequest, ComputeTotals, StepAdapt | None], Awaitable[InferenceResponse]
+]
+
+
+def batch_reshaped(
+    config_dims: Sequence[int], config_batching: bool, tensor_batch: int, shape: tuple[int, ...]
+) -> tuple[int, ...]:
+    """The shape an ensemble tensor takes where a config expects it (Triton's
+    ``EnsembleContext::ReshapeTensorDims``).
+
+    Args:
+        config_dims: the receiving input's (or ensemble output's) dims, without batch dim.
+        config_batching: the receiving model batches (``max_batch_size > 0``).
+        tensor_batch: the batch size the tensor was made with (0: none).
+        shape: the tensor's shape.
+
+    Returns:
+        ``shape`` unchanged, unless exactly one side batches: ``(1, *shape)`` when the
+        receiver batches and ``shape`` matches ``config_dims`` (-1 matching anything); or
+        ``shape[1:]`` when the receiver does not batch, the tensor has a batch of 1 and
+        ``shape`` does not match ``config_dims``.
+    """
+    if config_batching == (tensor_batch != 0):
+        return shape
+    if config_batching:
+        return (1, *shape) if _dims_match(config_dims, shape) else shape
+    if tensor_batch == 1 and not _dims_match(config_dims, shape):
+        return shape[1:]
+    return shape
+
+
+def _dims_match(dims: Sequence[int], shape: Sequence[int]) -> bool:
+    """Triton's ``CompareDimsWithWildcard``: same rank, equal where neither is -1."""
+    return len(dims) == len(shape) and all(
+        d == s or d == -1 or s == -1 for d, s in zip(dims, shape)
+    )
+
+
+def _reshaped(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    return data if data.shape == shape else data.reshape(shape)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +163,10 @@ class EnsembleScheduler(Scheduler):
         self.steps = ensemble_steps(config)
         self._batching = config.max_batch_size > 0
         self._input_wire = {io.name: config_to_wire(io.data_type) for io in config.input}
+        self._output_dims = {
+            io.name: tuple(io.reshape.shape if io.HasField("reshape") else io.dims)
+            for io in config.output
+        }
         self._infer = step_infer
         self._stats = statistics
         self._inflight = 0
@@ -136,7 +194,7 @@ class EnsembleScheduler(Scheduler):
         totals = ComputeTotals()
         compute_start_ns = time.monotonic_ns()
         try:
-            tensors = await self._run(request, totals)
+            tensors, batches = await self._run(request, totals)
             outputs = {}
             for name in request.requested_outputs:
                 tensor = tensors.get(name)
@@ -144,7 +202,9 @@ class EnsembleScheduler(Scheduler):
                     raise InternalError(
                         f"in ensemble {self.name}, ensemble output '{name}' was not produced"
                     )
-                outputs[name] = tensor.data
+                shape = batch_reshaped(self._output_dims.get(name, tensor.data.shape),
+                                       self._batching, batches[name], tensor.data.shape)
+                outputs[name] = _reshaped(tensor.data, shape)
         except BaseException:
             self._stats.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
             raise
@@ -174,12 +234,21 @@ class EnsembleScheduler(Scheduler):
             await self._drained.wait()
 
     # ----------------------------------------------------------------- DAG execution
-    async def _run(self, request: BackendRequest, totals: ComputeTotals) -> dict[str, Tensor]:
-        """Run the steps as their inputs appear; the ensemble tensors by name."""
+    async def _run(
+        self, request: BackendRequest, totals: ComputeTotals
+    ) -> tuple[dict[str, Tensor], dict[str, int]]:
+        """Run the steps as their inputs appear; the ensemble tensors by name, and the batch
+        size each was made with (0: none)."""
         tensors = {
             name: Tensor(name, self._input_wire[name], array)
             for name, array in request.inputs.items()
         }
+        batch = request.batch_size if self._batching else 0
+        batches = dict.fromkeys(tensors, batch)
+
+        def made(result: tuple[dict[str, Tensor], int]) -> None:
+            tensors.update(result[0])
+            batches.update(dict.fromkeys(result[0], result[1]))
         waiting = list(self.steps)
         running: dict[asyncio.Future, EnsembleStep] = {}
         error: BaseException | None = None
@@ -191,12 +260,13 @@ class EnsembleScheduler(Scheduler):
                         waiting.remove(step)
                     if len(ready) == 1 and not running:  # a chain: no task needed
                         try:
-                            tensors.update(await self._call(ready[0], tensors, request, totals))
+                            made(await self._call(ready[0], tensors, batches, request, totals))
                         except Exception as exc:
                             error = exc
                         continue
                     for step in ready:
-                        task = asyncio.ensure_future(self._call(step, tensors, request, totals))
+                        call = self._call(step, tensors, batches, request, totals)
+                        task = asyncio.ensure_future(call)
                         running[task] = step
                 if not running:
                     break
@@ -208,42 +278,63 @@ class EnsembleScheduler(Scheduler):
                     elif task.exception() is not None:
                         error = error or task.exception()
                     else:
-                        tensors.update(task.result())
+                        made(task.result())
         finally:
             for task in running:  # only when this request itself is cancelled
                 task.cancel()
         if error is not None:
             raise error
-        return tensors
+        return tensors, batches
 
     async def _call(
         self,
         step: EnsembleStep,
         tensors: dict[str, Tensor],
+        batches: dict[str, int],
         request: BackendRequest,
         totals: ComputeTotals,
-    ) -> dict[str, Tensor]:
-        """One step: its request to the composing model, and the ensemble tensors it made."""
-        inputs = [
-            Tensor(model_input, tensor.datatype, tensor.data)
-            for model_input, name in step.inputs
-            if (tensor := tensors.get(name)) is not None  # None: omitted optional input
-        ]
+    ) -> tuple[dict[str, Tensor], int]:
+        """One step: its request to the composing model; the ensemble tensors it made and
+        the batch size of that request (0 when the model does not batch)."""
+        step_batch = 0
+
+        def adapt(config: ModelConfig) -> InferenceRequest:
+            nonlocal step_batch
+            batching = config.max_batch_size > 0
+            dims = {io.name: tuple(io.dims) for io in config.input}
+            inputs = []
+            for model_input, name in step.inputs:
+                tensor = tensors.get(name)
+                if tensor is None:  # an omitted optional input
+                    continue
+                data = tensor.data
+                if model_input in dims:
+                    shape = batch_reshaped(dims[model_input], batching, batches[name], data.shape)
+                    data = _reshaped(data, shape)
+                inputs.append(Tensor(model_input, tensor.datatype, data))
+            first = inputs[0].data if inputs else None
+            step_batch = int(first.shape[0]) if batching and first is not None and first.ndim else 0
+            return InferenceRequest(
+                step.model_name,
+                inputs,
+                model_version=step.model_version,
+                outputs=[RequestedOutput(model_output) for model_output, _ in step.outputs],
+                id=request.request_id,
+                parameters=dict(request.parameters),
+            )
+
         step_request = InferenceRequest(
-            step.model_name,
-            inputs,
-            model_version=step.model_version,
-            outputs=[RequestedOutput(model_output) for model_output, _ in step.outputs],
-            id=request.request_id,
-            parameters=dict(request.parameters),
+            step.model_name, [], model_version=step.model_version,
+            id=request.request_id, parameters=dict(request.parameters),
         )
-        response = await self._infer(step_request, totals)
+        response = await self._infer(step_request, totals, adapt)
         answered = {tensor.name: tensor for tensor in response.outputs}
-        return {
+        made = {
             name: Tensor(name, answered[model_output].datatype, answered[model_output].data)
             for model_output, name in step.outputs
             if model_output in answered
         }
+        return made, step_batch
 
     def _forget(self) -> None:
         self._inflight -= 1
@@ -251,4 +342,7 @@ class EnsembleScheduler(Scheduler):
             self._drained.set()
 
 
-__all__ = ["EnsembleScheduler", "EnsembleStep", "StepInfer", "ensemble_steps"]
+__all__ = [
+    "EnsembleScheduler", "EnsembleStep", "StepAdapt", "StepInfer", "batch_reshaped",
+    "ensemble_steps",
+]
