@@ -47,7 +47,10 @@ def decode_request(
     Raises:
         InvalidArgument: malformed JSON, header length, inputs or tensor data (Triton's texts).
     """
-    json_end = _json_end(header_length, len(body))
+    json_end = json_header_end(header_length, len(body))
+    if json_end == 0:
+        raise InvalidArgument("a raw binary request (Inference-Header-Content-Length: 0) has "
+                              "no JSON header to decode")
     view = memoryview(body)
     header = parse_json_object(view[:json_end])
     inputs_json = header.get("inputs")
@@ -71,7 +74,15 @@ def decode_request(
     )
 
 
-def _json_end(header_length: str | None, body_length: int) -> int:
+def json_header_end(header_length: str | None, body_length: int) -> int:
+    """Where the JSON header ends in a body of ``body_length`` bytes: the whole body without
+    ``Inference-Header-Content-Length``, else its value; 0 means a raw binary request (no JSON,
+    the body is the single input: :mod:`workbench.frontends.http.raw_binary`).
+
+    Raises:
+        InvalidArgument: the header is not an integer, or outside ``[0, body_length]``
+            (Triton's texts, ``GetInferenceHeaderLength``).
+    """
     if header_length is None:
         return body_length
     try:
@@ -80,9 +91,14 @@ def _json_end(header_length: str | None, body_length: int) -> int:
         raise InvalidArgument(
             f"Unable to parse Inference-Header-Content-Length, got: {header_length}"
         ) from None
-    if length <= 0 or length > body_length:
+    if not -(2**31) <= length < 2**31:  # std::stoi's range in Triton
         raise InvalidArgument(
-            f"inference header size should be in range (0, {body_length}], got: {length}"
+            "Unable to parse Inference-Header-Content-Length, value is out of range "
+            f"[ {-(2**31)}, {2**31 - 1} ], got: {header_length}"
+        )
+    if length < 0 or length > body_length:
+        raise InvalidArgument(
+            f"inference header size should be in range (0, {body_length}), got: {header_length}"
         )
     return length
 

@@ -32,14 +32,15 @@ OFFLOAD_BYTES = 1024 * 1024
 
 
 def json_part_size(header_length: str | None, body_length: int) -> int:
-    """Bytes of JSON in a body: ``Inference-Header-Content-Length`` when it is a valid length,
-    else the whole body (a malformed header is the codec's error to raise)."""
+    """Bytes of JSON in a body: ``Inference-Header-Content-Length`` when it is a valid length
+    (0 for a raw binary request, which has no JSON), else the whole body (a malformed header
+    is the codec's error to raise)."""
     if header_length is not None:
         try:
             length = int(header_length)
         except ValueError:
             return body_length
-        if 0 < length <= body_length:
+        if 0 <= length <= body_length:
             return length
     return body_length
 
