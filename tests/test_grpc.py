@@ -102,6 +102,16 @@ async def test_requested_output_subset(stub) -> None:
     assert len(response.raw_output_contents) == 1
 
 
+async def test_duplicate_requested_output_is_invalid_argument(stub) -> None:
+    a = np.ones((1, 16), np.float32)
+    request = add_sub_request(a, a)
+    for name in ("OUTPUT1", "OUTPUT1"):
+        request.outputs.add(name=name)
+    error = await rpc_error(stub.ModelInfer(request))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == "[request id: <id_unknown>] output 'OUTPUT1' already exists in request"
+
+
 @pytest.mark.parametrize(
     ("datatype", "field", "values"),
     [

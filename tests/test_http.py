@@ -148,6 +148,9 @@ ERRORS = [
      "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"),
     ("add_sub", {"triton": True}, 400, "parameter keys starting with 'triton_' are reserved"),
     ("add_sub", {"dup": True}, 400, "input 'INPUT1' already exists in request"),
+    # Triton refuses a repeated requested output (the core's AddOriginalRequestedOutput)
+    ("add_sub", {"dup_output": True}, 400,
+     "[request id: <id_unknown>] output 'OUTPUT0' already exists in request"),
 ]
 
 
@@ -171,6 +174,8 @@ def _mutate(change: dict) -> dict:
         payload["inputs"].append(dict(payload["inputs"][1]))
     if "output" in change:
         payload["outputs"] = [{"name": change["output"]}]
+    if change.get("dup_output"):
+        payload["outputs"] = [{"name": "OUTPUT0"}, {"name": "OUTPUT1"}, {"name": "OUTPUT0"}]
     if change.get("triton"):
         payload["parameters"] = {"triton_x": 1}
     return payload
@@ -223,7 +228,7 @@ async def test_binary_byte_size_mismatch_and_short_body(client: httpx.AsyncClien
         (b"[1, 2]", {}, "failed to parse the request JSON buffer: expected an object"),
         (b'{"inputs": 3}', {}, "Unable to parse 'inputs'"),
         (b"{}", {HEADER: "abc"}, "Unable to parse Inference-Header-Content-Length, got: abc"),
-        (b"{}", {HEADER: "99"}, "inference header size should be in range (0, 2], got: 99"),
+        (b"{}", {HEADER: "99"}, "inference header size should be in range (0, 2), got: 99"),
     ],
 )
 async def test_malformed_bodies(client: httpx.AsyncClient, body: bytes, headers: dict, text: str) -> None:
