@@ -333,3 +333,45 @@ async def test_non_batching_model_counts_each_request_as_one(client: httpx.Async
     after = (await client.get("/v2/models/fixed_shape/stats")).json()["model_stats"][0]
     assert after["inference_count"] - before["inference_count"] == 1
     assert after["batch_stats"][0]["batch_size"] == 1
+
+
+@pytest.mark.parametrize(
+    ("count", "text"),
+    [
+        (15, "Failed to parse 'data' field: shape does not match true shape"),
+        (18, "Unable to parse 'data': Shape does not match true shape of 'data' field"),
+    ],
+)
+async def test_json_data_count_mismatch_uses_tritons_exact_texts(
+    client: httpx.AsyncClient, count: int, text: str
+) -> None:
+    payload = add_sub_json(np.ones((1, 16), np.float32), np.ones((1, 16), np.float32))
+    payload["inputs"][0]["data"] = [1.0] * count
+    response = await client.post("/v2/models/add_sub/infer", json=payload)
+    assert response.status_code == 400
+    assert response.json() == {"error": text}  # Triton's whole message (its QA greps it)
+
+
+@pytest.mark.parametrize(
+    ("count", "text"),
+    [
+        (2, "expected 4 string elements for inference input 'INPUT0' for model 'identity_bytes', got 2"),
+        # Triton stops at the first element past the count: it names 5, not 6
+        (6, "unexpected number of string elements 5 for inference input 'INPUT0' for model "
+            "'identity_bytes', expecting 4"),
+    ],
+)
+async def test_json_bytes_count_mismatch_uses_the_cores_texts(
+    asgi_client, tmp_path, count: int, text: str
+) -> None:
+    from workbench import Server, ServerOptions
+    from workbench.testing.models import build_datatype_repository
+
+    repo = build_datatype_repository(tmp_path)
+    async with Server(ServerOptions(model_repository=[str(repo)])) as engine:
+        async with asgi_client(engine) as http:
+            payload = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "BYTES",
+                                   "data": ["x"] * count}]}
+            response = await http.post("/v2/models/identity_bytes/infer", json=payload)
+    assert response.status_code == 400
+    assert response.json()["error"] == "[request id: <id_unknown>] " + text

@@ -11,6 +11,7 @@ parameters): the engine reads and writes those, and such outputs are encoded wit
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import orjson
@@ -35,6 +36,7 @@ from workbench.frontends.http.json_tensor import (
     json_shape,
 )
 from workbench.frontends.output_parameters import check_shared_memory_output
+from workbench.tensors import check_shape
 
 HEADER_LENGTH = "inference-header-content-length"
 
@@ -203,6 +205,8 @@ def _decode_input(
         return tensor, offset
     if "data" in item:
         data = json_data(datatype, item["data"])
+        if datatype in _COUNTED_HERE:  # BYTES: the core counts the strings (tensor_from_list)
+            _check_element_count(name, shape, len(data), model, request_id)
         tensor = tensor_from_list(name, datatype, shape, data, model=model, request_id=request_id)
         return tensor, offset
     size = _binary_size(params["binary_data_size"], name)
@@ -214,6 +218,28 @@ def _decode_input(
     chunk = view[offset : offset + size]
     tensor = tensor_from_buffer(name, datatype, shape, chunk, model=model, request_id=request_id)
     return tensor, offset + size
+
+
+#: JSON datatypes whose element count this frontend checks itself (Triton's HTTP frontend);
+#: FP16/BF16 are refused over JSON, BYTES elements are counted by the core
+_COUNTED_HERE = frozenset({"BOOL", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
+                           "UINT32", "UINT64", "FP32", "FP64"})
+
+
+def _check_element_count(name: str, shape: list[int], got: int, model: str, request_id: str) -> None:
+    """A JSON ``data`` array must hold exactly the shape's element count (Triton's HTTP
+    frontend, ``ReadDataFromJson``: one text for too few elements, another for too many).
+
+    Raises:
+        InvalidArgument: "Failed to parse 'data' field: shape does not match true shape" (too
+            few) or "Unable to parse 'data': Shape does not match true shape of 'data' field"
+            (too many); a bad shape's own text first (:func:`workbench.tensors.check_shape`).
+    """
+    count = math.prod(check_shape(name, shape, model, request_id))
+    if got < count:
+        raise InvalidArgument("Failed to parse 'data' field: shape does not match true shape")
+    if got > count:
+        raise InvalidArgument("Unable to parse 'data': Shape does not match true shape of 'data' field")
 
 
 def _check_input_fields(item: dict, params: dict) -> None:
