@@ -375,3 +375,28 @@ async def test_json_bytes_count_mismatch_uses_the_cores_texts(
             response = await http.post("/v2/models/identity_bytes/infer", json=payload)
     assert response.status_code == 400
     assert response.json()["error"] == "[request id: <id_unknown>] " + text
+
+
+async def test_non_utf8_bytes_output_as_json_is_refused_not_corrupted(asgi_client, tmp_path) -> None:
+    from workbench import Server, ServerOptions
+    from workbench.testing.python_backend import copy_python_model
+
+    raw = b"\xfa\x03ok"  # not UTF-8
+    element = len(raw).to_bytes(4, "little") + raw
+    header = {"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "BYTES",
+                          "parameters": {"binary_data_size": len(element)}}]}
+    copy_python_model(tmp_path, "string_identity")
+    header["outputs"] = [{"name": "OUTPUT0"}]
+    async with Server(ServerOptions(model_repository=[str(tmp_path)])) as engine:
+        async with asgi_client(engine) as http:
+            body, headers = binary_body(header, element)
+            refused = await http.post("/v2/models/string_identity/infer", content=body, headers=headers)
+            header["outputs"] = [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]
+            body, headers = binary_body(header, element)
+            binary = await http.post("/v2/models/string_identity/infer", content=body, headers=headers)
+    assert refused.status_code == 400
+    assert "\ufffd" not in refused.text
+    assert refused.json()["error"] == (
+        "output 'OUTPUT0' of model 'string_identity' holds BYTES that are not valid UTF-8, so they "
+        "cannot be sent as JSON; request it with \"binary_data\": true")
+    assert split_binary(binary)[1] == element  # the same data in binary arrives intact

@@ -216,8 +216,13 @@ def tensor_to_buffer(tensor: Tensor) -> bytes | memoryview:
 
 
 def tensor_to_list(tensor: Tensor) -> list:
-    """Flat JSON-ready list (BYTES decoded as UTF-8, undecodable bytes replaced)."""
+    """Flat JSON-ready list (BYTES decoded as UTF-8).
+
+    Raises:
+        UnicodeDecodeError: a BYTES element is not valid UTF-8 (JSON cannot carry it; it is
+            never replaced with U+FFFD, which would hand the client other data).
+    """
     flat = tensor.data.ravel()
     if tensor.datatype == "BYTES":
-        return [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in flat]
+        return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in flat]
     return flat.tolist()

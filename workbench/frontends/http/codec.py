@@ -304,7 +304,7 @@ def encode_response(
             entry["parameters"] = {"binary_data_size": len(chunk)}
             chunks.append(chunk)
         else:
-            entry["data"] = _json_data(tensor)
+            entry["data"] = _json_data(tensor, response.model_name)
         outputs.append(entry)
     header: dict[str, Any] = {"model_name": response.model_name, "model_version": response.model_version}
     if response.id:
@@ -318,7 +318,18 @@ def encode_response(
     return b"".join([head, *chunks]), len(head)
 
 
-def _json_data(tensor: Tensor) -> object:
+def _json_data(tensor: Tensor, model: str) -> object:
+    """An output's JSON ``data``.
+
+    Raises:
+        InvalidArgument: a BYTES output that is not UTF-8 (binary data carries it intact).
+    """
     if tensor.datatype in ("BYTES", "FP16"):
-        return tensor_to_list(tensor)
+        try:
+            return tensor_to_list(tensor)
+        except UnicodeDecodeError:
+            raise InvalidArgument(
+                f"output '{tensor.name}' of model '{model}' holds BYTES that are not valid "
+                "UTF-8, so they cannot be sent as JSON; request it with \"binary_data\": true"
+            ) from None
     return tensor.data.ravel()  # orjson serializes numpy arrays natively (no Python loop)
