@@ -400,3 +400,18 @@ async def test_non_utf8_bytes_output_as_json_is_refused_not_corrupted(asgi_clien
         "output 'OUTPUT0' of model 'string_identity' holds BYTES that are not valid UTF-8, so they "
         "cannot be sent as JSON; request it with \"binary_data\": true")
     assert split_binary(binary)[1] == element  # the same data in binary arrives intact
+
+
+@pytest.mark.parametrize("depth", [3, 250_000])
+async def test_repository_index_ready_nested_deeply_is_tritons_400(client: httpx.AsyncClient, depth) -> None:
+    body = b'{"ready":' + b"[" * depth + b"true" + b"]" * depth + b"}"
+    response = await client.post("/v2/repository/index", content=body,
+                                 headers={"Content-Type": "application/json"})
+    assert response.status_code == 400
+    assert response.json() == {"error": "Invalid value for 'ready': expected a boolean"}
+    assert (await client.get("/v2/health/live")).status_code == 200
+    deep_elsewhere = b'{"x":' + b"[" * depth + b"]" * depth + b"}"
+    other = await client.post("/v2/repository/index", content=deep_elsewhere,
+                              headers={"Content-Type": "application/json"})
+    # another member nested past orjson's 1024 levels stays a parse error (400), never a crash
+    assert other.status_code == (200 if depth < 1000 else 400)
