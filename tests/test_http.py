@@ -109,6 +109,17 @@ async def test_binary_data_output_request_parameter(client: httpx.AsyncClient) -
     assert len(raw) == 128
 
 
+async def test_binary_data_output_is_only_the_default_of_outputs_not_named(client: httpx.AsyncClient) -> None:
+    a = np.ones((1, 16), np.float32)
+    payload = add_sub_json(a, a, parameters={"binary_data_output": True},
+                           outputs=[{"name": "OUTPUT0", "parameters": {"binary_data": False}},
+                                    {"name": "OUTPUT1"}])
+    response = await client.post("/v2/models/add_sub/infer", json=payload)
+    assert response.status_code == 200
+    outputs = response.json()["outputs"]  # a named output without binary_data is JSON (Triton)
+    assert [o["data"] for o in outputs] == [[2.0] * 16, [0.0] * 16]
+
+
 async def test_json_body_labelled_octet_stream_with_full_header_length(client: httpx.AsyncClient) -> None:
     a = np.ones((1, 16), np.float32)
     body = json.dumps(add_sub_json(a, a)).encode()

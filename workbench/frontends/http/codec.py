@@ -280,16 +280,29 @@ def _requested_outputs(raw: object) -> list[RequestedOutput] | None:
     return outputs
 
 
+def output_is_binary(request: InferenceRequest):
+    """``binary(tensor) -> bool`` for ``request``'s outputs, Triton's rule
+    (``ParseJsonTritonIO``): an output the request names is binary only when its own
+    ``binary_data`` parameter is true; the request's ``binary_data_output`` parameter is the
+    default of the outputs it does not name (all of them when it names none)."""
+    default = bool(request.parameters.get("binary_data_output", False))
+    named = {output.name for output in request.outputs or ()}
+
+    def binary(tensor: Tensor) -> bool:
+        return bool(tensor.parameters.get("binary_data", tensor.name not in named and default))
+
+    return binary
+
+
 def encode_response(
     response: InferenceResponse, request: InferenceRequest
 ) -> tuple[bytes, int | None]:
     """Encode a response body; returns ``(body, json header length or None)``.
 
-    An output is binary when its ``binary_data`` parameter says so, otherwise when the
-    request's ``binary_data_output`` parameter is true (Triton's rule). With any binary
+    An output is binary as :func:`output_is_binary` says (Triton's rule). With any binary
     output the header length is returned (``Inference-Header-Content-Length``).
     """
-    default_binary = bool(request.parameters.get("binary_data_output", False))
+    binary = output_is_binary(request)
     outputs, chunks = [], []
     for tensor in response.outputs:
         entry: dict[str, Any] = {
@@ -299,7 +312,7 @@ def encode_response(
         }
         if "shared_memory_region" in tensor.parameters:
             pass  # written into the client's region: no data, no parameters (Triton)
-        elif tensor.parameters.get("binary_data", default_binary):
+        elif binary(tensor):
             chunk = tensor_to_buffer(tensor)
             entry["parameters"] = {"binary_data_size": len(chunk)}
             chunks.append(chunk)
