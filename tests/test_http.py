@@ -361,6 +361,9 @@ async def test_json_data_count_mismatch_uses_tritons_exact_texts(
     response = await client.post("/v2/models/add_sub/infer", json=payload)
     assert response.status_code == 400
     assert response.json() == {"error": text}  # Triton's whole message (its QA greps it)
+    payload["inputs"][0]["shape"] = [4, 2**60 + 2]  # the byte size overflow is named first
+    overflow = await client.post("/v2/models/add_sub/infer", json=payload)
+    assert "byte size overflow for input 'INPUT0'" in overflow.json()["error"]
 
 
 @pytest.mark.parametrize(
