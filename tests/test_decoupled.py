@@ -81,6 +81,18 @@ async def test_http_answers_501_with_tritons_text(server: Server, asgi_client) -
     assert [o["data"] for o in one.json()["outputs"]] == [[3], [0]]
 
 
+async def test_http_data_then_an_error_is_the_501_too(server: Server, asgi_client) -> None:
+    body = {"inputs": [{"name": "IN", "datatype": "INT32", "shape": [3], "data": [4, -1, 5]}]}
+    first_error = {"inputs": [{"name": "IN", "datatype": "INT32", "shape": [2], "data": [-1, 5]}]}
+    async with asgi_client(server) as http:
+        mixed = await http.post("/v2/models/repeat/infer", json=body)
+        alone = await http.post("/v2/models/repeat/infer", json=first_error)
+    assert mixed.status_code == 501  # two responses (data, then an error): not one
+    assert mixed.json() == {"error": "HTTP end point doesn't support models with decoupled transaction policy"}
+    assert alone.status_code == 400  # the error is the one response: the client gets it
+    assert "negative value -1 at 0" in alone.json()["error"]
+
+
 def grpc_request(values: list[int], model: str = "repeat", request_id: str = "", empty_final: bool = False):
     tensor = pb.ModelInferRequest.InferInputTensor(name="IN", datatype="INT32", shape=[len(values)])
     message = pb.ModelInferRequest(

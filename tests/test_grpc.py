@@ -102,6 +102,16 @@ async def test_requested_output_subset(stub) -> None:
     assert len(response.raw_output_contents) == 1
 
 
+async def test_duplicate_requested_output_is_invalid_argument(stub) -> None:
+    a = np.ones((1, 16), np.float32)
+    request = add_sub_request(a, a)
+    for name in ("OUTPUT1", "OUTPUT1"):
+        request.outputs.add(name=name)
+    error = await rpc_error(stub.ModelInfer(request))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == "[request id: <id_unknown>] output 'OUTPUT1' already exists in request"
+
+
 @pytest.mark.parametrize(
     ("datatype", "field", "values"),
     [
@@ -270,3 +280,14 @@ def test_grpc_flags_become_channel_options() -> None:
     defaults = dict(channel_options(ServerOptions()))
     assert defaults["grpc.max_receive_message_length"] == 2**31 - 1 and defaults["grpc.so_reuseport"] == 0
     assert ServerOptions().grpc_port == 8001 and ServerOptions().allow_grpc
+
+
+async def test_typed_contents_count_mismatch_uses_the_cores_byte_size_text(stub) -> None:
+    request = pb.ModelInferRequest(model_name="add_sub")
+    for i, count in enumerate((16, 12)):
+        tensor = request.inputs.add(name=f"INPUT{i}", datatype="FP32", shape=[1, 16])
+        tensor.contents.fp32_contents.extend([1.0] * count)
+    error = await rpc_error(stub.ModelInfer(request))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == ("[request id: <id_unknown>] input byte size mismatch for input "
+                               "'INPUT1' for model 'add_sub'. Expected 64, got 48")

@@ -109,6 +109,17 @@ async def test_binary_data_output_request_parameter(client: httpx.AsyncClient) -
     assert len(raw) == 128
 
 
+async def test_binary_data_output_is_only_the_default_of_outputs_not_named(client: httpx.AsyncClient) -> None:
+    a = np.ones((1, 16), np.float32)
+    payload = add_sub_json(a, a, parameters={"binary_data_output": True},
+                           outputs=[{"name": "OUTPUT0", "parameters": {"binary_data": False}},
+                                    {"name": "OUTPUT1"}])
+    response = await client.post("/v2/models/add_sub/infer", json=payload)
+    assert response.status_code == 200
+    outputs = response.json()["outputs"]  # a named output without binary_data is JSON (Triton)
+    assert [o["data"] for o in outputs] == [[2.0] * 16, [0.0] * 16]
+
+
 async def test_json_body_labelled_octet_stream_with_full_header_length(client: httpx.AsyncClient) -> None:
     a = np.ones((1, 16), np.float32)
     body = json.dumps(add_sub_json(a, a)).encode()
@@ -148,6 +159,9 @@ ERRORS = [
      "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"),
     ("add_sub", {"triton": True}, 400, "parameter keys starting with 'triton_' are reserved"),
     ("add_sub", {"dup": True}, 400, "input 'INPUT1' already exists in request"),
+    # Triton refuses a repeated requested output (the core's AddOriginalRequestedOutput)
+    ("add_sub", {"dup_output": True}, 400,
+     "[request id: <id_unknown>] output 'OUTPUT0' already exists in request"),
 ]
 
 
@@ -171,6 +185,8 @@ def _mutate(change: dict) -> dict:
         payload["inputs"].append(dict(payload["inputs"][1]))
     if "output" in change:
         payload["outputs"] = [{"name": change["output"]}]
+    if change.get("dup_output"):
+        payload["outputs"] = [{"name": "OUTPUT0"}, {"name": "OUTPUT1"}, {"name": "OUTPUT0"}]
     if change.get("triton"):
         payload["parameters"] = {"triton_x": 1}
     return payload
@@ -223,7 +239,7 @@ async def test_binary_byte_size_mismatch_and_short_body(client: httpx.AsyncClien
         (b"[1, 2]", {}, "failed to parse the request JSON buffer: expected an object"),
         (b'{"inputs": 3}', {}, "Unable to parse 'inputs'"),
         (b"{}", {HEADER: "abc"}, "Unable to parse Inference-Header-Content-Length, got: abc"),
-        (b"{}", {HEADER: "99"}, "inference header size should be in range (0, 2], got: 99"),
+        (b"{}", {HEADER: "99"}, "inference header size should be in range (0, 2), got: 99"),
     ],
 )
 async def test_malformed_bodies(client: httpx.AsyncClient, body: bytes, headers: dict, text: str) -> None:
@@ -328,3 +344,88 @@ async def test_non_batching_model_counts_each_request_as_one(client: httpx.Async
     after = (await client.get("/v2/models/fixed_shape/stats")).json()["model_stats"][0]
     assert after["inference_count"] - before["inference_count"] == 1
     assert after["batch_stats"][0]["batch_size"] == 1
+
+
+@pytest.mark.parametrize(
+    ("count", "text"),
+    [
+        (15, "Failed to parse 'data' field: shape does not match true shape"),
+        (18, "Unable to parse 'data': Shape does not match true shape of 'data' field"),
+    ],
+)
+async def test_json_data_count_mismatch_uses_tritons_exact_texts(
+    client: httpx.AsyncClient, count: int, text: str
+) -> None:
+    payload = add_sub_json(np.ones((1, 16), np.float32), np.ones((1, 16), np.float32))
+    payload["inputs"][0]["data"] = [1.0] * count
+    response = await client.post("/v2/models/add_sub/infer", json=payload)
+    assert response.status_code == 400
+    assert response.json() == {"error": text}  # Triton's whole message (its QA greps it)
+    payload["inputs"][0]["shape"] = [4, 2**60 + 2]  # the byte size overflow is named first
+    overflow = await client.post("/v2/models/add_sub/infer", json=payload)
+    assert "byte size overflow for input 'INPUT0'" in overflow.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("count", "text"),
+    [
+        (2, "expected 4 string elements for inference input 'INPUT0' for model 'identity_bytes', got 2"),
+        # Triton stops at the first element past the count: it names 5, not 6
+        (6, "unexpected number of string elements 5 for inference input 'INPUT0' for model "
+            "'identity_bytes', expecting 4"),
+    ],
+)
+async def test_json_bytes_count_mismatch_uses_the_cores_texts(
+    asgi_client, tmp_path, count: int, text: str
+) -> None:
+    from workbench import Server, ServerOptions
+    from workbench.testing.models import build_datatype_repository
+
+    repo = build_datatype_repository(tmp_path)
+    async with Server(ServerOptions(model_repository=[str(repo)])) as engine:
+        async with asgi_client(engine) as http:
+            payload = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "BYTES",
+                                   "data": ["x"] * count}]}
+            response = await http.post("/v2/models/identity_bytes/infer", json=payload)
+    assert response.status_code == 400
+    assert response.json()["error"] == "[request id: <id_unknown>] " + text
+
+
+async def test_non_utf8_bytes_output_as_json_is_refused_not_corrupted(asgi_client, tmp_path) -> None:
+    from workbench import Server, ServerOptions
+    from workbench.testing.python_backend import copy_python_model
+
+    raw = b"\xfa\x03ok"  # not UTF-8
+    element = len(raw).to_bytes(4, "little") + raw
+    header = {"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "BYTES",
+                          "parameters": {"binary_data_size": len(element)}}]}
+    copy_python_model(tmp_path, "string_identity")
+    header["outputs"] = [{"name": "OUTPUT0"}]
+    async with Server(ServerOptions(model_repository=[str(tmp_path)])) as engine:
+        async with asgi_client(engine) as http:
+            body, headers = binary_body(header, element)
+            refused = await http.post("/v2/models/string_identity/infer", content=body, headers=headers)
+            header["outputs"] = [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]
+            body, headers = binary_body(header, element)
+            binary = await http.post("/v2/models/string_identity/infer", content=body, headers=headers)
+    assert refused.status_code == 400
+    assert "\ufffd" not in refused.text
+    assert refused.json()["error"] == (
+        "output 'OUTPUT0' of model 'string_identity' holds BYTES that are not valid UTF-8, so they "
+        "cannot be sent as JSON; request it with \"binary_data\": true")
+    assert split_binary(binary)[1] == element  # the same data in binary arrives intact
+
+
+@pytest.mark.parametrize("depth", [3, 250_000])
+async def test_repository_index_ready_nested_deeply_is_tritons_400(client: httpx.AsyncClient, depth) -> None:
+    body = b'{"ready":' + b"[" * depth + b"true" + b"]" * depth + b"}"
+    response = await client.post("/v2/repository/index", content=body,
+                                 headers={"Content-Type": "application/json"})
+    assert response.status_code == 400
+    assert response.json() == {"error": "Invalid value for 'ready': expected a boolean"}
+    assert (await client.get("/v2/health/live")).status_code == 200
+    deep_elsewhere = b'{"x":' + b"[" * depth + b"]" * depth + b"}"
+    other = await client.post("/v2/repository/index", content=deep_elsewhere,
+                              headers={"Content-Type": "application/json"})
+    # another member nested past orjson's 1024 levels stays a parse error (400), never a crash
+    assert other.status_code == (200 if depth < 1000 else 400)

@@ -70,3 +70,43 @@ async def test_close_sends_what_is_held_first_and_other_calls_pass_through() -> 
     assert transport.get_extra_info("peername") == ("127.0.0.1", 5)
     await asyncio.sleep(0)
     assert len(real.calls) == 1  # nothing written twice, nothing after close
+
+
+async def test_chunked_body_with_a_content_length_is_read_chunked_and_the_connection_closed() -> None:
+    import uvicorn
+
+    from workbench.frontends.http.protocol import CoalescingHttpToolsProtocol
+
+    async def echo(scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    config = uvicorn.Config(echo, host="127.0.0.1", port=0, http=CoalescingHttpToolsProtocol,
+                            lifespan="off", log_level="warning")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 15\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+        await writer.drain()
+        reply = await asyncio.wait_for(reader.read(), 10)  # until the server closes
+        writer.close()
+    finally:
+        server.should_exit = True
+        await task
+    assert reply.startswith(b"HTTP/1.1 200")
+    assert reply.endswith(b"\r\n\r\nhello")
+    assert b"connection: close" in reply.lower()

@@ -120,9 +120,9 @@ def tensor_from_buffer(
                 _prefix(request_id) + f"expected {count} string elements for inference input "
                 f"'{name}' for model '{model}', got {array.size}"
             )
-        if array.size > count:
+        if array.size > count:  # Triton stops at the first element past the count
             raise InvalidArgument(
-                _prefix(request_id) + f"unexpected number of string elements {array.size} for "
+                _prefix(request_id) + f"unexpected number of string elements {count + 1} for "
                 f"inference input '{name}' for model '{model}', expecting {count}"
             )
         return Tensor(name, datatype, array.reshape(dims))
@@ -143,7 +143,9 @@ def tensor_from_list(
 
     Raises:
         InvalidArgument: bad shape, FP16 over JSON (Triton refuses it), or an element count
-            that does not match the shape.
+            that does not match the shape (Triton core's texts: "input byte size mismatch ...",
+            for BYTES "expected N string elements ..." / "unexpected number of string elements
+            ..."; the HTTP codec checks the count first with its own texts).
     """
     dims = check_shape(name, shape, model, request_id)
     dtype = _dtype(name, datatype)
@@ -162,11 +164,22 @@ def tensor_from_list(
             array = np.asarray(data, dtype=dtype).ravel()
     except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidArgument(f"Unable to parse 'data' of input '{name}': {exc}") from None
-    if array.size != math.prod(dims):
+    count = math.prod(dims)
+    if array.size != count:  # Triton core's texts (the byte size, or the string count)
+        if datatype != "BYTES":
+            itemsize = WIRE_ITEMSIZE[datatype]
+            raise InvalidArgument(
+                _prefix(request_id) + f"input byte size mismatch for input '{name}' for model "
+                f"'{model}'. Expected {count * itemsize}, got {array.size * itemsize}"
+            )
+        if array.size < count:
+            raise InvalidArgument(
+                _prefix(request_id) + f"expected {count} string elements for inference input "
+                f"'{name}' for model '{model}', got {array.size}"
+            )
         raise InvalidArgument(
-            f"Unable to parse 'data': Shape does not match true shape of 'data' field "
-            f"for input '{name}' (shape {list(dims)} has {math.prod(dims)} elements, "
-            f"data has {array.size})"
+            _prefix(request_id) + f"unexpected number of string elements {count + 1} for "
+            f"inference input '{name}' for model '{model}', expecting {count}"
         )
     return Tensor(name, datatype, array.reshape(dims))
 
@@ -203,8 +216,13 @@ def tensor_to_buffer(tensor: Tensor) -> bytes | memoryview:
 
 
 def tensor_to_list(tensor: Tensor) -> list:
-    """Flat JSON-ready list (BYTES decoded as UTF-8, undecodable bytes replaced)."""
+    """Flat JSON-ready list (BYTES decoded as UTF-8).
+
+    Raises:
+        UnicodeDecodeError: a BYTES element is not valid UTF-8 (JSON cannot carry it; it is
+            never replaced with U+FFFD, which would hand the client other data).
+    """
     flat = tensor.data.ravel()
     if tensor.datatype == "BYTES":
-        return [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in flat]
+        return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in flat]
     return flat.tolist()

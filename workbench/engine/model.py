@@ -14,7 +14,7 @@ from workbench.engine.classification import classify
 from workbench.engine.model_io import ModelIO
 from workbench.engine.response_cache import ResponseCache
 from workbench.engine.validation import validate_request
-from workbench.errors import DecoupledNotSupported
+from workbench.errors import DecoupledNotSupported, WorkbenchError
 from workbench.scheduling.base import Scheduler
 from workbench.statistics import ComputeTotals, ModelStatistics
 from workbench.types import InferenceRequest, InferenceResponse, Tensor
@@ -153,12 +153,22 @@ class LoadedModel:
         (what Triton's HTTP endpoint and ``ModelInfer`` RPC accept).
 
         Raises:
-            DecoupledNotSupported: a decoupled model sent no response or more than one.
+            DecoupledNotSupported: a decoupled model sent no response or more than one (an
+                error response after data counts as one more, as in Triton).
+            WorkbenchError: the model's error, when that error is its only response.
         """
         if not self.decoupled:
             return await self.infer(request, arrival_ns, compute_totals)
         stream = self.infer_stream(request, arrival_ns, compute_totals)
-        responses = [r async for r in stream if r.outputs]
+        responses: list[InferenceResponse] = []
+        try:
+            async for response in stream:
+                if response.outputs:
+                    responses.append(response)
+        except WorkbenchError:
+            if not responses:  # the error is the request's one response: the client gets it
+                raise
+            responses.append(response)  # data, then an error response: more than one
         if len(responses) != 1:
             raise DecoupledNotSupported(
                 f"decoupled model '{self.name}' sent {len(responses)} responses; only a single "

@@ -43,11 +43,13 @@ def validate_request(request: InferenceRequest, io: ModelIO) -> BackendRequest:
 
     Raises:
         InvalidArgument: with Triton's text for unknown, duplicate or missing inputs,
-            wrong datatype or shape, batch size over ``max_batch_size``, unknown outputs,
+            wrong datatype or shape, batch size over ``max_batch_size``, unknown or repeated
+            requested outputs,
             a ``classification`` parameter that is not a non-negative integer.
     """
-    given = _index_inputs(request, io)
     prefix = request_prefix(request.id)
+    _check_unique_outputs(request, prefix)
+    given = _index_inputs(request, io)
     if len(given) < len(io.required) or any(n not in given for n in io.required):
         raise InvalidArgument(prefix + _missing_message(given, io))
     batch = None
@@ -63,6 +65,16 @@ def validate_request(request: InferenceRequest, io: ModelIO) -> BackendRequest:
         )
     return BackendRequest(inputs, _requested_outputs(request, io), request.parameters,
                           request_id=request.id, batched=io.max_batch_size > 0)
+
+
+def _check_unique_outputs(request: InferenceRequest, prefix: str) -> None:
+    """A requested output named twice is refused, as Triton's core does when the frontend adds
+    it (``AddOriginalRequestedOutput``), before any input is looked at."""
+    seen: set[str] = set()
+    for output in request.outputs or ():
+        if output.name in seen:
+            raise InvalidArgument(prefix + f"output '{output.name}' already exists in request")
+        seen.add(output.name)
 
 
 def _index_inputs(request: InferenceRequest, io: ModelIO) -> dict[str, Tensor]:

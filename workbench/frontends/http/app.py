@@ -11,6 +11,7 @@ import asyncio
 import base64
 import binascii
 import logging
+import re
 
 import orjson
 from fastapi import APIRouter, FastAPI, Request, Response
@@ -118,6 +119,10 @@ def _model_routes(server: Server) -> APIRouter:
     return router
 
 
+#: a body whose ``ready`` member is an array or object (read when the body is too deep to parse)
+_READY_CONTAINER = re.compile(rb'^\s*\{\s*"ready"\s*:\s*[\[{]')
+
+
 def _repository_routes(server: Server) -> APIRouter:
     router = APIRouter()
 
@@ -129,7 +134,15 @@ def _repository_routes(server: Server) -> APIRouter:
             InvalidArgument: ``ready`` is not a JSON boolean ("Invalid value for 'ready':
                 expected a boolean", Triton's text).
         """
-        ready = (await _json_body(request)).get("ready", False)
+        body = await request.body()
+        try:
+            ready = (parse_json_object(body) if body.strip() else {}).get("ready", False)
+        except InvalidArgument:
+            # too deeply nested to parse (orjson stops at 1024 levels, without recursing
+            # out); Triton parses it and refuses a 'ready' that is an array or object
+            if _READY_CONTAINER.search(body[:4096]):
+                raise InvalidArgument("Invalid value for 'ready': expected a boolean") from None
+            raise
         if not isinstance(ready, bool):
             raise InvalidArgument("Invalid value for 'ready': expected a boolean")
         return json_response(await server.repository_index(ready=ready))

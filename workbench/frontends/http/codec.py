@@ -11,6 +11,7 @@ parameters): the engine reads and writes those, and such outputs are encoded wit
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import orjson
@@ -35,6 +36,7 @@ from workbench.frontends.http.json_tensor import (
     json_shape,
 )
 from workbench.frontends.output_parameters import check_shared_memory_output
+from workbench.tensors import check_shape
 
 HEADER_LENGTH = "inference-header-content-length"
 
@@ -47,7 +49,10 @@ def decode_request(
     Raises:
         InvalidArgument: malformed JSON, header length, inputs or tensor data (Triton's texts).
     """
-    json_end = _json_end(header_length, len(body))
+    json_end = json_header_end(header_length, len(body))
+    if json_end == 0:
+        raise InvalidArgument("a raw binary request (Inference-Header-Content-Length: 0) has "
+                              "no JSON header to decode")
     view = memoryview(body)
     header = parse_json_object(view[:json_end])
     inputs_json = header.get("inputs")
@@ -71,7 +76,15 @@ def decode_request(
     )
 
 
-def _json_end(header_length: str | None, body_length: int) -> int:
+def json_header_end(header_length: str | None, body_length: int) -> int:
+    """Where the JSON header ends in a body of ``body_length`` bytes: the whole body without
+    ``Inference-Header-Content-Length``, else its value; 0 means a raw binary request (no JSON,
+    the body is the single input: :mod:`workbench.frontends.http.raw_binary`).
+
+    Raises:
+        InvalidArgument: the header is not an integer, or outside ``[0, body_length]``
+            (Triton's texts, ``GetInferenceHeaderLength``).
+    """
     if header_length is None:
         return body_length
     try:
@@ -80,9 +93,14 @@ def _json_end(header_length: str | None, body_length: int) -> int:
         raise InvalidArgument(
             f"Unable to parse Inference-Header-Content-Length, got: {header_length}"
         ) from None
-    if length <= 0 or length > body_length:
+    if not -(2**31) <= length < 2**31:  # std::stoi's range in Triton
         raise InvalidArgument(
-            f"inference header size should be in range (0, {body_length}], got: {length}"
+            "Unable to parse Inference-Header-Content-Length, value is out of range "
+            f"[ {-(2**31)}, {2**31 - 1} ], got: {header_length}"
+        )
+    if length < 0 or length > body_length:
+        raise InvalidArgument(
+            f"inference header size should be in range (0, {body_length}), got: {header_length}"
         )
     return length
 
@@ -187,6 +205,8 @@ def _decode_input(
         return tensor, offset
     if "data" in item:
         data = json_data(datatype, item["data"])
+        if datatype in _COUNTED_HERE:  # BYTES: the core counts the strings (tensor_from_list)
+            _check_element_count(name, shape, len(data), model, request_id)
         tensor = tensor_from_list(name, datatype, shape, data, model=model, request_id=request_id)
         return tensor, offset
     size = _binary_size(params["binary_data_size"], name)
@@ -198,6 +218,30 @@ def _decode_input(
     chunk = view[offset : offset + size]
     tensor = tensor_from_buffer(name, datatype, shape, chunk, model=model, request_id=request_id)
     return tensor, offset + size
+
+
+#: JSON datatypes whose element count this frontend checks itself (Triton's HTTP frontend);
+#: FP16/BF16 are refused over JSON, BYTES elements are counted by the core
+_COUNTED_HERE = frozenset({"BOOL", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
+                           "UINT32", "UINT64", "FP32", "FP64"})
+
+
+def _check_element_count(name: str, shape: list[int], got: int, model: str, request_id: str) -> None:
+    """A JSON ``data`` array must hold exactly the shape's element count (Triton's HTTP
+    frontend, ``ReadDataFromJson``: one text for too few elements, another for too many).
+
+    Raises:
+        InvalidArgument: "Failed to parse 'data' field: shape does not match true shape" (too
+            few) or "Unable to parse 'data': Shape does not match true shape of 'data' field"
+            (too many); a bad shape's own text first (:func:`workbench.tensors.check_shape`).
+    """
+    count = math.prod(check_shape(name, shape, model, request_id))
+    if count * 8 > 2**63 - 1:  # may overflow the byte size: tensor_from_list says so (Triton's order)
+        return
+    if got < count:
+        raise InvalidArgument("Failed to parse 'data' field: shape does not match true shape")
+    if got > count:
+        raise InvalidArgument("Unable to parse 'data': Shape does not match true shape of 'data' field")
 
 
 def _check_input_fields(item: dict, params: dict) -> None:
@@ -238,16 +282,29 @@ def _requested_outputs(raw: object) -> list[RequestedOutput] | None:
     return outputs
 
 
+def output_is_binary(request: InferenceRequest):
+    """``binary(tensor) -> bool`` for ``request``'s outputs, Triton's rule
+    (``ParseJsonTritonIO``): an output the request names is binary only when its own
+    ``binary_data`` parameter is true; the request's ``binary_data_output`` parameter is the
+    default of the outputs it does not name (all of them when it names none)."""
+    default = bool(request.parameters.get("binary_data_output", False))
+    named = {output.name for output in request.outputs or ()}
+
+    def binary(tensor: Tensor) -> bool:
+        return bool(tensor.parameters.get("binary_data", tensor.name not in named and default))
+
+    return binary
+
+
 def encode_response(
     response: InferenceResponse, request: InferenceRequest
 ) -> tuple[bytes, int | None]:
     """Encode a response body; returns ``(body, json header length or None)``.
 
-    An output is binary when its ``binary_data`` parameter says so, otherwise when the
-    request's ``binary_data_output`` parameter is true (Triton's rule). With any binary
+    An output is binary as :func:`output_is_binary` says (Triton's rule). With any binary
     output the header length is returned (``Inference-Header-Content-Length``).
     """
-    default_binary = bool(request.parameters.get("binary_data_output", False))
+    binary = output_is_binary(request)
     outputs, chunks = [], []
     for tensor in response.outputs:
         entry: dict[str, Any] = {
@@ -257,12 +314,12 @@ def encode_response(
         }
         if "shared_memory_region" in tensor.parameters:
             pass  # written into the client's region: no data, no parameters (Triton)
-        elif tensor.parameters.get("binary_data", default_binary):
+        elif binary(tensor):
             chunk = tensor_to_buffer(tensor)
             entry["parameters"] = {"binary_data_size": len(chunk)}
             chunks.append(chunk)
         else:
-            entry["data"] = _json_data(tensor)
+            entry["data"] = _json_data(tensor, response.model_name)
         outputs.append(entry)
     header: dict[str, Any] = {"model_name": response.model_name, "model_version": response.model_version}
     if response.id:
@@ -276,7 +333,18 @@ def encode_response(
     return b"".join([head, *chunks]), len(head)
 
 
-def _json_data(tensor: Tensor) -> object:
+def _json_data(tensor: Tensor, model: str) -> object:
+    """An output's JSON ``data``.
+
+    Raises:
+        InvalidArgument: a BYTES output that is not UTF-8 (binary data carries it intact).
+    """
     if tensor.datatype in ("BYTES", "FP16"):
-        return tensor_to_list(tensor)
+        try:
+            return tensor_to_list(tensor)
+        except UnicodeDecodeError:
+            raise InvalidArgument(
+                f"output '{tensor.name}' of model '{model}' holds BYTES that are not valid "
+                "UTF-8, so they cannot be sent as JSON; request it with \"binary_data\": true"
+            ) from None
     return tensor.data.ravel()  # orjson serializes numpy arrays natively (no Python loop)

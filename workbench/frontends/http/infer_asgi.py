@@ -25,7 +25,7 @@ from urllib.parse import unquote
 import orjson
 
 from workbench import DecoupledNotSupported, InvalidArgument, Server, WorkbenchError
-from workbench.frontends.http.codec import HEADER_LENGTH
+from workbench.frontends.http.codec import HEADER_LENGTH, json_header_end
 from workbench.frontends.http.compression import (
     compress,
     decompress,
@@ -39,6 +39,7 @@ from workbench.frontends.http.large_bodies import (
     encode_response_off_loop,
     json_part_size,
 )
+from workbench.frontends.http.raw_binary import raw_binary_request
 from workbench.frontends.status import http_status
 
 Scope = MutableMapping[str, Any]
@@ -95,7 +96,11 @@ class InferFastPath:
                 body = await decompress(body, self.limit)
             check_json_size(json_part_size(header_length, len(body)), self.json_limit)
             model, version = unquote(match.group(1)), unquote(match.group(2) or "")
-            request = await decode_request_off_loop(self.json_budget, body, header_length, model, version)
+            if json_header_end(header_length, len(body)) == 0:  # Triton's raw binary request
+                request = await raw_binary_request(self.server, body, model, version)
+            else:
+                request = await decode_request_off_loop(
+                    self.json_budget, body, header_length, model, version)
             del body  # JSON tensors no longer need it (binary ones keep their views alive)
             watch = DisconnectWatch(receive)
             try:

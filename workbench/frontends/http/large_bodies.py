@@ -25,21 +25,22 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from workbench import InferenceRequest, InferenceResponse, InvalidArgument
-from workbench.frontends.http.codec import decode_request, encode_response
+from workbench.frontends.http.codec import decode_request, encode_response, output_is_binary
 
 #: JSON parts (and JSON answers) at least this large are handled on a worker thread
 OFFLOAD_BYTES = 1024 * 1024
 
 
 def json_part_size(header_length: str | None, body_length: int) -> int:
-    """Bytes of JSON in a body: ``Inference-Header-Content-Length`` when it is a valid length,
-    else the whole body (a malformed header is the codec's error to raise)."""
+    """Bytes of JSON in a body: ``Inference-Header-Content-Length`` when it is a valid length
+    (0 for a raw binary request, which has no JSON), else the whole body (a malformed header
+    is the codec's error to raise)."""
     if header_length is not None:
         try:
             length = int(header_length)
         except ValueError:
             return body_length
-        if 0 < length <= body_length:
+        if 0 <= length <= body_length:
             return length
     return body_length
 
@@ -113,13 +114,12 @@ async def encode_response_off_loop(
 
 
 def json_output_bytes(response: InferenceResponse, request: InferenceRequest) -> int:
-    """Tensor bytes of the outputs the codec writes as JSON (Triton's rule: an output's
-    ``binary_data`` parameter, else the request's ``binary_data_output``)."""
-    default_binary = bool(request.parameters.get("binary_data_output", False))
+    """Tensor bytes of the outputs the codec writes as JSON (Triton's rule,
+    :func:`~workbench.frontends.http.codec.output_is_binary`)."""
+    binary = output_is_binary(request)
     return sum(
         tensor.data.nbytes for tensor in response.outputs
-        if "shared_memory_region" not in tensor.parameters
-        and not tensor.parameters.get("binary_data", default_binary)
+        if "shared_memory_region" not in tensor.parameters and not binary(tensor)
     )
 
 

@@ -81,7 +81,23 @@ class CoalescingTransport:
 
 class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     """``uvicorn.Config(http=...)`` class: uvicorn's httptools protocol over a
-    :class:`CoalescingTransport`."""
+    :class:`CoalescingTransport`.
+
+    A request with both ``Transfer-Encoding: chunked`` and ``Content-Length`` is read as
+    chunked (RFC 9112 6.3: Transfer-Encoding wins; Triton's libevhtp reads it too, while
+    llhttp refuses it by default), and its connection is closed after the response, as
+    nginx does, so no byte of it can be taken for a next request (request smuggling).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.parser.set_dangerous_leniencies(lenient_chunked_length=True)
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        names = {name for name, _ in self.headers}
+        if b"transfer-encoding" in names and b"content-length" in names and self.cycle is not None:
+            self.cycle.keep_alive = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
