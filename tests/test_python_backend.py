@@ -129,6 +129,17 @@ async def test_bytes_tensors_are_object_arrays_of_bytes(server: Server, asgi_cli
     assert {o["name"]: o["data"] for o in reply.json()["outputs"]} == {"OUTPUT0": ["a", "bc"], "LENGTHS": [1, 2]}
 
 
+@pytest.mark.parametrize("batch", [1, 2, 4])
+async def test_zero_element_tensors_in_and_out(server: Server, asgi_client, batch: int) -> None:
+    """[N,0] BYTES in, [N,0] BYTES + INT32 out: 200 with the empty tensors, as Triton (was 500)."""
+    body = {"inputs": [{"name": "INPUT0", "datatype": "BYTES", "shape": [batch, 0], "data": []}]}
+    async with asgi_client(server) as http:
+        reply = await http.post("/v2/models/string_identity/infer", json=body)
+    assert reply.status_code == 200, reply.text
+    assert {o["name"]: (o["shape"], o["data"]) for o in reply.json()["outputs"]} == {
+        "OUTPUT0": ([batch, 0], []), "LENGTHS": ([batch, 0], [])}
+
+
 async def test_model_imports_files_next_to_it(server: Server) -> None:
     response = await server.infer(InferenceRequest("helper_import", [fp32("INPUT0", [1, 2])]))
     assert response.outputs[0].data.tolist() == [3, 6]
