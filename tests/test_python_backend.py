@@ -38,7 +38,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 MODELS = ("add_sub", "identity", "string_identity", "raiser", "error_response", "wrong_count",
           "repeat", "bls_sync", "bls_async", "bls_decoupled", "auto_complete", "helper_import",
-          "init_fails", "batch_count", "sleeper", "empty_output")
+          "init_fails", "batch_count", "sleeper", "empty_output", "sender_once")
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +127,42 @@ async def test_bytes_tensors_are_object_arrays_of_bytes(server: Server, asgi_cli
     async with asgi_client(server) as http:
         reply = await http.post("/v2/models/string_identity/infer", json=body)
     assert {o["name"]: o["data"] for o in reply.json()["outputs"]} == {"OUTPUT0": ["a", "bc"], "LENGTHS": [1, 2]}
+
+
+@pytest.mark.parametrize("batch", [1, 2, 4])
+async def test_zero_element_tensors_in_and_out(server: Server, asgi_client, batch: int) -> None:
+    """[N,0] BYTES in, [N,0] BYTES + INT32 out: 200 with the empty tensors, as Triton (was 500)."""
+    body = {"inputs": [{"name": "INPUT0", "datatype": "BYTES", "shape": [batch, 0], "data": []}]}
+    async with asgi_client(server) as http:
+        reply = await http.post("/v2/models/string_identity/infer", json=body)
+    assert reply.status_code == 200, reply.text
+    assert {o["name"]: (o["shape"], o["data"]) for o in reply.json()["outputs"]} == {
+        "OUTPUT0": ([batch, 0], []), "LENGTHS": ([batch, 0], [])}
+
+
+@pytest.mark.parametrize(("mode", "added"), [
+    ("return", 0), ("send_final", 1000), ("send_then_final", 1000), ("send_after_return", 2000),
+    ("send_and_return", 1000), ("send_twice", 1000)])
+async def test_non_decoupled_model_answers_through_its_response_sender(
+        server: Server, asgi_client, mode: str, added: int) -> None:
+    """Triton's python_backend: a non-decoupled model may send its one response with
+    ``get_response_sender()`` (then FINAL); a response returned or sent beyond it fails in
+    the model, and the response already sent still reaches the client (was 500)."""
+    body = {"parameters": {"mode": mode},
+            "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [2], "data": [1, 2]}]}
+    async with asgi_client(server) as http:
+        reply = await http.post("/v2/models/sender_once/infer", json=body)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["outputs"][0]["data"] == [1 + added, 2 + added]
+
+
+async def test_non_decoupled_final_flag_without_a_response_is_an_error(server: Server) -> None:
+    request = InferenceRequest("sender_once", [fp32("INPUT0", [1])], parameters={"mode": "final_only"})
+    with pytest.raises(InternalError, match="Non-decoupled model cannot send complete final "
+                                            "before sending a response"):
+        await server.infer(request)
+    response = await server.infer(InferenceRequest("sender_once", [fp32("INPUT0", [3])]))
+    assert response.outputs[0].data.tolist() == [3]  # the instance serves on
 
 
 async def test_model_imports_files_next_to_it(server: Server) -> None:

@@ -231,3 +231,17 @@ def test_bytes_tensor_through_a_segment_and_foreign_segments_refused(pool: Segme
     _, array = decode_tensor(wire, reader)
     assert array.shape == (10, 10) and array[3, 4] == b"x" * 2000
     assert reader.released() == [wire[3][0]]  # copied out: released at once
+
+
+ZERO_DTYPES = [np.bool_, np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int16,
+               np.int32, np.int64, np.float16, np.float32, np.float64, np.object_]
+
+
+@pytest.mark.parametrize("dtype", ZERO_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(0,), (1, 0), (4, 0), (0, 3)])
+def test_zero_element_tensors_cross_the_transport(pool: SegmentPool, dtype, shape) -> None:
+    """Triton's python_backend passes empty tensors (a zero in the shape) in both directions."""
+    array = np.zeros(shape, dtype=dtype)
+    for writable in (True, False):  # into the stub (writable) and back to the server
+        name, decoded = decode_tensor(encode_tensor("Z", array, pool), SegmentReader(PREFIX, writable))
+        assert name == "Z" and decoded.shape == shape and decoded.dtype == array.dtype

@@ -96,7 +96,8 @@ class OnnxRuntimeInstance(ModelInstance):
                 f"{_ANSI.sub('', str(exc))}"
             ) from None
         check_providers_started(config.name, plan, self._session.get_providers())
-        self._string_inputs = _check_io(config, self._session)
+        self._string_inputs, self._scalars = _check_io(config, self._session)
+        self._batching = config.max_batch_size > 0
         self._all_outputs = [o.name for o in self._session.get_outputs()]
 
     def execute(
@@ -113,6 +114,10 @@ class OnnxRuntimeInstance(ModelInstance):
             ) from None
         times.mark_infer_done()
         outputs = dict(zip(names, (_from_ort(r) for r in results), strict=True))
+        for name in self._scalars.keys() & outputs.keys():
+            if outputs[name].ndim == 0:  # Triton: a scalar output takes the configured dims
+                batch = [sum(sizes)] if self._batching else []
+                outputs[name] = outputs[name].reshape(batch + self._scalars[name])
         return split_outputs(requests, outputs, sizes)
 
     def _gather(self, requests: Sequence[BackendRequest]) -> tuple[dict, list[int]]:
@@ -127,6 +132,8 @@ class OnnxRuntimeInstance(ModelInstance):
             }
         for name in self._string_inputs.intersection(feed):
             feed[name] = _to_ort_strings(feed[name], name, self._model_name)
+        for name in self._scalars.keys() & feed.keys():
+            feed[name] = _to_scalar(feed[name], name, self._model_name)
         return feed, sizes
 
     def unload(self) -> None:
@@ -170,13 +177,19 @@ def _plan(ort, config: ModelConfig, spec: InstanceSpec) -> OrtSessionPlan:
     return session_plan(config, kind, spec.device_id, available)
 
 
-def _check_io(config: ModelConfig, session) -> set[str]:
-    """Compare config datatypes with the graph's (Triton's load-time check); return string inputs."""
+def _check_io(config: ModelConfig, session) -> tuple[set[str], dict[str, list[int]]]:
+    """Compare config datatypes and dims with the graph's (Triton's load-time check).
+
+    Returns:
+        The names of the string inputs, and the scalar (rank-0) graph tensors with their
+        configured dims (all 1s, without the batch dim).
+    """
     from tritonclient.grpc.model_config_pb2 import DataType
 
     graph_inputs = {i.name: i.type for i in session.get_inputs()}
     graph_outputs = {o.name: o.type for o in session.get_outputs()}
     shapes = {t.name: t.shape for t in (*session.get_inputs(), *session.get_outputs())}
+    scalars: dict[str, list[int]] = {}
     for kind, entries, graph in (
         ("input", config.input, graph_inputs),
         ("output", config.output, graph_outputs),
@@ -194,8 +207,29 @@ def _check_io(config: ModelConfig, session) -> set[str]:
                     f"unable to load model '{config.name}', configuration expects datatype "
                     f"{expected} for {kind} '{entry.name}', model provides {provided}"
                 )
-            _check_dims(config, entry, shapes[entry.name])
-    return {name for name, t in graph_inputs.items() if t == "tensor(string)"}
+            if len(shapes[entry.name]) == 0:
+                scalars[entry.name] = _check_scalar_dims(config, entry)
+            else:
+                _check_dims(config, entry, shapes[entry.name])
+    return {name for name, t in graph_inputs.items() if t == "tensor(string)"}, scalars
+
+
+def _check_scalar_dims(config: ModelConfig, entry) -> list[int]:
+    """A scalar (rank-0) graph tensor: every configured dim (``reshape`` when given, else
+    ``dims``; the batch dim is not among them) must be 1, as Triton's onnxruntime backend
+    (``ValidateInputs`` / ``ValidateOutputs``). Returns those dims.
+
+    Raises:
+        ModelLoadError: a configured dim other than 1 (Triton's text).
+    """
+    dims = [int(d) for d in (entry.reshape.shape if entry.HasField("reshape") else entry.dims)]
+    if any(d != 1 for d in dims):
+        raise ModelLoadError(
+            f"unable to load model '{config.name}', scalar tensor '{entry.name}', should only "
+            "provide 1 in the model configuration when the model doesn't support batching. "
+            f"Model configuration provided: {_dims(dims)}."
+        )
+    return dims
 
 
 def _check_dims(config: ModelConfig, entry, graph_shape: list) -> None:
@@ -224,6 +258,20 @@ def _check_dims(config: ModelConfig, entry, graph_shape: list) -> None:
 
 def _dims(shape: list[int]) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _to_scalar(array: np.ndarray, name: str, model: str) -> np.ndarray:
+    """The one element of a request's input for a scalar graph input, as a rank-0 array.
+
+    Raises:
+        InvalidArgument: more than one element (a batch above 1 for a scalar input).
+    """
+    if array.size != 1:
+        raise InvalidArgument(
+            f"input '{name}' for model '{model}' is a scalar in the model but the request "
+            f"holds {array.size} elements (shape {_dims(list(array.shape))})"
+        )
+    return array.reshape(())
 
 
 def _to_ort_strings(array: np.ndarray, name: str, model: str) -> np.ndarray:

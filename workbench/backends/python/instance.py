@@ -10,6 +10,13 @@ the model stays READY. If that restart fails, the next execution tries again.
 Timeouts: ``execute`` is not bounded (as in Triton: a hung model blocks only its own
 instance); ``finalize`` is bounded by ``stub-timeout-seconds`` (Triton's backend-config key,
 read here from the model config ``parameters``; default 30 s).
+
+Response senders: every request has one (``request.get_response_sender()``). A decoupled
+model streams through it; a non-decoupled model may send its one response through it instead
+of returning it (Triton's python_backend rules: one response, then or with it the FINAL flag;
+a second response or a FINAL before any response raises in the model). Such a request is
+answered when the FINAL arrives, also from a model thread after ``execute`` returned: the
+instance waits for it, as a request whose model never sends FINAL waits in Triton.
 """
 
 from __future__ import annotations
@@ -132,8 +139,10 @@ class PythonInstance(ModelInstance):
         """
         stub = self._healthy_stub()
         keys: list[int] = []
+        slots: list[_Slot] = []
         try:
-            message = {"op": "execute", "requests": [self._wire_request(r, stub, keys) for r in requests]}
+            message = {"op": "execute",
+                       "requests": [self._wire_request(r, stub, keys, slots) for r in requests]}
             times.mark_input_done()
             reply = stub.call(message)
         except (StubDied, OSError) as exc:
@@ -144,25 +153,57 @@ class PythonInstance(ModelInstance):
         except BaseException:
             self._drop_senders(keys)
             raise
-        times.mark_infer_done()
+        if self._decoupled:
+            times.mark_infer_done()
+            if reply["error"] is not None:
+                self._drop_senders(keys)
+                log.error("%s", self._failure(reply["error"]))
+                raise InternalError(self._failure(reply["error"]))
+            return [BackendResponse() for _ in requests]
+        return self._collect(reply, slots, keys, times)
+
+    def _collect(self, reply: dict, slots: list[_Slot], keys: list[int],
+                 times: ExecutionTimes) -> list[BackendResponse]:
+        """A non-decoupled batch's responses: the ones ``execute`` returned, and for a request
+        it returned None for, the one its response sender sent (waited for: it may come from
+        a model thread after ``execute`` returned, as Triton allows). When the batch failed,
+        a request that had already sent its response keeps it (Triton has delivered it); the
+        others get the error."""
         if reply["error"] is not None:
             self._drop_senders(keys)
+            times.mark_infer_done()
             log.error("%s", self._failure(reply["error"]))
-            raise InternalError(self._failure(reply["error"]))
-        if self._decoupled:
-            return [BackendResponse() for _ in requests]
-        return [self._backend_response(r) for r in reply["responses"]]
+            error = InternalError(self._failure(reply["error"]))
+            if all(slot.response is None for slot in slots):
+                raise error
+            return [slot.response if slot.response is not None else BackendResponse(error=error)
+                    for slot in slots]
+        responses = []
+        for wire, slot, key in zip(reply["responses"], slots, keys):
+            if wire is not None:
+                self._senders.pop(key, None)
+                responses.append(self._backend_response(wire))
+                continue
+            slot.done.wait()  # set by the sender's FINAL, a stub exit or the unload
+            responses.append(slot.response if slot.response is not None else BackendResponse(
+                error=InternalError(self._failure("the response sender sent no response"))))
+        times.mark_infer_done()
+        return responses
 
     def _failure(self, message: str) -> str:
         return f"Failed to process the request(s) for model instance '{self.name}', message: {message}"
 
-    def _wire_request(self, request: BackendRequest, stub: StubProcess, keys: list[int]) -> dict:
+    def _wire_request(self, request: BackendRequest, stub: StubProcess, keys: list[int],
+                      slots: list[_Slot]) -> dict:
         params = request.parameters
-        key = None
+        key = next(self._sender_ids)
         if self._decoupled:
-            key = next(self._sender_ids)
             self._senders[key] = request.response_sender or _ignore
-            keys.append(key)
+        else:  # a non-decoupled model may answer through its response sender too
+            slot = _Slot()
+            slots.append(slot)
+            self._senders[key] = slot.send
+        keys.append(key)
         start = params.get("_start", params.get("sequence_start", False))
         end = params.get("_end", params.get("sequence_end", False))
         return {
@@ -343,6 +384,24 @@ def _stub_timeout_s(config: ModelConfig) -> float:
     if value <= 0:
         raise ModelLoadError(f"model '{config.name}': 'stub-timeout-seconds' must be a positive number, got '{text}'")
     return value
+
+
+class _Slot:
+    """Where the response sender of one request of a non-decoupled model puts its response.
+
+    ``done`` is set by the FINAL send (with or after the one response), or by an error when
+    the stub exits or the instance unloads.
+    """
+
+    def __init__(self) -> None:
+        self.response: BackendResponse | None = None
+        self.done = threading.Event()
+
+    def send(self, response: BackendResponse | None, final: bool) -> None:
+        if response is not None and self.response is None:
+            self.response = response
+        if final:
+            self.done.set()
 
 
 def _ignore(response: BackendResponse | None, final: bool) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -93,25 +94,29 @@ class InferenceResponse:
 
 
 class InferenceResponseSender:
-    """Sends the responses of one request of a decoupled model (``request.get_response_sender()``).
+    """Sends the responses of one request (``request.get_response_sender()``).
 
     Usable from any thread, during or after ``execute``, until a send carries
-    :data:`TRITONSERVER_RESPONSE_COMPLETE_FINAL`.
+    :data:`TRITONSERVER_RESPONSE_COMPLETE_FINAL`. A decoupled model sends 0..n responses;
+    a non-decoupled one exactly one (then, or with it, the FINAL flag), in place of
+    returning it from ``execute`` (Triton's python_backend ``ResponseSender`` rules).
     """
 
-    def __init__(self, key: int) -> None:
+    def __init__(self, key: int, decoupled: bool = True) -> None:
         self._key = key
+        self._decoupled = decoupled
         self._closed = False
+        self._sent = 0
+        self._lock = threading.Lock()
 
     def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
         """Send ``response`` (may be None with the FINAL flag: close without a response).
 
         Raises:
             TritonModelException: the sender is closed, the response is missing without the
-                FINAL flag, or the server is gone.
+                FINAL flag, a non-decoupled model sends a second response or the FINAL flag
+                before any response (Triton's texts), or the server is gone.
         """
-        if self._closed:
-            raise TritonModelException("Unable to send response. Response sender has been closed.")
         if response is None and not flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
             raise TritonModelException(
                 "Inference Response object must be provided when the response flags is set to zero."
@@ -119,9 +124,37 @@ class InferenceResponseSender:
         if response is not None and not isinstance(response, InferenceResponse):
             raise TritonModelException("send() expects a pb_utils.InferenceResponse")
         final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        if final:
-            self._closed = True
+        self._count(response is not None, final)
         _require_runtime().send_response(self._key, response, final)
+
+    def _count(self, has_response: bool, final: bool) -> None:
+        """Check one send against the rules and record it (Triton's ``UpdateStateAndCounters``).
+
+        Raises:
+            TritonModelException: the send is not allowed (Triton's texts).
+        """
+        with self._lock:
+            if not self._decoupled:
+                if has_response and self._sent > 0:
+                    raise TritonModelException(
+                        "Unable to send response. Non-decoupled model cannot send more than one "
+                        "response."
+                    )
+                if not has_response and final and self._sent == 0:
+                    raise TritonModelException(
+                        "Unable to send response. Non-decoupled model cannot send complete final "
+                        "before sending a response."
+                    )
+            if self._closed:
+                raise TritonModelException("Unable to send response. Response sender has been closed.")
+            if final:
+                self._closed = True
+            self._sent += 1
+
+    def _close(self) -> None:
+        """No more sends (the request failed): later sends raise "has been closed"."""
+        with self._lock:
+            self._closed = True
 
     def close(self) -> None:
         """Older API: the same as ``send(flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL)``."""
@@ -167,6 +200,7 @@ class InferenceRequest:
         self._timeout = int(timeout)
         self._parameters = _parameters_json(parameters)
         self._sender_key: int | None = None
+        self._decoupled = True
         self._sender: InferenceResponseSender | None = None
 
     def inputs(self) -> list[Tensor]:
@@ -215,18 +249,21 @@ class InferenceRequest:
         return False
 
     def get_response_sender(self) -> InferenceResponseSender:
-        """The sender for this request's responses (decoupled models only).
+        """The sender for this request's responses (one per request, the same on every call).
+
+        A decoupled model sends 0..n responses with it; a non-decoupled one may send its one
+        response with it instead of returning it from ``execute`` (as in Triton).
 
         Raises:
-            TritonModelException: the model is not decoupled.
+            TritonModelException: a request the model built itself (BLS) has no sender.
         """
         if self._sender_key is None:
-            raise TritonModelException(
-                "Unable to get the response sender: the model does not use the decoupled "
-                "transaction policy"
+            raise TritonModelException(  # Triton's text for a request the model built itself
+                "Unable to send response. Response sender has no reference to the decoupled "
+                "state of the model."
             )
         if self._sender is None:
-            self._sender = InferenceResponseSender(self._sender_key)
+            self._sender = InferenceResponseSender(self._sender_key, self._decoupled)
         return self._sender
 
     def exec(self, decoupled: bool = False) -> Any:

@@ -225,7 +225,7 @@ class StubProcess:
 def _responses_in(message: dict) -> list[dict]:
     op = message["op"]
     if op == "executed":
-        return message["responses"] or []
+        return [r for r in message["responses"] or () if r is not None]  # None: sent by its sender
     if op in ("send", "bls_response"):
         return [message["response"]] if message["response"] is not None else []
     return []

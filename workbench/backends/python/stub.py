@@ -152,16 +152,21 @@ class Stub:
             self._run(finalize())
 
     def _execute(self, message: dict) -> None:
+        requests: list = []
         try:
             requests = [self._request(r) for r in message["requests"]]
             result = self._run(self.model.execute(requests))
-            responses = self._check_result(result, len(requests))
+            responses = self._check_result(result, requests)
             encoded = None
             if responses is not None:
-                encoded = [encode_response(r, self.pool, set(q.requested_output_names()))
+                encoded = [None if r is None else
+                           encode_response(r, self.pool, set(q.requested_output_names()))
                            for r, q in zip(responses, requests)]
             reply = {"op": "executed", "id": message["id"], "responses": encoded, "error": None}
         except BaseException as exc:  # noqa: BLE001 - fails this batch, never the stub
+            for request in requests:  # as Triton: the failed batch's senders are closed
+                request.get_response_sender()._close()
+                self._senders.pop(request._sender_key, None)
             reply = {"op": "executed", "id": message["id"], "responses": None, "error": describe(exc)}
         requests = result = responses = None  # drop the inputs: their segments go back with the reply
         self.send(reply)
@@ -173,12 +178,22 @@ class Stub:
             request_id=wire["id"], correlation_id=wire["correlation_id"], flags=wire["flags"],
             timeout=wire["timeout"], parameters=wire["parameters"],
         )
-        if wire["sender"] is not None:
-            request._sender_key = wire["sender"]
-            self._senders[wire["sender"]] = frozenset(wire["outputs"])
+        request._sender_key = wire["sender"]
+        request._decoupled = self.decoupled
+        self._senders[wire["sender"]] = frozenset(wire["outputs"])
         return request
 
-    def _check_result(self, result: Any, count: int) -> list | None:
+    def _check_result(self, result: Any, requests: list) -> list | None:
+        """The responses ``execute`` returned, checked as Triton's stub does: a decoupled model
+        returns None; a non-decoupled one a list with one entry per request, each an
+        ``InferenceResponse`` or None (that request answers through its response sender);
+        None alone means every request does. A returned response counts as the request's
+        one final response (an error when its sender already sent one).
+
+        Raises:
+            TritonModelException: the result breaks these rules (fails the whole batch).
+        """
+        count = len(requests)
         if self.decoupled:
             if result is not None:
                 raise pb_utils.TritonModelException(
@@ -186,6 +201,8 @@ class Stub:
                     "execute function must return None."
                 )
             return None
+        if result is None:
+            return [None] * count
         if not isinstance(result, (list, tuple)):
             raise pb_utils.TritonModelException(
                 f"execute() of Python model '{self.model_name}' must return a list of "
@@ -198,11 +215,15 @@ class Stub:
                 f"InferenceResponse(s) size is:{len(result)}"
             )
         for response in result:
-            if not isinstance(response, pb_utils.InferenceResponse):
+            if response is not None and not isinstance(response, pb_utils.InferenceResponse):
                 raise pb_utils.TritonModelException(
-                    f"execute() must return pb_utils.InferenceResponse objects, got "
-                    f"{type(response).__name__}"
+                    "Expected an 'InferenceResponse' object in the execute function return "
+                    f"list, found type '{type(response).__name__}'."
                 )
+        for response, request in zip(result, requests):
+            if response is not None:
+                request.get_response_sender()._count(True, True)
+                self._senders.pop(request._sender_key, None)
         return list(result)
 
     def _run(self, result: Any) -> Any:

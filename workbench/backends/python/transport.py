@@ -352,7 +352,8 @@ def encode_tensor(name: str, array: np.ndarray, pool: SegmentPool) -> WireTensor
         dtype, raw = "BYTES", memoryview(encode_bytes(array))
     else:
         dtype = array.dtype.str
-        raw = memoryview(np.ascontiguousarray(array)).cast("B")
+        # flat uint8 first: memoryview.cast refuses a view with a zero in its shape ([1,0])
+        raw = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
     if raw.nbytes <= INLINE_MAX_BYTES:
         return name, dtype, tuple(array.shape), raw.tobytes()
     segment, capacity = pool.write(raw)
