@@ -27,9 +27,9 @@ WAIT_MS = PATIENCE_S * 1000
 @pytest.fixture(scope="module")
 def served(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     """A real Jupyter server with the workbench extension, its dashboard sessions lingering
-    as by default (15 s). (The shared ``dashboard`` fixture's 1 s linger makes the websocket
-    re-create the session of a page that loads slowly; such a page's table then stops
-    updating after an action: see the report of this change.)"""
+    as by default (15 s), as a person's does. (A table that stopped updating after an action
+    was Panel's queued websocket writes losing a change, with either linger: see
+    ``workbench.ui.panel_writes`` and ``test_dashboard_socket_browser``.)"""
     if importlib.util.find_spec("playwright") is None or not CHROMIUM.exists():
         pytest.skip("needs Playwright and Chromium (see conftest)")
     jupyter = JupyterProcess(
@@ -81,10 +81,6 @@ def click_button(scope, name: str) -> None:
     scope.get_by_role("button", name=name, exact=True).first.click()
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "intermittent: right after an action the Jupyter-hosted dashboard's websocket sometimes "
-    "drops (Bokeh client: 'Lost websocket 0 connection, 1006') before the table's data patch "
-    "arrives, so the page stays on READY; seen with and without this change, root cause open"))
 def test_models_tab_actions_and_the_table_in_the_jupyter_dashboard(
         browser, served: Dashboard, shots: Path) -> None:
     from playwright.sync_api import expect

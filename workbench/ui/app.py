@@ -30,6 +30,7 @@ from collections.abc import Callable
 import panel as pn
 
 from workbench import Server
+from workbench.ui import panel_writes
 from workbench.ui.config_view import ConfigView
 from workbench.ui.headless_view import HeadlessView
 from workbench.ui.local_css import keep_stylesheets_local
@@ -139,7 +140,10 @@ def create_app(server: Server, *, tuning: TabBuilder | None = tuning_tab, interv
     """The dashboard of one Bokeh/Panel server session: call it per session (e.g. as the
     function given to ``pn.serve`` or a Bokeh ``FunctionHandler``), on the engine's loop. It is
     closed when the session is destroyed. Panel's stylesheets come from the session's server
-    (:mod:`workbench.ui.local_css`), never from its CDN."""
+    (:mod:`workbench.ui.local_css`), never from its CDN, and Panel's queued websocket writes are
+    made lossless first (:mod:`workbench.ui.panel_writes`: without that, a change made while the
+    socket is busy could stay unsent, e.g. the Models table on READY after Unload)."""
+    panel_writes.install()
     pn.extension(*EXTENSIONS)
     keep_stylesheets_local()
     app = Dashboard(server, tuning=tuning, history=history).start(interval_s)

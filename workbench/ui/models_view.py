@@ -262,9 +262,9 @@ class ModelsView(pn.viewable.Viewer):
         """Make ``change`` (to widgets, so to Bokeh models) under the session document's lock:
         in a next-tick callback of the document when it belongs to a server session (at once
         otherwise), with the document held so that Bokeh sends the changes itself, after the
-        callback, over the session's write lock. (Made from a task with Panel's direct writes
-        instead, a table change could break the websocket: the Jupyter-hosted dashboard then
-        stopped updating, its table stuck on READY after Unload.)"""
+        callback, over the session's write lock. (The table that stayed on READY after Unload
+        in the Jupyter-hosted dashboard was Panel's queued writes losing a change, with this
+        path too: corrected for every session by :mod:`workbench.ui.panel_writes`.)"""
         doc = self._doc
         if doc is None or doc.session_context is None:
             change()
