@@ -48,7 +48,8 @@ def test_inline_mode_turns_a_cdn_stylesheet_into_inline_css(monkeypatch: pytest.
     assert base64.b64decode(stylesheet.url[len(prefix):]) == (DIST_DIR / "css" / "markdown.css").read_bytes()
 
 
-def test_without_inline_mode_or_a_session_panel_decides() -> None:
+def test_without_inline_mode_or_a_session_panel_decides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pn.config, "inline", False)  # an inline dashboard() earlier set it
     stylesheet = ImportedStyleSheet(url=f"{CDN_DIST}css/markdown.css")
     patch_stylesheet(stylesheet, CDN_DIST)
     assert stylesheet.url == f"{CDN_DIST}css/markdown.css"
