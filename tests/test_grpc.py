@@ -51,7 +51,7 @@ async def test_health_and_server_metadata(stub) -> None:
     assert (await stub.ServerLive(pb.ServerLiveRequest())).live
     assert (await stub.ServerReady(pb.ServerReadyRequest())).ready
     metadata = await stub.ServerMetadata(pb.ServerMetadataRequest())
-    assert metadata.name == "workbench" and "statistics" in metadata.extensions
+    assert metadata.name == "triton" and "statistics" in metadata.extensions
 
 
 async def test_model_ready_and_metadata(stub) -> None:

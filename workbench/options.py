@@ -57,8 +57,10 @@ class ServerOptions(BaseSettings):
     strict_readiness: bool = True
     """``/v2/health/ready`` is 200 only when every model that should load is READY."""
 
-    server_id: str = "workbench"
-    """Server name reported by ``GET /v2`` (tritonserver ``--id``)."""
+    server_id: str = "triton"
+    """Server name reported by ``GET /v2`` and gRPC ``ServerMetadata`` (tritonserver ``--id``,
+    default "triton" as there: Triton's clients and examples check it). The ``version`` beside
+    it is this product's own version, not a tritonserver release number."""
 
     http_address: str = "0.0.0.0"
     http_port: int = Field(default=8000, ge=0, le=65535)
