@@ -140,7 +140,7 @@ def _raw_inputs(inputs, raw, model: str, request_id: str) -> list[Tensor]:
             continue
         if tensor.HasField("contents"):
             raise InvalidArgument(
-                "contents field must not be specified when using raw_input_contents for input "
+                "contents field must not be specified when using raw_input_contents for "
                 f"'{tensor.name}' for model '{model}'"
             )
         if next_raw >= len(raw):
