@@ -6,6 +6,7 @@ Field names mirror tritonserver's flags (``--model-repository`` ->
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, field_validator
@@ -232,6 +233,28 @@ class ServerOptions(BaseSettings):
     """tritonserver ``--grpc-restricted-protocol=<protocol>[,...]:<key>=<value>``: the gRPC
     methods of those groups need the metadata ``triton-grpc-protocol-<key>: <value>``, else
     UNAVAILABLE (Triton's prefix and code)."""
+
+    # --- header forwarding (tritonserver's flags; workbench.frontends.header_forward) ---
+    http_header_forward_pattern: str = ""
+    """tritonserver ``--http-header-forward-pattern``: HTTP request headers whose name matches
+    this regular expression (case-insensitive, partial match; a leading ``(?-i)`` makes it
+    case-sensitive) are passed to the model as string request parameters; a matching header
+    with a reserved name (``sequence_id``, ``priority``, ``timeout``, ``triton_*``, ...) fails
+    the request (400). Empty = forward nothing."""
+
+    grpc_header_forward_pattern: str = ""
+    """tritonserver ``--grpc-header-forward-pattern``: the same for gRPC metadata
+    (``ModelInfer`` and every request of a ``ModelStreamInfer`` stream; INVALID_ARGUMENT)."""
+
+    @field_validator("http_header_forward_pattern", "grpc_header_forward_pattern")
+    @classmethod
+    def _valid_forward_pattern(cls, value: str) -> str:
+        pattern = value[5:] if value.startswith("(?-i)") else value
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"invalid header forward pattern '{value}': {exc}") from None
+        return value
 
     metrics_config: dict[str, str] = Field(default_factory=dict)
     """tritonserver ``--metrics-config KEY=VALUE`` settings: ``counter_latencies`` (default

@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
     _add_grpc_flags(serve)
+    _add_header_forward_flags(serve)
     serve.add_argument("--rate-limit", "--rate-limiter", choices=["off", "execution_count"],
                        default=None, help="rate limiter mode (default off)")
     serve.add_argument("--rate-limit-resource", "--rate-limiter-resource", action="append",
@@ -234,6 +235,21 @@ def _add_grpc_flags(serve: argparse.ArgumentParser) -> None:
         serve.add_argument(name, type=int, default=None, help=help)
 
 
+def _add_header_forward_flags(serve: argparse.ArgumentParser) -> None:
+    """tritonserver's header-forward flags (:mod:`workbench.frontends.header_forward`)."""
+    serve.add_argument("--http-header-forward-pattern", default=None, metavar="REGEX",
+                       help="HTTP headers whose name matches become request parameters "
+                            "(case-insensitive; (?-i) prefix: case-sensitive)")
+    serve.add_argument("--grpc-header-forward-pattern", default=None, metavar="REGEX",
+                       help="gRPC metadata whose key matches become request parameters")
+
+
+def _header_forward_values(args: argparse.Namespace) -> dict:
+    """The header-forward flags that were given, as ServerOptions fields."""
+    names = ("http_header_forward_pattern", "grpc_header_forward_pattern")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
 def _grpc_values(args: argparse.Namespace) -> dict:
     """The gRPC flags that were given, as ServerOptions fields."""
     names = ["allow_grpc", "grpc_address", "grpc_port", "grpc_keepalive_permit_without_calls"]
@@ -299,6 +315,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
     }
     values.update({k: v for k, v in optional.items() if v is not None})
     values.update(_grpc_values(args))
+    values.update(_header_forward_values(args))
     values.update(_http_limit_values(args))
     if args.metrics_config:
         values["metrics_config"] = _metrics_config(args.metrics_config)

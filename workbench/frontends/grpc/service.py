@@ -22,6 +22,7 @@ from tritonclient.grpc import service_pb2_grpc
 
 from workbench import DecoupledNotSupported, InvalidArgument, Server, Unsupported, WorkbenchError
 from workbench.frontends.grpc.codec import decode_request, encode_response
+from workbench.frontends.header_forward import compile_forward_pattern, forwarded_parameters
 from workbench.frontends.grpc.rpc import Context, rpc
 from workbench.frontends.grpc.settings import SettingsServicer
 from workbench.frontends.grpc.shared_memory import SharedMemoryServicer
@@ -53,10 +54,13 @@ class GRPCInferenceService(
 
     Args:
         server: the started engine every RPC calls.
+        header_forward_pattern: ``--grpc-header-forward-pattern`` (metadata whose key matches
+            become request parameters; "" = none).
     """
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, header_forward_pattern: str = "") -> None:
         self.server = server
+        self.forward = compile_forward_pattern(header_forward_pattern)
 
     # ------------------------------------------------------------- health & metadata
     async def ServerLive(self, request: pb.ServerLiveRequest, context: Context) -> pb.ServerLiveResponse:
@@ -138,6 +142,8 @@ class GRPCInferenceService(
         """One inference (the hot path): decode, ``Server.infer``, encode outputs raw."""
         try:
             decoded, _ = decode_request(request)
+            if self.forward is not None:
+                decoded.parameters.update(forwarded_parameters(self.forward, context.invocation_metadata()))
             return encode_response(await self.server.infer(decoded))
         except DecoupledNotSupported:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, DECOUPLED_MODEL_INFER)
@@ -151,5 +157,11 @@ class GRPCInferenceService(
         self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Context
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
         """Bidirectional stream, decoupled models included (``workbench.frontends.grpc.stream``)."""
-        async for message in StreamSession(self.server).run(request_iterator):
+        forwarded = None
+        if self.forward is not None:
+            try:
+                forwarded = forwarded_parameters(self.forward, context.invocation_metadata())
+            except InvalidArgument as exc:  # every request of the stream fails, as in Triton
+                forwarded = exc
+        async for message in StreamSession(self.server, forwarded).run(request_iterator):
             yield message
