@@ -234,6 +234,12 @@ class ServerOptions(BaseSettings):
     methods of those groups need the metadata ``triton-grpc-protocol-<key>: <value>``, else
     UNAVAILABLE (Triton's prefix and code)."""
 
+    grpc_infer_response_compression_level: Literal["none", "low", "medium", "high"] = "none"
+    """tritonserver ``--grpc-infer-response-compression-level``: compress ``ModelInfer`` and
+    ``ModelStreamInfer`` responses (default none). gRPC Python picks an algorithm per call,
+    not a level: low, medium and high all compress with gzip (the client must accept it,
+    as every gRPC client does)."""
+
     # --- header forwarding (tritonserver's flags; workbench.frontends.header_forward) ---
     http_header_forward_pattern: str = ""
     """tritonserver ``--http-header-forward-pattern``: HTTP request headers whose name matches

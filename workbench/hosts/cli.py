@@ -233,6 +233,9 @@ def _add_grpc_flags(serve: argparse.ArgumentParser) -> None:
     _flag(serve, "--grpc-keepalive-permit-without-calls", "keepalive pings without calls (default false)")
     for name, help in GRPC_INT_FLAGS.items():
         serve.add_argument(name, type=int, default=None, help=help)
+    serve.add_argument("--grpc-infer-response-compression-level", type=str.lower, default=None,
+                       choices=["none", "low", "medium", "high"],
+                       help="compress infer responses (default none; low/medium/high: gzip)")
 
 
 def _add_header_forward_flags(serve: argparse.ArgumentParser) -> None:
@@ -252,7 +255,8 @@ def _header_forward_values(args: argparse.Namespace) -> dict:
 
 def _grpc_values(args: argparse.Namespace) -> dict:
     """The gRPC flags that were given, as ServerOptions fields."""
-    names = ["allow_grpc", "grpc_address", "grpc_port", "grpc_keepalive_permit_without_calls"]
+    names = ["allow_grpc", "grpc_address", "grpc_port", "grpc_keepalive_permit_without_calls",
+             "grpc_infer_response_compression_level"]
     names += [flag[2:].replace("-", "_") for flag in GRPC_INT_FLAGS]
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 

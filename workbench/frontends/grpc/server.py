@@ -53,7 +53,9 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
     restrictions = options.grpc_restrictions()
     interceptors = [RestrictedProtocolInterceptor(restrictions)] if restrictions else []
     grpc_server = grpc.aio.server(options=channel_options(options), interceptors=interceptors)
-    add_service(GRPCInferenceService(server, options.grpc_header_forward_pattern), grpc_server)
+    service = GRPCInferenceService(server, options.grpc_header_forward_pattern,
+                                   options.grpc_infer_response_compression_level)
+    add_service(service, grpc_server)
     add_health_service(server, grpc_server)
     address = options.grpc_address
     host = f"[{address}]" if ":" in address else address

@@ -56,11 +56,15 @@ class GRPCInferenceService(
         server: the started engine every RPC calls.
         header_forward_pattern: ``--grpc-header-forward-pattern`` (metadata whose key matches
             become request parameters; "" = none).
+        compression_level: ``--grpc-infer-response-compression-level``; other than "none",
+            infer responses are gzip-compressed.
     """
 
-    def __init__(self, server: Server, header_forward_pattern: str = "") -> None:
+    def __init__(self, server: Server, header_forward_pattern: str = "",
+                 compression_level: str = "none") -> None:
         self.server = server
         self.forward = compile_forward_pattern(header_forward_pattern)
+        self.compression = None if compression_level == "none" else grpc.Compression.Gzip
 
     # ------------------------------------------------------------- health & metadata
     async def ServerLive(self, request: pb.ServerLiveRequest, context: Context) -> pb.ServerLiveResponse:
@@ -140,6 +144,9 @@ class GRPCInferenceService(
     # ------------------------------------------------------------- inference
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Context) -> pb.ModelInferResponse:
         """One inference (the hot path): decode, ``Server.infer``, encode outputs raw."""
+        if self.compression is not None:
+            context.set_compression(self.compression)
+            await context.send_initial_metadata(())  # grpc.aio applies it only then
         try:
             decoded, _ = decode_request(request)
             if self.forward is not None:
@@ -157,6 +164,9 @@ class GRPCInferenceService(
         self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Context
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
         """Bidirectional stream, decoupled models included (``workbench.frontends.grpc.stream``)."""
+        if self.compression is not None:
+            context.set_compression(self.compression)
+            await context.send_initial_metadata(())  # grpc.aio applies it only then
         forwarded = None
         if self.forward is not None:
             try:
