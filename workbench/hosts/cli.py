@@ -276,11 +276,50 @@ def _metrics_config(items: list[str]) -> dict[str, str]:
     return config
 
 
+#: ``--backend-config`` settings this server uses: (backend or "" for every backend, setting)
+_BACKEND_SETTINGS = {("onnxruntime", "default-max-batch-size"): "default_max_batch_size",
+                     ("", "default-max-batch-size"): "default_max_batch_size"}
+
+
+def _backend_config(items: list[str]) -> dict:
+    """``--backend-config`` items -> ServerOptions fields, parsed as tritonserver's
+    ``ParseBackendConfigOption``: ``<backend>,<setting>=<value>`` or ``<setting>=<value>``.
+    Settings this server has no use for (the python backend's ``shm-default-byte-size``,
+    ``stub-timeout-seconds``, other backends' keys) print a warning and are ignored: Triton
+    hands every setting to its backend and does not fail on unknown ones.
+
+    Raises:
+        SystemExit: a malformed item (Triton's texts).
+    """
+    values: dict = {}
+    for item in items:
+        comma = item.find(",")
+        equals = item.find("=", comma + 1)
+        if comma == 0:
+            raise SystemExit("workbench: error: No backend specified. --backend-config option format "
+                             "is <backend name>,<setting>=<value> or <setting>=<value>. Got " + item)
+        backend = item[:comma] if comma > 0 else ""
+        setting, value = item[comma + 1:equals], item[equals + 1:]
+        if equals < 0 or not setting or not value:
+            raise SystemExit("workbench: error: --backend-config option format is "
+                             f"'<backend name>,<setting>=<value>'. Got {item}")
+        field = _BACKEND_SETTINGS.get((backend, setting))
+        if field is None:
+            print(f"workbench: warning: --backend-config '{item}' has no effect here (setting "
+                  "not used by this server)", file=sys.stderr)
+            continue
+        try:
+            values[field] = int(value)
+        except ValueError:
+            raise SystemExit(f"workbench: error: --backend-config '{item}': expected an integer") from None
+    return values
+
+
 def options_from_args(args: argparse.Namespace) -> ServerOptions:
     """Map parsed flags onto :class:`ServerOptions` (unset flags keep the defaults).
 
     Raises:
-        SystemExit: an unknown ``--backend-config`` key.
+        SystemExit: a malformed ``--backend-config`` item (unknown settings only warn).
         ValueError: a malformed ``--metrics-config`` item or out-of-range value.
     """
     values: dict = {
@@ -331,12 +370,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         values["response_cache_byte_size"] = _cache_byte_size(args.cache_config)
     if args.response_cache_byte_size is not None:
         values["response_cache_byte_size"] = args.response_cache_byte_size
-    for item in args.backend_config:
-        backend, _, setting = item.partition(",")
-        key, _, value = setting.partition("=")
-        if (backend, key) != ("onnxruntime", "default-max-batch-size"):
-            raise SystemExit(f"workbench: error: unsupported --backend-config '{item}'")
-        values["default_max_batch_size"] = int(value)
+    values.update(_backend_config(args.backend_config))
     return ServerOptions(**values)
 
 
