@@ -12,7 +12,6 @@ Python work).
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 from tritonclient.grpc import service_pb2 as pb
