@@ -51,7 +51,7 @@ async def test_health_and_server_metadata(stub) -> None:
     assert (await stub.ServerLive(pb.ServerLiveRequest())).live
     assert (await stub.ServerReady(pb.ServerReadyRequest())).ready
     metadata = await stub.ServerMetadata(pb.ServerMetadataRequest())
-    assert metadata.name == "workbench" and "statistics" in metadata.extensions
+    assert metadata.name == "triton" and "statistics" in metadata.extensions
 
 
 async def test_model_ready_and_metadata(stub) -> None:
@@ -192,7 +192,7 @@ async def test_malformed_requests_use_tritons_texts(stub) -> None:
     error = await rpc_error(stub.ModelInfer(mixed))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details() == ("contents field must not be specified when using raw_input_contents "
-                               "for input 'INPUT0' for model 'add_sub'")
+                               "for 'INPUT0' for model 'add_sub'")  # Triton: no "input"
     missing = add_sub_request(a, a)
     del missing.raw_input_contents[:]
     error = await rpc_error(stub.ModelInfer(missing))

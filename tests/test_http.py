@@ -35,7 +35,7 @@ async def test_health_and_server_metadata(client: httpx.AsyncClient) -> None:
     assert (await client.get("/v2/health/live")).status_code == 200
     assert (await client.get("/v2/health/ready")).status_code == 200
     meta = (await client.get("/v2")).json()
-    assert meta["name"] == "workbench" and "statistics" in meta["extensions"]
+    assert meta["name"] == "triton" and "statistics" in meta["extensions"]
     assert "binary_tensor_data" in meta["extensions"]
 
 

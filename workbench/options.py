@@ -6,6 +6,7 @@ Field names mirror tritonserver's flags (``--model-repository`` ->
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, field_validator
@@ -57,8 +58,10 @@ class ServerOptions(BaseSettings):
     strict_readiness: bool = True
     """``/v2/health/ready`` is 200 only when every model that should load is READY."""
 
-    server_id: str = "workbench"
-    """Server name reported by ``GET /v2`` (tritonserver ``--id``)."""
+    server_id: str = "triton"
+    """Server name reported by ``GET /v2`` and gRPC ``ServerMetadata`` (tritonserver ``--id``,
+    default "triton" as there: Triton's clients and examples check it). The ``version`` beside
+    it is this product's own version, not a tritonserver release number."""
 
     http_address: str = "0.0.0.0"
     http_port: int = Field(default=8000, ge=0, le=65535)
@@ -230,6 +233,34 @@ class ServerOptions(BaseSettings):
     """tritonserver ``--grpc-restricted-protocol=<protocol>[,...]:<key>=<value>``: the gRPC
     methods of those groups need the metadata ``triton-grpc-protocol-<key>: <value>``, else
     UNAVAILABLE (Triton's prefix and code)."""
+
+    grpc_infer_response_compression_level: Literal["none", "low", "medium", "high"] = "none"
+    """tritonserver ``--grpc-infer-response-compression-level``: compress ``ModelInfer`` and
+    ``ModelStreamInfer`` responses (default none). gRPC Python picks an algorithm per call,
+    not a level: low, medium and high all compress with gzip (the client must accept it,
+    as every gRPC client does)."""
+
+    # --- header forwarding (tritonserver's flags; workbench.frontends.header_forward) ---
+    http_header_forward_pattern: str = ""
+    """tritonserver ``--http-header-forward-pattern``: HTTP request headers whose name matches
+    this regular expression (case-insensitive, partial match; a leading ``(?-i)`` makes it
+    case-sensitive) are passed to the model as string request parameters; a matching header
+    with a reserved name (``sequence_id``, ``priority``, ``timeout``, ``triton_*``, ...) fails
+    the request (400). Empty = forward nothing."""
+
+    grpc_header_forward_pattern: str = ""
+    """tritonserver ``--grpc-header-forward-pattern``: the same for gRPC metadata
+    (``ModelInfer`` and every request of a ``ModelStreamInfer`` stream; INVALID_ARGUMENT)."""
+
+    @field_validator("http_header_forward_pattern", "grpc_header_forward_pattern")
+    @classmethod
+    def _valid_forward_pattern(cls, value: str) -> str:
+        pattern = value[5:] if value.startswith("(?-i)") else value
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"invalid header forward pattern '{value}': {exc}") from None
+        return value
 
     metrics_config: dict[str, str] = Field(default_factory=dict)
     """tritonserver ``--metrics-config KEY=VALUE`` settings: ``counter_latencies`` (default

@@ -23,6 +23,9 @@ from workbench.errors import InternalError, InvalidArgument, Unsupported
 CLASSIFIABLE = frozenset({"UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32",
                           "INT64", "FP32", "FP64"})
 _FLOATS = ("FP32", "FP64")
+#: most entries per batch item Triton classifies (``classification.cc``
+#: kMaxClassificationElements); more is INVALID_ARG "classification output tensor too large"
+MAX_CLASSIFICATION_ELEMENTS = 1_000_000
 
 
 def class_count(value: object) -> int:
@@ -55,7 +58,9 @@ def classify(scores: np.ndarray, datatype: str, k: int, batched: bool,
 
     Raises:
         InvalidArgument: a datatype Triton cannot classify ("class result not available
-            for output due to unsupported type '<T>'").
+            for output due to unsupported type '<T>'"); more than
+            :data:`MAX_CLASSIFICATION_ELEMENTS` entries per item ("classification output
+            tensor too large", Triton's text).
     """
     if datatype not in CLASSIFIABLE:
         raise InvalidArgument(
@@ -63,6 +68,8 @@ def classify(scores: np.ndarray, datatype: str, k: int, batched: bool,
         )
     batch = scores.shape[0] if batched and scores.ndim else 1
     width = math.prod(scores.shape[1:]) if batched and scores.ndim else scores.size
+    if width > MAX_CLASSIFICATION_ELEMENTS:
+        raise InvalidArgument("classification output tensor too large")
     rows = scores.reshape(batch, width)  # explicit width: an empty batch cannot infer a -1
     # descending by value, lowest index first among equals: sort the mirrored rows stably
     order = (width - 1 - np.argsort(rows[:, ::-1], axis=1, kind="stable")[:, ::-1])[:, :k]

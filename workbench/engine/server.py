@@ -54,19 +54,24 @@ from workbench.types import InferenceRequest, InferenceResponse, ModelReadyState
 
 log = logging.getLogger(__name__)
 
-#: Triton protocol extensions this server implements (``GET /v2`` lists them).
+#: Triton protocol extensions this server implements (``GET /v2`` and gRPC ``ServerMetadata``
+#: list them): tritonserver 2.5x's whole list (core ``server.cc``), in its order; every one is
+#: implemented here (``sequence``: the sequence batcher; ``schedule_policy``: dynamic batching
+#: queue policies; ``cuda_shared_memory`` answers "GPUs not supported" where none is found).
 EXTENSIONS = [
+    "classification",
+    "sequence",
     "model_repository",
     "model_repository(unload_dependents)",
+    "schedule_policy",
     "model_configuration",
+    "system_shared_memory",
+    "cuda_shared_memory",
     "binary_tensor_data",
     "parameters",
     "statistics",
-    "system_shared_memory",
-    "cuda_shared_memory",
-    "classification",
-    "logging",
     "trace",
+    "logging",
 ]
 
 

@@ -41,6 +41,8 @@ CLIENT_SHM_DISABLED = (
 RESERVED_KEY_PREFIX = "triton_python_backend_shm_region_"
 SHM_FOLDER = "/dev/shm"
 SYSTEM, CUDA = "system", "cuda"
+#: C's SIZE_MAX on 64-bit hosts: Triton's bound for offset + byte_size
+SIZE_MAX = 2**64 - 1
 
 
 @dataclass(eq=False)
@@ -241,7 +243,9 @@ class SharedMemoryRegistry:
         Raises:
             NotFound: "Unable to find shared memory region: 'r'".
             InvalidArgument: "Invalid offset for shared memory region: 'r'" (offset at or past
-                the end) or "Invalid offset + byte size for shared memory region: 'r'"; the
+                the end), "Integer overflow detected: byte_size (B) + offset (O) exceeds maximum
+                value (SIZE_MAX) for region 'r'" (a sum past 2**64 - 1, Triton's check) or
+                "Invalid offset + byte size for shared memory region: 'r'"; the
                 client truncated the object ("Invalid shared memory region: 'r': its shared
                 memory object '/k' is now N bytes, ...").
         """
@@ -251,6 +255,10 @@ class SharedMemoryRegistry:
                 raise NotFound(f"Unable to find shared memory region: '{name}'")
             if offset < 0 or offset >= region.byte_size:
                 raise InvalidArgument(f"Invalid offset for shared memory region: '{name}'")
+            if byte_size > SIZE_MAX - offset:  # Triton's size_t overflow check and text
+                raise InvalidArgument(
+                    f"Integer overflow detected: byte_size ({byte_size}) + offset ({offset}) "
+                    f"exceeds maximum value ({SIZE_MAX}) for region '{name}'")
             if byte_size < 0 or offset + byte_size > region.byte_size:
                 raise InvalidArgument(f"Invalid offset + byte size for shared memory region: '{name}'")
             if region.kind == SYSTEM:

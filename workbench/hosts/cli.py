@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
     _add_grpc_flags(serve)
+    _add_header_forward_flags(serve)
     serve.add_argument("--rate-limit", "--rate-limiter", choices=["off", "execution_count"],
                        default=None, help="rate limiter mode (default off)")
     serve.add_argument("--rate-limit-resource", "--rate-limiter-resource", action="append",
@@ -232,11 +233,30 @@ def _add_grpc_flags(serve: argparse.ArgumentParser) -> None:
     _flag(serve, "--grpc-keepalive-permit-without-calls", "keepalive pings without calls (default false)")
     for name, help in GRPC_INT_FLAGS.items():
         serve.add_argument(name, type=int, default=None, help=help)
+    serve.add_argument("--grpc-infer-response-compression-level", type=str.lower, default=None,
+                       choices=["none", "low", "medium", "high"],
+                       help="compress infer responses (default none; low/medium/high: gzip)")
+
+
+def _add_header_forward_flags(serve: argparse.ArgumentParser) -> None:
+    """tritonserver's header-forward flags (:mod:`workbench.frontends.header_forward`)."""
+    serve.add_argument("--http-header-forward-pattern", default=None, metavar="REGEX",
+                       help="HTTP headers whose name matches become request parameters "
+                            "(case-insensitive; (?-i) prefix: case-sensitive)")
+    serve.add_argument("--grpc-header-forward-pattern", default=None, metavar="REGEX",
+                       help="gRPC metadata whose key matches become request parameters")
+
+
+def _header_forward_values(args: argparse.Namespace) -> dict:
+    """The header-forward flags that were given, as ServerOptions fields."""
+    names = ("http_header_forward_pattern", "grpc_header_forward_pattern")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def _grpc_values(args: argparse.Namespace) -> dict:
     """The gRPC flags that were given, as ServerOptions fields."""
-    names = ["allow_grpc", "grpc_address", "grpc_port", "grpc_keepalive_permit_without_calls"]
+    names = ["allow_grpc", "grpc_address", "grpc_port", "grpc_keepalive_permit_without_calls",
+             "grpc_infer_response_compression_level"]
     names += [flag[2:].replace("-", "_") for flag in GRPC_INT_FLAGS]
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
@@ -256,11 +276,50 @@ def _metrics_config(items: list[str]) -> dict[str, str]:
     return config
 
 
+#: ``--backend-config`` settings this server uses: (backend or "" for every backend, setting)
+_BACKEND_SETTINGS = {("onnxruntime", "default-max-batch-size"): "default_max_batch_size",
+                     ("", "default-max-batch-size"): "default_max_batch_size"}
+
+
+def _backend_config(items: list[str]) -> dict:
+    """``--backend-config`` items -> ServerOptions fields, parsed as tritonserver's
+    ``ParseBackendConfigOption``: ``<backend>,<setting>=<value>`` or ``<setting>=<value>``.
+    Settings this server has no use for (the python backend's ``shm-default-byte-size``,
+    ``stub-timeout-seconds``, other backends' keys) print a warning and are ignored: Triton
+    hands every setting to its backend and does not fail on unknown ones.
+
+    Raises:
+        SystemExit: a malformed item (Triton's texts).
+    """
+    values: dict = {}
+    for item in items:
+        comma = item.find(",")
+        equals = item.find("=", comma + 1)
+        if comma == 0:
+            raise SystemExit("workbench: error: No backend specified. --backend-config option format "
+                             "is <backend name>,<setting>=<value> or <setting>=<value>. Got " + item)
+        backend = item[:comma] if comma > 0 else ""
+        setting, value = item[comma + 1:equals], item[equals + 1:]
+        if equals < 0 or not setting or not value:
+            raise SystemExit("workbench: error: --backend-config option format is "
+                             f"'<backend name>,<setting>=<value>'. Got {item}")
+        field = _BACKEND_SETTINGS.get((backend, setting))
+        if field is None:
+            print(f"workbench: warning: --backend-config '{item}' has no effect here (setting "
+                  "not used by this server)", file=sys.stderr)
+            continue
+        try:
+            values[field] = int(value)
+        except ValueError:
+            raise SystemExit(f"workbench: error: --backend-config '{item}': expected an integer") from None
+    return values
+
+
 def options_from_args(args: argparse.Namespace) -> ServerOptions:
     """Map parsed flags onto :class:`ServerOptions` (unset flags keep the defaults).
 
     Raises:
-        SystemExit: an unknown ``--backend-config`` key.
+        SystemExit: a malformed ``--backend-config`` item (unknown settings only warn).
         ValueError: a malformed ``--metrics-config`` item or out-of-range value.
     """
     values: dict = {
@@ -299,6 +358,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
     }
     values.update({k: v for k, v in optional.items() if v is not None})
     values.update(_grpc_values(args))
+    values.update(_header_forward_values(args))
     values.update(_http_limit_values(args))
     if args.metrics_config:
         values["metrics_config"] = _metrics_config(args.metrics_config)
@@ -310,12 +370,7 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
         values["response_cache_byte_size"] = _cache_byte_size(args.cache_config)
     if args.response_cache_byte_size is not None:
         values["response_cache_byte_size"] = args.response_cache_byte_size
-    for item in args.backend_config:
-        backend, _, setting = item.partition(",")
-        key, _, value = setting.partition("=")
-        if (backend, key) != ("onnxruntime", "default-max-batch-size"):
-            raise SystemExit(f"workbench: error: unsupported --backend-config '{item}'")
-        values["default_max_batch_size"] = int(value)
+    values.update(_backend_config(args.backend_config))
     return ServerOptions(**values)
 
 

@@ -11,6 +11,7 @@ Python work).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tritonclient.grpc import service_pb2 as pb
@@ -73,6 +74,7 @@ def decode_request(message: pb.ModelInferRequest) -> tuple[InferenceRequest, boo
         Unsupported: FP16/BF16 in typed contents.
     """
     model = message.model_name
+    _check_version_string(message.model_version)
     parameters, empty_final = _request_parameters(message.parameters)
     raw = message.raw_input_contents
     inputs = message.inputs
@@ -90,6 +92,18 @@ def decode_request(message: pb.ModelInferRequest) -> tuple[InferenceRequest, boo
         parameters=parameters,
     )
     return request, empty_final
+
+
+#: what ``std::stol`` reads: optional blanks and sign, then digits (anything may follow)
+_STOL = re.compile(r"\s*[+-]?\d")
+
+
+def _check_version_string(version: str) -> None:
+    """Triton's ``GetModelVersionFromString`` for a string ``std::stol`` cannot read."""
+    if version and _STOL.match(version) is None:
+        raise InvalidArgument(
+            f"failed to get model version from specified version string '{version}' "
+            "(details: stol), version should be an integral value > 0")
 
 
 def _request_parameters(raw) -> tuple[dict[str, Any], bool]:
@@ -140,7 +154,7 @@ def _raw_inputs(inputs, raw, model: str, request_id: str) -> list[Tensor]:
             continue
         if tensor.HasField("contents"):
             raise InvalidArgument(
-                "contents field must not be specified when using raw_input_contents for input "
+                "contents field must not be specified when using raw_input_contents for "
                 f"'{tensor.name}' for model '{model}'"
             )
         if next_raw >= len(raw):

@@ -16,9 +16,10 @@ import grpc
 
 from workbench.restrictions import Restriction
 
-#: ``inference.GRPCInferenceService`` method -> Triton's API group
+#: ``inference.GRPCInferenceService`` (and ``grpc.health.v1.Health``) method -> Triton's API group
 METHOD_GROUPS = {
     "ServerLive": "health", "ServerReady": "health", "ModelReady": "health",
+    "Check": "health", "Watch": "health",  # grpc.health.v1.Health
     "ServerMetadata": "metadata", "ModelMetadata": "metadata",
     "ModelConfig": "model-config", "ModelStatistics": "statistics",
     "TraceSetting": "trace", "LogSettings": "logging",

@@ -11,6 +11,7 @@ import grpc
 
 from workbench import Server, ServerOptions
 from workbench.frontends.grpc.decoding import add_service
+from workbench.frontends.grpc.health import add_health_service
 from workbench.frontends.grpc.restricted import RestrictedProtocolInterceptor
 from workbench.frontends.grpc.service import GRPCInferenceService
 
@@ -40,7 +41,8 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
 
     Must be called on the running event loop the engine uses; the server is not started.
     With ``--grpc-restricted-protocol``, a :class:`RestrictedProtocolInterceptor` checks the
-    key of every call first.
+    key of every call first. ``grpc.health.v1.Health`` is served beside it
+    (:mod:`workbench.frontends.grpc.health`).
 
     Returns:
         The grpc server and the bound port (the real one when ``grpc_port`` is 0).
@@ -51,7 +53,10 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
     restrictions = options.grpc_restrictions()
     interceptors = [RestrictedProtocolInterceptor(restrictions)] if restrictions else []
     grpc_server = grpc.aio.server(options=channel_options(options), interceptors=interceptors)
-    add_service(GRPCInferenceService(server), grpc_server)
+    service = GRPCInferenceService(server, options.grpc_header_forward_pattern,
+                                   options.grpc_infer_response_compression_level)
+    add_service(service, grpc_server)
+    add_health_service(server, grpc_server)
     address = options.grpc_address
     host = f"[{address}]" if ":" in address else address
     port = grpc_server.add_insecure_port(f"{host}:{options.grpc_port}")

@@ -22,6 +22,7 @@ from tritonclient.grpc import service_pb2_grpc
 
 from workbench import DecoupledNotSupported, InvalidArgument, Server, Unsupported, WorkbenchError
 from workbench.frontends.grpc.codec import decode_request, encode_response
+from workbench.frontends.header_forward import compile_forward_pattern, forwarded_parameters
 from workbench.frontends.grpc.rpc import Context, rpc
 from workbench.frontends.grpc.settings import SettingsServicer
 from workbench.frontends.grpc.shared_memory import SharedMemoryServicer
@@ -53,10 +54,17 @@ class GRPCInferenceService(
 
     Args:
         server: the started engine every RPC calls.
+        header_forward_pattern: ``--grpc-header-forward-pattern`` (metadata whose key matches
+            become request parameters; "" = none).
+        compression_level: ``--grpc-infer-response-compression-level``; other than "none",
+            infer responses are gzip-compressed.
     """
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, header_forward_pattern: str = "",
+                 compression_level: str = "none") -> None:
         self.server = server
+        self.forward = compile_forward_pattern(header_forward_pattern)
+        self.compression = None if compression_level == "none" else grpc.Compression.Gzip
 
     # ------------------------------------------------------------- health & metadata
     async def ServerLive(self, request: pb.ServerLiveRequest, context: Context) -> pb.ServerLiveResponse:
@@ -136,8 +144,13 @@ class GRPCInferenceService(
     # ------------------------------------------------------------- inference
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Context) -> pb.ModelInferResponse:
         """One inference (the hot path): decode, ``Server.infer``, encode outputs raw."""
+        if self.compression is not None:
+            context.set_compression(self.compression)
+            await context.send_initial_metadata(())  # grpc.aio applies it only then
         try:
             decoded, _ = decode_request(request)
+            if self.forward is not None:
+                decoded.parameters.update(forwarded_parameters(self.forward, context.invocation_metadata()))
             return encode_response(await self.server.infer(decoded))
         except DecoupledNotSupported:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, DECOUPLED_MODEL_INFER)
@@ -151,5 +164,14 @@ class GRPCInferenceService(
         self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Context
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
         """Bidirectional stream, decoupled models included (``workbench.frontends.grpc.stream``)."""
-        async for message in StreamSession(self.server).run(request_iterator):
+        if self.compression is not None:
+            context.set_compression(self.compression)
+            await context.send_initial_metadata(())  # grpc.aio applies it only then
+        forwarded = None
+        if self.forward is not None:
+            try:
+                forwarded = forwarded_parameters(self.forward, context.invocation_metadata())
+            except InvalidArgument as exc:  # every request of the stream fails, as in Triton
+                forwarded = exc
+        async for message in StreamSession(self.server, forwarded).run(request_iterator):
             yield message

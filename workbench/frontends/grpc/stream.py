@@ -30,8 +30,11 @@ _END = object()
 class StreamSession:
     """The state of one ``ModelStreamInfer`` call: in-flight requests and their outbox."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, forwarded: dict[str, str] | WorkbenchError | None = None) -> None:
+        """``forwarded``: the stream's metadata forwarded as parameters of each request
+        (``--grpc-header-forward-pattern``), or the error that fails each request."""
         self.server = server
+        self._forwarded = forwarded
         self._outbox: asyncio.Queue = asyncio.Queue()
         self._tasks: set[asyncio.Task] = set()
         self._next_ordered = 0
@@ -75,6 +78,10 @@ class StreamSession:
         ordered = True
         try:
             request, empty_final = decode_request(message)
+            if isinstance(self._forwarded, WorkbenchError):
+                raise self._forwarded
+            if self._forwarded:
+                request.parameters.update(self._forwarded)
             config = await self.server.model_config(request.model_name, request.model_version)
             if config.model_transaction_policy.decoupled:
                 ordered = False

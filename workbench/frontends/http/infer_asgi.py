@@ -25,6 +25,7 @@ from urllib.parse import unquote
 import orjson
 
 from workbench import DecoupledNotSupported, InvalidArgument, Server, WorkbenchError
+from workbench.frontends.header_forward import compile_forward_pattern, forwarded_parameters
 from workbench.frontends.http.codec import HEADER_LENGTH, json_header_end
 from workbench.frontends.http.compression import (
     compress,
@@ -75,6 +76,7 @@ class InferFastPath:
         self.limit = server.options.http_max_input_size
         self.json_limit = server.options.http_max_json_size
         self.json_budget = JsonBudget(self.json_limit)
+        self.forward = compile_forward_pattern(server.options.http_header_forward_pattern)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         match = INFER_PATH.match(scope["path"]) if scope["type"] == "http" else None
@@ -102,6 +104,8 @@ class InferFastPath:
                 request = await decode_request_off_loop(
                     self.json_budget, body, header_length, model, version)
             del body  # JSON tensors no longer need it (binary ones keep their views alive)
+            if self.forward is not None:  # --http-header-forward-pattern
+                request.parameters.update(forwarded_parameters(self.forward, scope["headers"]))
             watch = DisconnectWatch(receive)
             try:
                 response = await self.server.infer(request)
