@@ -15,7 +15,9 @@ a comparison of candidate config settings (what Model Analyzer does offline).
 * The knee of each setting (:func:`workbench.perf.knee`) and its best step under the p99
   target (:func:`workbench.perf.best_under_sla`) are marked; changing the target re-marks.
 * **Apply best** writes the best tested candidate's knobs into ``config.pbtxt`` as the
-  Config tab does (comments kept, validated atomic write with ``.bak``, hot reload).
+  Config tab does (comments kept, validated atomic write with ``.bak``, hot reload), and
+  makes the tuned model the session's selected model (:mod:`workbench.ui.selection`), so
+  the Config tab shows that model with the new file.
 
 The model list offers the models the tab can sweep now (READY, neither sequence nor
 decoupled) and says why each other one is not offered; under it, the knobs the selected model
@@ -220,6 +222,9 @@ class TuningView(pn.viewable.Viewer):
         except Exception as exc:  # noqa: BLE001 - shown in place
             self.show_error(_message(exc))
         else:
+            # the session's selected model: the Config tab shows the tuned model's new file
+            if self.store.selection.name != self.model_name:  # (its version kept when it is)
+                self.store.selection.choose(self.model_name)
             await self.show_served(self.form.model.value)
             backup = f"; previous file kept as {result['backup']}" if result["backup"] else ""
             reloaded = "reloaded" if result["reloaded"] else f"not reloaded: {result['reason']}"
