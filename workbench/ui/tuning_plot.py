@@ -10,8 +10,8 @@ and the curves fill the plot; the legend sits right of the plot area, never over
 One :class:`TuningPlot` (one figure) serves every run of a tab: :meth:`TuningPlot.reset`
 empties it for the next run (its series, legend entries and marks go), so the document never
 holds two figures or two series of the same name. The lines of the first ten settings (one
-per colour of the palette) are drawn, hidden and unnamed, when the figure is built: a
-setting takes the next free one (named, shown, given its legend entry), so a run creates no
+per colour of the palette) are drawn, empty and unnamed, when the figure is built: a
+setting takes the next free one (named, given its legend entry), so a run creates no
 Bokeh model after the figure is shown. (In a notebook, models created after rendering and
 pushed over the comm reached the browser as references it did not know, now and then: a
 setting's line and legend entry never appeared.) Its changes may come from a background task (the run): each goes through
@@ -108,7 +108,7 @@ class TuningPlot:
                             legend_name=LEGEND_NAME)
         #: the legend's entries of the marks (kept by :meth:`reset`)
         self._mark_items = list(self.legend.items)
-        #: the drawn series, hidden until a setting takes one (source, its renderers, entry)
+        #: the drawn (empty) series, each taken by a setting in turn (source, renderers, entry)
         self._slots = [self._draw(color) for color in Category10_10]
 
     def reset(self) -> None:
@@ -123,7 +123,7 @@ class TuningPlot:
             for source, renderers, _item in self._slots:
                 source.update(name=None, data={column: [] for column in COLUMNS})
                 for renderer in renderers:
-                    renderer.visible = False
+                    renderer.visible = True  # as a click on its legend entry may have left it
             self.sources = {}
             self.knees.data = {column: [] for column in COLUMNS}
             self.best.data = {column: [] for column in COLUMNS}
@@ -174,12 +174,11 @@ class TuningPlot:
             axis.update(start=0, end=end, reset_start=0, reset_end=end)
 
     def _draw(self, color: str) -> tuple[ColumnDataSource, tuple[GlyphRenderer, ...], LegendItem]:
-        """One series' source, line and points (hidden) and its legend entry (not listed)."""
+        """One series' (empty) source, its line and points, and its legend entry (not listed)."""
         source = ColumnDataSource({column: [] for column in COLUMNS})
         renderers = (
-            self.figure.line("throughput", "p99_ms", source=source, color=color, visible=False),
-            self.figure.scatter("throughput", "p99_ms", source=source, color=color, size=8,
-                                visible=False))
+            self.figure.line("throughput", "p99_ms", source=source, color=color),
+            self.figure.scatter("throughput", "p99_ms", source=source, color=color, size=8))
         return source, renderers, LegendItem(label=value(""), renderers=list(renderers))
 
     def _series(self, setting: str) -> ColumnDataSource:
@@ -191,8 +190,6 @@ class TuningPlot:
                 source, renderers, item = self._draw(color)
             # named, so a browser finds it (``Bokeh.documents[0].get_model_by_name(...)``)
             source.name = f"{SERIES_NAME}{setting}"
-            for renderer in renderers:
-                renderer.visible = True
             item.label = value(setting)
             self.legend.items = [*self.legend.items, item]
             self.sources[setting] = source

@@ -92,10 +92,11 @@ class StepTable:
         frame = pd.DataFrame(self.rows)
         columns = ordered(list(frame.columns))
         frame = frame[columns]
-        self.widget.titles = {c: title(c) for c in columns}
-        self.widget.header_tooltips = {c: f"{c} (perf_analyzer's column){_unit(c)}" for c in columns}
-        self.widget.formatters = _formatters(columns)
-        self._columns(columns)
+        if columns != list(self.widget.value.columns):  # the column set changed (a first row)
+            self.widget.titles = {c: title(c) for c in columns}
+            self.widget.header_tooltips = {c: f"{c} (perf_analyzer's column){_unit(c)}" for c in columns}
+            self.widget.formatters = _formatters(columns)
+            self._columns(columns)
         self.widget.value = frame
 
     def _columns(self, columns: list[str] | None = None) -> None:
