@@ -15,6 +15,7 @@ from ui_helpers import add_sub_request
 from workbench import Server
 from workbench.perf import best_under_sla, knee
 from workbench.ui.config_knobs import parse_text, read_knobs
+from workbench.ui.config_view import ConfigView
 from workbench.ui.store import EngineStore
 from workbench.ui.tuning_view import SERVED, TuningView
 
@@ -169,6 +170,29 @@ async def test_apply_best_writes_the_candidate_into_config_pbtxt(
     served = read_knobs(await server.model_config("add_sub"))
     assert (served.max_queue_delay_us, served.preferred_batch_sizes) == (300, (2, 4))  # reloaded
     assert view.status.alert_type == "success" and "reloaded" in view.status.object
+
+
+async def test_after_apply_best_the_config_tab_shows_the_tuned_model_with_its_new_file(
+        server: Server, store: EngineStore) -> None:
+    config = ConfigView(store)
+    await config.refresh_models()
+    store.selection.choose("digits_mlp")  # a person's choice in another tab
+    await server.unload_model("digits_mlp")  # so the Tuning tab does not offer it
+    await store.settle()
+    assert config.model_name == "digits_mlp"
+    view = await tab(store, levels="1")
+    assert view.form.model.value == "add_sub"  # its own choice: the selection is not offered
+    view.form.include_served.value = False
+    view.form.candidates.value = "max_queue_delay_us=300"
+    await run(view, store)
+    view.apply_button.clicks += 1
+    await store.settle()
+    assert view.status.alert_type == "success", view.status.object
+    # the tuned model is the session's selection: the Config tab shows it, with the new file
+    assert store.selection.name == "add_sub"
+    assert config.model.value == config.model_name == "add_sub"
+    assert "max_queue_delay_microseconds: 300" in config.editor.value
+    assert config.editor.value == config.disk_text and "max queue delay 300 µs" in config.served.object
 
 
 async def test_a_bad_input_data_file_is_shown_in_place(store: EngineStore, tmp_path: Path) -> None:

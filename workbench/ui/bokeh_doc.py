@@ -6,8 +6,10 @@ requires: Panel widgets do this themselves, raw Bokeh models do not.
   ``RuntimeError: _pending_writes should be non-None when we have a document lock``; the
   change is handed to ``Document.add_next_tick_callback``, which Bokeh runs on the session's
   loop holding the lock and then sends to the browser (also safe from another thread).
-* A notebook (the inline dashboard of a kernel): there is no lock; the change is made now
-  and pushed over the notebook's comm (:func:`panel.io.push_notebook`).
+* A notebook (the inline dashboard of a kernel): there is no lock; the change is made now,
+  with the document held (a notebook's document is not held between Panel's own updates:
+  the change's events would be dispatched to no one and lost), and its events are pushed
+  over the notebook's comm (:func:`panel.io.push_notebook`) before the hold ends.
 * A model not shown anywhere (not rendered yet, tests): the change is made now.
 """
 
@@ -34,9 +36,18 @@ def change_models(model: Model, change: Callable[[], None],
     if document is not None and document.session_context is not None:
         document.add_next_tick_callback(change)
         return
-    change()
-    if document is not None and shown_in is not None:
+    if document is None or shown_in is None:
+        change()
+        return
+    held = document.callbacks.hold_value
+    if held is None:
+        document.hold("combine")  # collect the change's events for the push
+    try:
+        change()
         pn.io.push_notebook(shown_in)
+    finally:
+        if held is None:
+            document.unhold()
 
 
 __all__ = ["change_models"]

@@ -2,8 +2,19 @@
 **milliseconds**), one line per setting tried, streamed a point per measured step, with the
 knee of each setting, the best step under the p99 target and the target itself marked.
 
-A :class:`TuningPlot` is built per run (a new figure, so the legend holds that run's
-settings only). Its changes may come from a background task (the run): each goes through
+As a person reads it: both axes start at 0 and end :data:`PAD` above the largest value
+plotted (the p99 target line included), refitted with every change, so no point is cut off
+and the curves fill the plot; the legend sits right of the plot area, never over a curve
+(click an entry to hide that setting).
+
+One :class:`TuningPlot` (one figure) serves every run of a tab: :meth:`TuningPlot.reset`
+empties it for the next run (its series, legend entries and marks go), so the document never
+holds two figures or two series of the same name. The lines of the first ten settings (one
+per colour of the palette) are drawn, empty and unnamed, when the figure is built: a
+setting takes the next free one (named, given its legend entry), so a run creates no
+Bokeh model after the figure is shown. (In a notebook, models created after rendering and
+pushed over the comm reached the browser as references it did not know, now and then: a
+setting's line and legend entry never appeared.) Its changes may come from a background task (the run): each goes through
 :func:`~workbench.ui.bokeh_doc.change_models`, under the session's document lock in a Bokeh
 server session (applied on the session's next tick), at once elsewhere.
 """
@@ -13,7 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import panel as pn
-from bokeh.models import ColumnDataSource, HoverTool, Span
+from bokeh.core.properties import value
+from bokeh.models import (ColumnDataSource, GlyphRenderer, HoverTool, Legend, LegendItem, Range1d,
+                          Span)
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
@@ -24,6 +37,17 @@ from workbench.ui.bokeh_doc import change_models
 SERIES_NAME = "tuning_series:"
 #: the columns of every source (a series, the knees, the best steps)
 COLUMNS = ("throughput", "p99_ms", "p50_ms", "level", "setting")
+#: the names of the figure and its legend in the document (a browser finds them by name)
+FIGURE_NAME, LEGEND_NAME = "tuning_plot", "tuning_legend"
+#: room left above the largest value on each axis, as a fraction of it
+PAD = 0.12
+
+
+def fitted_end(values: list[float]) -> float:
+    """The end of an axis starting at 0 that shows every one of ``values`` with
+    :data:`PAD` to spare (1 when there is nothing positive to show)."""
+    top = max((v for v in values if v == v), default=0.0)  # NaN (v != v) left out
+    return top * (1 + PAD) if top > 0 else 1.0
 
 
 def point(setting: str, result: StepResult) -> dict[str, list]:
@@ -59,8 +83,12 @@ class TuningPlot:
     def __init__(self, shown_in: pn.viewable.Viewable | None = None) -> None:
         self.shown_in = shown_in
         self.figure = figure(title="Throughput vs p99 latency", height=380,
-                             sizing_mode="stretch_width",
+                             sizing_mode="stretch_width", name=FIGURE_NAME,
+                             x_range=Range1d(0, 1), y_range=Range1d(0, 1),
                              tools="pan,wheel_zoom,box_zoom,reset,save")
+        # outside the plot area (right of it): the legend never covers a curve
+        self.legend = Legend(name=LEGEND_NAME, location="top_left", click_policy="hide")
+        self.figure.add_layout(self.legend, "right")
         self.figure.xaxis.axis_label = "throughput (inferences / s)"
         self.figure.yaxis.axis_label = "p99 latency (ms)"
         self.figure.add_tools(HoverTool(tooltips=[
@@ -74,9 +102,35 @@ class TuningPlot:
         self.figure.add_layout(self.sla)
         self.figure.scatter("throughput", "p99_ms", source=self.knees, marker="triangle",
                             size=16, fill_color=None, line_color="black", line_width=2,
-                            legend_label="knee")
+                            legend_label="knee", legend_name=LEGEND_NAME)
         self.figure.scatter("throughput", "p99_ms", source=self.best, marker="star", size=18,
-                            fill_color="gold", line_color="black", legend_label="best under target")
+                            fill_color="gold", line_color="black", legend_label="best under target",
+                            legend_name=LEGEND_NAME)
+        #: the legend's entries of the marks (kept by :meth:`reset`)
+        self._mark_items = list(self.legend.items)
+        #: the drawn (empty) series, each taken by a setting in turn (source, renderers, entry)
+        self._slots = [self._draw(color) for color in Category10_10]
+
+    def reset(self) -> None:
+        """Empty the plot for a new run: no series (their lines, points and legend entries
+        go), no marks, no target line, axes back to 0..1."""
+        def clear() -> None:
+            slots = {slot[0] for slot in self._slots}
+            extra = set(self.sources.values()) - slots
+            self.figure.renderers = [r for r in self.figure.renderers
+                                     if getattr(r, "data_source", None) not in extra]
+            self.legend.items = list(self._mark_items)
+            for source, renderers, _item in self._slots:
+                source.update(name=None, data={column: [] for column in COLUMNS})
+                for renderer in renderers:
+                    renderer.visible = True  # as a click on its legend entry may have left it
+            self.sources = {}
+            self.knees.data = {column: [] for column in COLUMNS}
+            self.best.data = {column: [] for column in COLUMNS}
+            self.sla.visible = False
+            self._fit()
+
+        self._change(clear)
 
     def series(self, setting: str) -> None:
         """Draw ``setting``'s (empty) line and points, unless drawn: its source is in
@@ -85,7 +139,11 @@ class TuningPlot:
 
     def add(self, setting: str, result: StepResult) -> None:
         """Stream one measured step into ``setting``'s series (drawn on first use)."""
-        self._change(lambda: self._series(setting).stream(point(setting, result)))
+        def stream() -> None:
+            self._series(setting).stream(point(setting, result))
+            self._fit()
+
+        self._change(stream)
 
     def mark(self, knees: Mapping[str, StepResult | None], best: Mapping[str, StepResult | None],
              sla_p99_ms: float | None) -> None:
@@ -97,25 +155,46 @@ class TuningPlot:
             self.best.data = best_rows
             self.sla.visible = sla_p99_ms is not None
             self.sla.location = sla_p99_ms or 0
+            self._fit()
 
         self._change(marks)
 
     def _change(self, change) -> None:
         change_models(self.figure, change, self.shown_in)
 
+    def _fit(self) -> None:
+        """Both axes from 0 to :func:`fitted_end` of what is plotted (the target line
+        included); Reset goes back to this fit."""
+        throughput = [v for s in self.sources.values() for v in s.data["throughput"]]
+        p99 = [v for s in self.sources.values() for v in s.data["p99_ms"]]
+        if self.sla.visible:
+            p99.append(self.sla.location)
+        for axis, values in ((self.figure.x_range, throughput), (self.figure.y_range, p99)):
+            end = fitted_end(values)
+            axis.update(start=0, end=end, reset_start=0, reset_end=end)
+
+    def _draw(self, color: str) -> tuple[ColumnDataSource, tuple[GlyphRenderer, ...], LegendItem]:
+        """One series' (empty) source, its line and points, and its legend entry (not listed)."""
+        source = ColumnDataSource({column: [] for column in COLUMNS})
+        renderers = (
+            self.figure.line("throughput", "p99_ms", source=source, color=color),
+            self.figure.scatter("throughput", "p99_ms", source=source, color=color, size=8))
+        return source, renderers, LegendItem(label=value(""), renderers=list(renderers))
+
     def _series(self, setting: str) -> ColumnDataSource:
         if setting not in self.sources:
-            color = Category10_10[len(self.sources) % len(Category10_10)]
+            if len(self.sources) < len(self._slots):
+                source, renderers, item = self._slots[len(self.sources)]
+            else:  # more settings than colours: drawn now (colours repeat)
+                color = Category10_10[len(self.sources) % len(Category10_10)]
+                source, renderers, item = self._draw(color)
             # named, so a browser finds it (``Bokeh.documents[0].get_model_by_name(...)``)
-            source = ColumnDataSource({column: [] for column in COLUMNS},
-                                      name=f"{SERIES_NAME}{setting}")
-            self.figure.line("throughput", "p99_ms", source=source, color=color,
-                             legend_label=setting)
-            self.figure.scatter("throughput", "p99_ms", source=source, color=color, size=8,
-                                legend_label=setting)
-            self.figure.legend.location = "top_left"
-            self.figure.legend.click_policy = "hide"
+            source.name = f"{SERIES_NAME}{setting}"
+            item.label = value(setting)
+            self.legend.items = [*self.legend.items, item]
             self.sources[setting] = source
         return self.sources[setting]
 
-__all__ = ["COLUMNS", "SERIES_NAME", "TuningPlot", "point"]
+
+__all__ = ["COLUMNS", "FIGURE_NAME", "LEGEND_NAME", "PAD", "SERIES_NAME", "TuningPlot", "fitted_end",
+           "point"]

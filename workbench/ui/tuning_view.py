@@ -5,7 +5,8 @@ a comparison of candidate config settings (what Model Analyzer does offline).
   ``workbench perf``'s load generator (:func:`workbench.perf.sweep`) through an
   :class:`~workbench.perf.InProcessClient`, on the engine's loop: each step's point goes on
   the plot (:mod:`workbench.ui.tuning_plot`) and its row in the table (perf_analyzer's
-  columns, :func:`workbench.perf.json_records`) as soon as it is measured.
+  columns, :func:`workbench.perf.json_records`; :mod:`workbench.ui.tuning_table` shows
+  the ones read at a glance) as soon as it is measured.
 * With candidate settings, the served config is swept first (unless unticked), then each
   candidate is *tried* as a load with a config override and swept as its own series
   (:mod:`workbench.ui.tuning_runs`); at the end, stopped or not, the model is reloaded from
@@ -14,7 +15,9 @@ a comparison of candidate config settings (what Model Analyzer does offline).
 * The knee of each setting (:func:`workbench.perf.knee`) and its best step under the p99
   target (:func:`workbench.perf.best_under_sla`) are marked; changing the target re-marks.
 * **Apply best** writes the best tested candidate's knobs into ``config.pbtxt`` as the
-  Config tab does (comments kept, validated atomic write with ``.bak``, hot reload).
+  Config tab does (comments kept, validated atomic write with ``.bak``, hot reload), and
+  makes the tuned model the session's selected model (:mod:`workbench.ui.selection`), so
+  the Config tab shows that model with the new file.
 
 The model list offers the models the tab can sweep now (READY, neither sequence nor
 decoupled) and says why each other one is not offered; under it, the knobs the selected model
@@ -28,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pandas as pd
 import panel as pn
 import param
 from google.protobuf import text_format
@@ -42,6 +44,7 @@ from workbench.ui.tuning_plot import TuningPlot
 from workbench.ui.tuning_runs import (best_setting, keep_candidate, restore_file_config, served_config,
                                       series_best, sweepable_models, try_candidate)
 from workbench.ui.tuning_settings import Candidate
+from workbench.ui.tuning_table import StepTable
 
 #: the series name of the config served when the run started
 SERVED = "served config"
@@ -79,13 +82,12 @@ class TuningView(pn.viewable.Viewer):
         self.plot = TuningPlot(self.plot_pane)
         self.plot_pane.object = self.plot.figure
         self.results: dict[str, list[StepResult]] = {}
-        #: the table's rows: the setting, then perf_analyzer's columns (µs, infer/s)
-        self.rows: list[dict] = []
         self.candidates: dict[str, Candidate] = {}
         self.model_name = ""
         self.best: str | None = None
-        self.table = pn.widgets.Tabulator(pd.DataFrame(), disabled=True, show_index=False,
-                                          sizing_mode="stretch_width", height=260)
+        #: the measured steps: the setting, then perf_analyzer's columns (µs, infer/s)
+        self.steps = StepTable()
+        self.table = self.steps.widget
         self.summary = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.run_button = pn.widgets.Button(label="Run", color="primary", width=90)
         self.stop_button = pn.widgets.Button(label="Stop", disabled=True, width=90)
@@ -115,7 +117,7 @@ class TuningView(pn.viewable.Viewer):
             pn.pane.Markdown(HELP, sizing_mode="stretch_width"), self.served, self.not_offered,
             self.form.layout(),
             pn.Row(self.run_button, self.stop_button, self.refresh_button, self.apply_button),
-            self.error, self.status, self.plot_pane, self.summary, self.table,
+            self.error, self.status, self.plot_pane, self.summary, self.steps.layout(),
             sizing_mode="stretch_width")
 
     # ----------------------------------------------------------------- actions
@@ -220,6 +222,9 @@ class TuningView(pn.viewable.Viewer):
         except Exception as exc:  # noqa: BLE001 - shown in place
             self.show_error(_message(exc))
         else:
+            # the session's selected model: the Config tab shows the tuned model's new file
+            if self.store.selection.name != self.model_name:  # (its version kept when it is)
+                self.store.selection.choose(self.model_name)
             await self.show_served(self.form.model.value)
             backup = f"; previous file kept as {result['backup']}" if result["backup"] else ""
             reloaded = "reloaded" if result["reloaded"] else f"not reloaded: {result['reason']}"
@@ -250,10 +255,9 @@ class TuningView(pn.viewable.Viewer):
 
     def _reset(self, plan: SweepPlan) -> None:
         self.model_name = plan.options.model_name
-        self.results, self.candidates, self.best, self.rows = {}, {}, None, []
-        self.plot = TuningPlot(self.plot_pane)
-        self.plot_pane.object = self.plot.figure
-        self.table.value = pd.DataFrame()
+        self.results, self.candidates, self.best = {}, {}, None
+        self.plot.reset()
+        self.steps.clear()
         self.summary.object = ""
         self.error.visible = False
         self.steps_done = 0
@@ -271,8 +275,7 @@ class TuningView(pn.viewable.Viewer):
         self._judge()
 
     def _add_row(self, label: str, result: StepResult) -> None:
-        self.rows.append({"Setting": label, **json_records([result])[0]})
-        self.table.value = pd.DataFrame(self.rows)
+        self.steps.add(label, json_records([result])[0])
 
     # ----------------------------------------------------------------- reading results
     def _judge(self) -> None:

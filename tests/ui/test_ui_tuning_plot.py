@@ -1,0 +1,72 @@
+"""The Tuning plot as a person reads it: both axes start at 0 and end above the largest
+value plotted (the p99 target included), refitted as points stream in; the legend lies
+outside the plot area (right of it), holding every setting; Reset returns to the fit."""
+
+from __future__ import annotations
+
+from bokeh.models import Legend
+
+from workbench.perf import LoadLevel, StepResult
+from workbench.ui.tuning_plot import LEGEND_NAME, PAD, TuningPlot
+
+
+def step(level: int, throughput: float, p99_us: int) -> StepResult:
+    """A measured step: ``throughput`` infer/s with ``p99_us`` µs p99 (what the plot reads)."""
+    latencies = {50: p99_us // 2, 90: p99_us, 95: p99_us, 99: p99_us}
+    return StepResult(level=LoadLevel("concurrency", level), batch_size=1, window_s=1.0,
+                      request_count=int(throughput), error_count=0, delayed_count=0,
+                      sent_count=int(throughput), throughput_infer_per_s=throughput,
+                      send_rate_per_s=throughput, latency_avg_us=p99_us // 2, latency_std_us=0,
+                      latency_min_us=1, latency_max_us=p99_us, percentiles_us=latencies,
+                      stabilizing_latency_us=p99_us // 2, percentile=None, client_send_us=0,
+                      client_recv_us=0, response_wait_us=p99_us // 2)
+
+
+def test_the_axes_start_at_zero_and_fit_every_point_as_they_stream_in() -> None:
+    plot = TuningPlot()
+    assert (plot.figure.y_range.start, plot.figure.x_range.start) == (0, 0)
+    plot.add("a", step(1, 600.0, 7200))
+    plot.add("a", step(2, 1300.0, 4100))
+    plot.add("b", step(1, 3100.0, 2100))
+    y, x = plot.figure.y_range, plot.figure.x_range
+    assert y.start == 0 and y.end >= 7.2 * (1 + PAD) - 1e-9  # the highest p99, padded
+    assert y.end <= 7.2 * 1.5  # fitted, not squashed
+    assert x.start == 0 and x.end >= 3100 * (1 + PAD) - 1e-9
+    assert (y.reset_start, y.reset_end) == (0, y.end)  # Reset comes back to the fit
+    plot.add("b", step(2, 3500.0, 9000))  # a higher point: the axis follows
+    assert plot.figure.y_range.end >= 9.0 * (1 + PAD) - 1e-9
+
+
+def test_the_p99_target_line_is_inside_the_y_range() -> None:
+    plot = TuningPlot()
+    plot.add("a", step(1, 600.0, 2000))
+    plot.mark({"a": None}, {"a": None}, 15.0)
+    assert plot.sla.visible and plot.figure.y_range.end >= 15.0
+
+
+def test_the_legend_lies_outside_the_plot_area_and_lists_each_setting() -> None:
+    plot = TuningPlot()
+    plot.add("max_queue_delay_us=100", step(1, 600.0, 2000))
+    plot.add("max_queue_delay_us=700", step(1, 700.0, 2500))
+    legends = [m for m in plot.figure.select(type=Legend)]
+    assert len(legends) == 1 and legends[0].name == LEGEND_NAME
+    assert legends[0] in plot.figure.right and legends[0] not in plot.figure.center
+    assert legends[0].click_policy == "hide"
+    labels = [item.label["value"] for item in legends[0].items]
+    assert labels == ["knee", "best under target", "max_queue_delay_us=100", "max_queue_delay_us=700"]
+
+
+def test_reset_empties_the_one_figure_for_the_next_run() -> None:
+    plot = TuningPlot()
+    figure = plot.figure
+    plot.add("max_queue_delay_us=100", step(1, 600.0, 9000))
+    plot.mark({"max_queue_delay_us=100": step(1, 600.0, 9000)}, {}, 12.0)
+    plot.reset()
+    plot.add("max_queue_delay_us=100", step(1, 300.0, 2000))
+    assert plot.figure is figure and list(plot.sources) == ["max_queue_delay_us=100"]
+    named = [m for m in figure.select({"name": "tuning_series:max_queue_delay_us=100"})]
+    assert named == [plot.sources["max_queue_delay_us=100"]]  # the last run's only
+    labels = [item.label["value"] for item in plot.legend.items]
+    assert labels == ["knee", "best under target", "max_queue_delay_us=100"]
+    assert list(plot.knees.data["level"]) == [] and not plot.sla.visible
+    assert plot.figure.y_range.end < 9.0  # fitted to this run's points only
