@@ -291,3 +291,17 @@ async def test_typed_contents_count_mismatch_uses_the_cores_byte_size_text(stub)
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details() == ("[request id: <id_unknown>] input byte size mismatch for input "
                                "'INPUT1' for model 'add_sub'. Expected 64, got 48")
+
+
+async def test_every_raw_input_whose_data_does_not_match_its_shape_is_named(stub) -> None:
+    """Two raw inputs with too few bytes: one error naming both (the first alone left a client
+    that fixed INPUT0 to find INPUT1 on its next try; Triton names one, in its map's order)."""
+    short = np.ones((1, 14), np.float32).tobytes()
+    request = pb.ModelInferRequest(model_name="add_sub", raw_input_contents=[short, short])
+    for i in range(2):
+        request.inputs.add(name=f"INPUT{i}", datatype="FP32", shape=[1, 16])
+    error = await rpc_error(stub.ModelInfer(request))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == "[request id: <id_unknown>] " + "; ".join(
+        f"input byte size mismatch for input 'INPUT{i}' for model 'add_sub'. Expected 64, got 56"
+        for i in range(2))

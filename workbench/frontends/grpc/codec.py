@@ -144,8 +144,15 @@ def _shared_memory_input(
 
 def _raw_inputs(inputs, raw, model: str, request_id: str) -> list[Tensor]:
     """Inputs with ``raw_input_contents``: the i-th raw buffer belongs to the i-th input
-    that is not in shared memory (Triton's order)."""
+    that is not in shared memory (Triton's order).
+
+    Raises:
+        InvalidArgument: Triton's texts; where several inputs' data do not match their shapes
+            (byte size, string count), one error naming each of them, joined by "; " (Triton
+            names one: the first in its core's unordered input map, not the request's order).
+    """
     tensors: list[Tensor] = []
+    mismatched: list[str] = []  # every input whose raw data does not match its shape
     next_raw = 0
     for tensor in inputs:
         shared = _shared_memory_input(tensor, model, request_id)
@@ -161,10 +168,16 @@ def _raw_inputs(inputs, raw, model: str, request_id: str) -> list[Tensor]:
             raise InvalidArgument(
                 f"unable to find data for input tensor '{tensor.name}' for model '{model}' in request."
             )
-        tensors.append(tensor_from_buffer(
-            tensor.name, tensor.datatype, tensor.shape, raw[next_raw], model=model, request_id=request_id
-        ))
+        try:
+            tensors.append(tensor_from_buffer(
+                tensor.name, tensor.datatype, tensor.shape, raw[next_raw], model=model,
+                request_id=request_id))
+        except InvalidArgument as exc:
+            mismatched.append(str(exc))
         next_raw += 1
+    if mismatched:  # all of them, not only the first (Triton names one, in its core's map order)
+        rest = [re.sub(r"^\[request id: [^\]]*\] ", "", text) for text in mismatched[1:]]
+        raise InvalidArgument("; ".join([mismatched[0], *rest]))
     if next_raw != len(raw):
         raise InvalidArgument(
             f"the number of inputs ({next_raw}) does not match the expected number of "
