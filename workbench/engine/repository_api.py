@@ -20,7 +20,7 @@ from workbench.config.model_config import model_config_from_json
 from workbench.config.normalize import is_ensemble
 from workbench.config.validate_ensemble import composing_models
 from workbench.engine.dependents import recheck_dependents
-from workbench.engine.entries import entry_from_result
+from workbench.engine.entries import continued_metrics, entry_from_result
 from workbench.engine.ensembles import (
     declared_dependencies,
     ensemble_error,
@@ -474,7 +474,9 @@ class RepositoryAPI:
     def _entry_for(self, result: LoadResult, reuse: dict[int, VersionState] | None = None) -> ModelEntry:
         """The entry of a finished load (plus the ``reuse`` versions it kept); an ensemble
         is first checked against its composing models as loaded now, and is UNAVAILABLE with
-        the reason when that fails (held: checked again when they change)."""
+        the reason when that fails (held: checked again when they change). The versions the
+        serving entry has READY hand their Prometheus counters to the new copies
+        (:func:`~workbench.engine.entries.continued_metrics`)."""
         config = result.config
         if config is not None and not result.error and is_ensemble(config):
             self._dependencies[result.name] = tuple(composing_models(config))
@@ -484,7 +486,8 @@ class RepositoryAPI:
                                   blocked_versions=tuple(result.chosen))
             result.labels = ensemble_labels(config, result.labels, self._models)
         return entry_from_result(
-            result, self._observers, self._cache, self._rate_limiter, self._infer_step, reuse
+            result, self._observers, self._cache, self._rate_limiter, self._infer_step, reuse,
+            continued_metrics(self._models.get(result.name)),
         )
 
 
