@@ -255,8 +255,8 @@ async def test_explicit_load_with_config_override_and_unload(test_repository: Pa
         await stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="add_sub"))
         index = await stub.RepositoryIndex(pb.RepositoryIndexRequest())
         assert [m.state for m in index.models if m.name == "add_sub"] == ["UNAVAILABLE"]
-        error = await rpc_error(stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="nope")))
-        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        # nothing to unload: success, as Triton (tests/test_load_names.py)
+        await stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="nope"))
 
 
 # ----------------------------------------------------------------- flags and channel options

@@ -13,6 +13,7 @@ import pytest
 from tritonclient.grpc import service_pb2 as pb
 
 from workbench import InferenceRequest, InvalidArgument, Server, ServerOptions, Tensor
+from workbench.errors import InternalError
 from workbench.backends.registry import register_backend
 from workbench.config.model_config import model_config_from_json, parse_model_config
 from workbench.repository.overrides import (
@@ -70,7 +71,6 @@ async def add_sub_infer(server: Server, model: str) -> tuple[np.ndarray, str]:
         ("1/", "empty path components"),
         ("models/1/model.onnx", "a model file must be in a version folder"),
         ("01/model.onnx", "a model file must be in a version folder"),
-        ("1/" + "A" * 256, "longer than 255 bytes"),
     ],
 )
 def test_invalid_paths_are_refused(path: str, why: str) -> None:
@@ -78,6 +78,16 @@ def test_invalid_paths_are_refused(path: str, why: str) -> None:
         override_path(path)
     assert error.value.message.startswith(f"Invalid file parameter 'file:{path}': ")
     assert why in error.value.message
+
+
+def test_a_component_past_name_max_is_an_internal_error() -> None:
+    """Triton answers a component the file system cannot create with INTERNAL (its own
+    clients check it: simple_grpc_model_control, L0_http test_load_oversized_file_parameter)."""
+    path = "1/" + "A" * 256
+    with pytest.raises(InternalError) as error:
+        override_path(path)
+    assert not isinstance(error.value, InvalidArgument)
+    assert error.value.message == f"Invalid file parameter 'file:{path}': a path component is longer than 255 bytes"
 
 
 @pytest.mark.parametrize(
@@ -351,3 +361,66 @@ async def test_python_model_from_files_with_a_leading_slash(test_repository: Pat
         [directory] = server._overrides.live()
         await server.unload_model("py_identity")  # the stub is gone before its folder is
         assert not directory.path.exists()
+
+
+async def test_oversized_file_parameter_is_500_and_internal_as_triton(
+        test_repository: Path, asgi_client, stub_for) -> None:
+    long_name = "file:" + "A" * 256
+    async with explicit(test_repository) as server:
+        with pytest.raises(InternalError) as error:
+            await server.load_model("add_sub", "{}", {long_name[5:]: b"a"})
+        assert error.value.message.startswith(
+            "failed to load 'add_sub', failed to poll from model repository: Invalid file parameter ")
+        async with asgi_client(server) as http:
+            body = {"parameters": {long_name: "YQ==", "config": "{}"}}
+            response = await http.post("/v2/repository/models/add_sub/load", json=body)
+            assert response.status_code == 500
+            assert "failed to poll from model repository" in response.json()["error"]
+            assert (await http.get("/v2/health/live")).status_code == 200
+        stub = await stub_for(server)
+        params = {"config": pb.ModelRepositoryParameter(string_param="{}"),
+                  long_name: pb.ModelRepositoryParameter(bytes_param=b"a")}
+        with pytest.raises(grpc.aio.AioRpcError) as rpc:
+            await stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="add_sub", parameters=params))
+        assert rpc.value.code() == grpc.StatusCode.INTERNAL
+        assert "failed to poll from model repository" in rpc.value.details()
+        assert server._overrides.live() == []
+
+
+# ----------------------------------------------------------------- config override errors
+BAD_CONFIGS = [
+    '"parameters": {"config": {{"max_batch_size": "16"}}}',  # Triton's model-control clients
+    '{"no_such_field": 1}',
+    "[1, 2]",
+]
+
+
+@pytest.mark.parametrize("config", BAD_CONFIGS)
+async def test_a_bad_config_override_fails_the_load_with_triton_prefix(
+        test_repository: Path, config: str, caplog: pytest.LogCaptureFixture) -> None:
+    async with explicit(test_repository) as server:
+        await server.load_model("add_sub")
+        with caplog.at_level("ERROR"), pytest.raises(InvalidArgument) as error:
+            await server.load_model("add_sub", config)
+        assert error.value.message.startswith(
+            "failed to load 'add_sub', failed to poll from model repository: Invalid config override: ")
+        # Triton logs the reason as its poll failure (upstream L0_http/L0_grpc grep for it)
+        assert "Poll failed for model directory 'add_sub': Invalid config override: " in caplog.text
+        assert (await add_sub_infer(server, "add_sub"))[1] == "1"  # the loaded version serves on
+
+
+async def test_bad_config_override_over_http_and_grpc(test_repository: Path, asgi_client, stub_for) -> None:
+    async with explicit(test_repository) as server:
+        async with asgi_client(server) as http:
+            response = await http.post("/v2/repository/models/add_sub/load",
+                                        json={"parameters": {"config": BAD_CONFIGS[0]}})
+            assert response.status_code == 400
+            assert response.json()["error"].startswith(
+                "failed to load 'add_sub', failed to poll from model repository: Invalid config override: "
+                "failed to parse model config JSON")
+        stub = await stub_for(server)
+        params = {"config": pb.ModelRepositoryParameter(string_param=BAD_CONFIGS[0])}
+        with pytest.raises(grpc.aio.AioRpcError) as rpc:
+            await stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="add_sub", parameters=params))
+        assert rpc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert rpc.value.details().startswith("failed to load 'add_sub', failed to poll from model repository")

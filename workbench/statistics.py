@@ -138,6 +138,33 @@ def merge_memory(measured: Iterable[MemoryUsage], reported: Iterable[MemoryUsage
     return [u for u in measured if (u.kind, u.id) not in claimed] + reported
 
 
+class MetricCounters:
+    """The Prometheus counters of one (model, version): what ``/metrics`` exports, which
+    outlives a same-version reload (the statistics API does not).
+
+    Triton keeps its per-model counters in a ``MetricModelReporter`` that every loaded
+    copy of one (model, version) shares (core ``MetricModelReporter::Create`` hands the new
+    copy of a reload the reporter the old copy still holds), so ``nv_inference_*`` keep
+    counting across a reload, while each copy's statistics start at 0. Here the copies'
+    :class:`ModelStatistics` share one of these: each ``record_*`` call adds to both, so a
+    request that finishes on the old copy while it drains still counts. An unload ends the
+    lineage: the next load starts new counters (Triton's reporter is destroyed with the
+    last copy, and its series are removed from ``/metrics``).
+
+    Attributes (same names and units as :class:`ModelStatistics`): ``inference_count``,
+    ``execution_count``, ``stats`` (the eight :data:`INFERENCE_STAT_KEYS` durations,
+    cumulative nanoseconds) and ``failures`` (by Triton's failure reason).
+    """
+
+    __slots__ = ("inference_count", "execution_count", "stats", "failures", "__weakref__")
+
+    def __init__(self) -> None:
+        self.inference_count = 0
+        self.execution_count = 0
+        self.stats = {key: Duration() for key in INFERENCE_STAT_KEYS}
+        self.failures: dict[str, int] = {}
+
+
 class ModelStatistics:
     """Counters of one model version (Triton's ``ModelStatistics`` message).
 
@@ -153,6 +180,8 @@ class ModelStatistics:
         observers: called on every :meth:`record_success` (shared, may grow later).
         memory_usage: what this version's instances hold (see the loader), Triton's
             ``memory_usage`` field.
+        metrics: the Prometheus counters to add to as well (:attr:`metrics`): those of the
+            copy this one replaces in a same-version reload; None starts new ones.
     """
 
     #: Triton's failure reasons, the ``reason`` label of ``nv_inference_request_failure``.
@@ -166,7 +195,10 @@ class ModelStatistics:
         cache_enabled: bool = False,
         observers: list[SuccessObserver] | None = None,
         memory_usage: list[MemoryUsage] | None = None,
+        metrics: MetricCounters | None = None,
     ) -> None:
+        #: the Prometheus counters, shared with the copies of a reload (:class:`MetricCounters`)
+        self.metrics = metrics if metrics is not None else MetricCounters()
         self.memory_usage = list(memory_usage or [])
         self.name = name
         self.version = version
@@ -186,12 +218,12 @@ class ModelStatistics:
         self, request_ns: int, queue_ns: int, input_ns: int, infer_ns: int, output_ns: int
     ) -> None:
         """One request answered: total, queue and compute durations in nanoseconds."""
-        stats = self.stats
-        stats["success"].add(request_ns)
-        stats["queue"].add(queue_ns)
-        stats["compute_input"].add(input_ns)
-        stats["compute_infer"].add(infer_ns)
-        stats["compute_output"].add(output_ns)
+        for stats in (self.stats, self.metrics.stats):
+            stats["success"].add(request_ns)
+            stats["queue"].add(queue_ns)
+            stats["compute_input"].add(input_ns)
+            stats["compute_infer"].add(infer_ns)
+            stats["compute_output"].add(output_ns)
         self.last_inference_ms = time.time_ns() // 1_000_000
         for observe in self.observers:
             observe(self, request_ns, queue_ns, input_ns, infer_ns, output_ns)
@@ -199,9 +231,10 @@ class ModelStatistics:
     def record_cache_hit(self, request_ns: int, lookup_ns: int) -> None:
         """One request answered from the response cache (Triton: counts in success and
         queue, not in inference/execution counts or compute durations)."""
-        self.stats["success"].add(request_ns)
-        self.stats["queue"].add(0)
-        self.stats["cache_hit"].add(lookup_ns)
+        for stats in (self.stats, self.metrics.stats):
+            stats["success"].add(request_ns)
+            stats["queue"].add(0)
+            stats["cache_hit"].add(lookup_ns)
         self.last_inference_ms = time.time_ns() // 1_000_000
         for observe in self.observers:
             observe(self, request_ns, 0, 0, 0, 0)
@@ -209,6 +242,7 @@ class ModelStatistics:
     def record_cache_miss(self, lookup_and_insert_ns: int) -> None:
         """One response-cache miss: the time spent looking up and inserting, nanoseconds."""
         self.stats["cache_miss"].add(lookup_and_insert_ns)
+        self.metrics.stats["cache_miss"].add(lookup_and_insert_ns)
 
     def record_failure(self, request_ns: int, reason: str = "BACKEND") -> None:
         """One request failed after ``request_ns`` nanoseconds in the server.
@@ -217,8 +251,9 @@ class ModelStatistics:
         timeout), ``CANCELED`` (client gone), ``BACKEND`` (execution failed) or ``OTHER``
         (e.g. an invalid request).
         """
-        self.stats["fail"].add(request_ns)
-        self.failures[reason] = self.failures.get(reason, 0) + 1
+        for counters in (self, self.metrics):
+            counters.stats["fail"].add(request_ns)
+            counters.failures[reason] = counters.failures.get(reason, 0) + 1
         self.last_inference_ms = time.time_ns() // 1_000_000
 
     def record_execution(
@@ -227,6 +262,8 @@ class ModelStatistics:
         """One backend execution over ``batch_size`` inferences."""
         self.inference_count += batch_size
         self.execution_count += 1
+        self.metrics.inference_count += batch_size
+        self.metrics.execution_count += 1
         batch = self.batch_stats.get(batch_size)
         if batch is None:
             batch = self.batch_stats[batch_size] = BatchStats()

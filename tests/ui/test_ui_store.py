@@ -49,8 +49,8 @@ async def test_settle_waits_for_tasks_started_by_tasks_and_times_out(store: Engi
 async def test_attempt_shows_engine_errors_as_one_line(server: Server, store: EngineStore,
                                                         caplog: pytest.LogCaptureFixture) -> None:
     shown = []
-    assert await store.attempt(lambda: server.unload_model("nope"), shown.append) is None
-    assert shown == ["failed to unload 'nope', no such model in the repository"]  # for a person
+    assert await store.attempt(lambda: server.load_model("nope"), shown.append) is None
+    assert shown == ["failed to load 'nope', failed to poll from model repository"]  # for a person
 
     async def bug() -> None:
         raise KeyError("x")

@@ -13,7 +13,7 @@ from workbench.engine.response_cache import ResponseCache
 from workbench.scheduling.ensemble import StepInfer
 from workbench.scheduling.factory import make_scheduler
 from workbench.scheduling.rate_limiter import RateLimiter
-from workbench.statistics import ModelStatistics, SuccessObserver
+from workbench.statistics import MetricCounters, ModelStatistics, SuccessObserver
 from workbench.types import ModelReadyState
 
 log = logging.getLogger(__name__)
@@ -26,12 +26,15 @@ def entry_from_result(
     rate_limiter: RateLimiter | None,
     step_infer: StepInfer,
     reuse: dict[int, VersionState] | None = None,
+    metrics: dict[int, MetricCounters] | None = None,
 ) -> ModelEntry:
     """Wrap loaded instances in schedulers (on the event loop) and record version states.
 
     ``observers`` is the server's shared observer list, handed to every version's statistics;
     ``step_infer`` is how an ensemble's scheduler reaches its composing models; ``reuse``:
-    serving versions the load kept (not loaded again), added as they are when still chosen.
+    serving versions the load kept (not loaded again), added as they are when still chosen;
+    ``metrics``: the Prometheus counters each reloaded version continues
+    (:func:`continued_metrics`), each version's statistics starting at 0 all the same.
     """
     entry = ModelEntry(result.name, config=result.config, reason=result.error)
     if result.config is not None and result.config.response_cache.enable and cache is None:
@@ -48,6 +51,7 @@ def entry_from_result(
             cache_enabled=result.config.response_cache.enable and cache is not None,
             observers=observers,
             memory_usage=loaded.memory,
+            metrics=(metrics or {}).get(version),
         )
         scheduler = make_scheduler(result.config, loaded.instances, stats, rate_limiter, step_infer)
         model = LoadedModel(result.config, version, scheduler, stats, cache, result.labels)
@@ -60,4 +64,18 @@ def entry_from_result(
     return entry
 
 
-__all__ = ["entry_from_result"]
+def continued_metrics(serving: ModelEntry | None) -> dict[int, MetricCounters]:
+    """The Prometheus counters of the READY versions of ``serving`` (the entry a reload
+    replaces), by version: the new copy of a version continues them, as Triton's new copy
+    reuses the ``MetricModelReporter`` the old copy still holds. Versions not serving (an
+    unloaded model, a failed or held one) give none: their next load starts at 0."""
+    if serving is None:
+        return {}
+    return {
+        version: state.model.statistics.metrics
+        for version, state in serving.versions.items()
+        if state.state is ModelReadyState.READY and state.model is not None
+    }
+
+
+__all__ = ["continued_metrics", "entry_from_result"]

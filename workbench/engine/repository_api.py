@@ -20,7 +20,7 @@ from workbench.config.model_config import model_config_from_json
 from workbench.config.normalize import is_ensemble
 from workbench.config.validate_ensemble import composing_models
 from workbench.engine.dependents import recheck_dependents
-from workbench.engine.entries import entry_from_result
+from workbench.engine.entries import continued_metrics, entry_from_result
 from workbench.engine.ensembles import (
     declared_dependencies,
     ensemble_error,
@@ -32,8 +32,11 @@ from workbench.engine.registry import ModelEntry, VersionState, drain_versions
 from workbench.engine.repository_index import index_rows
 from workbench.engine.switching import switch_entry
 from workbench.errors import (
+    InternalError,
     InvalidArgument,
+    InvalidModelConfig,
     Unavailable,
+    WorkbenchError,
 )
 from workbench.repository.overrides import OverrideDirectory
 from workbench.repository.remote import repository_names
@@ -123,14 +126,19 @@ class RepositoryAPI:
                 could not be read ("failed to load 'm', failed to poll from model
                 repository: ..."); an empty or blank name ("Model name cannot be empty.
                 Please enter a valid name to deploy.") or one that could name a folder
-                outside the repositories ('/' in it, or '..' / '.' once stripped: "model name
-                must not contain path traversal characters"), Triton's texts, checked before
-                anything is read.
-            InvalidModelConfig: ``config`` is not a JSON model config.
+                outside the repositories ('/' in it, or '..' / '.' once stripped: "invalid
+                model name 'm', model name must not contain path traversal characters"),
+                Triton's texts, checked before anything is read.
+            InternalError: a ``files`` path component longer than 255 bytes ("failed to
+                load 'm', failed to poll from model repository: Invalid file parameter
+                ..."): Triton's INTERNAL (HTTP 500), which its clients check.
+            InvalidModelConfig: ``config`` is not a JSON model config ("failed to load 'm',
+                failed to poll from model repository: Invalid config override: ...", also
+                logged, as Triton's poll failure); the loaded versions keep serving.
         """
         self._require_explicit()
         _check_load_name(name)
-        override = model_config_from_json(config) if config else None
+        override = _config_override(name, config) if config else None
         directory = await self._override_directory(name, override, files)
         if directory is None and self._remotes:
             await asyncio.to_thread(self._sync_remotes, name)
@@ -156,9 +164,11 @@ class RepositoryAPI:
         available or ambiguous: m", Triton's dependency check), and READY again when it is
         loaded again (:mod:`workbench.engine.dependents`).
 
+        A name the server has not loaded (not in any repository, or never loaded) is a
+        success with nothing to do, as in Triton; unload checks no name rules either.
+
         Raises:
             Unavailable: the server is not in explicit model control mode.
-            InvalidArgument: the model is unknown.
         """
         self._require_explicit()
         await self._unload(name, unload_dependents)
@@ -166,12 +176,7 @@ class RepositoryAPI:
     async def _unload(self, name: str, unload_dependents: bool) -> None:
         async with self._lock(name):
             entry = self._models.get(name)
-            if entry is None:
-                assert self._repository is not None
-                if await asyncio.to_thread(self._repository.locate, name) is None:
-                    raise InvalidArgument(
-                        f"failed to unload '{name}', no such model in the repository"
-                    )
+            if entry is None:  # nothing to unload: success, as Triton (no name check either)
                 return
             self._retiring.end(name)  # versions still serving live sequences after a reload
             await entry.stop("unloaded")
@@ -252,10 +257,8 @@ class RepositoryAPI:
             return await loop.run_in_executor(
                 self._load_executor, self._overrides.create, name, override, files
             )
-        except InvalidArgument as exc:
-            raise InvalidArgument(
-                f"failed to load '{name}', failed to poll from model repository: {exc.message}"
-            ) from None
+        except (InvalidArgument, InternalError) as exc:
+            raise _poll_failure(name, exc) from None
 
     def _require_explicit(self) -> None:
         if self.options.model_control_mode != "explicit":
@@ -474,7 +477,9 @@ class RepositoryAPI:
     def _entry_for(self, result: LoadResult, reuse: dict[int, VersionState] | None = None) -> ModelEntry:
         """The entry of a finished load (plus the ``reuse`` versions it kept); an ensemble
         is first checked against its composing models as loaded now, and is UNAVAILABLE with
-        the reason when that fails (held: checked again when they change)."""
+        the reason when that fails (held: checked again when they change). The versions the
+        serving entry has READY hand their Prometheus counters to the new copies
+        (:func:`~workbench.engine.entries.continued_metrics`)."""
         config = result.config
         if config is not None and not result.error and is_ensemble(config):
             self._dependencies[result.name] = tuple(composing_models(config))
@@ -484,7 +489,8 @@ class RepositoryAPI:
                                   blocked_versions=tuple(result.chosen))
             result.labels = ensemble_labels(config, result.labels, self._models)
         return entry_from_result(
-            result, self._observers, self._cache, self._rate_limiter, self._infer_step, reuse
+            result, self._observers, self._cache, self._rate_limiter, self._infer_step, reuse,
+            continued_metrics(self._models.get(result.name)),
         )
 
 
@@ -503,5 +509,30 @@ def _check_load_name(name: str) -> None:
     if not name.strip():
         raise InvalidArgument("Model name cannot be empty. Please enter a valid name to deploy.")
     if "/" in name or name.strip() in ("..", "."):
-        raise InvalidArgument(f"failed to load '{name}': model name must not contain path "
+        raise InvalidArgument(f"invalid model name '{name}', model name must not contain path "
                               "traversal characters")
+
+
+def _poll_failure(name: str, cause: InvalidArgument | InternalError) -> WorkbenchError:
+    """A load refused before anything is read, as Triton's poll failure: the cause is logged
+    ("Poll failed for model directory 'm': ...") and the error reads "failed to load 'm',
+    failed to poll from model repository: <cause>", with the cause's code (Triton answers
+    INTERNAL for every poll failure; here only where the cause is internal, e.g. a file
+    name the file system cannot hold, which Triton's clients check; a client's mistake
+    stays INVALID_ARGUMENT)."""
+    log.error("Poll failed for model directory '%s': %s", name, cause.message)
+    return type(cause)(f"failed to load '{name}', failed to poll from model repository: {cause.message}")
+
+
+def _config_override(name: str, config: str | dict) -> ModelConfig:
+    """The ``config`` load parameter parsed (Triton's ``JsonToModelConfig``).
+
+    Raises:
+        InvalidModelConfig: not a JSON model config: "failed to load 'm', failed to poll
+            from model repository: Invalid config override: <why>" (Triton's prefix and
+            log line; Triton answers INTERNAL, here INVALID_ARGUMENT, a client's mistake).
+    """
+    try:
+        return model_config_from_json(config)
+    except InvalidModelConfig as exc:
+        raise _poll_failure(name, InvalidModelConfig(f"Invalid config override: {exc.message}")) from None

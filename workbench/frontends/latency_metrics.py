@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 
 from workbench import ModelStatistics
+from workbench.statistics import MetricCounters
 
 #: Triton's default first-response histogram buckets, milliseconds.
 DEFAULT_BUCKETS_MS = (100.0, 500.0, 2000.0, 5000.0)
@@ -92,7 +93,9 @@ class LatencyObserver:
     """Histogram buckets and quantile windows per model version, fed once per success.
 
     Register it with ``Server.add_success_observer``. Per-version state lives in weak
-    dictionaries, so an unloaded version's state goes with its statistics object.
+    dictionaries keyed by the version's :class:`~workbench.statistics.MetricCounters`, so
+    it continues across a same-version reload (as Triton's histograms and summaries live
+    in the reporter the copies share) and goes with the counters after an unload.
 
     Args:
         histogram_buckets_ms: upper bounds of the first-response histogram, or None (off).
@@ -106,10 +109,10 @@ class LatencyObserver:
     ) -> None:
         self.buckets_ms = tuple(sorted(histogram_buckets_ms)) if histogram_buckets_ms else ()
         self.quantiles = sorted(quantiles) if quantiles else []
-        self._histograms: weakref.WeakKeyDictionary[ModelStatistics, list[int]] = (
+        self._histograms: weakref.WeakKeyDictionary[MetricCounters, list[int]] = (
             weakref.WeakKeyDictionary()
         )
-        self._windows: weakref.WeakKeyDictionary[ModelStatistics, dict[str, deque]] = (
+        self._windows: weakref.WeakKeyDictionary[MetricCounters, dict[str, deque]] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -124,16 +127,16 @@ class LatencyObserver:
     ) -> None:
         """Observe one successful request (durations in nanoseconds, as recorded)."""
         if self.buckets_ms:
-            counts = self._histograms.get(stats)
+            counts = self._histograms.get(stats.metrics)
             if counts is None:
-                counts = self._histograms[stats] = [0] * len(self.buckets_ms)
+                counts = self._histograms[stats.metrics] = [0] * len(self.buckets_ms)
             index = bisect.bisect_left(self.buckets_ms, request_ns / 1e6)
             if index < len(counts):  # above the last bound: only in +Inf (= the success count)
                 counts[index] += 1
         if self.quantiles:
-            windows = self._windows.get(stats)
+            windows = self._windows.get(stats.metrics)
             if windows is None:
-                windows = self._windows[stats] = {
+                windows = self._windows[stats.metrics] = {
                     key: deque(maxlen=WINDOW_LIMIT) for key in _SUMMARY_KEYS
                 }
             now = time.monotonic()
@@ -153,8 +156,8 @@ class LatencyObserver:
             labels=("model", "version"),
         )
         for stats in all_stats:
-            counts = self._histograms.get(stats, [0] * len(self.buckets_ms))
-            success = stats.stats["success"]
+            counts = self._histograms.get(stats.metrics, [0] * len(self.buckets_ms))
+            success = stats.metrics.stats["success"]
             cumulative, buckets = 0, []
             for bound, count in zip(self.buckets_ms, counts):
                 cumulative += count
@@ -176,14 +179,14 @@ class LatencyObserver:
 
     def _add_summary(self, family: Metric, stats: ModelStatistics, key: str, horizon: float) -> None:
         labels = {"model": stats.name, "version": stats.version}
-        window = self._windows.get(stats, {}).get(key)
+        window = self._windows.get(stats.metrics, {}).get(key)
         while window and window[0][0] < horizon:
             window.popleft()
         values = sorted(v for _, v in window) if window else []
         for quantile in self.quantiles:
             family.add_sample(family.name, {**labels, "quantile": _bound_text(quantile)},
                               nearest_rank(values, quantile))
-        duration = stats.stats[key]
+        duration = stats.metrics.stats[key]
         family.add_sample(family.name + "_count", labels, duration.count)
         family.add_sample(family.name + "_sum", labels, duration.ns / 1e3)
 

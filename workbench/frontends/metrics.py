@@ -1,10 +1,15 @@
 """Prometheus metrics with Triton's names and labels (``GET /metrics``, port 8002).
 
 Every per-model number is read at scrape time from the engine's live
-:class:`~workbench.ModelStatistics` (``Server.model_statistics()``): the same counters the
-statistics API reports, so a scrape and ``/v2/models/stats`` never disagree and nothing is
-counted twice. Statistics are cumulative **nanoseconds**; Triton's ``*_duration_us``
-families are **microseconds** (ns / 1000) and ``nv_model_load_duration_secs`` seconds.
+:class:`~workbench.ModelStatistics` (``Server.model_statistics()``), nothing is counted
+twice. The counters come from its ``metrics`` (:class:`~workbench.statistics.MetricCounters`),
+recorded by the same calls as the statistics API's numbers and equal to them until the
+version is reloaded: like Triton's reporter, they continue across a same-version reload
+(the statistics API starts at 0 again), so ``rate()`` / ``increase()`` lose nothing; an
+unloaded version's series leave the scrape (Triton removes them), and a later load starts
+them at 0. The gauges (pending, load time) are the serving copy's. Statistics are
+cumulative **nanoseconds**; Triton's ``*_duration_us`` families are **microseconds**
+(ns / 1000) and ``nv_model_load_duration_secs`` seconds.
 
 Families (labels ``model``, ``version``), as ``prometheus_client.generate_latest`` writes them:
 
@@ -88,13 +93,13 @@ GPU_LABELS = ("gpu_uuid",)
 COUNTERS: tuple[tuple[str, str, Callable[[ModelStatistics], float]], ...] = (
     ("nv_inference_request_success",
      "Number of successful inference requests, all batch sizes",
-     lambda s: s.stats["success"].count),
+     lambda s: s.metrics.stats["success"].count),
     ("nv_inference_count",
      "Number of inferences performed (does not include cached requests)",
-     lambda s: s.inference_count),
+     lambda s: s.metrics.inference_count),
     ("nv_inference_exec_count",
      "Number of model executions performed (does not include cached requests)",
-     lambda s: s.execution_count),
+     lambda s: s.metrics.execution_count),
 )
 #: (family, help, statistics key) of the cumulative latency counters; value = ns / 1000 (µs).
 LATENCY_COUNTERS = (
@@ -184,7 +189,7 @@ def model_families(all_stats: list[ModelStatistics], counter_latencies: bool = T
         for name, help_text, key in LATENCY_COUNTERS:
             family = UnknownMetricFamily(name, help_text, labels=MODEL_LABELS)
             for stats in all_stats:
-                family.add_metric([stats.name, stats.version], stats.stats[key].ns / 1e3)
+                family.add_metric([stats.name, stats.version], stats.metrics.stats[key].ns / 1e3)
             yield family
     yield _gauge("nv_inference_pending_request_count",
                  "Instantaneous number of pending requests awaiting execution per-model.",
@@ -200,7 +205,7 @@ def _failure_family(all_stats: list[ModelStatistics]) -> Metric:
                                  "Number of failed inference requests, all batch sizes",
                                  labels=(*MODEL_LABELS, "reason"))
     for stats in all_stats:
-        reasons = dict.fromkeys(ModelStatistics.FAILURE_REASONS, 0) | stats.failures
+        reasons = dict.fromkeys(ModelStatistics.FAILURE_REASONS, 0) | stats.metrics.failures
         for reason, count in reasons.items():
             family.add_metric([stats.name, stats.version, reason], count)
     return family
@@ -221,7 +226,7 @@ def _cache_families(cached: list[ModelStatistics]) -> Iterator[Metric]:
     for name, help_text, key, kind in CACHE_COUNTERS:
         family = UnknownMetricFamily(name, help_text, labels=MODEL_LABELS)
         for stats in cached:
-            duration = stats.stats[key]
+            duration = stats.metrics.stats[key]
             family.add_metric([stats.name, stats.version],
                               duration.count if kind == "count" else duration.ns / 1e3)
         yield family

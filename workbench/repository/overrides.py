@@ -12,8 +12,8 @@ Paths are checked before anything is written; each rule raises :class:`InvalidAr
 naming the parameter (``file:<path>``):
 
 - not empty; no backslash, NUL, empty component (``1//x``, ``1/``), ``.`` or ``..``;
-  components of at most 255 bytes (the file system's limit; Triton answers those with an
-  internal error);
+  components of at most 255 bytes (the file system's limit; a longer one raises
+  :class:`~workbench.errors.InternalError`, as Triton answers it INTERNAL / HTTP 500);
 - a single leading ``/`` is read as the model folder's root, as Triton joins it
   (``file:/1/model.py`` == ``file:1/model.py``); nothing else can be absolute;
 - the first component is a version folder (``1``, ``2``, ...: a non-negative integer
@@ -44,7 +44,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.config.model_config import CONFIG_FILENAME
 from workbench.config.versions import NON_VERSION_FOLDERS
-from workbench.errors import InvalidArgument
+from workbench.errors import InternalError, InvalidArgument
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,7 @@ def override_path(path: str) -> tuple[str, ...]:
     Raises:
         InvalidArgument: the path breaks a rule of this module's docstring; the message
             starts "Invalid file parameter 'file:<path>': ".
+        InternalError: a component longer than 255 bytes (same message start).
     """
 
     def fail(why: str) -> InvalidArgument:
@@ -83,7 +84,9 @@ def override_path(path: str) -> tuple[str, ...]:
         raise fail("'.' and '..' are not allowed in a model file path: it must stay within "
                    "the model directory")
     if any(len(part.encode("utf-8", "surrogatepass")) > _NAME_MAX for part in parts):
-        raise fail(f"a path component is longer than {_NAME_MAX} bytes")
+        # Triton's file-system error (its clients check INTERNAL here), not INVALID_ARG
+        raise InternalError(f"Invalid file parameter '{FILE_PREFIX}{path}': a path component is "
+                            f"longer than {_NAME_MAX} bytes")
     if len(parts) > 1 and not (_is_version(parts[0]) or parts[0] in NON_VERSION_FOLDERS):
         raise fail("a model file must be in a version folder ('file:<version>/<name>'), in "
                    "one of " + ", ".join(f"'{f}/'" for f in sorted(NON_VERSION_FOLDERS))
