@@ -15,7 +15,7 @@ from workbench.engine.model_io import ModelIO
 from workbench.engine.response_cache import ResponseCache
 from workbench.engine.validation import validate_request
 from workbench.errors import DecoupledNotSupported, WorkbenchError
-from workbench.scheduling.base import Scheduler
+from workbench.scheduling.base import Scheduler, SequenceScheduler
 from workbench.statistics import ComputeTotals, ModelStatistics
 from workbench.types import InferenceRequest, InferenceResponse, Tensor
 
@@ -50,6 +50,8 @@ class LoadedModel:
         self.version_str = str(version)
         self.io = ModelIO(config)
         self.scheduler = scheduler
+        #: the scheduler again when it holds sequence state (a sequence batcher), else None
+        self.sequences = scheduler if isinstance(scheduler, SequenceScheduler) else None
         self.statistics = statistics
         self.cache = cache if config.response_cache.enable else None
         self.cache_owner = next(_CACHE_OWNERS)
@@ -60,6 +62,15 @@ class LoadedModel:
     @property
     def name(self) -> str:
         return self.config.name
+
+    def holds_sequence(self, correlation_id: int | str) -> bool:
+        """True while this version's sequence batcher holds the live sequence
+        ``correlation_id`` (False without a sequence batcher)."""
+        return self.sequences is not None and self.sequences.holds_sequence(correlation_id)
+
+    def live_sequences(self) -> int:
+        """How many sequences are live in this version (0 without a sequence batcher)."""
+        return self.sequences.live_sequences() if self.sequences is not None else 0
 
     async def infer(
         self,

@@ -437,7 +437,7 @@ class RepositoryAPI:
         then unload (the folder goes after them); only :meth:`stop` and
         :meth:`unload_model` wait for them, and end them first. Call it in the same step as
         the switch: a sequence's next request must find its version retiring."""
-        holding = [(v, s) for v, s in states if s.model is not None and s.model.scheduler.live_sequences()]
+        holding = [(v, s) for v, s in states if s.model is not None and s.model.live_sequences()]
         states = [(v, s) for v, s in states if all(s is not held for _, held in holding)]
 
         async def release() -> None:

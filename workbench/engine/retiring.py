@@ -9,7 +9,7 @@ go to the instance holding its state) across the switch instead, so that a reloa
 request:
 
 - a reloaded version whose sequence batcher holds live sequences *retires*
-  (:meth:`~workbench.scheduling.base.Scheduler.retire`): a request of one of those
+  (:meth:`~workbench.scheduling.base.SequenceScheduler.retire`): a request of one of those
   sequences (a correlation ID it holds, without the START flag, for the model and for that
   version or the latest) runs there, with the state it has accumulated;
 - every other request goes to the new versions, new sequences (START) included, so the
@@ -62,7 +62,7 @@ class RetiringVersions:
             return None
         version = request.model_version
         for model in models:
-            if version in ("", "-1", model.version_str) and model.scheduler.holds_sequence(corr):
+            if version in ("", "-1", model.version_str) and model.holds_sequence(corr):
                 return model
         return None
 
@@ -79,11 +79,11 @@ class RetiringVersions:
         for version, state in states:
             assert state.model is not None
             log.info("'%s' version %d keeps serving its %d live sequence(s) until they end",
-                     name, version, state.model.scheduler.live_sequences())
+                     name, version, state.model.live_sequences())
 
         async def run() -> None:
             try:
-                await asyncio.gather(*(m.scheduler.retire() for m in models))
+                await asyncio.gather(*(m.sequences.retire() for m in models if m.sequences is not None))
             finally:
                 self._forget(name, models)
             await drain_versions(name, states)
@@ -106,7 +106,8 @@ class RetiringVersions:
         in-flight requests finish, their remaining sequences are dropped."""
         names = [name] if name is not None else list(self._models)
         for model in [m for n in names for m in self._models.get(n, ())]:
-            model.scheduler.end_retirement()
+            if model.sequences is not None:
+                model.sequences.end_retirement()
 
     async def finished(self, name: str | None = None) -> None:
         """Wait until the retiring versions of ``name`` (of every model when None) have

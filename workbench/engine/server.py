@@ -373,7 +373,7 @@ class Server(RepositoryAPI, ConfigFileAPI, SharedMemoryAPI, SettingsAPI):
         corr = request.parameters["sequence_id"]
         return entry is not None and any(
             state.state is ModelReadyState.READY and state.model is not None
-            and state.model.scheduler.holds_sequence(corr)
+            and state.model.holds_sequence(corr)
             for state in entry.versions.values()
         )
 

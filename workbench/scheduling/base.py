@@ -14,7 +14,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes, ModelInstance
 
@@ -95,7 +95,12 @@ class InstanceRunner:
 
 
 class Scheduler(ABC):
-    """Queues requests of one model version and hands batches to free instances."""
+    """Queues requests of one model version and hands batches to free instances.
+
+    Triton's three-method ``Scheduler`` (core ``scheduler.h``: Enqueue,
+    InflightInferenceCount, Stop). What only a sequence batcher does is
+    :class:`SequenceScheduler`, which the engine checks for with ``isinstance``.
+    """
 
     @abstractmethod
     async def enqueue(self, request: BackendRequest, arrival_ns: int) -> BackendResponse:
@@ -112,27 +117,38 @@ class Scheduler(ABC):
 
     @abstractmethod
     def inflight_count(self) -> int:
-        """Requests queued or executing."""
+        """Requests queued or executing (Triton's ``InflightInferenceCount``)."""
 
     @abstractmethod
     async def stop(self) -> None:
         """Refuse new requests, finish queued and executing ones, then unload the instances."""
 
+
+@runtime_checkable
+class SequenceScheduler(Protocol):
+    """What a scheduler that holds sequence state (a sequence batcher) also does.
+
+    The engine checks a :class:`Scheduler` for it with ``isinstance`` (a runtime-checkable
+    protocol) and routes the requests of live sequences by it across a reload
+    (:mod:`workbench.engine.retiring`).
+    """
+
     def holds_sequence(self, correlation_id: int | str) -> bool:
-        """True while the live sequence ``correlation_id`` has its state here (a sequence
-        batcher). After a reload the engine keeps sending that sequence's requests to this
-        scheduler, which has left service otherwise. Here: never."""
-        return False
+        """True while the live sequence ``correlation_id`` has its state here. After a
+        reload the engine keeps sending that sequence's requests to this scheduler, which
+        has left service otherwise."""
+        ...
 
     def live_sequences(self) -> int:
-        """How many sequences are live here (started, not ended or released). Here: 0."""
-        return 0
+        """How many sequences are live here (started, not ended or released)."""
+        ...
 
     async def retire(self) -> None:
         """Out of service after a reload: return once nothing that must finish here is
-        left (a sequence batcher: its live sequences, each ending with its END request or
-        released idle), serving it meanwhile; :meth:`stop` follows. Here: nothing to wait
-        for."""
+        left (its live sequences, each ending with its END request or released idle),
+        serving it meanwhile; ``stop`` follows."""
+        ...
 
     def end_retirement(self) -> None:
         """Make :meth:`retire` return now, whatever is left (model unload, server stop)."""
+        ...

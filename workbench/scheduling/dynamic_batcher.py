@@ -9,7 +9,9 @@ otherwise it waits until its oldest request has queued
 ``max_queue_delay_microseconds`` and then leaves as the largest preferred batch
 size available (or whole, if none fits). Priority levels and queue policies are
 :class:`~workbench.scheduling.request_queue.RequestQueue`'s; with
-``preserve_ordering`` responses are released in arrival order.
+``preserve_ordering`` responses are released in arrival order. It is a batch policy
+given to the :class:`~workbench.scheduling.dispatcher.Dispatcher`; a cancelled request
+is dropped when a batch forming from the head of the queue reaches it.
 """
 
 from __future__ import annotations
@@ -20,94 +22,95 @@ from collections import deque
 
 from tritonclient.grpc.model_config_pb2 import ModelDynamicBatching
 
-from workbench.backends.base import BackendResponse, ModelInstance
+from workbench.backends.base import BackendResponse, ExecutionTimes, ModelInstance
 from workbench.errors import Unavailable
-from workbench.scheduling.base import Pending
-from workbench.scheduling.direct import DirectScheduler
+from workbench.scheduling.base import InstanceRunner, Pending
+from workbench.scheduling.dispatcher import BatchPolicy, Dispatcher
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.request_queue import RequestQueue
 from workbench.statistics import ModelStatistics
 
 
-class DynamicBatcher(DirectScheduler):
+class DynamicBatchPolicy(BatchPolicy):
     """Priority queues whose executions take batches of compatible requests.
 
     Args:
-        instances, statistics, rate_limiter: as for :class:`DirectScheduler`.
         max_batch_size: the model's ``max_batch_size`` (> 0); a batch never exceeds it.
         batching: the config's ``dynamic_batching`` (``preferred_batch_size``,
             ``max_queue_delay_microseconds`` in µs, priorities, queue policies,
             ``preserve_ordering``); empty preferred sizes behave as ``[max_batch_size]``.
     """
 
-    def __init__(
-        self,
-        instances: list[ModelInstance],
-        statistics: ModelStatistics,
-        *,
-        max_batch_size: int,
-        batching: ModelDynamicBatching,
-        rate_limiter: RateLimiter | None = None,
-    ) -> None:
-        super().__init__(instances, statistics, rate_limiter)
-        self._queue: RequestQueue = RequestQueue(batching)  # type: ignore[assignment]
+    def __init__(self, *, max_batch_size: int, batching: ModelDynamicBatching) -> None:
+        self._queue = RequestQueue(batching)
         self._max_batch_size = max_batch_size
         preferred = {s for s in batching.preferred_batch_size if 0 < s <= max_batch_size}
         self._preferred = sorted(preferred)
         self._max_queue_delay_ns = int(batching.max_queue_delay_microseconds) * 1000
         self._preserve_ordering = batching.preserve_ordering
         self._order: deque[Pending] = deque()
-        self._held: dict[int, tuple] = {}
+        self._held: dict[int, tuple[BackendResponse, ExecutionTimes | None, str]] = {}
         self._timeout_timer: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------ admission
-    def _admit(self, pending: Pending) -> None:
+    def admit(self, pending: Pending) -> None:
         params = pending.request.parameters
         pending.priority, pending.deadline_ns = self._queue.level_and_deadline(params, pending.enqueue_ns)
         pending.shape_key = _shape_key(pending)
         try:
             self._queue.push(pending)
         except Unavailable:
-            self._stats.record_failure(time.monotonic_ns() - pending.arrival_ns, "REJECTED")
+            self.dispatcher.stats.record_failure(time.monotonic_ns() - pending.arrival_ns, "REJECTED")
             raise
         if self._preserve_ordering:
             self._order.append(pending)
         if pending.deadline_ns:
             self._watch_timeouts()
 
+    def has_queued(self) -> bool:
+        return len(self._queue) > 0
+
     # ------------------------------------------------------------------ batch forming
-    def _next_batch(self, runner: object) -> list[Pending]:
+    def next_batch(self, runner: InstanceRunner) -> list[Pending]:
         self._expire()
-        for pending in [p for p in self._queue if p.future.done()]:
-            self._queue.remove([pending])
-            self._drop(pending)
-        if not len(self._queue):
-            return []
         candidates, size, closed = self._candidates()
-        if closed or self._stopping or size >= self._max_batch_size or not self._max_queue_delay_ns:
+        if not candidates:
+            return []
+        if closed or self.dispatcher.stopping or size >= self._max_batch_size or not self._max_queue_delay_ns:
             return self._take(candidates)
         if self._preferred and size >= self._preferred[-1]:
             return self._take(candidates)
         due_ns = min(p.enqueue_ns for p in candidates) + self._max_queue_delay_ns
         if time.monotonic_ns() >= due_ns:
             return self._take(self._trim_to_preferred(candidates))
-        self._dispatch_at(due_ns)
+        self.dispatcher.dispatch_at(due_ns)
         return []
 
     def _candidates(self) -> tuple[list[Pending], int, bool]:
         """Requests in scheduling order that can share one execution; ``closed`` when the
-        next one cannot join (other shapes, or the batch would exceed max_batch_size)."""
+        next one cannot join (other shapes, or the batch would exceed max_batch_size).
+        Cancelled requests met on the way (only those: the scan stops where the batch
+        closes) leave the queue and are dropped."""
         batch: list[Pending] = []
-        size, head = 0, None
+        cancelled: list[Pending] = []
+        size, head, closed = 0, None, False
         for pending in self._queue:
+            if pending.future.done():
+                cancelled.append(pending)
+                continue
             key = pending.shape_key
             head = key if head is None else head
             grown = size + pending.request.batch_size
             if key != head or grown > self._max_batch_size:
-                return batch, size, True
+                closed = True
+                break
             batch.append(pending)
             size = grown
-        return batch, size, False
+        if cancelled:
+            self._queue.remove(cancelled)
+            for pending in cancelled:
+                self.dispatcher.drop(pending)
+        return batch, size, closed
 
     def _trim_to_preferred(self, batch: list[Pending]) -> list[Pending]:
         """The longest prefix whose total is a preferred batch size, else the whole batch."""
@@ -127,9 +130,9 @@ class DynamicBatcher(DirectScheduler):
     # ------------------------------------------------------------------ queue timeouts
     def _expire(self) -> None:
         for pending in self._queue.expire(time.monotonic_ns()):
-            self._stats.pending -= 1
+            self.dispatcher.stats.pending -= 1
             response = BackendResponse(error=Unavailable("Request timeout expired"))
-            self._complete(pending, response, None, "REJECTED")
+            self.dispatcher.finish(pending, response, None, "REJECTED")
 
     def _watch_timeouts(self) -> None:
         due_ns = self._queue.next_deadline_ns()
@@ -146,19 +149,38 @@ class DynamicBatcher(DirectScheduler):
     def _on_timeout(self) -> None:
         self._timeout_timer = None
         self._expire()
-        self._dispatch()
+        self.dispatcher.dispatch()
         self._watch_timeouts()
 
     # ------------------------------------------------------------------ preserve_ordering
-    def _complete(self, pending: Pending, response: BackendResponse, times, reason: str = "BACKEND") -> None:
+    def complete(self, pending: Pending, response: BackendResponse,
+                 times: ExecutionTimes | None, reason: str) -> None:
         if not self._preserve_ordering:
-            super()._complete(pending, response, times, reason)
+            self.dispatcher.answer(pending, response, times, reason)
             return
         self._held[id(pending)] = (response, times, reason)
         while self._order and id(self._order[0]) in self._held:
             head = self._order.popleft()
-            super()._complete(head, *self._held.pop(id(head)))
+            self.dispatcher.answer(head, *self._held.pop(id(head)))
+
+
+def dynamic_batcher(
+    instances: list[ModelInstance],
+    statistics: ModelStatistics,
+    *,
+    max_batch_size: int,
+    batching: ModelDynamicBatching,
+    rate_limiter: RateLimiter | None = None,
+) -> Dispatcher:
+    """Triton's dynamic batcher over ``instances``: a dispatcher given a
+    :class:`DynamicBatchPolicy` (``max_batch_size``, ``batching`` as there;
+    ``statistics``, ``rate_limiter`` as for :class:`~workbench.scheduling.dispatcher.Dispatcher`)."""
+    return Dispatcher(instances, statistics, rate_limiter,
+                      DynamicBatchPolicy(max_batch_size=max_batch_size, batching=batching))
 
 
 def _shape_key(pending: Pending) -> tuple:
     return tuple((name, a.shape[1:]) for name, a in pending.request.inputs.items())
+
+
+__all__ = ["DynamicBatchPolicy", "dynamic_batcher"]

@@ -6,8 +6,8 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import ModelInstance
 from workbench.scheduling.base import Scheduler
-from workbench.scheduling.direct import DirectScheduler
-from workbench.scheduling.dynamic_batcher import DynamicBatcher
+from workbench.scheduling.direct import direct_scheduler
+from workbench.scheduling.dynamic_batcher import dynamic_batcher
 from workbench.scheduling.ensemble import EnsembleScheduler, StepInfer
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.sequence_direct import DirectSequenceBatcher
@@ -26,8 +26,9 @@ def make_scheduler(
     the composing models through the engine's ``step_infer``);
     ``sequence_batching`` -> :class:`DirectSequenceBatcher` (or
     :class:`OldestSequenceBatcher` with ``oldest { }``); ``dynamic_batching`` with
-    ``max_batch_size > 0`` -> :class:`DynamicBatcher`; otherwise the default
-    one-request-per-execution :class:`DirectScheduler`. Every scheduler shares the server's
+    ``max_batch_size > 0`` -> :func:`dynamic_batcher`; otherwise the default
+    one-request-per-execution :func:`direct_scheduler` (both a
+    :class:`~workbench.scheduling.dispatcher.Dispatcher` given a batch policy). Every scheduler shares the server's
     ``rate_limiter`` (None when rate limiting is off).
 
     Raises:
@@ -42,11 +43,11 @@ def make_scheduler(
         batcher = OldestSequenceBatcher if oldest else DirectSequenceBatcher
         return batcher(instances, statistics, config, rate_limiter)
     if config.HasField("dynamic_batching") and config.max_batch_size > 0:
-        return DynamicBatcher(
+        return dynamic_batcher(
             instances,
             statistics,
             max_batch_size=config.max_batch_size,
             batching=config.dynamic_batching,
             rate_limiter=rate_limiter,
         )
-    return DirectScheduler(instances, statistics, rate_limiter)
+    return direct_scheduler(instances, statistics, rate_limiter)

@@ -102,29 +102,26 @@ class RequestQueue:
             yield from self._ready[level]
             yield from self._delayed[level]
 
-    def first(self) -> Pending | None:
-        return next(iter(self), None)
-
     def remove(self, taken: list[Pending]) -> None:
-        """Take ``taken`` (requests now leaving for an execution or dropped) out of the queue.
+        """Take ``taken`` (queued requests, in scheduling order: a batch leaving for an
+        execution, cancelled or expired requests) out of the queue.
 
-        A batch is the head of the queue in scheduling order, so its requests are popped from
-        the fronts of the level queues (O(batch)); anything else falls back to a rebuild."""
-        done = 0
+        They sit near the head of the queue, so the level queues are popped from the front
+        up to the last of them and the others put back: O(how deep the last one is), not a
+        pass over the whole queue."""
+        ids = {id(p) for p in taken}
+        left = len(ids)
         for level in range(1, self.levels + 1):
             for queue in (self._ready[level], self._delayed[level]):
-                while done < len(taken) and queue and queue[0] is taken[done]:
-                    queue.popleft()
-                    done += 1
-        self._size -= done
-        if done == len(taken):
-            return
-        ids = {id(p) for p in taken[done:]}
-        for queues in (self._ready, self._delayed):
-            for level, queue in queues.items():
-                if any(id(p) in ids for p in queue):
-                    queues[level] = deque(p for p in queue if id(p) not in ids)
-        self._size -= len(ids)
+                kept: list[Pending] = []
+                while left and queue:
+                    pending = queue.popleft()
+                    if id(pending) in ids:
+                        left -= 1
+                    else:
+                        kept.append(pending)
+                queue.extendleft(reversed(kept))
+        self._size -= len(ids) - left
 
     def expire(self, now_ns: int) -> list[Pending]:
         """Apply timeouts due by ``now_ns``: DELAY moves requests behind their level;

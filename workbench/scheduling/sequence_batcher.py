@@ -30,30 +30,36 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from dataclasses import replace
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.backends.base import BackendRequest, BackendResponse, ModelInstance
+from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes, ModelInstance
 from workbench.config.validate_scheduling import max_sequence_backlog
 from workbench.errors import InvalidArgument, Unavailable
-from workbench.scheduling.base import Pending
-from workbench.scheduling.direct import DirectScheduler
+from workbench.scheduling.base import Pending, Scheduler
+from workbench.scheduling.dispatcher import BatchPolicy, Dispatcher
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.sequence_controls import control_tensors, control_values, initial_state, state_tensors
 from workbench.scheduling.sequence_slots import Sequence, SlotTable
 from workbench.statistics import ModelStatistics
 
 
-class SequenceBatcher(DirectScheduler):
+class SequenceBatcher(Scheduler, BatchPolicy):
     """What both strategies share: admission, slots and backlog, state, completion.
 
+    A :class:`~workbench.scheduling.base.Scheduler` and a
+    :class:`~workbench.scheduling.base.SequenceScheduler`, by way of its own
+    :class:`~workbench.scheduling.dispatcher.Dispatcher`, whose batch policy it is.
     Subclasses give the slot layout (:meth:`_slot_layout`) and form executions
-    (``_next_batch``). Statistics count real requests only: an execution is recorded
+    (``next_batch``). Statistics count real requests only: an execution is recorded
     with the number of real requests in it (``direct`` null requests are not counted).
+    Cancelled requests are dropped when a scan of the queue for an execution meets them.
 
     Args:
-        instances, statistics, rate_limiter: as for :class:`DirectScheduler`.
+        instances, statistics, rate_limiter: as for
+            :class:`~workbench.scheduling.dispatcher.Dispatcher`.
         config: the model config (``sequence_batching``, ``max_batch_size``, name,
             ``parameters.max_sequence_backlog``).
     """
@@ -65,7 +71,9 @@ class SequenceBatcher(DirectScheduler):
         config: ModelConfig,
         rate_limiter: RateLimiter | None = None,
     ) -> None:
-        super().__init__(instances, statistics, rate_limiter)
+        self._queue: deque[Pending] = deque()
+        self._cancelled: list[Pending] = []
+        Dispatcher(instances, statistics, rate_limiter, self)  # binds self.dispatcher
         batching = config.sequence_batching
         self._model = config.name
         self._max_batch_size = max(1, config.max_batch_size)
@@ -88,10 +96,19 @@ class SequenceBatcher(DirectScheduler):
     def _configure(self, config: ModelConfig) -> None:
         """Read the strategy's own settings (called last by ``__init__``)."""
 
+    async def enqueue(self, request: BackendRequest, arrival_ns: int) -> BackendResponse:
+        return await self.dispatcher.enqueue(request, arrival_ns)
+
+    def inflight_count(self) -> int:
+        return self.dispatcher.inflight_count()
+
     async def stop(self) -> None:
         self.end_retirement()
-        await super().stop()
+        await self.dispatcher.stop()
         self._cancel_timers()
+
+    def has_queued(self) -> bool:
+        return bool(self._queue)
 
     def holds_sequence(self, correlation_id: int | str) -> bool:
         return correlation_id in self._sequences
@@ -120,7 +137,7 @@ class SequenceBatcher(DirectScheduler):
             self._idle_timer = None
 
     # ------------------------------------------------------------------ admission
-    def _admit(self, pending: Pending) -> None:
+    def admit(self, pending: Pending) -> None:
         params = pending.request.parameters
         corr = _correlation_id(params, self._model)
         start, end = bool(params.get("sequence_start", False)), bool(params.get("sequence_end", False))
@@ -154,7 +171,7 @@ class SequenceBatcher(DirectScheduler):
         try:
             self._slots.admit(sequence)
         except Unavailable:
-            self._stats.record_failure(time.monotonic_ns() - pending.arrival_ns, "REJECTED")
+            self.dispatcher.stats.record_failure(time.monotonic_ns() - pending.arrival_ns, "REJECTED")
             raise
         for state in self._states:
             sequence.state[state.input_name] = initial_state(state, self._batched)
@@ -163,16 +180,34 @@ class SequenceBatcher(DirectScheduler):
         return sequence
 
     # ------------------------------------------------------------------ batch forming
-    def _prune(self) -> None:
-        """Drop queued requests whose client went away (a dropped START or END ends its sequence)."""
-        for pending in [p for p in self._queue if p.future.done()]:
-            self._queue.remove(pending)
-            self._drop(pending)
+    def _skipped(self, pending: Pending) -> bool:
+        """True when ``pending``'s client went away: a scan of the queue meeting it skips it,
+        and :meth:`_drop_skipped` drops it after the scan."""
+        if pending.future.done():
+            self._cancelled.append(pending)
+            return True
+        return False
+
+    def _drop_skipped(self) -> bool:
+        """Drop the cancelled requests the last scan met (a dropped START or END ends its
+        sequence); True when there were some (the scan must be done again)."""
+        ids = {id(p) for p in self._cancelled}
+        self._cancelled = []
+        if not ids:
+            return False
+        kept: deque[Pending] = deque()
+        cancelled: list[Pending] = []
+        for pending in self._queue:
+            (cancelled if id(pending) in ids else kept).append(pending)
+        self._queue = kept
+        for pending in cancelled:
+            self.dispatcher.drop(pending)
             params = pending.request.parameters
             if params["_start"]:
                 self._close(params["_sequence"], "was cancelled")
             elif params["_end"]:
                 self._close(params["_sequence"])
+        return bool(cancelled)
 
     def _take(self, pending: Pending) -> None:
         """Move ``pending`` from the queue into an execution, with its controls and state."""
@@ -196,14 +231,12 @@ class SequenceBatcher(DirectScheduler):
         return tuple(request.requested_outputs) + tuple(s.output_name for s in self._states)
 
     # ------------------------------------------------------------------ completion
-    def _queued_count(self, batch: list[Pending]) -> int:
-        """Direct-strategy null rows never were in the queue."""
-        return sum(1 for p in batch if not p.request.parameters.get("_null"))
+    def counted(self, batch: list[Pending]) -> list[Pending]:
+        """Direct-strategy null rows never were in the queue and are not counted."""
+        return [p for p in batch if not p.request.parameters.get("_null")]
 
-    def _record_execution(self, batch: list[Pending], times) -> None:
-        super()._record_execution([p for p in batch if not p.request.parameters.get("_null")], times)
-
-    def _complete(self, pending: Pending, response: BackendResponse, times, reason: str = "BACKEND") -> None:
+    def complete(self, pending: Pending, response: BackendResponse,
+                 times: ExecutionTimes | None, reason: str) -> None:
         params = pending.request.parameters
         if params.get("_null"):
             return  # a direct-strategy null request: nobody waits for it, its outputs are dropped
@@ -219,7 +252,7 @@ class SequenceBatcher(DirectScheduler):
                 self._close(sequence, "failed")
             elif params["_end"]:
                 self._close(sequence)
-        super()._complete(pending, response, times, reason)
+        self.dispatcher.answer(pending, response, times, reason)
 
     def _close(self, sequence: Sequence, start_problem: str = "") -> None:
         """End ``sequence``: free its slot, and fail its requests still queued (``start_problem``
@@ -233,10 +266,10 @@ class SequenceBatcher(DirectScheduler):
         why = f"the sequence's START request {start_problem}" if start_problem else "the sequence has ended"
         for pending in [p for p in self._queue if p.request.parameters["_sequence"] is sequence]:
             self._queue.remove(pending)
-            self._stats.pending -= 1
+            self.dispatcher.stats.pending -= 1
             error = InvalidArgument(f"inference request for sequence {sequence.correlation_id} to "
                                     f"model '{self._model}' cannot run: {why}")
-            self._complete(pending, BackendResponse(error=error), None, "OTHER")
+            self.dispatcher.finish(pending, BackendResponse(error=error), None, "OTHER")
 
     # ------------------------------------------------------------------ idle sequences
     def _watch_idle(self) -> None:
@@ -251,7 +284,7 @@ class SequenceBatcher(DirectScheduler):
         for sequence in list(self._sequences.values()):
             if not sequence.busy and id(sequence) not in queued and now - sequence.last_used_ns >= self._idle_ns:
                 self._close(sequence)
-        self._dispatch()
+        self.dispatcher.dispatch()
         if self._sequences:
             self._watch_idle()
 

@@ -25,6 +25,7 @@ entry of an execution use the number of real requests in it, not the slot count.
 from __future__ import annotations
 
 import time
+from collections import deque
 
 import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
@@ -50,7 +51,7 @@ class DirectSequenceBatcher(SequenceBatcher):
         direct = config.sequence_batching.direct
         self._delay_ns = int(direct.max_queue_delay_microseconds) * 1000
         self._utilization = float(direct.minimum_slot_utilization)
-        self._instance_of = {id(r): i for i, r in enumerate(self._runners)}
+        self._instance_of = {id(r): i for i, r in enumerate(self.dispatcher.runners)}
         self._due: set[int] = set()  # ids of the idle runners that may execute now
 
     def _slot_layout(self, config: ModelConfig, instances: int) -> tuple[int, int]:
@@ -63,6 +64,8 @@ class DirectSequenceBatcher(SequenceBatcher):
         rows: dict[int, Pending] = {}
         seen: set[int] = set()
         for pending in self._queue:
+            if self._skipped(pending):
+                continue
             sequence: Sequence = pending.request.parameters["_sequence"]
             if id(sequence) in seen:
                 continue  # only a sequence's oldest queued request may run
@@ -73,20 +76,22 @@ class DirectSequenceBatcher(SequenceBatcher):
 
     def _wait_ns(self, rows: dict[int, Pending], now_ns: int) -> int:
         """Nanoseconds the instance should still wait for more ready slots (<= 0: run now)."""
-        if self._stopping or not self._delay_ns or not self._utilization:
+        if self.dispatcher.stopping or not self._delay_ns or not self._utilization:
             return 0
         if len(rows) / self._max_batch_size >= self._utilization:
             return 0
         return min(p.enqueue_ns for p in rows.values()) + self._delay_ns - now_ns
 
-    def _free_runner(self) -> InstanceRunner | None:
+    def free_runner(self, idle: deque[InstanceRunner]) -> InstanceRunner | None:
         """An idle instance with slots ready to run now whose rate-limiter resources are
-        free; an idle one with nothing to run (``_next_batch`` then returns []) when no
+        free; an idle one with nothing to run (``next_batch`` then returns []) when no
         instance may run yet, after setting a timer for the earliest delay to expire."""
-        self._prune()
+        rows_of = {id(r): self._ready_rows(self._instance_of[id(r)]) for r in idle}
+        if self._drop_skipped():  # the scans met cancelled requests: scan what is left
+            rows_of = {id(r): self._ready_rows(self._instance_of[id(r)]) for r in idle}
         now, due, wake = time.monotonic_ns(), [], 0
-        for runner in self._idle:
-            rows = self._ready_rows(self._instance_of[id(runner)])
+        for runner in idle:
+            rows = rows_of[id(runner)]
             wait = self._wait_ns(rows, now) if rows else None
             if wait is not None and wait <= 0:
                 due.append(runner)
@@ -94,18 +99,13 @@ class DirectSequenceBatcher(SequenceBatcher):
                 wake = min(wake or wait, wait)
         self._due = {id(r) for r in due}
         if wake:
-            self._dispatch_at(now + wake)
+            self.dispatcher.dispatch_at(now + wake)
         if not due:
-            return self._idle[0]
-        if self._limiter is None:
-            return due[0]
-        for runner in sorted(due, key=lambda r: r.instance.spec.rate_priority):
-            if self._limiter.available(runner.needs):
-                return runner
-        return None
+            return idle[0]
+        return self.dispatcher.first_free(due)
 
     # ------------------------------------------------------------------ batch forming
-    def _next_batch(self, runner: InstanceRunner) -> list[Pending]:
+    def next_batch(self, runner: InstanceRunner) -> list[Pending]:
         if id(runner) not in self._due:
             return []  # nothing of this instance may run yet
         rows = self._ready_rows(self._instance_of[id(runner)])

@@ -41,13 +41,15 @@ class OldestSequenceBatcher(SequenceBatcher):
             int(p) for p in oldest.preferred_batch_size if 0 < p <= self._max_batch_size
         )
 
-    def _next_batch(self, runner: InstanceRunner) -> list[Pending]:
+    def next_batch(self, runner: InstanceRunner) -> list[Pending]:
         batch = self._candidates()
-        if batch and self._delay_ns and not self._stopping:
+        if self._drop_skipped():  # the scan met cancelled requests: scan what is left
+            batch = self._candidates()
+        if batch and self._delay_ns and not self.dispatcher.stopping:
             full = self._preferred[-1] if self._preferred else self._max_batch_size
             due_ns = min(p.enqueue_ns for p in batch) + self._delay_ns
             if len(batch) < full and time.monotonic_ns() < due_ns:
-                self._dispatch_at(due_ns)
+                self.dispatcher.dispatch_at(due_ns)
                 return []
             batch = self._cut_to_preferred(batch)
         for pending in batch:
@@ -61,12 +63,14 @@ class OldestSequenceBatcher(SequenceBatcher):
 
     def _candidates(self) -> list[Pending]:
         """The oldest ready request of up to ``max_batch_size`` different slotted sequences
-        with the same input shapes, in queue order (not yet taken)."""
-        self._prune()
+        with the same input shapes, in queue order (not yet taken); cancelled requests met
+        on the way are skipped (:meth:`_drop_skipped` drops them)."""
         batch: list[Pending] = []
         chosen: set[int] = set()
         shape = None
         for pending in self._queue:
+            if self._skipped(pending):
+                continue
             sequence: Sequence = pending.request.parameters["_sequence"]
             if sequence.busy or sequence.slot is None or id(sequence) in chosen:
                 chosen.add(id(sequence))  # later requests of it must wait their turn

@@ -1,0 +1,258 @@
+"""One dispatcher for every instance-backed scheduler, and the batch policy it is given.
+
+The :class:`Dispatcher` owns a model version's instances (one thread each), the
+rate-limiter hand-shake, statistics and the in-flight count; what one execution
+takes from the queue is its :class:`BatchPolicy`'s (composition, not subclassing):
+:class:`~workbench.scheduling.direct.FifoPolicy` (Triton's default scheduler),
+:class:`~workbench.scheduling.dynamic_batcher.DynamicBatchPolicy` and the sequence
+batchers. Requests wait in the policy's queue (not in threads) while every instance is
+busy. A request whose client went away is skipped when the policy reaches it (at the
+head of the queue, or while forming a batch), never by scanning the whole queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import ABC, abstractmethod
+from collections import deque
+from functools import partial
+
+from workbench.backends.base import (
+    BackendRequest,
+    BackendResponse,
+    ExecutionTimes,
+    ModelInstance,
+)
+from workbench.errors import Cancelled, InternalError, Unavailable, WorkbenchError
+from workbench.scheduling.base import InstanceRunner, Pending, Scheduler
+from workbench.scheduling.rate_limiter import RateLimiter
+from workbench.statistics import ModelStatistics
+
+
+class BatchPolicy(ABC):
+    """The queue of one dispatcher and how its executions form.
+
+    :meth:`Dispatcher.__init__` binds the policy (``self.dispatcher``); all the policy's
+    methods run on the event loop.
+    """
+
+    dispatcher: Dispatcher
+
+    def bind(self, dispatcher: Dispatcher) -> None:
+        """Called once by the dispatcher this policy is given to."""
+        self.dispatcher = dispatcher
+
+    @abstractmethod
+    def admit(self, pending: Pending) -> None:
+        """Queue a new request.
+
+        Raises:
+            WorkbenchError: the request is refused (nothing is queued then).
+        """
+
+    @abstractmethod
+    def has_queued(self) -> bool:
+        """True while some request is queued (cancelled ones not yet skipped included)."""
+
+    @abstractmethod
+    def next_batch(self, runner: InstanceRunner) -> list[Pending]:
+        """Take the requests of one execution on ``runner`` out of the queue ([] = none
+        now; the policy arranges a later dispatch with :meth:`Dispatcher.dispatch_at`).
+        Cancelled requests met on the way are given to :meth:`Dispatcher.drop`."""
+
+    def free_runner(self, idle: deque[InstanceRunner]) -> InstanceRunner | None:
+        """The idle instance to form the next execution for; None when the idle instances
+        wait for rate-limiter resources. Here: :meth:`Dispatcher.first_free`."""
+        return self.dispatcher.first_free(idle)
+
+    def counted(self, batch: list[Pending]) -> list[Pending]:
+        """The requests of ``batch`` that left the queue and count in the statistics
+        (here all; not a sequence batcher's null rows)."""
+        return batch
+
+    def complete(self, pending: Pending, response: BackendResponse,
+                 times: ExecutionTimes | None, reason: str) -> None:
+        """A request is finished: hand it to :meth:`Dispatcher.answer` (at once here; a
+        policy may update its own state first, or hold answers to release them in order)."""
+        self.dispatcher.answer(pending, response, times, reason)
+
+
+class Dispatcher(Scheduler):
+    """A pool of instances fed by one :class:`BatchPolicy`.
+
+    Args:
+        instances: loaded instances of one model version (at least one).
+        statistics: where executions and request outcomes are recorded.
+        rate_limiter: the server's rate limiter, or None when rate limiting is off.
+        policy: what one execution takes from the queue; bound to this dispatcher.
+    """
+
+    def __init__(
+        self,
+        instances: list[ModelInstance],
+        statistics: ModelStatistics,
+        rate_limiter: RateLimiter | None,
+        policy: BatchPolicy,
+    ) -> None:
+        self.runners = [InstanceRunner(i) for i in instances]
+        #: the server's rate limiter (None when rate limiting is off)
+        self.limiter = rate_limiter
+        if rate_limiter is not None:
+            rate_limiter.register(i.spec for i in instances)
+            for runner in self.runners:
+                runner.needs = rate_limiter.needs(runner.instance.spec)
+        self.stats = statistics
+        self._policy = policy
+        self._idle: deque[InstanceRunner] = deque(self.runners)
+        self._inflight = 0
+        self._stopping = False
+        self._drained: asyncio.Event | None = None
+        self._dispatch_timer: asyncio.TimerHandle | None = None
+        self._dispatch_due_ns = 0
+        policy.bind(self)
+
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`stop` began: nothing waits for a batch to fill any more."""
+        return self._stopping
+
+    async def enqueue(self, request: BackendRequest, arrival_ns: int) -> BackendResponse:
+        if self._stopping:
+            raise Unavailable("model is being unloaded; request rejected")
+        future = asyncio.get_running_loop().create_future()
+        self._policy.admit(Pending(request, future, arrival_ns, time.monotonic_ns()))
+        self._inflight += 1
+        self.stats.pending += 1
+        self.dispatch()
+        return await future
+
+    def inflight_count(self) -> int:
+        return self._inflight
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self.dispatch()  # nothing waits for a batch to fill any more
+        if self._inflight:
+            self._drained = asyncio.Event()
+            await self._drained.wait()
+        if self._dispatch_timer is not None:
+            self._dispatch_timer.cancel()
+            self._dispatch_timer = None
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(None, r.close) for r in self.runners))
+
+    # ------------------------------------------------------------------ dispatching
+    def dispatch(self) -> None:
+        """Start executions on the idle instances while the policy forms them."""
+        while self._idle and self._policy.has_queued():
+            runner = self._policy.free_runner(self._idle)
+            if runner is None:  # idle instances wait for rate-limiter resources
+                assert self.limiter is not None
+                self.limiter.wait(self.dispatch, min(r.instance.spec.rate_priority for r in self._idle))
+                return
+            batch = self._policy.next_batch(runner)
+            if not batch:
+                return
+            self._idle.remove(runner)
+            if self.limiter is not None:
+                self.limiter.acquire(runner.needs)
+            self.stats.pending -= len(self._policy.counted(batch))
+            runner.submit([p.request for p in batch], partial(self._finished, runner, batch))
+
+    def dispatch_at(self, due_ns: int) -> None:
+        """Dispatch again at ``due_ns`` (``time.monotonic_ns()``), unless a dispatch already
+        set for an earlier time comes first: how a policy waits out a queue delay without
+        blocking the loop."""
+        if self._dispatch_timer is not None:
+            if self._dispatch_due_ns <= due_ns:
+                return
+            self._dispatch_timer.cancel()
+        self._dispatch_due_ns = due_ns
+        delay_s = max(0.0, (due_ns - time.monotonic_ns()) / 1e9)
+        self._dispatch_timer = asyncio.get_running_loop().call_later(delay_s, self._on_dispatch_timer)
+
+    def _on_dispatch_timer(self) -> None:
+        self._dispatch_timer = None
+        self.dispatch()
+
+    def first_free(self, runners: deque[InstanceRunner] | list[InstanceRunner]) -> InstanceRunner | None:
+        """The first of ``runners`` that may execute now: without rate limiting the first
+        one; with it, the one with the lowest ``rate_limiter.priority`` whose resources are
+        free (None when none is)."""
+        if self.limiter is None:
+            return runners[0]
+        for runner in sorted(runners, key=lambda r: r.instance.spec.rate_priority):
+            if self.limiter.available(runner.needs):
+                return runner
+        return None
+
+    # ------------------------------------------------------------------ outcomes
+    def drop(self, pending: Pending) -> None:
+        """Account for a queued request whose client went away before it ran (the policy
+        took it out of its queue)."""
+        self.stats.pending -= 1
+        self.finish(pending, BackendResponse(error=Cancelled("request cancelled")), None, "CANCELED")
+
+    def finish(self, pending: Pending, response: BackendResponse,
+               times: ExecutionTimes | None, reason: str = "BACKEND") -> None:
+        """``pending`` is done with ``response`` (``reason`` labels a failure); through the
+        policy's :meth:`BatchPolicy.complete`."""
+        self._policy.complete(pending, response, times, reason)
+
+    def answer(self, pending: Pending, response: BackendResponse,
+               times: ExecutionTimes | None, reason: str = "BACKEND") -> None:
+        """Record the outcome, answer the request and count it out of the in-flight ones."""
+        now = time.monotonic_ns()
+        if response.error is None and times is not None:
+            input_ns = times.input_done_ns - times.start_ns
+            infer_ns = times.infer_done_ns - times.input_done_ns
+            output_ns = times.end_ns - times.infer_done_ns
+            self.stats.record_success(
+                now - pending.arrival_ns,
+                times.start_ns - pending.enqueue_ns,
+                input_ns,
+                infer_ns,
+                output_ns,
+            )
+            if pending.request.compute_totals is not None:  # a step of an ensemble request
+                pending.request.compute_totals.add(input_ns, infer_ns, output_ns)
+        else:
+            self.stats.record_failure(now - pending.arrival_ns, reason)
+        if not pending.future.done():
+            if response.error is not None:
+                pending.future.set_exception(response.error)
+            else:
+                pending.future.set_result(response)
+        self._inflight -= 1
+        if self._inflight == 0 and self._drained is not None:
+            self._drained.set()
+
+    def _finished(
+        self, runner: InstanceRunner, batch: list[Pending], result, error: BaseException | None
+    ) -> None:
+        self._idle.append(runner)
+        if self.limiter is not None:
+            self.limiter.release(runner.needs)
+        times: ExecutionTimes | None
+        if error is None:
+            responses, times = result
+            self._record_execution(self._policy.counted(batch), times)
+        else:  # the whole execution failed
+            wrapped = error if isinstance(error, WorkbenchError) else InternalError(str(error))
+            responses, times = [BackendResponse(error=wrapped)] * len(batch), None
+        for pending, response in zip(batch, responses, strict=True):
+            self.finish(pending, response, times)
+        self.dispatch()
+
+    def _record_execution(self, batch: list[Pending], times: ExecutionTimes) -> None:
+        size = sum(p.request.batch_size for p in batch)
+        self.stats.record_execution(
+            size,
+            times.input_done_ns - times.start_ns,
+            times.infer_done_ns - times.input_done_ns,
+            times.end_ns - times.infer_done_ns,
+        )
+
+
+__all__ = ["BatchPolicy", "Dispatcher"]
