@@ -105,7 +105,7 @@ def test_help_is_the_field_docstring_with_its_default() -> None:
 
 def test_readme_lists_every_serve_flag() -> None:
     text = README.read_text()
-    usage = re.search(r"^workbench serve --model-repository.*?```", text, re.S | re.M)
+    usage = re.search(r"^workbench serve --model-repository.*?```", text, re.DOTALL | re.MULTILINE)
     assert usage is not None, "README has no `workbench serve` usage block"
     listed = set(re.findall(r"--[a-z0-9-]+", usage.group(0)))
     flags = _serve_flags()
