@@ -92,7 +92,7 @@ class Switchable:
         import panel as pn
 
         from workbench.ui import Dashboard
-        from workbench.ui.live_stats import LiveStatistics
+        from workbench.live_stats import LiveStatistics
 
         self._pn, self._live_type = pn, LiveStatistics
         pn.extension("codeeditor", "tabulator")
@@ -128,7 +128,7 @@ def observer_ns(calls: int = 200_000) -> float:
     """Mean cost of the success observer a dashboard adds, ns per call (in isolation, on a
     server with no model: the observer appends the latency to a list)."""
     from workbench import ModelStatistics, Server, ServerOptions
-    from workbench.ui.live_stats import LiveStatistics
+    from workbench.live_stats import LiveStatistics
 
     live = LiveStatistics(Server(ServerOptions(model_repository=["."])))
     stats = ModelStatistics(MODEL, "1")
@@ -199,7 +199,8 @@ def row(name: str, slices: list[dict]) -> str:
 
 async def server_main(args: argparse.Namespace) -> int:
     from workbench import Server, ServerOptions
-    from workbench.hosts.serve import bind_socket, http_service
+    from workbench.serving.http_service import http_service
+    from workbench.serving.sockets import bind_socket
 
     with tempfile.TemporaryDirectory(prefix="dashboard_bench_") as tmp:
         shutil.copytree(SAMPLE, Path(tmp) / MODEL)

@@ -9,7 +9,7 @@ import workbench
 
 PACKAGE = Path(workbench.__file__).parent
 #: packages that may only use the public names re-exported by `workbench`
-ADAPTERS = ("frontends", "hosts", "ui", "jupyter", "perf", "deploy")
+ADAPTERS = ("frontends", "hosts", "ui", "jupyter", "perf", "deploy", "serving")
 #: the engine's internals, which adapters must never reach
 INTERNALS = ("workbench.backends", "workbench.scheduling", "workbench.engine", "workbench.config",
              "workbench.repository")
@@ -67,9 +67,10 @@ def test_lower_layers_never_import_upper_ones() -> None:
 
 def test_public_surface_is_exactly_all() -> None:
     public = {name for name in dir(workbench) if not name.startswith("_")}
-    modules = {"backends", "bytes_codec", "config", "datatypes", "deploy", "devices", "engine", "errors",
+    modules = {"backends", "bytes_codec", "config", "datatypes", "deploy", "devices", "engine", "errors", "flags",
                "frontends", "gpu_memory", "gpu_readings", "hosts", "jupyter", "options", "perf", "repository",
-               "restrictions", "scheduling", "statistics", "switches", "tensors", "testing", "tools", "types", "ui"}
+               "restrictions", "scheduling", "serving", "statistics", "switches", "tensors", "testing", "tools",
+               "types", "ui", "live_stats"}
     assert public - modules == set(workbench.__all__) - {"__version__"}
 
 
@@ -80,3 +81,34 @@ def test_tools_stay_beside_the_engine() -> None:
     for path in modules_under("tools"):
         bad = sorted(n for n in imports_of(path) if n.startswith(forbidden))
         assert bad == [], f"{path.relative_to(PACKAGE)} imports {bad}"
+
+
+#: the hosts and the UI: none imports another, only the shared modules below them
+SIDE_BY_SIDE = ("hosts", "ui", "jupyter")
+#: what they share, below them: the v2 ports, listeners and drain, and the live statistics
+SHARED_BELOW = ("workbench.serving", "workbench.live_stats")
+#: the one allowed crossing: the Jupyter extension mounts the dashboard through its entry points
+MOUNTS = {("jupyter", "workbench.ui")}
+
+
+def test_hosts_and_ui_never_import_each_other() -> None:
+    """``workbench serve`` (hosts), the dashboards (ui) and the Jupyter extension share code only
+    through :data:`SHARED_BELOW` (the Jupyter extension may import ``workbench.ui`` itself, the
+    dashboard it serves, never a ui module)."""
+    offenders = {}
+    for folder in SIDE_BY_SIDE:
+        others = tuple(f"workbench.{name}" for name in SIDE_BY_SIDE if name != folder)
+        for path in modules_under(folder):
+            bad = sorted(n for n in imports_of(path)
+                         if n.startswith(others) and (folder, n) not in MOUNTS)
+            if bad:
+                offenders[str(path.relative_to(PACKAGE))] = bad
+    assert offenders == {}
+
+
+def test_shared_modules_stay_below_the_hosts() -> None:
+    above = tuple(f"workbench.{name}" for name in SIDE_BY_SIDE)
+    paths = [*modules_under("serving"), PACKAGE / "live_stats.py"]
+    offenders = {str(p.relative_to(PACKAGE)): sorted(n for n in imports_of(p) if n.startswith(above))
+                 for p in paths}
+    assert {k: v for k, v in offenders.items() if v} == {}

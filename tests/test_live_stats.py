@@ -1,4 +1,4 @@
-"""Live statistics (``workbench.ui.live_stats``): per-interval throughput, latency percentiles,
+"""Live statistics (``workbench.live_stats``): per-interval throughput, latency percentiles,
 queue vs compute, batch sizes, on the real Server and the real add_sub model."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from workbench import InferenceRequest, Server, ServerOptions, Tensor
 from workbench.testing.reload import write_add_sub
-from workbench.ui.live_stats import LiveStatistics
+from workbench.live_stats import LiveStatistics
 
 
 def add_sub_request(batch: int = 1) -> InferenceRequest:

@@ -1,17 +1,21 @@
 """Server options: one settings object, filled by the CLI, traitlets or the environment.
 
 Field names mirror tritonserver's flags (``--model-repository`` ->
-``model_repository``); environment variables use the ``WORKBENCH_`` prefix.
+``model_repository``); environment variables use the ``WORKBENCH_`` prefix. The fields are
+also the declaration of ``workbench serve``'s flags: a field's :class:`~workbench.flags.Flag`
+(when its spelling differs from the default), type, default and docstring become the flag,
+its parser, its default and its ``--help`` text (:mod:`workbench.hosts.cli`).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from workbench.flags import Flag, port
 from workbench.restrictions import GRPC_KEY_PREFIX, Restriction, parse_restrictions
 
 
@@ -20,17 +24,40 @@ METRICS_CONFIG_KEYS = ("counter_latencies", "histogram_latencies", "summary_late
                        "summary_quantiles")
 
 
+#: the trace fields, all set through tritonserver's ``--trace-config [MODE,]KEY=VALUE``
+TRACE_CONFIG = Flag(via="--trace-config")
+
+
+def metrics_config_items(items: list[str]) -> dict[str, str]:
+    """``--metrics-config`` values -> the ``metrics_config`` field:
+    ``["histogram_latencies=true"]`` -> ``{"histogram_latencies": "true"}`` (unknown keys and
+    values are refused by the field's validator).
+
+    Raises:
+        ValueError: an item without ``=``.
+    """
+    config = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--metrics-config expects KEY=VALUE, got '{item}'")
+        config[key.strip()] = value.strip()
+    return config
+
+
 class ServerOptions(BaseSettings):
     """Everything `workbench serve` and the engine can be told."""
 
-    model_config = SettingsConfigDict(env_prefix="WORKBENCH_", extra="forbid")
+    model_config = SettingsConfigDict(env_prefix="WORKBENCH_", extra="forbid",
+                                      use_attribute_docstrings=True)
 
-    model_repository: list[str] = Field(default_factory=list)
+    model_repository: Annotated[list[str], Flag(aliases=("--model-store",), required=True)] = Field(
+        default_factory=list)
     """Model repository folders (tritonserver ``--model-repository``, repeatable), or
     remote repository URLs (``s3://``, ``gs://``, ``az://``, ``abfs://``; see
     :mod:`workbench.repository.remote`), mirrored into ``model_repository_cache``."""
 
-    model_repository_cache: str | None = None
+    model_repository_cache: Annotated[str | None, Flag(metavar="DIR")] = None
     """Folder where remote repositories are mirrored (one sub-folder per URL); default
     ``$XDG_CACHE_HOME/workbench/repositories`` or ``~/.cache/workbench/repositories``."""
 
@@ -41,7 +68,7 @@ class ServerOptions(BaseSettings):
     repositories every ``repository_poll_secs`` and load, unload or hot-reload what changed
     (load/unload API refused, as in ``none``)."""
 
-    repository_poll_secs: float = Field(default=15.0, ge=0)
+    repository_poll_secs: Annotated[float, Flag(metavar="SECONDS")] = Field(default=15.0, ge=0)
     """Seconds between two rescans in ``poll`` mode (tritonserver ``--repository-poll-secs``,
     default 15); 0 = no periodic rescan (as tritonserver). Fractions are accepted."""
 
@@ -58,13 +85,15 @@ class ServerOptions(BaseSettings):
     strict_readiness: bool = True
     """``/v2/health/ready`` is 200 only when every model that should load is READY."""
 
-    server_id: str = "triton"
+    server_id: Annotated[str, Flag("--id")] = "triton"
     """Server name reported by ``GET /v2`` and gRPC ``ServerMetadata`` (tritonserver ``--id``,
     default "triton" as there: Triton's clients and examples check it). The ``version`` beside
     it is this product's own version, not a tritonserver release number."""
 
     http_address: str = "0.0.0.0"
-    http_port: int = Field(default=8000, ge=0, le=65535)
+    """Address the HTTP service binds (``--http-address``)."""
+
+    http_port: Annotated[int, Flag(parse=port)] = Field(default=8000, ge=0, le=65535)
     """HTTP port; 0 binds a free port (the bound port is logged and readable from the host)."""
 
     allow_grpc: bool = True
@@ -73,7 +102,7 @@ class ServerOptions(BaseSettings):
     grpc_address: str = "0.0.0.0"
     """Address the gRPC service binds (``--grpc-address``)."""
 
-    grpc_port: int = Field(default=8001, ge=0, le=65535)
+    grpc_port: Annotated[int, Flag(parse=port)] = Field(default=8001, ge=0, le=65535)
     """gRPC port; 0 binds a free port (logged as ``Started GRPCInferenceService at ...``)."""
 
     grpc_infer_allocation_pool_size: int = Field(default=8, ge=0)
@@ -126,26 +155,27 @@ class ServerOptions(BaseSettings):
     log_file: str = ""
     """Write the log to this file instead of stderr (``--log-file``; not changeable at runtime)."""
 
-    trace_level: list[Literal["OFF", "TIMESTAMPS", "TENSORS"]] = Field(default_factory=list)
+    trace_level: Annotated[list[Literal["OFF", "TIMESTAMPS", "TENSORS"]], TRACE_CONFIG] = Field(
+        default_factory=list)
     """Start-up trace level (``--trace-config level=...``, repeatable); empty = OFF. Trace
     settings are accepted and reported (``/v2/trace/setting``); no traces are written."""
 
-    trace_rate: int = Field(default=1000, ge=0)
+    trace_rate: Annotated[int, TRACE_CONFIG] = Field(default=1000, ge=0)
     """Trace one request in N (``--trace-config rate=N``)."""
 
-    trace_count: int = Field(default=-1, ge=-1)
+    trace_count: Annotated[int, TRACE_CONFIG] = Field(default=-1, ge=-1)
     """Number of traces to collect, -1 = no limit (``--trace-config count=N``)."""
 
-    trace_log_frequency: int = Field(default=0, ge=0)
+    trace_log_frequency: Annotated[int, TRACE_CONFIG] = Field(default=0, ge=0)
     """Traces per trace file, 0 = one file (``--trace-config triton,log-frequency=N``)."""
 
-    trace_file: str = ""
+    trace_file: Annotated[str, TRACE_CONFIG] = ""
     """Trace file (``--trace-config triton,file=PATH``); tracing in triton mode needs one."""
 
-    trace_mode: Literal["triton", "opentelemetry"] = "triton"
+    trace_mode: Annotated[Literal["triton", "opentelemetry"], TRACE_CONFIG] = "triton"
     """Trace mode (``--trace-config mode=triton|opentelemetry``)."""
 
-    default_max_batch_size: int = Field(default=4, ge=0)
+    default_max_batch_size: Annotated[int, Flag(via="--backend-config")] = Field(default=4, ge=0)
     """max_batch_size given to batchable ONNX models whose config has none
     (``--backend-config=onnxruntime,default-max-batch-size=N``)."""
 
@@ -188,11 +218,13 @@ class ServerOptions(BaseSettings):
     """Largest request head (request line and headers), bytes; larger heads get 431 and the
     connection is closed. Not a tritonserver flag."""
 
-    rate_limit: Literal["off", "execution_count"] = "off"
+    rate_limit: Annotated[Literal["off", "execution_count"], Flag(aliases=("--rate-limiter",))] = "off"
     """``execution_count``: instances execute only while holding their instance group's
     ``rate_limiter`` resources (tritonserver ``--rate-limit``)."""
 
-    rate_limit_resource: list[str] = Field(default_factory=list)
+    rate_limit_resource: Annotated[list[str], Flag(aliases=("--rate-limiter-resource",),
+                                                   metavar="NAME:COUNT[:DEVICE]")] = Field(
+        default_factory=list)
     """Resource pools ``NAME:COUNT[:DEVICE]`` (tritonserver ``--rate-limit-resource``);
     resources not listed get the largest count any instance asks for."""
 
@@ -213,7 +245,7 @@ class ServerOptions(BaseSettings):
     metrics_address: str = "0.0.0.0"
     """Address the metrics endpoint binds (``--metrics-address``)."""
 
-    metrics_port: int = Field(default=8002, ge=0, le=65535)
+    metrics_port: Annotated[int, Flag(parse=port)] = Field(default=8002, ge=0, le=65535)
     """Metrics port (``GET /metrics``); 0 binds a free port (logged like the HTTP one)."""
 
     metrics_interval_ms: int = Field(default=2000, gt=0)
@@ -223,32 +255,35 @@ class ServerOptions(BaseSettings):
     """Let clients register, unregister and use shared-memory regions (tritonserver
     ``--allow-client-shm``, off by default since Triton 2.73; status queries always work)."""
 
-    http_restricted_api: list[str] = Field(default_factory=list)
+    http_restricted_api: Annotated[list[str], Flag(metavar="<apis>:<key>=<value>")] = Field(
+        default_factory=list)
     """tritonserver ``--http-restricted-api=<api>[,<api>...]:<key>=<value>`` (repeatable):
     requests to those API groups (``health``, ``metadata``, ``inference``, ``shared-memory``,
     ``model-config``, ``model-repository``, ``statistics``, ``trace``, ``logging``) need the
     header ``<key>: <value>``, else 403 (:mod:`workbench.restrictions`)."""
 
-    grpc_restricted_protocol: list[str] = Field(default_factory=list)
+    grpc_restricted_protocol: Annotated[list[str], Flag(metavar="<protocols>:<key>=<value>")] = Field(
+        default_factory=list)
     """tritonserver ``--grpc-restricted-protocol=<protocol>[,...]:<key>=<value>``: the gRPC
     methods of those groups need the metadata ``triton-grpc-protocol-<key>: <value>``, else
     UNAVAILABLE (Triton's prefix and code)."""
 
-    grpc_infer_response_compression_level: Literal["none", "low", "medium", "high"] = "none"
+    grpc_infer_response_compression_level: Annotated[Literal["none", "low", "medium", "high"],
+                                                     Flag(parse=str.lower)] = "none"
     """tritonserver ``--grpc-infer-response-compression-level``: compress ``ModelInfer`` and
     ``ModelStreamInfer`` responses (default none). gRPC Python picks an algorithm per call,
     not a level: low, medium and high all compress with gzip (the client must accept it,
     as every gRPC client does)."""
 
     # --- header forwarding (tritonserver's flags; workbench.frontends.header_forward) ---
-    http_header_forward_pattern: str = ""
+    http_header_forward_pattern: Annotated[str, Flag(metavar="REGEX")] = ""
     """tritonserver ``--http-header-forward-pattern``: HTTP request headers whose name matches
     this regular expression (case-insensitive, partial match; a leading ``(?-i)`` makes it
     case-sensitive) are passed to the model as string request parameters; a matching header
     with a reserved name (``sequence_id``, ``priority``, ``timeout``, ``triton_*``, ...) fails
     the request (400). Empty = forward nothing."""
 
-    grpc_header_forward_pattern: str = ""
+    grpc_header_forward_pattern: Annotated[str, Flag(metavar="REGEX")] = ""
     """tritonserver ``--grpc-header-forward-pattern``: the same for gRPC metadata
     (``ModelInfer`` and every request of a ``ModelStreamInfer`` stream; INVALID_ARGUMENT)."""
 
@@ -262,7 +297,8 @@ class ServerOptions(BaseSettings):
             raise ValueError(f"invalid header forward pattern '{value}': {exc}") from None
         return value
 
-    metrics_config: dict[str, str] = Field(default_factory=dict)
+    metrics_config: Annotated[dict[str, str], Flag(metavar="KEY=VALUE", combine=metrics_config_items)] = Field(
+        default_factory=dict)
     """tritonserver ``--metrics-config KEY=VALUE`` settings: ``counter_latencies`` (default
     true), ``histogram_latencies``, ``summary_latencies`` (default false) and
     ``summary_quantiles`` (``0.5:0.05,0.9:0.01,...``)."""

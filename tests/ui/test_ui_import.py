@@ -7,7 +7,7 @@ import sys
 
 
 def test_ui_package_and_live_stats_import_no_dashboard_library() -> None:
-    code = ("import sys, workbench.ui, workbench.ui.live_stats, workbench.ui.store, "
+    code = ("import sys, workbench.ui, workbench.live_stats, workbench.ui.store, "
             "workbench.ui.config_knobs, workbench.ui.overrides, workbench.ui.serve_process; "
             "print(sorted(m for m in ('panel', 'bokeh', 'ipywidgets', 'pandas') "
             "if m in sys.modules))")

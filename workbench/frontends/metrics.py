@@ -79,6 +79,7 @@ from workbench.frontends.latency_metrics import (
     parse_quantiles,
 )
 from workbench.frontends.system_metrics import SystemReading, SystemSampler
+from workbench.switches import parse_switch
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +133,6 @@ CACHE_COUNTERS = (
 )
 
 
-def _true(value: str | None, default: bool) -> bool:
-    return default if value is None else value.strip().lower() == "true"
-
-
 @dataclass(frozen=True, slots=True)
 class MetricsSettings:
     """What to export (tritonserver's metrics flags, already parsed).
@@ -157,17 +154,17 @@ class MetricsSettings:
         Raises:
             ValueError: a malformed ``summary_quantiles``.
         """
-        config = options.metrics_config
+        config = options.metrics_config  # values checked by ServerOptions: true or false
         quantiles = {}
-        if _true(config.get("summary_latencies"), False):
+        if parse_switch(config.get("summary_latencies", "false")):
             text = config.get("summary_quantiles")
             quantiles = parse_quantiles(text) if text else dict(DEFAULT_QUANTILES)
-        histogram = _true(config.get("histogram_latencies"), False)
+        histogram = parse_switch(config.get("histogram_latencies", "false"))
         return cls(
             cpu=options.allow_cpu_metrics,
             gpu=options.allow_gpu_metrics,
             interval_s=options.metrics_interval_ms / 1000,
-            counter_latencies=_true(config.get("counter_latencies"), True),
+            counter_latencies=bool(parse_switch(config.get("counter_latencies", "true"))),
             histogram_buckets_ms=DEFAULT_BUCKETS_MS if histogram else (),
             quantiles=quantiles,
         )

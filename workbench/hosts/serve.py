@@ -1,6 +1,7 @@
 """Run the engine behind uvicorn (HTTP, metrics) and grpc.aio (gRPC) until SIGINT/SIGTERM,
-then drain and exit (``workbench serve``). Binding the ports is :mod:`workbench.hosts.ports`,
-the HTTP service :mod:`workbench.hosts.http_service`."""
+then drain and exit (``workbench serve``). Binding the ports is :mod:`workbench.serving.ports`,
+the HTTP service :mod:`workbench.serving.http_service`, the drain :mod:`workbench.serving.drain`
+(shared with the Jupyter host)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ import contextlib
 import logging
 import os
 import sys
-import time
 from functools import partial
 
 from workbench import Server, ServerOptions, WorkbenchError
-from workbench.hosts.grpc_service import serve_grpc, stop_accepting_grpc
-from workbench.hosts.http_service import http_service
 from workbench.hosts.logging_setup import apply_log_settings, configure_logging
-from workbench.hosts.metrics_service import serve_metrics
-from workbench.hosts.ports import bind_ports
+from workbench.serving.drain import drain_engine
+from workbench.serving.grpc_service import serve_grpc, stop_accepting_grpc
+from workbench.serving.http_service import http_service
+from workbench.serving.metrics_service import serve_metrics
+from workbench.serving.ports import bind_ports
 
 log = logging.getLogger("workbench")
 
@@ -56,28 +57,6 @@ async def serve(options: ServerOptions) -> int:
         finally:
             drained = await drain_engine(server, options, http.exit_started)
     return 0 if drained else 1
-
-
-async def drain_engine(server: Server, options: ServerOptions, started: float | None) -> bool:
-    """Stop the engine: queued and executing requests finish, then models unload, within
-    ``exit_timeout_secs`` (0 = no limit) counted from ``started`` (``time.monotonic()`` when
-    the shutdown began; None = now): the HTTP drain and this one share one budget.
-
-    Returns:
-        True when every model unloaded; False when the exit timeout cut the drain short
-        (backend threads may still be executing: the process should exit at once, see
-        :func:`run`)."""
-    budget = options.exit_timeout_secs
-    if budget and started is not None:
-        budget = max(0.0, budget - (time.monotonic() - started))
-    log.info("stopping: waiting for in-flight requests (up to %.1fs)", budget)
-    try:
-        await asyncio.wait_for(server.stop(), timeout=budget if options.exit_timeout_secs else None)
-        log.info("all models unloaded; exiting")
-        return True
-    except TimeoutError:
-        log.warning("exit timeout reached; exiting with requests still in flight")
-        return False
 
 
 def run(options: ServerOptions) -> int:

@@ -1,7 +1,7 @@
 """The engine of one Jupyter server: started on Jupyter's event loop, stopped with it.
 
 :class:`EngineHost` owns the :class:`~workbench.Server`, the optional standard v2 ports
-(HTTP / gRPC / metrics, :class:`~workbench.hosts.ports.OpenPorts`) and the live statistics
+(HTTP / gRPC / metrics, :class:`~workbench.serving.ports.OpenPorts`) and the live statistics
 streams opened by the REST handlers. It knows nothing of tornado or traitlets: the extension
 (:mod:`workbench.jupyter.extension`) builds it from its traits and calls :meth:`begin` when
 Jupyter's loop runs and :meth:`stop` when Jupyter stops.
@@ -14,9 +14,9 @@ import logging
 import time
 
 from workbench import Server, ServerNotReady, ServerOptions, WorkbenchError, __version__
-from workbench.hosts.ports import OpenPorts, bind_ports
-from workbench.hosts.serve import drain_engine
-from workbench.ui.live_stats import LiveStatistics
+from workbench.serving.ports import OpenPorts, bind_ports
+from workbench.serving.drain import drain_engine
+from workbench.live_stats import LiveStatistics
 
 log = logging.getLogger("workbench")
 

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import uvicorn
 
 from workbench import Server, ServerOptions
-from workbench.hosts.http_service import http_service
-from workbench.hosts.ports import bind_socket
+from workbench.serving.http_service import http_service
+from workbench.serving.sockets import bind_socket
 
 
 class RawClients:

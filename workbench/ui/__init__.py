@@ -1,9 +1,9 @@
-"""The workbench UI: live statistics, Panel/Bokeh dashboards and notebook widgets.
+"""The workbench UI: Panel/Bokeh dashboards and notebook widgets (their live statistics are
+:mod:`workbench.live_stats`, below the UI, shared with the Jupyter host).
 
 Like the frontends, the UI reads and acts only through the engine's public API (the names
 ``workbench`` exports). Importing this package imports neither Panel nor Bokeh: the
-dashboards import them when they are built, so hosts can use :mod:`workbench.ui.live_stats`
-without them (the ``ui`` extra installs Panel, Bokeh and ipywidgets).
+dashboards import them when they are built, so a host can import the UI without them (the ``ui`` extra installs Panel, Bokeh and ipywidgets).
 
 * ``dashboard(server)``: the whole dashboard in a notebook cell (Models, Config, Live, Tuning,
   Headless tabs).

@@ -14,7 +14,7 @@ that started the engine with top-level ``await`` it is the kernel's loop. Build 
 on that loop; a callback that runs on another thread hands its coroutine to the engine's loop
 (:class:`~workbench.ui.store.EngineStore`).
 
-Per session: one :class:`~workbench.ui.live_stats.LiveStatistics` (an observer on the engine:
+Per session: one :class:`~workbench.live_stats.LiveStatistics` (an observer on the engine:
 one list append per successful request while the session is open), one periodic callback
 (:meth:`Dashboard.tick`, default every second) for every live plot, the Models table and the
 headless health, one model selection that every tab's model dropdown follows

@@ -1,7 +1,7 @@
 """The Live tab: throughput, latency p50/p95/p99, queue vs compute time, batch sizes and
 pending requests of one model version, streamed into Bokeh ``ColumnDataSource``s.
 
-One :class:`~workbench.ui.live_stats.LiveStatistics` per view feeds every plot: the
+One :class:`~workbench.live_stats.LiveStatistics` per view feeds every plot: the
 dashboard's single periodic callback calls :meth:`LiveView.tick` (about once a second), which
 closes one statistics interval and streams one row into the time-series source
 (``stream(..., rollover=history)``: bounded) and replaces the batch-size histogram. Nothing is
@@ -34,7 +34,7 @@ from bokeh.models import ColumnDataSource
 from workbench import model_config_to_json
 from workbench.ui.gpu import GpuSample, GpuSampler, gpu_sampler
 from workbench.ui.live_plots import Y_COLUMNS, fit_y, live_plots
-from workbench.ui.live_stats import LiveSample, LiveStatistics
+from workbench.live_stats import LiveSample, LiveStatistics
 from workbench.ui.selection import model_of_version_key, version_of_version_key
 from workbench.ui.store import EngineStore
 

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 
 from workbench import Server
-from workbench.ui.live_stats import LiveSample
+from workbench.live_stats import LiveSample
 
 #: tooltips of the memory cell, by how the figure was obtained
 MEMORY_NOTES = {

@@ -37,7 +37,7 @@ import panel as pn
 from bokeh.models.widgets.tables import HTMLTemplateFormatter, NumberFormatter
 from panel.io.state import set_curdoc
 
-from workbench.ui.live_stats import LiveSample, LiveStatistics
+from workbench.live_stats import LiveSample, LiveStatistics
 from workbench.ui.model_rows import ModelRow, model_rows
 from workbench.ui.overrides import POLICY_KINDS, VersionPolicy, current_config, load_with, read_policy
 from workbench.ui.store import EngineStore, user_text

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import httpx
 
-from workbench.hosts.ports import bind_socket
+from workbench.serving.sockets import bind_socket
 
 #: log lines kept
 LOG_LINES = 500
@@ -28,7 +28,7 @@ DEFAULT_PORTS = (8000, 8001, 8002)
 
 def _free(port: int) -> bool:
     """Whether `workbench serve` could listen on ``port`` on every interface now (the
-    socket it would open, :func:`workbench.hosts.ports.bind_socket`, opened and closed)."""
+    socket it would open, :func:`workbench.serving.sockets.bind_socket`, opened and closed)."""
     try:
         bind_socket("0.0.0.0", port).close()
     except OSError:

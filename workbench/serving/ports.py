@@ -19,31 +19,12 @@ from dataclasses import dataclass
 import grpc
 
 from workbench import Server, ServerOptions
-from workbench.hosts.grpc_service import open_grpc_listener, serve_grpc, stop_accepting_grpc
-from workbench.hosts.http_service import http_service
-from workbench.hosts.metrics_service import serve_metrics
+from workbench.serving.grpc_service import open_grpc_listener, serve_grpc, stop_accepting_grpc
+from workbench.serving.http_service import http_service
+from workbench.serving.metrics_service import serve_metrics
+from workbench.serving.sockets import bind_socket
 
 log = logging.getLogger("workbench")
-
-
-def bind_socket(address: str, port: int) -> socket.socket:
-    """A listening TCP socket with TCP_NODELAY set (small responses must not wait on Nagle).
-
-    Raises:
-        OSError: the address is in use or cannot be bound.
-    """
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((address, port))
-        sock.listen(2048)
-    except OSError:
-        sock.close()
-        raise
-    sock.setblocking(False)
-    return sock
 
 
 def open_listener(service: str, address: str, port: int) -> socket.socket | None:

@@ -1,0 +1,248 @@
+"""``workbench serve``'s flags, generated from :class:`~workbench.ServerOptions`.
+
+Every field is one flag: its :class:`~workbench.flags.Flag` (tritonserver's spelling when it is
+not ``--<field-name>``, aliases, parser, metavar), its type (bool: ``--flag``, ``--flag=true``
+or ``--flag=false`` and the other on/off words; ``Literal``: the choices; ``list``: repeatable),
+its docstring (the ``--help`` text) and its default. A flag left out keeps the field's value
+from the ``WORKBENCH_*`` environment, else the field's default. The few tritonserver flags
+that fill several fields, or one field another way (:data:`COMPOSITE_FLAGS`:
+``--trace-config``, ``--backend-config``, ``--cache-config``, ``--disable-auto-complete-config``),
+are parsed here; the fields they fill name them (``Flag(via=...)``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal, Union, get_args, get_origin
+
+from pydantic.fields import FieldInfo
+
+from workbench import ServerOptions
+from workbench.flags import Flag, switch
+
+
+def field_flags() -> Iterator[tuple[str, Flag, FieldInfo]]:
+    """``(field name, Flag, field)`` of every ServerOptions field, in declaration order (fields
+    without a Flag get the default one)."""
+    for name, field in ServerOptions.model_fields.items():
+        flag = next((m for m in field.metadata if isinstance(m, Flag)), Flag())
+        yield name, flag, field
+
+
+def flag_names(name: str, flag: Flag) -> list[str]:
+    """The spellings of one field's flag: its name (``--`` + the field name with dashes unless
+    the Flag names it), then its aliases."""
+    return [flag.name or "--" + name.replace("_", "-"), *flag.aliases]
+
+
+def _value_type(annotation: Any) -> tuple[Any, bool, tuple[str, ...] | None]:
+    """``(type of one value, repeatable, choices)`` of a field's annotation."""
+    repeat = False
+    if get_origin(annotation) in (Union, types.UnionType):  # ``str | None``: the value's type
+        annotation = next(arg for arg in get_args(annotation) if arg is not type(None))
+    if get_origin(annotation) in (list, dict):
+        repeat = True
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) is Literal:
+        return str, repeat, get_args(annotation)
+    return annotation, repeat, None
+
+
+def _help(field: FieldInfo) -> str:
+    """The field's docstring as one ``--help`` paragraph (reST markup dropped), with its default
+    when the text does not tell it."""
+    text = " ".join((field.description or "").split())
+    text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text).replace("``", "'")
+    default = field.get_default(call_default_factory=True)
+    if default not in (None, "", [], {}) and "default" not in text.lower():
+        shown = str(default).lower() if isinstance(default, bool) else default
+        text += f" (default {shown})"
+    return text.replace("%", "%%")
+
+
+def add_field_flag(parser: argparse.ArgumentParser, name: str, flag: Flag, field: FieldInfo) -> None:
+    """Add one field's flag to ``parser`` (``dest`` = the field name, default None = not given)."""
+    kind, repeat, choices = _value_type(field.annotation)
+    options: dict[str, Any] = {"dest": name, "default": None, "help": _help(field),
+                               "required": flag.required}
+    if flag.metavar:
+        options["metavar"] = flag.metavar
+    if kind is bool and not repeat:
+        options.update(type=flag.parse or switch, nargs="?", const=True)
+    else:
+        options.update(type=flag.parse or kind, choices=choices)
+        if repeat:
+            options["action"] = "append"
+    parser.add_argument(*flag_names(name, flag), **options)
+
+
+def _cache_byte_size(items: list[str]) -> int:
+    """``["local,size=1048576"]`` -> 1048576 (tritonserver ``--cache-config``).
+
+    Raises:
+        SystemExit: another cache implementation or a malformed setting.
+    """
+    size = 0
+    for item in items:
+        name, _, setting = item.partition(",")
+        key, _, value = setting.partition("=")
+        if name != "local" or key != "size" or not value.isdigit():
+            raise SystemExit(f"workbench: error: unsupported --cache-config '{item}' "
+                             "(only 'local,size=<bytes>')")
+        size = int(value)
+    return size
+
+
+#: ``--trace-config`` key -> ServerOptions field
+_TRACE_KEYS = {"level": "trace_level", "rate": "trace_rate", "count": "trace_count",
+               "mode": "trace_mode", "file": "trace_file", "log-frequency": "trace_log_frequency"}
+
+
+def _trace_config(items: list[str]) -> dict:
+    """``["triton,file=/tmp/t.json", "level=TIMESTAMPS"]`` -> ServerOptions trace fields.
+
+    Raises:
+        SystemExit: an unknown key or a malformed item.
+    """
+    values: dict = {}
+    for item in items:
+        setting = item.split(",", 1)[1] if "," in item.split("=", 1)[0] else item
+        key, sep, value = setting.partition("=")
+        if not sep or key not in _TRACE_KEYS:
+            raise SystemExit(f"workbench: error: unsupported --trace-config '{item}'")
+        if key == "level":
+            values.setdefault("trace_level", []).append(value)
+        else:
+            values[_TRACE_KEYS[key]] = value
+    return values
+
+
+#: ``--backend-config`` settings this server uses: (backend or "" for every backend, setting)
+_BACKEND_SETTINGS = {("onnxruntime", "default-max-batch-size"): "default_max_batch_size",
+                     ("", "default-max-batch-size"): "default_max_batch_size"}
+
+
+def _backend_config(items: list[str]) -> dict:
+    """``--backend-config`` items -> ServerOptions fields, parsed as tritonserver's
+    ``ParseBackendConfigOption``: ``<backend>,<setting>=<value>`` or ``<setting>=<value>``.
+    Settings this server has no use for (the python backend's ``shm-default-byte-size``,
+    ``stub-timeout-seconds``, other backends' keys) print a warning and are ignored: Triton
+    hands every setting to its backend and does not fail on unknown ones.
+
+    Raises:
+        SystemExit: a malformed item (Triton's texts).
+    """
+    values: dict = {}
+    for item in items:
+        comma = item.find(",")
+        equals = item.find("=", comma + 1)
+        if comma == 0:
+            raise SystemExit("workbench: error: No backend specified. --backend-config option format "
+                             "is <backend name>,<setting>=<value> or <setting>=<value>. Got " + item)
+        backend = item[:comma] if comma > 0 else ""
+        setting, value = item[comma + 1:equals], item[equals + 1:]
+        if equals < 0 or not setting or not value:
+            raise SystemExit("workbench: error: --backend-config option format is "
+                             f"'<backend name>,<setting>=<value>'. Got {item}")
+        field = _BACKEND_SETTINGS.get((backend, setting))
+        if field is None:
+            print(f"workbench: warning: --backend-config '{item}' has no effect here (setting "
+                  "not used by this server)", file=sys.stderr)
+            continue
+        try:
+            values[field] = int(value)
+        except ValueError:
+            raise SystemExit(f"workbench: error: --backend-config '{item}': expected an integer") from None
+    return values
+
+
+
+@dataclass(frozen=True, slots=True)
+class CompositeFlag:
+    """A tritonserver flag that is not one field's own (``--trace-config`` fills six fields).
+
+    Attributes:
+        name: the flag.
+        help, metavar: its ``--help`` entry.
+        collect: the flag's values (a list: every composite flag is repeatable; True/None for
+            a ``store_true`` one) -> ServerOptions fields; raises SystemExit with
+            tritonserver's text for a malformed value.
+        store_true: a switch without a value.
+        first: fill the fields before the fields' own flags (which then win).
+    """
+
+    name: str
+    help: str
+    collect: Callable[[Any], dict[str, Any]]
+    metavar: str | None = None
+    store_true: bool = False
+    first: bool = False
+
+    @property
+    def dest(self) -> str:
+        """The argparse destination (``--trace-config`` -> ``trace_config``)."""
+        return self.name[2:].replace("-", "_")
+
+
+#: tritonserver's flags that fill several fields, or one field another way than its own flag
+COMPOSITE_FLAGS = (
+    CompositeFlag("--disable-auto-complete-config", "same as --strict-model-config=true",
+                  lambda given: {"strict_model_config": True} if given else {}, store_true=True),
+    CompositeFlag("--backend-config", "BACKEND,KEY=VALUE, e.g. onnxruntime,default-max-batch-size=8 "
+                  "(repeatable)", lambda items: _backend_config(items or [])),
+    CompositeFlag("--trace-config", "level=OFF|TIMESTAMPS|TENSORS, rate=N, count=N, mode=triton|"
+                  "opentelemetry, triton,file=PATH, triton,log-frequency=N (repeatable)",
+                  lambda items: _trace_config(items or []), metavar="[MODE,]KEY=VALUE"),
+    CompositeFlag("--cache-config", "tritonserver's cache flag; only the 'local' cache exists here "
+                  "(--response-cache-byte-size wins)",
+                  lambda items: {"response_cache_byte_size": _cache_byte_size(items)} if items else {},
+                  metavar="local,size=N", first=True),
+)
+
+
+def add_server_flags(parser: argparse.ArgumentParser) -> None:
+    """Add every ServerOptions field's flag, then :data:`COMPOSITE_FLAGS`, to ``parser``."""
+    for name, flag, field in field_flags():
+        if not flag.via:
+            add_field_flag(parser, name, flag, field)
+    for composite in COMPOSITE_FLAGS:
+        if composite.store_true:
+            parser.add_argument(composite.name, action="store_true", help=composite.help)
+        else:
+            parser.add_argument(composite.name, action="append", default=None,
+                                metavar=composite.metavar, help=composite.help)
+
+
+def options_from_args(args: argparse.Namespace) -> ServerOptions:
+    """Map parsed flags onto :class:`ServerOptions`: the flags given, the rest keep the
+    ``WORKBENCH_*`` environment's values or the defaults.
+
+    Raises:
+        SystemExit: a malformed ``--backend-config``, ``--trace-config`` or ``--cache-config``
+            item (unknown backend settings only warn).
+        ValueError: a malformed ``--metrics-config`` item or out-of-range value (pydantic's
+            ValidationError).
+    """
+    composites = {c.name: c.collect(getattr(args, c.dest)) for c in COMPOSITE_FLAGS}
+    values: dict[str, Any] = {}
+    for composite in COMPOSITE_FLAGS:
+        if composite.first:
+            values.update(composites[composite.name])
+    for name, flag, _field in field_flags():
+        value = getattr(args, name, None)
+        if flag.via or value is None:
+            continue
+        values[name] = flag.combine(value) if flag.combine is not None else value
+    for composite in COMPOSITE_FLAGS:
+        if not composite.first:
+            values.update(composites[composite.name])
+    return ServerOptions(**values)
+
+
+__all__ = ["COMPOSITE_FLAGS", "CompositeFlag", "add_field_flag", "add_server_flags", "field_flags",
+           "flag_names", "options_from_args"]
