@@ -55,8 +55,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 class OnnxRuntimeBackend(Backend):
     """Creates :class:`OnnxRuntimeInstance` objects."""
 
-    names = ("onnxruntime",)
-    default_model_filename = "model.onnx"
     framework_modules = ("onnxruntime",)
 
     def load_instance(

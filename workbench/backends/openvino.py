@@ -83,8 +83,6 @@ def compile_properties(config: ModelConfig) -> dict[str, str]:
 class OpenVinoBackend(Backend):
     """Creates :class:`OpenVinoInstance` objects."""
 
-    names = ("openvino",)
-    default_model_filename = "model.xml"
     framework_modules = ("openvino",)
 
     def load_instance(

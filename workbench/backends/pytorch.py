@@ -92,8 +92,6 @@ from workbench.backends.pytorch_options import TorchOptions, apply_thread_counts
 class PyTorchBackend(Backend):
     """Creates :class:`PyTorchInstance` objects (one backend object per model version)."""
 
-    names = ("pytorch",)
-    default_model_filename = "model.pt"
     framework_modules = ("torch",)
 
     def __init__(self) -> None:

@@ -80,8 +80,6 @@ _STRATEGIES = ("STATIC", "ON_PROFILE_CHANGE", "RUNTIME")
 class TensorRTBackend(Backend):
     """Creates :class:`TensorRTInstance` objects."""
 
-    names = ("tensorrt",)
-    default_model_filename = "model.plan"
     framework_modules = ("tensorrt",)
 
     def load_instance(
@@ -104,7 +102,7 @@ class TensorRTInstance(ModelInstance):
         self._contexts: dict[int, Any] = {}
         self._buffers: dict[str, DeviceBuffer] = {}
         self._stream: CudaStream | None = None
-        path = version_dir / (config.default_model_filename or TensorRTBackend.default_model_filename)
+        path = version_dir / (config.default_model_filename or "model.plan")
         if not path.is_file():
             raise ModelLoadError(f"unable to find '{path}' for model instance '{spec.name}'")
         trt = import_tensorrt(config.name)
