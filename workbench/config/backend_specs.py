@@ -225,9 +225,9 @@ def remove_backend_spec(name: str) -> None:
 
 
 __all__ = [
+    "BUILTIN_BACKENDS",
     "AutocompleteHook",
     "AutocompleteOptions",
-    "BUILTIN_BACKENDS",
     "BackendSpec",
     "ModelFile",
     "add_backend_spec",
