@@ -13,7 +13,16 @@ import pytest
 import pytest_asyncio
 from onnx import TensorProto, helper
 
-from workbench import InferenceRequest, Server, ServerOptions, Tensor, Unsupported
+from workbench import (
+    InferenceRequest,
+    InvalidArgument,
+    Server,
+    ServerOptions,
+    Tensor,
+    Unsupported,
+)
+from workbench.backends.base import BackendRequest
+from workbench.backends.batching import gather_inputs, split_outputs
 from workbench.testing.models import write_model
 
 #: two requests of batch 1 run as one execution (preferred size 2; the long delay only
@@ -69,3 +78,41 @@ async def test_a_single_request_whose_output_lost_its_batch_fails(server) -> Non
     with pytest.raises(Unsupported) as caught:
         await server.infer(request(1.0, batch=2))
     assert str(caught.value) == TEXT
+
+
+# -- gather_inputs: the one batch gather every backend uses ---------------------------------
+
+def _rows(start: float, batch: int) -> np.ndarray:
+    return np.arange(start, start + batch * 2, dtype=np.float32).reshape(batch, 2)
+
+
+def test_gather_joins_each_input_along_the_batch_dim_in_request_order() -> None:
+    first = BackendRequest({"A": _rows(0, 2), "B": np.array([[1], [2]], np.int64)}, [])
+    second = BackendRequest({"A": _rows(10, 1), "B": np.array([[3]], np.int64)}, [])
+    feed, sizes = gather_inputs([first, second])
+    assert sizes == [2, 1] and list(feed) == ["A", "B"]
+    np.testing.assert_array_equal(feed["A"], np.concatenate([_rows(0, 2), _rows(10, 1)]))
+    assert feed["B"].dtype == np.int64 and feed["B"].ravel().tolist() == [1, 2, 3]
+    parts = split_outputs([first, second], {"OUT": feed["A"] * 2}, sizes)
+    np.testing.assert_array_equal(parts[1].outputs["OUT"], _rows(10, 1) * 2)
+
+
+def test_gather_of_one_request_hands_its_arrays_over_uncopied() -> None:
+    array = _rows(0, 3)
+    feed, sizes = gather_inputs([BackendRequest({"A": array}, [])])
+    assert feed["A"] is array and sizes == [3]
+
+
+def test_gather_follows_the_given_names_and_leaves_out_an_input_no_request_carries() -> None:
+    requests = [BackendRequest({"B": _rows(0, 1), "A": _rows(5, 1)}, []) for _ in range(2)]
+    feed, _ = gather_inputs(requests, ["A", "OPTIONAL", "B"])
+    assert list(feed) == ["A", "B"] and feed["A"].shape == (2, 2)
+
+
+def test_gather_refuses_an_input_only_some_requests_of_the_batch_carry() -> None:
+    requests = [BackendRequest({"A": _rows(0, 1), "OPT": _rows(0, 1)}, []),
+                BackendRequest({"A": _rows(0, 1)}, [])]
+    with pytest.raises(InvalidArgument) as caught:
+        gather_inputs(requests, model="m")
+    assert str(caught.value) == ("optional input 'OPT' of model 'm' is in some requests of a "
+                                 "batch but not in others")

@@ -178,14 +178,16 @@ class Backend(ABC):
     """Factory for model instances of one backend (``backend: "onnxruntime"`` ...).
 
     ``context`` is set by the engine before ``load_instance`` (None outside a server).
+    The backend's name, platforms, model file names and auto-complete are its row in the
+    backend table (:mod:`workbench.config.backend_specs`), which names this class; a new
+    backend is a subclass and one row.
     """
 
     context: BackendContext | None = None
-
-    #: ``backend`` names in model configs that this class serves.
-    names: tuple[str, ...] = ()
-    #: default model file name in a version folder (``default_model_filename``).
+    #: default model file name in a version folder (``default_model_filename``): set by the
+    #: registry from the backend's row ("" for a backend without one)
     default_model_filename: str = ""
+
     #: modules the instances import (the framework): the loader imports them before it
     #: measures a first instance's memory, so the import is not counted as the model's
     framework_modules: tuple[str, ...] = ()

@@ -1,24 +1,67 @@
 """Helpers that model backends share to run a batch of requests as one execution.
 
 The dynamic batcher hands a backend 1..max_batch_size requests whose inputs have the batch
-dimension first; the backend joins them along that dimension, runs once, and splits every
-output back into per-request slices of the same sizes.
+dimension first; the backend joins them along that dimension (:func:`gather_inputs`), runs
+once, and splits every output back into per-request slices of the same sizes
+(:func:`split_outputs`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from workbench.backends.base import BackendRequest, BackendResponse
-from workbench.errors import Unsupported
+from workbench.errors import InvalidArgument, Unsupported
 
 
 def requested_union(requests: Sequence[BackendRequest], all_outputs: Sequence[str]) -> list[str]:
     """Outputs any request of the batch asked for, in model order (all of them if none asked)."""
     wanted = set().union(*(r.requested_outputs for r in requests))
     return [name for name in all_outputs if name in wanted] or list(all_outputs)
+
+
+def gather_inputs(
+    requests: Sequence[BackendRequest], names: Iterable[str] | None = None, *, model: str = ""
+) -> tuple[dict[str, np.ndarray], list[int]]:
+    """The batch's inputs as one array per input, and each request's batch size.
+
+    Each input's arrays are joined along the first (batch) dimension in request order
+    (``np.concatenate``: shape ``[sum(sizes), ...]``, the requests' dtype); with one request
+    its arrays are returned as they are (no copy). Backends convert the joined arrays to
+    their framework's types themselves. Triton's backends gather the same way
+    (``BackendInputCollector``).
+
+    Args:
+        requests: the execution's 1..max_batch_size requests.
+        names: the inputs to gather, in this order (e.g. a graph's inputs); default: every
+            input of the requests, in the first request's order. An input that no request
+            carries (an optional one) is left out of the result.
+        model: the model's name, for the error text.
+
+    Returns:
+        ``(feed, sizes)``: input name -> joined array, and ``requests[i].batch_size`` per
+        request (what :func:`split_outputs` takes).
+
+    Raises:
+        InvalidArgument: an input that some requests of the batch carry and others do not.
+    """
+    sizes = [r.batch_size for r in requests]
+    if names is None:
+        names = dict.fromkeys(name for r in requests for name in r.inputs)
+    feed: dict[str, np.ndarray] = {}
+    for name in names:
+        arrays = [r.inputs[name] for r in requests if name in r.inputs]
+        if not arrays:
+            continue
+        if len(arrays) != len(requests):
+            raise InvalidArgument(
+                f"optional input '{name}' of model '{model}' is in some requests of a batch "
+                "but not in others"
+            )
+        feed[name] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+    return feed, sizes
 
 
 def split_outputs(

@@ -26,7 +26,7 @@ from workbench.backends.base import (
     InstanceSpec,
     ModelInstance,
 )
-from workbench.backends.batching import requested_union, split_outputs
+from workbench.backends.batching import gather_inputs, requested_union, split_outputs
 from workbench.backends.ort_options import OrtSessionPlan, check_providers_started, session_plan
 from workbench.devices import gpu_count
 from workbench.errors import InternalError, InvalidArgument, ModelLoadError
@@ -55,8 +55,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 class OnnxRuntimeBackend(Backend):
     """Creates :class:`OnnxRuntimeInstance` objects."""
 
-    names = ("onnxruntime",)
-    default_model_filename = "model.onnx"
     framework_modules = ("onnxruntime",)
 
     def load_instance(
@@ -121,15 +119,7 @@ class OnnxRuntimeInstance(ModelInstance):
         return split_outputs(requests, outputs, sizes)
 
     def _gather(self, requests: Sequence[BackendRequest]) -> tuple[dict, list[int]]:
-        if len(requests) == 1:
-            feed = dict(requests[0].inputs)
-            sizes = [requests[0].batch_size]
-        else:
-            sizes = [r.batch_size for r in requests]
-            feed = {
-                name: np.concatenate([r.inputs[name] for r in requests])
-                for name in requests[0].inputs
-            }
+        feed, sizes = gather_inputs(requests, model=self._model_name)
         for name in self._string_inputs.intersection(feed):
             feed[name] = _to_ort_strings(feed[name], name, self._model_name)
         for name in self._scalars.keys() & feed.keys():

@@ -39,7 +39,7 @@ from workbench.backends.base import (
     InstanceSpec,
     ModelInstance,
 )
-from workbench.backends.batching import requested_union, split_outputs
+from workbench.backends.batching import gather_inputs, requested_union, split_outputs
 from workbench.errors import InternalError, ModelLoadError
 
 #: OpenVINO element type names (``Type.get_type_name()``) -> model-config enum names.
@@ -83,8 +83,6 @@ def compile_properties(config: ModelConfig) -> dict[str, str]:
 class OpenVinoBackend(Backend):
     """Creates :class:`OpenVinoInstance` objects."""
 
-    names = ("openvino",)
-    default_model_filename = "model.xml"
     framework_modules = ("openvino",)
 
     def load_instance(
@@ -141,11 +139,7 @@ class OpenVinoInstance(ModelInstance):
         self, requests: Sequence[BackendRequest], times: ExecutionTimes
     ) -> list[BackendResponse]:
         names = requested_union(requests, list(self._outputs))
-        if len(requests) == 1:
-            feed, sizes = dict(requests[0].inputs), [requests[0].batch_size]
-        else:
-            sizes = [r.batch_size for r in requests]
-            feed = {n: np.concatenate([r.inputs[n] for r in requests]) for n in requests[0].inputs}
+        feed, sizes = gather_inputs(requests, model=self._model_name)
         times.mark_input_done()
         try:
             results = self._request.infer(feed)

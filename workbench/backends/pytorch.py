@@ -68,7 +68,7 @@ from workbench.backends.base import (
     InstanceSpec,
     ModelInstance,
 )
-from workbench.backends.batching import requested_union, split_outputs
+from workbench.backends.batching import gather_inputs, requested_union, split_outputs
 from workbench.devices import gpu_count
 from workbench.errors import InternalError, InvalidArgument, ModelLoadError
 from workbench.statistics import MemoryUsage
@@ -92,8 +92,6 @@ from workbench.backends.pytorch_options import TorchOptions, apply_thread_counts
 class PyTorchBackend(Backend):
     """Creates :class:`PyTorchInstance` objects (one backend object per model version)."""
 
-    names = ("pytorch",)
-    default_model_filename = "model.pt"
     framework_modules = ("torch",)
 
     def __init__(self) -> None:
@@ -196,19 +194,13 @@ class PyTorchInstance(ModelInstance):
 
     def _gather(self, requests: Sequence[BackendRequest]):
         """Positional ``forward()`` arguments (or the one dict) for the whole batch."""
-        values: dict[str, Any] = {}
-        for spec in self._inputs:
-            arrays = [r.inputs[spec.name] for r in requests if spec.name in r.inputs]
-            if not arrays:
-                continue  # an optional input no request carries
-            if len(arrays) != len(requests):
-                raise InvalidArgument(
-                    f"optional input '{spec.name}' of model '{self._model_name}' is in some "
-                    "requests of a batch but not in others"
-                )
-            array = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
-            values[spec.name] = (self._strings(array, spec.name) if spec.strings
-                                 else self._tensor(array))
+        feed, _ = gather_inputs(requests, [spec.name for spec in self._inputs],
+                                model=self._model_name)
+        values: dict[str, Any] = {  # an optional input no request carries stays None
+            spec.name: (self._strings(feed[spec.name], spec.name) if spec.strings
+                        else self._tensor(feed[spec.name]))
+            for spec in self._inputs if spec.name in feed
+        }
         if self._dict_input:
             return [values]
         args: list[Any] = [None] * len(self._inputs)

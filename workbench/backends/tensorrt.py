@@ -49,7 +49,7 @@ from workbench.backends.base import (
     InstanceSpec,
     ModelInstance,
 )
-from workbench.backends.batching import requested_union, split_outputs
+from workbench.backends.batching import gather_inputs, requested_union, split_outputs
 from workbench.backends.tensorrt_cuda import (
     CudaDevice,
     CudaStream,
@@ -80,8 +80,6 @@ _STRATEGIES = ("STATIC", "ON_PROFILE_CHANGE", "RUNTIME")
 class TensorRTBackend(Backend):
     """Creates :class:`TensorRTInstance` objects."""
 
-    names = ("tensorrt",)
-    default_model_filename = "model.plan"
     framework_modules = ("tensorrt",)
 
     def load_instance(
@@ -104,7 +102,7 @@ class TensorRTInstance(ModelInstance):
         self._contexts: dict[int, Any] = {}
         self._buffers: dict[str, DeviceBuffer] = {}
         self._stream: CudaStream | None = None
-        path = version_dir / (config.default_model_filename or TensorRTBackend.default_model_filename)
+        path = version_dir / (config.default_model_filename or "model.plan")
         if not path.is_file():
             raise ModelLoadError(f"unable to find '{path}' for model instance '{spec.name}'")
         trt = import_tensorrt(config.name)
@@ -159,8 +157,7 @@ class TensorRTInstance(ModelInstance):
         self, requests: Sequence[BackendRequest], times: ExecutionTimes
     ) -> list[BackendResponse]:
         self._device.activate()  # per host thread: the instance thread is not the load thread
-        sizes = [r.batch_size for r in requests]
-        feed = self._gather(requests)
+        feed, sizes = self._gather(requests)
         shapes = {name: tuple(array.shape) for name, array in feed.items()}
         context = self._contexts[choose_profile(self._model, shapes, self._inputs, self._profiles)]
         for name, array in feed.items():
@@ -180,19 +177,17 @@ class TensorRTInstance(ModelInstance):
         times.mark_infer_done()
         return split_outputs(requests, {name: host[name] for name in wanted}, sizes)
 
-    def _gather(self, requests: Sequence[BackendRequest]) -> dict[str, np.ndarray]:
-        feed = {}
+    def _gather(self, requests: Sequence[BackendRequest]) -> tuple[dict[str, np.ndarray], list[int]]:
         for tensor in self._inputs:
-            arrays = [r.inputs[tensor.name] for r in requests if tensor.name in r.inputs]
-            if len(arrays) != len(requests):
+            if any(tensor.name not in r.inputs for r in requests):
                 raise InvalidArgument(
                     f"input '{tensor.name}' of model '{self._model}' is required by the TensorRT "
                     "engine but missing from " + ("a request" if len(requests) == 1 else
                                                   "some requests of the batch")
                 )
-            array = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
-            feed[tensor.name] = np.ascontiguousarray(array, dtype=self._dtypes[tensor.name])
-        return feed
+        feed, sizes = gather_inputs(requests, [t.name for t in self._inputs], model=self._model)
+        return {name: np.ascontiguousarray(array, dtype=self._dtypes[name])
+                for name, array in feed.items()}, sizes
 
     def _bind_input(self, context, name: str, array: np.ndarray) -> None:
         with captured_errors() as lines:

@@ -15,55 +15,28 @@ Two stages, as in Triton:
    ``tensorrt`` and a GPU, else a warning). Skipped when strict. PyTorch
    (TorchScript) models cannot be auto-completed: like Triton, only a warning when
    their inputs or outputs are missing (the load then fails, naming them).
+
+Both stages read the backend table (:mod:`workbench.config.backend_specs`): its rows'
+model files in Triton's order for stage 1, and each row's ``autocomplete`` hook for stage 2.
 """
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
+from workbench.config.backend_specs import (
+    AutocompleteOptions,
+    ModelFile,
+    backend_spec,
+    backend_specs,
+)
 from workbench.config.paths import stays_inside
-from workbench.config.versions import scan_version_dirs, select_versions
+from workbench.config.versions import scan_version_dirs
 from workbench.errors import InvalidModelConfig
 
-logger = logging.getLogger(__name__)
-
 ENSEMBLE_PLATFORM = "ensemble"
-
-
-@dataclass(frozen=True)
-class BackendFiles:
-    """One known backend/platform pair and the model file that identifies it.
-
-    Attributes:
-        backend: backend name (``onnxruntime``).
-        platform: platform name (``onnxruntime_onnx``), or "" when the backend has none.
-        filename: the default model file name (``model.onnx``).
-        kind: what the file must be to count: ``"file"``, ``"dir"`` or ``"any"``.
-        aliases: other platform names meaning the same pair.
-    """
-
-    backend: str
-    platform: str
-    filename: str
-    kind: str = "file"
-    aliases: tuple[str, ...] = ()
-
-
-#: Triton's detection order (core ``AutoCompleteBackendFields``).
-KNOWN_BACKEND_FILES: tuple[BackendFiles, ...] = (
-    BackendFiles("tensorflow", "tensorflow_savedmodel", "model.savedmodel", "dir"),
-    BackendFiles("tensorflow", "tensorflow_graphdef", "model.graphdef", "file"),
-    BackendFiles("tensorrt", "tensorrt_plan", "model.plan", "file"),
-    BackendFiles("onnxruntime", "onnxruntime_onnx", "model.onnx", "any"),
-    BackendFiles("openvino", "", "model.xml", "any"),
-    BackendFiles("pytorch", "pytorch_libtorch", "model.pt", "file", ("libtorch",)),
-    BackendFiles("pytorch", "torch_aoti", "model.pt2", "file"),
-    BackendFiles("python", "", "model.py", "any"),
-)
 
 
 def autocomplete_model_config(
@@ -116,50 +89,10 @@ def autocomplete_model_config(
     if config is not None:
         completed.CopyFrom(config)
     complete_backend_fields(completed, model_name, Path(model_dir))
-    if not strict and completed.backend == "onnxruntime":
-        model_file = _find_model_file(completed, Path(model_dir))
-        if model_file is not None:
-            from workbench.config.onnx_autocomplete import autocomplete_from_onnx
-
-            autocomplete_from_onnx(completed, model_file, default_max_batch_size)
-    if not strict and completed.backend == "python":
-        _autocomplete_python(completed, Path(model_dir))
-    if not strict and completed.backend == "tensorrt":
-        _autocomplete_tensorrt(completed, Path(model_dir))
-    if not strict and completed.backend == "pytorch" and not (completed.input and completed.output):
-        # TorchScript files hold no input/output metadata; Triton's pytorch backend only warns
-        # and its load then fails on the missing inputs/outputs (so does ours, saying why)
-        logger.warning(
-            "skipping model configuration auto-complete for '%s': not supported for pytorch backend",
-            completed.name,
-        )
+    spec = backend_spec(completed.backend)
+    if not strict and spec is not None and spec.autocomplete is not None:
+        spec.autocomplete(completed, Path(model_dir), AutocompleteOptions(default_max_batch_size))
     return completed
-
-
-def _autocomplete_python(config: ModelConfig, model_dir: Path) -> None:
-    """Run the model's ``auto_complete_config`` when a version holds its model file (a missing
-    file is the backend's load error, with its own message)."""
-    try:
-        model_file = _find_model_file(config, model_dir)
-    except InvalidModelConfig:
-        return
-    if model_file is not None:
-        from workbench.config.python_autocomplete import autocomplete_from_python
-
-        autocomplete_from_python(config, model_file)
-
-
-def _autocomplete_tensorrt(config: ModelConfig, model_dir: Path) -> None:
-    """Read the plan's inputs, outputs and profiles (needs ``tensorrt`` and a GPU, else only a
-    warning); a missing plan file is the backend's load error."""
-    try:
-        model_file = _find_model_file(config, model_dir)
-    except InvalidModelConfig:
-        return
-    if model_file is not None:
-        from workbench.config.tensorrt_plan import autocomplete_from_plan
-
-        autocomplete_from_plan(config, model_file)
 
 
 def complete_backend_fields(config: ModelConfig, model_name: str, model_dir: Path) -> None:
@@ -194,37 +127,43 @@ def complete_backend_fields(config: ModelConfig, model_name: str, model_dir: Pat
         )
     if config.platform == ENSEMBLE_PLATFORM:
         return
-    entry = _match_declared(config) or _match_files(config, model_dir)
-    if entry is None:
+    match = _match_declared(config) or _match_files(config, model_dir)
+    if match is None:
         if not (config.backend or config.platform or config.default_model_filename):
             _complete_custom_backend(config, model_name)
         return
+    backend, entry = match
     if not config.backend:
-        config.backend = entry.backend
-    if not config.platform and config.backend == entry.backend:
+        config.backend = backend
+    if not config.platform and config.backend == backend:
         config.platform = entry.platform
     if not config.default_model_filename:
         config.default_model_filename = entry.filename
 
 
-def _match_declared(config: ModelConfig) -> BackendFiles | None:
+def _known_files() -> list[tuple[str, ModelFile]]:
+    """(backend, model file) pairs of the backend table, in Triton's detection order."""
+    return [(spec.name, entry) for spec in backend_specs() for entry in spec.files]
+
+
+def _match_declared(config: ModelConfig) -> tuple[str, ModelFile] | None:
     """The known pair selected by an explicit backend, platform or model filename."""
-    candidates = KNOWN_BACKEND_FILES
+    candidates = _known_files()
     if config.backend:
-        candidates = tuple(e for e in candidates if e.backend == config.backend)
+        candidates = [c for c in candidates if c[0] == config.backend]
         if not candidates:
             return None
-    for entry in candidates:
+    for backend, entry in candidates:
         if config.platform and config.platform in (entry.platform, *entry.aliases):
-            return entry
+            return backend, entry
         if config.default_model_filename == entry.filename:
-            return entry
+            return backend, entry
     if config.backend:
         return candidates[0]
     return None
 
 
-def _match_files(config: ModelConfig, model_dir: Path) -> BackendFiles | None:
+def _match_files(config: ModelConfig, model_dir: Path) -> tuple[str, ModelFile] | None:
     """The first known model file in the lowest version folder (only when nothing is declared)."""
     if config.backend or config.platform or config.default_model_filename:
         return None
@@ -232,14 +171,14 @@ def _match_files(config: ModelConfig, model_dir: Path) -> BackendFiles | None:
     if not versions:
         return None
     version_dir = versions[min(versions)]
-    for entry in KNOWN_BACKEND_FILES:
+    for backend, entry in _known_files():
         path = version_dir / entry.filename
         if entry.kind == "file" and path.is_file():
-            return entry
+            return backend, entry
         if entry.kind == "dir" and path.is_dir():
-            return entry
+            return backend, entry
         if entry.kind == "any" and path.exists():
-            return entry
+            return backend, entry
     return None
 
 
@@ -256,33 +195,7 @@ def _complete_custom_backend(config: ModelConfig, model_name: str) -> None:
     config.default_model_filename = f"model.{backend}"
 
 
-def _find_model_file(config: ModelConfig, model_dir: Path) -> Path | None:
-    """The model file whose graph auto-complete reads.
-
-    The newest version the version policy serves that holds the file (the one
-    clients reach by default). None when the model has no version folder at all
-    (loading then fails with Triton's "no version is available").
-
-    Raises:
-        InvalidModelConfig: versions exist but none of them holds the file.
-    """
-    versions = scan_version_dirs(model_dir, warn=False)
-    if not versions:
-        return None
-    selected = select_versions(config, versions) or sorted(versions)
-    for version in reversed(selected):
-        path = versions[version] / str(config.default_model_filename)
-        if path.exists():
-            return path
-    raise InvalidModelConfig(
-        f"autofill failed for model '{config.name}': unable to find "
-        f"'{config.default_model_filename}' in any version directory of '{model_dir}'"
-    )
-
-
 __all__ = [
-    "BackendFiles",
-    "KNOWN_BACKEND_FILES",
     "ENSEMBLE_PLATFORM",
     "autocomplete_model_config",
     "complete_backend_fields",

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from workbench.config.backend_specs import backend_spec
+
 #: default ``sequence_batching.max_sequence_idle_microseconds`` (1 s).
 SEQUENCE_IDLE_DEFAULT_MICROSECONDS = 1_000_000
-#: backends whose KIND_AUTO instances go on a GPU when one exists.
-GPU_CAPABLE_BACKENDS = frozenset({"onnxruntime", "pytorch", "tensorrt", "tensorflow", "python"})
-#: backends whose KIND_CPU groups default to 2 instances (Triton's ``SetDefaultInstanceCount``).
-TWO_CPU_INSTANCE_BACKENDS = frozenset({"onnxruntime", "tensorflow"})
 
 _Group = mc.ModelInstanceGroup
 
@@ -65,7 +63,9 @@ def normalize_instance_groups(config: mc.ModelConfig, *, gpu_count: int = 0) -> 
     No group -> one group named ``<model>``; unnamed groups -> ``<model>_<index>``;
     KIND_AUTO -> KIND_GPU when GPUs exist, every listed gpu id exists and the
     backend can use a GPU, else KIND_CPU; count < 1 -> 1, or 2 for KIND_CPU
-    with onnxruntime/tensorflow; KIND_GPU with no gpus -> every GPU.
+    with onnxruntime/tensorflow; KIND_GPU with no gpus -> every GPU. What a
+    backend can use and its CPU count come from its row in
+    :mod:`workbench.config.backend_specs`.
     Ensembles are left alone.
 
     Args:
@@ -95,10 +95,12 @@ def default_instance_count(kind: int, backend: str) -> int:
         backend: the model's backend name.
 
     Returns:
-        2 for KIND_CPU on onnxruntime/tensorflow, else 1.
+        For KIND_CPU the backend row's ``cpu_instance_count`` (Triton's
+        ``SetDefaultInstanceCount``: 2 on onnxruntime/tensorflow), else 1.
     """
-    if kind == _Group.KIND_CPU and backend in TWO_CPU_INSTANCE_BACKENDS:
-        return 2
+    spec = backend_spec(backend)
+    if kind == _Group.KIND_CPU and spec is not None:
+        return spec.cpu_instance_count
     return 1
 
 
@@ -116,7 +118,8 @@ def is_ensemble(config: mc.ModelConfig) -> bool:
 
 def _resolve_auto_kind(group: mc.ModelInstanceGroup, backend: str, gpu_count: int) -> int:
     """KIND_AUTO -> KIND_GPU or KIND_CPU."""
-    if gpu_count <= 0 or backend not in GPU_CAPABLE_BACKENDS:
+    spec = backend_spec(backend)
+    if gpu_count <= 0 or spec is None or not spec.gpu_capable:  # the row says GPU-capable
         return int(_Group.KIND_CPU)
     if any(gpu < 0 or gpu >= gpu_count for gpu in group.gpus):
         return int(_Group.KIND_CPU)
@@ -131,8 +134,6 @@ def _default_preferred(preferred: list[int], max_batch_size: int) -> None:
 
 __all__ = [
     "SEQUENCE_IDLE_DEFAULT_MICROSECONDS",
-    "GPU_CAPABLE_BACKENDS",
-    "TWO_CPU_INSTANCE_BACKENDS",
     "normalize_model_config",
     "normalize_instance_groups",
     "default_instance_count",

@@ -16,22 +16,14 @@ from typing import NoReturn, TypeAlias
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from workbench.config.backend_specs import backend_spec, served_backend_specs
 from workbench.config.validate_ensemble import check_ensemble
 from workbench.config.validate_scheduling import check_dynamic_batching, check_sequence_batching
 from workbench.config.validate_warmup import check_model_warmup
 from workbench.errors import InvalidModelConfig
 
-#: backends (and ``ensemble``) accepted when the caller names none.
-DEFAULT_KNOWN_BACKENDS = frozenset(
-    {"onnxruntime", "python", "pytorch", "tensorrt", "openvino", "identity", "ensemble"}
-)
-#: backends that fix their platform (Triton's ``GetBackendType``); others accept any platform.
-BACKEND_PLATFORMS: dict[str, frozenset[str]] = {
-    "onnxruntime": frozenset({"onnxruntime_onnx"}),
-    "pytorch": frozenset({"pytorch_libtorch", "libtorch", "torch_aoti"}),
-    "tensorrt": frozenset({"tensorrt_plan"}),
-    "tensorflow": frozenset({"tensorflow_graphdef", "tensorflow_savedmodel"}),
-}
+#: accepted by default beside the backend table's served rows (Triton's identity backend, ensembles).
+ALWAYS_KNOWN = frozenset({"identity", "ensemble"})
 TENSORRT_PLATFORM = "tensorrt_plan"
 WILDCARD_DIM = -1
 
@@ -60,7 +52,7 @@ def validate_model_config(
         config: the auto-completed (optionally normalized) config.
         model_name: the model's directory name; ``config.name`` must equal it.
         known_backends: backends the server can run (``"ensemble"`` enables
-            ensembles); None = :data:`DEFAULT_KNOWN_BACKENDS`.
+            ensembles); None = :func:`default_known_backends`.
         gpu_count: GPUs present, to check KIND_GPU groups' gpu ids; None skips
             device checks (KIND_GPU without GPUs is then the engine's call).
 
@@ -69,7 +61,7 @@ def validate_model_config(
     """
     _check_name(config, model_name)
     _check_platform_backend(
-        config, DEFAULT_KNOWN_BACKENDS if known_backends is None else known_backends
+        config, default_known_backends() if known_backends is None else known_backends
     )
     if config.max_batch_size < 0:
         _fail(f"'max_batch_size' must be non-negative value for {config.name}")
@@ -86,6 +78,12 @@ def validate_model_config(
         )
     _check_instance_groups(config, gpu_count)
     _check_model_metrics(config)
+
+
+def default_known_backends() -> frozenset[str]:
+    """The backends validation accepts when the caller names none: the served rows of the
+    backend table (:mod:`workbench.config.backend_specs`) plus :data:`ALWAYS_KNOWN`."""
+    return frozenset(spec.name for spec in served_backend_specs()) | ALWAYS_KNOWN
 
 
 def _check_name(config: mc.ModelConfig, model_name: str) -> None:
@@ -108,7 +106,9 @@ def _check_platform_backend(config: mc.ModelConfig, known: Collection[str]) -> N
         _fail(f"unexpected platform type '{platform}' for {m}")
     if backend and platform == "ensemble":
         _fail(f"Ensemble model '{m}' must have platform type 'ensemble' and empty backend type")
-    if backend in BACKEND_PLATFORMS and platform not in BACKEND_PLATFORMS[backend]:
+    spec = backend_spec(backend) if backend else None
+    # a row with platforms fixes them (Triton's ``GetBackendType``); others accept any platform
+    if spec is not None and spec.platforms and platform not in spec.platforms:
         _fail(f"unexpected 'platform' and 'backend' pair, got:{platform}, {backend}")
     if platform == "ensemble" and "ensemble" not in known:
         _fail("ensemble scheduling not supported")
@@ -321,4 +321,4 @@ def _fail(message: str) -> NoReturn:
     raise InvalidModelConfig(message)
 
 
-__all__ = ["DEFAULT_KNOWN_BACKENDS", "BACKEND_PLATFORMS", "validate_model_config"]
+__all__ = ["ALWAYS_KNOWN", "default_known_backends", "validate_model_config"]

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
+from workbench.errors import InvalidModelConfig
+
 logger = logging.getLogger(__name__)
 
 #: model subfolders that are never versions (Triton's ``skip_dirs``).
@@ -80,6 +82,30 @@ def select_versions(config: ModelConfig, available: Iterable[int]) -> list[int]:
     return present[-count:] if count > 0 else []
 
 
+def find_model_file(config: ModelConfig, model_dir: Path) -> Path | None:
+    """The model file a backend's auto-complete reads (``default_model_filename``).
+
+    The newest version the version policy serves that holds the file (the one
+    clients reach by default). None when the model has no version folder at all
+    (loading then fails with Triton's "no version is available").
+
+    Raises:
+        InvalidModelConfig: versions exist but none of them holds the file.
+    """
+    versions = scan_version_dirs(model_dir, warn=False)
+    if not versions:
+        return None
+    selected = select_versions(config, versions) or sorted(versions)
+    for version in reversed(selected):
+        path = versions[version] / str(config.default_model_filename)
+        if path.exists():
+            return path
+    raise InvalidModelConfig(
+        f"autofill failed for model '{config.name}': unable to find "
+        f"'{config.default_model_filename}' in any version directory of '{model_dir}'"
+    )
+
+
 def _select_specific(model: str, wanted: Iterable[int], present: list[int]) -> list[int]:
     """Keep the wanted versions that exist; log the missing ones as Triton does."""
     existing = set(present)
@@ -110,4 +136,4 @@ def _parse_version(name: str, *, warn: bool) -> int | None:
     return None
 
 
-__all__ = ["NON_VERSION_FOLDERS", "scan_version_dirs", "select_versions"]
+__all__ = ["NON_VERSION_FOLDERS", "find_model_file", "scan_version_dirs", "select_versions"]

@@ -29,9 +29,6 @@ from workbench.backends.base import Backend, InstanceSpec, ModelInstance
 class PythonBackend(Backend):
     """Creates :class:`~.instance.PythonInstance` objects (one stub process each)."""
 
-    names = ("python",)
-    default_model_filename = "model.py"
-
     def load_instance(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec) -> ModelInstance:
         """Start the instance's stub and run the model's ``initialize``.
 
