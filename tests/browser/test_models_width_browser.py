@@ -30,6 +30,7 @@ def test_every_rows_buttons_are_visible_at_1400_px(browser, dashboard, shots: Pa
     page.goto(dashboard.page_url)
     rows = page.locator(".tabulator-row")
     page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=WAIT_MS)
+    rows.nth(2).wait_for(timeout=WAIT_MS)  # every row rendered (the table fills on the next beat)
     page.screenshot(path=shots / "models-1400.png", full_page=True)
     assert page.evaluate("() => document.scrollingElement.scrollWidth <= window.innerWidth"), \
         "the page scrolls sideways"
@@ -38,6 +39,7 @@ def test_every_rows_buttons_are_visible_at_1400_px(browser, dashboard, shots: Pa
     for index in range(count):
         for field, label in BUTTONS.items():
             button = rows.nth(index).locator(".tabulator-cell", has_text=label)
+            button.wait_for(state="visible", timeout=WAIT_MS)  # the beat may re-render a row
             box = button.bounding_box()
             assert box is not None and box["width"] > 0, (index, field)
             assert 0 <= box["x"] and box["x"] + box["width"] <= WIDTH, (index, field, box)
