@@ -169,12 +169,12 @@ async def test_poll_removed_version_drains_its_queued_requests(tmp_path: Path) -
     options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="poll",
                             repository_poll_secs=0)  # polls only when the test asks
     async with Server(options) as server:
-        version_2 = server._models["versioned"].versions[2].model
+        version_2 = server.lifecycle.models["versioned"].versions[2].model
         pending = await pinned_requests_queue_on_version_1(server)
         shutil.rmtree(folder / "1")
         await server.poll_repository()
         await drains_then_unloaded(server, pending)
-        assert server._models["versioned"].versions[2].model is version_2  # untouched
+        assert server.lifecycle.models["versioned"].versions[2].model is version_2  # untouched
 
 
 async def test_explicit_reload_with_a_new_version_policy_drains_the_old_version(tmp_path: Path) -> None:
