@@ -160,44 +160,105 @@ def test_workbench_has_no_import_cycles() -> None:
 #: private names read across modules (``x._name``, x not self / cls / super(), the name not
 #: bound in the reading module): file -> (names, why they must be)
 PRIVATE_READS: dict[str, tuple[set[str], str]] = {
-    "workbench/backends/python/pb_utils.py": ({"_getframe"}, "sys._getframe is the stdlib's "
-                                              "documented frame access (the caller's module)"),
-    "workbench/backends/python/stub.py": ({"_wrap", "_count", "_close"}, "hooks of the "
-                                          "model-facing pb_utils shim, private so that model code "
-                                          "sees Triton's names only"),
-    "workbench/backends/python/stub_calls.py": ({"_wrap"}, "as stub.py"),
-    "workbench/backends/pytorch.py": ({"_C", "_set_graph_executor_optimize", "_jit_set_texpr_fuser_enabled",
-                                       "_jit_set_profiling_mode", "_jit_set_profiling_executor"},
-                                      "torch has no public switch for the JIT executor "
-                                      "(Triton's PyTorch backend uses the same calls)"),
-    "workbench/frontends/grpc/decoding.py": ({"_replace"}, "NamedTuple._replace is public API"),
-    "workbench/hosts/deploy_command.py": ({"_SubParsersAction"}, "argparse's subparsers type "
-                                          "has no public name"),
-    "workbench/hosts/serve.py": ({"_exit"}, "os._exit is the stdlib's documented immediate exit"),
-    "workbench/testing/python_models/crasher/1/model.py": ({"_exit"}, "as hosts/serve.py"),
-    "workbench/jupyter/dashboard.py": ({"_subscribed_connections", "_socket", "_discard_session"},
-                                       "Bokeh has no public API to close a session's sockets"),
-    "workbench/ui/panel_writes.py": ({"_socket", "_block", "_value", "_WRITE_MSGS", "_WRITE_BLOCK",
-                                      "_run_write_futures", "_WRITE_FUTURES"},
-                                     "works around Panel's document write queue (its internals)"),
-    "tests/jupyter/test_jupyter_open_ports.py": ({"_cleanup"}, "jupyter_server's fixture "
-                                                 "exposes no public cleanup"),
-    "tests/test_pytorch_backend.py": ({"_C", "_get_graph_executor_optimize"}, "as pytorch.py"),
-    "tests/test_shared_memory.py": ({"_mpsm_handle"}, "tritonclient's shm handle has no "
-                                    "public accessor for its mapping"),
-    "tests/ui/test_ui_panel_writes.py": ({"_WRITE_MSGS", "_WRITE_BLOCK", "_WRITE_FUTURES"},
-                                         "as ui/panel_writes.py"),
-    "tests/ui/test_ui_models.py": ({"_process_event"}, "Panel's Tabulator has no public way "
-                                   "to send a cell click"),
+    "workbench/backends/python/pb_utils.py": (
+        {"_getframe"},
+        "sys._getframe is the stdlib's documented frame access (the caller's module)",
+    ),
+    "workbench/backends/python/stub.py": (
+        {"_close", "_count", "_wrap"},
+        "hooks of the model-facing pb_utils shim, private so that model code sees Triton's names only",
+    ),
+    "workbench/backends/python/stub_calls.py": (
+        {"_wrap"},
+        "as stub.py",
+    ),
+    "workbench/backends/pytorch.py": (
+        {
+            "_C",
+            "_jit_set_profiling_executor",
+            "_jit_set_profiling_mode",
+            "_jit_set_texpr_fuser_enabled",
+            "_set_graph_executor_optimize",
+        },
+        "torch has no public switch for the JIT executor (Triton's PyTorch backend uses the same calls)",
+    ),
+    "workbench/frontends/grpc/decoding.py": (
+        {"_replace"},
+        "NamedTuple._replace is public API",
+    ),
+    "workbench/hosts/deploy_command.py": (
+        {"_SubParsersAction"},
+        "argparse's subparsers type has no public name",
+    ),
+    "workbench/hosts/serve.py": (
+        {"_exit"},
+        "os._exit is the stdlib's documented immediate exit",
+    ),
+    "workbench/testing/python_models/crasher/1/model.py": (
+        {"_exit"},
+        "as hosts/serve.py",
+    ),
+    "workbench/jupyter/dashboard.py": (
+        {"_discard_session", "_socket", "_subscribed_connections"},
+        "Bokeh has no public API to close a session's sockets",
+    ),
+    "workbench/ui/panel_writes.py": (
+        {
+            "_WRITE_BLOCK",
+            "_WRITE_FUTURES",
+            "_WRITE_MSGS",
+            "_block",
+            "_run_write_futures",
+            "_socket",
+            "_value",
+        },
+        "works around Panel's document write queue (its internals)",
+    ),
+    "tests/jupyter/test_jupyter_open_ports.py": (
+        {"_cleanup"},
+        "jupyter_server's fixture exposes no public cleanup",
+    ),
+    "tests/test_pytorch_backend.py": (
+        {"_C", "_get_graph_executor_optimize"},
+        "as pytorch.py",
+    ),
+    "tests/test_shared_memory.py": (
+        {"_mpsm_handle"},
+        "tritonclient's shm handle has no public accessor for its mapping",
+    ),
+    "tests/ui/test_ui_panel_writes.py": (
+        {"_WRITE_BLOCK", "_WRITE_FUTURES", "_WRITE_MSGS"},
+        "as ui/panel_writes.py",
+    ),
+    "tests/ui/test_ui_models.py": (
+        {"_process_event"},
+        "Panel's Tabulator has no public way to send a cell click",
+    ),
     # not yet given a public read API (outside issue 18 item 1's lifecycle seam):
-    "tests/test_live_stats.py": ({"_latencies"}, "the live view's samples: no read API yet"),
-    "tests/ui/test_ui_live.py": ({"_latencies"}, "as test_live_stats.py"),
-    "tests/jupyter/test_jupyter_tuning.py": ({"_task"}, "the tuning view's run task: no read API yet"),
-    "tests/ui/test_ui_tuning.py": ({"_task"}, "as test_jupyter_tuning.py"),
-    "tests/ui/test_ui_config_editor.py": ({"_validation"}, "the editor's pending validation: "
-                                          "no read API yet"),
-    "tests/test_python_backend_lifecycle.py": ({"_runners", "_stub"}, "kills one stub process: "
-                                               "the scheduler exposes no runners yet"),
+    "tests/test_live_stats.py": (
+        {"_latencies"},
+        "the live view's samples: no read API yet",
+    ),
+    "tests/ui/test_ui_live.py": (
+        {"_latencies"},
+        "as test_live_stats.py",
+    ),
+    "tests/jupyter/test_jupyter_tuning.py": (
+        {"_task"},
+        "the tuning view's run task: no read API yet",
+    ),
+    "tests/ui/test_ui_tuning.py": (
+        {"_task"},
+        "as test_jupyter_tuning.py",
+    ),
+    "tests/ui/test_ui_config_editor.py": (
+        {"_validation"},
+        "the editor's pending validation: no read API yet",
+    ),
+    "tests/test_python_backend_lifecycle.py": (
+        {"_runners", "_stub"},
+        "kills one stub process: the scheduler exposes no runners yet",
+    ),
 }
 
 

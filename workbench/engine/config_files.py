@@ -31,7 +31,13 @@ from workbench.config.validate_ensemble import check_ensemble_steps, composing_m
 from workbench.engine.lifecycle import ModelLifecycle
 from workbench.engine.loader import prepare_config
 from workbench.engine.warmup import prepare_warmup
-from workbench.errors import InvalidArgument, InvalidModelConfig, ModelNotFound, Unsupported, WorkbenchError
+from workbench.errors import (
+    InvalidArgument,
+    InvalidModelConfig,
+    ModelNotFound,
+    Unsupported,
+    WorkbenchError,
+)
 from workbench.options import ServerOptions
 
 #: suffix of the previous config file kept by :meth:`ConfigFileService.write_model_config`

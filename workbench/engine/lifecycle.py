@@ -32,7 +32,6 @@ from workbench.config.model_config import model_config_from_json
 from workbench.config.normalize import is_ensemble
 from workbench.config.validate_ensemble import composing_models
 from workbench.engine.dependents import recheck_dependents
-from workbench.engine.entries import entry_from_result
 from workbench.engine.ensembles import (
     declared_dependencies,
     ensemble_error,
@@ -40,6 +39,7 @@ from workbench.engine.ensembles import (
     load_waves,
     stop_waves,
 )
+from workbench.engine.entries import entry_from_result
 from workbench.engine.loader import LoadedVersion, LoadResult, load_model
 from workbench.engine.model import LoadedModel
 from workbench.engine.registry import ModelEntry, VersionState, drain_versions
@@ -55,7 +55,11 @@ from workbench.errors import (
 )
 from workbench.options import ServerOptions
 from workbench.repository.overrides import OverrideDirectory, OverrideStore
-from workbench.repository.remote import RemoteRepository, repository_names, resolve_repositories
+from workbench.repository.remote import (
+    RemoteRepository,
+    repository_names,
+    resolve_repositories,
+)
 from workbench.repository.repository import ModelLocation, ModelRepository
 from workbench.scheduling.ensemble import StepAdapt
 from workbench.scheduling.rate_limiter import RateLimiter, parse_resource

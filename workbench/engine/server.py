@@ -34,10 +34,11 @@ from workbench.engine.settings_api import SettingsService
 from workbench.engine.shared_memory import SharedMemoryRegistry
 from workbench.engine.shared_memory_api import SharedMemoryService
 from workbench.engine.shared_memory_io import AttachedRequest, uses_shared_memory
-from workbench.errors import InvalidArgument, ModelLoadError, ModelNotFound, ServerNotReady, Unavailable
+from workbench.engine.statistics_api import live_statistics, statistics_report
+from workbench.errors import ModelLoadError, ModelNotFound, ServerNotReady, Unavailable
 from workbench.options import ServerOptions
 from workbench.statistics import ModelStatistics, SuccessObserver
-from workbench.types import InferenceRequest, InferenceResponse, ModelReadyState
+from workbench.types import InferenceRequest, InferenceResponse
 
 log = logging.getLogger(__name__)
 
@@ -259,19 +260,7 @@ class Server:
         Raises:
             InvalidArgument: unknown model, or a version that is not available.
         """
-        entries = self.lifecycle.models
-        if not name:
-            models = [s.model for e in entries.values() for s in e.versions.values() if s.model]
-        else:
-            entry = entries.get(name)
-            if entry is None or not entry.ready_versions():
-                raise InvalidArgument(f"requested model '{name}' is not available")
-            models = [entry.versions[v].model for v in entry.ready_versions()]
-            if version not in ("", "-1"):
-                models = [m for m in models if m.version_str == version]
-                if not models:
-                    raise InvalidArgument(f"requested model version is not available for model '{name}'")
-        return {"model_stats": [m.statistics.snapshot() for m in models if m is not None]}
+        return statistics_report(self.lifecycle.models, name, version)
 
     def model_statistics(self) -> list[ModelStatistics]:
         """The live statistics objects of every READY version, by model name then version.
@@ -281,10 +270,7 @@ class Server:
         ones :meth:`statistics` reports (cumulative nanoseconds), plus ``load_ns``,
         ``cache_enabled``, ``pending`` (queued requests) and ``failures`` by reason.
         """
-        entries = self.lifecycle.models
-        return [state.model.statistics for name in sorted(entries)
-                for _, state in sorted(entries[name].versions.items())
-                if state.state is ModelReadyState.READY and state.model is not None]
+        return live_statistics(self.lifecycle.models)
 
     def add_success_observer(self, observer: SuccessObserver) -> None:
         """Call ``observer(statistics, request_ns, queue_ns, input_ns, infer_ns, output_ns)``
