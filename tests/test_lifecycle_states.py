@@ -19,6 +19,7 @@ from workbench import (
     InferenceRequest,
     ModelLoadError,
     ModelNotReady,
+    ModelReadyState,
     Server,
     ServerOptions,
     Tensor,
@@ -256,3 +257,25 @@ async def test_startup_failure_serves_the_others_without_exit_on_error(tmp_path:
 async def test_poll_only_in_poll_mode(server: Server) -> None:
     with pytest.raises(Unavailable, match="^polling is disabled$"):
         await server.poll_repository()
+
+
+async def test_the_lifecycle_read_api_follows_load_and_unload(tmp_path: Path) -> None:
+    """``server.lifecycle``'s read API (what tests and tools read instead of private state)
+    reports each version's state, the entry and readiness through a load and an unload."""
+    write_add_sub(tmp_path)
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit")
+    async with Server(options) as server:
+        lifecycle = server.lifecycle
+        assert lifecycle.entry("add_sub") is None and lifecycle.version_states("add_sub") == {}
+        assert not lifecycle.is_ready("add_sub")
+        await server.load_model("add_sub")
+        assert lifecycle.version_states("add_sub") == {1: ModelReadyState.READY}
+        entry = lifecycle.entry("add_sub")
+        assert entry is not None and lifecycle.models["add_sub"] is entry
+        assert lifecycle.resolve("add_sub", "1") is entry.latest_ready
+        assert lifecycle.is_ready("add_sub", "1") and not lifecycle.is_ready("add_sub", "2")
+        assert lifecycle.dependencies["add_sub"] == () and not lifecycle.retiring
+        await server.unload_model("add_sub")
+        assert lifecycle.version_states("add_sub") == {1: ModelReadyState.UNAVAILABLE}
+        assert not lifecycle.is_ready("add_sub") and not lifecycle.any_failed()
+    assert lifecycle.stopping
