@@ -94,9 +94,9 @@ async def test_reload_that_still_fits_keeps_the_same_ensemble_serving(repo: Path
     options = ServerOptions(model_repository=[str(repo)], model_control_mode="explicit",
                             load_model=["ens_chain"])
     async with Server(options) as server:
-        serving = server._models["ens_chain"].latest_ready
+        serving = server.lifecycle.models["ens_chain"].latest_ready
         await server.load_model("identity16", config=identity_config(max_batch_size=16))
-        assert server._models["ens_chain"].latest_ready is serving  # not reloaded, not drained
+        assert server.lifecycle.models["ens_chain"].latest_ready is serving  # not reloaded, not drained
         await assert_serves(server)
 
 

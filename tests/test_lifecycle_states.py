@@ -19,6 +19,7 @@ from workbench import (
     InferenceRequest,
     ModelLoadError,
     ModelNotReady,
+    ModelReadyState,
     Server,
     ServerOptions,
     Tensor,
@@ -169,12 +170,12 @@ async def test_poll_removed_version_drains_its_queued_requests(tmp_path: Path) -
     options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="poll",
                             repository_poll_secs=0)  # polls only when the test asks
     async with Server(options) as server:
-        version_2 = server._models["versioned"].versions[2].model
+        version_2 = server.lifecycle.models["versioned"].versions[2].model
         pending = await pinned_requests_queue_on_version_1(server)
         shutil.rmtree(folder / "1")
         await server.poll_repository()
         await drains_then_unloaded(server, pending)
-        assert server._models["versioned"].versions[2].model is version_2  # untouched
+        assert server.lifecycle.models["versioned"].versions[2].model is version_2  # untouched
 
 
 async def test_explicit_reload_with_a_new_version_policy_drains_the_old_version(tmp_path: Path) -> None:
@@ -256,3 +257,25 @@ async def test_startup_failure_serves_the_others_without_exit_on_error(tmp_path:
 async def test_poll_only_in_poll_mode(server: Server) -> None:
     with pytest.raises(Unavailable, match="^polling is disabled$"):
         await server.poll_repository()
+
+
+async def test_the_lifecycle_read_api_follows_load_and_unload(tmp_path: Path) -> None:
+    """``server.lifecycle``'s read API (what tests and tools read instead of private state)
+    reports each version's state, the entry and readiness through a load and an unload."""
+    write_add_sub(tmp_path)
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit")
+    async with Server(options) as server:
+        lifecycle = server.lifecycle
+        assert lifecycle.entry("add_sub") is None and lifecycle.version_states("add_sub") == {}
+        assert not lifecycle.is_ready("add_sub")
+        await server.load_model("add_sub")
+        assert lifecycle.version_states("add_sub") == {1: ModelReadyState.READY}
+        entry = lifecycle.entry("add_sub")
+        assert entry is not None and lifecycle.models["add_sub"] is entry
+        assert lifecycle.resolve("add_sub", "1") is entry.latest_ready
+        assert lifecycle.is_ready("add_sub", "1") and not lifecycle.is_ready("add_sub", "2")
+        assert lifecycle.dependencies["add_sub"] == () and not lifecycle.retiring
+        await server.unload_model("add_sub")
+        assert lifecycle.version_states("add_sub") == {1: ModelReadyState.UNAVAILABLE}
+        assert not lifecycle.is_ready("add_sub") and not lifecycle.any_failed()
+    assert lifecycle.stopping

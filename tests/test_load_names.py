@@ -51,7 +51,7 @@ async def test_unloading_a_model_the_server_does_not_know_succeeds(explicit: Ser
     """Triton's unload finds nothing to unload for the name and succeeds (no name check;
     upstream L0_lifecycle unloads "unknown_model" and expects no error)."""
     await explicit.unload_model(name)
-    assert name not in explicit._models
+    assert name not in explicit.lifecycle.models
 
 
 async def test_the_protocols_answer_400_for_bad_load_names(explicit: Server, asgi_client,

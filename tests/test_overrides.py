@@ -171,11 +171,11 @@ async def test_load_from_files_ignores_and_keeps_the_repository(
             ("1", "UNAVAILABLE", "unloaded"), ("2", "READY", None)]
         config = await server.model_config("add_sub")
         assert config.max_batch_size == 4  # auto-completed from the ONNX file, not config.pbtxt's 8
-        [directory] = server._overrides.live()
+        [directory] = server.lifecycle.overrides.live()
         assert snapshot(directory.path).keys() == {"2", "2/model.onnx", "config.pbtxt"}
         await server.load_model("add_sub")  # a plain load goes back to the repository
         assert (await add_sub_infer(server, "add_sub"))[1] == "1"
-        assert server._overrides.live() == [] and not directory.path.exists()
+        assert server.lifecycle.overrides.live() == [] and not directory.path.exists()
     assert snapshot(test_repository) == before
 
 
@@ -186,7 +186,7 @@ async def test_a_model_absent_from_the_repository(test_repository: Path, add_sub
         rows = {r["name"]: r for r in await server.repository_index()}
         assert rows["brand_new"] == {"name": "brand_new", "version": "1", "state": "READY"}
         await server.unload_model("brand_new")
-        assert server._overrides.live() == []
+        assert server.lifecycle.overrides.live() == []
         rows = {r["name"]: r for r in await server.repository_index()}
         assert rows["brand_new"]["state"] == "UNAVAILABLE"
         with pytest.raises(InvalidArgument, match="failed to poll from model repository"):
@@ -196,7 +196,7 @@ async def test_a_model_absent_from_the_repository(test_repository: Path, add_sub
 async def test_temporary_folders_never_leak(test_repository: Path, add_sub_onnx: bytes) -> None:
     files = {"1/model.onnx": add_sub_onnx}
     async with explicit(test_repository) as server:
-        store = server._overrides
+        store = server.lifecycle.overrides
         await server.load_model("a", ONNX_CONFIG, files)
         [first] = store.live()
         await server.load_model("a", ONNX_CONFIG, files)  # reload: the old folder goes
@@ -228,10 +228,10 @@ async def test_files_need_a_config_and_valid_paths(test_repository: Path) -> Non
             assert error.value.message.startswith(
                 "failed to load 'add_sub', failed to poll from model repository: Invalid file "
                 f"parameter 'file:{path}': ")
-        assert server._overrides.live() == []
-        root = server._overrides.root
+        assert server.lifecycle.overrides.live() == []
+        root = server.lifecycle.overrides.root
         assert root is None or list(root.iterdir()) == []
-        assert "add_sub" not in server._models  # nothing was loaded
+        assert "add_sub" not in server.lifecycle.models  # nothing was loaded
 
 
 async def test_override_folder_serves_labels_and_warmup_files(test_repository: Path) -> None:
@@ -250,7 +250,7 @@ async def test_override_folder_serves_labels_and_warmup_files(test_repository: P
     async with explicit(test_repository) as server:
         await server.load_model("faked", json.dumps(config), files)
         assert BEHAVIOUR.batches == [[7.5]]  # the warmup file came from the override folder
-        assert server._models["faked"].latest_ready.labels == {"OUTPUT0": ["seven"]}
+        assert server.lifecycle.models["faked"].latest_ready.labels == {"OUTPUT0": ["seven"]}
     BEHAVIOUR.reset()
 
 
@@ -284,7 +284,7 @@ async def test_http_load_with_base64_files(test_repository: Path, add_sub_onnx: 
             error = await http.post("/v2/repository/models/from_http/load", json={"parameters": params})
             assert error.status_code == 400
             assert error.json()["error"].startswith(message)
-        assert len(server._overrides.live()) == 1  # the first load's folder only
+        assert len(server.lifecycle.overrides.live()) == 1  # the first load's folder only
 
 
 async def test_http_load_body_is_bounded_by_max_input_size(test_repository: Path, asgi_client) -> None:
@@ -297,7 +297,7 @@ async def test_http_load_body_is_bounded_by_max_input_size(test_repository: Path
         assert error.json()["error"].startswith("request JSON size of ")
         assert error.json()["error"].endswith(" bytes exceeds the maximum allowed input size of 1000 "
                                               "bytes. Use --http-max-input-size to increase the limit.")
-        assert server._overrides.live() == []
+        assert server.lifecycle.overrides.live() == []
 
 
 async def test_grpc_load_with_bytes_params(test_repository: Path, add_sub_onnx: bytes, stub_for) -> None:
@@ -325,7 +325,7 @@ async def test_grpc_load_with_bytes_params(test_repository: Path, add_sub_onnx: 
             assert error.value.details().startswith(message)
         assert (await stub.ModelReady(pb.ModelReadyRequest(name="from_grpc"))).ready
         await stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="from_grpc"))
-        assert server._overrides.live() == []
+        assert server.lifecycle.overrides.live() == []
 
 
 def test_no_file_is_written_outside(tmp_path: Path) -> None:
@@ -358,7 +358,7 @@ async def test_python_model_from_files_with_a_leading_slash(test_repository: Pat
         response = await server.infer(InferenceRequest(
             "py_identity", [Tensor("INPUT0", "FP32", data)]))
         np.testing.assert_array_equal(response.outputs[0].data, data)
-        [directory] = server._overrides.live()
+        [directory] = server.lifecycle.overrides.live()
         await server.unload_model("py_identity")  # the stub is gone before its folder is
         assert not directory.path.exists()
 
@@ -384,7 +384,7 @@ async def test_oversized_file_parameter_is_500_and_internal_as_triton(
             await stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="add_sub", parameters=params))
         assert rpc.value.code() == grpc.StatusCode.INTERNAL
         assert "failed to poll from model repository" in rpc.value.details()
-        assert server._overrides.live() == []
+        assert server.lifecycle.overrides.live() == []
 
 
 # ----------------------------------------------------------------- config override errors

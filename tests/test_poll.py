@@ -86,13 +86,13 @@ async def test_poll_adds_reloads_and_removes_models(tmp_path: Path) -> None:
     folder = write_add_sub(tmp_path)
     async with poll_server(tmp_path) as server:
         await server.poll_repository()  # nothing changed: nothing happens
-        serving = server._models["add_sub"].latest_ready
+        serving = server.lifecycle.models["add_sub"].latest_ready
 
         write_add_sub(tmp_path, "second")
         await server.poll_repository()
         assert (await index(server))["second"] == [("1", "READY", "")]
         assert (await server.infer(request("second", 2.0))).outputs[0].data[0, 0] == 4.0
-        assert server._models["add_sub"].latest_ready is serving  # unchanged model untouched
+        assert server.lifecycle.models["add_sub"].latest_ready is serving  # unchanged model untouched
 
         atomic_write(folder / "config.pbtxt", add_sub_config("add_sub", 16, 1))
         await server.poll_repository()
@@ -127,14 +127,14 @@ async def test_poll_new_version_serves_and_the_old_one_unloads(tmp_path: Path) -
 async def test_poll_broken_change_keeps_last_good_versions_serving(tmp_path: Path) -> None:
     folder = write_add_sub(tmp_path)
     async with poll_server(tmp_path) as server:
-        serving = server._models["add_sub"].latest_ready
+        serving = server.lifecycle.models["add_sub"].latest_ready
         atomic_write(folder / "config.pbtxt", add_sub_config("add_sub", 8, 2).replace("max_batch_size: 8", "max_batch_size: -3"))
         await server.poll_repository()
         [(version, state, reason)] = (await index(server))["add_sub"]
         assert (version, state) == ("1", "READY")
         assert "'max_batch_size' must be non-negative" in reason
         assert (await server.infer(request())).outputs[0].data[0, 0] == 2.0
-        assert server._models["add_sub"].latest_ready is serving
+        assert server.lifecycle.models["add_sub"].latest_ready is serving
         assert server.is_ready()  # still serving: not a failed model
 
         atomic_write(folder / "1" / "model.onnx", b"not an onnx file")  # broken file too
@@ -201,7 +201,7 @@ async def test_periodic_poll_applies_changes(tmp_path: Path) -> None:
     async with Server(options) as server:
         write_add_sub(tmp_path, "second")
         for _ in range(3000):
-            if await server.model_ready("second") if "second" in server._models else False:
+            if await server.model_ready("second") if "second" in server.lifecycle.models else False:
                 break
             await asyncio.sleep(0.01)
         assert await server.model_ready("second")

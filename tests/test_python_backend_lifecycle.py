@@ -161,7 +161,7 @@ def test_segments_of_dead_servers_are_removed() -> None:
 
 def _stub_pids(server: Server, model: str) -> list[int]:
     """The pids of a model's stub processes (read from the engine's own objects)."""
-    loaded = server._models[model].latest_ready
+    loaded = server.lifecycle.models[model].latest_ready
     return [runner.instance._stub.pid for runner in loaded.scheduler.runners]
 
 

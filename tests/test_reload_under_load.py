@@ -136,11 +136,11 @@ async def test_composing_model_reloads_fail_no_ensemble_request(tmp_path: Path) 
     options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit",
                             load_model=["ens_add"])
     async with Server(options) as server:
-        serving = server._models["ens_add"].latest_ready
+        serving = server.lifecycle.models["ens_add"].latest_ready
 
         async def reload(step: int) -> None:
             await server.load_model("add_sub")
-            assert server._models["ens_add"].latest_ready is serving
+            assert server.lifecycle.models["ens_add"].latest_ready is serving
 
         await churn_under_load(server, folder, reload, Tally(), infer_ensemble_checked)
 
@@ -191,8 +191,8 @@ async def test_poll_reloads_under_load_fail_no_request(tmp_path: Path) -> None:
             await server.load_model("add_sub")
 
         async def reload(step: int) -> None:  # wait for the poll to apply the change
-            before = server._models["add_sub"].latest_ready
-            await until(lambda: server._models["add_sub"].latest_ready is not before, "the poll")
+            before = server.lifecycle.models["add_sub"].latest_ready
+            await until(lambda: server.lifecycle.models["add_sub"].latest_ready is not before, "the poll")
 
         await churn_under_load(server, folder, reload, Tally())
 
@@ -253,4 +253,4 @@ async def test_reloads_mid_sequence_fail_no_request_and_lose_no_state(
         print(f"\n{RELOADS} reloads under {CLIENTS} sequence clients: {tally.ok} sequences ok, "
               f"{tally.failed} failed")
         assert tally.failed == 0, tally.errors
-        await asyncio.wait_for(server._retiring.finished(), 60)  # every old version unloaded
+        await asyncio.wait_for(server.lifecycle.retiring.finished(), 60)  # every old version unloaded

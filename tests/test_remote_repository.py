@@ -114,7 +114,7 @@ async def test_serves_s3_repository_through_local_mirror(remote_repo, tmp_path, 
         await infer_add_sub(asgi_client, server)
         rows = await index(server)
         assert rows["versioned"] == {("1", "READY"), ("2", "READY"), ("3", "READY")}
-        local = server._repository.paths[0]
+        local = server.lifecycle.repository.paths[0]
         assert local.is_relative_to((tmp_path / "cache").resolve())
         assert (local / "add_sub" / "1" / "model.onnx").is_file() and (local / MANIFEST).is_file()
 
@@ -159,7 +159,7 @@ async def test_poll_applies_new_version_config_change_and_removal(
 
         bucket.put("repo/add_sub/config.pbtxt", add_sub_config("add_sub", 4, 1))  # config change
         await server.poll_repository()
-        assert server._models["add_sub"].config.max_batch_size == 4
+        assert server.lifecycle.models["add_sub"].config.max_batch_size == 4
         await infer_add_sub(asgi_client, server)
 
         bucket.delete_prefix("repo/fixed_shape/")  # a model removed
@@ -206,7 +206,7 @@ async def test_repository_index_lists_the_bucket_now(remote_repo, bucket, tmp_pa
         async with asgi_client(server) as http:
             listed = {r["name"] for r in (await http.post("/v2/repository/index")).json()}
         assert listed == set(rows)
-        assert not (server._repository.paths[0] / "late").exists()  # listed, not downloaded
+        assert not (server.lifecycle.repository.paths[0] / "late").exists()  # listed, not downloaded
 
 
 async def test_explicit_load_of_an_ensemble_syncs_its_new_composing_model(

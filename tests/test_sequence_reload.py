@@ -71,7 +71,7 @@ async def test_reload_mid_sequence_keeps_every_sequence_state(sample_repository:
         assert [s for s, _ in sums] == [corr + 111.0 for corr in corrs]
         assert fresh == 7.0 and (await send(server, 100, 1.0, end=True))[0] == 8.0
 
-        await asyncio.wait_for(server._retiring.finished(), 30)  # the old version unloaded
+        await asyncio.wait_for(server.lifecycle.retiring.finished(), 30)  # the old version unloaded
         stats = (await server.statistics("accumulator"))["model_stats"]
         assert len(stats) == 1 and stats[0]["inference_stats"]["success"]["count"] == 2  # only seq 100
 
@@ -94,7 +94,7 @@ async def test_new_version_takes_new_sequences_while_the_old_one_finishes_its_ow
         assert await send(server, 1, 3.0, start=True) == (3.0, "2")  # the same ID starts afresh
         assert await send(server, 3, 2.0, start=True) == (2.0, "2")  # restarted while live on 1:
         assert await send(server, 3, 2.0) == (4.0, "2")  # version 2 holds it now
-        await asyncio.wait_for(server._retiring.finished(), 30)
+        await asyncio.wait_for(server.lifecycle.retiring.finished(), 30)
         index = {r["version"]: (r["state"], r.get("reason")) for r in await server.repository_index()
                  if "version" in r}
         assert index == {"1": ("UNAVAILABLE", "unloaded"), "2": ("READY", None)}
@@ -108,7 +108,7 @@ async def test_sequence_left_idle_on_a_reloaded_version_is_released(
         await send(server, 9, 1.0, start=True)
         set_instances(folder, 2)
         await server.load_model("accumulator")
-        await asyncio.wait_for(server._retiring.finished(), 30)  # after max_sequence_idle
+        await asyncio.wait_for(server.lifecycle.retiring.finished(), 30)  # after max_sequence_idle
         with pytest.raises(InvalidArgument, match="must specify the START flag"):
             await send(server, 9, 1.0)  # released, as Triton releases an idle sequence
 
@@ -120,7 +120,7 @@ async def test_unload_and_stop_do_not_wait_for_live_sequences(sample_repository:
         set_instances(folder, 2)
         await server.load_model("accumulator")
         await asyncio.wait_for(server.unload_model("accumulator"), 60)
-        assert not server._retiring
+        assert not server.lifecycle.retiring
         [row] = [r for r in await server.repository_index() if r["name"] == "accumulator"]
         assert (row["state"], row["reason"]) == ("UNAVAILABLE", "unloaded")
 
@@ -128,9 +128,9 @@ async def test_unload_and_stop_do_not_wait_for_live_sequences(sample_repository:
         await send(server, 2, 1.0, start=True)
         set_instances(folder, 1)
         await server.load_model("accumulator")
-        assert server._retiring
+        assert server.lifecycle.retiring
         await asyncio.wait_for(server.stop(), 60)
-        assert not server._retiring
+        assert not server.lifecycle.retiring
 
 
 async def test_sequence_through_an_ensemble_continues_across_a_reload(tmp_path: Path) -> None:
@@ -152,7 +152,7 @@ async def test_sequence_through_an_ensemble_continues_across_a_reload(tmp_path: 
         await server.load_model("accumulator")
         assert await step(3.0) == 5.0
         assert await step(4.0, end=True) == 9.0
-        await asyncio.wait_for(server._retiring.finished(), 30)
+        await asyncio.wait_for(server.lifecycle.retiring.finished(), 30)
         assert (await server.model_ready("ens_sequence"))
 
 
@@ -167,4 +167,4 @@ async def test_poll_reload_mid_sequence_keeps_its_state(sample_repository: Path,
         assert (await server.model_config("accumulator")).instance_group[0].count == 2
         assert (await send(server, 4, 4.0))[0] == 8.0
         assert (await send(server, 4, 4.0, end=True))[0] == 12.0
-        await asyncio.wait_for(server._retiring.finished(), 30)
+        await asyncio.wait_for(server.lifecycle.retiring.finished(), 30)

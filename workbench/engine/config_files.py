@@ -9,9 +9,9 @@ normalize, validate; warmup samples; an ensemble's steps against the composing m
 now), so a text that validates here fails to load only for reasons outside the config (a
 broken model file, a missing device).
 
-``ConfigFileAPI`` is a mixin: ``Server.__init__`` sets ``options``, ``_repository``,
-``_remotes``, ``_models`` and ``_dependencies``; ``load_model`` and ``poll_repository`` come
-from the repository API.
+``ConfigFileService`` reads the repositories and the loaded configs through the model
+lifecycle (:class:`~workbench.engine.lifecycle.ModelLifecycle`) and applies a change with its
+``load_model`` (explicit mode) or the server's poll (poll mode).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
@@ -27,19 +28,36 @@ from workbench.config.model_config import model_config_path
 from workbench.config.normalize import is_ensemble
 from workbench.config.problems import ConfigProblem, parse_config_text, semantic_problem
 from workbench.config.validate_ensemble import check_ensemble_steps, composing_models
+from workbench.engine.lifecycle import ModelLifecycle
 from workbench.engine.loader import prepare_config
 from workbench.engine.warmup import prepare_warmup
-from workbench.errors import InvalidArgument, InvalidModelConfig, ModelNotFound, Unsupported, WorkbenchError
+from workbench.errors import (
+    InvalidArgument,
+    InvalidModelConfig,
+    ModelNotFound,
+    Unsupported,
+    WorkbenchError,
+)
 from workbench.options import ServerOptions
 
-#: suffix of the previous config file kept by :meth:`ConfigFileAPI.write_model_config`
+#: suffix of the previous config file kept by :meth:`ConfigFileService.write_model_config`
 BACKUP_SUFFIX = ".bak"
 #: the largest config text accepted for validation or writing, bytes
 MAX_CONFIG_BYTES = 1 << 20
 
 
-class ConfigFileAPI:
-    """Read, validate, write, revert and apply a model's config file for :class:`Server`."""
+class ConfigFileService:
+    """Read, validate, write, revert and apply a model's config file for the server.
+
+    Args:
+        lifecycle: the server's models and repositories.
+        poll: polls the repositories now (poll mode; the server's ``poll_repository``).
+    """
+
+    def __init__(self, lifecycle: ModelLifecycle, poll: Callable[[], Awaitable[None]]) -> None:
+        self.options = lifecycle.options
+        self._lifecycle = lifecycle
+        self._poll = poll
 
     async def model_config_file(self, name: str) -> dict:
         """The config file of model ``name`` as it is on disk now.
@@ -81,8 +99,9 @@ class ConfigFileAPI:
         try:
             prepared = await asyncio.to_thread(_prepare, name, _model_dir(path), self.options, config)
             if is_ensemble(prepared):
-                loaded = {m: self._models[m].config for m in composing_models(prepared)
-                          if m in self._models and self._models[m].config is not None}
+                models = self._lifecycle.models
+                loaded = {m: models[m].config for m in composing_models(prepared)
+                          if m in models and models[m].config is not None}
                 if len(loaded) == len(composing_models(prepared)):
                     check_ensemble_steps(prepared, loaded)
         except WorkbenchError as exc:
@@ -157,9 +176,9 @@ class ConfigFileAPI:
         mode = self.options.model_control_mode
         try:
             if mode == "explicit":
-                await self.load_model(name)
+                await self._lifecycle.load_model(name)
             elif mode == "poll":
-                await self.poll_repository()
+                await self._poll()
             else:
                 result["reason"] = ("model control mode 'none' applies config changes at the "
                                     "next start; use 'explicit' or 'poll' to apply them live")
@@ -167,7 +186,7 @@ class ConfigFileAPI:
         except InvalidArgument as exc:
             result["reason"] = exc.message
             return result
-        entry = self._models.get(name)
+        entry = self._lifecycle.entry(name)
         if entry is not None and entry.failed():
             result["reason"] = entry.failure_reason()
         result["reloaded"] = not result["reason"]
@@ -176,13 +195,12 @@ class ConfigFileAPI:
     def _config_location(self, name: str) -> tuple[Path, str]:
         """Blocking: the config file loading reads for ``name``, and why it may not be
         written ("" when it may)."""
-        assert self._repository is not None, "the server is not started"
-        location = self._repository.locate(name) if "/" not in name and name else None
+        location = self._lifecycle.repository.locate(name) if "/" not in name and name else None
         if location is None or location.path is None:
             detail = f": {location.error}" if location is not None and location.error else ""
             raise ModelNotFound(f"model '{name}' is not in the model repository{detail}")
         path = model_config_path(location.path)
-        for remote in self._remotes:
+        for remote in self._lifecycle.remotes:
             if location.path.is_relative_to(remote.local):
                 return path, (f"it is mirrored from the remote repository '{remote.url}'; "
                               "edit it there")
@@ -209,7 +227,7 @@ def _prepare(name: str, model_dir: Path, options: ServerOptions, config: ModelCo
 
 
 def _describe(name: str, path: Path, reason: str) -> dict:
-    """Blocking: what :meth:`ConfigFileAPI.model_config_file` returns."""
+    """Blocking: what :meth:`ConfigFileService.model_config_file` returns."""
     exists = path.is_file()
     return {
         "name": name,
@@ -240,4 +258,4 @@ def _atomic_write(path: Path, text: str) -> Path | None:
     return backup
 
 
-__all__ = ["BACKUP_SUFFIX", "ConfigFileAPI"]
+__all__ = ["BACKUP_SUFFIX", "ConfigFileService"]

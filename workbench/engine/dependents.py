@@ -31,19 +31,33 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from workbench.config.normalize import is_ensemble
 from workbench.engine.ensembles import ensemble_error, load_waves
-from workbench.engine.loader import LoadedVersion, LoadResult
 from workbench.engine.registry import ModelEntry
-from workbench.engine.switching import switch_entry
 from workbench.types import ModelReadyState
 
-if TYPE_CHECKING:
-    from workbench.engine.server import Server
-
 log = logging.getLogger(__name__)
+
+
+class Lifecycle(Protocol):
+    """What the recheck reads and changes of the model lifecycle: the public API of
+    :class:`~workbench.engine.lifecycle.ModelLifecycle` (a protocol, so that the lifecycle,
+    which calls :func:`recheck_dependents`, is not imported back)."""
+
+    @property
+    def stopping(self) -> bool: ...
+
+    @property
+    def models(self) -> Mapping[str, ModelEntry]: ...
+
+    @property
+    def dependencies(self) -> Mapping[str, tuple[str, ...]]: ...
+
+    def lock(self, name: str) -> asyncio.Lock: ...
+
+    def serve_again(self, entry: ModelEntry, versions: tuple[int, ...]) -> ModelEntry: ...
 
 
 def dependents(changed: Iterable[str], dependencies: Mapping[str, Collection[str]]) -> set[str]:
@@ -58,34 +72,34 @@ def dependents(changed: Iterable[str], dependencies: Mapping[str, Collection[str
     return found
 
 
-async def recheck_dependents(server: Server, changed: Iterable[str]) -> None:
+async def recheck_dependents(lifecycle: Lifecycle, changed: Iterable[str]) -> None:
     """Check the ensembles that depend on ``changed`` again (see the module docstring);
     nothing once the server is stopping. Never raises for an ensemble's own failure (that
     is its state and reason)."""
-    if server._stopping:
+    if lifecycle.stopping:
         return
-    affected = dependents(changed, server._dependencies)
+    affected = dependents(changed, lifecycle.dependencies)
     if not affected:
         return
-    for wave in load_waves({name: server._dependencies.get(name, ()) for name in affected}):
-        await asyncio.gather(*(_recheck(server, name) for name in wave))
+    for wave in load_waves({name: lifecycle.dependencies.get(name, ()) for name in affected}):
+        await asyncio.gather(*(_recheck(lifecycle, name) for name in wave))
 
 
-async def _recheck(server: Server, name: str) -> None:
-    async with server._lock(name):
-        entry = server._models.get(name)
-        if server._stopping or entry is None or entry.config is None or not is_ensemble(entry.config):
+async def _recheck(lifecycle: Lifecycle, name: str) -> None:
+    async with lifecycle.lock(name):
+        entry = lifecycle.models.get(name)
+        if lifecycle.stopping or entry is None or entry.config is None or not is_ensemble(entry.config):
             return
         held = entry.blocked_versions is not None
         if not held and not entry.ready_versions():
             return
-        reason = ensemble_error(entry.config, server._models, server._dependencies)
+        reason = ensemble_error(entry.config, lifecycle.models, lifecycle.dependencies)
         if reason and not held:
             await _hold(entry, reason)
         elif reason:
             _set_reason(entry, reason)
         elif held:
-            _release(server, entry)
+            _release(lifecycle, entry)
 
 
 async def _hold(entry: ModelEntry, reason: str) -> None:
@@ -106,16 +120,12 @@ def _set_reason(entry: ModelEntry, reason: str) -> None:
             state.reason = reason
 
 
-def _release(server: Server, entry: ModelEntry) -> None:
+def _release(lifecycle: Lifecycle, entry: ModelEntry) -> None:
     """Serve a held ensemble again: a fresh entry (new schedulers and statistics) for the
     versions it had, from the config it was loaded with."""
-    versions = entry.blocked_versions or ()
-    result = LoadResult(entry.name, config=entry.config, chosen=list(versions),
-                        versions={v: LoadedVersion() for v in versions})
-    fresh = server._entry_for(result)
-    switch_entry(server._models, entry, fresh)
+    fresh = lifecycle.serve_again(entry, entry.blocked_versions or ())
     if fresh.ready_versions():
         log.info("ensemble '%s' is available again: its composing models fit it", entry.name)
 
 
-__all__ = ["dependents", "recheck_dependents"]
+__all__ = ["Lifecycle", "dependents", "recheck_dependents"]

@@ -60,7 +60,7 @@ from workbench.repository.repository import ModelRepository
 from workbench.repository.snapshot import READ_TIMEOUT_S, ModelSnapshot, snapshot_repository
 
 if TYPE_CHECKING:
-    from workbench.engine.server import Server
+    from workbench.engine.lifecycle import ModelLifecycle
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -110,10 +110,11 @@ def diff_snapshots(
 
 
 class RepositoryPoller:
-    """Applies repository changes to a :class:`~workbench.engine.server.Server` in poll mode.
+    """Applies repository changes to a server's models in poll mode.
 
     Args:
-        server: the engine whose models follow the repository.
+        lifecycle: the models that follow the repository
+            (:class:`~workbench.engine.lifecycle.ModelLifecycle`).
         repository: the repositories it serves.
         interval_s: seconds between two polls (``--repository-poll-secs``, default 15 as
             tritonserver); 0 = no periodic poll (as tritonserver), only
@@ -125,9 +126,9 @@ class RepositoryPoller:
             (default: the interval, at least :data:`OVERRUN_S`).
     """
 
-    def __init__(self, server: Server, repository: ModelRepository, interval_s: float,
+    def __init__(self, lifecycle: ModelLifecycle, repository: ModelRepository, interval_s: float,
                  sync: Callable[[], object] | None = None, overrun_s: float | None = None) -> None:
-        self._server = server
+        self._lifecycle = lifecycle
         self._sync = sync
         self._repository = repository
         self.interval_s = interval_s
@@ -213,13 +214,13 @@ class RepositoryPoller:
         return snapshot_repository(self._repository, self._calls)
 
     async def _apply(self, changes: RepositoryChanges) -> None:
-        server = self._server
-        gone = {n: server._models[n] for n in changes.removed if n in server._models}
-        for wave in stop_waves(gone, server._dependencies):
-            await asyncio.gather(*(server._remove_model(entry.name) for entry in wave))
+        lifecycle = self._lifecycle
+        gone = {n: lifecycle.models[n] for n in changes.removed if n in lifecycle.models}
+        for wave in stop_waves(gone, lifecycle.dependencies):
+            await asyncio.gather(*(lifecycle.remove_model(entry.name) for entry in wave))
         names = changes.added + changes.reload + list(changes.versions)
-        if names and not server._stopping:
-            await server._load_models(sorted(names), keep=changes.versions)
+        if names and not lifecycle.stopping:
+            await lifecycle.load_models(sorted(names), keep=changes.versions)
 
     async def _run(self) -> None:
         while not self._stopped.is_set():

@@ -1,4 +1,4 @@
-"""The logging and trace-settings methods of :class:`~workbench.engine.server.Server`
+"""The logging and trace-settings service behind :class:`~workbench.engine.server.Server`
 (Triton's logging and trace extensions), for every frontend alike.
 
 HTTP maps them to ``/v2/logging`` and ``/v2[/models/{m}]/trace/setting``; gRPC to
@@ -7,20 +7,26 @@ HTTP maps them to ``/v2/logging`` and ``/v2[/models/{m}]/trace/setting``; gRPC t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from workbench.engine.settings import LogObserver, LogSettings, TraceSettings
 from workbench.errors import InvalidArgument
+from workbench.options import ServerOptions
 
 
-class SettingsAPI:
-    """Mixin: log and trace settings behind async methods.
+class SettingsService:
+    """Log and trace settings behind async methods.
 
-    The owner sets ``self._log_settings`` / ``self._trace_settings`` and provides
-    ``self._models`` and ``model_ready`` (a model's trace settings need a READY model).
+    Args:
+        options: the start-up settings (``--log-*``, ``--trace-config``).
+        model_ready: whether a model is known and has a READY version (a model's trace
+            settings need one).
     """
 
-    _log_settings: LogSettings
-    _trace_settings: TraceSettings
-    _models: dict
+    def __init__(self, options: ServerOptions, model_ready: Callable[[str], bool]) -> None:
+        self._log_settings = LogSettings(options)
+        self._trace_settings = TraceSettings(options)
+        self._model_ready = model_ready
 
     async def log_settings(self) -> dict:
         """Triton's logging extension (``GET /v2/logging``, gRPC ``LogSettings``):
@@ -70,5 +76,8 @@ class SettingsAPI:
         return self._trace_settings.update(settings, model)
 
     async def _require_trace_model(self, model: str | None) -> None:
-        if model and not (model in self._models and await self.model_ready(model)):
+        if model and not self._model_ready(model):
             raise InvalidArgument(f"Request for unknown model : {model}")
+
+
+__all__ = ["SettingsService"]

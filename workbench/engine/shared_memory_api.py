@@ -1,4 +1,4 @@
-"""The shared-memory methods of :class:`~workbench.engine.server.Server` (Triton's
+"""The shared-memory service behind :class:`~workbench.engine.server.Server` (Triton's
 system and CUDA shared-memory extensions), for every frontend alike.
 
 HTTP maps them to ``/v2/systemsharedmemory[/region/{name}]/status|register|unregister``
@@ -13,17 +13,18 @@ from __future__ import annotations
 from workbench.engine.shared_memory import CUDA, SYSTEM, SharedMemoryRegistry
 
 
-class SharedMemoryAPI:
-    """Mixin: the server's shared-memory registry behind async methods.
+class SharedMemoryService:
+    """The server's shared-memory registry behind async methods.
 
-    The owner sets ``self._shared_memory`` (a :class:`SharedMemoryRegistry`) and closes it
-    on stop. Regions serve inference through the ``shared_memory_region`` /
+    Args:
+        registry: the regions (the owner closes it on stop). Regions serve inference through the ``shared_memory_region`` /
     ``shared_memory_offset`` / ``shared_memory_byte_size`` parameters of input tensors
     (``Tensor.parameters``; build the tensor with ``workbench.tensor_from_shared_memory``)
     and of requested outputs (``RequestedOutput.parameters``).
     """
 
-    _shared_memory: SharedMemoryRegistry
+    def __init__(self, registry: SharedMemoryRegistry) -> None:
+        self._shared_memory = registry
 
     async def register_system_shared_memory(
         self, name: str, key: str, offset: int, byte_size: int
@@ -95,3 +96,6 @@ class SharedMemoryAPI:
                 system region.
         """
         return self._shared_memory.status(CUDA, name)
+
+
+__all__ = ["SharedMemoryService"]

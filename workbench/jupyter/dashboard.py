@@ -36,7 +36,7 @@ from panel.io.resources import get_dist_path
 
 from workbench import ServerNotReady
 from workbench.jupyter.host import EngineHost
-from workbench.jupyter.routes import DASHBOARD_PATH
+from workbench.jupyter.paths import DASHBOARD_PATH
 from workbench.ui import Dashboard, create_app
 
 log = logging.getLogger("workbench")

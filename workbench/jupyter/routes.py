@@ -11,9 +11,8 @@ from workbench.jupyter.handlers.config import ModelConfigHandler, RevertConfigHa
 from workbench.jupyter.handlers.models import ModelActionHandler, ModelsHandler
 from workbench.jupyter.handlers.statistics import StatisticsHandler, StatisticsStreamHandler
 from workbench.jupyter.handlers.status import StatusHandler
+from workbench.jupyter.paths import DASHBOARD_PATH
 
-#: the dashboard's path under Jupyter's base URL
-DASHBOARD_PATH = "workbench"
 #: the REST API's prefix under Jupyter's base URL
 API_PREFIX = f"{DASHBOARD_PATH}/api"
 #: a model name in a route: one path segment (tornado passes it URL-decoded)

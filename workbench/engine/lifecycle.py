@@ -1,57 +1,317 @@
-"""The model repository API of :class:`~workbench.engine.server.Server`: repository index, load and
-unload (explicit mode, with config and file overrides), poll mode, and the load / switch / drain
-machinery behind them (Triton's model repository extension and model lifecycle).
+"""``ModelLifecycle``: the one owner of the models the server knows, following Triton's
+``ModelRepositoryManager`` (which models to load: start-up list, load / unload API, poll,
+ensembles' dependencies) over ``ModelLifecycle`` (each model's versions: load beside what
+serves, switch, drain, unload; their states).
 
-``RepositoryAPI`` is a mixin: ``Server.__init__`` sets the state it uses (``options``, ``_models``,
-``_locks``, ``_repository``, ``_remotes``, ``_overrides``, ``_drains``, ``_retiring``, ``_loading``,
-``_load_executor``, ``_observers``, ``_cache``, ``_rate_limiter``, ``_backend_context``,
-``_stopping``) and provides ``_infer_step``.
+It owns the model entries, their per-model locks, the loads in progress, the background
+drains, the versions retiring with live sequences (:mod:`workbench.engine.retiring`), the
+temporary folders of file-override loads and the model-load threads. Everything else reads
+it through a small API: :meth:`ModelLifecycle.resolve_request` / :meth:`~ModelLifecycle.resolve`
+(a request to a loaded model), :meth:`~ModelLifecycle.load_model` /
+:meth:`~ModelLifecycle.unload_model` / :meth:`~ModelLifecycle.load_models` /
+:meth:`~ModelLifecycle.remove_model`, :meth:`~ModelLifecycle.index_rows`,
+:meth:`~ModelLifecycle.version_states`, :attr:`~ModelLifecycle.models` (read-only),
+:attr:`~ModelLifecycle.retiring` (live sequences kept by old versions) and
+:meth:`~ModelLifecycle.stop`. The :class:`~workbench.engine.server.Server` is a facade over
+it; the poller (:mod:`workbench.engine.poller`) and the ensemble dependency check
+(:mod:`workbench.engine.dependents`) drive it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
+from workbench.backends.base import BackendContext
 from workbench.config.model_config import model_config_from_json
 from workbench.config.normalize import is_ensemble
 from workbench.config.validate_ensemble import composing_models
 from workbench.engine.dependents import recheck_dependents
-from workbench.engine.entries import continued_metrics, entry_from_result
 from workbench.engine.ensembles import (
     declared_dependencies,
     ensemble_error,
     ensemble_labels,
     load_waves,
+    stop_waves,
 )
-from workbench.engine.loader import LoadResult, load_model
+from workbench.engine.entries import continued_metrics, entry_from_result
+from workbench.engine.loader import LoadedVersion, LoadResult, load_model
+from workbench.engine.model import LoadedModel
 from workbench.engine.registry import ModelEntry, VersionState, drain_versions
 from workbench.engine.repository_index import index_rows
+from workbench.engine.response_cache import ResponseCache
+from workbench.engine.retiring import RetiringVersions
 from workbench.engine.switching import switch_entry
 from workbench.errors import (
     InternalError,
     InvalidArgument,
     InvalidModelConfig,
+    ModelNotFound,
+    ModelNotReady,
     Unavailable,
     WorkbenchError,
 )
-from workbench.repository.overrides import OverrideDirectory
-from workbench.repository.remote import repository_names
-from workbench.repository.repository import ModelLocation
-
-
+from workbench.options import ServerOptions
+from workbench.repository.overrides import OverrideDirectory, OverrideStore
+from workbench.repository.remote import (
+    RemoteRepository,
+    repository_names,
+    resolve_repositories,
+)
+from workbench.repository.repository import ModelLocation, ModelRepository
+from workbench.scheduling.ensemble import StepAdapt
+from workbench.scheduling.rate_limiter import RateLimiter, parse_resource
+from workbench.statistics import ComputeTotals, SuccessObserver
+from workbench.types import InferenceRequest, InferenceResponse, ModelReadyState
 
 log = logging.getLogger(__name__)
 
 
-class RepositoryAPI:
-    """Repository index, load / unload / poll, and hot reload for :class:`Server`."""
+class ModelLifecycle:
+    """The models of one server: their entries, loads, switches, drains and unloads.
+
+    Args:
+        options: server options (repositories, control mode, load threads, cache size, ...).
+    """
+
+    def __init__(self, options: ServerOptions) -> None:
+        self.options = options
+        self._models: dict[str, ModelEntry] = {}
+        #: model -> the models its ensemble steps call (() for other models), for every
+        #: model read for loading and not unloaded since
+        self._dependencies: dict[str, tuple[str, ...]] = {}
+        #: models loaded by name (start-up list, load API); the others were loaded as an
+        #: ensemble's composing models (Triton's ``explicitly_load_``)
+        self._explicit: set[str] = set()
+        self._locks: dict[str, asyncio.Lock] = {}
+        #: model -> the versions its load in progress loads ([] until its config is read)
+        self._loading: dict[str, list[int]] = {}
+        #: model -> background drains of its versions that left service (reloads)
+        self._drains: dict[str, set[asyncio.Task]] = {}
+        #: versions that left service on a reload but still serve their live sequences
+        self._retiring = RetiringVersions()
+        self._repository: ModelRepository | None = None
+        #: remote repositories (s3://, gs://, ...) and their local mirrors
+        self._remotes: list[RemoteRepository] = []
+        self._load_executor = ThreadPoolExecutor(
+            options.model_load_thread_count, thread_name_prefix="model-load"
+        )
+        self._stopping = False
+        self._observers: list[SuccessObserver] = []
+        size = options.response_cache_byte_size
+        self._cache = ResponseCache(size) if size > 0 else None
+        self._rate_limiter: RateLimiter | None = None
+        self._backend_context: BackendContext | None = None
+        #: temporary model folders of loads with file overrides (removed with their model)
+        self._overrides = OverrideStore()
+
+    # ----------------------------------------------------------------- read API
+    @property
+    def models(self) -> Mapping[str, ModelEntry]:
+        """Every model the server knows, by name (read-only: change them through this
+        object's methods)."""
+        return self._models
+
+    @property
+    def dependencies(self) -> Mapping[str, tuple[str, ...]]:
+        """Model -> the models its ensemble steps call, for every model read for loading and
+        not unloaded since (read-only)."""
+        return self._dependencies
+
+    @property
+    def repository(self) -> ModelRepository:
+        """The local model repositories served (remote ones: their mirrors). Raises
+        AssertionError before :meth:`open`."""
+        assert self._repository is not None, "the server is not started"
+        return self._repository
+
+    @property
+    def remotes(self) -> list[RemoteRepository]:
+        """The remote repositories (``s3://``, ...) and their local mirrors ([] for none)."""
+        return list(self._remotes)
+
+    @property
+    def retiring(self) -> RetiringVersions:
+        """The versions that left service on a reload but still serve their live sequences."""
+        return self._retiring
+
+    @property
+    def overrides(self) -> OverrideStore:
+        """The temporary folders of the models loaded with file overrides."""
+        return self._overrides
+
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`begin_stop` (or :meth:`stop`) was called."""
+        return self._stopping
+
+    def entry(self, name: str) -> ModelEntry | None:
+        """The entry of model ``name`` (None when the server does not know it)."""
+        return self._models.get(name)
+
+    def is_ready(self, name: str, version: str = "") -> bool:
+        """True when ``name`` is known and the version (without one: any) is READY."""
+        try:
+            self.resolve(name, version)
+        except (ModelNotFound, ModelNotReady):
+            return False
+        return True
+
+    def version_states(self, name: str) -> dict[int, ModelReadyState]:
+        """Version -> state of model ``name`` ({} when unknown or without versions)."""
+        entry = self._models.get(name)
+        return {v: s.state for v, s in sorted(entry.versions.items())} if entry else {}
+
+    def any_failed(self) -> bool:
+        """True when some model failed to load (UNAVAILABLE with a reason other than
+        "unloaded"): strict readiness reads it."""
+        return any(entry.failed() for entry in self._models.values())
+
+    def add_success_observer(self, observer: SuccessObserver) -> None:
+        """See :meth:`workbench.engine.server.Server.add_success_observer`."""
+        self._observers.append(observer)
+
+    def remove_success_observer(self, observer: SuccessObserver) -> None:
+        """See :meth:`workbench.engine.server.Server.remove_success_observer`."""
+        if observer in self._observers:
+            self._observers.remove(observer)
+
+    # ----------------------------------------------------------------- start & stop
+    async def open(self, backend_context: BackendContext) -> None:
+        """Set up the rate limiter and the backends' context, sync the remote repositories
+        into their mirrors and open the repositories (no model loads yet).
+
+        Raises:
+            InvalidArgument: a model repository does not exist (a remote one: or cannot be
+                read), or a malformed ``--rate-limit-resource``.
+        """
+        self._rate_limiter = _rate_limiter(self.options)
+        self._backend_context = backend_context
+        paths, self._remotes = await asyncio.to_thread(
+            resolve_repositories, self.options.model_repository, self.options.model_repository_cache
+        )
+        self._repository = ModelRepository(paths)
+
+    async def load_startup_models(self) -> list[ModelEntry]:
+        """Load the start-up models (every model in ``none`` and ``poll`` mode, the
+        ``load_model`` list in ``explicit`` mode); returns the entries that failed."""
+        names = await asyncio.to_thread(self._startup_models)
+        self._explicit.update(names)
+        entries = await self.load_models(names)
+        return [entry for entry in entries.values() if entry.failed()]
+
+    def _startup_models(self) -> list[str]:
+        found = sorted(self.repository.scan())
+        if self.options.model_control_mode != "explicit":
+            if self.options.load_model:
+                log.warning("--load-model is ignored in model control mode '%s': every model "
+                            "in the repository is loaded", self.options.model_control_mode)
+            return found
+        wanted = self.options.load_model
+        return found if "*" in wanted else [n for n in wanted]
+
+    def begin_stop(self) -> None:
+        """Refuse new requests and loads from now on (what loads meanwhile never serves)."""
+        self._stopping = True
+
+    async def stop(self) -> None:
+        """Drain and unload every model: retiring versions stop waiting for their sequences,
+        background drains finish, then ensembles stop before the models they call; the
+        load threads and override folders go. Idempotent."""
+        self._stopping = True
+        self._retiring.end()
+        await self._retiring.finished()
+        while self._drains:
+            await self._drained(*self._drains)
+        for entries in stop_waves(dict(self._models), self._dependencies):
+            await asyncio.gather(*(e.stop() for e in entries))
+        self._load_executor.shutdown(wait=False)
+        await asyncio.to_thread(self._overrides.close)
+
+    # ----------------------------------------------------------------- resolving requests
+    def resolve_request(self, request: InferenceRequest) -> LoadedModel:
+        """The version that runs ``request``: the retiring version holding the live
+        sequence it continues, if any (:mod:`workbench.engine.retiring`), else as
+        :meth:`resolve` finds it. A sequence started again (START) after the reload lives
+        on a serving version: its requests go there, the old one is released idle.
+
+        Raises:
+            ModelNotFound / ModelNotReady: as :meth:`resolve`.
+        """
+        if self._retiring:
+            held = self._retiring.holder(request)
+            if held is not None and not self._serving_holds(request):
+                return held
+        return self.resolve(request.model_name, request.model_version)
+
+    def _serving_holds(self, request: InferenceRequest) -> bool:
+        entry = self._models.get(request.model_name)
+        corr = request.parameters["sequence_id"]
+        return entry is not None and any(
+            state.state is ModelReadyState.READY and state.model is not None
+            and state.model.holds_sequence(corr)
+            for state in entry.versions.values()
+        )
+
+    def resolve(self, name: str, version: str) -> LoadedModel:
+        """The READY version ``version`` of ``name`` ("" or "-1": the latest READY one).
+
+        Raises:
+            ModelNotFound: unknown model or version, or no READY version (Triton's texts).
+            ModelNotReady: the version is known but not READY.
+        """
+        entry = self._models.get(name)
+        if entry is None:
+            raise ModelNotFound(f"Request for unknown model: '{name}' is not found")
+        if version in ("", "-1"):
+            if entry.latest_ready is None:
+                raise ModelNotFound(f"Request for unknown model: '{name}' has no available versions")
+            return entry.latest_ready
+        try:
+            state = entry.versions.get(int(version))
+        except ValueError:
+            state = None
+        if state is None:
+            raise ModelNotFound(f"Request for unknown model: '{name}' version {version} is not found")
+        if state.state is not ModelReadyState.READY or state.model is None:
+            raise ModelNotReady(
+                f"Request for unknown model: '{name}' version {version} is not at ready state"
+            )
+        return state.model
+
+    async def _infer_step(
+        self,
+        request: InferenceRequest,
+        compute_totals: ComputeTotals,
+        adapt: StepAdapt | None = None,
+    ) -> InferenceResponse:
+        """One step of an ensemble request (the ensemble scheduler's ``step_infer``).
+
+        ``Server.infer`` for a composing model, resolved by name and version for each
+        request, minus the checks that concern clients (server stopping: the ensemble
+        request already in flight finishes; shared memory: steps carry arrays). What runs
+        is ``adapt(config of the resolved version)`` when ``adapt`` is given (the scheduler
+        fits the batch dimension to that config), else ``request``. Adds the request's
+        compute durations to ``compute_totals`` on success.
+
+        Raises:
+            ModelNotFound / ModelNotReady: the composing model or version is not READY
+                ("Request for unknown model: ...").
+            WorkbenchError: as ``Server.infer``.
+        """
+        arrival = time.monotonic_ns()
+        model = self.resolve_request(request)
+        if adapt is not None:
+            request = adapt(model.config)
+        return await model.infer_once(request, arrival, compute_totals)
 
     # ----------------------------------------------------------------- repository API
-    async def repository_index(self, ready: bool = False) -> list[dict]:
+    async def index_rows(self, ready: bool = False) -> list[dict]:
         """Every model in the repositories, and every version the server knows, with state.
 
         Rows are ``{"name", "version", "state", "reason"}``; a model never loaded has only
@@ -141,9 +401,9 @@ class RepositoryAPI:
         override = _config_override(name, config) if config else None
         directory = await self._override_directory(name, override, files)
         if directory is None and self._remotes:
-            await asyncio.to_thread(self._sync_remotes, name)
+            await asyncio.to_thread(self.sync_remotes, name)
         self._explicit.add(name)
-        entries = await self._load_models(
+        entries = await self.load_models(
             [name], {name: override} if override else None, {name: directory} if directory else None,
             sync_remotes=True,
         )
@@ -174,7 +434,7 @@ class RepositoryAPI:
         await self._unload(name, unload_dependents)
 
     async def _unload(self, name: str, unload_dependents: bool) -> None:
-        async with self._lock(name):
+        async with self.lock(name):
             entry = self._models.get(name)
             if entry is None:  # nothing to unload: success, as Triton (no name check either)
                 return
@@ -197,19 +457,7 @@ class RepositoryAPI:
             if model not in self._explicit and not still_used and model in self._models:
                 await self._unload(model, unload_dependents=True)
 
-    async def poll_repository(self) -> None:
-        """Rescan the repositories now and apply what changed (``poll`` mode; Triton's
-        ``TRITONSERVER_ServerPollModelRepository``). The periodic poll calls the same; one
-        poll runs at a time. See :class:`~workbench.engine.poller.RepositoryPoller`.
-
-        Raises:
-            Unavailable: the server is not in ``poll`` mode ("polling is disabled").
-        """
-        if self._poller is None:
-            raise Unavailable("polling is disabled")
-        await self._poller.poll()
-
-    def _sync_remotes(self, name: str | None = None) -> None:
+    def sync_remotes(self, name: str | None = None) -> None:
         """Blocking: bring the local mirrors of the remote repositories up to date (only
         ``name``'s folder when given).
 
@@ -230,7 +478,7 @@ class RepositoryAPI:
                 f"failed to load '{name}', failed to poll from model repository: {'; '.join(errors)}"
             )
 
-    async def _remove_model(self, name: str) -> None:
+    async def remove_model(self, name: str) -> None:
         """A model folder left the repository (poll mode): drain and unload every version,
         then forget the model (the repository index no longer lists it, as Triton's)."""
         if name in self._models:
@@ -264,10 +512,12 @@ class RepositoryAPI:
         if self.options.model_control_mode != "explicit":
             raise Unavailable("explicit model load / unload is not allowed if polling is enabled")
 
-    def _lock(self, name: str) -> asyncio.Lock:
+    def lock(self, name: str) -> asyncio.Lock:
+        """The lock held while model ``name``'s entry changes (load, switch, unload, an
+        ensemble's recheck); one per model, created on first use."""
         return self._locks.setdefault(name, asyncio.Lock())
 
-    async def _load_models(
+    async def load_models(
         self,
         names: list[str],
         overrides: dict[str, ModelConfig] | None = None,
@@ -293,7 +543,7 @@ class RepositoryAPI:
         directories = directories or {}
         keep = keep or {}
         ready = {n for n, e in self._models.items() if e.latest_ready is not None}
-        sync = self._sync_remotes if sync_remotes and self._remotes else None
+        sync = self.sync_remotes if sync_remotes and self._remotes else None
         planned = await asyncio.to_thread(self._plan_dependencies, names, overrides, ready, sync)
         self._dependencies.update(planned)
         entries: dict[str, ModelEntry] = {}
@@ -368,7 +618,7 @@ class RepositoryAPI:
         keep: frozenset[int],
     ) -> ModelEntry:
         assert self._repository is not None
-        async with self._lock(name):
+        async with self.lock(name):
             if directory is not None:
                 location: ModelLocation | None = ModelLocation(name, directory.path)
             else:
@@ -474,6 +724,17 @@ class RepositoryAPI:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
+    def serve_again(self, entry: ModelEntry, versions: tuple[int, ...]) -> ModelEntry:
+        """Serve a held ensemble (:mod:`workbench.engine.dependents`) again: a fresh entry
+        (new schedulers and statistics) for ``versions``, from the config ``entry`` was
+        loaded with, switched in for it. Returns the fresh entry (UNAVAILABLE with the
+        reason when the ensemble does not fit its composing models after all)."""
+        result = LoadResult(entry.name, config=entry.config, chosen=list(versions),
+                            versions={v: LoadedVersion() for v in versions})
+        fresh = self._entry_for(result)
+        switch_entry(self._models, entry, fresh)
+        return fresh
+
     def _entry_for(self, result: LoadResult, reuse: dict[int, VersionState] | None = None) -> ModelEntry:
         """The entry of a finished load (plus the ``reuse`` versions it kept); an ensemble
         is first checked against its composing models as loaded now, and is UNAVAILABLE with
@@ -494,6 +755,20 @@ class RepositoryAPI:
         )
 
 
+def _rate_limiter(options: ServerOptions) -> RateLimiter | None:
+    """The shared rate limiter for ``--rate-limit=execution_count`` (None when off).
+
+    Raises:
+        InvalidArgument: a malformed ``--rate-limit-resource``.
+    """
+    if options.rate_limit == "off":
+        return None
+    try:
+        return RateLimiter(dict(parse_resource(text) for text in options.rate_limit_resource))
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+
+
 def entry_reason(entry: ModelEntry) -> str:
     """Why ``entry`` (or some of its versions) is not READY, as the load API reports it."""
     return entry.failure_reason()
@@ -504,7 +779,7 @@ def _check_load_name(name: str) -> None:
     checks and texts; unload does no such check, as in Triton).
 
     Raises:
-        InvalidArgument: see :meth:`RepositoryAPI.load_model`.
+        InvalidArgument: see :meth:`ModelLifecycle.load_model`.
     """
     if not name.strip():
         raise InvalidArgument("Model name cannot be empty. Please enter a valid name to deploy.")
@@ -536,3 +811,6 @@ def _config_override(name: str, config: str | dict) -> ModelConfig:
         return model_config_from_json(config)
     except InvalidModelConfig as exc:
         raise _poll_failure(name, InvalidModelConfig(f"Invalid config override: {exc.message}")) from None
+
+
+__all__ = ["ModelLifecycle", "entry_reason"]
