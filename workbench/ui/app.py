@@ -30,7 +30,7 @@ from collections.abc import Callable
 import panel as pn
 
 from workbench import Server
-from workbench.ui import panel_writes
+from workbench.ui import kernel_comm, panel_writes
 from workbench.ui.config_view import ConfigView
 from workbench.ui.headless_view import HeadlessView
 from workbench.ui.local_css import keep_stylesheets_local
@@ -129,10 +129,15 @@ def dashboard(server: Server, *, tuning: TabBuilder | None = tuning_tab, interva
     BokehJS, Panel and the extensions' scripts (Tabulator, Ace) are inlined in the notebook's
     output (~8 MB once per kernel), not loaded from Bokeh's and HoloViz's CDNs: the dashboard
     renders where the browser has no internet, as the one Jupyter serves at ``/workbench/``;
-    so do the stylesheets of every tab (:mod:`workbench.ui.local_css`)."""
+    so do the stylesheets of every tab (:mod:`workbench.ui.local_css`). The browser's changes
+    (a tab clicked, a field typed) are applied on the engine's loop, as every other change of
+    the dashboard, also where JupyterLab sends them to a kernel subshell's thread
+    (:mod:`workbench.ui.kernel_comm`)."""
     pn.extension(*EXTENSIONS, inline=True)
     keep_stylesheets_local()
-    return Dashboard(server, tuning=tuning, history=history).start(interval_s)
+    board = Dashboard(server, tuning=tuning, history=history)
+    kernel_comm.apply_on_loop(board.tabs, board.store.loop)  # the output shown is the tabs'
+    return board.start(interval_s)
 
 
 def create_app(server: Server, *, tuning: TabBuilder | None = tuning_tab, interval_s: float = 1.0,

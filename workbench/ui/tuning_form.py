@@ -81,11 +81,17 @@ class TuningForm:
         self.upload.param.watch(self._on_upload, "value")
 
     def layout(self) -> pn.viewable.Viewable:
+        # rows that wrap: a narrow output (a notebook cell) moves the last fields to the next
+        # line instead of cutting them off at its right edge
+        def row(*widgets: pn.viewable.Viewable) -> pn.FlexBox:
+            return pn.FlexBox(*widgets, flex_wrap="wrap", align_items="flex-end",
+                              sizing_mode="stretch_width")
+
         return pn.Column(
-            pn.Row(self.model, self.mode, self.levels, self.batch_size, self.interval_ms,
-                   self.warmup_ms),
-            pn.Row(self.input, self.path, self.upload),
-            pn.Row(self.include_served, self.sla_ms),
+            row(self.model, self.mode, self.levels, self.batch_size, self.interval_ms,
+                self.warmup_ms),
+            row(self.input, self.path, self.upload),
+            row(self.include_served, self.sla_ms),
             self.candidates, sizing_mode="stretch_width")
 
     def sla_p99_us(self) -> float | None:

@@ -41,6 +41,10 @@ COLUMNS = ("throughput", "p99_ms", "p50_ms", "level", "setting")
 FIGURE_NAME, LEGEND_NAME = "tuning_plot", "tuning_legend"
 #: room left above the largest value on each axis, as a fraction of it
 PAD = 0.12
+#: how the knee of each setting (▲) and its best step under the target (★) are drawn
+KNEE_STYLE = {"marker": "triangle", "size": 16, "fill_color": None, "line_color": "black",
+              "line_width": 2}
+BEST_STYLE = {"marker": "star", "size": 18, "fill_color": "gold", "line_color": "black"}
 
 
 def fitted_end(values: list[float]) -> float:
@@ -100,12 +104,8 @@ class TuningPlot:
         self.sla = Span(location=0, dimension="width", line_dash="dashed", line_color="gray",
                         visible=False)
         self.figure.add_layout(self.sla)
-        self.figure.scatter("throughput", "p99_ms", source=self.knees, marker="triangle",
-                            size=16, fill_color=None, line_color="black", line_width=2,
-                            legend_label="knee", legend_name=LEGEND_NAME)
-        self.figure.scatter("throughput", "p99_ms", source=self.best, marker="star", size=18,
-                            fill_color="gold", line_color="black", legend_label="best under target",
-                            legend_name=LEGEND_NAME)
+        self.legend.items = [self._mark("knee", self.knees, KNEE_STYLE),
+                             self._mark("best under target", self.best, BEST_STYLE)]
         #: the legend's entries of the marks (kept by :meth:`reset`)
         self._mark_items = list(self.legend.items)
         #: the drawn (empty) series, each taken by a setting in turn (source, renderers, entry)
@@ -173,6 +173,16 @@ class TuningPlot:
             end = fitted_end(values)
             axis.update(start=0, end=end, reset_start=0, reset_end=end)
 
+    def _mark(self, label: str, source: ColumnDataSource, style: Mapping[str, object]) -> LegendItem:
+        """The marks of ``source`` drawn with ``style``, and their legend entry. BokehJS draws
+        no icon in the legend for a renderer without data (a run without a knee, the plot
+        before a run), so the entry also holds a one-point copy of the style whose point is
+        NaN: never plotted, never hovered, always drawn in the legend."""
+        marks = self.figure.scatter("throughput", "p99_ms", source=source, **style)
+        icon = self.figure.scatter("throughput", "p99_ms", **style, source=ColumnDataSource(
+            {"throughput": [float("nan")], "p99_ms": [float("nan")]}))
+        return LegendItem(label=value(label), renderers=[marks, icon])
+
     def _draw(self, color: str) -> tuple[ColumnDataSource, tuple[GlyphRenderer, ...], LegendItem]:
         """One series' (empty) source, its line and points, and its legend entry (not listed)."""
         source = ColumnDataSource({column: [] for column in COLUMNS})
@@ -196,5 +206,5 @@ class TuningPlot:
         return self.sources[setting]
 
 
-__all__ = ["COLUMNS", "FIGURE_NAME", "LEGEND_NAME", "PAD", "SERIES_NAME", "TuningPlot", "fitted_end",
+__all__ = ["BEST_STYLE", "COLUMNS", "KNEE_STYLE", "FIGURE_NAME", "LEGEND_NAME", "PAD", "SERIES_NAME", "TuningPlot", "fitted_end",
            "point"]

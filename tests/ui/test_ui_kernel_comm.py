@@ -1,0 +1,100 @@
+"""The inline dashboard's browser messages are applied on the engine's loop, also when they
+arrive on another thread (JupyterLab ≥ 4.4 sends comm messages to a kernel subshell, which
+ipykernel ≥ 7 handles on a thread of its own): a tab clicked in the browser reaches the
+dashboard's widgets on the loop every other change runs on."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from workbench import Server
+from workbench.ui import dashboard
+from workbench.ui.kernel_comm import on_loop
+
+
+def tab_click(tabs_model_id: str, active: int, *echoes: dict) -> dict:
+    """The PATCH-DOC message a notebook's browser sends when a tab is clicked (as Panel's
+    client comm delivers it, decoded), after the ``echoes`` of the kernel's own changes."""
+    click = {"kind": "ModelChanged", "model": {"id": tabs_model_id}, "attr": "active", "new": active}
+    return {"header": {"msgid": "tab-click", "msgtype": "PATCH-DOC"}, "metadata": {},
+            "content": {"events": [*echoes, click]}, "_buffers": {}}
+
+
+def plain(values) -> list:
+    return [v.item() if hasattr(v, "item") else v for v in values]
+
+
+async def test_a_tab_clicked_in_the_browser_reaches_the_dashboard_on_the_engines_loop(
+        server: Server) -> None:
+    board = dashboard(server, interval_s=60)
+    try:
+        board._repr_mimebundle_()  # rendered as a notebook cell's output
+        ((ref, (_comm, client_comm)),) = board.tabs._comms.items()
+        tabs_model = board.tabs._models[ref][0]
+        seen: list[threading.Thread] = []
+        board.tabs.param.watch(lambda _e: seen.append(threading.current_thread()), "active")
+        # delivered on a thread of its own, as a kernel subshell does
+        await asyncio.to_thread(client_comm._handle_msg, tab_click(tabs_model.id, 1))
+        assert board.tabs.active == 1
+        assert seen == [threading.current_thread()]  # the engine's loop's thread
+        await asyncio.to_thread(client_comm._handle_msg, tab_click(tabs_model.id, 3))
+        assert board.tabs.active == 3 and len(seen) == 2 and seen[1] is threading.current_thread()
+    finally:
+        board.close()
+
+
+async def test_on_loop_runs_in_call_order_on_the_loop_and_raises_to_the_caller() -> None:
+    loop = asyncio.get_running_loop()
+    calls: list[tuple[int, threading.Thread]] = []
+
+    def handle(n: int) -> int:
+        if n < 0:
+            raise ValueError("refused")
+        calls.append((n, threading.current_thread()))
+        return n * 2
+
+    wrapped = on_loop(handle, loop)
+    assert wrapped(1) == 2  # on the loop's thread: at once
+
+    def from_a_thread() -> list[int]:
+        return [wrapped(n) for n in (2, 3)]
+
+    assert await asyncio.to_thread(from_a_thread) == [4, 6]
+    assert [n for n, _ in calls] == [1, 2, 3]
+    assert {thread for _, thread in calls} == {threading.current_thread()}
+    with pytest.raises(ValueError, match="refused"):
+        await asyncio.to_thread(wrapped, -1)
+
+
+async def test_echoes_of_the_kernels_changes_are_dropped_and_the_tab_click_kept(server: Server) -> None:
+    """The browser's comm manager sends the kernel's own pushes back: a table's data from
+    before it grew (Panel's Tabulator took it for an edit and raised ValueError, and the tab
+    click after it in the same message was lost), a plot's streamed points (streamed twice),
+    a status text (set back)."""
+    board = dashboard(server, interval_s=60)
+    try:
+        await board.store.settle()
+        board._repr_mimebundle_()
+        ((ref, (_comm, client_comm)),) = board.tabs._comms.items()
+        tabs_model = board.tabs._models[ref][0]
+        source = board.models.table._models[ref][0].source  # the Models table
+        rows = len(board.models.table.value)
+        assert rows > 1
+        one_row = {column: plain(values[:1]) for column, values in source.data.items()}
+        served = board.models.status._models[ref][0] if ref in board.models.status._models else None
+        echoes = [{"kind": "ModelChanged", "model": {"id": source.id}, "attr": "data", "new": one_row},
+                  {"kind": "ColumnsStreamed", "model": {"id": source.id}, "attr": "data",
+                   "data": one_row, "rollover": None}]
+        if served is not None:
+            echoes.append({"kind": "ModelChanged", "model": {"id": served.id}, "attr": "text",
+                           "new": "a stale status"})
+        await asyncio.to_thread(client_comm._handle_msg, tab_click(tabs_model.id, 2, *echoes))
+        assert board.tabs.active == 2
+        assert len(board.models.table.value) == rows and len(source.data["index"]) == rows
+        if served is not None:
+            assert served.text != "a stale status"
+    finally:
+        board.close()

@@ -1,0 +1,129 @@
+"""The inline (notebook) dashboard's browser messages, applied on the engine's loop.
+
+In a notebook, the browser sends each change a person makes (a tab clicked, a field typed)
+over a Jupyter comm; Panel applies it to the cell's Bokeh document and runs the widgets'
+callbacks (``MimeRenderMixin._on_msg``, wired when the cell's output is rendered).
+JupyterLab ≥ 4.4 sends comm messages to a kernel *subshell* by default
+(``commsOverSubshells: perCommTarget``), and ipykernel ≥ 7 handles each subshell's messages
+on a thread of its own. So, without this module, the browser's changes were applied on that
+thread while the dashboard's background work (the Tuning sweep, the 1 s beat) changed the
+same document on the kernel's main loop: two threads holding and unholding one document
+(a hold could be left on for good: every later change from the browser, e.g. the Config tab
+clicked after a sweep, was only collected and never reached the widgets) and two threads
+sending Panel's multi-part messages over one comm, interleaved (the browser's receiver then
+dropped or misread pushes: curves without their points, a sweep that never showed "done").
+
+Echoes: Panel's notebook comm manager (panel.models.comm_manager, in the browser) sends
+every change of the browser's document back to the kernel, also the ones it just applied
+from the kernel (Bokeh's own server client drops those, ``event.sync`` false). So each push
+of the sweep came back: a plot's streamed points were streamed a second time into the
+kernel's source, a stale status text or axis end was set again (and pushed again), and a
+table's data came back after the table had grown, where Panel's Tabulator took it as an
+edit and raised ``ValueError: Must have equal len keys and value when setting with an
+iterable``; Bokeh then dropped the rest of that message's events, the tab click among them
+(the Config tab stayed blank after a sweep). :func:`without_echoes` drops them first.
+
+:func:`apply_on_loop` makes a Panel object's browser messages run on the engine's loop (the
+kernel's main loop, where the engine and every other change of the dashboard run): a message
+arriving on another thread is handed to that loop, and the thread waits for it to be applied,
+so Panel's acknowledgement to the browser (its flow control) still follows the change and
+carries its error, and messages keep their order. A message already on the loop's thread is
+applied at once (a kernel without subshells, a frontend that does not use them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import panel as pn
+from bokeh.document import Document
+from bokeh.models import ColumnDataSource
+
+#: the browser's events of a data source's data: only ever echoes in this dashboard
+DATA_EVENTS = frozenset({"ColumnsStreamed", "ColumnsPatched", "ColumnDataChanged"})
+
+
+def _on_this_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop`` runs on the calling thread (or nowhere: then there is no other)."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    return running is loop or not loop.is_running()
+
+
+def on_loop(handle: Callable[..., Any], loop: asyncio.AbstractEventLoop) -> Callable[..., Any]:
+    """``handle`` wrapped to run on ``loop``'s thread: called from another thread, it is
+    scheduled there (``loop.call_soon_threadsafe``, in call order) and the caller waits for
+    its result; its exception is raised to the caller. Called on the loop's thread, or once
+    the loop is closed or stopped, it runs at once."""
+
+    @functools.wraps(handle)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if loop.is_closed() or _on_this_thread(loop):
+            return handle(*args, **kwargs)
+        done: concurrent.futures.Future = concurrent.futures.Future()
+
+        def apply() -> None:
+            if not done.set_running_or_notify_cancel():
+                return
+            try:
+                done.set_result(handle(*args, **kwargs))
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                done.set_exception(exc)
+
+        loop.call_soon_threadsafe(apply)
+        return done.result()
+
+    return run
+
+
+def without_echoes(document: Document, msg: dict) -> dict:
+    """``msg`` (a browser's PATCH-DOC as Panel's client comm decodes it) without the events
+    that only echo the kernel's own changes (see the module docstring): a data source's data
+    (its streams, patches and replacements: no data source of the dashboard is edited in
+    the browser, its tables are disabled and its plots have no edit tools), and a property
+    change nothing in the kernel listens to (a status text, an axis end, a layout's width).
+    What the kernel listens to (a widget's value, the active tab, a table's selection) and
+    the browser's events (a button's click) are kept. Changes ``msg`` in place; returns it."""
+    content = msg.get("content")
+    events = content.get("events") if isinstance(content, dict) else None
+    if not events:
+        return msg
+    kept = []
+    for event in events:
+        kind = event.get("kind") if isinstance(event, dict) else None
+        if kind in DATA_EVENTS:
+            continue
+        if kind == "ModelChanged":
+            model = document.get_model_by_id(str((event.get("model") or {}).get("id")))
+            attr = event.get("attr")
+            if (model is None or isinstance(model, ColumnDataSource) and attr == "data"
+                    or not model._callbacks.get(attr)):  # Bokeh's on_change callbacks
+                continue
+        kept.append(event)
+    content["events"] = kept
+    return msg
+
+
+def apply_on_loop(viewable: pn.viewable.Viewable, loop: asyncio.AbstractEventLoop) -> None:
+    """Apply the browser's messages to ``viewable``'s notebook output on ``loop``, without
+    the echoes of the kernel's own changes (see the module docstring). Call it before the
+    output is rendered (before the cell shows it): Panel binds the handler when it renders.
+    Only outputs rendered from ``viewable`` itself are covered (not a layout containing it)."""
+    handle = viewable._on_msg
+
+    def on_msg(ref: str, manager: Any, msg: dict) -> None:
+        shown = viewable._models.get(ref)
+        if shown is not None and shown[0].document is not None:
+            without_echoes(shown[0].document, msg)
+        handle(ref, manager, msg)
+
+    viewable._on_msg = on_loop(on_msg, loop)
+
+
+__all__ = ["DATA_EVENTS", "apply_on_loop", "on_loop", "without_echoes"]
