@@ -81,3 +81,6 @@ def test_architecture_doc_names_only_what_exists() -> None:
     assert len(found) > 80, "the reference pattern no longer matches the doc's references"
     assert broken_references(text, ROOT) == []
 
+
+def test_readme_links_the_architecture_doc() -> None:
+    assert "(ARCHITECTURE.md)" in (ROOT / "README.md").read_text()
