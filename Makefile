@@ -26,7 +26,7 @@ PIP := $(PY) -m pip install --progress-bar off
 TORCH_VERSION := $(shell sed -nE 's/.*"torch==([0-9.]+)".*/\1/p' pyproject.toml | head -1)
 TORCH_INDEX ?=
 
-.PHONY: setup models labextension serve jupyter tutorials test browser bench compat clean
+.PHONY: setup models labextension serve jupyter tutorials test test-fast browser bench compat clean
 
 setup: $(STAMP) $(MODELS)
 
@@ -118,6 +118,12 @@ tutorials:
 
 test: setup labextension browser
 	$(PY) -m pytest
+
+# the edit-test loop: unit and in-process tests only (no e2e, browser, gpu or slow tier;
+# markers set by tests/conftest.py), a few minutes; `make test` still runs everything
+FAST_TIER := not (e2e or browser or gpu or slow)
+test-fast: setup
+	$(PY) -m pytest -m "$(FAST_TIER)"
 
 # the browser tests (tests/browser) drive Debian's chromium with Playwright (from `dev`);
 # installed when missing and running as root (CI), else those tests skip with the reason

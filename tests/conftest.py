@@ -22,6 +22,34 @@ from workbench.testing.models import add_broken_models, build_test_repository
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_REPOSITORY = ROOT / "sample_models" / "repository"
+TESTS = ROOT / "tests"
+
+#: the tiers (markers registered in pyproject.toml), given by folder; `make test-fast` runs
+#: the tests with none of them, `make test` runs them all
+TIER_BY_FOLDER = {"e2e": "e2e", "browser": "browser", "gpu": "gpu"}
+#: in-process modules that take tens of seconds or more each (notebooks in kernels, real
+#: server processes, subprocess scripts, hypothesis runs): the `slow` tier
+SLOW_MODULES = {
+    "test_notebooks.py",
+    "test_examples.py",
+    "test_gpu_check_script.py",
+    "test_fuzz.py",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its tier (``e2e``, ``browser``, ``gpu`` by folder, ``slow`` by
+    module), so ``-m "not (e2e or browser or gpu or slow)"`` is the fast tier."""
+    for item in items:
+        try:
+            parts = item.path.relative_to(TESTS).parts
+        except ValueError:
+            continue
+        tier = TIER_BY_FOLDER.get(parts[0]) if len(parts) > 1 else None
+        if tier is not None:
+            item.add_marker(tier)
+        elif parts[-1] in SLOW_MODULES:
+            item.add_marker("slow")
 
 
 @pytest.fixture(scope="session")

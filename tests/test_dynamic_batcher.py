@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from workbench import InferenceRequest, InvalidArgument, Server, ServerOptions, 
 from workbench.backends.registry import register_backend
 from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend, write_fake_model
 from workbench.testing.models import identity_graph, write_model
+from workbench.testing.waits import queued, until
 
 
 async def start(repo: Path, extra: str, count: int = 1) -> Server:
@@ -30,6 +32,7 @@ async def stopper():
     servers: list[Server] = []
     yield servers.append
     BEHAVIOUR.gate.set()
+    BEHAVIOUR.release.set()
     for server in servers:
         await server.stop()
 
@@ -48,9 +51,9 @@ async def test_queued_requests_become_batches_up_to_max(tmp_path: Path, stopper)
     stopper(server)
     BEHAVIOUR.gate.clear()
     first = asyncio.create_task(server.infer(request(0)))
-    await asyncio.sleep(0.1)  # the only instance is now busy with request 0
+    await BEHAVIOUR.executing(1)  # the only instance is now busy with request 0
     rest = [asyncio.create_task(server.infer(request(i))) for i in range(1, 7)]
-    await asyncio.sleep(0.1)
+    await queued(server, "fake", 6)
     BEHAVIOUR.gate.set()
     results = await asyncio.gather(first, *rest)
     assert [float(r.outputs[0].data[0, 0]) for r in results] == [float(i) for i in range(7)]
@@ -64,9 +67,9 @@ async def test_requests_count_by_their_batch_size(tmp_path: Path, stopper) -> No
     stopper(server)
     BEHAVIOUR.gate.clear()
     first = asyncio.create_task(server.infer(request(0)))
-    await asyncio.sleep(0.1)
+    await BEHAVIOUR.executing(1)
     rest = [asyncio.create_task(server.infer(request(i, batch=3))) for i in (1, 2)]
-    await asyncio.sleep(0.1)
+    await queued(server, "fake", 2)
     BEHAVIOUR.gate.set()
     results = await asyncio.gather(first, *rest)
     assert [r.outputs[0].data.shape for r in results] == [(1, 1), (3, 1), (3, 1)]
@@ -119,7 +122,7 @@ async def test_stop_flushes_waiting_batches(tmp_path: Path) -> None:
     extra = "dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 60000000 }"
     server = await start(tmp_path, extra)
     pending = [asyncio.create_task(server.infer(request(i))) for i in range(2)]
-    await asyncio.sleep(0.1)
+    await queued(server, "fake", 2)  # both wait for a batch of 4 (or the 60 s delay)
     await asyncio.wait_for(server.stop(), timeout=20)
     assert [float(r.outputs[0].data[0, 0]) for r in await asyncio.gather(*pending)] == [0.0, 1.0]
 
@@ -136,7 +139,7 @@ async def blocked_server(tmp_path: Path, stopper, extra: str, count: int = 1):
     stopper(server)
     BEHAVIOUR.gate.clear()
     blocker = asyncio.create_task(server.infer(request(-1)))
-    await asyncio.sleep(0.1)
+    await BEHAVIOUR.executing(1)
     return server, blocker
 
 
@@ -144,9 +147,9 @@ async def test_high_priority_overtakes_a_queued_backlog(tmp_path: Path, stopper)
     extra = "dynamic_batching { priority_levels: 2 default_priority_level: 2 }"
     server, blocker = await blocked_server(tmp_path, stopper, extra)
     backlog = [asyncio.create_task(server.infer(prioritized(i))) for i in range(1, 6)]
-    await asyncio.sleep(0.05)
+    await queued(server, "fake", 5)
     urgent = asyncio.create_task(server.infer(prioritized(100, priority=1)))
-    await asyncio.sleep(0.05)
+    await queued(server, "fake", 6)
     BEHAVIOUR.gate.set()
     await asyncio.gather(blocker, urgent, *backlog)
     assert BEHAVIOUR.batches == [[-1.0], [100.0, 1.0, 2.0, 3.0], [4.0, 5.0]]
@@ -155,12 +158,12 @@ async def test_high_priority_overtakes_a_queued_backlog(tmp_path: Path, stopper)
 async def test_max_queue_size_rejects_with_tritons_text(tmp_path: Path, stopper) -> None:
     extra = "dynamic_batching { default_queue_policy { max_queue_size: 2 } }"
     server, blocker = await blocked_server(tmp_path, stopper, extra)
-    queued = [asyncio.create_task(server.infer(request(i))) for i in range(2)]
-    await asyncio.sleep(0.05)
+    waiting = [asyncio.create_task(server.infer(request(i))) for i in range(2)]
+    await queued(server, "fake", 2)
     with pytest.raises(Unavailable, match="^Exceeds maximum queue size$"):
         await server.infer(request(9))
     BEHAVIOUR.gate.set()
-    await asyncio.gather(blocker, *queued)
+    await asyncio.gather(blocker, *waiting)
     stats = (await server.statistics("fake"))["model_stats"][0]["inference_stats"]
     assert stats["fail"]["count"] == 1 and stats["success"]["count"] == 3
 
@@ -191,20 +194,23 @@ async def test_per_request_timeout_only_where_override_allowed(tmp_path: Path, s
 async def test_timeout_override_ignored_when_not_allowed(tmp_path: Path, stopper) -> None:
     server, blocker = await blocked_server(tmp_path, stopper, "dynamic_batching { }")
     waiting = asyncio.create_task(server.infer(prioritized(2, timeout=1)))
-    await asyncio.sleep(0.1)
-    assert not waiting.done()
-    BEHAVIOUR.gate.set()
+    await queued(server, "fake", 1)
+    BEHAVIOUR.gate.set()  # its 1 µs has long passed when the instance frees: honoured, it would expire
     await asyncio.gather(blocker, waiting)
+    assert BEHAVIOUR.batches == [[-1.0], [2.0]]
 
 
 async def test_queue_timeout_delay_moves_request_behind(tmp_path: Path, stopper) -> None:
     extra = ("dynamic_batching { default_queue_policy { timeout_action: DELAY "
-             "default_timeout_microseconds: 50000 } }")
+             "default_timeout_microseconds: 50000 allow_timeout_override: true } }")
     server, blocker = await blocked_server(tmp_path, stopper, extra)
     early = asyncio.create_task(server.infer(request(1)))
-    await asyncio.sleep(0.15)  # request 1's queue timeout has expired: it is delayed
-    late = asyncio.create_task(server.infer(request(2)))
-    await asyncio.sleep(0.01)
+    await queued(server, "fake", 1)
+    expired_at = time.monotonic() + 0.05
+    # request 2 may wait an hour: only request 1's timeout (the default 50 ms) expires, however slow
+    late = asyncio.create_task(server.infer(prioritized(2, timeout=3_600_000_000)))
+    await queued(server, "fake", 2)
+    await until(lambda: time.monotonic() > expired_at, "request 1's queue timeout to pass")
     BEHAVIOUR.gate.set()
     await asyncio.gather(blocker, early, late)
     assert BEHAVIOUR.batches == [[-1.0], [2.0, 1.0]]
@@ -217,30 +223,45 @@ async def test_bad_priority_parameter(tmp_path: Path, stopper) -> None:
         await server.infer(prioritized(1, priority="high"))
 
 
-async def completion_order(server: Server) -> list[float]:
+def executions_done(server: Server) -> int:
+    return sum(s.execution_count for s in server.model_statistics() if s.name == "fake")
+
+
+async def held_first(server: Server) -> tuple[list[float], asyncio.Task, asyncio.Task]:
+    """Request 1 executing and held (until ``BEHAVIOUR.release``), then request 2 sent, which
+    runs on the other instance; returns the completion record and both tasks."""
     done: list[float] = []
 
     async def run(value: float) -> None:
         result = await server.infer(request(value))
         done.append(float(result.outputs[0].data[0, 0]))
 
-    first = asyncio.create_task(run(1))  # slow: its execution sleeps
-    await asyncio.sleep(0.05)
-    second = asyncio.create_task(run(2))  # fast, on the other instance
-    await asyncio.gather(first, second)
-    return done
+    BEHAVIOUR.release.clear()
+    BEHAVIOUR.held_values = {1.0}
+    first = asyncio.create_task(run(1))
+    await BEHAVIOUR.executing(1)
+    second = asyncio.create_task(run(2))
+    return done, first, second
 
 
 async def test_preserve_ordering_releases_in_arrival_order(tmp_path: Path, stopper) -> None:
     server = await start(tmp_path, "dynamic_batching { preserve_ordering: true }", count=2)
     stopper(server)
-    BEHAVIOUR.slow_values = {1.0}
-    assert await completion_order(server) == [1.0, 2.0]
+    done, first, second = await held_first(server)
+    await until(lambda: executions_done(server) == 1, "request 2's execution to finish")
+    await asyncio.sleep(0)  # a response released at once would resume its task on this round
+    assert done == [] and not second.done()  # request 2's response waits for request 1's
+    BEHAVIOUR.release.set()
+    await asyncio.gather(first, second)
+    assert done == [1.0, 2.0]
     assert len(BEHAVIOUR.batches) == 2  # they did run on separate instances
 
 
 async def test_without_preserve_ordering_fast_requests_return_first(tmp_path: Path, stopper) -> None:
     server = await start(tmp_path, "dynamic_batching { }", count=2)
     stopper(server)
-    BEHAVIOUR.slow_values = {1.0}
-    assert await completion_order(server) == [2.0, 1.0]
+    done, first, second = await held_first(server)
+    await asyncio.wait_for(second, timeout=10)  # while request 1 is still held
+    BEHAVIOUR.release.set()
+    await first
+    assert done == [2.0, 1.0]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from pathlib import Path
 
 import numpy as np
@@ -327,12 +326,11 @@ async def test_bls_calls_an_onnx_model(server: Server, bls: str) -> None:
 
 @pytest.mark.parametrize("bls", ["bls_sync", "bls_async"])
 async def test_concurrent_bls_calls_are_batched_by_the_callee(server: Server, bls: str) -> None:
-    start = time.monotonic()
     await server.infer(bls_request(bls, "sleeper"))  # sleeper sleeps 200 ms per execution
-    elapsed = time.monotonic() - start
     stats = (await server.statistics("sleeper"))["model_stats"][0]
+    # three calls in one execution of the callee were in flight together (serial calls would
+    # be three executions of 1); no upper bound on the time taken, which a busy machine breaks
     assert max(b["batch_size"] for b in stats["batch_stats"]) >= 3
-    assert elapsed < 0.75, f"BLS calls ran one after the other ({elapsed:.2f} s)"  # serial: >= 0.9 s
 
 
 @pytest.mark.parametrize("bls", ["bls_sync", "bls_async"])

@@ -12,6 +12,7 @@ from workbench import InferenceRequest, InvalidArgument, Server, ServerOptions, 
 from workbench.backends.registry import register_backend
 from workbench.scheduling.rate_limiter import parse_resource
 from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend, write_fake_model
+from workbench.testing.waits import queued
 
 def write(repo: Path, name: str, count: int = 1, priority: int = 1) -> None:
     limiter = f'rate_limiter {{ resources [ {{ name: "R" global: true count: {count} }} ] priority: {priority} }}'
@@ -37,10 +38,10 @@ async def test_shared_resource_makes_models_take_turns(tmp_path: Path) -> None:
     try:
         BEHAVIOUR.gate.clear()
         a = asyncio.create_task(server.infer(request("model_a", 1)))
-        await asyncio.sleep(0.1)
+        await BEHAVIOUR.executing(1)
         b = asyncio.create_task(server.infer(request("model_b", 2)))
-        await asyncio.sleep(0.2)
-        assert list(BEHAVIOUR.executions) == ["model_a_0_0"]  # model_b's idle instance waits for R
+        await queued(server, "model_b", 1)  # model_b's idle instance waits for R
+        assert list(BEHAVIOUR.executions) == ["model_a_0_0"]
         BEHAVIOUR.gate.set()
         await asyncio.gather(a, b)
         assert sorted(BEHAVIOUR.executions) == ["model_a_0_0", "model_b_0_0"]
@@ -61,7 +62,7 @@ async def test_both_models_run_at_once_when_resources_allow(tmp_path: Path, opti
     try:
         BEHAVIOUR.gate.clear()
         tasks = [asyncio.create_task(server.infer(request(m, 1))) for m in ("model_a", "model_b")]
-        await asyncio.sleep(0.2)
+        await BEHAVIOUR.executing(2)  # times out unless both execute while the gate is shut
         assert sorted(BEHAVIOUR.executions) == ["model_a_0_0", "model_b_0_0"]
         BEHAVIOUR.gate.set()
         await asyncio.gather(*tasks)

@@ -15,6 +15,7 @@ from workbench.backends.registry import register_backend
 from workbench.errors import InternalError
 from workbench.testing.models import ACCUMULATOR_CONFIG, accumulator_graph, write_model
 from workbench.testing.sequence_probe import FAIL_VALUE, PROBE, ProbeBackend, write_probe_model
+from workbench.testing.waits import queued
 
 
 def repository(tmp_path: Path, config: str = ACCUMULATOR_CONFIG) -> Path:
@@ -80,6 +81,7 @@ async def test_idle_sequence_is_released(tmp_path: Path) -> None:
                                         "max_sequence_idle_microseconds: 100000")
     async with Server(ServerOptions(model_repository=[str(repository(tmp_path, config))])) as server:
         await server.infer(step(5, 1.0, start=True))
+        # past the 100 ms idle timeout: the release is a loop timer due earlier than this one
         await asyncio.sleep(0.5)
         with pytest.raises(InvalidArgument, match="must specify the START flag"):
             await server.infer(step(5, 1.0))
@@ -91,8 +93,8 @@ async def test_backlog_waits_for_a_free_slot(tmp_path: Path) -> None:
     async with Server(ServerOptions(model_repository=[str(repository(tmp_path, config))])) as server:
         await server.infer(step(1, 1.0, start=True))
         waiting = asyncio.create_task(server.infer(step(2, 10.0, start=True)))
-        await asyncio.sleep(0.2)
-        assert not waiting.done()  # sequence 2 has no slot while sequence 1 is live
+        await queued(server, "accumulator", 1)  # sequence 2 has no slot while sequence 1 is live
+        assert not waiting.done()
         assert float((await server.infer(step(1, 1.0, end=True))).outputs[0].data[0, 0]) == 2.0
         assert float((await asyncio.wait_for(waiting, 20)).outputs[0].data[0, 0]) == 10.0
 
@@ -177,8 +179,7 @@ async def test_backlog_bound_counts_waiting_sequences(tmp_path: Path) -> None:
         for corr in range(1, 9):
             await server.infer(step(corr, 1.0, start=True))
         waiting = asyncio.create_task(server.infer(step(9, 10.0, start=True)))  # the one backlog place
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await queued(server, "accumulator", 1)
         with pytest.raises(Unavailable, match="sequence 10 .* backlog \\(max_sequence_backlog 1\\) is full"):
             await asyncio.wait_for(server.infer(step(10, 1.0, start=True)), 20)
         assert not waiting.done()
@@ -212,11 +213,6 @@ def probe_step(sequence_id: int, value: float, start: bool = False, end: bool = 
                             parameters=params)
 
 
-async def settle() -> None:
-    for _ in range(20):
-        await asyncio.sleep(0)
-
-
 def probe_saw(corr: int) -> list[float]:
     return [row.value for _, rows in PROBE.executions for row in rows if row.ready and row.corrid == corr]
 
@@ -224,10 +220,10 @@ def probe_saw(corr: int) -> list[float]:
 async def test_failed_start_fails_the_requests_queued_behind_it(probe_server: Server) -> None:
     PROBE.gate.clear()  # executions block until the followers are queued
     start = asyncio.create_task(probe_server.infer(probe_step(5, FAIL_VALUE, start=True)))
-    await settle()
+    await PROBE.executing(1)
     followers = [asyncio.create_task(probe_server.infer(probe_step(5, v, end=v == 3))) for v in (2.0, 3.0)]
     other = asyncio.create_task(probe_server.infer(probe_step(6, 60.0, start=True)))
-    await settle()
+    await queued(probe_server, "probe", 3)
     PROBE.gate.set()
     with pytest.raises(InternalError, match="probe refused sequence 5"):
         await start
@@ -245,13 +241,13 @@ async def test_failed_start_fails_the_requests_queued_behind_it(probe_server: Se
 async def test_cancelled_start_fails_the_requests_queued_behind_it(probe_server: Server) -> None:
     PROBE.gate.clear()
     busy = asyncio.create_task(probe_server.infer(probe_step(1, 1.0, start=True)))
-    await settle()
-    start = asyncio.create_task(probe_server.infer(probe_step(2, 20.0, start=True)))  # queued
-    await settle()
+    await PROBE.executing(1)
+    start = asyncio.create_task(probe_server.infer(probe_step(2, 20.0, start=True)))
+    await queued(probe_server, "probe", 1)
     follower = asyncio.create_task(probe_server.infer(probe_step(2, 21.0)))
-    await settle()
+    await queued(probe_server, "probe", 2)
     start.cancel()
-    await settle()
+    await asyncio.wait([start])  # the cancellation has reached the queued request
     PROBE.gate.set()
     with pytest.raises(InvalidArgument, match="sequence 2 .* cannot run: the sequence's START request was cancelled"):
         await asyncio.wait_for(follower, 20)

@@ -11,12 +11,24 @@ import tritonclient.http as httpclient
 from workbench.testing.process import ServerProcess
 
 
-@pytest.fixture(scope="module")
-def sample_server(sample_repository: Path):
-    """`workbench serve` on the sample repository (digits_mlp, minilm_encoder)."""
+@pytest.fixture(scope="session")
+def shared_sample_server(sample_repository: Path):
+    """One `workbench serve` on the sample repository for the whole session (booting it takes
+    10-35 s). Shared only by modules that read: inference, metadata, statistics compared with
+    ``>=``, sequences they end themselves; never load/unload, settings or shared memory."""
     process = ServerProcess([f"--model-repository={sample_repository}"])
     yield process
     process.stop()
+
+
+@pytest.fixture
+def sample_server(shared_sample_server: ServerProcess):
+    """`workbench serve` on the sample repository (digits_mlp, minilm_encoder, ...), shared
+    by the read-only modules: checked alive before each test that uses it, so a test that
+    broke it fails on its own and not the ones after it."""
+    if shared_sample_server.process.poll() is not None:
+        pytest.fail("the shared sample server has exited:\n" + shared_sample_server.log[-4000:])
+    return shared_sample_server
 
 
 @pytest.fixture

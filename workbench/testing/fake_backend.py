@@ -8,6 +8,7 @@ boundary. Model configs select it with ``backend: "fake"``; its one input
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Sequence
@@ -30,20 +31,28 @@ class FakeBehaviour:
     """Shared knobs: ``gate`` blocks executions until set; ``barrier`` makes executions
     meet (proving they run in parallel); ``executions`` counts executions per instance;
     ``batches`` records each execution's first input values; an execution holding a
-    value in ``slow_values`` takes ``slow_s`` seconds longer; a request whose first value is
-    in ``error_values`` gets an error response ("fake error for value <v>"). ``load_gate``
+    value in ``slow_values`` takes ``slow_s`` seconds longer; an execution holding a value in
+    ``held_values`` waits until ``release`` is set (after ``gate``); a request whose first value
+    is in ``error_values`` gets an error response ("fake error for value <v>"). ``load_gate``
     blocks instance loads (on the model-load threads) until set; ``loading`` is set when a
-    load waits on it (a slow model load, without timing)."""
+    load waits on it (a slow model load, without timing).
+
+    Tests order events on the executions, not on sleeps: ``await BEHAVIOUR.executing(n)``
+    returns once ``n`` executions have started (entered ``execute``, before any gate) since
+    the last :meth:`reset`."""
 
     def __init__(self) -> None:
         self.gate = threading.Event()
+        self.release = threading.Event()
         self.load_gate = threading.Event()
         self.loading = threading.Event()
         self.lock = threading.Lock()
+        self.started = threading.Condition(self.lock)
         self.reset()
 
     def reset(self) -> None:
         self.gate.set()
+        self.release.set()
         self.load_gate.set()
         self.loading.clear()
         self.barrier: threading.Barrier | None = None
@@ -51,7 +60,23 @@ class FakeBehaviour:
         self.batches: list[list[float]] = []
         self.slow_values: set[float] = set()
         self.slow_s = 0.3
+        self.held_values: set[float] = set()
         self.error_values: set[float] = set()
+
+    def wait_started(self, count: int = 1, timeout_s: float = 10.0) -> None:
+        """Block until ``count`` executions have started since :meth:`reset` (any instance).
+
+        Raises:
+            TimeoutError: fewer had started after ``timeout_s`` seconds.
+        """
+        with self.started:
+            if not self.started.wait_for(lambda: len(self.batches) >= count, timeout_s):
+                raise TimeoutError(f"{len(self.batches)} of {count} fake executions started in {timeout_s} s")
+
+    async def executing(self, count: int = 1, timeout_s: float = 10.0) -> None:
+        """:meth:`wait_started` for a test on the event loop (waits on a worker thread, so the
+        engine's loop keeps running)."""
+        await asyncio.to_thread(self.wait_started, count, timeout_s)
 
 
 BEHAVIOUR = FakeBehaviour()
@@ -63,9 +88,12 @@ class FakeInstance(ModelInstance):
         with BEHAVIOUR.lock:
             BEHAVIOUR.executions[self.name] = BEHAVIOUR.executions.get(self.name, 0) + 1
             BEHAVIOUR.batches.append(values)
+            BEHAVIOUR.started.notify_all()
         if BEHAVIOUR.barrier is not None:
             BEHAVIOUR.barrier.wait()
         BEHAVIOUR.gate.wait()
+        if BEHAVIOUR.held_values.intersection(values):
+            BEHAVIOUR.release.wait()
         if BEHAVIOUR.slow_values.intersection(values):
             time.sleep(BEHAVIOUR.slow_s)
         times.mark_input_done()

@@ -11,6 +11,7 @@ whose ``INPUT`` is :data:`FAIL_VALUE` gets an error response. Configs select it 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,16 +46,32 @@ class Row:
 
 class SequenceProbe:
     """Shared record and knobs: ``executions`` holds ``(instance name, rows)`` per
-    execution in start order; clearing ``gate`` blocks executions until it is set."""
+    execution in start order; clearing ``gate`` blocks executions until it is set;
+    ``await PROBE.executing(n)`` returns once ``n`` executions have started (before the gate)."""
 
     def __init__(self) -> None:
         self.gate = threading.Event()
         self.lock = threading.Lock()
+        self.started = threading.Condition(self.lock)
         self.reset()
 
     def reset(self) -> None:
         self.gate.set()
         self.executions: list[tuple[str, list[Row]]] = []
+
+    def wait_started(self, count: int = 1, timeout_s: float = 10.0) -> None:
+        """Block until ``count`` executions have started since :meth:`reset`.
+
+        Raises:
+            TimeoutError: fewer had started after ``timeout_s`` seconds.
+        """
+        with self.started:
+            if not self.started.wait_for(lambda: len(self.executions) >= count, timeout_s):
+                raise TimeoutError(f"{len(self.executions)} of {count} probe executions started in {timeout_s} s")
+
+    async def executing(self, count: int = 1, timeout_s: float = 10.0) -> None:
+        """:meth:`wait_started` for a test on the event loop (waits on a worker thread)."""
+        await asyncio.to_thread(self.wait_started, count, timeout_s)
 
 
 PROBE = SequenceProbe()
@@ -69,6 +86,7 @@ class ProbeInstance(ModelInstance):
         ]
         with PROBE.lock:
             PROBE.executions.append((self.name, rows))
+            PROBE.started.notify_all()
         PROBE.gate.wait()
         times.mark_input_done()
         times.mark_infer_done()
