@@ -119,3 +119,13 @@ def run_all_cells_until(page, shown: Callable[[], bool], what: str) -> None:
         return shown()
 
     eventually(ready, what)
+
+
+#: a named Bokeh model of the page, from whichever document holds it (a notebook has several)
+FIND_JS = """(name) => {
+  for (const doc of Bokeh.documents) {
+    const model = doc.get_model_by_name(name);
+    if (model) return model;
+  }
+  return null;
+}"""

@@ -13,21 +13,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from browser_support import (BASE_URL, ENABLE_FILE, PATIENCE_S, Dashboard, run_all_cells_until, serving,
-                             write_dashboard_notebook)
+from browser_support import (BASE_URL, ENABLE_FILE, FIND_JS, PATIENCE_S, Dashboard,
+                             run_all_cells_until, serving, write_dashboard_notebook)
 
 from workbench.testing.lab import LAB_TEST_FLAGS, lab_missing
 from workbench.testing.process import JupyterProcess
 
 WAIT_MS = PATIENCE_S * 1000
-#: a named Bokeh model of the page, from whichever document holds it (a notebook has several)
-FIND_JS = """(name) => {
-  for (const doc of Bokeh.documents) {
-    const model = doc.get_model_by_name(name);
-    if (model) return model;
-  }
-  return null;
-}"""
 TIME_FIGURES = ("live_throughput", "live_latency", "live_queue_compute", "live_pending")
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from browser_support import PATIENCE_S
 
 from workbench.ui.models_view import BUTTONS

@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 import httpx
-from browser_support import PATIENCE_S, eventually, run_all_cells_until, write_dashboard_notebook
+from browser_support import FIND_JS, PATIENCE_S, eventually, run_all_cells_until, write_dashboard_notebook
 from test_dashboard_browser import open_dashboard
 from test_live_browser import EXECUTE_JS, assert_ok, lab  # noqa: F401 - the lab fixture
 
@@ -25,14 +25,6 @@ from workbench.ui.tuning_plot import FIGURE_NAME, LEGEND_NAME, SERIES_NAME
 
 WAIT_MS = PATIENCE_S * 1000
 CANDIDATES = ("max_queue_delay_us=100", "max_queue_delay_us=700")
-#: a named Bokeh model of the page, from whichever document holds it (a notebook has several)
-FIND_JS = """(name) => {
-  for (const doc of Bokeh.documents) {
-    const model = doc.get_model_by_name(name);
-    if (model) return model;
-  }
-  return null;
-}"""
 #: what the page's plot shows: its axes, the largest values plotted, where the legend is
 PLOT_JS = f"""(names) => {{
   const find = {FIND_JS};

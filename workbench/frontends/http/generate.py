@@ -86,19 +86,11 @@ class GeneratePath:
         except WorkbenchError as exc:
             await _respond_json(send, http_status(exc.code), {"error": exc.message})
             return
-        watch = DisconnectWatch(receive)
-        try:
+        async with DisconnectWatch(receive):  # a client gone: nobody to answer, the rest dropped
             if streaming:
                 await self._stream(request, send)
             else:
                 await self._one(request, send)
-        except asyncio.CancelledError:
-            if watch.disconnected:  # nobody to answer; the engine dropped the rest
-                asyncio.current_task().uncancel()  # type: ignore[union-attr]
-                return
-            raise
-        finally:
-            watch.stop()
 
     async def _request(self, scope: Scope, receive: Receive, model: str, version: str):
         """The engine request of the body (Triton's order: the model's metadata first)."""

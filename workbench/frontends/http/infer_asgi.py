@@ -106,16 +106,10 @@ class InferFastPath:
             del body  # JSON tensors no longer need it (binary ones keep their views alive)
             if self.forward is not None:  # --http-header-forward-pattern
                 request.parameters.update(forwarded_parameters(self.forward, scope["headers"]))
-            watch = DisconnectWatch(receive)
-            try:
+            async with DisconnectWatch(receive) as watch:
                 response = await self.server.infer(request)
-            except asyncio.CancelledError:
-                if watch.disconnected:  # nobody to answer; the engine dropped the request
-                    asyncio.current_task().uncancel()  # type: ignore[union-attr]
-                    return
-                raise
-            finally:
-                watch.stop()
+            if watch.dropped:  # nobody to answer; the engine dropped the request
+                return
             payload, json_length = await encode_response_off_loop(self.json_budget, response, request)
             encoding = response_encoding(accept_encoding) if accept_encoding else None
             if encoding is not None:
@@ -144,13 +138,16 @@ class DisconnectWatch:
     ``receive`` also says ``http.disconnect`` once the response is complete).
 
     Call it after the whole request body was received: ``receive`` then only returns when the
-    connection is lost or the response is done.
+    connection is lost or the response is done. As an ``async with`` block it stops at the
+    block's end and swallows the cancellation it caused, setting :attr:`dropped` (nobody is
+    left to answer; the engine dropped the request); any other error goes on.
     """
 
-    __slots__ = ("disconnected", "_task", "_watcher")
+    __slots__ = ("disconnected", "dropped", "_task", "_watcher")
 
     def __init__(self, receive: Receive) -> None:
         self.disconnected = False
+        self.dropped = False
         self._task = asyncio.current_task()
         self._watcher = asyncio.ensure_future(self._watch(receive))
 
@@ -164,6 +161,17 @@ class DisconnectWatch:
     def stop(self) -> None:
         """Stop watching (the request is answered or failed)."""
         self._watcher.cancel()
+
+    async def __aenter__(self) -> DisconnectWatch:
+        return self
+
+    async def __aexit__(self, kind, error, traceback) -> bool:
+        self.stop()
+        if kind is asyncio.CancelledError and self.disconnected:
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            self.dropped = True
+            return True
+        return False
 
 
 def _headers(scope: Scope) -> tuple[str | None, str | None, str | None, int | None]:
