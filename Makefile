@@ -102,7 +102,7 @@ LAB_FLAGS := $(if $(filter lab,$(JUPYTER_APP)),--LabApp.default_url=/lab/tree/$(
 jupyter: setup labextension tutorials
 	@token="$${JUPYTER_TOKEN:-$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(24))')}"; \
 	echo "==> dashboard:  http://localhost:$(JUPYTER_PORT)/workbench/?token=$$token"; \
-	echo "    JupyterLab: http://localhost:$(JUPYTER_PORT)/lab?token=$$token (tutorials: $(TUTORIALS_DIR)/)"; \
+	echo "    JupyterLab: http://localhost:$(JUPYTER_PORT)/lab/tree/$(TUTORIALS_DIR)?token=$$token (the tutorials)"; \
 	JUPYTER_TOKEN="$$token" exec $(VENV)/bin/jupyter $(JUPYTER_APP) --no-browser $(ROOT_FLAG) \
 		--port=$(JUPYTER_PORT) --ServerApp.port_retries=0 $(LAB_FLAGS) \
 		--Workbench.model_repository=$(REPO) --Workbench.open_ports=True \

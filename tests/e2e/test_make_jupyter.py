@@ -76,6 +76,8 @@ def test_make_jupyter_prints_a_dashboard_url_that_opens(tmp_path: Path) -> None:
         page = httpx.get(printed, timeout=30)
         assert page.status_code == 200
         assert "<title>Model Serving Workbench</title>" in page.text
+        # the Lab URL opens the tutorials' folder (a bare /lab URL opened the file browser at /)
+        assert f"/lab/tree/work?token={token}" in "\n".join(lines), "\n".join(lines)
     finally:
         os.killpg(process.pid, signal.SIGTERM)  # make and the jupyter it exec'd
         try:

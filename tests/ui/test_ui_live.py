@@ -145,3 +145,18 @@ async def test_the_histogram_marks_max_batch_size_and_preferred_sizes_and_follow
     view.tick()
     assert not view.idle_labels["batch_sizes"].visible
     view.close()
+
+
+async def test_every_time_series_marks_each_interval_so_a_lone_one_shows(store: EngineStore) -> None:
+    """One interval with traffic between idle ones (their latency dropped: NaN) has no neighbour
+    for a line: each series also draws a dot per interval (a new user saw blank latency and
+    queue/compute plots under the README example's short bursts)."""
+    from bokeh.models import GlyphRenderer, Line, Scatter
+
+    view = LiveView(store)
+    for key in ("throughput", "latency", "queue_compute"):
+        renderers = [r for r in view.figures[key].renderers if isinstance(r, GlyphRenderer)]
+        lines = {r.glyph.y for r in renderers if isinstance(r.glyph, Line)}
+        dots = {r.glyph.y for r in renderers if isinstance(r.glyph, Scatter)}
+        assert lines and dots == lines, key
+    view.close()

@@ -72,16 +72,21 @@ def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: Colu
         plots.figures[key] = fig
         return fig
 
+    def draw(fig, column: str, label: str, color: str = "#1f77b4", **line) -> None:
+        """A line and a dot per interval: an interval with traffic between idle ones (whose
+        latency is dropped) has no neighbour to draw a line to, and showed nothing."""
+        fig.line("time", column, source=series, legend_label=label, color=color, **line)
+        fig.scatter("time", column, source=series, legend_label=label, color=color, size=5)
+
     throughput = time_figure("throughput", "Throughput", "inferences / s")
-    throughput.line("time", "inferences_per_s", source=series, legend_label="infer/s")
-    throughput.line("time", "requests_per_s", source=series, legend_label="requests/s",
-                    line_dash="dashed", color="gray")
+    draw(throughput, "inferences_per_s", "infer/s")
+    draw(throughput, "requests_per_s", "requests/s", color="gray", line_dash="dashed")
     latency = time_figure("latency", "Latency in the server", "ms")
     for column, color in (("p50_ms", "#1f77b4"), ("p95_ms", "#ff7f0e"), ("p99_ms", "#d62728")):
-        latency.line("time", column, source=series, legend_label=column[:3], color=color)
+        draw(latency, column, column[:3], color)
     split = time_figure("queue_compute", "Queue vs compute (mean per request)", "ms")
-    split.line("time", "queue_ms", source=series, legend_label="queue", color="#9467bd")
-    split.line("time", "compute_ms", source=series, legend_label="compute", color="#2ca02c")
+    draw(split, "queue_ms", "queue", "#9467bd")
+    draw(split, "compute_ms", "compute", "#2ca02c")
     for fig in (throughput, latency, split):
         fig.legend.location = "top_left"
 
