@@ -133,12 +133,7 @@ def _locate_io(fields: list[FieldLine], message: str) -> int | None:
     if _TWICE.search(rest):
         return entries[min(1, len(entries) - 1)][1].line
     entry, own = entries[0]
-    for word, field in _IO_FIELDS:
-        if word in rest:
-            found = child(fields, entry.path, field)
-            if found is not None:
-                return found.line
-    return own.line
+    return _field_named_in(fields, entry.path, rest, _IO_FIELDS, own.line)
 
 
 def _locate_group(fields: list[FieldLine], message: str) -> int | None:
@@ -153,13 +148,19 @@ def _locate_group(fields: list[FieldLine], message: str) -> int | None:
         group = groups[int(index)] if index.isdigit() and int(index) < len(groups) else None
     if group is None:
         return groups[0].line if len(groups) == 1 else None
-    rest = message[match.end():]
-    for word, field in _GROUP_FIELDS:
+    return _field_named_in(fields, group.path, message[match.end():], _GROUP_FIELDS, group.line)
+
+
+def _field_named_in(fields: list[FieldLine], path: tuple, rest: str,
+                    table: tuple[tuple[str, str], ...], default: int) -> int:
+    """The line of the first field of ``table`` (message word -> field) that ``rest`` names
+    and the entry at ``path`` has; else ``default`` (the entry's own line)."""
+    for word, field in table:
         if word in rest:
-            found = child(fields, group.path, field)
+            found = child(fields, path, field)
             if found is not None:
                 return found.line
-    return group.line
+    return default
 
 
 def _locate_path(fields: list[FieldLine], message: str) -> int | None:
