@@ -26,7 +26,7 @@ PIP := $(PY) -m pip install --progress-bar off
 TORCH_VERSION := $(shell sed -nE 's/.*"torch==([0-9.]+)".*/\1/p' pyproject.toml | head -1)
 TORCH_INDEX ?=
 
-.PHONY: setup models labextension serve jupyter tutorials test test-fast browser bench compat clean
+.PHONY: setup models labextension serve jupyter tutorials lint test test-fast browser bench compat clean
 
 setup: $(STAMP) $(MODELS)
 
@@ -115,6 +115,11 @@ tutorials:
 		copy=$(TUTORIALS_DIR)/$$(basename $$notebook); \
 		[ -e "$$copy" ] || { cp "$$notebook" "$$copy" && echo "tutorial copy: $$copy"; }; \
 	done
+
+# ruff and mypy, configured in pyproject.toml ([tool.ruff], [tool.mypy]); zero findings
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test: setup labextension browser
 	$(PY) -m pytest

@@ -91,8 +91,8 @@ class Switchable:
     def __init__(self, server, interval_s: float) -> None:
         import panel as pn
 
-        from workbench.ui import Dashboard
         from workbench.live_stats import LiveStatistics
+        from workbench.ui import Dashboard
 
         self._pn, self._live_type = pn, LiveStatistics
         pn.extension("codeeditor", "tabulator")

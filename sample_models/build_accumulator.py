@@ -26,6 +26,7 @@ def build(model_dir: Path) -> tuple[str, dict]:
     """
     import onnx
     import onnxruntime as ort
+
     from workbench.testing.models import ACCUMULATOR_CONFIG, accumulator_graph
 
     model = onnx.helper.make_model(accumulator_graph(), opset_imports=[onnx.helper.make_opsetid("", 17)])

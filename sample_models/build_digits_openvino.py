@@ -15,9 +15,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 import build_digits
+import numpy as np
 
 MODEL_NAME = "digits_openvino"
 #: the training recipe (make_mlp / train_mlp / export_onnx) lives there

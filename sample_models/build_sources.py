@@ -20,8 +20,8 @@ from __future__ import annotations
 import importlib.util
 import shutil
 from dataclasses import dataclass, field
-from typing import ClassVar
 from pathlib import Path
+from typing import ClassVar
 
 import build_digits
 import build_minilm
@@ -50,7 +50,7 @@ class SourceModel:
     __file__: ClassVar[str] = __file__
 
     @property
-    def RECIPE_FILES(self) -> list[Path]:  # noqa: N802 (module-style attribute read by build.recipe_digest)
+    def RECIPE_FILES(self) -> list[Path]:  # module-style attribute read by build.recipe_digest
         """Every committed file this model is made of or checked against."""
         own = sorted(p for p in self.source.rglob("*") if p.is_file() and _is_source(p))
         return own + [SHARED / name for name in self.shared] + list(self.extra_recipe_files)

@@ -21,9 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 import build_minilm
+import numpy as np
 import sentiment_lexicon
 from build_minilm import INPUT_NAMES, MAX_ABS_DIFF, MAX_BATCH_SIZE, TOKEN_INPUTS_PBTXT
 

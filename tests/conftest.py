@@ -12,10 +12,9 @@ import grpc
 import httpx
 import pytest
 import pytest_asyncio
-
-from workbench import Server, ServerOptions
 from tritonclient.grpc import service_pb2_grpc
 
+from workbench import Server, ServerOptions
 from workbench.frontends.grpc import create_grpc_server
 from workbench.frontends.http import create_app
 from workbench.testing.models import add_broken_models, build_test_repository

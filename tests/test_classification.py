@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import pytest_asyncio
 from onnx import TensorProto
+from test_http import split_binary
 
 from workbench import (
     InferenceRequest,
@@ -26,8 +27,6 @@ from workbench.testing.models import (
     identity_graph,
     write_model,
 )
-
-from test_http import split_binary
 
 
 @pytest.fixture(scope="module")

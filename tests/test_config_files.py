@@ -20,8 +20,8 @@ from workbench import (
     Tensor,
 )
 from workbench.config.problems import locate_message, parse_config_text
-from workbench.testing.reload import add_sub_config, write_add_sub
 from workbench.testing.ensembles import build_ensemble_repository
+from workbench.testing.reload import add_sub_config, write_add_sub
 
 
 def add_sub_request(name: str = "add_sub") -> InferenceRequest:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workbench.deploy import DeploySpec, render, required_extras, write_deployment
+from workbench.deploy import DeploySpec, render, required_extras
 from workbench.deploy.yaml_text import dump, dump_all
 from workbench.hosts.cli import build_parser, main, options_from_args
 from workbench.testing.reload import write_add_sub

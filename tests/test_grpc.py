@@ -14,6 +14,7 @@ from tritonclient.grpc import service_pb2 as pb
 from workbench import Server, ServerOptions
 from workbench.testing.models import build_datatype_repository
 
+
 @pytest_asyncio.fixture
 async def stub(server: Server, stub_for):
     return await stub_for(server)

@@ -382,11 +382,10 @@ async def test_json_bytes_count_mismatch_uses_the_cores_texts(
     from workbench.testing.models import build_datatype_repository
 
     repo = build_datatype_repository(tmp_path)
-    async with Server(ServerOptions(model_repository=[str(repo)])) as engine:
-        async with asgi_client(engine) as http:
-            payload = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "BYTES",
-                                   "data": ["x"] * count}]}
-            response = await http.post("/v2/models/identity_bytes/infer", json=payload)
+    async with Server(ServerOptions(model_repository=[str(repo)])) as engine, asgi_client(engine) as http:
+        payload = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "BYTES",
+                               "data": ["x"] * count}]}
+        response = await http.post("/v2/models/identity_bytes/infer", json=payload)
     assert response.status_code == 400
     assert response.json()["error"] == "[request id: <id_unknown>] " + text
 
@@ -401,13 +400,12 @@ async def test_non_utf8_bytes_output_as_json_is_refused_not_corrupted(asgi_clien
                           "parameters": {"binary_data_size": len(element)}}]}
     copy_python_model(tmp_path, "string_identity")
     header["outputs"] = [{"name": "OUTPUT0"}]
-    async with Server(ServerOptions(model_repository=[str(tmp_path)])) as engine:
-        async with asgi_client(engine) as http:
-            body, headers = binary_body(header, element)
-            refused = await http.post("/v2/models/string_identity/infer", content=body, headers=headers)
-            header["outputs"] = [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]
-            body, headers = binary_body(header, element)
-            binary = await http.post("/v2/models/string_identity/infer", content=body, headers=headers)
+    async with Server(ServerOptions(model_repository=[str(tmp_path)])) as engine, asgi_client(engine) as http:
+        body, headers = binary_body(header, element)
+        refused = await http.post("/v2/models/string_identity/infer", content=body, headers=headers)
+        header["outputs"] = [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]
+        body, headers = binary_body(header, element)
+        binary = await http.post("/v2/models/string_identity/infer", content=body, headers=headers)
     assert refused.status_code == 400
     assert "\ufffd" not in refused.text
     assert refused.json()["error"] == (

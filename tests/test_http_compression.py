@@ -10,11 +10,10 @@ import httpx
 import numpy as np
 import pytest
 import pytest_asyncio
+from test_http import HEADER, add_sub_json, binary_body
 
 from workbench import Server, ServerOptions
 from workbench.frontends.http.compression import response_encoding
-
-from test_http import HEADER, add_sub_json, binary_body
 
 COMPRESSORS = {"gzip": gzip.compress, "deflate": zlib.compress}
 

@@ -31,9 +31,8 @@ def raw_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest_asyncio.fixture
 async def client(raw_repository: Path, asgi_client):
-    async with Server(ServerOptions(model_repository=[str(raw_repository)])) as engine:
-        async with asgi_client(engine) as http:
-            yield http
+    async with Server(ServerOptions(model_repository=[str(raw_repository)])) as engine, asgi_client(engine) as http:
+        yield http
 
 
 def _binary_output(response: httpx.Response) -> bytes:

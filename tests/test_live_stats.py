@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from workbench import InferenceRequest, Server, ServerOptions, Tensor
-from workbench.testing.reload import write_add_sub
 from workbench.live_stats import LiveStatistics
+from workbench.testing.reload import write_add_sub
 
 
 def add_sub_request(batch: int = 1) -> InferenceRequest:

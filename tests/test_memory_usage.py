@@ -15,8 +15,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from workbench import Server, ServerOptions
-from workbench.statistics import MemoryUsage, host_rss_bytes, sum_memory
 from workbench.backends.registry import register_backend
+from workbench.statistics import MemoryUsage, host_rss_bytes, sum_memory
 from workbench.testing.fake_backend import FAKE_CONFIG, FakeBackend, write_backend_model
 from workbench.testing.models import write_model
 from workbench.testing.python_backend import copy_python_model

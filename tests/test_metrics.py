@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from workbench import InferenceRequest, Server, ServerOptions, Tensor, WorkbenchError
 from workbench.frontends.latency_metrics import nearest_rank, parse_quantiles
 from workbench.frontends.metrics import CONTENT_TYPE, MetricsFrontend
-from workbench.testing.fake_nvml import fake_nvml
 from workbench.frontends.system_metrics import CpuSampler, read_cpu_jiffies, read_memory_bytes
+from workbench.testing.fake_nvml import fake_nvml
 from workbench.testing.models import ADD_SUB_CONFIG, add_sub_graph, write_model
 
 #: statistics key of each cumulative µs family

@@ -13,8 +13,8 @@ The committed notebooks carry no outputs and no execution counts.
 from __future__ import annotations
 
 import hashlib
-import subprocess
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,6 +27,7 @@ NOTEBOOKS = ROOT / "notebooks"
 sys.path.insert(0, str(ROOT / "sample_models"))
 
 import build_text_classifier  # noqa: E402  (the labels its build checks, the notebooks' reviews among them)
+
 KERNEL_NAME = "workbench-notebook-tests"
 #: seconds one cell may run (the longest, a sweep, takes ~10 s on the 2-core CI machine)
 CELL_TIMEOUT_S = 300

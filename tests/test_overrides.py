@@ -13,9 +13,9 @@ import pytest
 from tritonclient.grpc import service_pb2 as pb
 
 from workbench import InferenceRequest, InvalidArgument, Server, ServerOptions, Tensor
-from workbench.errors import InternalError
 from workbench.backends.registry import register_backend
 from workbench.config.model_config import model_config_from_json, parse_model_config
+from workbench.errors import InternalError
 from workbench.repository.overrides import (
     OverrideStore,
     check_override_files,

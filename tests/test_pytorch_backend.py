@@ -26,7 +26,6 @@ torch = pytest.importorskip("torch")
 from workbench.backends import pytorch as pytorch_backend  # noqa: E402
 from workbench.backends import pytorch_options  # noqa: E402
 
-
 # --- models (module level: TorchScript needs their source) ---------------------------------------
 
 

@@ -14,6 +14,7 @@ from workbench.scheduling.rate_limiter import parse_resource
 from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend, write_fake_model
 from workbench.testing.waits import queued
 
+
 def write(repo: Path, name: str, count: int = 1, priority: int = 1) -> None:
     limiter = f'rate_limiter {{ resources [ {{ name: "R" global: true count: {count} }} ] priority: {priority} }}'
     write_fake_model(repo, name, count=1, group=limiter)

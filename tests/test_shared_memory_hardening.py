@@ -11,7 +11,6 @@ import uuid
 from pathlib import Path
 
 import grpc
-import httpx
 import numpy as np
 import pytest
 import pytest_asyncio
@@ -20,8 +19,15 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from workbench import InferenceRequest, InvalidArgument, RequestedOutput, Server, ServerOptions, Tensor
-from workbench import tensor_from_shared_memory
+from workbench import (
+    InferenceRequest,
+    InvalidArgument,
+    RequestedOutput,
+    Server,
+    ServerOptions,
+    Tensor,
+    tensor_from_shared_memory,
+)
 from workbench.testing.process import ServerProcess
 
 SHM = Path("/dev/shm")

@@ -45,7 +45,6 @@ from workbench.types import (
 )
 
 __all__ = [
-    "__version__",
     "AlreadyExists",
     "Cancelled",
     "ConfigProblem",
@@ -71,6 +70,7 @@ __all__ = [
     "UnknownError",
     "Unsupported",
     "WorkbenchError",
+    "__version__",
     "model_config_to_json",
     "tensor_from_buffer",
     "tensor_from_list",

@@ -131,13 +131,13 @@ def deserialize_bytes(buffer: bytes | memoryview, name: str, model: str) -> np.n
 
 
 __all__ = [
-    "WIRE_TO_NUMPY",
     "NUMPY_TO_WIRE",
     "WIRE_ITEMSIZE",
+    "WIRE_TO_NUMPY",
     "config_to_wire",
-    "wire_to_config",
-    "numpy_dtype",
-    "wire_name",
-    "serialize_bytes",
     "deserialize_bytes",
+    "numpy_dtype",
+    "serialize_bytes",
+    "wire_name",
+    "wire_to_config",
 ]

@@ -199,4 +199,4 @@ def _sample(
     )
 
 
-__all__ = ["LiveSample", "LiveStatistics", "MAX_LATENCIES_PER_INTERVAL"]
+__all__ = ["MAX_LATENCIES_PER_INTERVAL", "LiveSample", "LiveStatistics"]

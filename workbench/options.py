@@ -18,7 +18,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from workbench.flags import Flag, port
 from workbench.restrictions import GRPC_KEY_PREFIX, Restriction, parse_restrictions
 
-
 #: the ``--metrics-config`` keys this server understands (tritonserver's names).
 METRICS_CONFIG_KEYS = ("counter_latencies", "histogram_latencies", "summary_latencies",
                        "summary_quantiles")

@@ -156,7 +156,7 @@ class MetricCounters:
     cumulative nanoseconds) and ``failures`` (by Triton's failure reason).
     """
 
-    __slots__ = ("inference_count", "execution_count", "stats", "failures", "__weakref__")
+    __slots__ = ("__weakref__", "execution_count", "failures", "inference_count", "stats")
 
     def __init__(self) -> None:
         self.inference_count = 0

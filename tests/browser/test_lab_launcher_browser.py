@@ -16,8 +16,16 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from browser_support import (BASE_URL, ENABLE_FILE, PATIENCE_S, Dashboard, eventually, run_all_cells_until,
-                             serving, write_dashboard_notebook)
+from browser_support import (
+    BASE_URL,
+    ENABLE_FILE,
+    PATIENCE_S,
+    Dashboard,
+    eventually,
+    run_all_cells_until,
+    serving,
+    write_dashboard_notebook,
+)
 
 from workbench.testing.lab import LAB_TEST_FLAGS, OPEN_DASHBOARD_COMMAND, lab_missing
 from workbench.testing.process import JupyterProcess

@@ -13,8 +13,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from browser_support import (BASE_URL, ENABLE_FILE, FIND_JS, PATIENCE_S, Dashboard,
-                             run_all_cells_until, serving, write_dashboard_notebook)
+from browser_support import (
+    BASE_URL,
+    ENABLE_FILE,
+    FIND_JS,
+    PATIENCE_S,
+    Dashboard,
+    run_all_cells_until,
+    serving,
+    write_dashboard_notebook,
+)
 
 from workbench.testing.lab import LAB_TEST_FLAGS, lab_missing
 from workbench.testing.process import JupyterProcess

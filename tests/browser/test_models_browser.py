@@ -7,15 +7,23 @@ and the click-through that opens a model in the Config and Live tabs."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
-import importlib.util
-
 import httpx
 import pytest
-from browser_support import (BASE_URL, CHROMIUM, ENABLE_FILE, PATIENCE_S, Dashboard, eventually,
-                             run_all_cells_until, serving, write_dashboard_notebook)
+from browser_support import (
+    BASE_URL,
+    CHROMIUM,
+    ENABLE_FILE,
+    PATIENCE_S,
+    Dashboard,
+    eventually,
+    run_all_cells_until,
+    serving,
+    write_dashboard_notebook,
+)
 from test_dashboard_browser import infer_add_sub, open_dashboard
 from test_lab_launcher_browser import lab  # noqa: F401 - the lab fixture
 

@@ -40,7 +40,7 @@ def test_every_rows_buttons_are_visible_at_1400_px(browser, dashboard, shots: Pa
             box = eventually(lambda index=index, label=label: _placed(page, rows.nth(index), label),
                              f"row {index}'s {label} button on top on the page")
             assert box["width"] > 0, (index, field)
-            assert 0 <= box["x"] and box["x"] + box["width"] <= WIDTH, (index, field, box)
+            assert box["x"] >= 0 and box["x"] + box["width"] <= WIDTH, (index, field, box)
     page.close()
 
 

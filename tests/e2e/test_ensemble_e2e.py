@@ -3,8 +3,6 @@ process in explicit mode: composing models loaded with the ensemble, unload_depe
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient

@@ -3,8 +3,6 @@ unmodified tritonclient HTTP client."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import tritonclient.http as httpclient

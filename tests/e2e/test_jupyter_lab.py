@@ -19,8 +19,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from workbench.testing.lab import (LAB_EXTENSION, LAB_TEST_FLAGS, OPEN_DASHBOARD_COMMAND,
-                                   installed_lab_extension, lab_missing)
+from workbench.testing.lab import (
+    LAB_EXTENSION,
+    LAB_TEST_FLAGS,
+    OPEN_DASHBOARD_COMMAND,
+    installed_lab_extension,
+    lab_missing,
+)
 from workbench.testing.process import JupyterProcess
 from workbench.testing.reload import write_add_sub
 

@@ -3,8 +3,8 @@ unmodified ``tritonclient.grpc`` client (and add_sub through ``tritonclient.http
 
 from __future__ import annotations
 
-import queue
 import os
+import queue
 import signal
 import time
 from pathlib import Path

@@ -11,9 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from gpu_support import assert_ready, copy_sample, kind_gpu, require_gpu
+from prometheus_client.parser import text_string_to_metric_families
 
 require_gpu("pynvml")
 

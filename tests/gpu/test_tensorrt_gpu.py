@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from tensorrt_helpers import probe_plans, require_tensorrt, scale_onnx, two_profile_plan
 
 require_tensorrt()

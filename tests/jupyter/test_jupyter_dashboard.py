@@ -14,6 +14,7 @@ from tornado.websocket import websocket_connect
 
 from workbench.jupyter.dashboard import DashboardMount
 
+
 @pytest.fixture
 def jp_base_url() -> str:
     """As under JupyterHub: the dashboard must follow the base URL."""

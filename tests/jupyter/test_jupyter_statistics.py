@@ -62,7 +62,7 @@ async def test_stream_sends_samples_every_interval(workbench: EngineHost, jupyte
             async for line in response.aiter_lines():  # until two events and every request seen
                 if line.startswith("data: "):
                     events.append(json.loads(line.removeprefix("data: ")))
-                if len(events) >= 2 and add_sub_requests(events) >= 12 or len(events) == 40:
+                if (len(events) >= 2 and add_sub_requests(events) >= 12) or len(events) == 40:
                     break
     active = next(event for event in events if served_add_sub(event))
     samples = {(s["model"], s["version"]): s for s in active["samples"]}

@@ -7,13 +7,12 @@ import math
 import sys
 
 import pytest
-
 from ui_helpers import add_sub_request
 
 from workbench import Server
+from workbench.testing.fake_nvml import fake_nvml
 from workbench.ui.gpu import GpuSample, gpu_sampler
 from workbench.ui.live_view import SERIES, LiveView
-from workbench.testing.fake_nvml import fake_nvml
 from workbench.ui.store import EngineStore
 
 

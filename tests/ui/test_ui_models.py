@@ -10,8 +10,8 @@ from panel.models.tabulator import CellClickEvent
 from ui_helpers import add_sub_request, index_states
 
 from workbench import Server, ServerOptions
-from workbench.ui.app import Dashboard
 from workbench.live_stats import LiveStatistics
+from workbench.ui.app import Dashboard
 from workbench.ui.models_view import ModelsView
 from workbench.ui.store import EngineStore
 

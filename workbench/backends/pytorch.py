@@ -77,13 +77,13 @@ log = logging.getLogger(__name__)
 
 from workbench.backends.pytorch_binding import (
     OUTPUT_KINDS,
+    BoundOutput,
     bind_inputs,
     bind_outputs,
     format_shape,
+    forward_signature,
     is_dict_input,
     is_string_list,
-    BoundOutput,
-    forward_signature,
     torch_to_config,
 )
 from workbench.backends.pytorch_options import TorchOptions, apply_thread_counts, parse_parameters

@@ -29,14 +29,14 @@ from workbench.config.validate import validate_model_config
 from workbench.config.versions import scan_version_dirs, select_versions
 
 __all__ = [
-    "parse_model_config",
-    "read_model_config",
+    "autocomplete_model_config",
     "model_config_from_json",
     "model_config_to_json",
     "model_config_to_text",
+    "normalize_model_config",
+    "parse_model_config",
+    "read_model_config",
     "scan_version_dirs",
     "select_versions",
-    "autocomplete_model_config",
-    "normalize_model_config",
     "validate_model_config",
 ]

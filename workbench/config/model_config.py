@@ -216,12 +216,12 @@ def _fix_single(value: Any, field: FieldDescriptor) -> Any:
 
 
 __all__ = [
-    "CONFIG_FILENAME",
     "CONFIGS_FOLDER",
-    "parse_model_config",
-    "model_config_path",
-    "read_model_config",
+    "CONFIG_FILENAME",
     "model_config_from_json",
+    "model_config_path",
     "model_config_to_json",
     "model_config_to_text",
+    "parse_model_config",
+    "read_model_config",
 ]

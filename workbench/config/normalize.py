@@ -134,8 +134,8 @@ def _default_preferred(preferred: list[int], max_batch_size: int) -> None:
 
 __all__ = [
     "SEQUENCE_IDLE_DEFAULT_MICROSECONDS",
-    "normalize_model_config",
-    "normalize_instance_groups",
     "default_instance_count",
     "is_ensemble",
+    "normalize_instance_groups",
+    "normalize_model_config",
 ]

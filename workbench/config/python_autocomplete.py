@@ -103,4 +103,4 @@ def _merge(config: ModelConfig, completed: dict) -> None:
         config.model_transaction_policy.CopyFrom(merged.model_transaction_policy)
 
 
-__all__ = ["autocomplete_from_python", "STUB_PROGRAM", "MERGED_FIELDS"]
+__all__ = ["MERGED_FIELDS", "STUB_PROGRAM", "autocomplete_from_python"]

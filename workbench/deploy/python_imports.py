@@ -316,5 +316,14 @@ def _unique(sites: list[ImportSite]) -> Iterator[ImportSite]:
     yield from seen.values()
 
 
-__all__ = ["ImportSite", "PythonRequirements", "TORCH", "canonical", "imports_of", "model_imports",
-           "python_model_files", "python_requirements", "torch_requirement"]
+__all__ = [
+    "TORCH",
+    "ImportSite",
+    "PythonRequirements",
+    "canonical",
+    "imports_of",
+    "model_imports",
+    "python_model_files",
+    "python_requirements",
+    "torch_requirement",
+]

@@ -34,8 +34,8 @@ from workbench.devices import gpu_count
 from workbench.engine.classification import read_labels
 from workbench.engine.warmup import WarmupSample, prepare_warmup, run_warmup
 from workbench.errors import WorkbenchError
-from workbench.options import ServerOptions
 from workbench.gpu_memory import gpu_memory_growth, read_gpu_memory
+from workbench.options import ServerOptions
 from workbench.statistics import MemoryUsage, host_rss_bytes, merge_memory, sum_memory
 
 log = logging.getLogger(__name__)

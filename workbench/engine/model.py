@@ -19,7 +19,6 @@ from workbench.scheduling.base import Scheduler, SequenceScheduler
 from workbench.statistics import ComputeTotals, ModelStatistics
 from workbench.types import InferenceRequest, InferenceResponse, Tensor
 
-
 #: one token per loaded model version: cache keys never match across reloads
 _CACHE_OWNERS = itertools.count(1)
 

@@ -380,4 +380,4 @@ class Server:
         return await self._settings.update_trace_settings(settings, model)
 
 
-__all__ = ["Server", "EXTENSIONS"]
+__all__ = ["EXTENSIONS", "Server"]

@@ -188,5 +188,12 @@ def _write(writes: list[tuple[Region, int, bytes | memoryview]]) -> None:
             region.write(offset, data)
 
 
-__all__ = ["AttachedRequest", "OFF_LOOP_BYTES", "SHM_BYTE_SIZE", "SHM_OFFSET", "SHM_REGION",
-           "shared_memory_reference", "uses_shared_memory"]
+__all__ = [
+    "OFF_LOOP_BYTES",
+    "SHM_BYTE_SIZE",
+    "SHM_OFFSET",
+    "SHM_REGION",
+    "AttachedRequest",
+    "shared_memory_reference",
+    "uses_shared_memory",
+]

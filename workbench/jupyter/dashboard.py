@@ -128,7 +128,7 @@ class DashboardMount:
                 # Bokeh's own discard path (runs the session-destroyed callbacks);
                 # BokehTornado.stop leaves sessions alive ("TODO ... shut down all sessions")
                 await self.context._discard_session(session, lambda _session: True)
-            except Exception:  # noqa: BLE001 - one session must not keep Jupyter up
+            except Exception:  # one session must not keep Jupyter up
                 log.exception("workbench: dashboard session %s did not end cleanly", session.id)
         for app in list(self.dashboards):
             self._destroyed(app, None)
@@ -143,4 +143,4 @@ class DashboardMount:
             socket.close(1001, "the Jupyter server is stopping")  # 1001: going away
 
 
-__all__ = ["DASHBOARD_PATH", "DashboardMount", "TITLE"]
+__all__ = ["DASHBOARD_PATH", "TITLE", "DashboardMount"]

@@ -22,9 +22,9 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, validate
 
 from workbench import ServerOptions
-from workbench.restrictions import CATEGORIES, GRPC_KEY_PREFIX, restriction_value
 from workbench.jupyter.host import EngineHost
 from workbench.jupyter.routes import workbench_handlers
+from workbench.restrictions import CATEGORIES, GRPC_KEY_PREFIX, restriction_value
 
 #: ServerOptions fields that have their own trait (not accepted in ``server_options``)
 _OWN_TRAITS = {

@@ -14,9 +14,9 @@ import logging
 import time
 
 from workbench import Server, ServerNotReady, ServerOptions, WorkbenchError, __version__
-from workbench.serving.ports import OpenPorts, bind_ports
-from workbench.serving.drain import drain_engine
 from workbench.live_stats import LiveStatistics
+from workbench.serving.drain import drain_engine
+from workbench.serving.ports import OpenPorts, bind_ports
 
 log = logging.getLogger("workbench")
 
@@ -186,4 +186,4 @@ class EngineHost:
         }
 
 
-__all__ = ["EngineHost", "FAILED", "NOT_CONFIGURED", "RUNNING", "STARTING", "STOPPED", "STOPPING"]
+__all__ = ["FAILED", "NOT_CONFIGURED", "RUNNING", "STARTING", "STOPPED", "STOPPING", "EngineHost"]

@@ -36,12 +36,19 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from workbench.config.versions import scan_version_dirs
 from workbench.repository.bounded import BoundedCalls
 from workbench.repository.repository import ModelRepository
 
 log = logging.getLogger(__name__)
+
+
+class _Digest(Protocol):
+    """What the tree digest needs of a ``hashlib`` hash object (typeshed's ``hashlib._Hash``)."""
+
+    def update(self, data: bytes, /) -> None: ...
 
 #: files up to this many bytes are digested by content, larger ones by size and mtime
 CONTENT_HASH_LIMIT = 1 << 20
@@ -114,7 +121,7 @@ def _tree_digest(root: Path, calls: BoundedCalls) -> str:
     return digest.hexdigest()
 
 
-def _digest_tree(path: Path, base: Path, digest: "hashlib._Hash", calls: BoundedCalls) -> None:
+def _digest_tree(path: Path, base: Path, digest: _Digest, calls: BoundedCalls) -> None:
     """Add ``path`` (a file, or a folder walked in sorted order) to ``digest``. Symlinks to
     folders below ``path`` are not followed (as ``os.walk`` does not)."""
     if not path.is_dir():
@@ -151,7 +158,7 @@ def _list_folder(path: Path) -> tuple[list[str], list[str]]:
     return sorted(folders), sorted(files)
 
 
-def _digest_file(path: Path, base: Path, digest: "hashlib._Hash", calls: BoundedCalls) -> None:
+def _digest_file(path: Path, base: Path, digest: _Digest, calls: BoundedCalls) -> None:
     try:
         content = calls.call(str(path), _read_for_digest, path)
     except TimeoutError as exc:

@@ -96,5 +96,11 @@ def initial_state(state: StateTensor, batched: bool) -> np.ndarray:
     return np.zeros(((1,) if batched else ()) + dims, dtype=state.dtype)
 
 
-__all__ = ["ControlTensor", "StateTensor", "control_tensors", "state_tensors", "control_values",
-           "initial_state"]
+__all__ = [
+    "ControlTensor",
+    "StateTensor",
+    "control_tensors",
+    "control_values",
+    "initial_state",
+    "state_tensors",
+]

@@ -28,8 +28,8 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.errors import InvalidArgument
-from workbench.types import InferenceRequest, InferenceResponse, Tensor
 from workbench.testing.fake_backend import write_backend_model
+from workbench.types import InferenceRequest, InferenceResponse, Tensor
 
 REPEAT_CONFIG = """
 name: "{name}"

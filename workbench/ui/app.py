@@ -33,8 +33,8 @@ from workbench import Server
 from workbench.ui import kernel_comm, panel_writes
 from workbench.ui.config_view import ConfigView
 from workbench.ui.headless_view import HeadlessView
-from workbench.ui.local_css import keep_stylesheets_local
 from workbench.ui.live_view import LiveView
+from workbench.ui.local_css import keep_stylesheets_local
 from workbench.ui.models_view import ModelsView
 from workbench.ui.store import EngineStore
 from workbench.ui.tuning_view import tuning_tab
@@ -157,4 +157,4 @@ def create_app(server: Server, *, tuning: TabBuilder | None = tuning_tab, interv
     return app
 
 
-__all__ = ["Dashboard", "EXTENSIONS", "TabBuilder", "create_app", "dashboard"]
+__all__ = ["EXTENSIONS", "Dashboard", "TabBuilder", "create_app", "dashboard"]

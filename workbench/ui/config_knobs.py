@@ -158,5 +158,13 @@ def _field_text(config: ModelConfig, name: str) -> str:
     return text_format.MessageToString(only)
 
 
-__all__ = ["ConfigKnobs", "INSTANCE_KINDS", "KNOB_FIELDS", "apply_knobs", "parse_text",
-           "read_knobs", "set_knobs", "with_knob"]
+__all__ = [
+    "INSTANCE_KINDS",
+    "KNOB_FIELDS",
+    "ConfigKnobs",
+    "apply_knobs",
+    "parse_text",
+    "read_knobs",
+    "set_knobs",
+    "with_knob",
+]

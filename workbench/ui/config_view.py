@@ -339,4 +339,4 @@ class _Form:
         self.cache.value = knobs.response_cache
 
 
-__all__ = ["ConfigView", "DEBOUNCE_S"]
+__all__ = ["DEBOUNCE_S", "ConfigView"]

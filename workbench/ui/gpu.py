@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from workbench.gpu_readings import GpuReading, GpuSampler as NvmlSampler
+from workbench.gpu_readings import GpuReading
+from workbench.gpu_readings import GpuSampler as NvmlSampler
 
 
 @dataclass(frozen=True, slots=True)

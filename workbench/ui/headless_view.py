@@ -258,5 +258,10 @@ def _packages_line(requirements: PythonRequirements) -> str:
             + ("; torch from the CPU wheel index" if requirements.needs_torch else ""))
 
 
-__all__ = ["FOLLOW_LIMIT_PX", "HeadlessView", "LOG_TAIL_LINES", "default_deployment_folder",
-           "user_text"]
+__all__ = [
+    "FOLLOW_LIMIT_PX",
+    "LOG_TAIL_LINES",
+    "HeadlessView",
+    "default_deployment_folder",
+    "user_text",
+]

@@ -102,7 +102,7 @@ def without_echoes(document: Document, msg: dict) -> dict:
         if kind == "ModelChanged":
             model = document.get_model_by_id(str((event.get("model") or {}).get("id")))
             attr = event.get("attr")
-            if (model is None or isinstance(model, ColumnDataSource) and attr == "data"
+            if (model is None or (isinstance(model, ColumnDataSource) and attr == "data")
                     or not model._callbacks.get(attr)):  # Bokeh's on_change callbacks
                 continue
         kept.append(event)

@@ -130,4 +130,4 @@ def fit_y(fig, data: dict, columns: tuple[str, ...]) -> None:
         fig.y_range.start, fig.y_range.end = 0, end
 
 
-__all__ = ["IDLE_TEXT", "LivePlots", "Y_COLUMNS", "fit_y", "live_plots"]
+__all__ = ["IDLE_TEXT", "Y_COLUMNS", "LivePlots", "fit_y", "live_plots"]

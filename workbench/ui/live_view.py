@@ -32,9 +32,9 @@ import panel as pn
 from bokeh.models import ColumnDataSource
 
 from workbench import model_config_to_json
+from workbench.live_stats import LiveSample, LiveStatistics
 from workbench.ui.gpu import GpuSample, GpuSampler, gpu_sampler
 from workbench.ui.live_plots import Y_COLUMNS, fit_y, live_plots
-from workbench.live_stats import LiveSample, LiveStatistics
 from workbench.ui.selection import model_of_version_key, version_of_version_key
 from workbench.ui.store import EngineStore
 
@@ -250,4 +250,4 @@ def _row(sample: LiveSample) -> dict[str, list]:
     }
 
 
-__all__ = ["GPU_SERIES", "LiveView", "SERIES"]
+__all__ = ["GPU_SERIES", "SERIES", "LiveView"]

@@ -25,8 +25,7 @@ from collections.abc import Mapping
 
 import panel as pn
 from bokeh.core.properties import value
-from bokeh.models import (ColumnDataSource, GlyphRenderer, HoverTool, Legend, LegendItem, Range1d,
-                          Span)
+from bokeh.models import ColumnDataSource, GlyphRenderer, HoverTool, Legend, LegendItem, Range1d, Span
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
@@ -206,5 +205,15 @@ class TuningPlot:
         return self.sources[setting]
 
 
-__all__ = ["BEST_STYLE", "COLUMNS", "KNEE_STYLE", "FIGURE_NAME", "LEGEND_NAME", "PAD", "SERIES_NAME", "TuningPlot", "fitted_end",
-           "point"]
+__all__ = [
+    "BEST_STYLE",
+    "COLUMNS",
+    "FIGURE_NAME",
+    "KNEE_STYLE",
+    "LEGEND_NAME",
+    "PAD",
+    "SERIES_NAME",
+    "TuningPlot",
+    "fitted_end",
+    "point",
+]

@@ -147,5 +147,13 @@ async def keep_candidate(server: Server, name: str, candidate: Candidate) -> dic
     return await server.write_model_config(name, text)
 
 
-__all__ = ["best_setting", "keep_candidate", "restore_file_config", "served_config",
-           "series_best", "sweepable_models", "try_candidate", "unsweepable_reason"]
+__all__ = [
+    "best_setting",
+    "keep_candidate",
+    "restore_file_config",
+    "series_best",
+    "served_config",
+    "sweepable_models",
+    "try_candidate",
+    "unsweepable_reason",
+]

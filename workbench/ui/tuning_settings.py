@@ -143,4 +143,4 @@ def _show(value: object) -> str:
     return str(value)
 
 
-__all__ = ["Candidate", "KNOB_NAMES", "MAX_LEVELS", "parse_candidates", "parse_levels"]
+__all__ = ["KNOB_NAMES", "MAX_LEVELS", "Candidate", "parse_candidates", "parse_levels"]

@@ -129,4 +129,4 @@ def _formatters(columns: list[str]) -> dict:
     return formatters
 
 
-__all__ = ["ALL_COLUMNS", "SETTING_WIDTH", "UNITS", "SHOWN", "StepTable", "ordered", "shown", "title"]
+__all__ = ["ALL_COLUMNS", "SETTING_WIDTH", "SHOWN", "UNITS", "StepTable", "ordered", "shown", "title"]

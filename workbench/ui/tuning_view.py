@@ -35,14 +35,20 @@ import panel as pn
 import param
 from google.protobuf import text_format
 
-from workbench.perf import (InProcessClient, PerfError, StepResult, json_records, knee,
-                            prepare_workload, sweep)
+from workbench.perf import InProcessClient, PerfError, StepResult, json_records, knee, prepare_workload, sweep
 from workbench.ui.config_knobs import read_knobs
 from workbench.ui.store import EngineStore, user_text
 from workbench.ui.tuning_form import SweepPlan, TuningForm
 from workbench.ui.tuning_plot import TuningPlot
-from workbench.ui.tuning_runs import (best_setting, keep_candidate, restore_file_config, served_config,
-                                      series_best, sweepable_models, try_candidate)
+from workbench.ui.tuning_runs import (
+    best_setting,
+    keep_candidate,
+    restore_file_config,
+    series_best,
+    served_config,
+    sweepable_models,
+    try_candidate,
+)
 from workbench.ui.tuning_settings import Candidate
 from workbench.ui.tuning_table import StepTable
 

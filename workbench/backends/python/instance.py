@@ -45,7 +45,6 @@ from workbench.backends.python.process import StubDied, StubProcess
 from workbench.backends.python.transport import encode_tensor
 from workbench.config.model_config import model_config_to_json
 from workbench.datatypes import config_to_wire, numpy_dtype, wire_name
-from workbench.statistics import MemoryUsage, process_rss_bytes
 from workbench.errors import (
     AlreadyExists,
     Cancelled,
@@ -58,6 +57,7 @@ from workbench.errors import (
     Unsupported,
     WorkbenchError,
 )
+from workbench.statistics import MemoryUsage, process_rss_bytes
 
 log = logging.getLogger(__name__)
 model_log = logging.getLogger("workbench.python_model")

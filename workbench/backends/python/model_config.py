@@ -11,7 +11,6 @@ Runs inside the stub process: standard library only.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 _IO_KEYS = {"name", "data_type", "dims", "optional", "reshape", "is_shape_tensor"}
 
@@ -68,7 +67,7 @@ class ModelConfig:
                 )
         self._model_config.setdefault("dynamic_batching", {})
 
-    def add_input(self, input: dict) -> None:  # noqa: A002 - Triton's parameter name
+    def add_input(self, input: dict) -> None:  # Triton's parameter name
         """Add an input ``{"name", "data_type", "dims"[, "optional", ...]}`` (or complete one
         the config names without a type or dims).
 

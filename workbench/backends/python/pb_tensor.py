@@ -223,12 +223,12 @@ def deserialize_bytes_tensor(encoded_tensor: Any) -> np.ndarray:
 
 __all__ = [
     "TRITON_STRING_TO_NUMPY",
+    "Tensor",
     "TritonError",
     "TritonModelException",
-    "Tensor",
-    "triton_string_to_numpy",
-    "triton_to_numpy_type",
+    "deserialize_bytes_tensor",
     "numpy_to_triton_type",
     "serialize_byte_tensor",
-    "deserialize_bytes_tensor",
+    "triton_string_to_numpy",
+    "triton_to_numpy_type",
 ]

@@ -182,7 +182,7 @@ class StubProcess:
         self.channel.close()
         try:  # before the waiting calls fail: the instance learns of the crash first
             self._on_exit(self)
-        except Exception:  # noqa: BLE001 - the instance's problem, logged, never the reader's
+        except Exception:  # the instance's problem, logged, never the reader's
             log.exception("model instance '%s': stub exit handling failed", self.instance_name)
         died = StubDied(self.exit_description())
         for future in pending.values():

@@ -38,19 +38,19 @@ if __name__ == "__main__" and not __package__:  # launched as a file by the serv
         _module.__path__ = [_path]  # a bare package: its __init__ (the engine) is not run
         sys.modules[_name] = _module
 
-import importlib.util  # noqa: E402
-import inspect  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import queue  # noqa: E402
-import socket  # noqa: E402
-import threading  # noqa: E402
-import traceback  # noqa: E402
-from typing import Any  # noqa: E402
+import importlib.util
+import inspect
+import json
+import os
+import queue
+import socket
+import threading
+import traceback
+from typing import Any
 
-from workbench.backends.python import pb_utils  # noqa: E402
-from workbench.backends.python.stub_calls import BlsCalls, decode_response, encode_response  # noqa: E402
-from workbench.backends.python.transport import (  # noqa: E402
+from workbench.backends.python import pb_utils
+from workbench.backends.python.stub_calls import BlsCalls, decode_response, encode_response
+from workbench.backends.python.transport import (
     Channel,
     ChannelClosed,
     SegmentPool,

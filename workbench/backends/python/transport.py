@@ -385,16 +385,16 @@ def decode_tensor(wire: WireTensor, reader: SegmentReader) -> tuple[str, np.ndar
 
 
 __all__ = [
-    "SHM_PREFIX",
-    "SHM_DIR",
     "INLINE_MAX_BYTES",
+    "SHM_DIR",
+    "SHM_PREFIX",
     "Channel",
     "ChannelClosed",
     "SegmentPool",
     "SegmentReader",
     "WireTensor",
+    "decode_tensor",
+    "encode_tensor",
     "remove_segments",
     "remove_stale_segments",
-    "encode_tensor",
-    "decode_tensor",
 ]

@@ -22,11 +22,11 @@ from tritonclient.grpc import service_pb2_grpc
 
 from workbench import DecoupledNotSupported, InvalidArgument, Server, Unsupported, WorkbenchError
 from workbench.frontends.grpc.codec import decode_request, encode_response
-from workbench.frontends.header_forward import compile_forward_pattern, forwarded_parameters
 from workbench.frontends.grpc.rpc import Context, rpc
 from workbench.frontends.grpc.settings import SettingsServicer
 from workbench.frontends.grpc.shared_memory import SharedMemoryServicer
 from workbench.frontends.grpc.stream import StreamSession
+from workbench.frontends.header_forward import compile_forward_pattern, forwarded_parameters
 from workbench.frontends.status import grpc_status
 
 log = logging.getLogger(__name__)

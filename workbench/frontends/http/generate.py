@@ -204,4 +204,4 @@ async def _respond_json(send: Send, status: int, payload: dict) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-__all__ = ["GENERATE_PATH", "GeneratePath", "ONE_RESPONSE"]
+__all__ = ["GENERATE_PATH", "ONE_RESPONSE", "GeneratePath"]

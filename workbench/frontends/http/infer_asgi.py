@@ -143,7 +143,7 @@ class DisconnectWatch:
     left to answer; the engine dropped the request); any other error goes on.
     """
 
-    __slots__ = ("disconnected", "dropped", "_task", "_watcher")
+    __slots__ = ("_task", "_watcher", "disconnected", "dropped")
 
     def __init__(self, receive: Receive) -> None:
         self.disconnected = False

@@ -31,7 +31,7 @@ class CoalescingTransport:
         loop: the event loop the protocol runs on.
     """
 
-    __slots__ = ("_transport", "_loop", "_held")
+    __slots__ = ("_held", "_loop", "_transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport

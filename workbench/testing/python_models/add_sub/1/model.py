@@ -1,7 +1,5 @@
 import json
 
-import numpy as np
-
 # triton_python_backend_utils is available in every Triton Python model.
 import triton_python_backend_utils as pb_utils
 
