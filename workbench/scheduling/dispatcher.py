@@ -25,7 +25,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.errors import Cancelled, InternalError, Unavailable, WorkbenchError
-from workbench.scheduling.base import InstanceRunner, Pending, Scheduler
+from workbench.scheduling.base import Execution, InstanceRunner, Pending, Scheduler
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.statistics import ModelStatistics
 
@@ -120,7 +120,7 @@ class Dispatcher(Scheduler):
     async def enqueue(self, request: BackendRequest, arrival_ns: int) -> BackendResponse:
         if self._stopping:
             raise Unavailable("model is being unloaded; request rejected")
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[BackendResponse] = asyncio.get_running_loop().create_future()
         self._policy.admit(Pending(request, future, arrival_ns, time.monotonic_ns()))
         self._inflight += 1
         self.stats.pending += 1
@@ -229,13 +229,13 @@ class Dispatcher(Scheduler):
             self._drained.set()
 
     def _finished(
-        self, runner: InstanceRunner, batch: list[Pending], result, error: BaseException | None
+        self, runner: InstanceRunner, batch: list[Pending], result: Execution | None, error: BaseException | None
     ) -> None:
         self._idle.append(runner)
         if self.limiter is not None:
             self.limiter.release(runner.needs)
         times: ExecutionTimes | None
-        if error is None:
+        if result is not None:  # the execution ran (its error is None)
             responses, times = result
             self._record_execution(self._policy.counted(batch), times)
         else:  # the whole execution failed

@@ -179,7 +179,7 @@ def dynamic_batcher(
                       DynamicBatchPolicy(max_batch_size=max_batch_size, batching=batching))
 
 
-def _shape_key(pending: Pending) -> tuple:
+def _shape_key(pending: Pending) -> tuple[tuple[str, tuple[int, ...]], ...]:
     return tuple((name, a.shape[1:]) for name, a in pending.request.inputs.items())
 
 

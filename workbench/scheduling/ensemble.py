@@ -99,7 +99,7 @@ def batch_reshaped(
 def _dims_match(dims: Sequence[int], shape: Sequence[int]) -> bool:
     """Triton's ``CompareDimsWithWildcard``: same rank, equal where neither is -1."""
     return len(dims) == len(shape) and all(
-        d == s or d == -1 or s == -1 for d, s in zip(dims, shape)
+        d == s or d == -1 or s == -1 for d, s in zip(dims, shape, strict=True)
     )
 
 
@@ -250,7 +250,7 @@ class EnsembleScheduler(Scheduler):
             tensors.update(result[0])
             batches.update(dict.fromkeys(result[0], result[1]))
         waiting = list(self.steps)
-        running: dict[asyncio.Future, EnsembleStep] = {}
+        running: dict[asyncio.Task[tuple[dict[str, Tensor], int]], EnsembleStep] = {}
         error: BaseException | None = None
         try:
             while True:
@@ -258,11 +258,8 @@ class EnsembleScheduler(Scheduler):
                     ready = [s for s in waiting if all(t in tensors for t in s.needs)]
                     for step in ready:
                         waiting.remove(step)
-                    if len(ready) == 1 and not running:  # a chain: no task needed
-                        try:
-                            made(await self._call(ready[0], tensors, batches, request, totals))
-                        except Exception as exc:
-                            error = exc
+                    if len(ready) == 1 and not running:  # a chain: no task needed; an error propagates
+                        made(await self._call(ready[0], tensors, batches, request, totals))
                         continue
                     for step in ready:
                         call = self._call(step, tensors, batches, request, totals)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from tritonclient.grpc.model_config_pb2 import ModelDynamicBatching, ModelQueuePolicy
@@ -64,7 +64,7 @@ class RequestQueue:
     def __len__(self) -> int:
         return self._size
 
-    def level_and_deadline(self, parameters: dict, enqueue_ns: int) -> tuple[int, int]:
+    def level_and_deadline(self, parameters: Mapping[str, object], enqueue_ns: int) -> tuple[int, int]:
         """The request's priority level and queue deadline (``time.monotonic_ns`` or 0).
 
         ``priority`` 0, absent or above ``priority_levels`` means the default level;
