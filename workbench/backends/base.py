@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,8 +141,9 @@ class ModelInstance(ABC):
         ``times.mark_input_done()`` and ``times.mark_infer_done()`` at the phase ends.
         """
 
-    def unload(self) -> None:
-        """Release the instance's resources (sessions, device memory). Idempotent."""
+    def unload(self) -> None:  # noqa: B027  # a default on purpose: an instance may hold nothing to release
+        """Release the instance's resources (sessions, device memory). Idempotent. Default:
+        nothing to release."""
 
     def reported_memory(self) -> list[MemoryUsage]:
         """Memory the backend knows this instance holds, per (kind, device), in bytes
@@ -164,14 +165,15 @@ class BackendContext:
     Attributes:
         loop: the engine's event loop; ``infer_stream`` must run on it (use
             ``asyncio.run_coroutine_threadsafe`` from instance threads).
-        infer_stream: ``infer_stream(request)`` -> async iterator of the request's responses
-            (exactly one for a non-decoupled model, 0..n for a decoupled one); raises
+        infer_stream: ``infer_stream(request)`` -> async generator of the request's responses
+            (exactly one for a non-decoupled model, 0..n for a decoupled one; ``aclose()`` it
+            when stopping early, e.g. with ``contextlib.aclosing``); raises
             :class:`WorkbenchError` with Triton's texts (unknown model, bad input, ...).
             The same path as a client's request: validation, batching and statistics apply.
     """
 
     loop: asyncio.AbstractEventLoop
-    infer_stream: Callable[[InferenceRequest], AsyncIterator[InferenceResponse]]
+    infer_stream: Callable[[InferenceRequest], AsyncGenerator[InferenceResponse, None]]
 
 
 class Backend(ABC):

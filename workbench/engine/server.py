@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
@@ -223,7 +223,7 @@ class Server:
             await attached.write_outputs(response)
             return response
 
-    async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+    async def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
         """Every response to ``request``, as gRPC's ``ModelStreamInfer`` delivers them.
 
         A non-decoupled model yields exactly one response. A decoupled model
