@@ -349,7 +349,7 @@ class EnsembleScheduler(Scheduler):
             self._drained.set()
 
 
-def _trace_ensemble(request: BackendRequest, enqueue_ns: int, outputs: dict | None) -> None:
+def _trace_ensemble(request: BackendRequest, enqueue_ns: int, outputs: dict[str, np.ndarray] | None) -> None:
     """A traced ensemble request is done: ``QUEUE_START``, its outputs (on success) and
     ``REQUEST_END``; the steps reported their own timestamps in their child traces."""
     trace = request.trace

@@ -39,7 +39,7 @@ class TraceFile:
 
     def save(self, records: list[Record], to_index_file: bool) -> None:
         """Write ``records`` to the next ``<name>.<index>`` file, or append them to ``name``
-        (nothing once :meth:`close`\ d: the file is complete)."""
+        (nothing once closed: the file is complete)."""
         if not records or self._closed:
             return
         body = dump_records(records)
