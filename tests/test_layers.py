@@ -70,7 +70,7 @@ def test_public_surface_is_exactly_all() -> None:
     modules = {"backends", "bytes_codec", "config", "datatypes", "deploy", "devices", "engine", "errors", "flags",
                "frontends", "gpu_memory", "gpu_readings", "hosts", "jupyter", "options", "perf", "repository",
                "restrictions", "scheduling", "serving", "statistics", "switches", "tensors", "testing", "tools",
-               "types", "ui", "live_stats"}
+               "types", "ui", "live_stats", "tracing"}
     assert public - modules == set(workbench.__all__) - {"__version__"}
 
 

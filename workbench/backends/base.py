@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
@@ -23,6 +23,9 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 from workbench.errors import WorkbenchError
 from workbench.statistics import ComputeTotals, MemoryUsage
 from workbench.types import InferenceRequest, InferenceResponse
+
+if TYPE_CHECKING:
+    from workbench.tracing.records import RequestTrace
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,8 @@ class BackendRequest:
         request_id: the client's request id (``""`` if none); Triton's ``TRITONBACKEND_RequestId``.
         batched: False for a model with ``max_batch_size: 0``: its inputs have no batch
             dimension and the request counts as batch size 1 (Triton's statistics).
+        trace: the request's trace when it is sampled (the scheduler reports its queue and
+            compute timestamps there); backends ignore it.
     """
 
     inputs: dict[str, np.ndarray]
@@ -76,6 +81,7 @@ class BackendRequest:
     compute_totals: ComputeTotals | None = None
     request_id: str = ""
     batched: bool = True
+    trace: RequestTrace | None = None
 
     @property
     def batch_size(self) -> int:

@@ -84,6 +84,8 @@ class Server:
         self._shared_memory = SharedMemoryRegistry(options.allow_client_shm)
         self._shm = SharedMemoryService(self._shared_memory)
         self._settings = SettingsService(options, self.lifecycle.is_ready)
+        #: which requests the frontends trace (``--trace-config``, the trace extension)
+        self.tracer = self._settings.tracer
         self._config_files = ConfigFileService(self.lifecycle, self.poll_repository)
 
     async def __aenter__(self) -> Server:
@@ -105,10 +107,12 @@ class Server:
 
         Raises:
             InvalidArgument: a model repository does not exist (a remote one: or cannot be
-                read, or its filesystem package is not installed).
+                read, or its filesystem package is not installed); or
+                ``--trace-config mode=opentelemetry`` without the OpenTelemetry SDK.
             ModelLoadError: a model failed to load and ``exit_on_error`` is set ("failed to
                 load all models: '<model>': <reason>; ...").
         """
+        self.tracer.open()
         lifecycle = self.lifecycle
         await lifecycle.open(BackendContext(asyncio.get_running_loop(), self.infer_stream))
         if self.options.model_control_mode == "poll":
@@ -136,6 +140,7 @@ class Server:
             await self._poller.stop()
         await self.lifecycle.stop()
         self._shared_memory.close()
+        self.tracer.close()
         self._live = False
 
     # ----------------------------------------------------------------- health & metadata

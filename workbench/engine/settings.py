@@ -6,7 +6,7 @@
 start-up defaults, per-model settings over the global ones, a ``None`` value clears a key
 back to the level below (Triton's ``TraceManager``). Values, checks and error texts follow
 Triton's ``http_server.cc`` (``HandleLogging``, ``HandleTrace``) and ``tracer.cc``.
-This server records no traces: trace settings are accepted, validated and reported.
+The settings in effect drive :class:`~workbench.tracing.TraceManager` (the traces written).
 """
 
 from __future__ import annotations
@@ -89,7 +89,9 @@ class TraceSettings:
 
     def __init__(self, options: ServerOptions) -> None:
         self._default: dict[str, Any] = {
-            "trace_level": [lvl for lvl in ("TIMESTAMPS", "TENSORS") if lvl in options.trace_level],
+            # any OFF level disables tracing (tritonserver's explicit_disable_trace)
+            "trace_level": [] if "OFF" in options.trace_level else
+            [lvl for lvl in ("TIMESTAMPS", "TENSORS") if lvl in options.trace_level],
             "trace_rate": options.trace_rate,
             "trace_count": options.trace_count,
             "log_frequency": options.trace_log_frequency,
@@ -99,11 +101,21 @@ class TraceSettings:
         self._global: dict[str, Any] = {}
         self._models: dict[str, dict[str, Any]] = {}
 
+    def values(self, model: str | None = None) -> dict[str, Any]:
+        """Effective internal values of ``model`` (or the global ones): ``trace_level`` a list
+        (empty = OFF), ``trace_rate`` / ``trace_count`` / ``log_frequency`` ints,
+        ``trace_file``, ``trace_mode``."""
+        return {**self._default, **self._global, **self._models.get(model or "", {})}
+
+    def overridden(self) -> set[str]:
+        """The models with trace settings of their own."""
+        return set(self._models)
+
     def get(self, model: str | None = None) -> dict[str, Any]:
         """Effective settings of ``model`` (or the global ones) in Triton's response shape:
         ``trace_level`` a list (``["OFF"]`` when off), every other value a string;
         ``log_frequency`` and ``trace_file`` only in ``triton`` mode."""
-        values = {**self._default, **self._global, **self._models.get(model or "", {})}
+        values = self.values(model)
         response: dict[str, Any] = {
             "trace_level": values["trace_level"] or ["OFF"],
             "trace_rate": str(values["trace_rate"]),

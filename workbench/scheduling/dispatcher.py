@@ -219,6 +219,8 @@ class Dispatcher(Scheduler):
                 pending.request.compute_totals.add(input_ns, infer_ns, output_ns)
         else:
             self.stats.record_failure(now - pending.arrival_ns, reason)
+        if pending.request.trace is not None:  # a sampled request (--trace-config)
+            _trace_outcome(pending, response, times, now)
         if not pending.future.done():
             if response.error is not None:
                 pending.future.set_exception(response.error)
@@ -253,6 +255,20 @@ class Dispatcher(Scheduler):
             times.infer_done_ns - times.input_done_ns,
             times.end_ns - times.infer_done_ns,
         )
+
+
+def _trace_outcome(pending: Pending, response: BackendResponse, times: ExecutionTimes | None,
+                   end_ns: int) -> None:
+    """Report a traced request's queue and compute timestamps (the times its statistics
+    durations were just taken from), its outputs and ``REQUEST_END`` (Triton's order)."""
+    trace = pending.request.trace
+    assert trace is not None
+    trace.stamp("QUEUE_START", pending.enqueue_ns)
+    if times is not None:
+        trace.computed(times.start_ns, times.input_done_ns, times.infer_done_ns, times.end_ns)
+    if response.error is None:
+        trace.report_tensors("TENSOR_BACKEND_OUTPUT", response.outputs, pending.request.requested_outputs)
+    trace.stamp("REQUEST_END", end_ns)
 
 
 __all__ = ["BatchPolicy", "Dispatcher"]

@@ -207,9 +207,13 @@ class EnsembleScheduler(Scheduler):
                 outputs[name] = _reshaped(tensor.data, shape)
         except BaseException:
             self._stats.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
+            if request.trace is not None:
+                _trace_ensemble(request, enqueue_ns, None)
             raise
         finally:
             self._forget()
+        if request.trace is not None:  # a sampled request: its steps have child traces
+            _trace_ensemble(request, enqueue_ns, outputs)
         self._stats.record_success(
             time.monotonic_ns() - arrival_ns,
             compute_start_ns - enqueue_ns,
@@ -292,8 +296,10 @@ class EnsembleScheduler(Scheduler):
         totals: ComputeTotals,
     ) -> tuple[dict[str, Tensor], int]:
         """One step: its request to the composing model; the ensemble tensors it made and
-        the batch size of that request (0 when the model does not batch)."""
+        the batch size of that request (0 when the model does not batch). A traced ensemble
+        request gives the step a child trace (Triton's ``parent_id``)."""
         step_batch = 0
+        trace = request.trace.spawn() if request.trace is not None else None
 
         def adapt(config: ModelConfig) -> InferenceRequest:
             nonlocal step_batch
@@ -318,11 +324,12 @@ class EnsembleScheduler(Scheduler):
                 outputs=[RequestedOutput(model_output) for model_output, _ in step.outputs],
                 id=request.request_id,
                 parameters=dict(request.parameters),
+                trace=trace,
             )
 
         step_request = InferenceRequest(
             step.model_name, [], model_version=step.model_version,
-            id=request.request_id, parameters=dict(request.parameters),
+            id=request.request_id, parameters=dict(request.parameters), trace=trace,
         )
         response = await self._infer(step_request, totals, adapt)
         answered = {tensor.name: tensor for tensor in response.outputs}
@@ -337,6 +344,17 @@ class EnsembleScheduler(Scheduler):
         self._inflight -= 1
         if self._inflight == 0 and self._drained is not None:
             self._drained.set()
+
+
+def _trace_ensemble(request: BackendRequest, enqueue_ns: int, outputs: dict[str, np.ndarray] | None) -> None:
+    """A traced ensemble request is done: ``QUEUE_START``, its outputs (on success) and
+    ``REQUEST_END``; the steps reported their own timestamps in their child traces."""
+    trace = request.trace
+    assert trace is not None
+    trace.stamp("QUEUE_START", enqueue_ns)
+    if outputs is not None:
+        trace.report_tensors("TENSOR_BACKEND_OUTPUT", outputs)
+    trace.stamp("REQUEST_END", time.monotonic_ns())
 
 
 __all__ = [
