@@ -255,7 +255,7 @@ async def test_startup_failure_serves_the_others_without_exit_on_error(tmp_path:
 
 
 async def test_poll_only_in_poll_mode(server: Server) -> None:
-    with pytest.raises(Unavailable, match="^polling is disabled$"):
+    with pytest.raises(Unavailable, match=r"^polling is disabled$"):
         await server.poll_repository()
 
 

@@ -160,7 +160,7 @@ async def test_bytes_inputs_reach_an_ensemble(client, tmp_path: Path) -> None:
 
 
 async def test_dynamic_dims_need_a_shape(client) -> None:
-    with pytest.raises(PerfError, match='"input_ids" with model shape \\[-1\\].*--shape'):
+    with pytest.raises(PerfError, match=r'"input_ids" with model shape \[-1\].*--shape'):
         await prepare_workload(client, quick("minilm_encoder", input_data="zero"))
     shapes = {"input_ids": [8], "attention_mask": [8], "token_type_ids": [8]}
     options = quick("minilm_encoder", input_data="zero", shapes=shapes)
@@ -181,8 +181,8 @@ def encoder_data(tmp_path: Path, token_types: list[int]) -> str:
 async def test_a_failed_request_stops_the_measurement_with_its_message(client, tmp_path) -> None:
     options = quick("minilm_encoder", input_data=encoder_data(tmp_path, [0, 5]))
     workload = await prepare_workload(client, options)
-    with pytest.raises(PerfError, match="Concurrency: 1: a request failed: .*indices element out "
-                                        "of data bounds.*--continue-on-error"):
+    with pytest.raises(PerfError, match=r"Concurrency: 1: a request failed: .*indices element out "
+                                        r"of data bounds.*--continue-on-error"):
         await run_step(client, workload, LoadLevel.concurrency(1), options)
 
 

@@ -341,7 +341,8 @@ async def test_bls_unknown_model_comes_back_as_an_error_response(server: Server,
 
 
 async def test_bls_to_a_decoupled_model_iterates_its_responses(server: Server) -> None:
-    response = await server.infer(InferenceRequest("bls_decoupled", [Tensor("IN", "INT32", np.array([4, 5, 6], np.int32))]))
+    request = InferenceRequest("bls_decoupled", [Tensor("IN", "INT32", np.array([4, 5, 6], np.int32))])
+    response = await server.infer(request)
     assert {t.name: int(t.data[0]) for t in response.outputs} == {"SUM": 15, "COUNT": 3}
     with pytest.raises(InternalError, match="negative value -5 at 1"):
         await server.infer(InferenceRequest("bls_decoupled", [Tensor("IN", "INT32", np.array([4, -5], np.int32))]))

@@ -36,7 +36,7 @@ def test_tensor_basics() -> None:
 
 
 def test_tensor_refuses_numpy_str_arrays_and_converts_bytes_arrays() -> None:
-    with pytest.raises(pb_utils.TritonModelException, match="Please use np.object_ instead"):
+    with pytest.raises(pb_utils.TritonModelException, match=r"Please use np\.object_ instead"):
         pb_utils.Tensor("S", np.array(["a", "b"]))
     tensor = pb_utils.Tensor("B", np.array([b"a", b"bc"]))
     assert tensor.as_numpy().dtype == np.object_ and tensor.triton_dtype() == 13

@@ -345,7 +345,7 @@ async def test_dynamic_batching_runs_queued_requests_in_one_execution(serve) -> 
         rows = [np.full((1, 16), i, np.float32) for i in range(4)]
         results = await asyncio.gather(*(
             infer(server, "add_sub", {"INPUT__0": r, "INPUT__1": r}) for r in rows))
-        for row, out in zip(rows, results):
+        for row, out in zip(rows, results, strict=True):
             np.testing.assert_array_equal(out["OUTPUT__0"], row * 2)
             np.testing.assert_array_equal(out["OUTPUT__1"], np.zeros_like(row))
         stats = (await server.statistics("add_sub"))["model_stats"][0]
@@ -548,7 +548,7 @@ async def test_kind_gpu_runs_on_cuda(tmp_path: Path, serve) -> None:
         results = await asyncio.gather(*(
             infer(server, "on_gpu", {"INPUT__0": r, "INPUT__1": r + 1}) for r in rows))
         config_kind = (await server.model_config("on_gpu")).instance_group[0].kind
-    for row, out in zip(rows, results):
+    for row, out in zip(rows, results, strict=True):
         np.testing.assert_array_equal(out["OUTPUT__0"], 2 * row + 1)
         np.testing.assert_array_equal(out["OUTPUT__1"], np.full_like(row, -1))
     assert config_kind == 1  # KIND_GPU

@@ -274,7 +274,7 @@ def test_tokenizer_model_pads_each_execution_to_its_longest(model_dirs, pb_utils
     assert len(responses) == 3 and not any(r.has_error() for r in responses)
     whole = load_helper().BatchTokenizer(build_minilm.source_dir()).encode([t for g in groups for t in g])
     offset = 0
-    for group, response in zip(groups, responses):
+    for group, response in zip(groups, responses, strict=True):
         out = response.as_dict()
         assert sorted(out) == ["attention_mask", "input_ids", "token_type_ids"]
         for name, array in out.items():
@@ -499,7 +499,7 @@ def test_digits_router_picks_the_version(model_dirs, digits_bls, monkeypatch) ->
     responses = model.execute([ServerRequest({"pixels": pixels[i : i + 2]}, p) for i, p in enumerate(asks)])
     assert [c[1] for c in calls] == [1, 2, 2, 1]
     assert all(c[0] == "digits_mlp" and c[2] == ["logits"] for c in calls)
-    for i, (response, version) in enumerate(zip(responses, [1, 2, 2, 1])):
+    for i, (response, version) in enumerate(zip(responses, [1, 2, 2, 1], strict=True)):
         out = response.as_dict()
         want = sessions[version].run(["logits"], {"pixels": pixels[i : i + 2]})[0]
         np.testing.assert_array_equal(out["logits"], want)
@@ -567,7 +567,7 @@ def test_changed_python_model_source_makes_the_build_stale(tmp_path, monkeypatch
 def test_bench_input_data_is_current(filename) -> None:
     committed = json.loads((ROOT / "bench" / "data" / filename).read_text())
     assert committed == perf_analyzer_input_data(TEXT_INPUTS[filename])
-    assert all(list(entry.values())[0]["shape"] == [1] for entry in committed["data"])
+    assert all(next(iter(entry.values()))["shape"] == [1] for entry in committed["data"])
 
 
 def test_token_streamer_refuses_a_text_over_64_kib_before_tokenizing(model_dirs, pb_utils, monkeypatch) -> None:

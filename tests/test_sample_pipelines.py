@@ -127,7 +127,7 @@ async def test_ensemble_pipeline_labels_the_notebook_reviews_honestly(server: Se
     request = InferenceRequest("ensemble_pipeline", [Tensor("RAW_TEXT", "BYTES", texts(reviews))])
     (prediction,) = (await server.infer(request)).outputs
     labels = ("negative", "neutral", "positive")
-    got = {review: labels[int(row.argmax())] for review, row in zip(reviews, prediction.data)}
+    got = {review: labels[int(row.argmax())] for review, row in zip(reviews, prediction.data, strict=True)}
     assert got == NOTEBOOK_REVIEWS
 
 

@@ -102,7 +102,7 @@ async def test_keys_that_are_no_shm_name_are_invalid(engine: Server, key: str, t
 
 
 async def test_absent_key_is_a_client_error(engine: Server) -> None:
-    with pytest.raises(InvalidArgument, match="^Unable to open shared memory region: '/wb_absent'$"):
+    with pytest.raises(InvalidArgument, match=r"^Unable to open shared memory region: '/wb_absent'$"):
         await engine.register_system_shared_memory("r", "/wb_absent", 0, 16)
 
 
@@ -118,8 +118,8 @@ async def test_output_region_too_small_is_invalid_argument(engine: Server, shm_s
         outputs=[RequestedOutput("OUTPUT0", {"shared_memory_region": "r", "shared_memory_offset": 64,
                                              "shared_memory_byte_size": 32})],
     )
-    with pytest.raises(InvalidArgument, match="^shared memory size specified with the request for "
-                       "output 'OUTPUT0' \\(32 bytes\\) should be at least 64 bytes to hold the results$"):
+    with pytest.raises(InvalidArgument, match=r"^shared memory size specified with the request for "
+                       r"output 'OUTPUT0' \(32 bytes\) should be at least 64 bytes to hold the results$"):
         await engine.infer(request)
 
 
