@@ -50,6 +50,7 @@ def shm_entry():
     def make(kind: str, target: Path | None = None) -> str:
         path = SHM / f"wb_test_{kind}_{uuid.uuid4().hex[:12]}"
         if kind == "symlink":
+            assert target is not None, "a symlink entry needs a target"
             path.symlink_to(target)
         elif kind == "fifo":
             os.mkfifo(path)
