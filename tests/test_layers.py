@@ -56,7 +56,8 @@ def test_core_layers_import_no_web_framework() -> None:
 def test_lower_layers_never_import_upper_ones() -> None:
     order = ["config", "repository", "backends", "scheduling", "engine"]
     for rank, folder in enumerate(order):
-        upper = tuple(f"workbench.{name}" for name in order[rank + 1 :]) + (
+        upper = (
+            *(f"workbench.{name}" for name in order[rank + 1 :]),
             "workbench.frontends", "workbench.hosts", "workbench.ui", "workbench.jupyter",
             "workbench.perf",
         )

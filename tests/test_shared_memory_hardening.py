@@ -50,6 +50,7 @@ def shm_entry():
     def make(kind: str, target: Path | None = None) -> str:
         path = SHM / f"wb_test_{kind}_{uuid.uuid4().hex[:12]}"
         if kind == "symlink":
+            assert target is not None, "a symlink entry needs a target"
             path.symlink_to(target)
         elif kind == "fifo":
             os.mkfifo(path)
@@ -102,7 +103,7 @@ async def test_keys_that_are_no_shm_name_are_invalid(engine: Server, key: str, t
 
 
 async def test_absent_key_is_a_client_error(engine: Server) -> None:
-    with pytest.raises(InvalidArgument, match="^Unable to open shared memory region: '/wb_absent'$"):
+    with pytest.raises(InvalidArgument, match=r"^Unable to open shared memory region: '/wb_absent'$"):
         await engine.register_system_shared_memory("r", "/wb_absent", 0, 16)
 
 
@@ -118,8 +119,8 @@ async def test_output_region_too_small_is_invalid_argument(engine: Server, shm_s
         outputs=[RequestedOutput("OUTPUT0", {"shared_memory_region": "r", "shared_memory_offset": 64,
                                              "shared_memory_byte_size": 32})],
     )
-    with pytest.raises(InvalidArgument, match="^shared memory size specified with the request for "
-                       "output 'OUTPUT0' \\(32 bytes\\) should be at least 64 bytes to hold the results$"):
+    with pytest.raises(InvalidArgument, match=r"^shared memory size specified with the request for "
+                       r"output 'OUTPUT0' \(32 bytes\) should be at least 64 bytes to hold the results$"):
         await engine.infer(request)
 
 
