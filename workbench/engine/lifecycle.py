@@ -64,6 +64,7 @@ from workbench.repository.remote import (
     resolve_repositories,
 )
 from workbench.repository.repository import ModelLocation, ModelRepository
+from workbench.results import RepositoryIndexRow
 from workbench.scheduling.ensemble import StepAdapt
 from workbench.scheduling.rate_limiter import RateLimiter, parse_resource
 from workbench.statistics import ComputeTotals, SuccessObserver
@@ -311,7 +312,7 @@ class ModelLifecycle:
         return await model.infer_once(request, arrival, compute_totals)
 
     # ----------------------------------------------------------------- repository API
-    async def index_rows(self, ready: bool = False) -> list[dict]:
+    async def index_rows(self, ready: bool = False) -> list[RepositoryIndexRow]:
         """Every model in the repositories, and every version the server knows, with state.
 
         Rows are ``{"name", "version", "state", "reason"}``; a model never loaded has only
@@ -329,7 +330,7 @@ class ModelLifecycle:
         """
         assert self._repository is not None
         found = await asyncio.to_thread(repository_names, self._repository, self._remotes)
-        rows = []
+        rows: list[RepositoryIndexRow] = []
         for name in sorted(set(found) | set(self._models) | set(self._loading)):
             entry = self._models.get(name)
             rows.extend(index_rows(name, entry, self._loading.get(name)))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
@@ -37,6 +37,18 @@ from workbench.engine.shared_memory_io import AttachedRequest, uses_shared_memor
 from workbench.engine.statistics_api import live_statistics, statistics_report
 from workbench.errors import ModelLoadError, ModelNotFound, ServerNotReady, Unavailable
 from workbench.options import ServerOptions
+from workbench.results import (
+    ConfigFile,
+    ConfigWriteResult,
+    CudaSharedMemoryStatus,
+    LogSettings,
+    ModelMetadata,
+    ModelStatisticsReport,
+    RepositoryIndexRow,
+    ServerMetadata,
+    SystemSharedMemoryStatus,
+    TraceSettings,
+)
 from workbench.statistics import ModelStatistics, SuccessObserver
 from workbench.types import InferenceRequest, InferenceResponse
 
@@ -153,11 +165,11 @@ class Server:
             return False
         return not self.options.strict_readiness or not self.lifecycle.any_failed()
 
-    async def metadata(self) -> dict:
+    async def metadata(self) -> ServerMetadata:
         """``GET /v2``: ``{"name", "version", "extensions"}``."""
         return {"name": self.options.server_id, "version": __version__, "extensions": EXTENSIONS}
 
-    async def model_metadata(self, name: str, version: str = "") -> dict:
+    async def model_metadata(self, name: str, version: str = "") -> ModelMetadata:
         """``GET /v2/models/<m>[/versions/<v>]``: name, versions, platform, inputs, outputs.
 
         Raises:
@@ -252,7 +264,7 @@ class Server:
                 yield response
 
     # ----------------------------------------------------------------- statistics
-    async def statistics(self, name: str = "", version: str = "") -> dict:
+    async def statistics(self, name: str = "", version: str = "") -> ModelStatisticsReport:
         """Triton's statistics extension: ``{"model_stats": [...]}`` for READY versions.
 
         Durations are cumulative nanoseconds; ``last_inference`` is ms since the epoch.
@@ -287,7 +299,7 @@ class Server:
         self.lifecycle.remove_success_observer(observer)
 
     # ----------------------------------------------------------------- repository API
-    async def repository_index(self, ready: bool = False) -> list[dict]:
+    async def repository_index(self, ready: bool = False) -> list[RepositoryIndexRow]:
         """Triton's repository index: :meth:`ModelLifecycle.index_rows`."""
         return await self.lifecycle.index_rows(ready)
 
@@ -314,7 +326,7 @@ class Server:
         await self._poller.poll()
 
     # ----------------------------------------------------------------- config files
-    async def model_config_file(self, name: str) -> dict:
+    async def model_config_file(self, name: str) -> ConfigFile:
         """The config file of ``name`` on disk: :meth:`ConfigFileService.model_config_file`."""
         return await self._config_files.model_config_file(name)
 
@@ -323,12 +335,12 @@ class Server:
         :meth:`ConfigFileService.validate_model_config_text`."""
         return await self._config_files.validate_model_config_text(name, text)
 
-    async def write_model_config(self, name: str, text: str, *, reload: bool = True) -> dict:
+    async def write_model_config(self, name: str, text: str, *, reload: bool = True) -> ConfigWriteResult:
         """Validate, write (atomically, with a backup) and apply ``name``'s config:
         :meth:`ConfigFileService.write_model_config`."""
         return await self._config_files.write_model_config(name, text, reload=reload)
 
-    async def revert_model_config(self, name: str, *, reload: bool = True) -> dict:
+    async def revert_model_config(self, name: str, *, reload: bool = True) -> ConfigWriteResult:
         """Put the config backup back and apply it: :meth:`ConfigFileService.revert_model_config`."""
         return await self._config_files.revert_model_config(name, reload=reload)
 
@@ -341,7 +353,7 @@ class Server:
         """:meth:`SharedMemoryService.unregister_system_shared_memory`."""
         await self._shm.unregister_system_shared_memory(name)
 
-    async def system_shared_memory_status(self, name: str = "") -> list[dict]:
+    async def system_shared_memory_status(self, name: str = "") -> list[SystemSharedMemoryStatus]:
         """:meth:`SharedMemoryService.system_shared_memory_status`."""
         return await self._shm.system_shared_memory_status(name)
 
@@ -354,16 +366,16 @@ class Server:
         """:meth:`SharedMemoryService.unregister_cuda_shared_memory`."""
         await self._shm.unregister_cuda_shared_memory(name)
 
-    async def cuda_shared_memory_status(self, name: str = "") -> list[dict]:
+    async def cuda_shared_memory_status(self, name: str = "") -> list[CudaSharedMemoryStatus]:
         """:meth:`SharedMemoryService.cuda_shared_memory_status`."""
         return await self._shm.cuda_shared_memory_status(name)
 
     # ----------------------------------------------------------------- settings
-    async def log_settings(self) -> dict:
+    async def log_settings(self) -> LogSettings:
         """Triton's logging extension: :meth:`SettingsService.log_settings`."""
         return await self._settings.log_settings()
 
-    async def update_log_settings(self, settings: dict) -> dict:
+    async def update_log_settings(self, settings: Mapping[str, object]) -> LogSettings:
         """:meth:`SettingsService.update_log_settings`."""
         return await self._settings.update_log_settings(settings)
 
@@ -371,11 +383,11 @@ class Server:
         """:meth:`SettingsService.add_log_settings_observer`."""
         self._settings.add_log_settings_observer(observer)
 
-    async def trace_settings(self, model: str | None = None) -> dict:
+    async def trace_settings(self, model: str | None = None) -> TraceSettings:
         """Triton's trace extension: :meth:`SettingsService.trace_settings`."""
         return await self._settings.trace_settings(model)
 
-    async def update_trace_settings(self, settings: dict, model: str | None = None) -> dict:
+    async def update_trace_settings(self, settings: Mapping[str, object], model: str | None = None) -> TraceSettings:
         """:meth:`SettingsService.update_trace_settings`."""
         return await self._settings.update_trace_settings(settings, model)
 

@@ -12,7 +12,7 @@ executing it.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 DECOUPLED_MODEL_INFER = "ModelInfer RPC doesn't support models with decoupled transaction policy"
 
 
-def _parse(payload: dict | list, message_type: type) -> Any:
+def _parse(payload: Mapping[str, object] | Sequence[object], message_type: type) -> Any:
+    """``payload`` (an engine result: Triton's JSON shape) as a ``message_type`` message."""
     return json_format.ParseDict(payload, message_type(), ignore_unknown_fields=True)
 
 

@@ -17,6 +17,7 @@ from tritonclient.grpc import service_pb2 as pb
 
 from workbench import InvalidArgument, Server
 from workbench.frontends.grpc.rpc import Context, rpc
+from workbench.results import LogSettings, TraceSettings
 
 #: LogSettings keys -> (the oneof Triton requires, the word of its error text)
 _LOG_TYPES = {
@@ -58,7 +59,7 @@ def log_changes(settings: Any) -> dict[str, Any]:
     return changes
 
 
-def log_response(values: dict[str, Any]) -> pb.LogSettingsResponse:
+def log_response(values: LogSettings) -> pb.LogSettingsResponse:
     """``Server.log_settings()`` as a ``LogSettingsResponse`` (bools, uint32 level, strings)."""
     response = pb.LogSettingsResponse()
     for key, value in values.items():
@@ -87,7 +88,7 @@ def trace_changes(settings: Any) -> dict[str, Any]:
     return changes
 
 
-def trace_response(values: dict[str, Any]) -> pb.TraceSettingResponse:
+def trace_response(values: TraceSettings) -> pb.TraceSettingResponse:
     """``Server.trace_settings()`` as a ``TraceSettingResponse`` (every value a string list)."""
     response = pb.TraceSettingResponse()
     for key, value in values.items():

@@ -10,10 +10,14 @@ UNSUPPORTED) and status still works.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from tritonclient.grpc import service_pb2 as pb
 
 from workbench import Server
 from workbench.frontends.grpc.rpc import Context, rpc
+from workbench.results import CudaSharedMemoryStatus, SystemSharedMemoryStatus
 
 
 class SharedMemoryServicer:
@@ -70,7 +74,8 @@ class SharedMemoryServicer:
         return pb.CudaSharedMemoryUnregisterResponse()
 
 
-def _status_response(message_type, rows: list[dict]):
+def _status_response(message_type: Any,
+                     rows: Sequence[SystemSharedMemoryStatus] | Sequence[CudaSharedMemoryStatus]) -> Any:
     """A ``*SharedMemoryStatusResponse`` whose ``regions`` map each row's name to its
     ``RegionStatus`` (the row's keys are the message's fields)."""
     response = message_type()
