@@ -34,7 +34,7 @@ class TensorSpec:
 
     def full_dims(self, max_batch_size: int) -> tuple[int, ...]:
         """Dims as clients see them: a leading -1 when the model batches."""
-        return ((-1,) + self.dims) if max_batch_size > 0 else self.dims
+        return (-1, *self.dims) if max_batch_size > 0 else self.dims
 
 
 class ModelIO:

@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from typing import Any
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
@@ -207,7 +208,7 @@ class Server:
             await attached.write_outputs(response)
             return response
 
-    async def infer_stream(self, request: InferenceRequest) -> AsyncIterator[InferenceResponse]:
+    async def infer_stream(self, request: InferenceRequest) -> AsyncGenerator[InferenceResponse, None]:
         """Every response to ``request``, as gRPC's ``ModelStreamInfer`` delivers them.
 
         A non-decoupled model yields exactly one response. A decoupled model
@@ -275,7 +276,7 @@ class Server:
         """Triton's repository index: :meth:`ModelLifecycle.index_rows`."""
         return await self.lifecycle.index_rows(ready)
 
-    async def load_model(self, name: str, config: str | dict | None = None,
+    async def load_model(self, name: str, config: str | dict[str, Any] | None = None,
                          files: dict[str, bytes] | None = None) -> None:
         """Load or hot-reload ``name`` (explicit mode): :meth:`ModelLifecycle.load_model`
         (its errors: Unavailable, InvalidArgument, InvalidModelConfig)."""

@@ -28,11 +28,15 @@ import os
 import stat
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from workbench.errors import AlreadyExists, InvalidArgument, NotFound, Unsupported
 from workbench.results import CudaSharedMemoryStatus, SystemSharedMemoryStatus
+
+if TYPE_CHECKING:  # loaded only when a CUDA region is registered
+    from workbench.engine.cuda_ipc import CudaPointer
 
 #: Triton's ``kClientShmDisabledErrorStr`` (UNSUPPORTED, HTTP 501).
 CLIENT_SHM_DISABLED = (
@@ -58,7 +62,7 @@ class Region:
     offset: int = 0
     device_id: int = 0
     fd: int = -1
-    cuda: object | None = None
+    cuda: CudaPointer | None = None
     users: int = 0
     awaiting_unregister: bool = False
 

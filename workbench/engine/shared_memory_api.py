@@ -18,8 +18,8 @@ class SharedMemoryService:
     """The server's shared-memory registry behind async methods.
 
     Args:
-        registry: the regions (the owner closes it on stop). Regions serve inference through the ``shared_memory_region`` /
-    ``shared_memory_offset`` / ``shared_memory_byte_size`` parameters of input tensors
+        registry: the regions (the owner closes it on stop). Regions serve inference through
+    the ``shared_memory_region`` / ``shared_memory_offset`` / ``shared_memory_byte_size`` parameters of input tensors
     (``Tensor.parameters``; build the tensor with ``workbench.tensor_from_shared_memory``)
     and of requested outputs (``RequestedOutput.parameters``).
     """

@@ -168,7 +168,7 @@ class GRPCInferenceService(
         if self.compression is not None:
             context.set_compression(self.compression)
             await context.send_initial_metadata(())  # grpc.aio applies it only then
-        forwarded = None
+        forwarded: dict[str, str] | WorkbenchError | None = None
         if self.forward is not None:
             try:
                 forwarded = forwarded_parameters(self.forward, context.invocation_metadata())

@@ -2,10 +2,10 @@
 
 Each RPC is one call to the engine's shared-memory API (``Server.shared_memory``:
 ``register_system_shared_memory`` and friends) with Triton's message shapes
-(``grpc_server.cc``): status responses map region name -> ``RegionStatus``; register and unregister answer empty messages; an empty ``name``
-unregisters every region of the kind. With ``--allow-client-shm`` off, register and
-unregister answer UNIMPLEMENTED ("Client shared memory is disabled. ...", Triton's
-UNSUPPORTED) and status still works.
+(``grpc_server.cc``): status responses map region name -> ``RegionStatus``; register and
+unregister answer empty messages; an empty ``name`` unregisters every region of the kind.
+With ``--allow-client-shm`` off, register and unregister answer UNIMPLEMENTED ("Client
+shared memory is disabled. ...", Triton's UNSUPPORTED) and status still works.
 """
 
 from __future__ import annotations
