@@ -43,6 +43,7 @@ from workbench.types import InferenceRequest, InferenceResponse
 
 log = logging.getLogger(__name__)
 
+
 class Server:
     """The inference engine: a facade over the model lifecycle, the shared-memory registry,
     the settings and the config-file service; inference and statistics read the lifecycle.
