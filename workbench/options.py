@@ -156,8 +156,8 @@ class ServerOptions(BaseSettings):
 
     trace_level: Annotated[list[Literal["OFF", "TIMESTAMPS", "TENSORS"]], TRACE_CONFIG] = Field(
         default_factory=list)
-    """Start-up trace level (``--trace-config level=...``, repeatable); empty = OFF. Trace
-    settings are accepted and reported (``/v2/trace/setting``); no traces are written."""
+    """Start-up trace level (``--trace-config level=...``, repeatable); empty or any OFF =
+    OFF. Traces go to ``trace_file`` (triton mode) or the OTLP receiver (opentelemetry)."""
 
     trace_rate: Annotated[int, TRACE_CONFIG] = Field(default=1000, ge=0)
     """Trace one request in N (``--trace-config rate=N``)."""
@@ -173,6 +173,27 @@ class ServerOptions(BaseSettings):
 
     trace_mode: Annotated[Literal["triton", "opentelemetry"], TRACE_CONFIG] = "triton"
     """Trace mode (``--trace-config mode=triton|opentelemetry``)."""
+
+    # -- OpenTelemetry trace mode (``--trace-config opentelemetry,KEY=VALUE``; the ``trace`` extra)
+    trace_opentelemetry_url: Annotated[str, TRACE_CONFIG] = "http://localhost:4318/v1/traces"
+    """OTLP/HTTP endpoint spans are exported to (``--trace-config opentelemetry,url=URL``)."""
+
+    trace_opentelemetry_resource: Annotated[list[str], TRACE_CONFIG] = Field(default_factory=list)
+    """Resource attributes ``KEY=VALUE`` (``--trace-config opentelemetry,resource=K=V``,
+    repeatable) over ``service.name=triton-inference-server`` and ``OTEL_RESOURCE_ATTRIBUTES``."""
+
+    trace_opentelemetry_bsp_max_queue_size: Annotated[int | None, TRACE_CONFIG] = Field(default=None, ge=1)
+    """Batch span processor queue size (``opentelemetry,bsp_max_queue_size=N``); None: the
+    ``OTEL_BSP_MAX_QUEUE_SIZE`` environment variable or 2048."""
+
+    trace_opentelemetry_bsp_schedule_delay: Annotated[int | None, TRACE_CONFIG] = Field(default=None, ge=0)
+    """Milliseconds between two exports (``opentelemetry,bsp_schedule_delay=MS``); None:
+    ``OTEL_BSP_SCHEDULE_DELAY`` or 5000."""
+
+    trace_opentelemetry_bsp_max_export_batch_size: Annotated[int | None, TRACE_CONFIG] = Field(
+        default=None, ge=1)
+    """Spans per export (``opentelemetry,bsp_max_export_batch_size=N``, at most the queue
+    size); None: ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE`` or 512."""
 
     default_max_batch_size: Annotated[int, Flag(via="--backend-config")] = Field(default=4, ge=0)
     """max_batch_size given to batchable ONNX models whose config has none

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from workbench.tracing.records import RequestTrace
 
 
 class ModelReadyState(enum.Enum):
@@ -65,6 +68,7 @@ class InferenceRequest:
         outputs: requested outputs; ``None`` = all outputs of the model.
         id: the client's request id (echoed in the response; ``""`` if none).
         parameters: request parameters (``priority``, ``timeout`` in µs, sequence flags, custom keys).
+        trace: the request's trace when a frontend sampled it (``--trace-config``), else None.
     """
 
     model_name: str
@@ -73,6 +77,7 @@ class InferenceRequest:
     outputs: list[RequestedOutput] | None = None
     id: str = ""
     parameters: dict[str, Any] = field(default_factory=dict)
+    trace: RequestTrace | None = None
 
 
 @dataclass(slots=True)

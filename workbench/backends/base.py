@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
@@ -23,6 +23,9 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 from workbench.errors import WorkbenchError
 from workbench.statistics import ComputeTotals, MemoryUsage
 from workbench.types import InferenceRequest, InferenceResponse
+
+if TYPE_CHECKING:
+    from workbench.tracing.records import RequestTrace
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,8 @@ class BackendRequest:
         request_id: the client's request id (``""`` if none); Triton's ``TRITONBACKEND_RequestId``.
         batched: False for a model with ``max_batch_size: 0``: its inputs have no batch
             dimension and the request counts as batch size 1 (Triton's statistics).
+        trace: the request's trace when it is sampled (the scheduler reports its queue and
+            compute timestamps there); backends ignore it.
     """
 
     inputs: dict[str, np.ndarray]
@@ -76,6 +81,7 @@ class BackendRequest:
     compute_totals: ComputeTotals | None = None
     request_id: str = ""
     batched: bool = True
+    trace: RequestTrace | None = None
 
     @property
     def batch_size(self) -> int:
@@ -141,8 +147,9 @@ class ModelInstance(ABC):
         ``times.mark_input_done()`` and ``times.mark_infer_done()`` at the phase ends.
         """
 
-    def unload(self) -> None:
-        """Release the instance's resources (sessions, device memory). Idempotent."""
+    def unload(self) -> None:  # noqa: B027  # a default on purpose: an instance may hold nothing to release
+        """Release the instance's resources (sessions, device memory). Idempotent. Default:
+        nothing to release."""
 
     def reported_memory(self) -> list[MemoryUsage]:
         """Memory the backend knows this instance holds, per (kind, device), in bytes
@@ -164,14 +171,15 @@ class BackendContext:
     Attributes:
         loop: the engine's event loop; ``infer_stream`` must run on it (use
             ``asyncio.run_coroutine_threadsafe`` from instance threads).
-        infer_stream: ``infer_stream(request)`` -> async iterator of the request's responses
-            (exactly one for a non-decoupled model, 0..n for a decoupled one); raises
+        infer_stream: ``infer_stream(request)`` -> async generator of the request's responses
+            (exactly one for a non-decoupled model, 0..n for a decoupled one; ``aclose()`` it
+            when stopping early, e.g. with ``contextlib.aclosing``); raises
             :class:`WorkbenchError` with Triton's texts (unknown model, bad input, ...).
             The same path as a client's request: validation, batching and statistics apply.
     """
 
     loop: asyncio.AbstractEventLoop
-    infer_stream: Callable[[InferenceRequest], AsyncIterator[InferenceResponse]]
+    infer_stream: Callable[[InferenceRequest], AsyncGenerator[InferenceResponse, None]]
 
 
 class Backend(ABC):

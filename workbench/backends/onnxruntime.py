@@ -88,7 +88,7 @@ class OnnxRuntimeInstance(ModelInstance):
             self._session = ort.InferenceSession(
                 str(path), sess_options=options, providers=providers
             )
-        except Exception as exc:  # ORT raises its own types for bad graphs
+        except Exception as exc:  # noqa: BLE001  # ORT's exception types share no base but Exception
             raise ModelLoadError(
                 f"unable to load model '{config.name}': {type(exc).__name__}: "
                 f"{_ANSI.sub('', str(exc))}"
@@ -106,7 +106,7 @@ class OnnxRuntimeInstance(ModelInstance):
         times.mark_input_done()
         try:
             results = self._session.run(names, feed)
-        except Exception as exc:  # ORT's own error types; keep the text, drop terminal colours
+        except Exception as exc:  # noqa: BLE001  # ORT's error types share no base but Exception; keep the text, drop terminal colours
             raise InternalError(
                 f"onnxruntime failed to run model '{self._model_name}': {_ANSI.sub('', str(exc))}"
             ) from None
@@ -235,7 +235,8 @@ def _check_dims(config: ModelConfig, entry, graph_shape: list) -> None:
     batching = config.max_batch_size > 0
     full = ([-1] if batching else []) + [int(d) for d in dims]
     model = [d if isinstance(d, int) and d >= 0 else -1 for d in graph_shape]
-    fixed_differ = any(c != -1 and m != -1 and c != m for c, m in zip(full[batching:], model[batching:]))
+    fixed_differ = any(c != -1 and m != -1 and c != m  # the lengths are compared next
+                       for c, m in zip(full[batching:], model[batching:], strict=False))
     if len(full) != len(model) or fixed_differ:
         shown = ("an initial batch dimension because max_batch_size > 0 followed by the explicit "
                  "tensor shape, making complete shape " if batching else "shape ")

@@ -128,7 +128,7 @@ class OpenVinoInstance(ModelInstance):
             self._compiled = core.compile_model(model, "CPU", compile_properties(config))
         except ModelLoadError:
             raise
-        except Exception as exc:  # OpenVINO raises RuntimeError with its own text
+        except RuntimeError as exc:  # OpenVINO raises RuntimeError with its own text
             raise ModelLoadError(
                 f"unable to load model '{name}': {type(exc).__name__}: {exc}"
             ) from None
@@ -143,7 +143,7 @@ class OpenVinoInstance(ModelInstance):
         times.mark_input_done()
         try:
             results = self._request.infer(feed)
-        except Exception as exc:
+        except (RuntimeError, ValueError, TypeError) as exc:  # OpenVINO's checks; the feed's conversion
             raise InternalError(
                 f"openvino failed to run model '{self._model_name}': {exc}"
             ) from None
@@ -199,8 +199,8 @@ def _check_io(config: ModelConfig, model) -> None:
             dims = list(entry.reshape.shape) if entry.HasField("reshape") else list(entry.dims)
             batching = config.max_batch_size > 0
             full = ([-1] if batching else []) + [int(d) for d in dims]
-            differ = any(c != -1 and m != -1 and c != m
-                         for c, m in zip(full[batching:], model_dims[batching:]))
+            differ = any(c != -1 and m != -1 and c != m  # the lengths are compared next
+                         for c, m in zip(full[batching:], model_dims[batching:], strict=False))
             if len(full) != len(model_dims) or differ:
                 raise ModelLoadError(
                     f"unable to load model '{config.name}': tensor '{entry.name}': the model "

@@ -69,12 +69,6 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.backends.batching import gather_inputs, requested_union, split_outputs
-from workbench.devices import gpu_count
-from workbench.errors import InternalError, InvalidArgument, ModelLoadError
-from workbench.statistics import MemoryUsage
-
-log = logging.getLogger(__name__)
-
 from workbench.backends.pytorch_binding import (
     OUTPUT_KINDS,
     BoundOutput,
@@ -87,6 +81,11 @@ from workbench.backends.pytorch_binding import (
     torch_to_config,
 )
 from workbench.backends.pytorch_options import TorchOptions, apply_thread_counts, parse_parameters
+from workbench.devices import gpu_count
+from workbench.errors import InternalError, InvalidArgument, ModelLoadError
+from workbench.statistics import MemoryUsage
+
+log = logging.getLogger(__name__)
 
 
 class PyTorchBackend(Backend):
@@ -241,7 +240,7 @@ class PyTorchInstance(ModelInstance):
         try:
             with grad:
                 return self._module(*args)
-        except Exception as exc:  # torch.jit.Error, RuntimeError, ... from inside the model
+        except Exception as exc:  # noqa: BLE001  # the model's own code: whatever it raises fails the batch
             raise InternalError(f"PyTorch execute failure: {str(exc).rstrip()}") from None
 
     def _read_outputs(self, result: Any, names: Sequence[str], total: int) -> dict[str, np.ndarray]:
@@ -270,7 +269,7 @@ class PyTorchInstance(ModelInstance):
                     f"configuration expects datatype {out.config_type} for output "
                     f"'{out.name}', model provides TYPE_STRING"
                 )
-            array = np.empty(len(value), dtype=object)
+            array: np.ndarray = np.empty(len(value), dtype=object)
             array[:] = [s.encode("utf-8") for s in value]
         elif isinstance(value, torch.Tensor):
             provided = torch_to_config(value.dtype)
@@ -289,7 +288,7 @@ class PyTorchInstance(ModelInstance):
             )
         expected = ((total,) if self._batched else ()) + out.dims
         if len(array.shape) != len(expected) or any(
-            e not in (-1, s) for e, s in zip(expected, array.shape)
+            e not in (-1, s) for e, s in zip(expected, array.shape, strict=True)
         ):
             batch = (f" (batch dimension {total}, then the configured dims {format_shape(out.dims)})"
                      if self._batched else "")
@@ -371,7 +370,7 @@ def _load_module(torch, config: ModelConfig, version_dir: Path, spec: InstanceSp
     try:
         with guard:
             module = torch.jit.load(str(path), map_location=device)
-    except Exception as exc:  # RuntimeError for a zip that is not TorchScript, ...
+    except (RuntimeError, ValueError, OSError) as exc:  # not a TorchScript zip; no such file
         raise ModelLoadError(
             f"failed to load model '{config.name}': {str(exc).rstrip()} ('{path.name}' must be a "
             "TorchScript module saved with torch.jit.save)"

@@ -247,7 +247,7 @@ def _input_positions(config: ModelConfig, arg_names: list[str], stateful: bool =
     if all(n in arg_names for n in names):
         return [arg_names.index(n) for n in names]
     if all(i is not None for i in indices):
-        return indices  # type: ignore[return-value]
+        return [i for i in indices if i is not None]
     for position, name in enumerate(names):
         if name in arg_names and arg_names[position] != name:
             raise ModelLoadError(
@@ -262,7 +262,7 @@ def _input_positions(config: ModelConfig, arg_names: list[str], stateful: bool =
         "input '%s' or previous input(s) are neither an input argument to the model '%s' nor do "
         "they follow the <name>__<index> naming convention. Falling back to enforcing strict "
         "ordering from model configuration.",
-        next(n for n, i in zip(names, indices) if i is None), m,
+        next(n for n, i in zip(names, indices, strict=True) if i is None), m,
     )
     return list(range(len(names)))
 
@@ -277,17 +277,18 @@ def bind_outputs(config: ModelConfig, returns: list) -> list[BoundOutput]:
     element_types = _return_elements(m, returns)
     states = list(config.sequence_batching.state) if config.HasField("sequence_batching") else []
     names = [o.name for o in config.output]
-    indices = [_named_index(n) for n in names]
-    if states and any(i is None for i in indices + [_named_index(s.output_name) for s in states]):
+    named = [_named_index(n) for n in names]
+    if states and any(i is None for i in named + [_named_index(s.output_name) for s in states]):
         raise ModelLoadError(
             f"PyTorch model '{m}' is using sequence batching with state but not all inputs and "
             "outputs follow the <name>__<index> naming convention. "
         )
-    if any(i is None for i in indices):
+    indices = [i for i in named if i is not None]
+    if len(indices) < len(named):
         log.warning(
             "output '%s' or previous output(s) of the model '%s' do not follow the <name>__<index> "
             "naming convention. Falling back to enforcing strict ordering from model configuration.",
-            next(n for n, i in zip(names, indices) if i is None), m,
+            next(n for n, i in zip(names, named, strict=True) if i is None), m,
         )
         indices = list(range(len(names)))
     entries = [(e, _check_datatype(config, e, "output"), _io_dims(e)) for e in config.output]
@@ -301,7 +302,9 @@ def bind_outputs(config: ModelConfig, returns: list) -> list[BoundOutput]:
                 )
             entry = ModelOutput(name=state.output_name, data_type=state.data_type)
             entries.append((entry, state_type, tuple(int(d) for d in state.dims)))
-            indices.append(_named_index(state.output_name))
+            index = _named_index(state.output_name)
+            assert index is not None  # with states every output name was checked above
+            indices.append(index)
     bound = []
     for (entry, datatype, dims), index in zip(entries, indices, strict=True):
         if element_types is not None:
@@ -319,7 +322,7 @@ def bind_outputs(config: ModelConfig, returns: list) -> list[BoundOutput]:
                     "List[str] and tensors cannot be TYPE_STRING"
                 )
         client = tuple(int(d) for d in entry.dims) if entry.HasField("reshape") else None
-        bound.append(BoundOutput(entry.name, int(index), datatype, dims, client))  # type: ignore[arg-type]
+        bound.append(BoundOutput(entry.name, index, datatype, dims, client))
     return bound
 
 

@@ -131,51 +131,58 @@ class TensorRTInstance(ModelInstance):
         self._config_outputs = [o.name for o in config.output] or self._outputs
         self._batched = config.max_batch_size > 0
         self._stream = CudaStream(self._cuda)
-        self._create_contexts(trt, _allocation_strategy(trt, config))
+        self._create_contexts(trt, _allocation_strategy(trt, config), self._stream)
         log.info("model '%s' instance '%s' on GPU %d (compute %s, TensorRT %s): optimization "
                  "profile(s) %s", config.name, spec.name, spec.device_id,
                  self._device.capability(), trt.__version__,
                  ", ".join(str(p) for p in self._profiles))
 
-    def _create_contexts(self, trt, strategy) -> None:
+    def _create_contexts(self, trt, strategy, stream: CudaStream) -> None:
         for index in self._profiles:
             with captured_errors() as lines:
                 context = self._engine.create_execution_context(strategy)
                 ok = context is not None and (
-                    index == 0 or context.set_optimization_profile_async(index, self._stream.handle))
+                    index == 0 or context.set_optimization_profile_async(index, stream.handle))
             if not ok:
                 raise ModelLoadError(
                     f"unable to load model '{self._model}': unable to create TensorRT context for "
                     f"optimization profile {index}: {'; '.join(lines) or 'no reason logged'}"
                 )
             self._contexts[index] = context
-        self._stream.synchronize()
+        stream.synchronize()
 
     # -- execution ---------------------------------------------------------------------------
 
     def execute(
         self, requests: Sequence[BackendRequest], times: ExecutionTimes
     ) -> list[BackendResponse]:
+        stream = self._live_stream()
         self._device.activate()  # per host thread: the instance thread is not the load thread
         feed, sizes = self._gather(requests)
         shapes = {name: tuple(array.shape) for name, array in feed.items()}
         context = self._contexts[choose_profile(self._model, shapes, self._inputs, self._profiles)]
         for name, array in feed.items():
-            self._bind_input(context, name, array)
+            self._bind_input(context, name, array, stream)
         host = {name: self._bind_output(context, name) for name in self._outputs}
         times.mark_input_done()
         with captured_errors() as lines:
-            ok = context.execute_async_v3(self._stream.handle)
+            ok = context.execute_async_v3(stream.handle)
         if not ok:
-            self._stream.synchronize()
+            stream.synchronize()
             raise InternalError(f"TensorRT failed to run model '{self._model}': "
                                 f"{'; '.join(lines) or 'no reason logged'}")
         wanted = requested_union(requests, self._config_outputs)
         for name in wanted:
-            copy_to_host(self._cuda, host[name], self._buffers[name].address, self._stream)
-        self._stream.synchronize()
+            copy_to_host(self._cuda, host[name], self._buffers[name].address, stream)
+        stream.synchronize()
         times.mark_infer_done()
         return split_outputs(requests, {name: host[name] for name in wanted}, sizes)
+
+    def _live_stream(self) -> CudaStream:
+        """The instance's CUDA stream (None only once :meth:`unload` ran)."""
+        if self._stream is None:
+            raise InternalError(f"instance '{self.name}' of model '{self._model}' is unloaded")
+        return self._stream
 
     def _gather(self, requests: Sequence[BackendRequest]) -> tuple[dict[str, np.ndarray], list[int]]:
         for tensor in self._inputs:
@@ -189,7 +196,7 @@ class TensorRTInstance(ModelInstance):
         return {name: np.ascontiguousarray(array, dtype=self._dtypes[name])
                 for name, array in feed.items()}, sizes
 
-    def _bind_input(self, context, name: str, array: np.ndarray) -> None:
+    def _bind_input(self, context, name: str, array: np.ndarray, stream: CudaStream) -> None:
         with captured_errors() as lines:
             ok = context.set_input_shape(name, array.shape)
         if not ok:
@@ -198,7 +205,7 @@ class TensorRTInstance(ModelInstance):
                 f"'{self._model}': {'; '.join(lines) or 'no reason logged'}"
             )
         address = self._buffer(name).ensure(array.nbytes)
-        copy_to_device(self._cuda, address, array, self._stream)
+        copy_to_device(self._cuda, address, array, stream)
         context.set_tensor_address(name, address)
 
     def _bind_output(self, context, name: str) -> np.ndarray:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from google.protobuf import message as protobuf_message
 from tritonclient.grpc import model_config_pb2 as mc
 
 from workbench.errors import InvalidModelConfig
@@ -125,7 +126,7 @@ def read_onnx_tensor_infos(
         path = path / "model.onnx"
     try:
         graph = onnx.load(str(path), load_external_data=False).graph
-    except Exception as exc:  # onnx raises DecodeError, OSError, ValueError...
+    except (OSError, ValueError, protobuf_message.Error) as exc:  # unreadable, or not an ONNX protobuf
         raise InvalidModelConfig(
             f"autofill failed for model '{model_name}': unable to load ONNX model '{path}': {exc}"
         ) from None

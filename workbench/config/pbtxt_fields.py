@@ -10,15 +10,21 @@ separators) and lists every field occurrence with its path and line.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import re
 from dataclasses import dataclass
 
 #: one token: a string, a bracket or separator, or a name / scalar
-_TOKEN = re.compile(r"""\s+|\#[^\n]*|("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')|([{}<>\[\]:,;])|([^\s{}<>\[\]:,;#"']+)""")
+_TOKEN = re.compile(
+    r"""\s+|\#[^\n]*|("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')"""
+    r"""|([{}<>\[\]:,;])|([^\s{}<>\[\]:,;#"']+)"""
+)
 _CLOSING = {"{": "}", "<": ">"}
 
 #: a field's place: ``((field, occurrence), ...)`` from the top, e.g. ``(("output", 1), ("name", 0))``
 Path = tuple[tuple[str, int], ...]
+#: one lexed token: ``(text, line, is_string)``
+Token = tuple[str, int, bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +42,8 @@ def field_lines(text: str) -> list[FieldLine]:
     does not lex as the text format gives the occurrences before the fault."""
     tokens = _tokens(text)
     fields: list[FieldLine] = []
-    try:
+    with contextlib.suppress(IndexError):  # ran off the end: a text that does not parse
         _message(tokens, 0, (), fields, None)
-    except IndexError:  # ran off the end: a text that does not parse
-        pass
     return fields
 
 
@@ -55,10 +59,10 @@ def child(fields: list[FieldLine], parent: Path, name: str) -> FieldLine | None:
     return found[0] if found else None
 
 
-def _tokens(text: str) -> list[tuple[str, int, bool]]:
+def _tokens(text: str) -> list[Token]:
     """``(text, line, is_string)`` of each token (strings unquoted, not unescaped)."""
     starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    tokens = []
+    tokens: list[Token] = []
     for match in _TOKEN.finditer(text):
         string, punct, word = match.groups()
         if string is None and punct is None and word is None:
@@ -71,7 +75,7 @@ def _tokens(text: str) -> list[tuple[str, int, bool]]:
     return tokens
 
 
-def _message(tokens: list, i: int, path: Path, out: list[FieldLine], closing: str | None) -> int:
+def _message(tokens: list[Token], i: int, path: Path, out: list[FieldLine], closing: str | None) -> int:
     counts: dict[str, int] = {}
     while i < len(tokens):
         name, line, is_string = tokens[i]
@@ -86,7 +90,7 @@ def _message(tokens: list, i: int, path: Path, out: list[FieldLine], closing: st
         i += 1
         if tokens[i][0] == ":" and not tokens[i][2]:
             i += 1
-        value, value_line, value_is_string = tokens[i]
+        value, _, value_is_string = tokens[i]
         if not value_is_string and value == "[":
             i += 1
             while not (tokens[i][0] == "]" and not tokens[i][2]):
@@ -103,7 +107,7 @@ def _message(tokens: list, i: int, path: Path, out: list[FieldLine], closing: st
     return i
 
 
-def _value(tokens: list, i: int, path: Path, name: str, counts: dict[str, int], out: list[FieldLine],
+def _value(tokens: list[Token], i: int, path: Path, name: str, counts: dict[str, int], out: list[FieldLine],
            line: int) -> int:
     """One value of ``name`` at ``tokens[i]``: recorded, its index past it returned."""
     index = counts.get(name, 0)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from google.protobuf import text_format
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.config.pbtxt_fields import FieldLine, child, field_lines, occurrences
+from workbench.config.pbtxt_fields import FieldLine, Path, child, field_lines, occurrences
 
 _LOCATION_PREFIX = re.compile(r"^\d+:\d+ : ")
 #: quoted names in a message ('INPUT0', "digits_mlp") and snake_case words (field names)
@@ -44,7 +44,7 @@ class ConfigProblem:
     line: int | None = None
     column: int | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, str | int | None]:
         """``{"message", "kind", "line", "column"}`` (line/column may be None): JSON-ready."""
         return {"message": self.message, "kind": self.kind, "line": self.line,
                 "column": self.column}
@@ -151,7 +151,7 @@ def _locate_group(fields: list[FieldLine], message: str) -> int | None:
     return _field_named_in(fields, group.path, message[match.end():], _GROUP_FIELDS, group.line)
 
 
-def _field_named_in(fields: list[FieldLine], path: tuple, rest: str,
+def _field_named_in(fields: list[FieldLine], path: Path, rest: str,
                     table: tuple[tuple[str, str], ...], default: int) -> int:
     """The line of the first field of ``table`` (message word -> field) that ``rest`` names
     and the entry at ``path`` has; else ``default`` (the entry's own line)."""
@@ -165,7 +165,7 @@ def _field_named_in(fields: list[FieldLine], path: tuple, rest: str,
 
 def _locate_path(fields: list[FieldLine], message: str) -> int | None:
     for dotted in _DOTTED.findall(message):
-        parent: tuple = ()
+        parent: Path = ()
         found = None
         for name in dotted.split("."):
             step = child(fields, parent, name)

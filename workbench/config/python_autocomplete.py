@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import json_format
 from tritonclient.grpc.model_config_pb2 import ModelConfig
@@ -61,7 +63,7 @@ def autocomplete_from_python(config: ModelConfig, model_file: Path) -> None:
     _merge(config, answer["config"])
 
 
-def _run_stub(config: ModelConfig, model_file: Path) -> dict:
+def _run_stub(config: ModelConfig, model_file: Path) -> dict[str, Any]:
     command = [sys.executable, str(STUB_PROGRAM), "--auto-complete", str(model_file)]
     try:
         done = subprocess.run(command, input=json.dumps(model_config_to_json(config)), text=True,
@@ -81,7 +83,7 @@ def _run_stub(config: ModelConfig, model_file: Path) -> dict:
     return answer if isinstance(answer, dict) else {"error": "no answer"}
 
 
-def _merge(config: ModelConfig, completed: dict) -> None:
+def _merge(config: ModelConfig, completed: Mapping[str, Any]) -> None:
     """Copy :data:`MERGED_FIELDS` of the model's answer into ``config``."""
     part = {key: completed[key] for key in MERGED_FIELDS if key in completed}
     merged = ModelConfig()

@@ -132,7 +132,8 @@ def check_config_io(config: mc.ModelConfig, tensors: Sequence[EngineTensor]) -> 
             )
 
 
-def _check_tensor(config: mc.ModelConfig, entry, tensor: EngineTensor, kind: str) -> None:
+def _check_tensor(config: mc.ModelConfig, entry: mc.ModelInput | mc.ModelOutput, tensor: EngineTensor,
+                  kind: str) -> None:
     m = config.name
     if tensor.shape_tensor:
         raise ModelLoadError(
@@ -153,7 +154,7 @@ def _check_tensor(config: mc.ModelConfig, entry, tensor: EngineTensor, kind: str
     _check_dims(config, entry, tensor)
 
 
-def _check_dims(config: mc.ModelConfig, entry, tensor: EngineTensor) -> None:
+def _check_dims(config: mc.ModelConfig, entry: mc.ModelInput | mc.ModelOutput, tensor: EngineTensor) -> None:
     """Triton's ``CompareDimsSupported`` (non-exact) plus the dynamic-batch-dim rule."""
     dims = [int(d) for d in (entry.reshape.shape if entry.HasField("reshape") else entry.dims)]
     batching = config.max_batch_size > 0
@@ -165,7 +166,7 @@ def _check_dims(config: mc.ModelConfig, entry, tensor: EngineTensor) -> None:
             prefix + "for the model to support batching the shape should have at least 1 "
             f"dimension; but shape expected by the model is {format_shape(model)}"
         )
-    differ = any(c != -1 and e != -1 and c != e for c, e in zip(full, model))
+    differ = any(c != -1 and e != -1 and c != e for c, e in zip(full, model, strict=False))  # lengths compared below
     if len(full) != len(model) or differ:
         shown = ("an initial batch dimension because max_batch_size > 0 followed by the "
                  "explicit tensor shape, making complete shape " if batching else "shape ")
@@ -249,8 +250,8 @@ def _batch_hint(config: mc.ModelConfig, tensors: Sequence[EngineTensor]) -> bool
     return hint
 
 
-def _fill(entry, tensor: EngineTensor, batched: bool) -> None:
-    if entry.data_type == mc.TYPE_INVALID and tensor.datatype in mc.DataType.keys():
+def _fill(entry: mc.ModelInput | mc.ModelOutput, tensor: EngineTensor, batched: bool) -> None:
+    if entry.data_type == mc.TYPE_INVALID and tensor.datatype in mc.DataType.keys():  # noqa: SIM118  # EnumTypeWrapper has no __contains__
         entry.data_type = mc.DataType.Value(tensor.datatype)
     if not entry.dims and not entry.HasField("reshape"):
         shape = tensor.shape[1:] if batched and tensor.shape else tensor.shape

@@ -17,7 +17,8 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, SupportsInt
 
 from tritonclient.grpc import model_config_pb2 as mc
 
@@ -110,17 +111,17 @@ _CAPTURES = threading.local()
 _LEVELS = {0: logging.ERROR, 1: logging.ERROR, 2: logging.WARNING, 3: logging.DEBUG}
 
 
-def trt_logger(trt) -> Any:
+def trt_logger(trt: ModuleType) -> Any:
     """The one :class:`tensorrt.ILogger` this process gives every runtime and builder."""
     global _LOGGER
     with _LOGGER_LOCK:
         if _LOGGER is None:
 
-            class _Logger(trt.ILogger):  # type: ignore[misc, name-defined]
+            class _Logger(trt.ILogger):  # type: ignore[name-defined]  # a base class read off the untyped module
                 def __init__(self) -> None:
                     trt.ILogger.__init__(self)
 
-                def log(self, severity, msg) -> None:  # called by TensorRT, GIL held
+                def log(self, severity: SupportsInt, msg: str) -> None:  # called by TensorRT, GIL held
                     _record(int(severity), str(msg))
 
             _LOGGER = _Logger()
@@ -151,7 +152,7 @@ def captured_errors() -> Iterator[list[str]]:
 # -- reading a plan --------------------------------------------------------------------------------
 
 
-def tensorrt_or_missing() -> tuple[object | None, list[str]]:
+def tensorrt_or_missing() -> tuple[ModuleType | None, list[str]]:
     """``(tensorrt module, [])`` where TensorRT can run here, else ``(module or None, what is
     missing)``: the package, a visible NVIDIA GPU, or both (one phrase each)."""
     missing = []
@@ -165,20 +166,20 @@ def tensorrt_or_missing() -> tuple[object | None, list[str]]:
     return trt, missing
 
 
-def import_tensorrt(model: str):
+def import_tensorrt(model: str) -> ModuleType:
     """``tensorrt``, after checking a GPU is there.
 
     Raises:
         ModelLoadError: no GPU, or no ``tensorrt`` package (:data:`REQUIREMENTS`, saying which).
     """
     trt, missing = tensorrt_or_missing()
-    if missing:
+    if missing or trt is None:  # trt is None only with a reason in missing
         raise ModelLoadError(f"unable to load model '{model}': {REQUIREMENTS}; here "
                              + " and ".join(missing))
     return trt
 
 
-def deserialize(trt, runtime, data: bytes, *, model: str, path: Path, device_id: int):
+def deserialize(trt: ModuleType, runtime: Any, data: bytes, *, model: str, path: Path, device_id: int) -> Any:
     """``runtime.deserialize_cuda_engine(data)`` on the calling thread's current device.
 
     Raises:
@@ -193,7 +194,7 @@ def deserialize(trt, runtime, data: bytes, *, model: str, path: Path, device_id:
     return engine
 
 
-def engine_tensors(trt, engine) -> list[EngineTensor]:
+def engine_tensors(trt: ModuleType, engine: Any) -> list[EngineTensor]:
     """The engine's I/O tensors in engine order, with every input's profile ranges."""
     tensors = []
     for i in range(engine.num_io_tensors):
@@ -211,7 +212,7 @@ def engine_tensors(trt, engine) -> list[EngineTensor]:
     return tensors
 
 
-def _profile_range(engine, name: str, shape: tuple[int, ...], index: int) -> ProfileRange:
+def _profile_range(engine: Any, name: str, shape: tuple[int, ...], index: int) -> ProfileRange:
     if -1 not in shape:  # a static input: every profile holds exactly its shape
         return ProfileRange(shape, shape, shape)
     low, opt, high = (tuple(int(d) for d in dims) for dims in engine.get_tensor_profile_shape(name, index))

@@ -161,7 +161,7 @@ def choose_profile(
                     f"{index})")
                 distance = -1
                 break
-            distance += sum(abs(s - o) for s, o in zip(shape, span.opt))
+            distance += sum(abs(s - o) for s, o in zip(shape, span.opt, strict=True))
         if distance >= 0 and (best < 0 or distance < best_distance):
             best, best_distance = index, distance
     if best < 0:

@@ -21,7 +21,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -190,7 +190,7 @@ def _step_cycle(config: mc.ModelConfig) -> str | None:
         path.append(j)
         for i in edges[j]:
             if state.get(i) == 1:
-                return path[path.index(i):] + [i]
+                return [*path[path.index(i):], i]
             if i not in state and (found := visit(i)):
                 return found
         path.pop()
@@ -215,9 +215,9 @@ class _Node:
     full_dims: tuple[int, ...]
 
 
-def _node(model: str, batching: bool, data_type: int, dims) -> _Node:
-    dims = tuple(int(d) for d in dims)
-    return _Node(model, data_type, dims, ((WILDCARD_DIM,) + dims) if batching else dims)
+def _node(model: str, batching: bool, data_type: int, dims: Iterable[int]) -> _Node:
+    shape = tuple(int(d) for d in dims)
+    return _Node(model, data_type, shape, (WILDCARD_DIM, *shape) if batching else shape)
 
 
 def check_ensemble_steps(config: mc.ModelConfig, composing: Mapping[str, mc.ModelConfig]) -> None:

@@ -27,6 +27,7 @@ The data itself (file sizes, BYTES elements) is checked when the samples are bui
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NoReturn
 
 from tritonclient.grpc import model_config_pb2 as mc
@@ -80,7 +81,8 @@ def check_model_warmup(config: mc.ModelConfig) -> None:
                  "non-optional input")
 
 
-def _check_against_input(value: mc.ModelWarmup.Input, spec: mc.ModelInput, m: str, fail) -> None:
+def _check_against_input(value: mc.ModelWarmup.Input, spec: mc.ModelInput, m: str,
+                         fail: Callable[[str], NoReturn]) -> None:
     if value.data_type != spec.data_type:
         fail(f"inference input '{spec.name}' data-type is '{_WIRE.get(value.data_type, '?')}', "
              f"but model '{m}' expects '{_WIRE.get(spec.data_type, '?')}'")
@@ -90,7 +92,7 @@ def _check_against_input(value: mc.ModelWarmup.Input, spec: mc.ModelInput, m: st
              f"{_dims(want)}, got {_dims(got)} (warmup dims exclude the batch dimension)")
 
 
-def _check_file_name(name: str, key: str, fail) -> None:
+def _check_file_name(name: str, key: str, fail: Callable[[str], NoReturn]) -> None:
     if not stays_inside(name):
         fail(f"input_data_file '{name}' of input '{key}' must be a file name inside the "
              "model's 'warmup' folder (no absolute path, '.' or '..')")

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
@@ -179,13 +180,12 @@ def _load_version(
         import_frameworks(backend.framework_modules)
         usages: list[MemoryUsage] = []
         for spec in instance_specs(config):
-            instance, usage = measure_load(
-                lambda: backend.load_instance(config, version_dir, spec), spec)
+            instance, usage = measure_load(partial(backend.load_instance, config, version_dir, spec), spec)
             loaded.instances.append(instance)
             usages.extend(usage)
             if warmup:
                 run_warmup(loaded.instances[-1], warmup, config)
-    except Exception as exc:  # a broken model file must never take the server down
+    except Exception as exc:  # noqa: BLE001  # a broken model file must never take the server down
         message = exc.message if isinstance(exc, WorkbenchError) else f"{type(exc).__name__}: {exc}"
         log.error("failed to load '%s' version %s: %s", config.name, version_dir.name, message)
         for instance in loaded.instances:
@@ -205,13 +205,14 @@ def measure_load(
     never negative: the weights and sessions the instance allocated, plus whatever the
     backend cached for the first time (its framework is imported before, outside the
     measurement: :func:`import_frameworks`). Memory the allocator reuses (freed by an
-    earlier version) does not grow the resident set: such a load can read 0. ``GPU`` (KIND_GPU and KIND_MODEL instances, where NVML reads the
-    devices; :mod:`workbench.gpu_memory`): the growth of this process's used memory on each
-    device that grew, bytes (a KIND_GPU instance's own device is listed even at 0); the
-    first instance on a device also carries the CUDA context (hundreds of MiB). Loads on
-    other model-load threads wait while one is measured (a lock around the load and its
-    readings), so they do not blur each other's numbers; requests served meanwhile still
-    can: the measured entries are marked ``estimate``.
+    earlier version) does not grow the resident set: such a load can read 0. ``GPU`` (KIND_GPU
+    and KIND_MODEL instances, where NVML reads the devices; :mod:`workbench.gpu_memory`): the
+    growth of this process's used memory on each device that grew, bytes (a KIND_GPU
+    instance's own device is listed even at 0); the first instance on a device also carries
+    the CUDA context (hundreds of MiB). Loads on other model-load threads wait while one is
+    measured (a lock around the load and its readings), so they do not blur each other's
+    numbers; requests served meanwhile still can: the measured entries are marked
+    ``estimate``.
 
     :meth:`ModelInstance.reported_memory` entries replace the measured entry of the same
     (kind, device) (:func:`~workbench.statistics.merge_memory`): a backend that knows its

@@ -101,6 +101,10 @@ class LoadedModel:
             self.statistics.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
             raise
         backend_request.compute_totals = compute_totals
+        if request.trace is not None:  # sampled by a frontend (--trace-config)
+            backend_request.trace = request.trace
+            request.trace.start(self.name, self.version, request.id, arrival_ns)
+            request.trace.report_tensors("TENSOR_QUEUE_INPUT", backend_request.inputs)
         return backend_request
 
     async def infer_stream(
@@ -197,6 +201,8 @@ class LoadedModel:
         looked_up = time.monotonic_ns()
         if outputs is not None:
             self.statistics.record_cache_hit(looked_up - arrival_ns, looked_up - start)
+            if backend_request.trace is not None:  # answered without queue or compute
+                backend_request.trace.stamp("REQUEST_END", looked_up)
             return self._response(request, backend_request, outputs)
         result = await self.scheduler.enqueue(backend_request, arrival_ns)
         insert_start = time.monotonic_ns()

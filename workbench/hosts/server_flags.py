@@ -98,28 +98,87 @@ def _cache_byte_size(items: list[str]) -> int:
     return size
 
 
-#: ``--trace-config`` key -> ServerOptions field
-_TRACE_KEYS = {"level": "trace_level", "rate": "trace_rate", "count": "trace_count",
-               "mode": "trace_mode", "file": "trace_file", "log-frequency": "trace_log_frequency"}
+#: ``--trace-config`` keys -> ServerOptions field, per mode ("" = the global settings)
+_TRACE_KEYS = {
+    "": {"level": "trace_level", "rate": "trace_rate", "count": "trace_count", "mode": "trace_mode"},
+    "triton": {"file": "trace_file", "log-frequency": "trace_log_frequency"},
+    "opentelemetry": {"url": "trace_opentelemetry_url", "resource": "trace_opentelemetry_resource",
+                      "bsp_max_queue_size": "trace_opentelemetry_bsp_max_queue_size",
+                      "bsp_schedule_delay": "trace_opentelemetry_bsp_schedule_delay",
+                      "bsp_max_export_batch_size": "trace_opentelemetry_bsp_max_export_batch_size"},
+}
+_REPEATED_TRACE_FIELDS = ("trace_level", "trace_opentelemetry_resource")
+
+
+def trace_level(value: str) -> str:
+    """tritonserver's ``ParseTraceLevelOption`` (any case): ``false``/``off`` -> OFF;
+    ``true``/``on``/``min``/``max``/``timestamps`` -> TIMESTAMPS; ``tensors`` -> TENSORS.
+
+    Raises:
+        SystemExit: another value ("invalid value for trace level option: <v>").
+    """
+    word = value.lower()
+    if word in ("false", "off"):
+        return "OFF"
+    if word in ("true", "on", "min", "max", "timestamps"):
+        return "TIMESTAMPS"
+    if word == "tensors":
+        return "TENSORS"
+    raise SystemExit(f"workbench: error: invalid value for trace level option: {word}")
 
 
 def _trace_config(items: list[str]) -> dict:
-    """``["triton,file=/tmp/t.json", "level=TIMESTAMPS"]`` -> ServerOptions trace fields.
+    """``["triton,file=/tmp/t.json", "level=TIMESTAMPS", "opentelemetry,url=..."]`` ->
+    ServerOptions trace fields (tritonserver's ``ParseTraceConfigOption``: ``<mode>,<key>=<value>``
+    or ``<key>=<value>`` for the global keys; a mode's keys apply in that mode only, as
+    tritonserver reads them).
 
     Raises:
-        SystemExit: an unknown key or a malformed item.
+        SystemExit: an unknown mode or key, or a malformed item.
     """
     values: dict = {}
     for item in items:
-        setting = item.split(",", 1)[1] if "," in item.split("=", 1)[0] else item
-        key, sep, value = setting.partition("=")
-        if not sep or key not in _TRACE_KEYS:
+        comma = item.find(",")
+        equals = item.find("=", comma + 1)
+        if comma == 0:
+            raise SystemExit("workbench: error: No trace mode specified. --trace-config option format is "
+                             f"<trace mode>,<setting>=<value> or <setting>=<value>. Got {item}")
+        mode = item[:comma].lower() if comma > 0 else ""
+        key, value = item[comma + 1:equals], item[equals + 1:]
+        if equals < 0 or not key or not value:
+            raise SystemExit("workbench: error: --trace-config option format is "
+                             f"'<trace mode>,<setting>=<value>'. Got {item}")
+        if mode not in _TRACE_KEYS:
+            raise SystemExit(f"workbench: error: invalid value for trace mode option: {mode}. "
+                             'Available options are "triton" and "opentelemetry"')
+        field = _TRACE_KEYS[mode].get(key)
+        if field is None:
             raise SystemExit(f"workbench: error: unsupported --trace-config '{item}'")
-        if key == "level":
-            values.setdefault("trace_level", []).append(value)
+        if field == "trace_level":
+            value = trace_level(value)
+        elif field == "trace_mode":
+            value = value.lower()
+        if field in _REPEATED_TRACE_FIELDS:
+            values.setdefault(field, []).append(value)
         else:
-            values[_TRACE_KEYS[key]] = value
+            values[field] = value
     return values
+
+
+def _deprecated_trace_flag(flag: str, field: str, instead: str) -> CompositeFlag:
+    """A deprecated tritonserver trace flag (``--trace-file`` ...): tritonserver's warning on
+    stderr, then the value as ``--trace-config`` would set it (``--trace-config`` wins)."""
+
+    def collect(items: list[str] | None) -> dict:
+        if not items:
+            return {}
+        print(f"Warning: '{flag}' has been deprecated and will be removed in future releases. "
+              f"Please use '--trace-config {instead} instead.", file=sys.stderr)
+        if field == "trace_level":
+            return {field: [trace_level(item) for item in items]}
+        return {field: items[-1]}
+
+    return CompositeFlag(flag, f"DEPRECATED: Please use --trace-config {instead}", collect, first=True)
 
 
 #: ``--backend-config`` settings this server uses: (backend or "" for every backend, setting)
@@ -196,8 +255,17 @@ COMPOSITE_FLAGS = (
     CompositeFlag("--backend-config", "BACKEND,KEY=VALUE, e.g. onnxruntime,default-max-batch-size=8 "
                   "(repeatable)", lambda items: _backend_config(items or [])),
     CompositeFlag("--trace-config", "level=OFF|TIMESTAMPS|TENSORS, rate=N, count=N, mode=triton|"
-                  "opentelemetry, triton,file=PATH, triton,log-frequency=N (repeatable)",
+                  "opentelemetry, triton,file=PATH, triton,log-frequency=N, opentelemetry,url=URL, "
+                  "opentelemetry,resource=K=V, opentelemetry,bsp_max_queue_size=N|bsp_schedule_delay=MS|"
+                  "bsp_max_export_batch_size=N (repeatable)",
                   lambda items: _trace_config(items or []), metavar="[MODE,]KEY=VALUE"),
+    # tritonserver's deprecated trace flags (before --trace-config, which wins)
+    _deprecated_trace_flag("--trace-file", "trace_file", "triton,file=<filepath>"),
+    _deprecated_trace_flag("--trace-level", "trace_level", "level=<OFF|TIMESTAMPS|TENSORS>"),
+    _deprecated_trace_flag("--trace-rate", "trace_rate", "rate=<rate value>"),
+    _deprecated_trace_flag("--trace-count", "trace_count", "count=<count value>"),
+    _deprecated_trace_flag("--trace-log-frequency", "trace_log_frequency",
+                           "triton,log-frequency=<log frequency value>"),
     CompositeFlag("--cache-config", "tritonserver's cache flag; only the 'local' cache exists here "
                   "(--response-cache-byte-size wins)",
                   lambda items: {"response_cache_byte_size": _cache_byte_size(items)} if items else {},

@@ -72,13 +72,13 @@ class InProcessClient:
         self.server = server
 
     async def model_metadata(self, model: str, version: str) -> dict:
-        return await self.server.model_metadata(model, version)
+        return dict(await self.server.model_metadata(model, version))  # a plain dict, as the remote clients give
 
     async def model_config(self, model: str, version: str) -> dict:
         return model_config_to_json(await self.server.model_config(model, version))
 
     async def statistics(self, model: str, version: str) -> dict:
-        return await self.server.statistics(model, version)
+        return dict(await self.server.statistics(model, version))  # a plain dict, as the remote clients give
 
     def prepare(self, model: str, version: str, inputs: Sequence[Tensor]) -> object:
         return (model, version, list(inputs))

@@ -8,15 +8,22 @@ instances execute on their own threads, never on the loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes, ModelInstance
+from workbench.scheduling.rate_limiter import ResourceKey
+
+#: what one execution gives back: the responses (one per request, in order) and its phase times
+Execution = tuple[list[BackendResponse], ExecutionTimes]
+#: ``done(result, error)``: the execution's result, or None and the exception it raised
+DoneCallback = Callable[[Execution | None, BaseException | None], None]
 
 
 @dataclass(slots=True)
@@ -29,13 +36,13 @@ class Pending:
     """
 
     request: BackendRequest
-    future: asyncio.Future
+    future: asyncio.Future[BackendResponse]
     arrival_ns: int
     enqueue_ns: int
     priority: int = 0
     deadline_ns: int = 0
     #: what must match for requests to share an execution (set by the dynamic batcher)
-    shape_key: tuple = ()
+    shape_key: tuple[object, ...] = ()
 
 
 class InstanceRunner:
@@ -49,17 +56,19 @@ class InstanceRunner:
     def __init__(self, instance: ModelInstance) -> None:
         self.instance = instance
         #: rate-limiter resources one execution holds (empty when rate limiting is off)
-        self.needs: dict = {}
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.needs: dict[ResourceKey, int] = {}
+        self._jobs: queue.SimpleQueue[
+            tuple[list[BackendRequest], asyncio.AbstractEventLoop, DoneCallback] | None
+        ] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._work, name=instance.name, daemon=True)
         self._thread.start()
 
-    def submit(self, requests: list[BackendRequest], done: Callable[[Any, BaseException | None], None]) -> None:
+    def submit(self, requests: list[BackendRequest], done: DoneCallback) -> None:
         """Run one execution on the instance thread; ``done(result, error)`` is then called
         on the current event loop with ``(responses, times)`` or the exception raised."""
         self._jobs.put((requests, asyncio.get_running_loop(), done))
 
-    def execute(self, requests: list[BackendRequest]) -> tuple[list[BackendResponse], ExecutionTimes]:
+    def execute(self, requests: list[BackendRequest]) -> Execution:
         """Run one execution on the calling (instance) thread and time its phases."""
         times = ExecutionTimes(start_ns=time.monotonic_ns())
         responses = self.instance.execute(requests, times)
@@ -78,14 +87,13 @@ class InstanceRunner:
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
             requests, loop, done = job
+            result: Execution | None
             try:
                 result, error = self.execute(requests), None
-            except BaseException as exc:  # delivered to the waiting requests
+            except BaseException as exc:  # noqa: BLE001  # the instance thread's boundary: delivered to the waiting requests
                 result, error = None, exc
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
                 loop.call_soon_threadsafe(done, result, error)
-            except RuntimeError:  # the loop is closed: nobody is waiting any more
-                pass
         self.instance.unload()
 
     def close(self) -> None:

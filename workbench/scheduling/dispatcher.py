@@ -25,7 +25,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.errors import Cancelled, InternalError, Unavailable, WorkbenchError
-from workbench.scheduling.base import InstanceRunner, Pending, Scheduler
+from workbench.scheduling.base import Execution, InstanceRunner, Pending, Scheduler
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.statistics import ModelStatistics
 
@@ -120,7 +120,7 @@ class Dispatcher(Scheduler):
     async def enqueue(self, request: BackendRequest, arrival_ns: int) -> BackendResponse:
         if self._stopping:
             raise Unavailable("model is being unloaded; request rejected")
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[BackendResponse] = asyncio.get_running_loop().create_future()
         self._policy.admit(Pending(request, future, arrival_ns, time.monotonic_ns()))
         self._inflight += 1
         self.stats.pending += 1
@@ -219,6 +219,8 @@ class Dispatcher(Scheduler):
                 pending.request.compute_totals.add(input_ns, infer_ns, output_ns)
         else:
             self.stats.record_failure(now - pending.arrival_ns, reason)
+        if pending.request.trace is not None:  # a sampled request (--trace-config)
+            _trace_outcome(pending, response, times, now)
         if not pending.future.done():
             if response.error is not None:
                 pending.future.set_exception(response.error)
@@ -229,13 +231,13 @@ class Dispatcher(Scheduler):
             self._drained.set()
 
     def _finished(
-        self, runner: InstanceRunner, batch: list[Pending], result, error: BaseException | None
+        self, runner: InstanceRunner, batch: list[Pending], result: Execution | None, error: BaseException | None
     ) -> None:
         self._idle.append(runner)
         if self.limiter is not None:
             self.limiter.release(runner.needs)
         times: ExecutionTimes | None
-        if error is None:
+        if result is not None:  # the execution ran (its error is None)
             responses, times = result
             self._record_execution(self._policy.counted(batch), times)
         else:  # the whole execution failed
@@ -253,6 +255,20 @@ class Dispatcher(Scheduler):
             times.infer_done_ns - times.input_done_ns,
             times.end_ns - times.infer_done_ns,
         )
+
+
+def _trace_outcome(pending: Pending, response: BackendResponse, times: ExecutionTimes | None,
+                   end_ns: int) -> None:
+    """Report a traced request's queue and compute timestamps (the times its statistics
+    durations were just taken from), its outputs and ``REQUEST_END`` (Triton's order)."""
+    trace = pending.request.trace
+    assert trace is not None
+    trace.stamp("QUEUE_START", pending.enqueue_ns)
+    if times is not None:
+        trace.computed(times.start_ns, times.input_done_ns, times.infer_done_ns, times.end_ns)
+    if response.error is None:
+        trace.report_tensors("TENSOR_BACKEND_OUTPUT", response.outputs, pending.request.requested_outputs)
+    trace.stamp("REQUEST_END", end_ns)
 
 
 __all__ = ["BatchPolicy", "Dispatcher"]

@@ -99,7 +99,7 @@ def batch_reshaped(
 def _dims_match(dims: Sequence[int], shape: Sequence[int]) -> bool:
     """Triton's ``CompareDimsWithWildcard``: same rank, equal where neither is -1."""
     return len(dims) == len(shape) and all(
-        d == s or d == -1 or s == -1 for d, s in zip(dims, shape)
+        d == s or d == -1 or s == -1 for d, s in zip(dims, shape, strict=True)
     )
 
 
@@ -207,9 +207,13 @@ class EnsembleScheduler(Scheduler):
                 outputs[name] = _reshaped(tensor.data, shape)
         except BaseException:
             self._stats.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
+            if request.trace is not None:
+                _trace_ensemble(request, enqueue_ns, None)
             raise
         finally:
             self._forget()
+        if request.trace is not None:  # a sampled request: its steps have child traces
+            _trace_ensemble(request, enqueue_ns, outputs)
         self._stats.record_success(
             time.monotonic_ns() - arrival_ns,
             compute_start_ns - enqueue_ns,
@@ -250,7 +254,7 @@ class EnsembleScheduler(Scheduler):
             tensors.update(result[0])
             batches.update(dict.fromkeys(result[0], result[1]))
         waiting = list(self.steps)
-        running: dict[asyncio.Future, EnsembleStep] = {}
+        running: dict[asyncio.Task[tuple[dict[str, Tensor], int]], EnsembleStep] = {}
         error: BaseException | None = None
         try:
             while True:
@@ -258,11 +262,8 @@ class EnsembleScheduler(Scheduler):
                     ready = [s for s in waiting if all(t in tensors for t in s.needs)]
                     for step in ready:
                         waiting.remove(step)
-                    if len(ready) == 1 and not running:  # a chain: no task needed
-                        try:
-                            made(await self._call(ready[0], tensors, batches, request, totals))
-                        except Exception as exc:
-                            error = exc
+                    if len(ready) == 1 and not running:  # a chain: no task needed; an error propagates
+                        made(await self._call(ready[0], tensors, batches, request, totals))
                         continue
                     for step in ready:
                         call = self._call(step, tensors, batches, request, totals)
@@ -295,8 +296,10 @@ class EnsembleScheduler(Scheduler):
         totals: ComputeTotals,
     ) -> tuple[dict[str, Tensor], int]:
         """One step: its request to the composing model; the ensemble tensors it made and
-        the batch size of that request (0 when the model does not batch)."""
+        the batch size of that request (0 when the model does not batch). A traced ensemble
+        request gives the step a child trace (Triton's ``parent_id``)."""
         step_batch = 0
+        trace = request.trace.spawn() if request.trace is not None else None
 
         def adapt(config: ModelConfig) -> InferenceRequest:
             nonlocal step_batch
@@ -321,11 +324,12 @@ class EnsembleScheduler(Scheduler):
                 outputs=[RequestedOutput(model_output) for model_output, _ in step.outputs],
                 id=request.request_id,
                 parameters=dict(request.parameters),
+                trace=trace,
             )
 
         step_request = InferenceRequest(
             step.model_name, [], model_version=step.model_version,
-            id=request.request_id, parameters=dict(request.parameters),
+            id=request.request_id, parameters=dict(request.parameters), trace=trace,
         )
         response = await self._infer(step_request, totals, adapt)
         answered = {tensor.name: tensor for tensor in response.outputs}
@@ -340,6 +344,17 @@ class EnsembleScheduler(Scheduler):
         self._inflight -= 1
         if self._inflight == 0 and self._drained is not None:
             self._drained.set()
+
+
+def _trace_ensemble(request: BackendRequest, enqueue_ns: int, outputs: dict[str, np.ndarray] | None) -> None:
+    """A traced ensemble request is done: ``QUEUE_START``, its outputs (on success) and
+    ``REQUEST_END``; the steps reported their own timestamps in their child traces."""
+    trace = request.trace
+    assert trace is not None
+    trace.stamp("QUEUE_START", enqueue_ns)
+    if outputs is not None:
+        trace.report_tensors("TENSOR_BACKEND_OUTPUT", outputs)
+    trace.stamp("REQUEST_END", time.monotonic_ns())
 
 
 __all__ = [

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import replace
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
@@ -312,12 +313,12 @@ class SequenceBatcher(Scheduler, BatchPolicy):
             self._watch_idle()
 
 
-def input_shapes(request: BackendRequest) -> tuple:
+def input_shapes(request: BackendRequest) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """``((input name, shape), ...)``: requests batch together only when these are equal."""
     return tuple((name, array.shape) for name, array in request.inputs.items())
 
 
-def _correlation_id(params: dict, model: str) -> int | str:
+def _correlation_id(params: Mapping[str, object], model: str) -> int | str:
     corr = params.get("sequence_id", 0)
     if isinstance(corr, bool) or not isinstance(corr, (int, str)) or corr in (0, "") or (
         isinstance(corr, int) and not 0 < corr < 2**64

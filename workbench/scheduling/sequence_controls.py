@@ -27,7 +27,7 @@ class ControlTensor:
 
     name: str
     kind: int
-    false_true: tuple
+    false_true: tuple[int, ...] | tuple[float, ...] | tuple[bool, ...]
     dtype: np.dtype
 
 
@@ -50,11 +50,14 @@ def control_tensors(batching: ModelSequenceBatching) -> list[ControlTensor]:
                 dtype = numpy_dtype(config_to_wire(control.data_type))
                 found.append(ControlTensor(entry.name, control.kind, (), dtype))
             elif control.int32_false_true:
-                found.append(ControlTensor(entry.name, control.kind, tuple(control.int32_false_true), np.dtype(np.int32)))
+                found.append(ControlTensor(entry.name, control.kind, tuple(control.int32_false_true),
+                                           np.dtype(np.int32)))
             elif control.fp32_false_true:
-                found.append(ControlTensor(entry.name, control.kind, tuple(control.fp32_false_true), np.dtype(np.float32)))
+                found.append(ControlTensor(entry.name, control.kind, tuple(control.fp32_false_true),
+                                           np.dtype(np.float32)))
             else:
-                found.append(ControlTensor(entry.name, control.kind, tuple(control.bool_false_true), np.dtype(np.bool_)))
+                found.append(ControlTensor(entry.name, control.kind, tuple(control.bool_false_true),
+                                           np.dtype(np.bool_)))
     return found
 
 

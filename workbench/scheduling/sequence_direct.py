@@ -24,6 +24,7 @@ entry of an execution use the number of real requests in it, not the slot count.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 
@@ -120,11 +121,12 @@ class DirectSequenceBatcher(SequenceBatcher):
         shape = input_shapes(first)
         rows = {slot: p for slot, p in rows.items() if input_shapes(p.request) == shape}
         null = self._null_request(first)
+        loop = asyncio.get_running_loop()
         batch = []
         for slot in range(max(rows) + 1):
             pending = rows.get(slot)
             if pending is None:
-                batch.append(Pending(null, None, 0, 0))  # type: ignore[arg-type]  # no one awaits it
+                batch.append(Pending(null, loop.create_future(), 0, 0))  # no one awaits it
             else:
                 self._take(pending)
                 batch.append(pending)

@@ -113,7 +113,7 @@ class ConfigView(pn.viewable.Viewer):
         if not name:
             return
         described = await self.store.attempt(
-            lambda: self.store.server.model_config_file(name), self.show_error, user_text)
+            lambda: self.store.server.config_files.model_config_file(name), self.show_error, user_text)
         if described is None or name != self.model.value:
             return  # the selection moved on meanwhile: that model's open shows it
         self.model_name, self.path, self.disk_text = name, described["path"], described["text"]
@@ -158,7 +158,7 @@ class ConfigView(pn.viewable.Viewer):
         edits, say that it changed (once per change)."""
         name = self.model_name
         try:
-            described = await self.store.server.model_config_file(name)
+            described = await self.store.server.config_files.model_config_file(name)
         except Exception:  # noqa: BLE001 - folder gone: the next open says so
             return
         if name != self.model_name or described["text"] == self.disk_text:
@@ -178,7 +178,7 @@ class ConfigView(pn.viewable.Viewer):
         text = self.editor.value if text is None else text
         name = self.model_name
         problems = await self.store.attempt(
-            lambda: self.store.server.validate_model_config_text(name, text), self.show_error,
+            lambda: self.store.server.config_files.validate_model_config_text(name, text), self.show_error,
             user_text)
         if problems is not None and text == self.editor.value and name == self.model_name:
             self._show_problems(problems)
@@ -189,7 +189,7 @@ class ConfigView(pn.viewable.Viewer):
         name, text = self.model_name, self.editor.value
         self.error.visible = self.status.visible = False
         result = await self.store.attempt(
-            lambda: self.store.server.write_model_config(name, text), self.show_error, user_text)
+            lambda: self.store.server.config_files.write_model_config(name, text), self.show_error, user_text)
         if result is not None:
             self._show_result("written", result)
             self.disk_text = text
@@ -202,7 +202,7 @@ class ConfigView(pn.viewable.Viewer):
         name = self.model_name
         self.error.visible = self.status.visible = False
         result = await self.store.attempt(
-            lambda: self.store.server.revert_model_config(name), self.show_error, user_text)
+            lambda: self.store.server.config_files.revert_model_config(name), self.show_error, user_text)
         if result is not None:
             await self.open(name)
             self._show_result("reverted to the backup", result)

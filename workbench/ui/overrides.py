@@ -82,7 +82,7 @@ async def current_config(server: Server, name: str) -> ModelConfig:
     try:
         served = await server.model_config(name)
     except (ModelNotFound, ModelNotReady):
-        described = await server.model_config_file(name)
+        described = await server.config_files.model_config_file(name)
         return parse_text(described["text"]) if described["text"] else ModelConfig(name=name)
     config = ModelConfig()
     config.CopyFrom(served)

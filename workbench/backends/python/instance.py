@@ -21,6 +21,7 @@ instance waits for it, as a request whose model never sends FINAL waits in Trito
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -179,7 +180,7 @@ class PythonInstance(ModelInstance):
             return [slot.response if slot.response is not None else BackendResponse(error=error)
                     for slot in slots]
         responses = []
-        for wire, slot, key in zip(reply["responses"], slots, keys):
+        for wire, slot, key in zip(reply["responses"], slots, keys, strict=True):  # the stub checked the count
             if wire is not None:
                 self._senders.pop(key, None)
                 responses.append(self._backend_response(wire))
@@ -260,10 +261,8 @@ class PythonInstance(ModelInstance):
         if sender is None:
             return  # the request already ended (its execution failed or the stub restarted)
         wire = message["response"]
-        try:
+        with contextlib.suppress(RuntimeError):  # the engine's loop is closed: nobody listens any more
             sender(None if wire is None else self._backend_response(wire), final)
-        except RuntimeError:  # the engine's loop is closed: nobody listens any more
-            pass
 
     def _drop_senders(self, keys: list[int]) -> None:
         for key in keys:

@@ -38,6 +38,7 @@ if __name__ == "__main__" and not __package__:  # launched as a file by the serv
         _module.__path__ = [_path]  # a bare package: its __init__ (the engine) is not run
         sys.modules[_name] = _module
 
+import contextlib
 import importlib.util
 import inspect
 import json
@@ -96,7 +97,7 @@ class Stub:
                     self._jobs.put(message)
         except ChannelClosed:
             _exit(0)  # the server is gone (or done with us): no finalize
-        except BaseException:  # a bug here must not leave a stub nobody talks to
+        except BaseException:  # noqa: BLE001  # a bug here must not leave a stub nobody talks to
             traceback.print_exc()
             _exit(1)
 
@@ -161,14 +162,14 @@ class Stub:
             if responses is not None:
                 encoded = [None if r is None else
                            encode_response(r, self.pool, set(q.requested_output_names()))
-                           for r, q in zip(responses, requests)]
+                           for r, q in zip(responses, requests, strict=True)]
             reply = {"op": "executed", "id": message["id"], "responses": encoded, "error": None}
         except BaseException as exc:  # noqa: BLE001 - fails this batch, never the stub
             for request in requests:  # as Triton: the failed batch's senders are closed
                 request.get_response_sender()._close()
                 self._senders.pop(request._sender_key, None)
             reply = {"op": "executed", "id": message["id"], "responses": None, "error": describe(exc)}
-        requests = result = responses = None  # drop the inputs: their segments go back with the reply
+        requests, result, responses = [], None, None  # drop the inputs: their segments go back with the reply
         self.send(reply)
 
     def _request(self, wire: dict) -> pb_utils.InferenceRequest:
@@ -220,7 +221,7 @@ class Stub:
                     "Expected an 'InferenceResponse' object in the execute function return "
                     f"list, found type '{type(response).__name__}'."
                 )
-        for response, request in zip(result, requests):
+        for response, request in zip(result, requests, strict=True):
             if response is not None:
                 request.get_response_sender()._count(True, True)
                 self._senders.pop(request._sender_key, None)
@@ -288,10 +289,8 @@ def describe(exc: BaseException) -> str:
 
 def _exit(code: int) -> None:
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):  # exiting anyway (a model may have replaced the stream)
             stream.flush()
-        except Exception:  # noqa: BLE001 - exiting anyway
-            pass
     os._exit(code)
 
 
@@ -332,7 +331,7 @@ def auto_complete(model_file: str) -> int:
                     "auto_complete_config must return the pb_utils.ModelConfig it received"
                 )
             config = returned
-        answer = {"config": config.as_dict()}
+        answer: dict[str, object] = {"config": config.as_dict()}
     except BaseException as exc:  # noqa: BLE001 - reported to the server as the load error
         answer = {"error": describe(exc)}
     result.write(json.dumps(answer))

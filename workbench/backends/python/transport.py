@@ -31,6 +31,7 @@ This module is imported by the stub process: numpy and the standard library only
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import mmap
 import os
@@ -119,10 +120,8 @@ class Channel:
 
     def shutdown(self) -> None:
         """Wake a blocked ``recv`` with end of stream; sends fail from now on. Idempotent."""
-        try:
+        with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
     def close(self) -> None:
         """Shut down and release the socket. Idempotent."""
@@ -156,10 +155,8 @@ class _Segment:
     def destroy(self) -> None:
         del self.array
         self._mapping.close()
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(os.path.join(SHM_DIR, self.name))
-        except OSError:
-            pass
 
 
 class SegmentPool:
@@ -353,7 +350,7 @@ def encode_tensor(name: str, array: np.ndarray, pool: SegmentPool) -> WireTensor
     else:
         dtype = array.dtype.str
         # flat uint8 first: memoryview.cast refuses a view with a zero in its shape ([1,0])
-        raw = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+        raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8).data
     if raw.nbytes <= INLINE_MAX_BYTES:
         return name, dtype, tuple(array.shape), raw.tobytes()
     segment, capacity = pool.write(raw)

@@ -7,12 +7,18 @@ event loop (grpc.aio; no thread pool). When a client cancels an RPC or its deadl
 passes, grpc.aio cancels the method's task, which cancels the awaited
 ``Server.infer``: the scheduler then drops the request from its queue instead of
 executing it.
+
+A sampled ``ModelInfer`` request (``--trace-config``) gets Triton's ``GRPC_WAITREAD_START`` /
+``GRPC_WAITREAD_END`` (both when the handler receives the decoded message: grpc.aio reads it
+before), ``GRPC_SEND_START`` (the response handed to grpc.aio) and ``GRPC_SEND_END`` (the RPC
+done) timestamps; its trace is written when the RPC is done.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -28,6 +34,7 @@ from workbench.frontends.grpc.shared_memory import SharedMemoryServicer
 from workbench.frontends.grpc.stream import StreamSession
 from workbench.frontends.header_forward import compile_forward_pattern, forwarded_parameters
 from workbench.frontends.status import grpc_status
+from workbench.tracing import RequestTrace
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +42,25 @@ log = logging.getLogger(__name__)
 DECOUPLED_MODEL_INFER = "ModelInfer RPC doesn't support models with decoupled transaction policy"
 
 
-def _parse(payload: dict | list, message_type: type) -> Any:
+def _sample(server: Server, model: str, context: Context) -> RequestTrace | None:
+    """The request's trace when sampled: read timestamps now, ``GRPC_SEND_END`` and the
+    release once the RPC is done."""
+    trace = server.tracer.sample(model)
+    if trace is not None:
+        now = time.monotonic_ns()
+        trace.stamp("GRPC_WAITREAD_START", now)
+        trace.stamp("GRPC_WAITREAD_END", now)
+
+        def done(_context: object) -> None:
+            trace.stamp("GRPC_SEND_END", time.monotonic_ns())
+            trace.release()
+
+        context.add_done_callback(done)
+    return trace
+
+
+def _parse(payload: Mapping[str, object] | Sequence[object], message_type: type) -> Any:
+    """``payload`` (an engine result: Triton's JSON shape) as a ``message_type`` message."""
     return json_format.ParseDict(payload, message_type(), ignore_unknown_fields=True)
 
 
@@ -147,11 +172,17 @@ class GRPCInferenceService(
         if self.compression is not None:
             context.set_compression(self.compression)
             await context.send_initial_metadata(())  # grpc.aio applies it only then
+        trace = _sample(self.server, request.model_name, context) if self.server.tracer.enabled else None
         try:
             decoded, _ = decode_request(request)
             if self.forward is not None:
                 decoded.parameters.update(forwarded_parameters(self.forward, context.invocation_metadata()))
-            return encode_response(await self.server.infer(decoded))
+            if trace is None:
+                return encode_response(await self.server.infer(decoded))
+            decoded.trace = trace
+            response = encode_response(await self.server.infer(decoded))
+            trace.stamp("GRPC_SEND_START", time.monotonic_ns())
+            return response
         except DecoupledNotSupported:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, DECOUPLED_MODEL_INFER)
         except WorkbenchError as exc:
@@ -167,7 +198,7 @@ class GRPCInferenceService(
         if self.compression is not None:
             context.set_compression(self.compression)
             await context.send_initial_metadata(())  # grpc.aio applies it only then
-        forwarded = None
+        forwarded: dict[str, str] | WorkbenchError | None = None
         if self.forward is not None:
             try:
                 forwarded = forwarded_parameters(self.forward, context.invocation_metadata())

@@ -8,6 +8,10 @@ goes to the FastAPI app unchanged.
 Compression (``Content-Encoding`` / ``Accept-Encoding`` gzip or deflate, see
 ``compression.py``) costs an uncompressed request nothing beyond the header scan.
 
+A sampled request (``--trace-config``) gets Triton's ``HTTP_RECV_START`` / ``HTTP_RECV_END``
+(the body read) and ``HTTP_SEND_START`` / ``HTTP_SEND_END`` (the response sent) timestamps;
+with tracing off the path takes no timestamp.
+
 A client that disconnects while its request waits or runs abandons it, as on the gRPC path:
 the awaited ``Server.infer`` is cancelled, so the scheduler drops a queued request instead of
 executing it and counts it as CANCELED (:class:`DisconnectWatch`).
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import unquote
@@ -42,6 +47,7 @@ from workbench.frontends.http.large_bodies import (
 )
 from workbench.frontends.http.raw_binary import raw_binary_request
 from workbench.frontends.status import http_status
+from workbench.tracing import RequestTrace
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -88,6 +94,16 @@ class InferFastPath:
             await _respond(send, 405, _JSON, b'{"error":"Method Not Allowed"}')
 
     async def _infer(self, scope: Scope, receive: Receive, send: Send, match: re.Match) -> None:
+        recv_start_ns = time.monotonic_ns() if self.server.tracer.enabled else 0
+        trace = await self._serve(scope, receive, send, match, recv_start_ns)
+        if trace is not None:  # sampled: written once the response is out
+            trace.release()
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, match: re.Match,
+                     recv_start_ns: int) -> RequestTrace | None:
+        """Serve one infer request; with ``recv_start_ns`` (tracing on) sample it and return
+        its trace (released by the caller once the response is out)."""
+        trace = None
         try:
             header_length, content_encoding, accept_encoding, declared = _headers(scope)
             compressed = content_encoding is not None and request_encoding(content_encoding)
@@ -98,18 +114,24 @@ class InferFastPath:
                 body = await decompress(body, self.limit)
             check_json_size(json_part_size(header_length, len(body)), self.json_limit)
             model, version = unquote(match.group(1)), unquote(match.group(2) or "")
+            if recv_start_ns:
+                trace = self.server.tracer.sample(model)
+                if trace is not None:
+                    trace.stamp("HTTP_RECV_START", recv_start_ns)
+                    trace.stamp("HTTP_RECV_END", time.monotonic_ns())
             if json_header_end(header_length, len(body)) == 0:  # Triton's raw binary request
                 request = await raw_binary_request(self.server, body, model, version)
             else:
                 request = await decode_request_off_loop(
                     self.json_budget, body, header_length, model, version)
+            request.trace = trace
             del body  # JSON tensors no longer need it (binary ones keep their views alive)
             if self.forward is not None:  # --http-header-forward-pattern
                 request.parameters.update(forwarded_parameters(self.forward, scope["headers"]))
             async with DisconnectWatch(receive) as watch:
                 response = await self.server.infer(request)
             if watch.dropped:  # nobody to answer; the engine dropped the request
-                return
+                return trace
             payload, json_length = await encode_response_off_loop(self.json_budget, response, request)
             encoding = response_encoding(accept_encoding) if accept_encoding else None
             if encoding is not None:
@@ -117,19 +139,20 @@ class InferFastPath:
         except WorkbenchError as exc:
             message = DECOUPLED_HTTP if isinstance(exc, DecoupledNotSupported) else exc.message
             payload = orjson.dumps({"error": message})
-            await _respond(send, http_status(exc.code), _JSON, payload)
-            return
+            await _respond_traced(send, http_status(exc.code), _JSON, payload, trace)
+            return trace
         except Exception as exc:  # a bug must still answer in the protocol's error shape
             log.exception("internal error while serving %s", scope["path"])
             payload = orjson.dumps({"error": f"internal error: {type(exc).__name__}: {exc}"})
-            await _respond(send, 500, _JSON, payload)
-            return
+            await _respond_traced(send, 500, _JSON, payload, trace)
+            return trace
         headers = _JSON
         if json_length is not None:
             headers = [_BINARY, (_HEADER_LENGTH, str(json_length).encode())]
         if encoding is not None:
             headers = [*headers, (_CONTENT_ENCODING, encoding.encode())]
-        await _respond(send, 200, headers, payload)
+        await _respond_traced(send, 200, headers, payload, trace)
+        return trace
 
 
 class DisconnectWatch:
@@ -216,6 +239,17 @@ def _too_large(size: int, limit: int) -> InvalidArgument:
         f"request size {size} exceeds the maximum allowed input size of {limit}. "
         "Use --http-max-input-size to increase the limit."
     )
+
+
+async def _respond_traced(send: Send, status: int, headers: list, body: bytes,
+                          trace: RequestTrace | None) -> None:
+    """:func:`_respond`, between ``HTTP_SEND_START`` and ``HTTP_SEND_END`` when traced."""
+    if trace is None:
+        await _respond(send, status, headers, body)
+        return
+    trace.stamp("HTTP_SEND_START", time.monotonic_ns())
+    await _respond(send, status, headers, body)
+    trace.stamp("HTTP_SEND_END", time.monotonic_ns())
 
 
 async def _respond(send: Send, status: int, headers: list, payload: bytes) -> None:
