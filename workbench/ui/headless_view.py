@@ -23,7 +23,7 @@ import panel as pn
 from workbench.deploy import DeploySpec, PythonRequirements, python_requirements, write_deployment
 from workbench.deploy.writer import check_folders
 from workbench.ui.serve_process import ServeProcess, suggested_ports
-from workbench.ui.store import EngineStore
+from workbench.ui.store import EngineStore, Spawned
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +61,10 @@ class HeadlessView(pn.viewable.Viewer):
         super().__init__(**params)
         self.store = store
         self.process: ServeProcess | None = None
-        self._polling: asyncio.Future | None = None
+        self._polling: Spawned | None = None
         repositories = [r for r in store.server.options.model_repository if "://" not in r]
-        self.repository = pn.widgets.TextInput(label="Model repository",
-                                               value=repositories[0] if repositories else "")
+        repository = repositories[0] if repositories else ""
+        self.repository = pn.widgets.TextInput(label="Model repository", value=repository)
         http, grpc, metrics = suggested_ports()
         self.http_port = pn.widgets.IntInput(label="HTTP port", value=http, start=1, end=65535)
         self.grpc_port = pn.widgets.IntInput(label="gRPC port", value=grpc, start=1, end=65535)
@@ -81,7 +81,7 @@ class HeadlessView(pn.viewable.Viewer):
                                  auto_scroll_limit=FOLLOW_LIMIT_PX,
                                  css_classes=["workbench-headless-log"])
         self.out_dir = pn.widgets.TextInput(label="Deployment folder",
-                                            value=default_deployment_folder(self.repository.value))
+                                            value=default_deployment_folder(repository))
         self.deploy_name = pn.widgets.TextInput(label="name", value=DeploySpec.name)
         self.image = pn.widgets.TextInput(label="image", value=DeploySpec.image)
         self.max_replicas = pn.widgets.IntInput(label="max replicas", value=DeploySpec.max_replicas, start=1)
@@ -92,9 +92,9 @@ class HeadlessView(pn.viewable.Viewer):
         self.deploy_warnings = pn.pane.Alert("", alert_type="warning", visible=False)
         self.deploy_error = pn.pane.Alert("", alert_type="danger", visible=False)
         self._busy = False  # a start, stop or deployment is under way
-        self.start_button.on_click(lambda _e: self.store.spawn(self.start()))
-        self.stop_button.on_click(lambda _e: self.store.spawn(self.stop()))
-        self.deploy_button.on_click(lambda _e: self.store.spawn(self.write_deployment()))
+        self.start_button.on_click(self.store.starter(self.start))
+        self.stop_button.on_click(self.store.starter(self.stop))
+        self.deploy_button.on_click(self.store.starter(self.write_deployment))
         for widget in (self.repository, self.out_dir):
             widget.param.watch(lambda _e: self._enable(), ["value", "value_input"])
         self._enable()
