@@ -112,6 +112,13 @@ class HeadlessView(pn.viewable.Viewer):
             self.deploy_error, self.deploy_warnings, self.written, sizing_mode="stretch_width")
 
     @staticmethod
+    def _missing(*widgets: pn.widgets.IntInput) -> str:
+        """"enter the <label>" for the first number field left empty (its value is None
+        once a person clears it); "" when none is."""
+        empty = next((widget for widget in widgets if widget.value is None), None)
+        return "" if empty is None else f"enter the {empty.name}"
+
+    @staticmethod
     def _text(widget: pn.widgets.TextInput) -> str:
         """What the input holds: the text being typed, else its value."""
         return (widget.value_input or widget.value or "").strip()
@@ -137,16 +144,20 @@ class HeadlessView(pn.viewable.Viewer):
         if self.process is not None and self.process.running:
             self.show_error(f"already running (pid {self.process.pid}): stop it first")
             return
-        if not self.repository.value.strip():
+        repository = (self.repository.value or "").strip()
+        if not repository:
             self.show_error("choose a model repository")
+            return
+        http, grpc, metrics = self.http_port.value, self.grpc_port.value, self.metrics_port.value
+        if http is None or grpc is None or metrics is None:
+            self.show_error(self._missing(self.http_port, self.grpc_port, self.metrics_port))
             return
         self._busy = True
         self._enable()
         self.health.object = "**starting**"
         try:
             self.process = await asyncio.to_thread(
-                ServeProcess, [self.repository.value.strip()], self.http_port.value,
-                self.grpc_port.value, self.metrics_port.value, self.mode.value)
+                ServeProcess, [repository], http, grpc, metrics, self.mode.value)
         except OSError as exc:
             self.health.object = "**not running**"
             self.show_error(f"could not start workbench serve: {user_text(exc)}")
@@ -198,18 +209,21 @@ class HeadlessView(pn.viewable.Viewer):
         the warnings about the Python-backend models' imports, or show the error."""
         self.deploy_error.visible = self.deploy_warnings.visible = False
         self.written.object = self.deploy_warnings.object = ""
-        folder, repository = self.out_dir.value.strip(), self.repository.value.strip()
+        folder, repository = (self.out_dir.value or "").strip(), (self.repository.value or "").strip()
         if not folder or not repository:
             self.show_deploy_error("choose a deployment folder" if not folder
                                    else "choose a model repository")
+            return []
+        max_replicas, queue_target = self.max_replicas.value, self.queue_target.value
+        if max_replicas is None or queue_target is None:
+            self.show_deploy_error(self._missing(self.max_replicas, self.queue_target))
             return []
         self._busy = True
         self._enable()
         self.written.object = f"writing the deployment into `{folder}` …"
         try:
-            spec = DeploySpec(name=self.deploy_name.value, image=self.image.value,
-                              max_replicas=self.max_replicas.value,
-                              queue_time_target_us=self.queue_target.value)
+            spec = DeploySpec(name=self.deploy_name.value or "", image=self.image.value or "",
+                              max_replicas=max_replicas, queue_time_target_us=queue_target)
             repo, out = check_folders(Path(repository), Path(folder))
             requirements = await asyncio.to_thread(python_requirements, repo)
             written = await asyncio.to_thread(write_deployment, spec, repo, out,
