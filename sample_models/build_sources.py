@@ -138,6 +138,8 @@ def known_config(name: str):  # -> model_config_pb2.ModelConfig | None
 def load_helper(version_dir: Path):  # -> the copied minilm_tokenization module
     """Import the copied tokenization helper from ``version_dir`` under a private module name."""
     spec = importlib.util.spec_from_file_location("_built_minilm_tokenization", version_dir / TOKENIZATION_HELPER)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot import {version_dir / TOKENIZATION_HELPER}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -28,7 +28,7 @@ NOTEBOOKS = ROOT / "notebooks"
 sys.path.insert(0, str(ROOT / "sample_models"))
 
 # the labels its build checks, the notebooks' reviews among them
-import build_text_classifier  # type: ignore[import-not-found]  # noqa: E402  sample_models/: not on mypy's path
+import build_text_classifier  # noqa: E402  sample_models/, put on sys.path above
 
 KERNEL_NAME = "workbench-notebook-tests"
 #: seconds one cell may run (the longest, a sweep, takes ~10 s on the 2-core CI machine)
