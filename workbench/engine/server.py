@@ -35,7 +35,7 @@ from workbench.engine.shared_memory import SharedMemoryRegistry
 from workbench.engine.shared_memory_api import SharedMemoryService
 from workbench.engine.shared_memory_io import AttachedRequest, uses_shared_memory
 from workbench.engine.statistics_api import live_statistics, statistics_report
-from workbench.errors import ModelLoadError, ModelNotFound, ServerNotReady, Unavailable
+from workbench.errors import ModelLoadError, ServerNotReady, Unavailable
 from workbench.options import ServerOptions
 from workbench.statistics import ModelStatistics, SuccessObserver
 from workbench.types import InferenceRequest, InferenceResponse
@@ -176,13 +176,10 @@ class Server:
                 "inputs": inputs, "outputs": outputs}
 
     async def model_ready(self, name: str, version: str = "") -> bool:
-        """True when the version (or, without one, any version) is READY.
-
-        Raises:
-            ModelNotFound: the model is unknown to the server.
-        """
-        if name not in self.lifecycle.models:
-            raise ModelNotFound(f"Request for unknown model: '{name}' is not found")
+        """True when the version (or, without one, any version) is READY; False for a
+        model or version the server does not know or that is not READY (unloaded, failed,
+        loading), never an error: Triton's ``ModelIsReady`` (gRPC ``ready: false`` with OK,
+        HTTP 400 "Model version not ready")."""
         return self.lifecycle.is_ready(name, version)
 
     async def model_config(self, name: str, version: str = "") -> ModelConfig:
