@@ -131,6 +131,12 @@ class ModelLifecycle:
         return self._repository
 
     @property
+    def opened(self) -> bool:
+        """True once :meth:`open` set up the repositories (also when one of them was
+        missing: then with none)."""
+        return self._repository is not None
+
+    @property
     def remotes(self) -> list[RemoteRepository]:
         """The remote repositories (``s3://``, ...) and their local mirrors ([] for none)."""
         return list(self._remotes)
@@ -188,14 +194,20 @@ class ModelLifecycle:
 
         Raises:
             InvalidArgument: a model repository does not exist (a remote one: or cannot be
-                read), or a malformed ``--rate-limit-resource``.
+                read): the lifecycle is then open with no repository (:attr:`repository`
+                lists nothing; Triton's server without a model repository manager); or a
+                malformed ``--rate-limit-resource`` (nothing is open then).
         """
         self._rate_limiter = _rate_limiter(self.options)
         self._backend_context = backend_context
-        paths, self._remotes = await asyncio.to_thread(
-            resolve_repositories, self.options.model_repository, self.options.model_repository_cache
-        )
-        self._repository = ModelRepository(paths)
+        try:
+            paths, self._remotes = await asyncio.to_thread(
+                resolve_repositories, self.options.model_repository, self.options.model_repository_cache
+            )
+            self._repository = ModelRepository(paths)
+        except InvalidArgument:
+            self._remotes, self._repository = [], ModelRepository([])
+            raise
 
     async def load_startup_models(self) -> list[ModelEntry]:
         """Load the start-up models (every model in ``none`` and ``poll`` mode, the

@@ -80,14 +80,14 @@ class ModelEntry:
 
     def failure_reason(self) -> str:
         """The model-level reason, else each UNAVAILABLE version's (Triton's load error
-        text: "version 1 is at UNAVAILABLE state: <reason>;")."""
+        text: "version 1 is at UNAVAILABLE state: <reason>;"). The versions unloaded again
+        because another one failed (Triton fails the whole model) are left out, as
+        Triton's load tracker lists only the versions that failed."""
         if self.reason:
             return self.reason
-        return "".join(
-            f"version {v} is at {s.state.value} state: {s.reason};"
-            for v, s in sorted(self.versions.items())
-            if s.state is not ModelReadyState.READY
-        )
+        pending = [(v, s) for v, s in sorted(self.versions.items()) if s.state is not ModelReadyState.READY]
+        failed = [(v, s) for v, s in pending if s.reason != "unloaded"]
+        return "".join(f"version {v} is at {s.state.value} state: {s.reason};" for v, s in failed or pending)
 
     async def stop(self, reason: str = "unloaded", keep_failures: bool = False) -> None:
         """Drain and unload every loaded version; mark them UNAVAILABLE with ``reason``; then

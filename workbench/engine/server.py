@@ -35,7 +35,7 @@ from workbench.engine.shared_memory import SharedMemoryRegistry
 from workbench.engine.shared_memory_api import SharedMemoryService
 from workbench.engine.shared_memory_io import AttachedRequest, uses_shared_memory
 from workbench.engine.statistics_api import live_statistics, statistics_report
-from workbench.errors import ModelLoadError, ServerNotReady, Unavailable
+from workbench.errors import InvalidArgument, ModelLoadError, ServerNotReady, Unavailable
 from workbench.options import ServerOptions
 from workbench.statistics import ModelStatistics, SuccessObserver
 from workbench.types import InferenceRequest, InferenceResponse
@@ -103,18 +103,27 @@ class Server:
 
         As tritonserver: a model that fails to load is UNAVAILABLE with its reason and the
         others serve; with ``exit_on_error`` (tritonserver's default) any such failure
-        stops the server instead and raises.
+        stops the server instead and raises. A model repository that does not exist
+        without ``exit_on_error``: the error is logged and the server keeps running, not
+        live and not ready, with no model loaded (Triton's SERVER_FAILED_TO_INITIALIZE:
+        its metadata still answers).
 
         Raises:
-            InvalidArgument: a model repository does not exist (a remote one: or cannot be
-                read, or its filesystem package is not installed); or
+            InvalidArgument: with ``exit_on_error``, a model repository does not exist (a
+                remote one: or cannot be read, or its filesystem package is not installed); or
                 ``--trace-config mode=opentelemetry`` without the OpenTelemetry SDK.
             ModelLoadError: a model failed to load and ``exit_on_error`` is set ("failed to
                 load all models: '<model>': <reason>; ...").
         """
         self.tracer.open()
         lifecycle = self.lifecycle
-        await lifecycle.open(BackendContext(asyncio.get_running_loop(), self.infer_stream))
+        try:
+            await lifecycle.open(BackendContext(asyncio.get_running_loop(), self.infer_stream))
+        except InvalidArgument as exc:
+            if self.options.exit_on_error or not lifecycle.opened:
+                raise
+            log.error("%s", exc.message)  # Triton: not live, not ready, metadata answers
+            return
         if self.options.model_control_mode == "poll":
             self._poller = RepositoryPoller(lifecycle, lifecycle.repository, self.options.repository_poll_secs,
                                             lifecycle.sync_remotes if lifecycle.remotes else None)
