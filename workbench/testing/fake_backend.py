@@ -38,7 +38,8 @@ class FakeBehaviour:
     load waits on it (a slow model load, without timing). ``initialized`` / ``finalized``
     count instance loads and unloads per instance name (a backend's instance initialize /
     finalize, which Triton's instance-update tests count); a load whose version folder is
-    named in ``fail_versions`` raises; ``load_barrier`` makes instance loads meet (proving
+    named in ``fail_versions`` raises, and so does the load of an instance named in
+    ``fail_instances`` (after the barrier); ``load_barrier`` makes instance loads meet (proving
     they run concurrently).
 
     Tests order events on the executions, not on sleeps: ``await BEHAVIOUR.executing(n)``
@@ -69,6 +70,7 @@ class FakeBehaviour:
         self.initialized: dict[str, int] = {}
         self.finalized: dict[str, int] = {}
         self.fail_versions: set[str] = set()
+        self.fail_instances: set[str] = set()
         self.load_barrier: threading.Barrier | None = None
 
     def wait_started(self, count: int = 1, timeout_s: float = 10.0) -> None:
@@ -132,6 +134,8 @@ class FakeBackend(Backend):
             raise InvalidArgument(f"fake load failure of version {version_dir.name}")
         if BEHAVIOUR.load_barrier is not None:
             BEHAVIOUR.load_barrier.wait()
+        if spec.name in BEHAVIOUR.fail_instances:
+            raise InvalidArgument(f"fake load failure of instance {spec.name}")
         with BEHAVIOUR.lock:
             BEHAVIOUR.initialized[spec.name] = BEHAVIOUR.initialized.get(spec.name, 0) + 1
         return FakeInstance(spec)
