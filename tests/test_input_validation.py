@@ -51,7 +51,7 @@ async def stub(engine: Server, stub_for):
     return await stub_for(engine)
 
 
-def _input(shape: list, data: list, datatype: str = "FP32") -> dict:
+def _input(shape: list, data: object, datatype: str = "FP32") -> dict:
     return {"name": "INPUT0", "shape": shape, "datatype": datatype, "data": data}
 
 

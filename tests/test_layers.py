@@ -56,7 +56,8 @@ def test_core_layers_import_no_web_framework() -> None:
 def test_lower_layers_never_import_upper_ones() -> None:
     order = ["config", "repository", "backends", "scheduling", "engine"]
     for rank, folder in enumerate(order):
-        upper = tuple(f"workbench.{name}" for name in order[rank + 1 :]) + (
+        upper = (
+            *(f"workbench.{name}" for name in order[rank + 1 :]),
             "workbench.frontends", "workbench.hosts", "workbench.ui", "workbench.jupyter",
             "workbench.perf",
         )
@@ -69,8 +70,8 @@ def test_public_surface_is_exactly_all() -> None:
     public = {name for name in dir(workbench) if not name.startswith("_")}
     modules = {"backends", "bytes_codec", "config", "datatypes", "deploy", "devices", "engine", "errors", "flags",
                "frontends", "gpu_memory", "gpu_readings", "hosts", "jupyter", "options", "perf", "repository",
-               "restrictions", "scheduling", "serving", "statistics", "switches", "tensors", "testing", "tools",
-               "types", "ui", "live_stats", "tracing"}
+               "restrictions", "results", "scheduling", "serving", "statistics", "switches", "tensors", "testing",
+               "tools", "tracing", "types", "ui", "live_stats"}
     assert public - modules == set(workbench.__all__) - {"__version__"}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -26,8 +27,11 @@ from workbench import (
     Unavailable,
 )
 from workbench.backends.registry import register_backend
+from workbench.results import RepositoryIndexRow
 from workbench.testing.fake_backend import BEHAVIOUR, FAKE_CONFIG, FakeBackend, write_fake_model
 from workbench.testing.reload import atomic_write, write_add_sub
+
+ControlMode = Literal["none", "poll", "explicit"]  # ServerOptions.model_control_mode
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +47,7 @@ def fake_request(name: str, value: float = 1.0, version: str = "") -> InferenceR
     return InferenceRequest(name, [Tensor("INPUT0", "FP32", data)], model_version=version)
 
 
-async def rows(server: Server, name: str) -> list[dict]:
+async def rows(server: Server, name: str) -> list[RepositoryIndexRow]:
     return [r for r in await server.repository_index() if r["name"] == name]
 
 
@@ -135,7 +139,7 @@ async def pinned_requests_queue_on_version_1(server: Server) -> list[asyncio.Fut
     """Three requests pinned to version 1 while executions are blocked: one executes, two
     wait in its queue."""
     BEHAVIOUR.gate.clear()
-    pending = [asyncio.ensure_future(server.infer(fake_request("versioned", float(i), "1")))
+    pending: list[asyncio.Future] = [asyncio.ensure_future(server.infer(fake_request("versioned", float(i), "1")))
                for i in (10, 11, 12)]
     await until(lambda: BEHAVIOUR.executions, "an execution")
     return pending
@@ -233,7 +237,7 @@ def test_exit_on_error_defaults_are_tritonservers() -> None:
 
 
 @pytest.mark.parametrize("mode", ["none", "poll", "explicit"])
-async def test_startup_failure_exits_with_exit_on_error(tmp_path: Path, mode: str) -> None:
+async def test_startup_failure_exits_with_exit_on_error(tmp_path: Path, mode: ControlMode) -> None:
     broken_next_to_good(tmp_path)
     server = Server(ServerOptions(model_repository=[str(tmp_path)], model_control_mode=mode,
                                   load_model=["*"]))
@@ -243,7 +247,7 @@ async def test_startup_failure_exits_with_exit_on_error(tmp_path: Path, mode: st
 
 
 @pytest.mark.parametrize("mode", ["none", "poll"])
-async def test_startup_failure_serves_the_others_without_exit_on_error(tmp_path: Path, mode: str) -> None:
+async def test_startup_failure_serves_the_others_without_exit_on_error(tmp_path: Path, mode: ControlMode) -> None:
     broken_next_to_good(tmp_path)
     options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode=mode,
                             exit_on_error=False)
@@ -255,7 +259,7 @@ async def test_startup_failure_serves_the_others_without_exit_on_error(tmp_path:
 
 
 async def test_poll_only_in_poll_mode(server: Server) -> None:
-    with pytest.raises(Unavailable, match="^polling is disabled$"):
+    with pytest.raises(Unavailable, match=r"^polling is disabled$"):
         await server.poll_repository()
 
 

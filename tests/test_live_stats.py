@@ -35,8 +35,9 @@ async def test_an_interval_counts_what_happened_in_it(server: Server) -> None:
     assert round(sample.requests_per_s * sample.interval_s) == 40
     assert round(sample.inferences_per_s * sample.interval_s) == 80
     assert sample.failures == 0 and sample.pending == 0
+    assert sample.p50_us is not None and sample.p95_us is not None and sample.p99_us is not None
     assert 0 < sample.p50_us <= sample.p95_us <= sample.p99_us
-    assert sample.queue_us is not None and sample.compute_us > 0
+    assert sample.queue_us is not None and sample.compute_us is not None and sample.compute_us > 0
     # 40 concurrent requests of batch 2 on one instance with max_batch_size 8: batched
     assert sum(size * count for size, count in sample.batch_sizes.items()) == 80
     assert max(sample.batch_sizes) > 2 and max(sample.batch_sizes) <= 8

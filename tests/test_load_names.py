@@ -35,7 +35,7 @@ async def test_a_name_that_could_leave_the_repository_is_refused(explicit: Serve
 
 @pytest.mark.parametrize("name", BLANK)
 async def test_a_blank_name_is_refused(explicit: Server, name: str) -> None:
-    with pytest.raises(InvalidArgument, match="^Model name cannot be empty. Please enter a valid name to deploy.$"):
+    with pytest.raises(InvalidArgument, match=r"^Model name cannot be empty\. Please enter a valid name to deploy\.$"):
         await explicit.load_model(name)
 
 

@@ -23,8 +23,8 @@ def test_autocomplete_refuses_a_model_file_outside_the_version_folder(tmp_path: 
     write_model(tmp_path, "other", None, add_sub_graph())  # a readable graph outside "m"
     (tmp_path / "m" / "1").mkdir(parents=True)
     config = parse_model_config(f'backend: "onnxruntime" default_model_filename: {json.dumps(name)}')
-    with pytest.raises(InvalidModelConfig, match="default_model_filename .* of model 'm' must name a "
-                       "file inside the version folder"):
+    with pytest.raises(InvalidModelConfig, match=r"default_model_filename .* of model 'm' must name a "
+                       r"file inside the version folder"):
         autocomplete_model_config(config, "m", tmp_path / "m")
 
 
@@ -42,7 +42,8 @@ async def test_load_request_config_cannot_point_outside(tmp_path: Path) -> None:
     options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit")
     async with Server(options) as server:
         override = {"backend": "onnxruntime", "default_model_filename": "../../other/1/model.onnx"}
-        with pytest.raises(InvalidArgument, match="load failed for model .m.: default_model_filename .* must name a file inside the version folder"):
+        with pytest.raises(InvalidArgument, match=r"load failed for model 'm': default_model_filename .* "
+                                                  r"must name a file inside the version folder"):
             await server.load_model("m", config=json.dumps(override))
         assert not await server.model_ready("m")
         await server.load_model("other")  # the repository keeps serving

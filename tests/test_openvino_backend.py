@@ -119,17 +119,18 @@ async def test_digits_openvino_sample_over_http(sample_repository: Path, asgi_cl
         meta = (await http.get("/v2/models/digits_openvino")).json()
         assert meta["inputs"] == [{"name": "pixels", "datatype": "FP32", "shape": [-1, 64]}]
         assert meta["outputs"] == [{"name": "logits", "datatype": "FP32", "shape": [-1, 10]}]
-        logits, reference = [], []
+        logit_chunks: list[np.ndarray] = []
+        reference_chunks: list[np.ndarray] = []
         for start in range(0, len(x_test), 64):
             chunk = x_test[start : start + 64]
             body = {"inputs": [{"name": "pixels", "shape": list(chunk.shape), "datatype": "FP32",
                                 "data": chunk.ravel().tolist()}]}
-            for path, sink in (("/v2/models/digits_openvino/infer", logits),
-                               ("/v2/models/digits_mlp/versions/1/infer", reference)):
+            for path, sink in (("/v2/models/digits_openvino/infer", logit_chunks),
+                               ("/v2/models/digits_mlp/versions/1/infer", reference_chunks)):
                 reply = await http.post(path, json=body)
                 assert reply.status_code == 200, reply.text
                 (output,) = reply.json()["outputs"]
                 sink.append(np.array(output["data"], np.float32).reshape(len(chunk), 10))
-    logits, reference = np.concatenate(logits), np.concatenate(reference)
+    logits, reference = np.concatenate(logit_chunks), np.concatenate(reference_chunks)
     assert float((logits.argmax(axis=1) == y_test).mean()) >= 0.9
     np.testing.assert_allclose(logits, reference, atol=1e-4)

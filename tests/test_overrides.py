@@ -211,6 +211,7 @@ async def test_temporary_folders_never_leak(test_repository: Path, add_sub_onnx:
         await server.load_model("c", ONNX_CONFIG, files)
         assert len(store.live()) == 2
         root = store.root
+        assert root is not None
         assert sorted(root.iterdir()) == sorted(d.path for d in store.live())
     assert not root.exists()  # server stop removes every folder
 
@@ -250,7 +251,8 @@ async def test_override_folder_serves_labels_and_warmup_files(test_repository: P
     async with explicit(test_repository) as server:
         await server.load_model("faked", json.dumps(config), files)
         assert BEHAVIOUR.batches == [[7.5]]  # the warmup file came from the override folder
-        assert server.lifecycle.models["faked"].latest_ready.labels == {"OUTPUT0": ["seven"]}
+        loaded = server.lifecycle.models["faked"].latest_ready
+        assert loaded is not None and loaded.labels == {"OUTPUT0": ["seven"]}
     BEHAVIOUR.reset()
 
 

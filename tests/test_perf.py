@@ -18,12 +18,13 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from workbench import Server, ServerOptions
+from workbench import Server, ServerOptions, Tensor
 from workbench.perf import (
     InProcessClient,
     LoadLevel,
     PerfError,
     PerfOptions,
+    Workload,
     best_under_sla,
     csv_text,
     knee,
@@ -53,6 +54,16 @@ def client(server: Server) -> InProcessClient:
 def quick(model: str = "digits_mlp", **overrides) -> PerfOptions:
     values = {"measurement_interval_ms": 300, "warmup_ms": 50, "seed": 7, **overrides}
     return PerfOptions(model, **values)
+
+
+def sent_tensors(workload: Workload) -> list[list[Tensor]]:
+    """The tensors of each prepared request (:class:`InProcessClient` prepares
+    ``(model, version, tensors)``; to a workload its requests are opaque)."""
+    tensors = []
+    for request in workload.requests:
+        assert isinstance(request, tuple)
+        tensors.append(request[2])
+    return tensors
 
 
 def write_data(tmp_path: Path, document: dict) -> str:
@@ -92,6 +103,7 @@ async def test_batch_size_weights_throughput_and_reaches_the_server(client) -> N
                             LoadLevel.concurrency(2), quick(batch_size=4))
     assert result.batch_size == 4
     assert result.throughput_infer_per_s == pytest.approx(4 * result.request_count / result.window_s)
+    assert result.server is not None
     assert result.server.inference_count == 4 * result.server.count("success")
 
 
@@ -141,7 +153,7 @@ async def test_input_data_file_in_all_three_forms(client, tmp_path: Path) -> Non
     ]})
     workload = await prepare_workload(client, quick(input_data=path, batch_size=2))
     # batches of two consecutive entries, round-robin: [0, 1], [2, 0], [1, 2]
-    sent = [request[2][0].data for request in workload.requests]
+    sent = [tensors[0].data for tensors in sent_tensors(workload)]
     assert [a.shape for a in sent] == [(2, 64)] * 3
     np.testing.assert_array_equal(np.concatenate(sent), rows[[0, 1, 2, 0, 1, 2]])
     result = await run_step(client, workload, LoadLevel.concurrency(2), quick(input_data=path))
@@ -154,18 +166,18 @@ async def test_bytes_inputs_reach_an_ensemble(client, tmp_path: Path) -> None:
     for data in (path, "random"):
         options = quick("text_embedder", input_data=data, string_length=16)
         workload = await prepare_workload(client, options)
-        assert workload.requests[0][2][0].data.dtype == object
+        assert sent_tensors(workload)[0][0].data.dtype == object
         result = await run_step(client, workload, LoadLevel.concurrency(1), options)
         assert result.request_count > 0 and result.server is not None
 
 
 async def test_dynamic_dims_need_a_shape(client) -> None:
-    with pytest.raises(PerfError, match='"input_ids" with model shape \\[-1\\].*--shape'):
+    with pytest.raises(PerfError, match=r'"input_ids" with model shape \[-1\].*--shape'):
         await prepare_workload(client, quick("minilm_encoder", input_data="zero"))
     shapes = {"input_ids": [8], "attention_mask": [8], "token_type_ids": [8]}
     options = quick("minilm_encoder", input_data="zero", shapes=shapes)
     workload = await prepare_workload(client, options)
-    assert [t.data.shape for t in workload.requests[0][2]] == [(1, 8)] * 3
+    assert [t.data.shape for t in sent_tensors(workload)[0]] == [(1, 8)] * 3
     result = await run_step(client, workload, LoadLevel.concurrency(1), options)
     assert result.request_count > 0
 
@@ -181,8 +193,8 @@ def encoder_data(tmp_path: Path, token_types: list[int]) -> str:
 async def test_a_failed_request_stops_the_measurement_with_its_message(client, tmp_path) -> None:
     options = quick("minilm_encoder", input_data=encoder_data(tmp_path, [0, 5]))
     workload = await prepare_workload(client, options)
-    with pytest.raises(PerfError, match="Concurrency: 1: a request failed: .*indices element out "
-                                        "of data bounds.*--continue-on-error"):
+    with pytest.raises(PerfError, match=r"Concurrency: 1: a request failed: .*indices element out "
+                                        r"of data bounds.*--continue-on-error"):
         await run_step(client, workload, LoadLevel.concurrency(1), options)
 
 
@@ -246,6 +258,7 @@ async def test_closing_a_sweep_early_leaves_no_load_running(client) -> None:
 
 def load_tasks() -> list[asyncio.Task]:
     """Tasks of the load loops still alive (the engine's own tasks are left out)."""
+    loop_file = str(Path("perf", "load.py"))
     return [t for t in asyncio.all_tasks()
-            if getattr(t.get_coro(), "cr_code", None) is not None
-            and t.get_coro().cr_code.co_filename.endswith(str(Path("perf", "load.py")))]
+            if (code := getattr(t.get_coro(), "cr_code", None)) is not None
+            and code.co_filename.endswith(loop_file)]

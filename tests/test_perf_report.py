@@ -8,6 +8,7 @@ import base64
 import json
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -90,6 +91,7 @@ def test_summarize_counts_requests_that_end_in_the_window() -> None:
     failed = RequestRecord(10 * MS, 10 * MS, 11 * MS, 11 * MS, ok=False, error="boom")
     made = summarize(LoadLevel.concurrency(2), 4, [before, *inside, after, failed],
                      (0, 1000 * MS), sent_count=9)
+    assert made is not None
     assert made.request_count == 8 and made.error_count == 1 and made.errors == ("boom",)
     assert made.throughput_infer_per_s == pytest.approx(32.0)  # 8 requests x batch 4 / 1 s
     assert made.send_rate_per_s == pytest.approx(9.0)
@@ -178,18 +180,23 @@ def test_summary_lines_are_perf_analyzers() -> None:
 
 
 # ------------------------------------------------------------------ knee and SLA
+def level_of(found: StepResult | None) -> LoadLevel | None:
+    """The load level of a knee / best-under-SLA pick (None where there is none)."""
+    return None if found is None else found.level
+
+
 SATURATING = [(1, 500.0, 1000), (2, 950.0, 1100), (4, 1800.0, 1300), (8, 1900.0, 2500),
               (16, 1950.0, 5000)]
 
 
 def test_knee_is_the_level_before_throughput_stalls_while_p99_climbs() -> None:
     results = curve(SATURATING)
-    assert knee(results).level == LoadLevel.concurrency(4)
-    assert knee(list(reversed(results))).level == LoadLevel.concurrency(4)  # any order
+    assert level_of(knee(results)) == LoadLevel.concurrency(4)
+    assert level_of(knee(list(reversed(results)))) == LoadLevel.concurrency(4)  # any order
     # 4 -> 8 gains 5.6 %: below 10 %, above 3 %; 8 -> 16 gains 2.6 % while p99 doubles
-    assert knee(results, min_gain_pct=3).level == LoadLevel.concurrency(8)
+    assert level_of(knee(results, min_gain_pct=3)) == LoadLevel.concurrency(8)
     # 4 -> 8: p99 +92 %; 8 -> 16: p99 +100 %
-    assert knee(results, max_p99_growth_pct=95).level == LoadLevel.concurrency(8)
+    assert level_of(knee(results, max_p99_growth_pct=95)) == LoadLevel.concurrency(8)
     assert knee(results, max_p99_growth_pct=100) is None
 
 
@@ -205,8 +212,8 @@ def test_flat_throughput_with_flat_p99_is_not_a_knee() -> None:
 
 def test_best_under_sla_takes_the_most_throughput_meeting_p99() -> None:
     results = curve(SATURATING)
-    assert best_under_sla(results, p99_us=2000).level == LoadLevel.concurrency(4)
-    assert best_under_sla(results, p99_us=10_000).level == LoadLevel.concurrency(16)
+    assert level_of(best_under_sla(results, p99_us=2000)) == LoadLevel.concurrency(4)
+    assert level_of(best_under_sla(results, p99_us=10_000)) == LoadLevel.concurrency(16)
     assert best_under_sla(results, p99_us=999) is None
 
 
@@ -233,9 +240,11 @@ def test_ranges_follow_perf_analyzer() -> None:
 
 
 def test_options_refuse_what_cannot_be_measured() -> None:
-    for values, message in [({"batch_size": 0}, "batch size"), ({"percentile": 100}, "percentile"),
-                            ({"input_data": "/absent.json"}, "neither 'random'"),
-                            ({"measurement_interval_ms": 0}, "measurement interval")]:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"batch_size": 0}, "batch size"), ({"percentile": 100}, "percentile"),
+        ({"input_data": "/absent.json"}, "neither 'random'"),
+        ({"measurement_interval_ms": 0}, "measurement interval")]
+    for values, message in cases:
         with pytest.raises(PerfError, match=message):
             PerfOptions("m", **values)
 
@@ -336,9 +345,11 @@ def test_stats_delta_picks_the_version_that_served() -> None:
         ]}
 
     delta = stats_delta(snapshot(5, 10), snapshot(5, 30), "m", "")
+    assert delta is not None
     assert delta.version == "2" and delta.count("success") == 20 and delta.inference_count == 40
     assert delta.avg_us("queue") == 3 and delta.avg_us("compute_infer") == 0
-    assert stats_delta(snapshot(5, 10), snapshot(5, 30), "m", "1").count("success") == 0
+    pinned = stats_delta(snapshot(5, 10), snapshot(5, 30), "m", "1")
+    assert pinned is not None and pinned.count("success") == 0
     assert stats_delta(snapshot(5, 10), snapshot(5, 10), "m", "") is None
     assert stats_delta(snapshot(5, 10), snapshot(5, 30), "other", "") is None
 

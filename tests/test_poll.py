@@ -128,7 +128,8 @@ async def test_poll_broken_change_keeps_last_good_versions_serving(tmp_path: Pat
     folder = write_add_sub(tmp_path)
     async with poll_server(tmp_path) as server:
         serving = server.lifecycle.models["add_sub"].latest_ready
-        atomic_write(folder / "config.pbtxt", add_sub_config("add_sub", 8, 2).replace("max_batch_size: 8", "max_batch_size: -3"))
+        broken = add_sub_config("add_sub", 8, 2).replace("max_batch_size: 8", "max_batch_size: -3")
+        atomic_write(folder / "config.pbtxt", broken)
         await server.poll_repository()
         [(version, state, reason)] = (await index(server))["add_sub"]
         assert (version, state) == ("1", "READY")

@@ -21,6 +21,7 @@ from tritonclient.grpc import service_pb2 as pb
 
 from workbench import (
     InferenceRequest,
+    InferenceResponse,
     InternalError,
     InvalidArgument,
     NotFound,
@@ -218,9 +219,11 @@ async def test_error_response_fails_only_its_request(server: Server) -> None:
     results = await asyncio.gather(*(
         server.infer(InferenceRequest("error_response", [fp32("INPUT0", [[v]])])) for v in values
     ), return_exceptions=True)
-    assert [r.outputs[0].data.tolist() for r in (results[0], results[2])] == [[[1.0]], [[3.0]]]
-    assert isinstance(results[1], InvalidArgument)
-    assert results[1].message == "negative input -2.0 is not allowed"
+    first, failed, third = results
+    assert isinstance(first, InferenceResponse) and isinstance(third, InferenceResponse)
+    assert [r.outputs[0].data.tolist() for r in (first, third)] == [[[1.0]], [[3.0]]]
+    assert isinstance(failed, InvalidArgument)
+    assert failed.message == "negative input -2.0 is not allowed"
 
 
 async def test_wrong_number_of_responses_fails_the_batch(server: Server) -> None:
@@ -341,7 +344,8 @@ async def test_bls_unknown_model_comes_back_as_an_error_response(server: Server,
 
 
 async def test_bls_to_a_decoupled_model_iterates_its_responses(server: Server) -> None:
-    response = await server.infer(InferenceRequest("bls_decoupled", [Tensor("IN", "INT32", np.array([4, 5, 6], np.int32))]))
+    request = InferenceRequest("bls_decoupled", [Tensor("IN", "INT32", np.array([4, 5, 6], np.int32))])
+    response = await server.infer(request)
     assert {t.name: int(t.data[0]) for t in response.outputs} == {"SUM": 15, "COUNT": 3}
     with pytest.raises(InternalError, match="negative value -5 at 1"):
         await server.infer(InferenceRequest("bls_decoupled", [Tensor("IN", "INT32", np.array([4, -5], np.int32))]))

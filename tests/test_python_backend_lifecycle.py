@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from workbench import InferenceRequest, InternalError, Server, ServerOptions, Tensor
+from workbench.backends.python.instance import PythonInstance
 from workbench.backends.python.transport import SHM_DIR, SHM_PREFIX, remove_stale_segments
+from workbench.scheduling.dispatcher import Dispatcher
 from workbench.testing.python_backend import copy_python_model, python_backend_segments
 
 UNHEALTHY = ("Failed to process the request(s) for model instance 'crasher_0', message: "
@@ -162,7 +164,12 @@ def test_segments_of_dead_servers_are_removed() -> None:
 def _stub_pids(server: Server, model: str) -> list[int]:
     """The pids of a model's stub processes (read from the engine's own objects)."""
     loaded = server.lifecycle.models[model].latest_ready
-    return [runner.instance._stub.pid for runner in loaded.scheduler.runners]
+    assert loaded is not None and isinstance(loaded.scheduler, Dispatcher)
+    pids = []
+    for runner in loaded.scheduler.runners:
+        assert isinstance(runner.instance, PythonInstance) and runner.instance._stub is not None
+        pids.append(runner.instance._stub.pid)
+    return pids
 
 
 async def test_sequence_flags_and_correlation_id_reach_the_model(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ def test_tensor_basics() -> None:
 
 
 def test_tensor_refuses_numpy_str_arrays_and_converts_bytes_arrays() -> None:
-    with pytest.raises(pb_utils.TritonModelException, match="Please use np.object_ instead"):
+    with pytest.raises(pb_utils.TritonModelException, match=r"Please use np\.object_ instead"):
         pb_utils.Tensor("S", np.array(["a", "b"]))
     tensor = pb_utils.Tensor("B", np.array([b"a", b"bc"]))
     assert tensor.as_numpy().dtype == np.object_ and tensor.triton_dtype() == 13
@@ -80,7 +80,9 @@ def test_responses_and_errors() -> None:
     assert json.loads(response.parameters()) == {"k": 1}
     error = pb_utils.TritonError("bad", pb_utils.TritonError.INVALID_ARG)
     failed = pb_utils.InferenceResponse(error=error)
-    assert failed.has_error() and failed.error().message() == "bad" and failed.error().code() == 3
+    carried = failed.error()
+    assert failed.has_error() and carried is not None
+    assert carried.message() == "bad" and carried.code() == 3
     assert pb_utils.TritonError("x").code() == pb_utils.TritonError.INTERNAL
     with pytest.raises(pb_utils.TritonModelException, match="must be a list"):
         pb_utils.InferenceResponse(output_tensors=out)
@@ -98,7 +100,8 @@ def test_bls_and_senders_need_a_stub() -> None:
 def test_config_helpers() -> None:
     config = {"input": [{"name": "A", "data_type": "TYPE_FP32"}], "output": [{"name": "B"}],
               "model_transaction_policy": {"decoupled": True}}
-    assert pb_utils.get_input_config_by_name(config, "A")["data_type"] == "TYPE_FP32"
+    found = pb_utils.get_input_config_by_name(config, "A")
+    assert found is not None and found["data_type"] == "TYPE_FP32"
     assert pb_utils.get_input_config_by_name(config, "Z") is None
     assert pb_utils.get_output_config_by_name(config, "B") == {"name": "B"}
     assert pb_utils.using_decoupled_model_transaction_policy(config)

@@ -14,6 +14,7 @@ import sys
 import threading
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -21,10 +22,14 @@ import pytest
 from workbench import InferenceRequest, RequestedOutput, Server, ServerOptions, Tensor
 from workbench.errors import WorkbenchError
 
-torch = pytest.importorskip("torch")
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = pytest.importorskip("torch")
 
-from workbench.backends import pytorch as pytorch_backend  # noqa: E402
-from workbench.backends import pytorch_options  # noqa: E402
+# after the importorskip: these import torch
+from workbench.backends import pytorch as pytorch_backend
+from workbench.backends import pytorch_options
 
 # --- models (module level: TorchScript needs their source) ---------------------------------------
 
@@ -266,7 +271,7 @@ async def test_traced_module_with_named_index_input(serve) -> None:
 
 async def test_every_numeric_datatype_round_trips(serve) -> None:
     rng = np.random.default_rng(0)
-    inputs = {}
+    inputs: dict[str, np.ndarray] = {}
     for name, (_, dtype) in DTYPES.items():
         values = rng.integers(0, 2 if dtype is np.bool_ else 100, size=(3, 4))
         inputs[name] = values.astype(dtype)
@@ -301,7 +306,7 @@ async def test_sequence_controls_and_implicit_state_bind_by_index(serve) -> None
 
     async with serve("running_sum") as server:
         results = await asyncio.gather(run(7, [1, 2, 3, 4]), run(8, [10, 20]))
-    assert results == [[1, 3, 6, 10], [10, 30]]
+    assert list(results) == [[1, 3, 6, 10], [10, 30]]  # (typeshed types gather's list as a tuple)
 
 
 # --- execution errors -----------------------------------------------------------------------------
@@ -345,7 +350,7 @@ async def test_dynamic_batching_runs_queued_requests_in_one_execution(serve) -> 
         rows = [np.full((1, 16), i, np.float32) for i in range(4)]
         results = await asyncio.gather(*(
             infer(server, "add_sub", {"INPUT__0": r, "INPUT__1": r}) for r in rows))
-        for row, out in zip(rows, results):
+        for row, out in zip(rows, results, strict=True):
             np.testing.assert_array_equal(out["OUTPUT__0"], row * 2)
             np.testing.assert_array_equal(out["OUTPUT__1"], np.zeros_like(row))
         stats = (await server.statistics("add_sub"))["model_stats"][0]
@@ -548,7 +553,7 @@ async def test_kind_gpu_runs_on_cuda(tmp_path: Path, serve) -> None:
         results = await asyncio.gather(*(
             infer(server, "on_gpu", {"INPUT__0": r, "INPUT__1": r + 1}) for r in rows))
         config_kind = (await server.model_config("on_gpu")).instance_group[0].kind
-    for row, out in zip(rows, results):
+    for row, out in zip(rows, results, strict=True):
         np.testing.assert_array_equal(out["OUTPUT__0"], 2 * row + 1)
         np.testing.assert_array_equal(out["OUTPUT__1"], np.full_like(row, -1))
     assert config_kind == 1  # KIND_GPU
@@ -607,11 +612,12 @@ async def test_digits_torchscript_sample_over_http(sample_repository: Path, asgi
         assert meta["platform"] == "pytorch_libtorch"
         assert meta["inputs"] == [{"name": "INPUT__0", "datatype": "FP32", "shape": [-1, 64]}]
         assert meta["outputs"] == [{"name": "OUTPUT__0", "datatype": "FP32", "shape": [-1, 10]}]
-        logits, reference = [], []
+        logit_chunks: list[np.ndarray] = []
+        reference_chunks: list[np.ndarray] = []
         for start in range(0, len(x_test), 64):
             chunk = x_test[start : start + 64]
-            for model, name, out, sink in (("digits_torchscript", "INPUT__0", "OUTPUT__0", logits),
-                                           ("digits_mlp", "pixels", "logits", reference)):
+            for model, name, out, sink in (("digits_torchscript", "INPUT__0", "OUTPUT__0", logit_chunks),
+                                           ("digits_mlp", "pixels", "logits", reference_chunks)):
                 body = {"inputs": [{"name": name, "shape": list(chunk.shape), "datatype": "FP32",
                                     "data": chunk.ravel().tolist()}]}
                 path = f"/v2/models/{model}" + ("/versions/1" if model == "digits_mlp" else "") + "/infer"
@@ -620,6 +626,6 @@ async def test_digits_torchscript_sample_over_http(sample_repository: Path, asgi
                 (output,) = reply.json()["outputs"]
                 assert output["name"] == out and output["shape"] == [len(chunk), 10]
                 sink.append(np.array(output["data"], np.float32).reshape(len(chunk), 10))
-    logits, reference = np.concatenate(logits), np.concatenate(reference)
+    logits, reference = np.concatenate(logit_chunks), np.concatenate(reference_chunks)
     assert float((logits.argmax(axis=1) == y_test).mean()) >= 0.9
     np.testing.assert_allclose(logits, reference, atol=1e-4)

@@ -159,7 +159,8 @@ async def test_poll_applies_new_version_config_change_and_removal(
 
         bucket.put("repo/add_sub/config.pbtxt", add_sub_config("add_sub", 4, 1))  # config change
         await server.poll_repository()
-        assert server.lifecycle.models["add_sub"].config.max_batch_size == 4
+        config = server.lifecycle.models["add_sub"].config
+        assert config is not None and config.max_batch_size == 4
         await infer_add_sub(asgi_client, server)
 
         bucket.delete_prefix("repo/fixed_shape/")  # a model removed

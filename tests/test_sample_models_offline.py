@@ -17,7 +17,9 @@ import json
 import subprocess
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -26,11 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_models"
 sys.path.insert(0, str(SAMPLES))
 
-import build  # noqa: E402
-import build_minilm  # noqa: E402
-import build_sources  # noqa: E402
-import build_text_classifier  # noqa: E402
-import sentiment_lexicon  # noqa: E402
+# the build scripts: importable through the sys.path entry above, which mypy cannot follow
+import build  # type: ignore[import-not-found]  # noqa: E402  sample_models/: not on mypy's path
+import build_minilm  # type: ignore[import-not-found]  # noqa: E402  sample_models/: not on mypy's path
+import build_sources  # type: ignore[import-not-found]  # noqa: E402  sample_models/: not on mypy's path
+import build_text_classifier  # type: ignore[import-not-found]  # noqa: E402  sample_models/: not on mypy's path
+import sentiment_lexicon  # type: ignore[import-not-found]  # noqa: E402  sample_models/: not on mypy's path
 
 from workbench.testing.sentences import (  # noqa: E402
     PARAPHRASE_PAIR,
@@ -99,6 +102,12 @@ class FakeResponse:
         return {t.name(): t.as_numpy() for t in self._outputs}
 
 
+def sent(response: FakeResponse | None) -> FakeResponse:
+    """A response a sender sent (``None`` there is a bare final flag: no response)."""
+    assert response is not None, "a bare final flag where a response was expected"
+    return response
+
+
 class FakeSender:
     def __init__(self) -> None:
         self.sent: list[tuple[FakeResponse | None, int]] = []
@@ -126,14 +135,16 @@ class ServerRequest:
 class BlsRequest:
     """pb_utils.InferenceRequest for BLS; ``exec`` calls the test's ``executor``."""
 
-    executor = None
+    executor: ClassVar[Callable[[BlsRequest], FakeResponse] | None] = None
 
     def __init__(self, model_name, inputs, requested_output_names, model_version=-1, **_kw) -> None:
         self.model_name, self.inputs, self.model_version = model_name, inputs, model_version
         self.requested_output_names = requested_output_names
 
     def exec(self) -> FakeResponse:
-        return type(self).executor(self)
+        executor = type(self).executor
+        assert executor is not None, "a BLS call in a test without a digits_bls executor"
+        return executor(self)
 
 
 def _input(request, name):
@@ -147,16 +158,18 @@ def _output(response, name):
 @pytest.fixture
 def pb_utils(monkeypatch) -> types.ModuleType:
     module = types.ModuleType("triton_python_backend_utils")
-    module.Tensor = FakeTensor
-    module.TritonError = FakeTritonError
-    module.InferenceResponse = FakeResponse
-    module.InferenceRequest = BlsRequest
-    module.TritonModelException = type("TritonModelException", (Exception,), {})
-    module.TRITONSERVER_RESPONSE_COMPLETE_FINAL = FINAL
-    module.get_input_tensor_by_name = _input
-    module.get_output_tensor_by_name = _output
-    module.using_decoupled_model_transaction_policy = lambda cfg: bool(
-        cfg.get("model_transaction_policy", {}).get("decoupled", False)
+    vars(module).update(
+        Tensor=FakeTensor,
+        TritonError=FakeTritonError,
+        InferenceResponse=FakeResponse,
+        InferenceRequest=BlsRequest,
+        TritonModelException=type("TritonModelException", (Exception,), {}),
+        TRITONSERVER_RESPONSE_COMPLETE_FINAL=FINAL,
+        get_input_tensor_by_name=_input,
+        get_output_tensor_by_name=_output,
+        using_decoupled_model_transaction_policy=lambda cfg: bool(
+            cfg.get("model_transaction_policy", {}).get("decoupled", False)
+        ),
     )
     monkeypatch.setitem(sys.modules, "triton_python_backend_utils", module)
     monkeypatch.setattr(BlsRequest, "executor", None)
@@ -222,6 +235,7 @@ def load_python_model(model_dir: Path, monkeypatch, args: dict | None = None):
     monkeypatch.syspath_prepend(str(version_dir))
     monkeypatch.delitem(sys.modules, "minilm_tokenization", raising=False)
     spec = importlib.util.spec_from_file_location(f"_sample_{model_dir.name}_model", version_dir / "model.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     model = module.TritonPythonModel()
@@ -238,6 +252,7 @@ def load_helper():
     spec = importlib.util.spec_from_file_location(
         "_source_minilm_tokenization", build_sources.SHARED / build_sources.TOKENIZATION_HELPER
     )
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -274,7 +289,7 @@ def test_tokenizer_model_pads_each_execution_to_its_longest(model_dirs, pb_utils
     assert len(responses) == 3 and not any(r.has_error() for r in responses)
     whole = load_helper().BatchTokenizer(build_minilm.source_dir()).encode([t for g in groups for t in g])
     offset = 0
-    for group, response in zip(groups, responses):
+    for group, response in zip(groups, responses, strict=True):
         out = response.as_dict()
         assert sorted(out) == ["attention_mask", "input_ids", "token_type_ids"]
         for name, array in out.items():
@@ -378,12 +393,13 @@ def test_ensemble_pipeline_steps_classify_obvious_sentences(model_dirs, pb_utils
     sentences = [s for s, _ in build_text_classifier.EXPECTED_LABELS] + list(SENTENCES[:4])
     classifier = ort_session(model_dirs["text_classifier"] / "1" / "model.onnx")
     postprocessor = load_python_model(model_dirs["postprocessor"], monkeypatch)
-    logits, predictions = [], []
+    logit_chunks: list[np.ndarray] = []
+    prediction_chunks: list[np.ndarray] = []
     for feeds in run_tokenizer(model_dirs, monkeypatch, [sentences[:3], sentences[3:]]):
-        logits.append(classifier.run(["LOGITS"], feeds)[0])
-        (response,) = postprocessor.execute([ServerRequest({"LOGITS": logits[-1]})])
-        predictions.append(response.as_dict()["PREDICTION"])
-    logits, predictions = np.concatenate(logits), np.concatenate(predictions)
+        logit_chunks.append(classifier.run(["LOGITS"], feeds)[0])
+        (response,) = postprocessor.execute([ServerRequest({"LOGITS": logit_chunks[-1]})])
+        prediction_chunks.append(response.as_dict()["PREDICTION"])
+    logits, predictions = np.concatenate(logit_chunks), np.concatenate(prediction_chunks)
     weight, bias = build_text_classifier.read_head(model_dirs["text_classifier"] / "1" / "model.onnx")
     assert weight.shape == (3, 384) and bias.shape == (3,) and weight.dtype == bias.dtype == np.float32
     reference = st.encode(sentences, convert_to_numpy=True, show_progress_bar=False) @ weight.T + bias
@@ -449,15 +465,15 @@ def test_token_streamer_sends_one_response_per_word_piece(model_dirs, pb_utils, 
     assert model.execute(requests) is None
     streamed, blank, bad = (r.sender.sent for r in requests)
     assert streamed[-1] == (None, FINAL) and all(flags == 0 for _, flags in streamed[:-1])
-    tokens = [r.as_dict()["TOKEN"] for r, _ in streamed[:-1]]
-    indexes = [r.as_dict()["INDEX"] for r, _ in streamed[:-1]]
+    tokens = [sent(r).as_dict()["TOKEN"] for r, _ in streamed[:-1]]
+    indexes = [sent(r).as_dict()["INDEX"] for r, _ in streamed[:-1]]
     assert all(t.dtype == np.object_ and t.shape == (1,) for t in tokens)
     assert all(i.dtype == np.int32 and i.shape == (1,) for i in indexes)
     assert [t[0].decode() for t in tokens] == st.tokenizer.tokenize(text)  # e.g. "cafe", "pre", "##s"
     assert [int(i[0]) for i in indexes] == list(range(len(tokens)))
     assert blank == [(None, FINAL)]
     (response, flags), = bad
-    assert flags == FINAL and response.error().code() == FakeTritonError.INVALID_ARG
+    assert flags == FINAL and sent(response).error().code() == FakeTritonError.INVALID_ARG
 
 
 def test_token_streamer_requires_the_decoupled_policy(model_dirs, pb_utils, monkeypatch) -> None:
@@ -495,11 +511,11 @@ def test_digits_router_picks_the_version(model_dirs, digits_bls, monkeypatch) ->
     sessions, calls = digits_bls
     model = load_python_model(model_dirs["digits_router"], monkeypatch)
     pixels = load_digits().data[:5].astype(np.float32)
-    asks = [{"digits_version": "1"}, {"digits_version": 2}, {}, {"digits_version": " 1 "}]
+    asks: list[dict[str, object]] = [{"digits_version": "1"}, {"digits_version": 2}, {}, {"digits_version": " 1 "}]
     responses = model.execute([ServerRequest({"pixels": pixels[i : i + 2]}, p) for i, p in enumerate(asks)])
     assert [c[1] for c in calls] == [1, 2, 2, 1]
     assert all(c[0] == "digits_mlp" and c[2] == ["logits"] for c in calls)
-    for i, (response, version) in enumerate(zip(responses, [1, 2, 2, 1])):
+    for i, (response, version) in enumerate(zip(responses, [1, 2, 2, 1], strict=True)):
         out = response.as_dict()
         want = sessions[version].run(["logits"], {"pixels": pixels[i : i + 2]})[0]
         np.testing.assert_array_equal(out["logits"], want)
@@ -567,7 +583,7 @@ def test_changed_python_model_source_makes_the_build_stale(tmp_path, monkeypatch
 def test_bench_input_data_is_current(filename) -> None:
     committed = json.loads((ROOT / "bench" / "data" / filename).read_text())
     assert committed == perf_analyzer_input_data(TEXT_INPUTS[filename])
-    assert all(list(entry.values())[0]["shape"] == [1] for entry in committed["data"])
+    assert all(next(iter(entry.values()))["shape"] == [1] for entry in committed["data"])
 
 
 def test_token_streamer_refuses_a_text_over_64_kib_before_tokenizing(model_dirs, pb_utils, monkeypatch) -> None:
@@ -576,6 +592,6 @@ def test_token_streamer_refuses_a_text_over_64_kib_before_tokenizing(model_dirs,
     request = ServerRequest({"TEXT": np.array([b"word " * (16 * 1024)], dtype=np.object_)})
     assert model.execute([request]) is None
     (response, flags), = request.sender.sent
-    assert flags == FINAL and response.error().code() == FakeTritonError.INVALID_ARG
-    assert response.error().message() == ("TEXT element 0 is 81920 bytes; at most 65536 bytes are "
+    assert flags == FINAL and sent(response).error().code() == FakeTritonError.INVALID_ARG
+    assert sent(response).error().message() == ("TEXT element 0 is 81920 bytes; at most 65536 bytes are "
                                           "accepted (one response per word piece)")

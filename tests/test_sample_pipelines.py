@@ -36,7 +36,7 @@ async def server(sample_repository: Path):
 def reference() -> np.ndarray:
     """``SentenceTransformer.encode`` of every test sentence (the real all-MiniLM-L6-v2)."""
     sys.path.insert(0, str(SAMPLES))
-    import build_minilm
+    import build_minilm  # type: ignore[import-not-found]  # sample_models/ (on sys.path here): not on mypy's path
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(build_minilm.source_dir()), device="cpu")
@@ -127,7 +127,7 @@ async def test_ensemble_pipeline_labels_the_notebook_reviews_honestly(server: Se
     request = InferenceRequest("ensemble_pipeline", [Tensor("RAW_TEXT", "BYTES", texts(reviews))])
     (prediction,) = (await server.infer(request)).outputs
     labels = ("negative", "neutral", "positive")
-    got = {review: labels[int(row.argmax())] for review, row in zip(reviews, prediction.data)}
+    got = {review: labels[int(row.argmax())] for review, row in zip(reviews, prediction.data, strict=True)}
     assert got == NOTEBOOK_REVIEWS
 
 

@@ -55,7 +55,7 @@ async def test_interleaved_sequences_from_many_clients(server: Server) -> None:
     plans = {corr: [float(rng.randint(1, 9)) for _ in range(rng.randint(2, 12))]
              for corr in [*range(1, 13), "alpha", "beta"]}
     results = await asyncio.gather(*(run(server, corr, values) for corr, values in plans.items()))
-    for (corr, values), sums in zip(plans.items(), results):
+    for (corr, values), sums in zip(plans.items(), results, strict=True):
         assert sums == list(np.cumsum(values)), corr
     stats = (await server.statistics("accumulator"))["model_stats"][0]
     sizes = {b["batch_size"] for b in stats["batch_stats"]}
@@ -65,7 +65,7 @@ async def test_interleaved_sequences_from_many_clients(server: Server) -> None:
 async def test_errors(server: Server) -> None:
     with pytest.raises(InvalidArgument, match="must specify a non-zero or non-empty correlation ID"):
         await server.infer(step(0, 1.0, start=True))
-    with pytest.raises(InvalidArgument, match="sequence 7 .* must specify the START flag"):
+    with pytest.raises(InvalidArgument, match=r"sequence 7 .* must specify the START flag"):
         await server.infer(step(7, 1.0))
     await server.infer(step(8, 1.0, start=True))
     with pytest.raises(InvalidArgument, match="has the START flag but that sequence is still active"):
@@ -180,7 +180,7 @@ async def test_backlog_bound_counts_waiting_sequences(tmp_path: Path) -> None:
             await server.infer(step(corr, 1.0, start=True))
         waiting = asyncio.create_task(server.infer(step(9, 10.0, start=True)))  # the one backlog place
         await queued(server, "accumulator", 1)
-        with pytest.raises(Unavailable, match="sequence 10 .* backlog \\(max_sequence_backlog 1\\) is full"):
+        with pytest.raises(Unavailable, match=r"sequence 10 .* backlog \(max_sequence_backlog 1\) is full"):
             await asyncio.wait_for(server.infer(step(10, 1.0, start=True)), 20)
         assert not waiting.done()
         assert total(await server.infer(step(1, 1.0, end=True))) == 2.0  # frees a slot for sequence 9
@@ -229,8 +229,8 @@ async def test_failed_start_fails_the_requests_queued_behind_it(probe_server: Se
         await start
     for follower in followers:
         with pytest.raises(InvalidArgument, match=(
-            "^inference request for sequence 5 to model 'probe' cannot run: "
-            "the sequence's START request failed$"
+            r"^inference request for sequence 5 to model 'probe' cannot run: "
+            r"the sequence's START request failed$"
         )):
             await asyncio.wait_for(follower, 20)
     assert total(await other) == 60.0  # another sequence was not disturbed
@@ -249,7 +249,7 @@ async def test_cancelled_start_fails_the_requests_queued_behind_it(probe_server:
     start.cancel()
     await asyncio.wait([start])  # the cancellation has reached the queued request
     PROBE.gate.set()
-    with pytest.raises(InvalidArgument, match="sequence 2 .* cannot run: the sequence's START request was cancelled"):
+    with pytest.raises(InvalidArgument, match=r"sequence 2 .* cannot run: the sequence's START request was cancelled"):
         await asyncio.wait_for(follower, 20)
     assert total(await busy) == 1.0
     assert probe_saw(2) == []

@@ -143,7 +143,7 @@ async def test_interleaved_sequences_on_two_instances(tmp_path: Path) -> None:
     async with accumulator_server(tmp_path, with_direct("", 8, 2)) as server:
         results = await asyncio.gather(*(run(server, "accumulator", c, v) for c, v in plans.items()))
         sizes = await batch_sizes(server, "accumulator")
-    for (corr, values), sums in zip(plans.items(), results):
+    for (corr, values), sums in zip(plans.items(), results, strict=True):
         assert sums == list(np.cumsum(values)), corr
     assert sum(size * count for size, count in sizes.items()) == sum(len(v) for v in plans.values())
     assert max(sizes) <= 8

@@ -20,6 +20,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 def _serve_parser():
     commands = next(a for a in build_parser()._actions if a.dest == "command")
+    assert isinstance(commands.choices, dict)  # a subparsers action: command name -> parser
     return commands.choices["serve"]
 
 

@@ -22,9 +22,9 @@ def test_offset_plus_byte_size_past_size_max(shm_segments) -> None:
         assert info.value.message == (
             f"Integer overflow detected: byte_size ({2**64 - 32}) + offset (32) exceeds maximum "
             f"value ({SIZE_MAX}) for region 'out'")
-        with pytest.raises(InvalidArgument, match="^Invalid offset \\+ byte size"):
+        with pytest.raises(InvalidArgument, match=r"^Invalid offset \+ byte size"):
             registry.acquire("out", 32, SIZE_MAX - 32)  # sums to SIZE_MAX: no overflow, too big
-        with pytest.raises(InvalidArgument, match="^Invalid offset for"):
+        with pytest.raises(InvalidArgument, match=r"^Invalid offset for"):
             registry.acquire("out", 64, 2**64)  # the offset is checked first, as Triton
     finally:
         registry.unregister("system")

@@ -311,7 +311,7 @@ def test_batching_needs_a_dynamic_first_dimension_and_every_engine_input() -> No
                                              r"the engine's shape is \[4,-1\]"):
         check_config_io(_config(), static)
     extra = [*ENGINE, EngineTensor("mask", True, "TYPE_INT64", (-1, -1))]
-    with pytest.raises(ModelLoadError, match="engine's input 'mask' .* is missing from the model"):
+    with pytest.raises(ModelLoadError, match=r"engine's input 'mask' .* is missing from the model"):
         check_config_io(_config(), extra)
     shape_tensor = [EngineTensor("input_ids", True, "TYPE_INT64", (-1, -1), shape_tensor=True), *ENGINE[1:]]
     with pytest.raises(ModelLoadError, match="is a TensorRT shape tensor"):
@@ -389,6 +389,21 @@ def test_profile_shapes_from_the_onnx_model_and_the_operator(tmp_path: Path) -> 
     assert profile["input_ids"] == ProfileRange((1, 1), (8, 16), (8, 64))
 
 
+@pytest.mark.parametrize(("name", "content"), [
+    ("model.onnx", b"\x0a\xff\xff\xff\xff\xff"),  # protobuf bytes cut short: DecodeError
+    ("model.onnx", b"not a model \xff\xfe"),
+    ("model.json", b"{"),  # onnx picks a JSON / text reader by the file's extension
+    ("model.textproto", b"zz: 1"),
+    ("model.onnxtxt", b"<bad"),
+])
+def test_a_file_that_is_not_onnx_is_a_usage_error(tmp_path: Path, name: str, content: bytes) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(PlanBuildError) as error:
+        read_onnx_inputs(path)
+    assert error.value.message.startswith(f"'{path}' is not an ONNX model: ") and error.value.exit_code == 2
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"dims": {}}, "input 'input_ids' has dynamic dimension 1 ('sequence') (shape [batch,sequence]); give its "
          "range with --dim sequence=MIN,OPT,MAX or --min-shapes/--opt-shapes/--max-shapes input_ids:..."),
@@ -438,7 +453,7 @@ def test_build_plan_cli_reports_usage_errors_without_a_traceback(tmp_path: Path)
     assert result.returncode == 2, result.stderr
     assert "error: input 'input_ids' has dynamic dimension 1 ('sequence')" in result.stderr
     assert "Traceback" not in result.stderr
-    missing = subprocess.run(run[:4] + [str(tmp_path / "nope.onnx"), "-o", "x.plan"],
+    missing = subprocess.run([*run[:4], str(tmp_path / "nope.onnx"), "-o", "x.plan"],
                              capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert missing.returncode == 2 and "ONNX model" in missing.stderr and "not found" in missing.stderr
     with pytest.raises(SystemExit) as exited:  # argparse: -o is required

@@ -24,6 +24,8 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
@@ -64,6 +66,7 @@ from workbench.repository.remote import (
     resolve_repositories,
 )
 from workbench.repository.repository import ModelLocation, ModelRepository
+from workbench.results import RepositoryIndexRow
 from workbench.scheduling.ensemble import StepAdapt
 from workbench.scheduling.rate_limiter import RateLimiter, parse_resource
 from workbench.statistics import ComputeTotals, SuccessObserver
@@ -92,7 +95,7 @@ class ModelLifecycle:
         #: model -> the versions its load in progress loads ([] until its config is read)
         self._loading: dict[str, list[int]] = {}
         #: model -> background drains of its versions that left service (reloads)
-        self._drains: dict[str, set[asyncio.Task]] = {}
+        self._drains: dict[str, set[asyncio.Task[None]]] = {}
         #: versions that left service on a reload but still serve their live sequences
         self._retiring = RetiringVersions()
         self._repository: ModelRepository | None = None
@@ -323,7 +326,7 @@ class ModelLifecycle:
         return await model.infer_once(request, arrival, compute_totals)
 
     # ----------------------------------------------------------------- repository API
-    async def index_rows(self, ready: bool = False) -> list[dict]:
+    async def index_rows(self, ready: bool = False) -> list[RepositoryIndexRow]:
         """Every model in the repositories, and every version the server knows, with state.
 
         Rows are ``{"name", "version", "state", "reason"}``; a model never loaded has only
@@ -341,7 +344,7 @@ class ModelLifecycle:
         """
         assert self._repository is not None
         found = await asyncio.to_thread(repository_names, self._repository, self._remotes)
-        rows = []
+        rows: list[RepositoryIndexRow] = []
         for name in sorted(set(found) | set(self._models) | set(self._loading)):
             entry = self._models.get(name)
             rows.extend(index_rows(name, entry, self._loading.get(name)))
@@ -350,7 +353,7 @@ class ModelLifecycle:
         return rows
 
     async def load_model(
-        self, name: str, config: str | dict | None = None, files: dict[str, bytes] | None = None
+        self, name: str, config: str | dict[str, Any] | None = None, files: dict[str, bytes] | None = None
     ) -> None:
         """Load or reload ``name`` (explicit mode); ``config`` (JSON) overrides config.pbtxt.
 
@@ -674,7 +677,7 @@ class ModelLifecycle:
         return entry
 
     async def _run_load(
-        self, name: str, path, override: ModelConfig | None, keep: frozenset[int]
+        self, name: str, path: Path | None, override: ModelConfig | None, keep: frozenset[int]
     ) -> LoadResult:
         """:func:`~workbench.engine.loader.load_model` on a model-load thread, with the model
         listed as loading (``self._loading``) meanwhile."""
@@ -732,7 +735,7 @@ class ModelLifecycle:
         tasks = self._drains.setdefault(name, set())
         tasks.add(task)
 
-        def done(_: asyncio.Task) -> None:
+        def done(_: asyncio.Task[None]) -> None:
             tasks.discard(task)
             if not tasks and self._drains.get(name) is tasks:
                 del self._drains[name]
@@ -820,7 +823,7 @@ def _poll_failure(name: str, cause: InvalidArgument | InternalError) -> Workbenc
     return type(cause)(f"failed to load '{name}', failed to poll from model repository: {cause.message}")
 
 
-def _config_override(name: str, config: str | dict) -> ModelConfig:
+def _config_override(name: str, config: str | dict[str, Any]) -> ModelConfig:
     """The ``config`` load parameter parsed (Triton's ``JsonToModelConfig``).
 
     Raises:

@@ -195,7 +195,7 @@ def _load_version(
         if warmup:
             for instance in loaded.instances:
                 run_warmup(instance, warmup, config)
-    except Exception as exc:  # a broken model file must never take the server down
+    except Exception as exc:  # noqa: BLE001  # a broken model file must never take the server down
         message = exc.message if isinstance(exc, WorkbenchError) else f"{type(exc).__name__}: {exc}"
         log.error("failed to load '%s' version %s: %s", config.name, version_dir.name, message)
         for instance in loaded.instances:
@@ -215,13 +215,14 @@ def measure_load(
     never negative: the weights and sessions the instance allocated, plus whatever the
     backend cached for the first time (its framework is imported before, outside the
     measurement: :func:`import_frameworks`). Memory the allocator reuses (freed by an
-    earlier version) does not grow the resident set: such a load can read 0. ``GPU`` (KIND_GPU and KIND_MODEL instances, where NVML reads the
-    devices; :mod:`workbench.gpu_memory`): the growth of this process's used memory on each
-    device that grew, bytes (a KIND_GPU instance's own device is listed even at 0); the
-    first instance on a device also carries the CUDA context (hundreds of MiB). Loads on
-    other model-load threads wait while one is measured (a lock around the load and its
-    readings), so they do not blur each other's numbers; requests served meanwhile still
-    can: the measured entries are marked ``estimate``.
+    earlier version) does not grow the resident set: such a load can read 0. ``GPU`` (KIND_GPU
+    and KIND_MODEL instances, where NVML reads the devices; :mod:`workbench.gpu_memory`): the
+    growth of this process's used memory on each device that grew, bytes (a KIND_GPU
+    instance's own device is listed even at 0); the first instance on a device also carries
+    the CUDA context (hundreds of MiB). Loads on other model-load threads wait while one is
+    measured (a lock around the load and its readings), so they do not blur each other's
+    numbers; requests served meanwhile still can: the measured entries are marked
+    ``estimate``.
 
     :meth:`ModelInstance.reported_memory` entries replace the measured entry of the same
     (kind, device) (:func:`~workbench.statistics.merge_memory`): a backend that knows its

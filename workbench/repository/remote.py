@@ -146,7 +146,7 @@ class RemoteRepository:
         try:
             self.fs.invalidate_cache()
             found = self.fs.isdir(self.root)
-        except Exception as exc:  # credentials, network, permissions
+        except Exception as exc:  # noqa: BLE001  # fsspec backends raise their own types (credentials, network)
             raise InvalidArgument(f"failed to read model repository '{self.url}': {exc}") from None
         if not found:
             raise InvalidArgument(
@@ -166,7 +166,7 @@ class RemoteRepository:
             entries = self.fs.ls(self.root, detail=True)
         except FileNotFoundError:
             return set()
-        except Exception as exc:  # credentials, network, permissions
+        except Exception as exc:  # noqa: BLE001  # fsspec backends raise their own types (credentials, network)
             raise InvalidArgument(f"failed to read model repository '{self.url}': {exc}") from None
         names = set()
         for info in entries:
@@ -216,7 +216,7 @@ class RemoteRepository:
             listing = self.fs.find(base, detail=True)
         except FileNotFoundError:
             listing = {}
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  # fsspec backends raise their own types
             raise InvalidArgument(f"failed to read model repository '{self.url}': {exc}") from None
         files: dict[str, str] = {}
         root = self.root.rstrip("/") + "/"
@@ -236,7 +236,7 @@ class RemoteRepository:
         try:
             self.fs.get_file(f"{self.root}/{relative}", str(temporary))
             os.replace(temporary, target)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  # fsspec backends raise their own types
             temporary.unlink(missing_ok=True)
             raise InvalidArgument(
                 f"failed to download '{relative}' from model repository '{self.url}': {exc}"
