@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -683,7 +683,7 @@ class ModelLifecycle:
                         for state, update in updates if state.model is not None]
         self._drain_later(name, switch.drain, old)
         if removals:  # load_model waits for the removed instances, as for drains
-            self._track_drain(name, asyncio.gather(*removals))
+            self._track_drain(name, _all_done(removals))
         return entry
 
     async def _run_load(
@@ -744,14 +744,14 @@ class ModelLifecycle:
 
         self._track_drain(name, drain())
 
-    def _track_drain(self, name: str, work: Awaitable[object]) -> None:
+    def _track_drain(self, name: str, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` (a drain, or the removal of instances an update took out) in the
         background, listed in ``self._drains`` until it ends (:meth:`_drained` waits)."""
         task = asyncio.ensure_future(work)
         tasks = self._drains.setdefault(name, set())
         tasks.add(task)
 
-        def done(_: asyncio.Future[object]) -> None:
+        def done(_: asyncio.Task[None]) -> None:
             tasks.discard(task)
             if not tasks and self._drains.get(name) is tasks:
                 del self._drains[name]
@@ -820,6 +820,10 @@ def _take_updates(
             reuse[version] = old.versions[version]
             updates.append((old.versions[version], loaded.update))
     return updates
+
+
+async def _all_done(work: list[Awaitable[object]]) -> None:
+    await asyncio.gather(*work)
 
 
 async def _discard_updates(updates: list[tuple[VersionState, InstanceUpdate]]) -> None:

@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator, Awaitable
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
+from workbench.backends.base import ModelInstance
 from workbench.engine.classification import classify
 from workbench.engine.model_io import ModelIO
 from workbench.engine.response_cache import ResponseCache
 from workbench.engine.validation import validate_request
 from workbench.errors import DecoupledNotSupported, WorkbenchError
-from workbench.backends.base import ModelInstance
 from workbench.scheduling.base import InstanceScheduler, Scheduler, SequenceScheduler
 from workbench.statistics import ComputeTotals, ModelStatistics
 from workbench.types import InferenceRequest, InferenceResponse, Tensor
@@ -74,7 +74,7 @@ class LoadedModel:
 
     def update_instances(
         self, config: ModelConfig, added: list[ModelInstance], removed: list[ModelInstance]
-    ) -> Awaitable[None]:
+    ) -> Awaitable[object]:
         """Serve ``config`` (it differs from :attr:`config` only in what needs no reload:
         :mod:`workbench.engine.instance_update`) with ``added`` joining the instances and
         ``removed`` leaving them (see

@@ -173,7 +173,7 @@ class InstanceScheduler(Protocol):
         """The instances serving now (the ones being removed left out), in order."""
         ...
 
-    def update_instances(self, added: list[ModelInstance], removed: list[ModelInstance]) -> Awaitable[None]:
+    def update_instances(self, added: list[ModelInstance], removed: list[ModelInstance]) -> Awaitable[object]:
         """Serve ``added`` from now on and retire ``removed`` (some of :meth:`instances`): a
         removed instance is taken out of dispatch first, finishes what it executes (a sequence
         batcher: the live sequences it holds), then unloads. Synchronous on the event loop;

@@ -168,7 +168,7 @@ class Dispatcher(Scheduler):
         """See :class:`~workbench.scheduling.base.InstanceScheduler`."""
         return [r.instance for r in self.runners if id(r) not in self._held]
 
-    def update_instances(self, added: list[ModelInstance], removed: list[ModelInstance]) -> Awaitable[None]:
+    def update_instances(self, added: list[ModelInstance], removed: list[ModelInstance]) -> Awaitable[object]:
         """See :class:`~workbench.scheduling.base.InstanceScheduler`. New runners join the
         idle pool (and the rate limiter's pools); the policy is told
         (:meth:`BatchPolicy.instances_changed`) and may keep removed ones it still needs."""

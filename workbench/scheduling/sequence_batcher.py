@@ -125,7 +125,7 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         """See :class:`~workbench.scheduling.base.InstanceScheduler`."""
         return self.dispatcher.instances()
 
-    def update_instances(self, added: list[ModelInstance], removed: list[ModelInstance]) -> Awaitable[None]:
+    def update_instances(self, added: list[ModelInstance], removed: list[ModelInstance]) -> Awaitable[object]:
         """See :class:`~workbench.scheduling.base.InstanceScheduler`; the slots follow
         (:meth:`instances_changed`)."""
         return self.dispatcher.update_instances(added, removed)
