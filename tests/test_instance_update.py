@@ -247,3 +247,43 @@ async def test_backlogged_sequence_takes_a_slot_of_an_added_instance(tmp_path: P
         assert [name for name, _ in PROBE.executions] == ["probe_0_0", "probe_0_1"]
         await send(1, 3.0, end=True)
         await send(2, 4.0, end=True)
+
+
+async def test_an_added_instance_that_fails_keeps_the_serving_ones(tmp_path: Path) -> None:
+    write_fake_model(tmp_path, "m", count=2)
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit",
+                            load_model=["m"])
+    async with Server(options) as server:
+        BEHAVIOUR.fail_instances = {"m_0_3"}
+        with pytest.raises(Exception, match="fake load failure of instance m_0_3"):
+            await server.load_model("m", config=fake_json(4))
+        assert BEHAVIOUR.finalized == {"m_0_2": 1}  # the one created beside it, unloaded again
+        assert (await server.model_config("m")).instance_group[0].count == 2
+        BEHAVIOUR.barrier = threading.Barrier(2, timeout=5)  # both serving instances still run
+        await asyncio.gather(*(server.infer(fake_request(1.0)) for _ in range(2)))
+
+
+async def test_oldest_sequences_go_on_across_a_count_change(tmp_path: Path) -> None:
+    write_probe_model(tmp_path, "probe", count=2, max_batch_size=1, strategy="oldest { }")
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit",
+                            load_model=["probe"])
+
+    async def send(corr: int, value: float, start: bool = False, end: bool = False) -> None:
+        params = {"sequence_id": corr, "sequence_start": start, "sequence_end": end}
+        await server.infer(InferenceRequest(
+            "probe", [Tensor("INPUT", "FP32", np.full((1, 1), value, np.float32))], parameters=params))
+
+    async with Server(options) as server:
+        await send(1, 1.0, start=True)
+        await send(2, 2.0, start=True)
+        config = (tmp_path / "probe" / "config.pbtxt").read_text()
+        atomic_write(tmp_path / "probe" / "config.pbtxt", config.replace("count: 2 ", "count: 1 "))
+        await server.load_model("probe")
+        await asyncio.gather(send(1, 3.0, end=True), send(2, 4.0, end=True))
+        third = asyncio.ensure_future(send(3, 5.0, start=True))  # one candidate slot now
+        await asyncio.wait_for(third, 10)
+        assert {name for name, _ in PROBE.executions[2:]} == {"probe_0_0"}
+        atomic_write(tmp_path / "probe" / "config.pbtxt", config.replace("count: 2 ", "count: 3 "))
+        await server.load_model("probe")
+        await asyncio.gather(*(send(c, float(c), start=True) for c in (4, 5)))  # 3 slots
+        assert await successes(server, "probe") == 7
