@@ -68,7 +68,7 @@ from workbench.repository.remote import (
 from workbench.repository.repository import ModelLocation, ModelRepository
 from workbench.results import RepositoryIndexRow
 from workbench.scheduling.ensemble import StepAdapt
-from workbench.scheduling.rate_limiter import RateLimiter, parse_resource
+from workbench.scheduling.rate_limiter import RateLimiter, explicit_pools
 from workbench.statistics import ComputeTotals, SuccessObserver
 from workbench.types import InferenceRequest, InferenceResponse, ModelReadyState
 
@@ -766,10 +766,7 @@ def _rate_limiter(options: ServerOptions) -> RateLimiter | None:
     """
     if options.rate_limit == "off":
         return None
-    try:
-        return RateLimiter(dict(parse_resource(text) for text in options.rate_limit_resource))
-    except ValueError as exc:
-        raise InvalidArgument(str(exc)) from None
+    return RateLimiter(explicit_pools(options.rate_limit_resource))
 
 
 def entry_reason(entry: ModelEntry) -> str:
