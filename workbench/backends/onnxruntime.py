@@ -177,8 +177,14 @@ def _check_io(config: ModelConfig, session) -> tuple[set[str], dict[str, list[in
     from tritonclient.grpc.model_config_pb2 import DataType
 
     graph_inputs = {i.name: i.type for i in session.get_inputs()}
+    expected = _expected_input_count(config)
+    if len(graph_inputs) != expected:
+        raise ModelLoadError(f"unable to load model '{config.name}', configuration expects {expected} "
+                             f"inputs, model provides {len(graph_inputs)}")
+    overridable = list(getattr(session, "get_overridable_initializers", list)())
+    graph_inputs.update({i.name: i.type for i in overridable})  # request inputs too, as in Triton
     graph_outputs = {o.name: o.type for o in session.get_outputs()}
-    shapes = {t.name: t.shape for t in (*session.get_inputs(), *session.get_outputs())}
+    shapes = {t.name: t.shape for t in (*session.get_inputs(), *overridable, *session.get_outputs())}
     scalars: dict[str, list[int]] = {}
     for kind, entries, graph in (
         ("input", config.input, graph_inputs),
@@ -187,8 +193,8 @@ def _check_io(config: ModelConfig, session) -> tuple[set[str], dict[str, list[in
         for entry in entries:
             if entry.name not in graph:
                 raise ModelLoadError(
-                    f"unable to load model '{config.name}', unexpected {kind} '{entry.name}' "
-                    f"in model configuration; model provides {sorted(graph)}"
+                    f"unexpected inference {kind} '{entry.name}', allowed {kind}s are: "
+                    f"{', '.join(sorted(graph))}"
                 )
             expected = DataType.Name(entry.data_type)
             provided = ONNX_TO_CONFIG.get(graph[entry.name], graph[entry.name])
@@ -202,6 +208,20 @@ def _check_io(config: ModelConfig, session) -> tuple[set[str], dict[str, list[in
             else:
                 _check_dims(config, entry, shapes[entry.name])
     return {name for name, t in graph_inputs.items() if t == "tensor(string)"}, scalars
+
+
+def _expected_input_count(config: ModelConfig) -> int:
+    """The graph inputs a config accounts for, as Triton's onnxruntime backend counts them:
+    its inputs less the ``optional`` ones, plus ``batch_input`` entries, one per sequence
+    control kind (START, END, READY, CORRID) and one per implicit ``state``."""
+    from tritonclient.grpc.model_config_pb2 import ModelSequenceBatching
+
+    kinds = ModelSequenceBatching.Control.Kind
+    counted = {kinds.CONTROL_SEQUENCE_START, kinds.CONTROL_SEQUENCE_END, kinds.CONTROL_SEQUENCE_READY,
+               kinds.CONTROL_SEQUENCE_CORRID}
+    controls = {c.kind for ci in config.sequence_batching.control_input for c in ci.control} & counted
+    return (sum(1 for i in config.input if not i.optional) + len(config.batch_input) + len(controls)
+            + len(config.sequence_batching.state))
 
 
 def _check_scalar_dims(config: ModelConfig, entry) -> list[int]:
