@@ -20,9 +20,10 @@ it; the poller (:mod:`workbench.engine.poller`) and the ensemble dependency chec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
@@ -38,6 +39,7 @@ from workbench.engine.ensembles import (
     ensemble_labels,
     load_waves,
     stop_waves,
+    with_transaction_policy,
 )
 from workbench.engine.entries import continued_metrics, entry_from_result
 from workbench.engine.loader import LoadedVersion, LoadResult, load_model
@@ -289,10 +291,11 @@ class ModelLifecycle:
         request: InferenceRequest,
         compute_totals: ComputeTotals,
         adapt: StepAdapt | None = None,
-    ) -> InferenceResponse:
-        """One step of an ensemble request (the ensemble scheduler's ``step_infer``).
+    ) -> AsyncGenerator[InferenceResponse, None]:
+        """One step of an ensemble request (the ensemble scheduler's ``step_infer``): its
+        responses, as ``Server.infer_stream`` yields them (0..n for a decoupled model).
 
-        ``Server.infer`` for a composing model, resolved by name and version for each
+        ``Server.infer_stream`` for a composing model, resolved by name and version for each
         request, minus the checks that concern clients (server stopping: the ensemble
         request already in flight finishes; shared memory: steps carry arrays). What runs
         is ``adapt(config of the resolved version)`` when ``adapt`` is given (the scheduler
@@ -302,13 +305,15 @@ class ModelLifecycle:
         Raises:
             ModelNotFound / ModelNotReady: the composing model or version is not READY
                 ("Request for unknown model: ...").
-            WorkbenchError: as ``Server.infer``.
+            WorkbenchError: as ``Server.infer_stream``.
         """
         arrival = time.monotonic_ns()
         model = self.resolve_request(request)
         if adapt is not None:
             request = adapt(model.config)
-        return await model.infer_once(request, arrival, compute_totals)
+        async with contextlib.aclosing(model.infer_stream(request, arrival, compute_totals)) as stream:
+            async for response in stream:
+                yield response
 
     # ----------------------------------------------------------------- repository API
     async def index_rows(self, ready: bool = False) -> list[dict]:
@@ -748,6 +753,7 @@ class ModelLifecycle:
             if reason:  # served once its composing models fit (workbench.engine.dependents)
                 return ModelEntry(result.name, config=config, reason=reason,
                                   blocked_versions=tuple(result.chosen))
+            result.config = with_transaction_policy(config, self._models)
             result.labels = ensemble_labels(config, result.labels, self._models)
         return entry_from_result(
             result, self._observers, self._cache, self._rate_limiter, self._infer_step, reuse,
