@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from workbench import InferenceRequest, Server, ServerOptions, Tensor
+from workbench.results import ModelStats
 from workbench.testing.models import ADD_SUB_CONFIG, add_sub_graph, write_model
 
 CACHED = ADD_SUB_CONFIG + "response_cache { enable: true }\n"
@@ -27,7 +28,7 @@ def request(value: float, shape=(1, 16), outputs=None) -> InferenceRequest:
     return req
 
 
-async def inference_stats(server: Server) -> dict:
+async def inference_stats(server: Server) -> ModelStats:
     return (await server.statistics("add_sub"))["model_stats"][0]
 
 

@@ -130,10 +130,10 @@ async def test_the_histogram_marks_max_batch_size_and_preferred_sizes_and_follow
     assert view.batch_preferred.data["batch_size"] == [8]  # Triton's default: [max_batch_size]
     assert view.figures["batch_sizes"].x_range.end >= 8.5
     assert view.idle_labels["batch_sizes"].visible  # no executions yet
-    text = (await server.model_config_file("add_sub"))["text"]
+    text = (await server.config_files.model_config_file("add_sub"))["text"]
     edited = text.replace("max_batch_size: 8", "max_batch_size: 4").replace(
         "dynamic_batching { }", "dynamic_batching { preferred_batch_size: [2, 4] }")
-    assert (await server.write_model_config("add_sub", edited))["reloaded"]
+    assert (await server.config_files.write_model_config("add_sub", edited))["reloaded"]
     for _ in range(view.config_every):  # re-read every few ticks
         view.tick()
     await store.settle()
