@@ -31,9 +31,9 @@ for a client's request. Follows core ``ensemble_scheduler.cc`` (``EnsembleContex
   loses it when its shape does not match that input's dims; the ensemble's outputs are
   matched to the ensemble's own output dims the same way. So a non-batching ensemble may
   use batching models (and a batching ensemble non-batching ones) as Triton allows;
-- a failing step fails its ensemble request with that step's error, unchanged (class and
-  message); steps already running finish, no further step starts; other ensemble
-  requests are unaffected;
+- a failing step fails its ensemble request with that step's error (same class), its
+  message prefixed "in ensemble 'E', " as Triton's does; steps already running finish,
+  no further step starts; other ensemble requests are unaffected;
 - only the outputs the client asked for are returned.
 
 Statistics (Triton's ``RequestTracker``): per ensemble request one ``success`` (request
@@ -116,9 +116,10 @@ class EnsembleScheduler(Scheduler):
 
         Raises:
             Unavailable: the ensemble is being unloaded.
-            WorkbenchError: the first failing step's error, unchanged (e.g. ``ModelNotFound``
-                "Request for unknown model: 'm' has no available versions" when a composing
-                model was unloaded, or the composing model's validation or backend error).
+            WorkbenchError: the first failing step's error prefixed "in ensemble 'E', "
+                (e.g. ``ModelNotFound`` "in ensemble 'E', Request for unknown model: 'm' has
+                no available versions" when a composing model was unloaded, or the composing
+                model's validation or backend error).
             InvalidArgument: a non-decoupled ensemble request got no response (Triton's
                 "unexpected deadlock" text).
             InternalError: a non-decoupled ensemble request got more than one response (a

@@ -24,14 +24,17 @@ once every step that takes it (and the response, for an output) has used it.
   step in flight (sent, final response not yet in) across all requests of the ensemble
   (Triton's per-step ``StepInflightRequestLimiter``); a step over the limit waits for a slot,
   so a decoupled producer's responses queue up unconsumed meanwhile.
-- A failing step fails the request with its error, unchanged; no further step starts, the
-  steps in flight finish first.
+- A failing step fails the request with its error (same class and status code) prefixed
+  "in ensemble 'E', " as Triton's ``EnsembleContext::FinishEnsemble`` does (so a nested
+  ensemble's step error reads "in ensemble 'outer', in ensemble 'inner', ..."); no further
+  step starts, the steps in flight finish first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,7 +44,7 @@ import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import BackendRequest, BackendResponse
-from workbench.errors import Cancelled, InvalidArgument
+from workbench.errors import Cancelled, InternalError, InvalidArgument, WorkbenchError
 from workbench.scheduling.ensemble_steps import (
     EnsembleGraph,
     EnsembleStep,
@@ -115,7 +118,8 @@ class EnsembleRun:
     form when it is set (a decoupled ensemble) and returns [].
 
     Raises (from :meth:`run`):
-        WorkbenchError: the first failing step's error, unchanged.
+        WorkbenchError: the first failing step's error, prefixed "in ensemble 'E', "
+            (:func:`in_ensemble`).
         InvalidArgument: a non-decoupled ensemble got no response at all (Triton's
             "unexpected deadlock, at least one output is not set while no more ensemble
             steps can be made").
@@ -155,7 +159,7 @@ class EnsembleRun:
             for task in self.running:  # only when this request itself is cancelled
                 task.cancel()
         if self.error is not None:
-            raise self.error
+            raise in_ensemble(self.plan.name, self.error) from self.error
         if not self.responses and self.request.response_sender is None:
             raise InvalidArgument(
                 f"in ensemble '{self.plan.name}', unexpected deadlock, at least one output is "
@@ -341,4 +345,18 @@ class EnsembleRun:
         self._advance([m for m in made if m is not None])
 
 
-__all__ = ["SEQUENCE_KEYS", "EnsemblePlan", "EnsembleRun"]
+def in_ensemble(ensemble: str, error: BaseException) -> WorkbenchError:
+    """A failed step's ``error`` as the ensemble request's: the same class and status code,
+    its message prefixed "in ensemble 'E', " (Triton's ``EnsembleContext::FinishEnsemble``
+    adds the prefix to every error that ends an ensemble request). An error outside the
+    engine's hierarchy becomes an :class:`InternalError` with the prefixed text."""
+    message = f"in ensemble '{ensemble}', {error}"
+    if not isinstance(error, WorkbenchError):
+        return InternalError(message)
+    prefixed = copy.copy(error)
+    prefixed.message = message
+    prefixed.args = (message,)
+    return prefixed
+
+
+__all__ = ["SEQUENCE_KEYS", "EnsemblePlan", "EnsembleRun", "in_ensemble"]
