@@ -73,9 +73,9 @@ async def test_invalid_ensembles_are_unavailable_with_their_reason(broken_reposi
         assert not server.is_ready()  # strict readiness: a model failed to load
         async with asgi_client(server) as http:
             rows = (await http.post("/v2/repository/index")).json()
-            row = next(r for r in rows if r["name"] == "bad_version")
-            assert row == {"name": "bad_version", "state": "UNAVAILABLE",
-                           "reason": BROKEN_ENSEMBLE_REASONS["bad_version"]}
+            for name in ("bad_version", "bad_unused_input", "bad_unproduced_output", "bad_shape"):
+                row = next(r for r in rows if r["name"] == name)
+                assert row == {"name": name, "state": "UNAVAILABLE", "reason": BROKEN_ENSEMBLE_REASONS[name]}
 
 
 async def test_exit_on_error_names_the_ensemble_reason(broken_repository: Path) -> None:

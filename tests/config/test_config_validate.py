@@ -399,11 +399,11 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         ENS_HEAD + "ensemble_scheduling { " + _step(inputs="x: OTHER") + "}",
-        "ensemble input 'IN' for ensemble 'm' is not used",
+        "ensemble input 'IN' for ensemble m' is not used",
     ),
     (
         ENS_HEAD + "ensemble_scheduling { " + _step(outputs="y: ELSE") + "}",
-        "ensemble output 'OUT' for ensemble 'm' is not used",
+        "ensemble output 'OUT' for ensemble m' is not used",
     ),
     (
         ENS_HEAD + "ensemble_scheduling { " + _step(inputs="x: IN, z: GHOST") + "}",

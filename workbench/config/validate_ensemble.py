@@ -48,13 +48,14 @@ def check_ensemble(config: mc.ModelConfig) -> None:
 
     Follows Triton's ``ValidateEnsembleSchedulingConfig``; its texts, e.g. "ensemble
     tensor 'T' can appear in an output map only once for ensemble 'm' step 1", "ensemble
-    input 'IN' for ensemble 'm' is not used", "output 'OUT' for ensemble 'm' is not
-    written", "ensemble tensor 'T' is unused in ensemble 'm'" (a tensor mapped from a step
-    output that no step consumes and that is no ensemble output; unmapped step outputs are
-    fine). Beyond Triton: a step writing an ensemble input is rejected, and when the steps
-    form a cycle (which Triton reports only as "not written" / "unused") the message says
-    so. Composing models' inputs, data types and batch sizes are checked by
-    :func:`check_ensemble_steps` once those models are known.
+    input 'IN' for ensemble m' is not used" (one quote missing, as in Triton's text),
+    "output 'OUT' for ensemble 'm' is not written", "ensemble tensor 'T' is unused in
+    ensemble 'm'" (a tensor mapped from a step output that no step consumes and that is
+    no ensemble output; unmapped step outputs are fine). Beyond Triton: a step writing an
+    ensemble input is rejected, and when the steps form a cycle (which Triton reports only
+    as "not written" / "unused") the message says so. Composing models' inputs, data
+    types and batch sizes are checked by :func:`check_ensemble_steps` once those models
+    are known.
 
     Args:
         config: the model config (any model; non-ensembles pass unless they set
@@ -136,7 +137,7 @@ def _check_ensemble_flow(config: mc.ModelConfig, tensors: dict[str, _Tensor]) ->
     m, queue = config.name, deque[_Tensor]()
     for io in config.input:
         if io.name not in tensors:
-            _fail(f"ensemble input '{io.name}' for ensemble '{m}' is not used")
+            _fail(f"ensemble input '{io.name}' for ensemble {m}' is not used")  # sic, Triton's
         tensors[io.name].ready = True
         queue.append(tensors[io.name])
     while queue:
@@ -148,7 +149,7 @@ def _check_ensemble_flow(config: mc.ModelConfig, tensors: dict[str, _Tensor]) ->
     for io in config.output:
         node = tensors.get(io.name)
         if node is None:
-            _fail(f"ensemble output '{io.name}' for ensemble '{m}' is not used")
+            _fail(f"ensemble output '{io.name}' for ensemble {m}' is not used")  # sic, Triton's
         if not node.ready:
             _fail(_not_written_message(node, m))
         outputs.add(io.name)
