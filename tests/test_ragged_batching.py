@@ -13,7 +13,7 @@ from google.protobuf import text_format
 from onnx import TensorProto, helper
 from tritonclient.grpc import model_config_pb2 as mc
 
-from workbench import InferenceRequest, RequestedOutput, Server, ServerOptions, Tensor, Unsupported
+from workbench import InferenceRequest, InvalidArgument, RequestedOutput, Server, ServerOptions, Tensor, Unsupported
 from workbench.backends.base import BackendRequest
 from workbench.backends.batching import gather_inputs, split_outputs
 from workbench.backends.registry import register_backend
@@ -171,6 +171,17 @@ def test_batch_max_element_count_is_given_as_the_shape() -> None:
     assert list(feed) == ["X", "M"] and feed["M"].shape == (24,)
 
 
+def test_a_request_without_a_batch_inputs_source_is_refused_clearly() -> None:
+    """An optional source input that a request left out: a clear 400, not a KeyError."""
+    layout = layout_of('batch_input { kind: BATCH_ELEMENT_COUNT target_name: "C" '
+                       'data_type: TYPE_INT32 source_input: "X" }')
+    request = BackendRequest({}, ("Y",), request_id="r1")
+    with pytest.raises(InvalidArgument) as caught:
+        gather_inputs([request], layout=layout)
+    assert str(caught.value) == ("[request id: r1] batch input 'C' needs its source input 'X', "
+                                 "which the request does not carry")
+
+
 # ---------------------------------------------------------------- scatter outputs
 
 SCATTER = 'batch_output { kind: BATCH_SCATTER_WITH_INPUT_SHAPE target_name: "Y" source_input: "X" }'
@@ -193,7 +204,7 @@ def test_a_scatter_output_too_short_fails_its_requests() -> None:
         assert isinstance(response.error, Unsupported)
         assert str(response.error) == (
             "[request id: <id_unknown>] failed to split the output tensor 'Y' in responses: "
-            "expected at least 6 elements in model output, got 10".replace("6 elements", "30 elements"))
+            "expected at least 30 elements in model output, got 10")
 
 
 # ---------------------------------------------------------------- bad configs

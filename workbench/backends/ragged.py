@@ -14,6 +14,7 @@ import numpy as np
 
 from workbench.backends.base import BackendRequest
 from workbench.config.batch_io import BatchInputSpec, BatchOutputSpec
+from workbench.errors import InvalidArgument
 
 _DTYPES = {"TYPE_INT32": np.int32, "TYPE_FP32": np.float32}
 
@@ -43,11 +44,10 @@ def batch_input_array(spec: BatchInputSpec, requests: Sequence[BackendRequest]) 
     - ``BATCH_ITEM_SHAPE_FLATTEN``: the same values flat, shape ``[sum of batch sizes * (rank - 1)]``.
 
     Raises:
-        KeyError: a request without the source input (the source of a batch input is a
-            required input; the engine's request validation guarantees it).
+        InvalidArgument: a request without the source input (an optional one it left out).
     """
     dtype = _DTYPES[spec.data_type]
-    shapes = [r.inputs[spec.source].shape for r in requests]
+    shapes = [_source(request, spec.source, spec.targets[0]).shape for request in requests]
     counts = [int(np.prod(shape)) for shape in shapes]
     if spec.kind == "BATCH_ELEMENT_COUNT":
         return np.asarray(counts, dtype)
@@ -79,6 +79,9 @@ def scatter(spec: BatchOutputSpec, array: np.ndarray,
     flat = array.reshape(-1)
     parts, start = [], 0
     for request in requests:
+        if spec.source not in request.inputs:
+            return (f"batch output '{spec.target}' needs its source input '{spec.source}', "
+                    "which the request does not carry")
         source = request.inputs[spec.source].shape
         if any(d == -1 and i >= len(source) for i, d in enumerate(spec.dims)):
             return (f"output '{spec.target}' has more dims than its batch output source input "
@@ -91,6 +94,22 @@ def scatter(spec: BatchOutputSpec, array: np.ndarray,
         parts.append(flat[start : start + size].reshape(shape))
         start += size
     return parts
+
+
+def _source(request: BackendRequest, name: str, target: str) -> np.ndarray:
+    """The request's source input of a batch input.
+
+    Raises:
+        InvalidArgument: the request does not carry it (Triton's backends fail such a request
+            when ``TRITONBACKEND_RequestInput`` finds no input of that name).
+    """
+    array = request.inputs.get(name)
+    if array is None:
+        raise InvalidArgument(
+            f"[request id: {request.request_id or '<id_unknown>'}] batch input '{target}' needs "
+            f"its source input '{name}', which the request does not carry"
+        )
+    return array
 
 
 __all__ = ["batch_input_array", "flat_ragged", "scatter"]
