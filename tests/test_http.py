@@ -48,9 +48,9 @@ async def test_model_metadata_and_ready(client: httpx.AsyncClient) -> None:
     assert versioned["versions"] == ["2"]
     assert (await client.get("/v2/models/add_sub/ready")).status_code == 200
     assert (await client.get("/v2/models/versioned/versions/3/ready")).status_code == 200
-    missing = await client.get("/v2/models/nope/ready")
-    assert missing.status_code == 404
-    assert missing.json() == {"error": "Request for unknown model: 'nope' is not found"}
+    missing = await client.get("/v2/models/nope/ready")  # Triton's HandleModelReady
+    assert missing.status_code == 400
+    assert missing.json() == {"error": "Model version not ready"}
     fixed = (await client.get("/v2/models/fixed_shape")).json()
     assert fixed["inputs"][0]["shape"] == [2, 3]
 

@@ -142,3 +142,28 @@ async def test_deployment_warns_about_python_model_imports(store: EngineStore, t
     assert "`pyyaml==" in view.written.object
     assert view.deploy_warnings.visible and "no_such_package_here" in view.deploy_warnings.object
     assert "pyyaml==" in (tmp_path / "out" / "requirements-models.txt").read_text()
+
+
+async def test_a_cleared_port_is_asked_for_and_nothing_starts(store: EngineStore) -> None:
+    """A number field a person empties holds None (Panel's IntInput): Start says which port
+    to enter instead of starting ``workbench serve --http-port=None``."""
+    view = HeadlessView(store)
+    view.http_port.value, view.grpc_port.value, view.metrics_port.value = free_ports(3)
+    view.grpc_port.value = None
+    await view.start()
+    assert view.process is None
+    assert view.error.visible and view.error.object == "enter the gRPC port"
+
+
+async def test_a_cleared_deployment_number_is_asked_for(store: EngineStore, tmp_path: Path) -> None:
+    """An emptied max replicas or queue time target is a sentence asking for it, not an
+    unexpected error (a comparison with None inside ``DeploySpec``)."""
+    view = HeadlessView(store)
+    view.out_dir.value = str(tmp_path / "out")
+    view.max_replicas.value = None
+    await view.write_deployment()
+    assert view.deploy_error.visible and view.deploy_error.object == "enter the max replicas"
+    view.max_replicas.value, view.queue_target.value = 2, None
+    await view.write_deployment()
+    assert view.deploy_error.object == "enter the HPA queue time target (µs)"
+    assert not (tmp_path / "out").exists()

@@ -35,7 +35,7 @@ from workbench.engine.shared_memory import SharedMemoryRegistry
 from workbench.engine.shared_memory_api import SharedMemoryService
 from workbench.engine.shared_memory_io import AttachedRequest, uses_shared_memory
 from workbench.engine.statistics_api import live_statistics, statistics_report
-from workbench.errors import ModelLoadError, ModelNotFound, ServerNotReady, Unavailable
+from workbench.errors import InvalidArgument, ModelLoadError, ServerNotReady, Unavailable
 from workbench.options import ServerOptions
 from workbench.results import ModelMetadata, ModelStatisticsReport, RepositoryIndexRow, ServerMetadata
 from workbench.statistics import ModelStatistics, SuccessObserver
@@ -94,18 +94,27 @@ class Server:
 
         As tritonserver: a model that fails to load is UNAVAILABLE with its reason and the
         others serve; with ``exit_on_error`` (tritonserver's default) any such failure
-        stops the server instead and raises.
+        stops the server instead and raises. A model repository that does not exist
+        without ``exit_on_error``: the error is logged and the server keeps running, not
+        live and not ready, with no model loaded (Triton's SERVER_FAILED_TO_INITIALIZE:
+        its metadata still answers).
 
         Raises:
-            InvalidArgument: a model repository does not exist (a remote one: or cannot be
-                read, or its filesystem package is not installed); or
+            InvalidArgument: with ``exit_on_error``, a model repository does not exist (a
+                remote one: or cannot be read, or its filesystem package is not installed); or
                 ``--trace-config mode=opentelemetry`` without the OpenTelemetry SDK.
             ModelLoadError: a model failed to load and ``exit_on_error`` is set ("failed to
                 load all models: '<model>': <reason>; ...").
         """
         self.tracer.open()
         lifecycle = self.lifecycle
-        await lifecycle.open(BackendContext(asyncio.get_running_loop(), self.infer_stream))
+        try:
+            await lifecycle.open(BackendContext(asyncio.get_running_loop(), self.infer_stream))
+        except InvalidArgument as exc:
+            if self.options.exit_on_error or not lifecycle.opened:
+                raise
+            log.error("%s", exc.message)  # Triton: not live, not ready, metadata answers
+            return
         if self.options.model_control_mode == "poll":
             self._poller = RepositoryPoller(lifecycle, lifecycle.repository, self.options.repository_poll_secs,
                                             lifecycle.sync_remotes if lifecycle.remotes else None)
@@ -162,13 +171,10 @@ class Server:
         return model_metadata(self.lifecycle, name, version)
 
     async def model_ready(self, name: str, version: str = "") -> bool:
-        """True when the version (or, without one, any version) is READY.
-
-        Raises:
-            ModelNotFound: the model is unknown to the server.
-        """
-        if name not in self.lifecycle.models:
-            raise ModelNotFound(f"Request for unknown model: '{name}' is not found")
+        """True when the version (or, without one, any version) is READY; False for a
+        model or version the server does not know or that is not READY (unloaded, failed,
+        loading), never an error: Triton's ``ModelIsReady`` (gRPC ``ready: false`` with OK,
+        HTTP 400 "Model version not ready")."""
         return self.lifecycle.is_ready(name, version)
 
     async def model_config(self, name: str, version: str = "") -> ModelConfig:

@@ -15,7 +15,7 @@ the measured path) and sends it (:meth:`PerfClient.infer`). Three implementation
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 from workbench import InferenceRequest, Server, Tensor, model_config_to_json
 
@@ -84,7 +84,7 @@ class InProcessClient:
         return (model, version, list(inputs))
 
     async def infer(self, request: object) -> None:
-        model, version, inputs = request  # type: ignore[misc]
+        model, version, inputs = cast("tuple[str, str, list[Tensor]]", request)  # what prepare() made
         # a fresh request object each time: the engine owns a request while it runs
         await self.server.infer(InferenceRequest(model, list(inputs), model_version=version))
 

@@ -15,6 +15,7 @@ readers are pure functions of a result list:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator, Sequence
 
 from workbench.perf.clients import PerfClient
@@ -62,7 +63,7 @@ def knee(results: Sequence[StepResult], min_gain_pct: float = 10.0,
         growing or p99 kept flat through the sweep: measure further).
     """
     ordered = sorted(results, key=lambda r: r.level.value)
-    for before, after in zip(ordered, ordered[1:]):
+    for before, after in itertools.pairwise(ordered):
         if before.throughput_infer_per_s <= 0 or before.p99_us <= 0:
             continue
         gain = _growth_pct(before.throughput_infer_per_s, after.throughput_infer_per_s)

@@ -311,14 +311,15 @@ def resolve_repositories(
     repositories: list[str], cache_root: str | Path | None
 ) -> tuple[list[str | Path], list[RemoteRepository]]:
     """Blocking: the local folders to serve for ``repositories`` (remote ones checked and
-    synced into the cache first), and the remote ones.
+    synced into the cache first), and the remote ones. A repository given twice counts
+    once (Triton's set of repository paths).
 
     Raises:
         InvalidArgument: a remote repository is malformed, missing or unreadable.
     """
     paths: list[str | Path] = []
     remotes: list[RemoteRepository] = []
-    for repository in repositories:
+    for repository in dict.fromkeys(repositories):
         if not is_remote(repository):
             paths.append(repository)
             continue

@@ -161,7 +161,8 @@ _BROKEN: dict[str, str] = {
         ],
     ),
     "bad_never_produced": ensemble_config(
-        "bad_never_produced", PAIR, OUT, [("add_sub", {"INPUT0": "IN0", "INPUT1": "IN1", "X": "GHOST"}, {"OUTPUT0": "OUT"})]
+        "bad_never_produced", PAIR, OUT,
+        [("add_sub", {"INPUT0": "IN0", "INPUT1": "IN1", "X": "GHOST"}, {"OUTPUT0": "OUT"})]
     ),
     "bad_unused_input": ensemble_config(
         "bad_unused_input", [*PAIR, ("IN2", "TYPE_FP32", F16)], OUT, [_add_step()]
@@ -201,7 +202,8 @@ _BROKEN: dict[str, str] = {
 
 #: broken ensemble -> the exact reason it is UNAVAILABLE with (Triton's texts)
 BROKEN_ENSEMBLE_REASONS: dict[str, str] = {
-    "bad_unknown_model": "ensemble bad_unknown_model contains models that are not available or ambiguous: no_such_model",
+    "bad_unknown_model": "ensemble bad_unknown_model contains models that are not available or ambiguous: "
+    "no_such_model",
     "bad_cycle_a": "circular dependency between ensembles: bad_cycle_a -> ... -> bad_cycle_b -> bad_cycle_a",
     "bad_cycle_b": "circular dependency between ensembles: bad_cycle_b -> ... -> bad_cycle_a -> bad_cycle_b",
     "bad_step_cycle": "output 'OUT' for ensemble 'bad_step_cycle' is not written: at least one of its depending "

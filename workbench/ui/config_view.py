@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-from concurrent.futures import Future
 
 import panel as pn
 from google.protobuf import text_format
 
 from workbench import ConfigProblem
 from workbench.ui.config_knobs import INSTANCE_KINDS, ConfigKnobs, parse_text, read_knobs, set_knobs
-from workbench.ui.store import EngineStore, user_text
+from workbench.ui.store import AlertKind, EngineStore, Spawned, user_text
 
 #: seconds of quiet typing before the text is validated
 DEBOUNCE_S = 0.4
@@ -54,8 +53,8 @@ class ConfigView(pn.viewable.Viewer):
         self._changed_on_disk = ""
         self.path = ""
         self.problems: list[ConfigProblem] = []
-        self._validation: asyncio.Future | None = None
-        self._following: asyncio.Future | Future | None = None
+        self._validation: Spawned | None = None
+        self._following: Spawned | None = None
         self._syncing = False
         self.writable = True
         self.read_only_reason = ""
@@ -79,8 +78,8 @@ class ConfigView(pn.viewable.Viewer):
         self.editor.param.watch(self._on_text, "value")
         for widget in self.form.widgets():
             widget.param.watch(self._on_form, "value")
-        self.apply_button.on_click(lambda _e: self.store.spawn(self.apply()))
-        self.revert_button.on_click(lambda _e: self.store.spawn(self.revert()))
+        self.apply_button.on_click(self.store.starter(self.apply))
+        self.revert_button.on_click(self.store.starter(self.revert))
         self.discard_button.on_click(lambda _e: setattr(self.editor, "value", self.disk_text))
         self.store.selection.bind(self.model)  # opens on the session's selected model
 
@@ -268,7 +267,7 @@ class ConfigView(pn.viewable.Viewer):
             f"read only: {self.read_only_reason}" if not self.writable
             else FIX_FIRST if self.problems else None)
 
-    def _say(self, kind: str, text: str) -> None:
+    def _say(self, kind: AlertKind, text: str) -> None:
         self.status.alert_type, self.status.object, self.status.visible = kind, text, True
 
     def _show_result(self, what: str, result: dict) -> None:
@@ -316,7 +315,7 @@ class _Form:
         """Raises:
             ValueError: preferred batch sizes are not positive integers."""
         try:
-            preferred = tuple(int(v) for v in self.preferred.value.replace(",", " ").split())
+            preferred = tuple(int(v) for v in (self.preferred.value or "").replace(",", " ").split())
         except ValueError:
             raise ValueError(f"preferred batch sizes '{self.preferred.value}' are not "
                              "integers") from None

@@ -102,7 +102,8 @@ class GRPCInferenceService(
 
     @rpc
     async def ModelReady(self, request: pb.ModelReadyRequest, context: Context) -> pb.ModelReadyResponse:
-        """``ready`` for a version (or any); an unknown model is NOT_FOUND (Triton)."""
+        """``ready`` for a version (or any); an unknown or unloaded model is ``ready: false``
+        with OK (Triton's ``ModelIsReady``: grpcclient's ``is_model_ready`` returns False)."""
         return pb.ModelReadyResponse(ready=await self.server.model_ready(request.name, request.version))
 
     @rpc
