@@ -29,7 +29,7 @@ async def test_a_tick_streams_one_row_of_what_the_engine_did(server: Server, sto
     assert data["inferences_per_s"][1] > 0
     assert 0 < data["p50_ms"][1] <= data["p95_ms"][1] <= data["p99_ms"][1]
     assert data["compute_ms"][1] > 0 and data["pending"][1] == 0
-    executed = dict(zip(view.batches.data["batch_size"], view.batches.data["executions"]))
+    executed = dict(zip(view.batches.data["batch_size"], view.batches.data["executions"], strict=True))
     assert sum(size * count for size, count in executed.items()) == 60
     view.close()
 

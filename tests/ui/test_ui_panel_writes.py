@@ -42,12 +42,15 @@ class _Socket:
         self.pending: list[asyncio.Future] = []
         self.write_lock = Lock()
         self._written = asyncio.Condition()
+        self._notifying: set[asyncio.Future] = set()
 
     def write(self, connection, msg) -> list[asyncio.Future]:
         self.texts.extend(event["new"] for event in msg.content["events"])
         future = asyncio.get_running_loop().create_future()
         self.pending.append(future)
-        asyncio.ensure_future(self._notify())
+        notifying = asyncio.ensure_future(self._notify())
+        self._notifying.add(notifying)  # a reference until done: the loop keeps only a weak one
+        notifying.add_done_callback(self._notifying.discard)
         return [future]
 
     async def _notify(self) -> None:
