@@ -163,8 +163,8 @@ async def test_unloaded_composing_model_makes_its_ensembles_unavailable_until_lo
         assert not server.is_ready()  # strict readiness: the ensembles are failed models now
 
         await server.load_model("identity16")
-        index = await states(server)
-        assert all(index[n] == ("READY", "") for n in ("ens_chain", "ens_diamond", "ens_nested"))
+        reloaded = await states(server)
+        assert all(reloaded[n] == ("READY", "") for n in ("ens_chain", "ens_diamond", "ens_nested"))
         response = await server.infer(pair("ens_chain", 2.0))
         np.testing.assert_array_equal(response.outputs[0].data, np.full((1, 16), 4.0, np.float32))
         response = await server.infer(pair("ens_nested", 1.0))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import numpy as np
@@ -215,7 +216,7 @@ async def test_request_id_prefix_in_errors(client: httpx.AsyncClient) -> None:
 
 async def test_binary_byte_size_mismatch_and_short_body(client: httpx.AsyncClient) -> None:
     a = np.ones((1, 16), np.float32)
-    header = {"inputs": [
+    header: dict[str, Any] = {"inputs": [
         {"name": "INPUT0", "shape": [1, 16], "datatype": "FP32", "parameters": {"binary_data_size": 32}},
         {"name": "INPUT1", "shape": [1, 16], "datatype": "FP32", "parameters": {"binary_data_size": 64}},
     ]}

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-import gevent
+import gevent  # type: ignore[import-untyped]  # gevent ships no types (types-gevent is not installed)
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient

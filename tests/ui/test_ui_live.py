@@ -7,8 +7,8 @@ import math
 import sys
 
 import pytest
-from ui_helpers import add_sub_request
 
+from tests.ui.ui_helpers import add_sub_request
 from workbench import Server
 from workbench.testing.fake_nvml import fake_nvml
 from workbench.ui.gpu import GpuSample, gpu_sampler
@@ -150,7 +150,8 @@ async def test_every_time_series_marks_each_interval_so_a_lone_one_shows(store: 
     """One interval with traffic between idle ones (their latency dropped: NaN) has no neighbour
     for a line: each series also draws a dot per interval (a new user saw blank latency and
     queue/compute plots under the README example's short bursts)."""
-    from bokeh.models import GlyphRenderer, Line, Scatter
+    from bokeh.models import Line, Scatter
+    from bokeh.models.renderers import GlyphRenderer  # not in the __all__ mypy reads of bokeh.models
 
     view = LiveView(store)
     for key in ("throughput", "latency", "queue_compute"):
