@@ -75,11 +75,13 @@ def test_step_may_not_write_an_ensemble_input() -> None:
 
 
 WRONG_TYPE = ADD_SUB.replace('"INPUT1", data_type: TYPE_FP32', '"INPUT1", data_type: TYPE_INT32')
-NARROW = ADD_SUB.replace('"OUTPUT0", data_type: TYPE_FP32, dims: [ 16 ]', '"OUTPUT0", data_type: TYPE_FP32, dims: [ 8 ]')
+NARROW = ADD_SUB.replace('"OUTPUT0", data_type: TYPE_FP32, dims: [ 16 ]',
+                         '"OUTPUT0", data_type: TYPE_FP32, dims: [ 8 ]')
 SMALL_BATCH = ADD_SUB.replace("max_batch_size: 8", "max_batch_size: 2")
 NO_BATCH = ADD_SUB.replace("max_batch_size: 8", "max_batch_size: 0").replace("dims: [ 16 ]", "dims: [ -1, 16 ]")
 DECOUPLED = ADD_SUB + "model_transaction_policy { decoupled: true }"
-OPTIONAL = ADD_SUB.replace('"INPUT1", data_type: TYPE_FP32, dims: [ 16 ]', '"INPUT1", data_type: TYPE_FP32, dims: [ 16 ], optional: true')
+OPTIONAL = ADD_SUB.replace('"INPUT1", data_type: TYPE_FP32, dims: [ 16 ]',
+                           '"INPUT1", data_type: TYPE_FP32, dims: [ 16 ], optional: true')
 
 
 @pytest.mark.parametrize(
