@@ -144,7 +144,7 @@ async def test_decoupled_ensemble_outside_a_stream_needs_exactly_one_response(se
 
 async def test_a_step_error_response_fails_the_ensemble_stream(server: Server) -> None:
     seen = []
-    with pytest.raises(Exception, match="^in ensemble 'repeat_square', .*negative value -1 at 1"):
+    with pytest.raises(Exception, match=r"^in ensemble 'repeat_square', .*negative value -1 at 1"):
         async for response in server.infer_stream(repeat_request([1, -1], model="repeat_square")):
             seen.extend(values([response]))
     assert await server.model_ready("repeat_square")
