@@ -21,6 +21,7 @@ from workbench import (
     Tensor,
 )
 from workbench.backends.registry import register_backend
+from workbench.errors import WorkbenchError
 from workbench.results import ModelStats
 from workbench.testing.ensembles import (
     build_ensemble_repository,
@@ -247,9 +248,11 @@ async def test_nested_ensembles_prefix_each_level(tmp_path: Path) -> None:
     async with Server(ServerOptions(model_repository=[str(repo)])) as engine:
         direct = await asyncio.gather(engine.infer(InferenceRequest(
             "add_sub_any", [Tensor(f"INPUT{i}", "FP32", bad[i]) for i in range(2)])), return_exceptions=True)
-        with pytest.raises(type(direct[0])) as caught:
+        error = direct[0]
+        assert isinstance(error, WorkbenchError)
+        with pytest.raises(type(error)) as caught:
             await engine.infer(pair("ens_outer", *bad))
-    assert str(caught.value) == f"in ensemble 'ens_outer', in ensemble 'ens_any', {direct[0]}"
+    assert str(caught.value) == f"in ensemble 'ens_outer', in ensemble 'ens_any', {error}"
 
 
 async def test_grpc_infer_through_an_ensemble(server: Server, stub_for) -> None:
