@@ -42,7 +42,8 @@ def test_syntax_error_has_protobufs_line_and_column() -> None:
     config, problems = parse_config_text('name: "m"\nmax_batch_size: 8\ninput [ { name: "x" data_type: TYPE_NOPE } ]\n')
     assert config is None
     assert problems == [ConfigProblem(problems[0].message, "syntax", 3, problems[0].column)]
-    assert "TYPE_NOPE" in problems[0].message and problems[0].column > 20
+    column = problems[0].column
+    assert "TYPE_NOPE" in problems[0].message and column is not None and column > 20
 
 
 def test_semantic_message_is_placed_on_the_line_it_names() -> None:

@@ -10,6 +10,7 @@ The models are served by the fake backend (the real engine runs around it).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from tritonclient.grpc import service_pb2 as pb
@@ -60,7 +61,7 @@ async def test_missing_repository_with_exit_on_error_fails_start(tmp_path: Path)
 
 
 @pytest.mark.parametrize("mode", ["none", "explicit"])
-async def test_the_same_repository_twice_is_one_repository(tmp_path: Path, mode: str) -> None:
+async def test_the_same_repository_twice_is_one_repository(tmp_path: Path, mode: Literal["none", "explicit"]) -> None:
     write_fake_model(tmp_path, "m", count=1)
     options = ServerOptions(model_repository=[str(tmp_path), str(tmp_path), f"{tmp_path}/"],
                             model_control_mode=mode, load_model=["m"] if mode == "explicit" else [])

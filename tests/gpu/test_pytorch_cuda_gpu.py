@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpu_support import assert_ready, copy_sample, digits_pixels, infer, kind_gpu, require_gpu
+
+from tests.gpu.gpu_support import assert_ready, copy_sample, digits_pixels, infer, kind_gpu, require_gpu
 
 require_gpu("torch")
 

@@ -67,6 +67,7 @@ async def test_validation_is_debounced(store: EngineStore) -> None:
     good = view.editor.value
     view.editor.value = good.replace("max_batch_size: 8", "max_batch_size: -1")
     first = view._validation
+    assert first is not None
     view.editor.value = good.replace("max_batch_size: 8", "max_batch_size: 4")
     await store.settle()
     assert first.cancelled()  # the quick second edit replaced the first validation

@@ -88,6 +88,7 @@ async def test_close_stops_the_sessions_process(store: EngineStore) -> None:
     view.http_port.value, view.grpc_port.value, view.metrics_port.value = free_ports(3)
     await view.start()
     process = view.process
+    assert process is not None
     view.close()
     assert not process.running
 
@@ -95,8 +96,10 @@ async def test_close_stops_the_sessions_process(store: EngineStore) -> None:
 async def test_write_deployment_from_the_panel(store: EngineStore, tmp_path: Path) -> None:
     view = HeadlessView(store)
     # the folder shown is the one written to: a real absolute path, not a placeholder
-    assert Path(view.out_dir.value).is_absolute() and not view.deploy_button.disabled
-    assert not Path(view.out_dir.value).resolve().is_relative_to(Path(view.repository.value).resolve())
+    out_dir, repository = view.out_dir.value, view.repository.value
+    assert out_dir is not None and repository is not None
+    assert Path(out_dir).is_absolute() and not view.deploy_button.disabled
+    assert not Path(out_dir).resolve().is_relative_to(Path(repository).resolve())
     view.out_dir.value = ""
     assert view.deploy_button.disabled  # nothing to write into: the button cannot be clicked
     await view.write_deployment()  # from code: a sentence, no exception name

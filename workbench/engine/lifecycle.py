@@ -20,9 +20,10 @@ it; the poller (:mod:`workbench.engine.poller`) and the ensemble dependency chec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from workbench.engine.ensembles import (
     ensemble_labels,
     load_waves,
     stop_waves,
+    with_transaction_policy,
 )
 from workbench.engine.entries import continued_metrics, entry_from_result
 from workbench.engine.instance_update import InstanceUpdate, ServingVersion
@@ -69,7 +71,7 @@ from workbench.repository.remote import (
 from workbench.repository.repository import ModelLocation, ModelRepository
 from workbench.results import RepositoryIndexRow
 from workbench.scheduling.ensemble import StepAdapt
-from workbench.scheduling.rate_limiter import RateLimiter, parse_resource
+from workbench.scheduling.rate_limiter import RateLimiter, explicit_pools
 from workbench.statistics import ComputeTotals, SuccessObserver
 from workbench.types import InferenceRequest, InferenceResponse, ModelReadyState
 
@@ -305,10 +307,11 @@ class ModelLifecycle:
         request: InferenceRequest,
         compute_totals: ComputeTotals,
         adapt: StepAdapt | None = None,
-    ) -> InferenceResponse:
-        """One step of an ensemble request (the ensemble scheduler's ``step_infer``).
+    ) -> AsyncGenerator[InferenceResponse, None]:
+        """One step of an ensemble request (the ensemble scheduler's ``step_infer``): its
+        responses, as ``Server.infer_stream`` yields them (0..n for a decoupled model).
 
-        ``Server.infer`` for a composing model, resolved by name and version for each
+        ``Server.infer_stream`` for a composing model, resolved by name and version for each
         request, minus the checks that concern clients (server stopping: the ensemble
         request already in flight finishes; shared memory: steps carry arrays). What runs
         is ``adapt(config of the resolved version)`` when ``adapt`` is given (the scheduler
@@ -318,13 +321,15 @@ class ModelLifecycle:
         Raises:
             ModelNotFound / ModelNotReady: the composing model or version is not READY
                 ("Request for unknown model: ...").
-            WorkbenchError: as ``Server.infer``.
+            WorkbenchError: as ``Server.infer_stream``.
         """
         arrival = time.monotonic_ns()
         model = self.resolve_request(request)
         if adapt is not None:
             request = adapt(model.config)
-        return await model.infer_once(request, arrival, compute_totals)
+        async with contextlib.aclosing(model.infer_stream(request, arrival, compute_totals)) as stream:
+            async for response in stream:
+                yield response
 
     # ----------------------------------------------------------------- repository API
     async def index_rows(self, ready: bool = False) -> list[RepositoryIndexRow]:
@@ -788,6 +793,7 @@ class ModelLifecycle:
             if reason:  # served once its composing models fit (workbench.engine.dependents)
                 return ModelEntry(result.name, config=config, reason=reason,
                                   blocked_versions=tuple(result.chosen))
+            result.config = with_transaction_policy(config, self._models)
             result.labels = ensemble_labels(config, result.labels, self._models)
         return entry_from_result(
             result, self._observers, self._cache, self._rate_limiter, self._infer_step, reuse,
@@ -842,10 +848,7 @@ def _rate_limiter(options: ServerOptions) -> RateLimiter | None:
     """
     if options.rate_limit == "off":
         return None
-    try:
-        return RateLimiter(dict(parse_resource(text) for text in options.rate_limit_resource))
-    except ValueError as exc:
-        raise InvalidArgument(str(exc)) from None
+    return RateLimiter(explicit_pools(options.rate_limit_resource))
 
 
 def entry_reason(entry: ModelEntry) -> str:

@@ -51,6 +51,7 @@ from workbench.engine.warmup import WarmupSample, prepare_warmup, run_warmup
 from workbench.errors import WorkbenchError
 from workbench.gpu_memory import gpu_memory_growth, read_gpu_memory
 from workbench.options import ServerOptions
+from workbench.scheduling.rate_limiter import check_resources, explicit_pools
 from workbench.statistics import MemoryUsage, host_rss_bytes, merge_memory, sum_memory
 
 log = logging.getLogger(__name__)
@@ -172,6 +173,8 @@ def load_model(
         available = scan_version_dirs(model_dir) if model_dir is not None else {}
         chosen = select_versions(result.config, available)
         warmup = prepare_warmup(result.config, model_dir) if chosen else []
+        if options.rate_limit == "execution_count":  # Triton refuses what it could never schedule
+            check_resources(instance_specs(result.config), explicit_pools(options.rate_limit_resource))
     except WorkbenchError as exc:
         result.error = exc.message
         return result

@@ -16,7 +16,7 @@ readers are pure functions of a result list:
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 from workbench.perf.clients import PerfClient
 from workbench.perf.measure import Workload, prepare_workload, run_step
@@ -25,7 +25,7 @@ from workbench.perf.results import StepResult
 
 
 async def sweep(client: PerfClient, options: PerfOptions, levels: Sequence[LoadLevel],
-                workload: Workload | None = None) -> AsyncIterator[StepResult]:
+                workload: Workload | None = None) -> AsyncGenerator[StepResult, None]:
     """Measure each level in order, yielding its result as soon as it is measured.
 
     Stops early after a step whose stabilizing latency reaches

@@ -2,7 +2,8 @@
 
 Follows Triton's ``dynamic_batch_scheduler`` (``GetDynamicBatch``): a batch grows from the
 first queued request (highest priority level, then oldest) while the next request's
-non-batch shapes match (ragged batching is not done here) and the total batch size stays
+non-batch shapes match (except those of ``allow_ragged_batch`` inputs: Triton's ragged
+batching, which checks only the shapes of non-ragged inputs) and the total batch size stays
 <= ``max_batch_size``. Along the way it remembers the best cut: the largest preferred batch
 size the batch reaches, or, if it would grow past the largest preferred size before reaching
 one, the batch up to there. Then, as in Triton:
@@ -50,13 +51,17 @@ class DynamicBatchPolicy(BatchPolicy):
         batching: the config's ``dynamic_batching`` (``preferred_batch_size``,
             ``max_queue_delay_microseconds`` in µs, priorities, queue policies,
             ``preserve_ordering``); empty preferred sizes behave as ``[max_batch_size]``.
+        ragged: the inputs with ``allow_ragged_batch: true``: requests batch together
+            whatever their shapes (Triton's ``enforce_equal_shape_tensors`` leaves them out).
 
     ``TRITONSERVER_DELAY_SCHEDULER`` is read here (at model load), as Triton's batcher
     thread reads it when it starts.
     """
 
-    def __init__(self, *, max_batch_size: int, batching: ModelDynamicBatching) -> None:
+    def __init__(self, *, max_batch_size: int, batching: ModelDynamicBatching,
+                 ragged: frozenset[str] = frozenset()) -> None:
         self._queue = RequestQueue(batching)
+        self._ragged = ragged
         self._max_batch_size = max_batch_size
         preferred = {s for s in batching.preferred_batch_size if 0 < s <= max_batch_size}
         self._preferred = preferred or {max_batch_size}
@@ -72,7 +77,7 @@ class DynamicBatchPolicy(BatchPolicy):
     def admit(self, pending: Pending) -> None:
         params = pending.request.parameters
         pending.priority, pending.deadline_ns = self._queue.level_and_deadline(params, pending.enqueue_ns)
-        pending.shape_key = _shape_key(pending)
+        pending.shape_key = _shape_key(pending, self._ragged)
         try:
             self._queue.push(pending)
         except Unavailable:
@@ -192,16 +197,21 @@ def dynamic_batcher(
     max_batch_size: int,
     batching: ModelDynamicBatching,
     rate_limiter: RateLimiter | None = None,
+    ragged: frozenset[str] = frozenset(),
 ) -> Dispatcher:
     """Triton's dynamic batcher over ``instances``: a dispatcher given a
-    :class:`DynamicBatchPolicy` (``max_batch_size``, ``batching`` as there;
+    :class:`DynamicBatchPolicy` (``max_batch_size``, ``batching``, ``ragged`` as there;
     ``statistics``, ``rate_limiter`` as for :class:`~workbench.scheduling.dispatcher.Dispatcher`)."""
-    return Dispatcher(instances, statistics, rate_limiter,
-                      DynamicBatchPolicy(max_batch_size=max_batch_size, batching=batching))
+    policy = DynamicBatchPolicy(max_batch_size=max_batch_size, batching=batching, ragged=ragged)
+    return Dispatcher(instances, statistics, rate_limiter, policy)
 
 
-def _shape_key(pending: Pending) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    return tuple((name, a.shape[1:]) for name, a in pending.request.inputs.items())
+def _shape_key(pending: Pending, ragged: frozenset[str]) -> tuple[tuple[str, tuple[int, ...] | None], ...]:
+    """What must be equal for requests to share an execution: the names of the inputs they
+    carry (an optional input in some only cannot be joined), and the non-batch shapes of the
+    non-ragged ones."""
+    return tuple((name, None if name in ragged else a.shape[1:])
+                 for name, a in pending.request.inputs.items())
 
 
 __all__ = ["DynamicBatchPolicy", "dynamic_batcher"]

@@ -211,8 +211,9 @@ BROKEN_ENSEMBLE_REASONS: dict[str, str] = {
     "-> step 0 'add_sub'",
     "bad_never_produced": "output 'OUT' for ensemble 'bad_never_produced' is not written: at least one of its "
     "depending tensors, 'GHOST', is not connected",
-    "bad_unused_input": "ensemble input 'IN2' for ensemble 'bad_unused_input' is not used",
-    "bad_unproduced_output": "ensemble output 'OUT2' for ensemble 'bad_unproduced_output' is not used",
+    # Triton's text has one quote too few: "for ensemble E' is not used"
+    "bad_unused_input": "ensemble input 'IN2' for ensemble bad_unused_input' is not used",
+    "bad_unproduced_output": "ensemble output 'OUT2' for ensemble bad_unproduced_output' is not used",
     "bad_two_producers": "ensemble tensor 'OUT' can appear in an output map only once for ensemble "
     "'bad_two_producers' step 1",
     "bad_unused_step_output": "ensemble tensor 'spare' is unused in ensemble 'bad_unused_step_output'",
