@@ -27,7 +27,9 @@ for a client's request. Follows core ``ensemble_scheduler.cc`` (``EnsembleContex
 - a failing step fails its ensemble request with that step's error, unchanged (class and
   message); steps already running finish, no further step starts; other ensemble
   requests are unaffected;
-- only the outputs the client asked for are returned.
+- only the outputs the client asked for are returned; the response carries the parameters
+  ``sequence_id`` / ``sequence_start`` / ``sequence_end`` of the request (Triton's ensemble
+  adds them to every response, so a client of a stream can tell a sequence's steps apart).
 
 Statistics (Triton's ``RequestTracker``): per ensemble request one ``success`` (request
 duration from arrival to the last step's answer) or one failure with reason ``OTHER``;
@@ -225,7 +227,7 @@ class EnsembleScheduler(Scheduler):
         self._stats.record_execution(batch, totals.input_ns, totals.infer_ns, totals.output_ns)
         if request.compute_totals is not None:  # this ensemble is a step of another one
             request.compute_totals.add(totals.input_ns, totals.infer_ns, totals.output_ns)
-        return BackendResponse(outputs)
+        return BackendResponse(outputs, parameters=sequence_parameters(request.parameters))
 
     def inflight_count(self) -> int:
         return self._inflight
@@ -346,6 +348,20 @@ class EnsembleScheduler(Scheduler):
             self._drained.set()
 
 
+def sequence_parameters(parameters: dict[str, object]) -> dict[str, object]:
+    """The response parameters Triton's ensemble gives every response built from its steps'
+    outputs (``EnsembleContext``: the steps' correlation ID and flags): ``sequence_id``
+    (int64: a uint64 ID above 2**63 - 1 wraps as Triton's cast does; a string ID stays a
+    string; 0 without one), ``sequence_start`` and ``sequence_end`` (bool)."""
+    corr = parameters.get("sequence_id", 0)
+    if isinstance(corr, bool) or not isinstance(corr, (int, str)):
+        corr = 0
+    if isinstance(corr, int) and corr >= 2**63:
+        corr -= 2**64
+    return {"sequence_id": corr, "sequence_start": bool(parameters.get("sequence_start", False)),
+            "sequence_end": bool(parameters.get("sequence_end", False))}
+
+
 def _trace_ensemble(request: BackendRequest, enqueue_ns: int, outputs: dict[str, np.ndarray] | None) -> None:
     """A traced ensemble request is done: ``QUEUE_START``, its outputs (on success) and
     ``REQUEST_END``; the steps reported their own timestamps in their child traces."""
@@ -359,5 +375,5 @@ def _trace_ensemble(request: BackendRequest, enqueue_ns: int, outputs: dict[str,
 
 __all__ = [
     "EnsembleScheduler", "EnsembleStep", "StepAdapt", "StepInfer", "batch_reshaped",
-    "ensemble_steps",
+    "ensemble_steps", "sequence_parameters",
 ]
