@@ -152,7 +152,7 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         sequence = self._sequences.pop(correlation_id, None)
         if sequence is None:
             return
-        if not sequence.busy and not any(p.request.parameters["_sequence"] is sequence for p in self._queue):
+        if not sequence.busy and not self._queued_of(sequence):
             self._close(sequence)
             self.dispatcher.dispatch()
         else:
