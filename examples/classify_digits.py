@@ -11,7 +11,8 @@ A pure client: it needs tritonclient, numpy and scikit-learn, not the workbench 
 The test split is the one the model was evaluated on at build time
 (``train_test_split(X, y, test_size=0.25, random_state=0)``, 450 images). Raw pixels (FP32 0..16,
 shape [batch, 64]) go to input ``pixels`` in requests of at most the model's ``max_batch_size``
-rows, read from the served config (64 as built; whatever a Config edit made it since); the argmax of output ``logits`` [batch, 10] is the predicted digit.
+rows, read from the served config (64 as built; whatever a Config edit made it since); the argmax
+of output ``logits`` [batch, 10] is the predicted digit.
 Exit status: 0 ok, 1 if an accuracy is below --min-accuracy, 2 if the server or model is not reachable
 or a request is refused (e.g. --batch-size above the served max_batch_size): a message, no traceback.
 """

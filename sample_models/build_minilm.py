@@ -13,8 +13,10 @@ import json
 import os
 import shutil
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -176,12 +178,14 @@ def load_bert(folder: Path):  # -> transformers.BertModel
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the checkpoint's unused pooler weights would be reported
     try:
-        model, info = BertModel.from_pretrained(
+        # transformers types the result as the model alone; output_loading_info=True adds the info
+        loaded: Any = BertModel.from_pretrained(
             str(folder),
             add_pooling_layer=False,
             attn_implementation="eager",
             output_loading_info=True,
         )
+        model, info = loaded
     finally:
         hf_logging.set_verbosity(verbosity)
     if info.get("missing_keys"):
@@ -262,7 +266,7 @@ def open_session(path: Path, outputs: tuple[tuple[str, int], ...] | None = None)
     return sess
 
 
-def token_state_diff(hidden: np.ndarray, attention_mask: np.ndarray, reference: list) -> float:
+def token_state_diff(hidden: np.ndarray, attention_mask: np.ndarray, reference: Sequence[Any]) -> float:
     """Max |diff| between padded ``hidden`` FP32 [b, s, 384] and unpadded per-sentence reference states.
 
     ``attention_mask``: INT64 [b, s] (right padding); ``reference[i]``: tensor [tokens_i, 384] as returned by
@@ -290,7 +294,9 @@ def verify(path: Path, folder: Path) -> Verification:
 
     st = SentenceTransformer(str(folder), device="cpu")
     ref = st.encode(sentences, convert_to_numpy=True, show_progress_bar=False)
-    ref_tokens = st.encode(sentences, output_value="token_embeddings", show_progress_bar=False)
+    # a list of [tokens_i, 384] tensors (typed as one tensor by sentence-transformers)
+    ref_tokens: list[Any] = st.encode(sentences, output_value="token_embeddings",  # type: ignore[assignment]
+                                      show_progress_bar=False)
     result = Verification(
         n_sentences=len(sentences),
         max_seq_len=int(feeds["input_ids"].shape[1]),

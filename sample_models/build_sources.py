@@ -138,6 +138,8 @@ def known_config(name: str):  # -> model_config_pb2.ModelConfig | None
 def load_helper(version_dir: Path):  # -> the copied minilm_tokenization module
     """Import the copied tokenization helper from ``version_dir`` under a private module name."""
     spec = importlib.util.spec_from_file_location("_built_minilm_tokenization", version_dir / TOKENIZATION_HELPER)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot import {version_dir / TOKENIZATION_HELPER}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -186,7 +188,8 @@ def _io_spec(io) -> tuple[int, list[int]]:
 
 def _compatible(a: tuple[int, list[int]], b: tuple[int, list[int]]) -> bool:
     """Same data type and rank, each dimension equal or -1 on either side."""
-    return a[0] == b[0] and len(a[1]) == len(b[1]) and all(x == y or -1 in (x, y) for x, y in zip(a[1], b[1]))
+    return a[0] == b[0] and len(a[1]) == len(b[1]) and all(
+        x == y or -1 in (x, y) for x, y in zip(a[1], b[1], strict=True))
 
 
 def check_digits_router(_model_dir: Path, config) -> tuple[str, dict]:
@@ -196,13 +199,15 @@ def check_digits_router(_model_dir: Path, config) -> tuple[str, dict]:
     inputs = {io.name: _io_spec(io) for io in target.input}
     outputs = {io.name: _io_spec(io) for io in target.output}
     mine = {io.name: _io_spec(io) for io in (*config.input, *config.output)}
-    if not (_compatible(mine["pixels"], inputs.get("pixels", (0, []))) and _compatible(mine["logits"], outputs.get("logits", (0, [])))):
+    if not (_compatible(mine["pixels"], inputs.get("pixels", (0, [])))
+            and _compatible(mine["logits"], outputs.get("logits", (0, [])))):
         raise RuntimeError("digits_router's pixels/logits do not match digits_mlp's config")
     if config.max_batch_size > target.max_batch_size:
         raise RuntimeError("digits_router's max_batch_size exceeds digits_mlp's")
     versions = sorted(int(v) for v in config.parameters["digits_versions"].string_value.split(","))
     if set(versions) - set(build_digits.VERSIONS):
-        raise RuntimeError(f"digits_versions {versions} names versions digits_mlp does not have ({sorted(build_digits.VERSIONS)})")
+        raise RuntimeError(f"digits_versions {versions} names versions digits_mlp does not have "
+                           f"({sorted(build_digits.VERSIONS)})")
     return f"BLS tensors match digits_mlp; versions {versions}", {"digits_versions": versions}
 
 
@@ -219,7 +224,8 @@ def check_ensemble(_model_dir: Path, config) -> tuple[str, dict]:
             problems.append(f"step {i}: no sample model {step.model_name!r}")
             continue
         if model.max_batch_size < config.max_batch_size:
-            problems.append(f"step {i}: {step.model_name} max_batch_size {model.max_batch_size} < {config.max_batch_size}")
+            problems.append(f"step {i}: {step.model_name} max_batch_size {model.max_batch_size} "
+                            f"< {config.max_batch_size}")
         inputs = {io.name: io for io in model.input}
         outputs = {io.name: io for io in model.output}
         unmapped = {n for n, io in inputs.items() if not io.optional} - set(step.input_map)

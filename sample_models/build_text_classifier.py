@@ -211,7 +211,7 @@ def verify(path: Path, folder: Path, classifier, st, head: Head) -> Verification
         torch_logits = classifier(*(torch.from_numpy(feeds[n]) for n in INPUT_NAMES)).numpy()
     reference = st.encode(sentences, convert_to_numpy=True, show_progress_bar=False) @ head.weight.T + head.bias
     predictions = {}
-    for (sentence, expected), row in zip(EXPECTED_LABELS, logits):
+    for (sentence, expected), row in zip(EXPECTED_LABELS, logits, strict=False):  # then VERIFY_SENTENCES' rows
         order = np.argsort(row)
         predictions[sentence] = {
             "expected": expected,

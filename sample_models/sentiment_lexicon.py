@@ -53,7 +53,7 @@ def lexicon_file() -> Path:
     Raises ``RuntimeError`` if textblob (the ``dev`` extra) is not installed or lacks the file.
     """
     try:
-        path = Path(metadata.distribution(DISTRIBUTION).locate_file(LEXICON_PATH))
+        path = Path(str(metadata.distribution(DISTRIBUTION).locate_file(LEXICON_PATH)))
     except metadata.PackageNotFoundError as exc:
         raise RuntimeError("package textblob is not installed (pip install textblob; in the dev extra)") from exc
     if not path.is_file():

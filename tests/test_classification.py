@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 import pytest_asyncio
 from onnx import TensorProto
-from test_http import split_binary
 
+from tests.test_http import split_binary
 from workbench import (
     InferenceRequest,
     InvalidArgument,
@@ -103,7 +104,7 @@ async def test_unsupported_type(engine: Server) -> None:
 
 async def test_http_json_and_binary(http: httpx.AsyncClient) -> None:
     scores = [0.5, 0.1, 0.8, 0.2, 0.0]
-    body = {
+    body: dict[str, Any] = {
         "inputs": [{"name": "INPUT0", "shape": [1, 5], "datatype": "FP32", "data": scores}],
         "outputs": [{"name": "OUTPUT0", "parameters": {"classification": 2}}],
     }

@@ -13,7 +13,7 @@ from workbench.engine.classification import MAX_CLASSIFICATION_ELEMENTS, classif
 
 def test_more_than_a_million_entries_per_item_is_refused() -> None:
     assert MAX_CLASSIFICATION_ELEMENTS == 1_000_000
-    with pytest.raises(InvalidArgument, match="^classification output tensor too large$"):
+    with pytest.raises(InvalidArgument, match=r"^classification output tensor too large$"):
         classify(np.ones((1, 1_000_001), np.float32), "FP32", 5, batched=True)
     with pytest.raises(InvalidArgument, match="too large"):
         classify(np.ones(1_000_001, np.int8), "INT8", 1, batched=False)

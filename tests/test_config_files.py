@@ -1,6 +1,6 @@
 """Editing a model's config.pbtxt through the engine: read, validate with line numbers, atomic
-write with backup, hot reload, revert (``Server.model_config_file`` and friends), on the real
-Server and the real add_sub ONNX model."""
+write with backup, hot reload, revert (``Server.config_files``: ``model_config_file`` and
+friends), on the real Server and the real add_sub ONNX model."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def test_syntax_error_has_protobufs_line_and_column() -> None:
     config, problems = parse_config_text('name: "m"\nmax_batch_size: 8\ninput [ { name: "x" data_type: TYPE_NOPE } ]\n')
     assert config is None
     assert problems == [ConfigProblem(problems[0].message, "syntax", 3, problems[0].column)]
-    assert "TYPE_NOPE" in problems[0].message and problems[0].column > 20
+    column = problems[0].column
+    assert "TYPE_NOPE" in problems[0].message and column is not None and column > 20
 
 
 def test_semantic_message_is_placed_on_the_line_it_names() -> None:
@@ -54,33 +55,33 @@ def test_semantic_message_is_placed_on_the_line_it_names() -> None:
 
 async def test_validate_reports_nothing_for_the_file_on_disk(explicit) -> None:
     server, folder = explicit
-    current = await server.model_config_file("add_sub")
+    current = await server.config_files.model_config_file("add_sub")
     assert current["exists"] and current["writable"] and not current["backup_exists"]
     assert current["text"] == (folder / "config.pbtxt").read_text()
-    assert await server.validate_model_config_text("add_sub", current["text"]) == []
+    assert await server.config_files.validate_model_config_text("add_sub", current["text"]) == []
 
 
 async def test_validate_runs_the_loaders_checks_with_line_numbers(explicit) -> None:
     server, _ = explicit
     text = add_sub_config("add_sub", 8, 1).replace("dims: [ 16 ] },\n  { name: \"INPUT1\"",
                                                     "dims: [ 16, -2 ] },\n  { name: \"INPUT1\"")
-    problems = await server.validate_model_config_text("add_sub", text)
+    problems = await server.config_files.validate_model_config_text("add_sub", text)
     assert len(problems) == 1 and problems[0].kind == "semantic"
     assert "INPUT0" in problems[0].message
     assert text.splitlines()[problems[0].line - 1].strip().startswith('{ name: "INPUT0"')
     wrong_name = add_sub_config("other", 8, 1)
-    [problem] = await server.validate_model_config_text("add_sub", wrong_name)
+    [problem] = await server.config_files.validate_model_config_text("add_sub", wrong_name)
     assert "other" in problem.message and problem.line == 2
 
 
 async def test_validate_unknown_model_and_oversized_text(explicit) -> None:
     server, _ = explicit
     with pytest.raises(ModelNotFound, match="'nope' is not in the model repository"):
-        await server.validate_model_config_text("nope", "")
+        await server.config_files.validate_model_config_text("nope", "")
     with pytest.raises(ModelNotFound):
-        await server.model_config_file("../add_sub")
+        await server.config_files.model_config_file("../add_sub")
     with pytest.raises(InvalidArgument, match="larger than"):
-        await server.validate_model_config_text("add_sub", "#" * (1 << 20 + 1))
+        await server.config_files.validate_model_config_text("add_sub", "#" * (1 << 20 + 1))
 
 
 # ------------------------------------------------------------------ write, reload, revert
@@ -89,12 +90,12 @@ async def test_write_is_validated_backed_up_and_hot_reloaded(explicit) -> None:
     before = (folder / "config.pbtxt").read_text()
     bad = before.replace("max_batch_size: 8", "max_batch_size: -3")
     with pytest.raises(InvalidModelConfig, match=r"line 4: .*max_batch_size"):
-        await server.write_model_config("add_sub", bad)
+        await server.config_files.write_model_config("add_sub", bad)
     assert (folder / "config.pbtxt").read_text() == before  # nothing written
     assert not (folder / "config.pbtxt.bak").exists()
 
     edited = before.replace("max_batch_size: 8", "max_batch_size: 4")
-    result = await server.write_model_config("add_sub", edited)
+    result = await server.config_files.write_model_config("add_sub", edited)
     assert result == {"name": "add_sub", "path": str(folder / "config.pbtxt"),
                       "backup": str(folder / "config.pbtxt.bak"), "reloaded": True, "reason": ""}
     assert (folder / "config.pbtxt").read_text() == edited
@@ -104,7 +105,7 @@ async def test_write_is_validated_backed_up_and_hot_reloaded(explicit) -> None:
     response = await server.infer(add_sub_request())
     np.testing.assert_array_equal(response.outputs[0].data, np.full((1, 16), 2, np.float32))
 
-    reverted = await server.revert_model_config("add_sub")
+    reverted = await server.config_files.revert_model_config("add_sub")
     assert reverted["reloaded"] is True
     assert (await server.model_config("add_sub")).max_batch_size == 8
     assert (folder / "config.pbtxt.bak").read_text() == edited  # reverting twice redoes
@@ -114,7 +115,7 @@ async def test_a_write_that_fails_to_load_keeps_the_old_version_serving(explicit
     server, folder = explicit
     text = (folder / "config.pbtxt").read_text().replace("max_batch_size: 8", "max_batch_size: 4")
     (folder / "1" / "model.onnx").write_bytes(b"not an onnx model")  # the file, not the config
-    result = await server.write_model_config("add_sub", text)
+    result = await server.config_files.write_model_config("add_sub", text)
     assert result["reloaded"] is False and "add_sub" in result["reason"]
     assert (await server.model_config("add_sub")).max_batch_size == 8
     await server.infer(add_sub_request())
@@ -124,11 +125,11 @@ async def test_write_without_reload_and_in_none_mode(tmp_path: Path) -> None:
     folder = write_add_sub(tmp_path)
     async with Server(ServerOptions(model_repository=[str(tmp_path)])) as server:
         text = add_sub_config("add_sub", 4, 1)
-        result = await server.write_model_config("add_sub", text)
+        result = await server.config_files.write_model_config("add_sub", text)
         assert result["reloaded"] is False and "'none'" in result["reason"]
         assert (folder / "config.pbtxt").read_text() == text
         assert (await server.model_config("add_sub")).max_batch_size == 8  # at the next start
-        quiet = await server.write_model_config("add_sub", text, reload=False)
+        quiet = await server.config_files.write_model_config("add_sub", text, reload=False)
         assert quiet["reason"] == "not reloaded (reload=False)"
 
 
@@ -137,7 +138,7 @@ async def test_write_in_poll_mode_applies_through_a_poll(tmp_path: Path) -> None
     options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="poll",
                             repository_poll_secs=0)
     async with Server(options) as server:
-        result = await server.write_model_config("add_sub", add_sub_config("add_sub", 2, 1))
+        result = await server.config_files.write_model_config("add_sub", add_sub_config("add_sub", 2, 1))
         assert result["reloaded"] is True
         assert (await server.model_config("add_sub")).max_batch_size == 2
 
@@ -145,7 +146,7 @@ async def test_write_in_poll_mode_applies_through_a_poll(tmp_path: Path) -> None
 async def test_revert_without_backup(explicit) -> None:
     server, _ = explicit
     with pytest.raises(ModelNotFound, match="no config backup"):
-        await server.revert_model_config("add_sub")
+        await server.config_files.revert_model_config("add_sub")
 
 
 async def test_ensemble_steps_are_checked_against_loaded_composing_models(tmp_path: Path) -> None:
@@ -154,11 +155,11 @@ async def test_ensemble_steps_are_checked_against_loaded_composing_models(tmp_pa
         ensembles = [row["name"] for row in await server.repository_index()
                      if (await server.model_config(row["name"])).platform == "ensemble"]
         name = ensembles[0]
-        text = (await server.model_config_file(name))["text"]
-        assert await server.validate_model_config_text(name, text) == []
+        text = (await server.config_files.model_config_file(name))["text"]
+        assert await server.config_files.validate_model_config_text(name, text) == []
         step_model = (await server.model_config(name)).ensemble_scheduling.step[0]
         key = next(iter(step_model.input_map))
         broken = text.replace(f'key: "{key}"', 'key: "NO_SUCH_INPUT"', 1)
         assert broken != text
-        [problem] = await server.validate_model_config_text(name, broken)
+        [problem] = await server.config_files.validate_model_config_text(name, broken)
         assert "NO_SUCH_INPUT" in problem.message and problem.line is not None

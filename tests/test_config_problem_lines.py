@@ -89,7 +89,7 @@ async def server(tmp_path: Path):
 
 async def test_the_problem_is_marked_on_its_fields_line(server: Server) -> None:
     for case, (text, needle, occurrence) in CASES.items():
-        [problem] = await server.validate_model_config_text("add_sub", text)
+        [problem] = await server.config_files.validate_model_config_text("add_sub", text)
         assert problem.kind == "semantic", case
         assert problem.line == line_of(text, needle, occurrence), (case, problem)
 

@@ -95,6 +95,16 @@ def test_extras_follow_the_models_backends(tmp_path: Path, repository: Path) -> 
     assert '"workbench[openvino,pytorch]"' in render(DeploySpec(), repository)["Dockerfile"]
 
 
+def test_a_config_that_is_not_utf8_leaves_the_extras_to_the_files(repository: Path) -> None:
+    """A broken config.pbtxt (here Latin-1 bytes) is read like a missing one, by both scans:
+    ``required_extras`` raised UnicodeDecodeError where ``python_requirements`` went on."""
+    (repository / "scripted" / "1").mkdir(parents=True)
+    (repository / "scripted" / "1" / "model.pt").write_bytes(b"")
+    (repository / "scripted" / "config.pbtxt").write_bytes(b'name: "scripted\xe9"\n')
+    assert required_extras(repository) == ["pytorch"]
+    assert '"workbench[pytorch]"' in render(DeploySpec(), repository)["Dockerfile"]
+
+
 def test_cli_writes_the_build_context(tmp_path: Path, repository: Path, capsys) -> None:
     out = tmp_path / "deploy"
     assert main(["deploy", f"--model-repository={repository}", f"--out={out}", "--name=adder",

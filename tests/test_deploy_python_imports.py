@@ -114,8 +114,9 @@ def test_pytorch_models_get_a_cpu_torch_pinned_as_the_extra(tmp_path: Path) -> N
     (repo / "scripted" / "config.pbtxt").write_text('name: "scripted"\nplatform: "pytorch_libtorch"\n')
     (repo / "scripted" / "1" / "model.pt").write_bytes(b"")
     dockerfile = render(DeploySpec(), repo)["Dockerfile"]
-    pins = [r.partition(";")[0].replace(" ", "") for r in metadata.requires("workbench")
-            if r.startswith("torch") and "pytorch" in r]
+    requires = metadata.requires("workbench")
+    assert requires is not None  # the installed package's metadata lists its requirements
+    pins = [r.partition(";")[0].replace(" ", "") for r in requires if r.startswith("torch") and "pytorch" in r]
     assert f'--index-url "$TORCH_INDEX_URL" "{pins[0]}"' in dockerfile
     assert dockerfile.index("$TORCH_INDEX_URL") < dockerfile.index('"workbench[pytorch]"')
 

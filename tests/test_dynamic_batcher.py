@@ -113,7 +113,7 @@ dynamic_batching { max_queue_delay_microseconds: 100000 }
         arrays = [np.full((1, n), n, np.float32) for n in (2, 2, 3, 3)]
         requests = [InferenceRequest("ident", [Tensor("INPUT0", "FP32", a)]) for a in arrays]
         results = await asyncio.gather(*(server.infer(r) for r in requests))
-        for array, result in zip(arrays, results):
+        for array, result in zip(arrays, results, strict=True):
             np.testing.assert_array_equal(result.outputs[0].data, array)
         assert await batch_sizes(server, "ident") == {2: 2}
 
@@ -160,7 +160,7 @@ async def test_max_queue_size_rejects_with_tritons_text(tmp_path: Path, stopper)
     server, blocker = await blocked_server(tmp_path, stopper, extra)
     waiting = [asyncio.create_task(server.infer(request(i))) for i in range(2)]
     await queued(server, "fake", 2)
-    with pytest.raises(Unavailable, match="^Exceeds maximum queue size$"):
+    with pytest.raises(Unavailable, match=r"^Exceeds maximum queue size$"):
         await server.infer(request(9))
     BEHAVIOUR.gate.set()
     await asyncio.gather(blocker, *waiting)
@@ -172,7 +172,7 @@ async def test_queue_timeout_reject(tmp_path: Path, stopper) -> None:
     extra = ("dynamic_batching { default_queue_policy { timeout_action: REJECT "
              "default_timeout_microseconds: 100000 } }")
     server, blocker = await blocked_server(tmp_path, stopper, extra)
-    with pytest.raises(Unavailable, match="^Request timeout expired$"):
+    with pytest.raises(Unavailable, match=r"^Request timeout expired$"):
         await asyncio.wait_for(server.infer(request(1)), timeout=20)
     assert not blocker.done()  # rejected while the instance was still busy
     BEHAVIOUR.gate.set()

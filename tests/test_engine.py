@@ -118,7 +118,7 @@ async def test_concurrent_requests_all_correct(server: Server) -> None:
     rng = np.random.default_rng(0)
     pairs = [rng.random((1 + i % 4, 16), dtype=np.float32) for i in range(200)]
     results = await asyncio.gather(*(server.infer(add_sub_request(p, p * 2)) for p in pairs))
-    for pair, response in zip(pairs, results):
+    for pair, response in zip(pairs, results, strict=True):
         np.testing.assert_allclose(response.outputs[0].data, pair * 3, rtol=1e-6)
 
 

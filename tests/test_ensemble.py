@@ -21,7 +21,14 @@ from workbench import (
     Tensor,
 )
 from workbench.backends.registry import register_backend
-from workbench.testing.ensembles import build_ensemble_repository, build_fake_ensemble_repository
+from workbench.errors import WorkbenchError
+from workbench.results import ModelStats
+from workbench.testing.ensembles import (
+    build_ensemble_repository,
+    build_fake_ensemble_repository,
+    ensemble_config,
+    write_ensemble,
+)
 from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend
 
 
@@ -44,7 +51,7 @@ def outputs_of(response) -> dict[str, np.ndarray]:
     return {t.name: t.data for t in response.outputs}
 
 
-async def stats_of(server: Server, name: str) -> dict:
+async def stats_of(server: Server, name: str) -> ModelStats:
     return (await server.statistics(name))["model_stats"][0]
 
 
@@ -100,7 +107,9 @@ async def test_failing_step_fails_only_its_request(server: Server) -> None:
     same_inputs = [Tensor(f"INPUT{i}", "FP32", bad.inputs[i].data) for i in range(2)]
     direct = await asyncio.gather(server.infer(InferenceRequest("add_sub_any", same_inputs)),
                                   return_exceptions=True)
-    assert type(failure) is type(direct[0]) and str(failure) == str(direct[0])  # the step's error
+    # the step's error, prefixed as Triton's EnsembleContext::FinishEnsemble does
+    assert type(failure) is type(direct[0])
+    assert str(failure) == f"in ensemble 'ens_any', {direct[0]}"
     for i, result in enumerate(results[:10] + results[11:]):
         np.testing.assert_array_equal(outputs_of(result)["OUT"], np.full((1, 4), i + 1, np.float32))
     ensemble = await stats_of(server, "ens_any")
@@ -164,10 +173,9 @@ async def test_statistics_of_the_ensemble_and_its_steps(server: Server) -> None:
     await server.infer(pair("ens_nested", A, B))
     nested, diamond, chain = [await stats_of(server, n) for n in ("ens_nested", "ens_diamond", "ens_chain")]
     assert diamond["inference_stats"]["success"]["count"] == nested_before["inference_stats"]["success"]["count"] + 1
-    phase = "compute_infer"
-    inner = (diamond["inference_stats"][phase]["ns"] + chain["inference_stats"][phase]["ns"]
-             - ensemble["inference_stats"][phase]["ns"])  # ens_chain ran once before
-    assert nested["inference_stats"][phase]["ns"] == inner
+    inner = (diamond["inference_stats"]["compute_infer"]["ns"] + chain["inference_stats"]["compute_infer"]["ns"]
+             - ensemble["inference_stats"]["compute_infer"]["ns"])  # ens_chain ran once before
+    assert nested["inference_stats"]["compute_infer"]["ns"] == inner
 
 
 async def test_sequence_flags_reach_the_step(server: Server) -> None:
@@ -215,6 +223,36 @@ async def test_http_infer_through_an_ensemble(server: Server, asgi_client) -> No
         assert config["ensemble_scheduling"]["step"][0]["model_version"] == -1
         stats = (await http.get("/v2/models/ens_nested/stats")).json()
         assert stats["model_stats"][0]["inference_stats"]["success"]["count"] == 1
+
+
+async def test_http_step_error_is_prefixed_with_the_ensemble(server: Server, asgi_client) -> None:
+    body = {"inputs": [
+        {"name": "IN0", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]},
+        {"name": "IN1", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]},
+    ]}
+    direct = {"inputs": [dict(body["inputs"][0], name="INPUT0"), dict(body["inputs"][1], name="INPUT1")]}
+    async with asgi_client(server) as http:
+        step = await http.post("/v2/models/add_sub_any/infer", json=direct)
+        reply = await http.post("/v2/models/ens_any/infer", json=body)
+    assert reply.status_code == step.status_code, reply.text
+    assert reply.json() == {"error": "in ensemble 'ens_any', " + step.json()["error"]}
+
+
+async def test_nested_ensembles_prefix_each_level(tmp_path: Path) -> None:
+    repo = build_ensemble_repository(tmp_path)
+    io = [("IN0", "TYPE_FP32", [-1]), ("IN1", "TYPE_FP32", [-1])]
+    outer = ensemble_config("ens_outer", io, [("OUT", "TYPE_FP32", [-1])],
+                            [("ens_any", {"IN0": "IN0", "IN1": "IN1"}, {"OUT": "OUT"})], max_batch_size=4)
+    write_ensemble(repo, "ens_outer", outer)
+    bad = [np.ones((1, 3), np.float32), np.ones((1, 4), np.float32)]
+    async with Server(ServerOptions(model_repository=[str(repo)])) as engine:
+        direct = await asyncio.gather(engine.infer(InferenceRequest(
+            "add_sub_any", [Tensor(f"INPUT{i}", "FP32", bad[i]) for i in range(2)])), return_exceptions=True)
+        error = direct[0]
+        assert isinstance(error, WorkbenchError)
+        with pytest.raises(type(error)) as caught:
+            await engine.infer(pair("ens_outer", *bad))
+    assert str(caught.value) == f"in ensemble 'ens_outer', in ensemble 'ens_any', {error}"
 
 
 async def test_grpc_infer_through_an_ensemble(server: Server, stub_for) -> None:

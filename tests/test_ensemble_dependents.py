@@ -28,7 +28,7 @@ SMALLER_BATCH = (
 
 def renamed_identity() -> bytes:
     """identity16 whose output is called RENAMED instead of OUTPUT0 (ONNX bytes)."""
-    dims = ["batch", 16]
+    dims: list[str | int] = ["batch", 16]
     graph = helper.make_graph(
         [helper.make_node("Identity", ["INPUT0"], ["RENAMED"])], "renamed",
         [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, dims)],

@@ -18,6 +18,7 @@ CLASSIFY = ROOT / "examples" / "classify_digits.py"
 
 def _classify_digits():
     spec = importlib.util.spec_from_file_location("classify_digits", CLASSIFY)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -18,6 +18,7 @@ test, no per-example deadline (a shared machine), about ten seconds in all.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import zlib
@@ -130,7 +131,7 @@ def shapes(draw, max_batch_size: int, dims: list[int]) -> list[int]:
     elif kind == 9 and len(shape) > 1:  # an empty tensor with a huge dim
         shape[0], shape[-1] = 0, draw(st.sampled_from(WEIRD_DIMS[7:]))
     elif kind == 9:
-        shape = shape + [draw(st.integers(0, 3))]
+        shape = [*shape, draw(st.integers(0, 3))]
     return shape
 
 
@@ -144,7 +145,7 @@ def tensor_plans(draw, model: str) -> list[dict]:
     if kind == 8:
         names = names[:-1]
     elif kind == 9:
-        names = names + [draw(st.sampled_from([names[0], "EXTRA", ""]))]
+        names = [*names, draw(st.sampled_from([names[0], "EXTRA", ""]))]
     plans = []
     for name in names:
         datatype, dims = inputs.get(name, ("FP32", [-1]))
@@ -360,10 +361,8 @@ def grpc_requests(draw) -> pb.ModelInferRequest:
         typed = _typed_values(plan)
         if typed is not None:
             field, values = typed
-            try:
+            with contextlib.suppress(ValueError, TypeError):
                 getattr(tensor.contents, field).extend(values)
-            except (ValueError, TypeError):
-                pass
             tensor.contents.SetInParent()
     if raw and draw(st.integers(0, 9)) == 0:
         request.raw_input_contents.append(b"\x00" * draw(st.integers(0, 8)))

@@ -25,6 +25,7 @@ INSTALL_ROWS = ("onnxruntime-gpu", "nvidia-ml-py", "cuda-python", "tensorrt-cu12
 
 def load_check_table():
     spec = importlib.util.spec_from_file_location("check_table", ROOT / "tests" / "gpu" / "check_table.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)

@@ -99,7 +99,9 @@ def test_measure_load_lets_the_backend_report_win() -> None:
 
 
 def test_pytorch_counts_parameters_and_buffers_on_the_device() -> None:
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
+    import torch
+
     from workbench.backends.pytorch import module_device_bytes
 
     class Net(torch.nn.Module):

@@ -58,9 +58,9 @@ async def test_health_and_server_metadata(stub) -> None:
 async def test_model_ready_and_metadata(stub) -> None:
     assert (await stub.ModelReady(pb.ModelReadyRequest(name="add_sub"))).ready
     assert not (await stub.ModelReady(pb.ModelReadyRequest(name="versioned", version="9"))).ready
-    error = await rpc_error(stub.ModelReady(pb.ModelReadyRequest(name="nope")))
-    assert error.code() == grpc.StatusCode.NOT_FOUND
-    assert error.details() == "Request for unknown model: 'nope' is not found"
+    # an unknown model is ready: false with OK, as Triton's ModelReady (grpcclient's
+    # is_model_ready() returns False instead of raising)
+    assert not (await stub.ModelReady(pb.ModelReadyRequest(name="nope"))).ready
     metadata = await stub.ModelMetadata(pb.ModelMetadataRequest(name="add_sub"))
     assert metadata.platform == "onnxruntime_onnx" and list(metadata.versions) == ["1"]
     assert [(t.name, t.datatype, list(t.shape)) for t in metadata.inputs] == [
@@ -256,6 +256,9 @@ async def test_explicit_load_with_config_override_and_unload(test_repository: Pa
         await stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="add_sub"))
         index = await stub.RepositoryIndex(pb.RepositoryIndexRequest())
         assert [m.state for m in index.models if m.name == "add_sub"] == ["UNAVAILABLE"]
+        for version in ("", "1"):  # unloaded: ready false with OK (Triton), not an error
+            ready = await stub.ModelReady(pb.ModelReadyRequest(name="add_sub", version=version))
+            assert not ready.ready
         # nothing to unload: success, as Triton (tests/test_load_names.py)
         await stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="nope"))
 

@@ -3,6 +3,8 @@ the server is ready, NOT_SERVING when it is not (Triton's ``grpc_server.cc`` Hea
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -22,7 +24,7 @@ async def _check(server: Server, options: ServerOptions, metadata=()) -> health_
         await grpc_server.stop(None)
 
 
-LOCAL = dict(grpc_address="127.0.0.1", grpc_port=0)
+LOCAL: dict[str, Any] = {"grpc_address": "127.0.0.1", "grpc_port": 0}
 
 
 async def test_ready_server_is_serving(server: Server) -> None:

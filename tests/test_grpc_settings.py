@@ -73,7 +73,7 @@ async def test_log_settings_read_and_update(stub, engine: Server) -> None:
                                                  log_format=("string_param", "ISO8601")))
     expected = {**DEFAULT_LOG, "log_info": False, "log_verbose_level": 2, "log_format": "ISO8601"}
     assert log_values(updated) == expected
-    assert await engine.log_settings() == expected
+    assert await engine.settings.log_settings() == expected
 
 
 @pytest.mark.parametrize(("settings", "code", "message"), [
@@ -89,7 +89,7 @@ async def test_log_settings_read_and_update(stub, engine: Server) -> None:
 async def test_log_settings_errors(stub, engine: Server, settings: dict, code, message: str) -> None:
     error = await rpc_error(stub.LogSettings(log_request(log_warning=("bool_param", False), **settings)))
     assert (error.code(), error.details()) == (code, message)
-    assert await engine.log_settings() == DEFAULT_LOG
+    assert await engine.settings.log_settings() == DEFAULT_LOG
 
 
 # ----------------------------------------------------------------- trace

@@ -143,7 +143,7 @@ async def test_infer_inputs_and_outputs_in_shared_memory(stub, shm_segments) -> 
 
 
 async def test_stream_with_shared_memory_and_mixed_raw_input(stub, shm_segments) -> None:
-    a, b, out_handle = await register_io(stub, shm_segments)
+    a, _b, out_handle = await register_io(stub, shm_segments)
     request = add_sub_shm_request()
     del request.inputs[1].parameters["shared_memory_region"]
     del request.inputs[1].parameters["shared_memory_byte_size"]
@@ -159,7 +159,7 @@ async def test_stream_with_shared_memory_and_mixed_raw_input(stub, shm_segments)
 
 
 async def test_plain_output_next_to_shared_memory_output(stub, shm_segments) -> None:
-    a, b, out_handle = await register_io(stub, shm_segments)
+    a, b, _out_handle = await register_io(stub, shm_segments)
     request = add_sub_shm_request()
     request.outputs[1].ClearField("parameters")
     response = await stub.ModelInfer(request)

@@ -71,9 +71,9 @@ async def test_http_headers_become_parameters(server: Server, asgi_client) -> No
 async def test_http_reserved_header_is_refused(tmp_path_factory, asgi_client) -> None:
     repo = tmp_path_factory.mktemp("forward_all")
     copy_python_model(repo, "add_sub")
-    async with Server(ServerOptions(model_repository=[str(repo)], http_header_forward_pattern=".*")) as engine:
-        async with asgi_client(engine) as http:
-            reply = await http.post("/v2/models/add_sub/infer", json=BODY, headers={"sequence_id": "1"})
+    options = ServerOptions(model_repository=[str(repo)], http_header_forward_pattern=".*")
+    async with Server(options) as engine, asgi_client(engine) as http:
+        reply = await http.post("/v2/models/add_sub/infer", json=BODY, headers={"sequence_id": "1"})
     assert reply.status_code == 400 and reply.json()["error"] == RESERVED
 
 

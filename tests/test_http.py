@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import numpy as np
@@ -48,9 +49,9 @@ async def test_model_metadata_and_ready(client: httpx.AsyncClient) -> None:
     assert versioned["versions"] == ["2"]
     assert (await client.get("/v2/models/add_sub/ready")).status_code == 200
     assert (await client.get("/v2/models/versioned/versions/3/ready")).status_code == 200
-    missing = await client.get("/v2/models/nope/ready")
-    assert missing.status_code == 404
-    assert missing.json() == {"error": "Request for unknown model: 'nope' is not found"}
+    missing = await client.get("/v2/models/nope/ready")  # Triton's HandleModelReady
+    assert missing.status_code == 400
+    assert missing.json() == {"error": "Model version not ready"}
     fixed = (await client.get("/v2/models/fixed_shape")).json()
     assert fixed["inputs"][0]["shape"] == [2, 3]
 
@@ -147,12 +148,15 @@ ERRORS = [
     ("add_sub", {"dtype": "INT32"}, 400,
      "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'INT32', but model 'add_sub' expects 'FP32'"),
     ("add_sub", {"shape": [1, 8]}, 400,
-     "[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model 'add_sub'. Expected [-1,16], got [1,8]. NOTE: Setting a non-zero max_batch_size"),
+     "[request id: <id_unknown>] unexpected shape for input 'INPUT0' for model 'add_sub'. Expected [-1,16], got [1,8]. "
+     "NOTE: Setting a non-zero max_batch_size"),
     ("add_sub", {"drop": True}, 400,
-     "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) ['INPUT0'], but missing required input(s) ['INPUT1']. Please provide all required input(s)."),
+     "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'add_sub'. Got input(s) ['INPUT0'], "
+     "but missing required input(s) ['INPUT1']. Please provide all required input(s)."),
     ("add_sub", {"extra": True}, 400, "unexpected inference input 'EXTRA' for model 'add_sub'"),
     ("add_sub", {"output": "NOPE"}, 400, "unexpected inference output 'NOPE' for model 'add_sub'"),
-    ("add_sub", {"batch": 9}, 400, "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'add_sub'"),
+    ("add_sub", {"batch": 9}, 400,
+     "[request id: <id_unknown>] inference request batch-size must be <= 8 for 'add_sub'"),
     # Triton's HTTP frontend reads shape elements as unsigned integers (IndexAsUInt), so a -1
     # fails there, before the core's "All input dimensions should be specified" (gRPC's text)
     ("add_sub", {"neg": True}, 400,
@@ -212,7 +216,7 @@ async def test_request_id_prefix_in_errors(client: httpx.AsyncClient) -> None:
 
 async def test_binary_byte_size_mismatch_and_short_body(client: httpx.AsyncClient) -> None:
     a = np.ones((1, 16), np.float32)
-    header = {"inputs": [
+    header: dict[str, Any] = {"inputs": [
         {"name": "INPUT0", "shape": [1, 16], "datatype": "FP32", "parameters": {"binary_data_size": 32}},
         {"name": "INPUT1", "shape": [1, 16], "datatype": "FP32", "parameters": {"binary_data_size": 64}},
     ]}

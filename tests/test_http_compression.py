@@ -5,17 +5,18 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+from collections.abc import Callable
 
 import httpx
 import numpy as np
 import pytest
 import pytest_asyncio
-from test_http import HEADER, add_sub_json, binary_body
 
+from tests.test_http import HEADER, add_sub_json, binary_body
 from workbench import Server, ServerOptions
 from workbench.frontends.http.compression import response_encoding
 
-COMPRESSORS = {"gzip": gzip.compress, "deflate": zlib.compress}
+COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {"gzip": gzip.compress, "deflate": zlib.compress}
 
 
 async def _post(client: httpx.AsyncClient, body: bytes, headers: dict) -> httpx.Response:

@@ -29,9 +29,11 @@ def infer_request(value: float) -> bytes:
 
 async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
     """Wait (yielding to the loop) until ``condition()`` holds."""
-    async with asyncio.timeout(timeout_s):
+    async def holds() -> None:
         while not condition():
             await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(holds(), timeout_s)  # asyncio.timeout is Python 3.11+
 
 
 @pytest.fixture

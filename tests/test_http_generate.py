@@ -159,17 +159,22 @@ async def test_a_client_gone_mid_stream_leaves_nothing_waiting(tmp_path: Path) -
     async with http_listener(ServerOptions(model_repository=[str(write_models(tmp_path))])) as clients:
         reader, writer = await clients.connect()
         writer.write(head + body)
-        async with asyncio.timeout(10):
+        async def first_event() -> bytes:
             received = b""
             while b"data: " not in received:
                 received += await reader.read(4096)
+            return received
+
+        received = await asyncio.wait_for(first_event(), 10)  # asyncio.timeout is Python 3.11+
         assert b"200 OK" in received and b"text/event-stream" in received
         writer.close()
         tasks = clients.service.server_state.tasks
-        async with asyncio.timeout(2):  # well before the model's remaining 3.9 s of responses
+
+        async def drained() -> None:
             while tasks:
                 await asyncio.sleep(0.02)
+
+        await asyncio.wait_for(drained(), 2)  # well before the model's remaining 3.9 s of responses
         reader, writer = await clients.connect()
         writer.write(b"GET /v2/health/live HTTP/1.1\r\nhost: x\r\n\r\n")
-        async with asyncio.timeout(5):
-            assert (await reader.readline()).startswith(b"HTTP/1.1 200")
+        assert (await asyncio.wait_for(reader.readline(), 5)).startswith(b"HTTP/1.1 200")

@@ -42,11 +42,11 @@ async def test_the_json_cap_counts_the_json_header_of_a_binary_body(test_reposit
     header = orjson.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4096],
                                        "parameters": {"binary_data_size": data.nbytes}}],
                            "parameters": {"binary_data_output": True}})
-    async with http_listener(options) as clients:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{clients.port}") as client:
-            ok = await client.post("/v2/models/identity_fp32/infer", content=header + data.tobytes(),
-                                   headers={"Inference-Header-Content-Length": str(len(header))})
-            refused = await client.post("/v2/models/identity_fp32/infer", content=json_body(300))
+    async with (http_listener(options) as clients,
+                httpx.AsyncClient(base_url=f"http://127.0.0.1:{clients.port}") as client):
+        ok = await client.post("/v2/models/identity_fp32/infer", content=header + data.tobytes(),
+                               headers={"Inference-Header-Content-Length": str(len(header))})
+        refused = await client.post("/v2/models/identity_fp32/infer", content=json_body(300))
     assert ok.status_code == 200  # 16 KiB of binary tensor, a small JSON header
     assert refused.status_code == 400 and "--http-max-json-size" in refused.json()["error"]
 

@@ -45,7 +45,7 @@ async def health(port: int) -> int:
 async def test_a_head_that_never_ends_gets_408_and_an_idle_connection_is_closed(tmp_path: Path) -> None:
     async with listening(tmp_path, http_header_timeout=0.3) as clients:
         slow_reader, slow = await clients.connect()
-        idle_reader, idle = await clients.connect()
+        idle_reader, _idle = await clients.connect()
         slow.write(b"GET /v2/health/ready HTTP/1.1\r\nhost: x\r\n")  # no blank line: never ends
         answer = await until_closed(slow_reader)
         assert answer.startswith(b"HTTP/1.1 408 ") and b"--http-header-timeout" in answer
@@ -117,7 +117,7 @@ def test_slowloris_connections_cannot_make_health_ready_fail(tmp_path: Path) -> 
                                    "--allow-metrics=false"], nofile=256)
     attackers: list[socket.socket] = []
     try:
-        for i in range(300):
+        for _ in range(300):
             sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
             sock.sendall(b"GET /v2/health/ready HTTP/1.1\r\n")
             attackers.append(sock)

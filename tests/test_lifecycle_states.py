@@ -27,6 +27,7 @@ from workbench import (
     Unavailable,
 )
 from workbench.backends.registry import register_backend
+from workbench.results import RepositoryIndexRow
 from workbench.testing.fake_backend import BEHAVIOUR, FAKE_CONFIG, FakeBackend, write_fake_model
 from workbench.testing.reload import atomic_write, write_add_sub
 
@@ -46,7 +47,7 @@ def fake_request(name: str, value: float = 1.0, version: str = "") -> InferenceR
     return InferenceRequest(name, [Tensor("INPUT0", "FP32", data)], model_version=version)
 
 
-async def rows(server: Server, name: str) -> list[dict]:
+async def rows(server: Server, name: str) -> list[RepositoryIndexRow]:
     return [r for r in await server.repository_index() if r["name"] == name]
 
 

@@ -6,6 +6,7 @@ import asyncio
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -78,7 +79,7 @@ async def test_scrape_equals_the_statistics_api(server: Server) -> None:
     assert len(stats) == len(series(samples, "nv_inference_request_success")) == 7
     for model in stats:
         labels = {"model": model["name"], "version": model["version"]}
-        inference = model["inference_stats"]
+        inference: dict[str, Any] = dict(model["inference_stats"])  # read by each family's key
         assert value(samples, "nv_inference_request_success", **labels) == inference["success"]["count"]
         assert value(samples, "nv_inference_count", **labels) == model["inference_count"]
         assert value(samples, "nv_inference_exec_count", **labels) == model["execution_count"]

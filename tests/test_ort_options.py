@@ -24,6 +24,7 @@ from workbench.backends.ort_options import (
     session_plan,
     tensorrt_options,
 )
+from workbench.results import RepositoryIndexRow
 from workbench.testing.models import ADD_SUB_CONFIG, add_sub_graph, write_model
 
 ALL = [TENSORRT, CUDA, OPENVINO, CPU]
@@ -182,7 +183,7 @@ def test_a_provider_that_did_not_start_fails_the_load() -> None:
 
 # --- load tests on a real model ---------------------------------------------------------
 
-async def _load(tmp_path: Path, extra: str) -> tuple[dict, Server]:
+async def _load(tmp_path: Path, extra: str) -> tuple[RepositoryIndexRow, Server]:
     write_model(tmp_path, "add_sub", ADD_SUB_CONFIG + extra, add_sub_graph())
     server = Server(ServerOptions(model_repository=[str(tmp_path)], exit_on_error=False))
     await server.start()

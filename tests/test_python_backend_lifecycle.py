@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench import InferenceRequest, InternalError, Server, ServerOptions, Tensor
+from workbench import InferenceRequest, InternalError, InvalidArgument, Server, ServerOptions, Tensor
 from workbench.backends.python.instance import PythonInstance
 from workbench.backends.python.transport import SHM_DIR, SHM_PREFIX, remove_stale_segments
 from workbench.scheduling.dispatcher import Dispatcher
@@ -194,3 +194,32 @@ async def test_an_output_of_the_wrong_datatype_fails_its_request(tmp_path: Path)
         with pytest.raises(InternalError, match="output 'OUTPUT0' of model 'identity' has datatype FP32, but "
                                                 "the model configuration expects FP64"):
             await server.infer(InferenceRequest("identity", [Tensor("INPUT0", "FP32", np.ones(3, np.float32))]))
+
+
+async def test_auto_complete_helper_errors_fail_the_load_with_triton_texts(tmp_path: Path, asgi_client) -> None:
+    copy_python_model(tmp_path, "auto_complete", "small_batch", extra="max_batch_size: 8\n")
+    shape_tensor = tmp_path / "shape_tensor"
+    (shape_tensor / "1").mkdir(parents=True)
+    (shape_tensor / "config.pbtxt").write_text('backend: "python"\n')
+    (shape_tensor / "1" / "model.py").write_text(
+        "class TritonPythonModel:\n"
+        "    @staticmethod\n"
+        "    def auto_complete_config(config):\n"
+        "        config.add_input({'name': 'S', 'data_type': 'TYPE_INT32', 'dims': [1], 'is_shape_tensor': True})\n"
+        "        return config\n")
+    expected = {
+        "small_batch": "ValueError: configuration specified max_batch_size 8, but in auto-complete-config "
+                       "function for model 'small_batch' specified max_batch_size 4",
+        "shape_tensor": "ValueError: input 'S' in auto-complete-config function for model 'shape_tensor' "
+                        "contains property other than 'name', 'data_type', 'dims' and 'optional'.",
+    }
+    async with Server(options(tmp_path, model_control_mode="explicit")) as server:
+        with pytest.raises(InvalidArgument) as caught:
+            await server.load_model("small_batch")
+        assert str(caught.value).split("\n\nAt:\n")[0] == (
+            "load failed for model 'small_batch': " + expected["small_batch"])
+        async with asgi_client(server) as http:
+            reply = await http.post("/v2/repository/models/shape_tensor/load")
+        assert reply.status_code == 400
+        assert reply.json()["error"].split("\n\nAt:\n")[0] == (
+            "load failed for model 'shape_tensor': " + expected["shape_tensor"])

@@ -1,16 +1,19 @@
-"""Rate limiter: two models sharing one resource pool never execute at the same time."""
+"""Rate limiter: two models sharing one resource pool never execute at the same time; pools
+too small for one instance, or a resource both global and per-device, are refused as Triton
+refuses them; with plenty of resources two models progress evenly."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from workbench import InferenceRequest, InvalidArgument, Server, ServerOptions, Tensor
+from workbench import InferenceRequest, InvalidArgument, ModelLoadError, Server, ServerOptions, Tensor
 from workbench.backends.registry import register_backend
-from workbench.scheduling.rate_limiter import parse_resource
+from workbench.scheduling.rate_limiter import explicit_count, parse_resource
 from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend, write_fake_model
 from workbench.testing.waits import queued
 
@@ -83,3 +86,63 @@ async def test_bad_resource_flag(tmp_path: Path) -> None:
 def test_parse_resource() -> None:
     assert parse_resource("Res:4") == (("res", None), 4)
     assert parse_resource("gpu_mem:2:1") == (("gpu_mem", 1), 2)
+
+
+def write_devices(repo: Path, name: str, resources: str, priority: int = 1) -> None:
+    """A one-instance fake model whose ``rate_limiter`` holds ``resources`` (pbtxt list items)."""
+    write_fake_model(repo, name, count=1, group=f"rate_limiter {{ resources [ {resources} ] priority: {priority} }}")
+
+
+@pytest.mark.parametrize(
+    ("pools", "limited_to"),
+    [(["resource1:1"], 1), (["resource1:3", "resource2:2"], 3), (["resource1:10:10", "resource2:2"], 0)],
+    ids=["pool-of-1", "pool-of-3", "pool-on-another-device"],
+)
+async def test_pool_smaller_than_one_instance_is_refused_at_start(
+    tmp_path: Path, pools: list[str], limited_to: int
+) -> None:
+    """As L0_rate_limiter's failing cases: a pool that cannot hold one instance's resources
+    fails the model (and the start-up) with Triton's text; a resource absent from the explicit
+    pools counts as 0."""
+    write_devices(tmp_path, "model_a", '{ name: "resource1" count: 4 }')
+    write_devices(tmp_path, "model_b", '{ name: "resource1" count: 2 }, { name: "resource2" global: true count: 2 }', 2)
+    with pytest.raises(ModelLoadError) as raised:
+        await start(tmp_path, rate_limit="execution_count", rate_limit_resource=pools)
+    assert (f'Resource count for "resource1" is limited to {limited_to} which will prevent scheduling of one '
+            "or more model instances, the minimum required count is 4") in str(raised.value)
+
+
+async def test_resource_both_global_and_per_device_is_refused(tmp_path: Path) -> None:
+    write_devices(tmp_path, "model_a", '{ name: "resource2" global: true count: 2 }, '
+                                       '{ name: "resource2" global: false count: 2 }')
+    with pytest.raises(ModelLoadError) as raised:
+        await start(tmp_path, rate_limit="execution_count")
+    assert ('Resource "resource2" is present as both global and device-specific resource in the model '
+            "configuration.") in str(raised.value)
+
+
+async def test_plenty_of_resources_share_fairly(tmp_path: Path) -> None:
+    """L0_rate_limiter's plenty-resource case: ``resource1:6`` is a per-device pool (no device
+    named: every device has 6), enough for both models (4 + 2) at once, so under equal load
+    they progress evenly. Every execution meets one of the other model at a barrier: the
+    counts stay in step, and an execution that waits alone for resources breaks it."""
+    write_devices(tmp_path, "model_a", '{ name: "resource1" count: 4 }')
+    write_devices(tmp_path, "model_b", '{ name: "resource1" count: 2 }, { name: "resource2" global: true count: 2 }', 2)
+    server = await start(tmp_path, rate_limit="execution_count", rate_limit_resource=["resource1:6", "resource2:2"])
+    try:
+        BEHAVIOUR.barrier = threading.Barrier(2, timeout=5)
+        loads = {m: asyncio.gather(*(server.infer(request(m, 1)) for _ in range(20))) for m in ("model_a", "model_b")}
+        await asyncio.gather(*loads.values())
+        assert BEHAVIOUR.executions == {"model_a_0_0": 20, "model_b_0_0": 20}
+    finally:
+        BEHAVIOUR.barrier = None
+        await server.stop()
+
+
+def test_explicit_pools_per_device_and_global() -> None:
+    """Triton's lookup: ``NAME:COUNT`` is each device's pool; a global resource takes the
+    largest explicit count of its name, whatever the device."""
+    assert explicit_count({("r", None): 6}, ("r", 0)) == 6
+    assert explicit_count({("r", 1): 3, ("r", None): 2}, ("r", 1)) == 3
+    assert explicit_count({("r", 1): 3}, ("r", 0)) == 0
+    assert explicit_count({("g", 3): 5, ("g", None): 2}, ("g", None)) == 5

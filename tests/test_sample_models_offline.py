@@ -29,11 +29,11 @@ SAMPLES = ROOT / "sample_models"
 sys.path.insert(0, str(SAMPLES))
 
 # the build scripts: importable through the sys.path entry above, which mypy cannot follow
-import build  # type: ignore[import-not-found]  # noqa: E402  sample_models/: not on mypy's path
-import build_minilm  # type: ignore[import-not-found]  # noqa: E402  sample_models/: not on mypy's path
-import build_sources  # type: ignore[import-not-found]  # noqa: E402  sample_models/: not on mypy's path
-import build_text_classifier  # type: ignore[import-not-found]  # noqa: E402  sample_models/: not on mypy's path
-import sentiment_lexicon  # type: ignore[import-not-found]  # noqa: E402  sample_models/: not on mypy's path
+import build  # noqa: E402  sample_models/, put on sys.path above
+import build_minilm  # noqa: E402  sample_models/, put on sys.path above
+import build_sources  # noqa: E402  sample_models/, put on sys.path above
+import build_text_classifier  # noqa: E402  sample_models/, put on sys.path above
+import sentiment_lexicon  # noqa: E402  sample_models/, put on sys.path above
 
 from workbench.testing.sentences import (  # noqa: E402
     PARAPHRASE_PAIR,

@@ -36,7 +36,7 @@ async def server(sample_repository: Path):
 def reference() -> np.ndarray:
     """``SentenceTransformer.encode`` of every test sentence (the real all-MiniLM-L6-v2)."""
     sys.path.insert(0, str(SAMPLES))
-    import build_minilm  # type: ignore[import-not-found]  # sample_models/ (on sys.path here): not on mypy's path
+    import build_minilm  # sample_models/ (on sys.path here)
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(build_minilm.source_dir()), device="cpu")

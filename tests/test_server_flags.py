@@ -82,8 +82,34 @@ def test_composite_flags_fill_their_fields() -> None:
     assert (options.trace_file, options.trace_level) == ("/t.json", ["TIMESTAMPS"])
     assert (options.default_max_batch_size, options.response_cache_byte_size) == (2, 64)
     assert options.strict_model_config is True  # --disable-auto-complete-config wins, as before
-    assert _options("--cache-config=local,size=64",
-                    "--response-cache-byte-size=8").response_cache_byte_size == 8
+
+
+@pytest.mark.parametrize(
+    ("flags", "text"),
+    [
+        (["--response-cache-byte-size=12345", "--cache-config=local,size=67890"], "Incompatible flags "
+         "--response-cache-byte-size and --cache-config both provided. Please provide one or the other."),
+        (["--cache-config=local,size=8192", "--cache-config=redis,key=value"],
+         "found multiple cache configurations, but only a single cache is currently supported"),
+        (["--cache-config=size=8192"], "No cache specified. --cache-config option format is "
+         "<cache name>,<setting>=<value>. Got size=8192"),
+        (["--cache-config=local,size"], "--cache-config option format is '<cache name>,<setting>=<value>'. "
+         "Got local,size"),
+        (["--cache-config=local,type=lru"], "Failed to initialize LocalCache: config didn't contain a valid "
+         "'size' field."),
+    ],
+    ids=["both-styles", "two-caches", "no-cache-name", "no-value", "no-size"],
+)
+def test_cache_flags_are_checked_as_tritonserver_does(flags: list[str], text: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        _options(*flags)
+    assert text in str(info.value.code)
+
+
+def test_cache_config_entries_of_one_cache_combine() -> None:
+    """Several ``--cache-config`` items of the ``local`` cache are one cache's settings."""
+    assert _options("--cache-config=local,size=4096", "--cache-config=local,other=x").response_cache_byte_size == 4096
+    assert _options("--response-cache-byte-size=8").response_cache_byte_size == 8
 
 
 def test_flags_left_out_keep_the_environment(monkeypatch) -> None:

@@ -110,12 +110,12 @@ async def test_log_settings_take_effect_on_python_logging(tmp_path: Path, root_l
     log_file = tmp_path / "server.log"
     configure_logging(0)
     server = Server(ServerOptions(log_file=str(log_file), log_warning=False))
-    server.add_log_settings_observer(apply_log_settings)
+    server.settings.add_log_settings_observer(apply_log_settings)
     log = logging.getLogger("workbench.test")
     log.info("info one")
     log.warning("warning one")  # log_warning is off
     log.debug("debug one")  # not verbose
-    await server.update_log_settings({"log_verbose_level": 1, "log_format": "ISO8601", "log_info": False,
+    await server.settings.update_log_settings({"log_verbose_level": 1, "log_format": "ISO8601", "log_info": False,
                                       "log_warning": True})
     log.info("info two")  # log_info is now off
     log.warning("warning two")
@@ -123,6 +123,6 @@ async def test_log_settings_take_effect_on_python_logging(tmp_path: Path, root_l
     assert [line.split("] ", 1)[1] for line in lines] == ["info one", "warning two"]
     assert lines[0].startswith("I") and " test_settings.py:" in lines[0]
     assert lines[1][:20].endswith("Z") and lines[1][20:23] == " W "  # 2024-01-02T15:04:05Z W
-    await server.update_log_settings({"log_info": True})
+    await server.settings.update_log_settings({"log_info": True})
     log.debug("debug two")  # verbose level 1: debug lines are logged
     assert log_file.read_text().splitlines()[-1].endswith("] debug two")

@@ -78,16 +78,16 @@ def secret(tmp_path: Path) -> Path:
 async def test_symlinked_key_is_refused(engine: Server, shm_entry, secret: Path) -> None:
     key = shm_entry("symlink", secret)
     with pytest.raises(InvalidArgument, match=f"^Unable to open shared memory region: '{key}'$"):
-        await engine.register_system_shared_memory("r", key, 0, 16)
-    assert await engine.system_shared_memory_status() == []
+        await engine.shared_memory.register_system_shared_memory("r", key, 0, 16)
+    assert await engine.shared_memory.system_shared_memory_status() == []
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dir"])
 async def test_special_objects_are_refused(engine: Server, shm_entry, kind: str) -> None:
     key = shm_entry(kind)
     with pytest.raises(InvalidArgument, match=f"^Unable to open shared memory region: '{key}'$"):
-        await engine.register_system_shared_memory("r", key, 0, 16)
-    assert await engine.system_shared_memory_status() == []
+        await engine.shared_memory.register_system_shared_memory("r", key, 0, 16)
+    assert await engine.shared_memory.system_shared_memory_status() == []
 
 
 @pytest.mark.parametrize(("key", "text"), [
@@ -99,17 +99,17 @@ async def test_special_objects_are_refused(engine: Server, shm_entry, kind: str)
 ])
 async def test_keys_that_are_no_shm_name_are_invalid(engine: Server, key: str, text: str) -> None:
     with pytest.raises(InvalidArgument, match=text):
-        await engine.register_system_shared_memory("r", key, 0, 16)
+        await engine.shared_memory.register_system_shared_memory("r", key, 0, 16)
 
 
 async def test_absent_key_is_a_client_error(engine: Server) -> None:
     with pytest.raises(InvalidArgument, match=r"^Unable to open shared memory region: '/wb_absent'$"):
-        await engine.register_system_shared_memory("r", "/wb_absent", 0, 16)
+        await engine.shared_memory.register_system_shared_memory("r", "/wb_absent", 0, 16)
 
 
 async def test_output_region_too_small_is_invalid_argument(engine: Server, shm_segments) -> None:
     key, _ = shm_segments(128)
-    await engine.register_system_shared_memory("r", key, 0, 128)
+    await engine.shared_memory.register_system_shared_memory("r", key, 0, 128)
     zeros = np.zeros((1, 16), np.float32)
     request = InferenceRequest(
         "add_sub",
@@ -131,8 +131,8 @@ async def test_large_tensors_round_trip_off_the_loop(engine: Server, shm_segment
     data = np.arange(n, dtype=np.float32).reshape(1, n)
     key, handle = shm_segments(2 * data.nbytes)
     shm.set_shared_memory_region(handle, [data])
-    await engine.register_system_shared_memory("in", key, 0, data.nbytes)
-    await engine.register_system_shared_memory("out", key, data.nbytes, data.nbytes)
+    await engine.shared_memory.register_system_shared_memory("in", key, 0, data.nbytes)
+    await engine.shared_memory.register_system_shared_memory("out", key, data.nbytes, data.nbytes)
     request = InferenceRequest(
         "identity_fp32",
         [tensor_from_shared_memory("INPUT0", "FP32", [1, n], {"shared_memory_region": "in",
@@ -160,7 +160,7 @@ async def test_http_bad_keys_are_400_json(engine: Server, asgi_client, shm_entry
 
 async def test_http_output_region_too_small_is_400(engine: Server, asgi_client, shm_segments) -> None:
     key, _ = shm_segments(128)
-    await engine.register_system_shared_memory("r", key, 0, 128)
+    await engine.shared_memory.register_system_shared_memory("r", key, 0, 128)
     body = {"inputs": [{"name": f"INPUT{i}", "shape": [1, 16], "datatype": "FP32",
                         "parameters": {"shared_memory_region": "r", "shared_memory_byte_size": 64}}
                        for i in range(2)],

@@ -389,6 +389,21 @@ def test_profile_shapes_from_the_onnx_model_and_the_operator(tmp_path: Path) -> 
     assert profile["input_ids"] == ProfileRange((1, 1), (8, 16), (8, 64))
 
 
+@pytest.mark.parametrize(("name", "content"), [
+    ("model.onnx", b"\x0a\xff\xff\xff\xff\xff"),  # protobuf bytes cut short: DecodeError
+    ("model.onnx", b"not a model \xff\xfe"),
+    ("model.json", b"{"),  # onnx picks a JSON / text reader by the file's extension
+    ("model.textproto", b"zz: 1"),
+    ("model.onnxtxt", b"<bad"),
+])
+def test_a_file_that_is_not_onnx_is_a_usage_error(tmp_path: Path, name: str, content: bytes) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(PlanBuildError) as error:
+        read_onnx_inputs(path)
+    assert error.value.message.startswith(f"'{path}' is not an ONNX model: ") and error.value.exit_code == 2
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"dims": {}}, "input 'input_ids' has dynamic dimension 1 ('sequence') (shape [batch,sequence]); give its "
          "range with --dim sequence=MIN,OPT,MAX or --min-shapes/--opt-shapes/--max-shapes input_ids:..."),

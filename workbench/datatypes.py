@@ -108,7 +108,7 @@ def serialize_bytes(array: np.ndarray) -> bytes:
     return bytes(out.item())
 
 
-def deserialize_bytes(buffer: bytes | memoryview, name: str, model: str) -> np.ndarray:
+def deserialize_bytes(buffer: bytes | bytearray | memoryview, name: str, model: str) -> np.ndarray:
     """Triton's length-prefixed encoding -> 1-D numpy object array of ``bytes``.
 
     Raises:

@@ -50,7 +50,7 @@ def open_nvml() -> Any | None:
         return None
     try:
         pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound / _DriverNotLoaded and friends
+    except pynvml.NVMLError as exc:  # NVMLError_LibraryNotFound / _DriverNotLoaded and friends
         log.info("NVML unavailable, no GPU readings: %s", exc)
         return None
     return pynvml
@@ -93,7 +93,7 @@ def _read_device(nvml: Any, ordinal: int, uuid: str | None) -> GpuMemoryReading 
         if used is not None:
             return GpuMemoryReading(used, per_process=True)
         return GpuMemoryReading(int(nvml.nvmlDeviceGetMemoryInfo(handle).used), per_process=False)
-    except Exception as exc:  # NVMLError_NotSupported, NoPermission, GpuIsLost, ...
+    except nvml.NVMLError as exc:  # NVMLError_NotSupported, NoPermission, GpuIsLost, ...
         log.debug("no NVML memory reading for CUDA device %d: %s", ordinal, exc)
         return None
 
@@ -102,7 +102,7 @@ def _process_bytes(nvml: Any, handle: Any) -> int | None:
     """This PID's bytes on the device, or None when NVML does not list it with a number."""
     try:
         processes = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
-    except Exception:  # NotSupported (some vGPU / container setups): use the device figure
+    except nvml.NVMLError:  # NotSupported (some vGPU / container setups): use the device figure
         return None
     pid = os.getpid()
     mine = [p.usedGpuMemory for p in processes if p.pid == pid and p.usedGpuMemory is not None]

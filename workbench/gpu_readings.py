@@ -46,10 +46,12 @@ def _visible(index: int, uuid: str) -> bool:
     return False
 
 
-def _nvml_value(call: Any, *args: Any) -> Any | None:
+def _nvml_value(nvml: Any, call: Any, *args: Any) -> Any | None:
+    """``call(*args)``, or None where NVML raises (``nvml.NVMLError``: NotSupported and the
+    like): that reading is left out."""
     try:
         return call(*args)
-    except Exception:  # NVMLError_NotSupported and the like: leave that reading out
+    except nvml.NVMLError:
         return None
 
 
@@ -70,9 +72,9 @@ class GpuSampler:
         if nvml is None:
             return []
         readings = []
-        for index in range(_nvml_value(nvml.nvmlDeviceGetCount) or 0):
-            handle = _nvml_value(nvml.nvmlDeviceGetHandleByIndex, index)
-            uuid = _nvml_value(nvml.nvmlDeviceGetUUID, handle) if handle is not None else None
+        for index in range(_nvml_value(nvml, nvml.nvmlDeviceGetCount) or 0):
+            handle = _nvml_value(nvml, nvml.nvmlDeviceGetHandleByIndex, index)
+            uuid = _nvml_value(nvml, nvml.nvmlDeviceGetUUID, handle) if handle is not None else None
             if uuid is None:
                 continue
             uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
@@ -81,11 +83,11 @@ class GpuSampler:
         return readings
 
     def _read_one(self, nvml: Any, handle: Any, uuid: str) -> GpuReading:
-        rates = _nvml_value(nvml.nvmlDeviceGetUtilizationRates, handle)
-        memory = _nvml_value(nvml.nvmlDeviceGetMemoryInfo, handle)
-        power_mw = _nvml_value(nvml.nvmlDeviceGetPowerUsage, handle)
-        limit_mw = _nvml_value(nvml.nvmlDeviceGetPowerManagementLimit, handle)
-        energy_mj = _nvml_value(nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
+        rates = _nvml_value(nvml, nvml.nvmlDeviceGetUtilizationRates, handle)
+        memory = _nvml_value(nvml, nvml.nvmlDeviceGetMemoryInfo, handle)
+        power_mw = _nvml_value(nvml, nvml.nvmlDeviceGetPowerUsage, handle)
+        limit_mw = _nvml_value(nvml, nvml.nvmlDeviceGetPowerManagementLimit, handle)
+        energy_mj = _nvml_value(nvml, nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
         energy = None
         if energy_mj is not None:
             start = self._energy_start.setdefault(uuid, energy_mj / 1000)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -147,7 +147,7 @@ class LiveStatistics:
             self.history[key].append(sample)
         return samples
 
-    async def stream(self, interval_s: float = 1.0) -> AsyncIterator[list[LiveSample]]:
+    async def stream(self, interval_s: float = 1.0) -> AsyncGenerator[list[LiveSample], None]:
         """Yield :meth:`sample` every ``interval_s`` seconds until :meth:`close`."""
         while not self._closed:
             await asyncio.sleep(interval_s)

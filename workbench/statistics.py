@@ -12,6 +12,9 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import cast
+
+from workbench import results
 
 #: the eight ``inference_stats`` entries, all always present (perf_analyzer reads them unguarded).
 INFERENCE_STAT_KEYS = (
@@ -41,7 +44,7 @@ class Duration:
         self.count += count
         self.ns += ns
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> results.StatisticDuration:
         return {"count": self.count, "ns": self.ns}
 
 
@@ -90,7 +93,7 @@ class MemoryUsage:
     byte_size: int
     estimate: bool = False
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> results.MemoryUsage:
         """Triton's JSON form: ``{"type", "id", "byte_size"}`` (``estimate`` left out)."""
         return {"type": self.kind, "id": self.id, "byte_size": self.byte_size}
 
@@ -271,15 +274,17 @@ class ModelStatistics:
         batch.compute_infer.add(infer_ns)
         batch.compute_output.add(output_ns)
 
-    def snapshot(self) -> dict:
-        """Triton's JSON form of this version's statistics."""
+    def snapshot(self) -> results.ModelStats:
+        """Triton's JSON form of this version's statistics (durations in ns, ``last_inference``
+        in ms since the epoch)."""
         return {
             "name": self.name,
             "version": self.version,
             "last_inference": self.last_inference_ms,
             "inference_count": self.inference_count,
             "execution_count": self.execution_count,
-            "inference_stats": {k: v.as_dict() for k, v in self.stats.items()},
+            # the eight INFERENCE_STAT_KEYS, always all present: InferStats' keys
+            "inference_stats": cast(results.InferStats, {k: v.as_dict() for k, v in self.stats.items()}),
             "response_stats": {},
             "batch_stats": [
                 {

@@ -212,7 +212,7 @@ def tensor_to_buffer(tensor: Tensor) -> bytes | memoryview:
         return b""
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
-    return memoryview(np.ascontiguousarray(array)).cast("B")
+    return np.ascontiguousarray(array).data.cast("B")  # .data: the array's memoryview
 
 
 def tensor_to_list(tensor: Tensor) -> list:

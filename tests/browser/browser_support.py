@@ -1,5 +1,5 @@
-"""What the browser tests share (imported as a sibling module, as tests/gpu does; not from
-``conftest``, a name several test folders use)."""
+"""What the browser tests share (``tests.browser.browser_support``, as tests/gpu has its
+helpers; not from ``conftest``, a name several test folders use)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import pytest
@@ -61,7 +62,10 @@ def serving(jupyter: JupyterProcess) -> Iterator[Dashboard]:
 PATIENCE_S = 90.0
 
 
-def eventually(check: Callable[[], object], what: str) -> object:
+T = TypeVar("T")
+
+
+def eventually(check: Callable[[], T | None], what: str) -> T:
     """``check()`` once it is truthy; fails with ``what`` past :data:`PATIENCE_S`."""
     deadline = time.monotonic() + PATIENCE_S
     while True:

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_support import BASE_URL, CHROMIUM, ENABLE_FILE, Dashboard, serving
 
+from tests.browser.browser_support import BASE_URL, CHROMIUM, ENABLE_FILE, Dashboard, serving
 from workbench.testing.process import JupyterProcess
 from workbench.testing.reload import write_add_sub
 

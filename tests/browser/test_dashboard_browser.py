@@ -8,7 +8,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
-from browser_support import PATIENCE_S, eventually
+
+from tests.browser.browser_support import PATIENCE_S, eventually
 
 #: the live time series, named in workbench.ui.live_view
 SERIES_JS = "Bokeh.documents[0].get_model_by_name('live_series')"

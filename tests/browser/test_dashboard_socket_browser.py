@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from browser_support import PATIENCE_S
-from test_dashboard_browser import open_dashboard
+from tests.browser.browser_support import PATIENCE_S
+from tests.browser.test_dashboard_browser import open_dashboard
 
 #: Unload / Load pairs clicked
 ROUNDS = 10

@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from browser_support import PATIENCE_S
-
+from tests.browser.browser_support import PATIENCE_S
 from workbench.testing.process import free_ports
 from workbench.testing.reload import write_add_sub
 

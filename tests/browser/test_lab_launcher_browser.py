@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from browser_support import (
+
+from tests.browser.browser_support import (
     BASE_URL,
     ENABLE_FILE,
     PATIENCE_S,
@@ -26,7 +27,6 @@ from browser_support import (
     serving,
     write_dashboard_notebook,
 )
-
 from workbench.testing.lab import LAB_TEST_FLAGS, OPEN_DASHBOARD_COMMAND, lab_missing
 from workbench.testing.process import JupyterProcess
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from browser_support import (
+
+from tests.browser.browser_support import (
     BASE_URL,
     ENABLE_FILE,
     FIND_JS,
@@ -23,7 +24,6 @@ from browser_support import (
     serving,
     write_dashboard_notebook,
 )
-
 from workbench.testing.lab import LAB_TEST_FLAGS, lab_missing
 from workbench.testing.process import JupyterProcess
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from browser_support import (
+
+from tests.browser.browser_support import (
     BASE_URL,
     CHROMIUM,
     ENABLE_FILE,
@@ -24,9 +25,8 @@ from browser_support import (
     serving,
     write_dashboard_notebook,
 )
-from test_dashboard_browser import infer_add_sub, open_dashboard
-from test_lab_launcher_browser import lab  # noqa: F401 - the lab fixture
-
+from tests.browser.test_dashboard_browser import infer_add_sub, open_dashboard
+from tests.browser.test_lab_launcher_browser import lab  # noqa: F401 - the lab fixture
 from workbench.testing.process import JupyterProcess
 
 WAIT_MS = PATIENCE_S * 1000

@@ -4,10 +4,10 @@ new user's finding: they were off-screen to the right). Screenshot kept (see con
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
-from browser_support import PATIENCE_S, eventually
-
+from tests.browser.browser_support import PATIENCE_S, eventually
 from workbench.ui.models_view import BUTTONS
 
 WAIT_MS = PATIENCE_S * 1000
@@ -37,7 +37,7 @@ def test_every_rows_buttons_are_visible_at_1400_px(browser, dashboard, shots: Pa
     assert count >= 3  # add_sub/1, digits_mlp/1, digits_mlp/2
     for index in range(count):
         for field, label in BUTTONS.items():
-            box = eventually(lambda index=index, label=label: _placed(page, rows.nth(index), label),
+            box = eventually(partial(_placed, page, rows.nth(index), label),
                              f"row {index}'s {label} button on top on the page")
             assert box["width"] > 0, (index, field)
             assert box["x"] >= 0 and box["x"] + box["width"] <= WIDTH, (index, field, box)

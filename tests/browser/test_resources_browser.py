@@ -12,9 +12,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
-from browser_support import BASE_URL, PATIENCE_S, run_all_cells_until, write_dashboard_notebook
-from test_dashboard_browser import open_dashboard
-from test_lab_launcher_browser import lab  # noqa: F401 - the lab fixture
+
+from tests.browser.browser_support import BASE_URL, PATIENCE_S, run_all_cells_until, write_dashboard_notebook
+from tests.browser.test_dashboard_browser import open_dashboard
+from tests.browser.test_lab_launcher_browser import lab  # noqa: F401 - the lab fixture
 
 WAIT_MS = PATIENCE_S * 1000
 #: every tab, and a text each one shows once rendered

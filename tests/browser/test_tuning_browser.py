@@ -17,10 +17,10 @@ import shutil
 from pathlib import Path
 
 import httpx
-from browser_support import FIND_JS, PATIENCE_S, eventually, run_all_cells_until, write_dashboard_notebook
-from test_dashboard_browser import open_dashboard
-from test_live_browser import EXECUTE_JS, assert_ok, lab  # noqa: F401 - the lab fixture
 
+from tests.browser.browser_support import FIND_JS, PATIENCE_S, eventually, run_all_cells_until, write_dashboard_notebook
+from tests.browser.test_dashboard_browser import open_dashboard
+from tests.browser.test_live_browser import EXECUTE_JS, assert_ok, lab  # noqa: F401 - the lab fixture
 from workbench.ui.tuning_plot import FIGURE_NAME, LEGEND_NAME, SERIES_NAME
 
 WAIT_MS = PATIENCE_S * 1000

@@ -144,22 +144,18 @@ def test_unknown_rank_and_unknown_dims(write_model: Any, graphs: SimpleNamespace
 
 
 @pytest.mark.parametrize(
-    ("settings", "max_batch_size", "dynamic"),
-    [
-        ({"default_max_batch_size": 16}, 16, True),
-        ({"default_max_batch_size": 1}, 1, False),
-        ({"default_max_batch_size": 0}, 0, False),
-    ],
+    ("default_max_batch_size", "max_batch_size", "dynamic"),
+    [(16, 16, True), (1, 1, False), (0, 0, False)],
 )
 def test_default_max_batch_size(
     write_model: Any,
     graphs: SimpleNamespace,
-    settings: dict[str, int],
+    default_max_batch_size: int,
     max_batch_size: int,
     dynamic: bool,
 ) -> None:
     model_dir = write_model("dense", files={"1/model.onnx": graphs.batchable})
-    config = autocomplete_model_config(None, "dense", model_dir, **settings)
+    config = autocomplete_model_config(None, "dense", model_dir, default_max_batch_size=default_max_batch_size)
     assert config.max_batch_size == max_batch_size
     assert config.HasField("dynamic_batching") is dynamic
     expected = [4] if max_batch_size else [-1, 4]

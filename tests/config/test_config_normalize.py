@@ -156,7 +156,11 @@ def test_ensemble_gets_no_instance_group_or_optimization() -> None:
     text = """
     name: "ens"
     platform: "ensemble"
-    ensemble_scheduling { step [ { model_name: "a", model_version: -1, input_map { key: "x" value: "IN" }, output_map { key: "y" value: "OUT" } } ] }
+    ensemble_scheduling {
+      step [ {
+        model_name: "a", model_version: -1, input_map { key: "x" value: "IN" }, output_map { key: "y" value: "OUT" }
+      } ]
+    }
     """
     config = normalize_model_config(parse_model_config(text), gpu_count=1)
     assert len(config.instance_group) == 0

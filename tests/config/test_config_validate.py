@@ -32,7 +32,12 @@ dynamic_batching {
   priority_queue_policy { key: 1 value { max_queue_size: 4 } }
 }
 response_cache { enable: true }
-model_metrics { metric_control [ { metric_identifier { family: "nv_inference_first_response_histogram_ms" } histogram_options { buckets: [ 1, 10 ] } } ] }
+model_metrics {
+  metric_control [ {
+    metric_identifier { family: "nv_inference_first_response_histogram_ms" }
+    histogram_options { buckets: [ 1, 10 ] }
+  } ]
+}
 """
 
 GOOD_SEQUENCE = """
@@ -106,8 +111,10 @@ def test_dynamic_batching_without_max_batch_size_warns(caplog: pytest.LogCapture
 
 
 PY = 'name: "m" backend: "python" '
-IO = 'input [ { name: "a", data_type: TYPE_FP32, dims: [ 4 ] } ] output [ { name: "b", data_type: TYPE_FP32, dims: [ 4 ] } ] '
-ENS_HEAD = 'name: "m" platform: "ensemble" input [ { name: "IN", data_type: TYPE_FP32, dims: [ 1 ] } ] output [ { name: "OUT", data_type: TYPE_FP32, dims: [ 1 ] } ] '
+IO = ('input [ { name: "a", data_type: TYPE_FP32, dims: [ 4 ] } ] '
+      'output [ { name: "b", data_type: TYPE_FP32, dims: [ 4 ] } ] ')
+ENS_HEAD = ('name: "m" platform: "ensemble" input [ { name: "IN", data_type: TYPE_FP32, dims: [ 1 ] } ] '
+            'output [ { name: "OUT", data_type: TYPE_FP32, dims: [ 1 ] } ] ')
 
 
 def _step(model: str = "a", inputs: str = "x: IN", outputs: str = "y: OUT") -> str:
@@ -151,11 +158,13 @@ CASES: list[tuple[str, str]] = [
     (PY + "max_batch_size: -1", "'max_batch_size' must be non-negative value for m"),
     (
         PY + "version_policy { latest { num_versions: 0 } }",
-        "at least one version must be available under the version policy of model 'm': 'version_policy.latest.num_versions' must be >= 1",
+        "at least one version must be available under the version policy of model 'm': "
+        "'version_policy.latest.num_versions' must be >= 1",
     ),
     (
         PY + "version_policy { specific { } }",
-        "at least one version must be available under the version policy of model 'm': 'version_policy.specific.versions' is empty",
+        "at least one version must be available under the version policy of model 'm': "
+        "'version_policy.specific.versions' is empty",
     ),
     # inputs and outputs
     (PY + "input { data_type: TYPE_FP32, dims: [1] }", "model input must specify 'name' for m"),
@@ -227,14 +236,16 @@ CASES: list[tuple[str, str]] = [
         "Non-linear IO format is only supported for the TensorRT platform for m",
     ),
     (
-        'name: "m" platform: "tensorrt_plan" backend: "tensorrt" input { name: "a", data_type: TYPE_FP32, dims: [2, 2], is_non_linear_format_io: true }',
+        'name: "m" platform: "tensorrt_plan" backend: "tensorrt" '
+        'input { name: "a", data_type: TYPE_FP32, dims: [2, 2], is_non_linear_format_io: true }',
         "Non-linear IO format input requires 3 dims for m",
     ),
     # batch inputs / outputs
     (
         PY
         + IO
-        + 'batch_input { kind: BATCH_ELEMENT_COUNT, target_name: "c", data_type: TYPE_INT32, source_input: ["a", "a"] }',
+        + 'batch_input { kind: BATCH_ELEMENT_COUNT, target_name: "c", data_type: TYPE_INT32, '
+          'source_input: ["a", "a"] }',
         "batch input kind 'BATCH_ELEMENT_COUNT' expects 1 source input, got 2 for m",
     ),
     (
@@ -284,7 +295,8 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         PY
-        + "max_batch_size: 8 dynamic_batching { priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: 3 value {} } }",
+        + "max_batch_size: 8 dynamic_batching { priority_levels: 2 default_priority_level: 1 "
+          "priority_queue_policy { key: 3 value {} } }",
         "priority queue policy must have priority level in range [1, 2] for m",
     ),
     (
@@ -294,18 +306,21 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         PY
-        + "max_batch_size: 8 dynamic_batching { preserve_ordering: true default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 10 } }",
+        + "max_batch_size: 8 dynamic_batching { preserve_ordering: true "
+          "default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 10 } }",
         "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for m",
     ),
     (
         PY
-        + "max_batch_size: 8 dynamic_batching { preserve_ordering: true priority_levels: 1 default_priority_level: 1 priority_queue_policy { key: 1 value { timeout_action: DELAY default_timeout_microseconds: 10 } } }",
+        + "max_batch_size: 8 dynamic_batching { preserve_ordering: true priority_levels: 1 default_priority_level: 1 "
+          "priority_queue_policy { key: 1 value { timeout_action: DELAY default_timeout_microseconds: 10 } } }",
         "Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true for m",
     ),
     # sequence batching
     (
         PY + "sequence_batching {} response_cache { enable: true }",
-        "Response Cache does not currently support model m with sequence batching scheduler. Please disable the response cache.",
+        "Response Cache does not currently support model m with sequence batching scheduler. Please disable the "
+        "response cache.",
     ),
     (
         _seq("{ control [ { kind: CONTROL_SEQUENCE_START, int32_false_true: [0, 1] } ] }"),
@@ -319,19 +334,23 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         _seq(
-            '{ name: "S" control [ { kind: CONTROL_SEQUENCE_START, int32_false_true: [0, 1] } ] }, { name: "T" control [ { kind: CONTROL_SEQUENCE_START, int32_false_true: [0, 1] } ] }'
+            '{ name: "S" control [ { kind: CONTROL_SEQUENCE_START, int32_false_true: [0, 1] } ] }, '
+            '{ name: "T" control [ { kind: CONTROL_SEQUENCE_START, int32_false_true: [0, 1] } ] }'
         ),
         "sequence batching specifies multiple CONTROL_SEQUENCE_START tensors for m",
     ),
     (
         _seq('{ name: "E" control [ { kind: CONTROL_SEQUENCE_END } ] }'),
-        "sequence batching must specify either 'int32_false_true', 'fp32_false_true' or 'bool_false_true' for CONTROL_SEQUENCE_END for m",
+        "sequence batching must specify either 'int32_false_true', 'fp32_false_true' or 'bool_false_true' for "
+        "CONTROL_SEQUENCE_END for m",
     ),
     (
         _seq(
-            '{ name: "R" control [ { kind: CONTROL_SEQUENCE_READY, int32_false_true: [0, 1], fp32_false_true: [0, 1] } ] }'
+            '{ name: "R" control [ { kind: CONTROL_SEQUENCE_READY, int32_false_true: [0, 1], '
+            'fp32_false_true: [0, 1] } ] }'
         ),
-        "sequence batching specifies more than one from 'int32_false_true', 'fp32_false_true' and 'bool_false_true' for CONTROL_SEQUENCE_READY for m",
+        "sequence batching specifies more than one from 'int32_false_true', 'fp32_false_true' and 'bool_false_true' "
+        "for CONTROL_SEQUENCE_READY for m",
     ),
     (
         _seq('{ name: "R" control [ { kind: CONTROL_SEQUENCE_READY, bool_false_true: [true] } ] }'),
@@ -339,13 +358,16 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         _seq(
-            '{ name: "C" control [ { kind: CONTROL_SEQUENCE_CORRID, data_type: TYPE_UINT64, int32_false_true: [0, 1] } ] }'
+            '{ name: "C" control [ { kind: CONTROL_SEQUENCE_CORRID, data_type: TYPE_UINT64, '
+            'int32_false_true: [0, 1] } ] }'
         ),
-        "sequence batching must not specify either 'int32_false_true', 'fp32_false_true' or 'bool_false_true' for CONTROL_SEQUENCE_CORRID for m",
+        "sequence batching must not specify either 'int32_false_true', 'fp32_false_true' or 'bool_false_true' for "
+        "CONTROL_SEQUENCE_CORRID for m",
     ),
     (
         _seq('{ name: "C" control [ { kind: CONTROL_SEQUENCE_CORRID, data_type: TYPE_FP32 } ] }'),
-        "unexpected data type for control CONTROL_SEQUENCE_CORRID for m. Allowed data types are TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING",
+        "unexpected data type for control CONTROL_SEQUENCE_CORRID for m. Allowed data types are TYPE_UINT64, "
+        "TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING",
     ),
     (
         _seq("", "oldest { preferred_batch_size: [0] }"),
@@ -399,15 +421,16 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         ENS_HEAD + "ensemble_scheduling { " + _step(inputs="x: OTHER") + "}",
-        "ensemble input 'IN' for ensemble 'm' is not used",
+        "ensemble input 'IN' for ensemble m' is not used",
     ),
     (
         ENS_HEAD + "ensemble_scheduling { " + _step(outputs="y: ELSE") + "}",
-        "ensemble output 'OUT' for ensemble 'm' is not used",
+        "ensemble output 'OUT' for ensemble m' is not used",
     ),
     (
         ENS_HEAD + "ensemble_scheduling { " + _step(inputs="x: IN, z: GHOST") + "}",
-        "output 'OUT' for ensemble 'm' is not written: at least one of its depending tensors, 'GHOST', is not connected",
+        "output 'OUT' for ensemble 'm' is not written: at least one of its depending tensors, 'GHOST', is not "
+        "connected",
     ),
     (
         ENS_HEAD + "ensemble_scheduling { " + _step() + _step(model="b", outputs="y: SPARE") + "}",
@@ -425,7 +448,8 @@ CASES: list[tuple[str, str]] = [
     # response cache with decoupled
     (
         PY + "model_transaction_policy { decoupled: true } response_cache { enable: true }",
-        "Response Cache does not currently support model m with 'decoupled' transaction policy. Please disable the response cache.",
+        "Response Cache does not currently support model m with 'decoupled' transaction policy. Please disable the "
+        "response cache.",
     ),
     # instance groups
     (
@@ -449,8 +473,10 @@ CASES: list[tuple[str, str]] = [
         "instance group g of model m and platform  specifies profile field which is only supported for TensorRT models",
     ),
     (
-        'name: "m" backend: "tensorrt" platform: "tensorrt_plan" instance_group { name: "g" kind: KIND_GPU profile: "x1" }',
-        "instance group g of model m and platform tensorrt_plan specifies invalid profile x1. The field should contain the string representation of a non-negative integer.",
+        'name: "m" backend: "tensorrt" platform: "tensorrt_plan" instance_group { name: "g" kind: KIND_GPU profile: '
+        '"x1" }',
+        "instance group g of model m and platform tensorrt_plan specifies invalid profile x1. The field should "
+        "contain the string representation of a non-negative integer.",
     ),
     # model metrics
     (

@@ -75,11 +75,13 @@ def test_step_may_not_write_an_ensemble_input() -> None:
 
 
 WRONG_TYPE = ADD_SUB.replace('"INPUT1", data_type: TYPE_FP32', '"INPUT1", data_type: TYPE_INT32')
-NARROW = ADD_SUB.replace('"OUTPUT0", data_type: TYPE_FP32, dims: [ 16 ]', '"OUTPUT0", data_type: TYPE_FP32, dims: [ 8 ]')
+NARROW = ADD_SUB.replace('"OUTPUT0", data_type: TYPE_FP32, dims: [ 16 ]',
+                         '"OUTPUT0", data_type: TYPE_FP32, dims: [ 8 ]')
 SMALL_BATCH = ADD_SUB.replace("max_batch_size: 8", "max_batch_size: 2")
 NO_BATCH = ADD_SUB.replace("max_batch_size: 8", "max_batch_size: 0").replace("dims: [ 16 ]", "dims: [ -1, 16 ]")
 DECOUPLED = ADD_SUB + "model_transaction_policy { decoupled: true }"
-OPTIONAL = ADD_SUB.replace('"INPUT1", data_type: TYPE_FP32, dims: [ 16 ]', '"INPUT1", data_type: TYPE_FP32, dims: [ 16 ], optional: true')
+OPTIONAL = ADD_SUB.replace('"INPUT1", data_type: TYPE_FP32, dims: [ 16 ]',
+                           '"INPUT1", data_type: TYPE_FP32, dims: [ 16 ], optional: true')
 
 
 @pytest.mark.parametrize(
@@ -118,14 +120,8 @@ OPTIONAL = ADD_SUB.replace('"INPUT1", data_type: TYPE_FP32, dims: [ 16 ]', '"INP
             "in ensemble e, ensemble tensor OUT: inconsistent shape: [-1,16] is inferred from "
             "model e while [-1,8] is inferred from model add_sub",
         ),
-        (
-            [ADD],
-            DECOUPLED,
-            "in ensemble e, step of model 'add_sub' is decoupled: decoupled composing models "
-            "are not supported yet",
-        ),
     ],
-    ids=["max-batch", "bad-input", "unmapped-input", "bad-output", "dtype", "shape", "decoupled"],
+    ids=["max-batch", "bad-input", "unmapped-input", "bad-output", "dtype", "shape"],
 )
 def test_composing_rule_fires_with_its_text(steps: list[str], model: str, message: str) -> None:
     config = normalize_model_config(ensemble(*steps))
@@ -133,6 +129,26 @@ def test_composing_rule_fires_with_its_text(steps: list[str], model: str, messag
     with pytest.raises(InvalidModelConfig) as info:
         check_ensemble_steps(config, composing(add_sub=model))
     assert info.value.message == message
+
+
+def test_a_decoupled_composing_model_makes_the_ensemble_decoupled() -> None:
+    config = normalize_model_config(ensemble(ADD))
+    assert check_ensemble_steps(config, composing(add_sub=DECOUPLED)) is True
+    assert check_ensemble_steps(config, composing(add_sub=ADD_SUB)) is False
+
+
+def test_inputs_from_a_decoupled_model_and_the_ensemble_do_not_mix() -> None:
+    config = normalize_model_config(ensemble(
+        step("add_sub", {"INPUT0": "IN", "INPUT1": "IN"}, {"OUTPUT0": "D"}),
+        step("plain", {"INPUT0": "D", "INPUT1": "IN"}, {"OUTPUT0": "MID"}),
+        step("plain", {"INPUT0": "MID", "INPUT1": "MID"}, {"OUTPUT0": "OUT"}),
+    ))
+    with pytest.raises(InvalidModelConfig) as info:
+        check_ensemble_steps(config, composing(add_sub=DECOUPLED, plain=ADD_SUB))
+    assert info.value.message == (
+        "in ensemble e, step of model 'plain' receives inputs originated from different "
+        "decoupled models"
+    )
 
 
 def test_shape_mismatch_between_two_steps_names_both_models() -> None:

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-import gevent
+import gevent  # type: ignore[import-untyped]  # gevent ships no types (types-gevent is not installed)
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
@@ -130,9 +130,9 @@ def test_sigterm_stops_grpc_accepting_while_http_requests_finish(sample_reposito
     assert "received SIGTERM: no new requests accepted" in server.log
     pixels = grpcclient.InferInput("pixels", [1, 64], "FP32")
     pixels.set_data_from_numpy(np.zeros((1, 64), np.float32))
-    with grpcclient.InferenceServerClient(server.grpc_url) as grpc_client:
-        with pytest.raises(InferenceServerException):  # refused: the gRPC server no longer accepts
-            grpc_client.infer("digits_mlp", [pixels], client_timeout=10)
+    with (grpcclient.InferenceServerClient(server.grpc_url) as grpc_client,
+          pytest.raises(InferenceServerException)):  # refused: the gRPC server no longer accepts
+        grpc_client.infer("digits_mlp", [pixels], client_timeout=10)
     results = [h.get_result().as_numpy("sentence_embedding") for h in handles]
     assert all(r.shape == (16, 384) for r in results)  # in-flight HTTP requests still finished
     assert server.stop(signal.SIGTERM) == 0

@@ -53,7 +53,7 @@ def test_ensembles_over_http_and_grpc(ensemble_server: ServerProcess) -> None:
 
         http.unload_model("ens_nested", unload_dependents=True)
         assert not any(r.get("state") == "READY" for r in http.get_model_repository_index())
-        with pytest.raises(InferenceServerException, match="is not at ready state|no available versions"):
+        with pytest.raises(InferenceServerException, match=r"is not at ready state|no available versions"):
             http.infer("ens_chain", inputs(httpclient, a, b))
         grpc.load_model("ens_chain")
         result = grpc.infer("ens_chain", inputs(grpcclient, a, b))

@@ -70,7 +70,9 @@ def test_a_real_sessions_socket_still_opens(jupyter: JupyterProcess) -> None:
     with httpx.Client(timeout=60) as client:
         page = client.get(f"http://127.0.0.1:{jupyter.jupyter_port}/workbench/", headers=jupyter.headers)
     assert page.status_code == 200
-    token = re.search(r'"token":\s*"([^"]+)"', page.text).group(1)
+    found = re.search(r'"token":\s*"([^"]+)"', page.text)
+    assert found is not None, page.text[:500]
+    token = found.group(1)
     socket = connect(jupyter, ["bokeh", token])
     try:
         header = json.loads(socket.recv())

@@ -72,7 +72,9 @@ def test_the_engine_runs_under_jupyter_lab(client: httpx.Client) -> None:
 def test_lab_loads_the_prebuilt_workbench_extension(client: httpx.Client) -> None:
     page = client.get("lab")
     assert page.status_code == 200, page.text[:500]
-    config = json.loads(_PAGE_CONFIG.search(page.text).group(1))
+    found = _PAGE_CONFIG.search(page.text)
+    assert found is not None, page.text[:500]
+    config = json.loads(found.group(1))
     federated = {e["name"]: e for e in config["federated_extensions"]}
     assert LAB_EXTENSION in federated, sorted(federated)
     assert LAB_EXTENSION not in config.get("disabled_extensions", [])
@@ -81,15 +83,18 @@ def test_lab_loads_the_prebuilt_workbench_extension(client: httpx.Client) -> Non
     assert bundle.status_code == 200
     assert entry["extension"] == "./extension" and entry["style"] == "./style"
     # the plugin's code (a chunk beside the remote entry, as served) has its command and label
-    static = installed_lab_extension() / "static"
+    installed = installed_lab_extension()
+    assert installed is not None
+    static = installed / "static"
     code = "".join(client.get(f"lab/extensions/{LAB_EXTENSION}/static/{chunk.name}").text
                    for chunk in static.glob("*.js"))
     assert OPEN_DASHBOARD_COMMAND in code and "Model Serving Workbench" in code
 
 
 def test_labextension_list_shows_it_enabled() -> None:
-    if lab_missing():
-        pytest.skip(lab_missing())
+    missing = lab_missing()
+    if missing:
+        pytest.skip(missing)
     jupyter = shutil.which("jupyter", path=str(Path(sys.executable).parent)) or "jupyter"
     listed = subprocess.run([jupyter, "labextension", "list"], capture_output=True, text=True, timeout=120)
     output = re.sub(r"\x1b\[[0-9;]*m", "", listed.stdout + listed.stderr)

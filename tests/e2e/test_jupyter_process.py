@@ -138,13 +138,17 @@ async def test_sigterm_with_a_dashboard_tab_connected_stops_jupyter_and_frees_th
         async with httpx.AsyncClient(timeout=60) as client:
             page = await client.get(f"{root}/workbench/?token={jupyter.token}")
         assert page.status_code == 200, page.text
-        session_token = re.search(r'"token":\s*"([^"]+)"', page.text).group(1)
+        found = re.search(r'"token":\s*"([^"]+)"', page.text)
+        assert found is not None, page.text[:500]
+        session_token = found.group(1)
         cookie = "; ".join(f"{name}={value}" for name, value in page.cookies.items())
         socket_ = await websocket_connect(
             HTTPRequest(f"ws://127.0.0.1:{jupyter.jupyter_port}/workbench/ws",
                         headers={"Cookie": cookie, "Origin": root}),
             subprotocols=["bokeh", session_token])
-        assert json.loads(await socket_.read_message())["msgtype"] == "ACK"  # the tab is connected
+        ack = await socket_.read_message()
+        assert ack is not None, "the socket closed"
+        assert json.loads(ack)["msgtype"] == "ACK"  # the tab is connected
         started = time.monotonic()
         code = await asyncio.to_thread(jupyter.stop, signal.SIGTERM, exit_timeout_s + 25)
         took = time.monotonic() - started

@@ -119,7 +119,7 @@ def test_cuda_shared_memory_round_trip(client) -> None:
     handles = [cudashm.create_shared_memory_region(n, 128, 0) for n in ("cuda_in", "cuda_out")]
     try:
         cudashm.set_shared_memory_region(handles[0], [a, b])
-        for name, handle in zip(("cuda_in", "cuda_out"), handles):
+        for name, handle in zip(("cuda_in", "cuda_out"), handles, strict=True):
             client.register_cuda_shared_memory(name, cudashm.get_raw_handle(handle).decode(), 0, 128)
         infer_add_sub(client, "cuda_in", "cuda_out")
         got = cudashm.get_contents_as_numpy(handles[1], np.float32, [1, 16])

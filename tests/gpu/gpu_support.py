@@ -33,7 +33,7 @@ def require_gpu(*modules: str) -> None:
     for name in modules:
         try:
             importlib.import_module(name)
-        except Exception as exc:  # ImportError, or a GPU build missing its CUDA libraries
+        except Exception as exc:  # noqa: BLE001 - ImportError, or a GPU build missing CUDA libraries: skip, say why
             pytest.skip(f"{name} does not import: {exc}", allow_module_level=True)
 
 

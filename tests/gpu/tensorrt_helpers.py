@@ -27,7 +27,7 @@ def require_tensorrt() -> None:
     for name in ("tensorrt", "cuda.bindings.runtime"):
         try:
             importlib.import_module(name)
-        except Exception as exc:  # ImportError, or a wheel missing its CUDA libraries
+        except Exception as exc:  # noqa: BLE001 - ImportError, or a wheel missing CUDA libraries: skip, say why
             pytest.skip(f"{name} does not import: {exc}", allow_module_level=True)
 
 

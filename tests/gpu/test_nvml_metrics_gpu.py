@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gpu_support import assert_ready, copy_sample, kind_gpu, require_gpu
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.gpu.gpu_support import assert_ready, copy_sample, kind_gpu, require_gpu
 
 require_gpu("pynvml")
 
@@ -28,25 +29,26 @@ GPU_FAMILIES = ("nv_gpu_utilization", "nv_gpu_memory_total_bytes", "nv_gpu_memor
                 "nv_gpu_power_usage", "nv_gpu_power_limit", "nv_energy_consumption")
 
 
-def scrape(frontend: MetricsFrontend) -> dict[str, dict[str, float]]:
-    """family -> {gpu_uuid: value} for the GPU families of one scrape, plus each TYPE."""
-    families = {}
+def scrape(frontend: MetricsFrontend) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+    """(family -> {gpu_uuid: value}, family -> TYPE) for the GPU families of one scrape."""
+    families: dict[str, dict[str, float]] = {}
+    types: dict[str, str] = {}
     for family in text_string_to_metric_families(frontend.render().decode()):
         if family.name in GPU_FAMILIES:
             families[family.name] = {s.labels["gpu_uuid"]: s.value for s in family.samples}
-            families[family.name]["__type__"] = family.type
-    return families
+            types[family.name] = family.type
+    return families, types
 
 
 async def test_gpu_families_carry_the_gpus_uuid(tmp_path: Path) -> None:
     uuids = cuda_device_uuids()
     assert uuids and all(u.startswith("GPU-") for u in uuids), uuids
     async with Server(ServerOptions(model_repository=[str(tmp_path)])) as server:
-        families = scrape(MetricsFrontend(server, server.options))
+        families, types = scrape(MetricsFrontend(server, server.options))
         off = ServerOptions(model_repository=[str(tmp_path)], allow_gpu_metrics=False)
-        assert scrape(MetricsFrontend(server, off)) == {}
+        assert scrape(MetricsFrontend(server, off)) == ({}, {})
     for name in ("nv_gpu_utilization", "nv_gpu_memory_total_bytes", "nv_gpu_memory_used_bytes"):
-        assert families[name]["__type__"] == "gauge", name
+        assert types[name] == "gauge", name
         assert set(uuids) <= set(families[name]), (name, families[name])
     gpu = uuids[0]
     assert 0.0 <= families["nv_gpu_utilization"][gpu] <= 1.0

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpu_support import (
+
+from tests.gpu.gpu_support import (
     add_gpu_accelerator,
     assert_ready,
     copy_sample,

@@ -11,13 +11,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpu_support import assert_ready, copy_sample, digits_pixels, infer, kind_gpu, require_gpu
+
+from tests.gpu.gpu_support import assert_ready, copy_sample, digits_pixels, infer, kind_gpu, require_gpu
 
 require_gpu("torch")
 
 import torch  # noqa: E402
 
 from workbench import Server, ServerOptions  # noqa: E402
+from workbench.results import MemoryUsage, ModelStatisticsReport  # noqa: E402
 
 if not torch.cuda.is_available():
     pytest.skip(f"torch {torch.__version__} sees no CUDA device (a CPU build?)", allow_module_level=True)
@@ -47,7 +49,7 @@ def weight_bytes(repo: Path) -> int:
     return sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
 
 
-def gpu_entries(stats: dict, model: str) -> list[dict]:
+def gpu_entries(stats: ModelStatisticsReport, model: str) -> list[MemoryUsage]:
     (row,) = [s for s in stats["model_stats"] if s["name"] == model]
     return [m for m in row["memory_usage"] if m["type"] == "GPU"]
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tensorrt_helpers import probe_plans, require_tensorrt, scale_onnx, two_profile_plan
+
+from tests.gpu.tensorrt_helpers import probe_plans, require_tensorrt, scale_onnx, two_profile_plan
 
 require_tensorrt()
 
@@ -85,8 +86,8 @@ async def test_minilm_plan_answers_like_onnx_runtime(minilm: tuple[Path, Path]) 
         responses = await asyncio.gather(*(server.infer(_request("minilm_plan", f)) for f in many))
         for feeds, response in zip(many, responses, strict=True):
             expected = session.run(["sentence_embedding"], feeds)[0]
-            got = next(t.data for t in response.outputs if t.name == "sentence_embedding")
-            np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-3)
+            embedding = next(t.data for t in response.outputs if t.name == "sentence_embedding")
+            np.testing.assert_allclose(embedding, expected, rtol=1e-3, atol=1e-3)
         stats = (await server.statistics("minilm_plan"))["model_stats"][0]
         gpu = [m for m in stats.get("memory_usage", []) if m["type"] == "GPU"]
         plan_bytes = (repo / "minilm_plan" / "1" / "model.plan").stat().st_size

@@ -17,7 +17,7 @@ from workbench.jupyter.host import EngineHost
 from workbench.testing.reload import write_add_sub
 
 
-@pytest.fixture
+@pytest.fixture  # type: ignore[no-redef]  # overrides pytest-jupyter's fixture of this name (star-imported)
 async def jp_asyncio_loop():
     """pytest-jupyter sets its server up on this loop and pytest-asyncio runs the tests on
     its own: make them one, so the engine, Jupyter's handlers and the test share a loop (and
@@ -41,7 +41,7 @@ def workbench_config() -> dict:
     return {}
 
 
-@pytest.fixture
+@pytest.fixture  # type: ignore[no-redef]  # overrides pytest-jupyter's fixture of this name (star-imported)
 def jp_server_config(model_repository: Path, workbench_config: dict) -> Config:
     return Config({
         "ServerApp": {"jpserver_extensions": {"workbench.jupyter": True}},

@@ -81,13 +81,17 @@ def login_cookie(page) -> str:
 
 async def test_the_pages_websocket_opens_with_the_login_cookie(workbench, jupyter_url: str, auth: dict) -> None:
     page = await fetch(f"{jupyter_url}workbench/", auth)
-    session_token = re.search(r'"token":\s*"([^"]+)"', page.body.decode()).group(1)
+    found = re.search(r'"token":\s*"([^"]+)"', page.body.decode())
+    assert found is not None, page.body[:500]
+    session_token = found.group(1)
     origin = jupyter_url.split("/jhub")[0]
     socket = await websocket_connect(
         HTTPRequest(f"{origin.replace('http', 'ws', 1)}/jhub/user/x/workbench/ws",
                     headers={"Cookie": login_cookie(page), "Origin": origin}),
         subprotocols=["bokeh", session_token])
-    header = json.loads(await socket.read_message())  # Bokeh's ACK
+    ack = await socket.read_message()
+    assert ack is not None, "the socket closed"
+    header = json.loads(ack)  # Bokeh's ACK
     socket.close()
     assert header["msgtype"] == "ACK"
 

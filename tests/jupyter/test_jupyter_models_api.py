@@ -59,7 +59,7 @@ async def test_a_body_that_is_not_json_is_400(workbench: EngineHost, jp_fetch) -
     try:
         await jp_fetch("workbench", "api", "models", "add_sub", "load", method="POST", body="{nope")
     except HTTPClientError as exc:
-        assert exc.code == 400
+        assert exc.code == 400 and exc.response is not None
         assert "not valid JSON" in json.loads(exc.response.body)["message"]
     else:
         raise AssertionError("a malformed body was accepted")

@@ -53,15 +53,15 @@ async def test_stream_sends_samples_every_interval(workbench: EngineHost, jupyte
                                                    caplog: pytest.LogCaptureFixture) -> None:
     url = f"{jupyter_url}workbench/api/statistics/stream"
     events: list[dict] = []
-    async with httpx.AsyncClient(headers=jp_auth_header, timeout=20) as client:
-        async with client.stream("GET", url, params={"interval_s": "0.25"}) as response:
-            assert response.status_code == 200
-            assert response.headers["content-type"].startswith("text/event-stream")
-            assert workbench.open_streams == 1
-            await infer_add_sub(workbench.engine(), 12)
-            async for line in response.aiter_lines():  # until two events and every request seen
-                if line.startswith("data: "):
-                    events.append(json.loads(line.removeprefix("data: ")))
+    async with (httpx.AsyncClient(headers=jp_auth_header, timeout=20) as client,
+                client.stream("GET", url, params={"interval_s": "0.25"}) as response):
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert workbench.open_streams == 1
+        await infer_add_sub(workbench.engine(), 12)
+        async for line in response.aiter_lines():  # until two events and every request seen
+            if line.startswith("data: "):
+                events.append(json.loads(line.removeprefix("data: ")))
                 if (len(events) >= 2 and add_sub_requests(events) >= 12) or len(events) == 40:
                     break
     active = next(event for event in events if served_add_sub(event))
@@ -82,12 +82,12 @@ async def test_stream_sends_samples_every_interval(workbench: EngineHost, jupyte
 async def test_stopping_the_engine_ends_open_streams(workbench: EngineHost, jupyter_url: str,
                                                      jp_auth_header) -> None:
     url = f"{jupyter_url}workbench/api/statistics/stream"
-    async with httpx.AsyncClient(headers=jp_auth_header, timeout=20) as client:
-        async with client.stream("GET", url, params={"interval_s": "0.1"}) as response:
-            assert response.status_code == 200 and workbench.open_streams == 1
-            stopping = asyncio.create_task(workbench.stop())
-            lines = [line async for line in response.aiter_lines()]  # ends: the server finished it
-            await stopping
+    async with (httpx.AsyncClient(headers=jp_auth_header, timeout=20) as client,
+                client.stream("GET", url, params={"interval_s": "0.1"}) as response):
+        assert response.status_code == 200 and workbench.open_streams == 1
+        stopping = asyncio.create_task(workbench.stop())
+        lines = [line async for line in response.aiter_lines()]  # ends: the server finished it
+        await stopping
     assert workbench.open_streams == 0 and workbench.state == "stopped"
     assert all(line == "" or line.startswith("data: ") for line in lines)
 

@@ -6,13 +6,15 @@ Bokeh refuses: "_pending_writes should be non-None when we have a document lock"
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import cast
 
 import pytest
 from panel.io.state import set_curdoc
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from workbench.jupyter.dashboard import DashboardMount
-from workbench.ui.tuning_view import SERVED
+from workbench.ui.tuning_view import SERVED, TuningView
 
 
 @pytest.fixture
@@ -37,23 +39,28 @@ async def test_a_sweep_in_a_jupyter_session_plots_every_step(
     session = next(iter(mount.context.sessions))
     app = next(iter(mount.dashboards))
     view, doc = app.tuning, session.document
+    assert isinstance(view, TuningView)
 
     def click(action) -> None:
         with set_curdoc(doc):  # as Panel runs a browser event: in the session, under its lock
             action()
 
-    await session.with_document_locked(click, lambda: setattr(app.tabs, "active", 3))  # Tuning
+    async def locked(action: Callable[[], object]) -> None:
+        # bokeh types with_document_locked as returning click's result; its decorator makes it a coroutine
+        await cast("Awaitable[None]", session.with_document_locked(click, action))
+
+    await locked(lambda: setattr(app.tabs, "active", 3))  # Tuning
     await until(lambda: view.plot.figure.document is doc, "the Tuning tab rendered in the session")
     await until(lambda: "add_sub" in view.form.model.options, "the model list")
     form = view.form
     form.model.value, form.levels.value = "add_sub", "1, 2, 4"
     form.warmup_ms.value, form.interval_ms.value = 50, 250
-    await session.with_document_locked(click, lambda: setattr(view.run_button, "clicks", 1))
+    await locked(lambda: setattr(view.run_button, "clicks", 1))
     await until(lambda: view._task is not None, "the run started")
     await app.store.settle()
-    assert view._task.exception() is None
+    assert view._task is not None and view._task.exception() is None
     assert not view.error.visible, view.error.object
     assert view.status.object.startswith("done: 3 steps"), view.status.object
-    await until(lambda: len(view.plot.sources.get(SERVED, {"level": []}).data["level"]) == 3,
+    await until(lambda: SERVED in view.plot.sources and len(view.plot.sources[SERVED].data["level"]) == 3,
                 "three points on the plot")
     assert list(view.table.value["Concurrency"]) == [1, 2, 4]

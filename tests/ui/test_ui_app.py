@@ -7,11 +7,12 @@ import asyncio
 
 import httpx
 import panel as pn
-from ui_helpers import add_sub_request
 
+from tests.ui.ui_helpers import add_sub_request, rendered_tab_titles
 from workbench import Server
 from workbench.ui import create_app, dashboard
 from workbench.ui.store import EngineStore
+from workbench.ui.tuning_view import TuningView
 
 
 async def test_dashboard_has_the_tabs_in_order_and_renders(server: Server) -> None:
@@ -20,9 +21,9 @@ async def test_dashboard_has_the_tabs_in_order_and_renders(server: Server) -> No
         await board.store.settle()
         assert board.models.model.options == ["add_sub", "digits_mlp"]
         assert board.config.editor.value.startswith("\nname: \"add_sub\"")
-        root = pn.panel(board).get_root()  # the Bokeh models a notebook cell or session shows
-        assert [tab.title for tab in root.tabs] == ["Models", "Config", "Live", "Tuning",
-                                                     "Headless"]
+        # the Bokeh models a notebook cell or session shows
+        assert rendered_tab_titles(board) == ["Models", "Config", "Live", "Tuning", "Headless"]
+        assert isinstance(board.tuning, TuningView)
         assert board.tuning.form.model.options == ["add_sub", "digits_mlp"]
     finally:
         board.close()
@@ -38,8 +39,7 @@ async def test_the_tuning_slot_goes_between_live_and_headless(server: Server) ->
 
     board = dashboard(server, tuning=tuning, interval_s=60)
     try:
-        root = pn.panel(board).get_root()
-        assert [tab.title for tab in root.tabs] == ["Models", "Config", "Live", "Tuning", "Headless"]
+        assert rendered_tab_titles(board) == ["Models", "Config", "Live", "Tuning", "Headless"]
         assert stores == [board.store]
     finally:
         board.close()
@@ -48,29 +48,32 @@ async def test_the_tuning_slot_goes_between_live_and_headless(server: Server) ->
 async def test_no_tuning_tab_when_asked_and_closing_stops_a_running_sweep(server: Server) -> None:
     board = dashboard(server, tuning=None, interval_s=60)
     board.close()
-    root = pn.panel(board).get_root()
-    assert [tab.title for tab in root.tabs] == ["Models", "Config", "Live", "Headless"]
+    assert rendered_tab_titles(board) == ["Models", "Config", "Live", "Headless"]
     assert board.tuning is None
     board = dashboard(server, interval_s=60)
     try:
         await board.store.settle()
-        form = board.tuning.form
+        view = board.tuning
+        assert isinstance(view, TuningView)
+        form = view.form
         form.levels.value, form.warmup_ms.value, form.interval_ms.value = "1:20:1", 0, 250
-        board.tuning.param.watch(lambda _e: board.close(), "steps_done")  # after the first step
-        task = board.tuning.start()
+        view.param.watch(lambda _e: board.close(), "steps_done")  # after the first step
+        task = view.start()
         await board.store.settle()
     finally:
         board.close()
-    assert task.cancelled() and board.tuning.steps_done == 1
+    assert task is not None and task.cancelled() and view.steps_done == 1
 
 
 async def test_one_periodic_callback_feeds_the_live_plots(server: Server) -> None:
     board = dashboard(server, interval_s=0.05)
     try:
-        async with asyncio.timeout(20):
+        async def two_points() -> None:
             while len(board.live.series.data["time"]) < 2:
                 await server.infer(add_sub_request())
                 await asyncio.sleep(0.02)
+
+        await asyncio.wait_for(two_points(), 20)  # asyncio.timeout is Python 3.11+
         assert max(board.live.series.data["inferences_per_s"]) > 0
     finally:
         board.close()

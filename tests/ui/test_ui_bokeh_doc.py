@@ -10,8 +10,9 @@ import json
 import panel as pn
 from bokeh.document import Document
 from bokeh.models import ColumnDataSource
+from bokeh.models.annotations import Title  # not in the __all__ mypy reads of bokeh.models
 from bokeh.plotting import figure
-from pyviz_comms import Comm
+from pyviz_comms import Comm  # type: ignore[import-untyped]  # pyviz_comms ships no types
 
 from workbench.ui.bokeh_doc import change_models
 
@@ -41,6 +42,7 @@ def test_a_change_from_background_work_is_pushed_over_the_notebook_comm() -> Non
     def change() -> None:
         source = ColumnDataSource({"x": [1.0], "y": [2.0]}, name="pushed_source")
         plot.line("x", "y", source=source)
+        assert isinstance(plot.title, Title)  # a figure's title is a Title (typed Title | str | None)
         plot.title.text = "pushed title"
 
     change_models(plot, change, pane)

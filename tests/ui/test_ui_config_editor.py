@@ -67,6 +67,7 @@ async def test_validation_is_debounced(store: EngineStore) -> None:
     good = view.editor.value
     view.editor.value = good.replace("max_batch_size: 8", "max_batch_size: -1")
     first = view._validation
+    assert first is not None
     view.editor.value = good.replace("max_batch_size: 8", "max_batch_size: 4")
     await store.settle()
     assert first.cancelled()  # the quick second edit replaced the first validation
@@ -157,14 +158,14 @@ async def test_a_file_written_elsewhere_is_followed_unless_the_editor_holds_edit
         server: Server, store: EngineStore, repository: Path) -> None:
     view = await opened(store)
     changed = view.disk_text.replace("max_batch_size: 8", "max_batch_size: 4")
-    await server.write_model_config("add_sub", changed)  # as Tuning's Apply best does
+    await server.config_files.write_model_config("add_sub", changed)  # as Tuning's Apply best does
     view.tick()
     await store.settle()
     assert view.editor.value == changed == view.disk_text
     assert view.form.max_batch_size.value == 4 and "changed on disk" in view.status.object
     view.editor.value = changed.replace("max_batch_size: 4", "max_batch_size: 2")  # an edit
     again = changed.replace("max_batch_size: 4", "max_batch_size: 6")
-    await server.write_model_config("add_sub", again)
+    await server.config_files.write_model_config("add_sub", again)
     view.tick()
     await store.settle()
     assert "max_batch_size: 2" in view.editor.value  # the edit is kept

@@ -104,3 +104,15 @@ def test_text_that_does_not_parse_is_refused() -> None:
 def test_unknown_instance_kind_is_an_error() -> None:
     with pytest.raises(ValueError):
         apply_knobs(parse_text(TEXT), ConfigKnobs(instance_kind="KIND_TPU"))
+
+
+def test_knob_values_name_every_knob_with_its_type() -> None:
+    """KnobValues (the typed keywords of with_knob / load_with) and ConfigKnobs' fields are
+    one list: a knob added to one and not the other is caught here."""
+    from dataclasses import fields
+    from typing import get_type_hints
+
+    from workbench.ui.config_knobs import KnobValues
+
+    assert get_type_hints(KnobValues) == get_type_hints(ConfigKnobs)
+    assert list(KnobValues.__annotations__) == [f.name for f in fields(ConfigKnobs)]

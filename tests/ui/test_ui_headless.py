@@ -88,6 +88,7 @@ async def test_close_stops_the_sessions_process(store: EngineStore) -> None:
     view.http_port.value, view.grpc_port.value, view.metrics_port.value = free_ports(3)
     await view.start()
     process = view.process
+    assert process is not None
     view.close()
     assert not process.running
 
@@ -95,8 +96,10 @@ async def test_close_stops_the_sessions_process(store: EngineStore) -> None:
 async def test_write_deployment_from_the_panel(store: EngineStore, tmp_path: Path) -> None:
     view = HeadlessView(store)
     # the folder shown is the one written to: a real absolute path, not a placeholder
-    assert Path(view.out_dir.value).is_absolute() and not view.deploy_button.disabled
-    assert not Path(view.out_dir.value).resolve().is_relative_to(Path(view.repository.value).resolve())
+    out_dir, repository = view.out_dir.value, view.repository.value
+    assert out_dir is not None and repository is not None
+    assert Path(out_dir).is_absolute() and not view.deploy_button.disabled
+    assert not Path(out_dir).resolve().is_relative_to(Path(repository).resolve())
     view.out_dir.value = ""
     assert view.deploy_button.disabled  # nothing to write into: the button cannot be clicked
     await view.write_deployment()  # from code: a sentence, no exception name
@@ -142,3 +145,28 @@ async def test_deployment_warns_about_python_model_imports(store: EngineStore, t
     assert "`pyyaml==" in view.written.object
     assert view.deploy_warnings.visible and "no_such_package_here" in view.deploy_warnings.object
     assert "pyyaml==" in (tmp_path / "out" / "requirements-models.txt").read_text()
+
+
+async def test_a_cleared_port_is_asked_for_and_nothing_starts(store: EngineStore) -> None:
+    """A number field a person empties holds None (Panel's IntInput): Start says which port
+    to enter instead of starting ``workbench serve --http-port=None``."""
+    view = HeadlessView(store)
+    view.http_port.value, view.grpc_port.value, view.metrics_port.value = free_ports(3)
+    view.grpc_port.value = None
+    await view.start()
+    assert view.process is None
+    assert view.error.visible and view.error.object == "enter the gRPC port"
+
+
+async def test_a_cleared_deployment_number_is_asked_for(store: EngineStore, tmp_path: Path) -> None:
+    """An emptied max replicas or queue time target is a sentence asking for it, not an
+    unexpected error (a comparison with None inside ``DeploySpec``)."""
+    view = HeadlessView(store)
+    view.out_dir.value = str(tmp_path / "out")
+    view.max_replicas.value = None
+    await view.write_deployment()
+    assert view.deploy_error.visible and view.deploy_error.object == "enter the max replicas"
+    view.max_replicas.value, view.queue_target.value = 2, None
+    await view.write_deployment()
+    assert view.deploy_error.object == "enter the HPA queue time target (µs)"
+    assert not (tmp_path / "out").exists()

@@ -85,7 +85,7 @@ async def test_echoes_of_the_kernels_changes_are_dropped_and_the_tab_click_kept(
         assert rows > 1
         one_row = {column: plain(values[:1]) for column, values in source.data.items()}
         served = board.models.status._models[ref][0] if ref in board.models.status._models else None
-        echoes = [{"kind": "ModelChanged", "model": {"id": source.id}, "attr": "data", "new": one_row},
+        echoes: list[dict] = [{"kind": "ModelChanged", "model": {"id": source.id}, "attr": "data", "new": one_row},
                   {"kind": "ColumnsStreamed", "model": {"id": source.id}, "attr": "data",
                    "data": one_row, "rollover": None}]
         if served is not None:

@@ -7,8 +7,8 @@ import math
 import sys
 
 import pytest
-from ui_helpers import add_sub_request
 
+from tests.ui.ui_helpers import add_sub_request
 from workbench import Server
 from workbench.testing.fake_nvml import fake_nvml
 from workbench.ui.gpu import GpuSample, gpu_sampler
@@ -29,7 +29,7 @@ async def test_a_tick_streams_one_row_of_what_the_engine_did(server: Server, sto
     assert data["inferences_per_s"][1] > 0
     assert 0 < data["p50_ms"][1] <= data["p95_ms"][1] <= data["p99_ms"][1]
     assert data["compute_ms"][1] > 0 and data["pending"][1] == 0
-    executed = dict(zip(view.batches.data["batch_size"], view.batches.data["executions"]))
+    executed = dict(zip(view.batches.data["batch_size"], view.batches.data["executions"], strict=True))
     assert sum(size * count for size, count in executed.items()) == 60
     view.close()
 
@@ -130,10 +130,10 @@ async def test_the_histogram_marks_max_batch_size_and_preferred_sizes_and_follow
     assert view.batch_preferred.data["batch_size"] == [8]  # Triton's default: [max_batch_size]
     assert view.figures["batch_sizes"].x_range.end >= 8.5
     assert view.idle_labels["batch_sizes"].visible  # no executions yet
-    text = (await server.model_config_file("add_sub"))["text"]
+    text = (await server.config_files.model_config_file("add_sub"))["text"]
     edited = text.replace("max_batch_size: 8", "max_batch_size: 4").replace(
         "dynamic_batching { }", "dynamic_batching { preferred_batch_size: [2, 4] }")
-    assert (await server.write_model_config("add_sub", edited))["reloaded"]
+    assert (await server.config_files.write_model_config("add_sub", edited))["reloaded"]
     for _ in range(view.config_every):  # re-read every few ticks
         view.tick()
     await store.settle()
@@ -150,7 +150,8 @@ async def test_every_time_series_marks_each_interval_so_a_lone_one_shows(store: 
     """One interval with traffic between idle ones (their latency dropped: NaN) has no neighbour
     for a line: each series also draws a dot per interval (a new user saw blank latency and
     queue/compute plots under the README example's short bursts)."""
-    from bokeh.models import GlyphRenderer, Line, Scatter
+    from bokeh.models import Line, Scatter
+    from bokeh.models.renderers import GlyphRenderer  # not in the __all__ mypy reads of bokeh.models
 
     view = LiveView(store)
     for key in ("throughput", "latency", "queue_compute"):

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import base64
 import weakref
+from typing import cast
 
 import panel as pn
 import pytest
+from bokeh.application.application import SessionContext
 from bokeh.document import Document
 from bokeh.models import ImportedStyleSheet
 from panel.io.resources import CDN_DIST, DIST_DIR, LOCAL_DIST
@@ -27,7 +29,8 @@ _CONTEXT = _Context()
 
 def _served_document() -> Document:
     document = Document()
-    document._session_context = weakref.ref(_CONTEXT)  # what a Bokeh server session sets
+    # what a Bokeh server session sets (only the context's presence is read: a stand-in will do)
+    document._session_context = weakref.ref(cast(SessionContext, _CONTEXT))
     document.template_variables["dist_url"] = LOCAL_DIST
     return document
 

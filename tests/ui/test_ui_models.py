@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 
 from panel.models.tabulator import CellClickEvent
-from ui_helpers import add_sub_request, index_states
 
+from tests.ui.ui_helpers import add_sub_request, index_states
 from workbench import Server, ServerOptions
 from workbench.live_stats import LiveStatistics
 from workbench.ui.app import Dashboard

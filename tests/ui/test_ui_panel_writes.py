@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 from bokeh.document import Document
 from bokeh.document.events import ModelChangedEvent
-from bokeh.models import Div
+from bokeh.models.widgets import Div  # not in the __all__ mypy reads of bokeh.models
 from bokeh.protocol import Protocol
 from panel.io import document as panel_document
 from tornado.locks import Lock
@@ -42,12 +42,15 @@ class _Socket:
         self.pending: list[asyncio.Future] = []
         self.write_lock = Lock()
         self._written = asyncio.Condition()
+        self._notifying: set[asyncio.Future] = set()
 
     def write(self, connection, msg) -> list[asyncio.Future]:
         self.texts.extend(event["new"] for event in msg.content["events"])
         future = asyncio.get_running_loop().create_future()
         self.pending.append(future)
-        asyncio.ensure_future(self._notify())
+        notifying = asyncio.ensure_future(self._notify())
+        self._notifying.add(notifying)  # a reference until done: the loop keeps only a weak one
+        notifying.add_done_callback(self._notifying.discard)
         return [future]
 
     async def _notify(self) -> None:
@@ -80,7 +83,8 @@ def session():
     div = Div(text="")
     doc.add_root(div)
     socket = _Socket()
-    panel_document.extra_socket_handlers[_Socket] = socket.write
+    # panel types its handlers Callable[[Any], None]; it calls handler(conn, msg=msg) and keeps the futures returned
+    panel_document.extra_socket_handlers[_Socket] = socket.write  # type: ignore[assignment]  # panel mistypes it
     connection = _Connection(socket)
     try:
         yield SimpleNamespace(doc=doc, div=div, socket=socket, connection=connection)

@@ -48,7 +48,7 @@ async def test_settle_waits_for_tasks_started_by_tasks_and_times_out(store: Engi
 
 async def test_attempt_shows_engine_errors_as_one_line(server: Server, store: EngineStore,
                                                         caplog: pytest.LogCaptureFixture) -> None:
-    shown = []
+    shown: list[str] = []
     assert await store.attempt(lambda: server.load_model("nope"), shown.append) is None
     assert shown == ["failed to load 'nope', failed to poll from model repository"]  # for a person
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import panel as pn
 import pytest
-from ui_helpers import add_sub_request
 
+from tests.ui.ui_helpers import add_sub_request, render_root
 from workbench import Server
 from workbench.perf import best_under_sla, knee
 from workbench.ui.config_knobs import parse_text, read_knobs
@@ -57,11 +56,12 @@ async def test_a_sweep_fills_plot_and_table_and_marks_knee_and_target(store: Eng
     assert list(view.plot.knees.data["level"]) == ([str(expected.level)] if expected else [])
     # without a target the best is the highest throughput; the served config wins, nothing to apply
     assert view.best == SERVED and view.apply_button.disabled
-    assert pn.panel(view).get_root() is not None  # renders to Bokeh models, data included
+    assert render_root(view) is not None  # renders to Bokeh models, data included
     # a target between the lowest and the highest p99 picks best_under_sla's step
     p99s = sorted(r.p99_us for r in results)
     view.form.sla_ms.value = (p99s[0] + p99s[-1]) / 2 / 1000
     chosen = best_under_sla(results, (p99s[0] + p99s[-1]) / 2)
+    assert chosen is not None
     assert list(view.plot.best.data["level"]) == [str(chosen.level)]
     assert view.plot.sla.visible and view.plot.sla.location == view.form.sla_ms.value
     assert f"best (p99 ≤ {view.form.sla_ms.value:g} ms): {chosen.level}" in view.summary.object
@@ -88,7 +88,7 @@ async def test_stop_cancels_mid_sweep_and_the_engine_still_serves(server: Server
     view.param.watch(lambda event: view.stop() if event.new == 1 else None, "steps_done")
     await run(view, store)
     assert len(column(view, SERVED, "throughput")) == 1 and len(view.table.value) == 1
-    assert view._task.cancelled()
+    assert view._task is not None and view._task.cancelled()
     assert not view.error.visible
     assert view.status.object.startswith("stopped: 1 step measured")
     assert not view.running and not view.run_button.disabled and view.stop_button.disabled
@@ -101,7 +101,7 @@ async def test_stop_before_the_run_began_leaves_the_tab_ready(store: EngineStore
     task = view.start()
     view.stop()
     await store.settle()
-    assert task.cancelled() and view.results == {} and not view.error.visible
+    assert task is not None and task.cancelled() and view.results == {} and not view.error.visible
     assert not view.running and not view.run_button.disabled
     assert view.status.object.startswith("stopped: 0 steps")
 
@@ -211,7 +211,7 @@ async def test_real_data_from_an_uploaded_json_file_is_swept(store: EngineStore)
     data = {"data": [{"INPUT0": [1.0] * 16, "INPUT1": [2.0] * 16}]}
     view.form.upload.filename = "mine.json"
     view.form.upload.value = json.dumps(data).encode()
-    assert view.form.input.value == "JSON file" and view.form.path.value.endswith("mine.json")
+    assert view.form.input.value == "JSON file" and (view.form.path.value or "").endswith("mine.json")
     await run(view, store)
     assert not view.error.visible, view.error.object
     assert len(view.table.value) == 2

@@ -4,7 +4,9 @@ outside the plot area (right of it), holding every setting; Reset returns to the
 
 from __future__ import annotations
 
-from bokeh.models import Legend
+from bokeh.core.property.vectorization import Value
+from bokeh.models import Range1d
+from bokeh.models.annotations import Legend, LegendItem  # not in the __all__ mypy reads of bokeh.models
 
 from workbench.perf import LoadLevel, StepResult
 from workbench.ui.tuning_plot import LEGEND_NAME, PAD, TuningPlot
@@ -22,37 +24,62 @@ def step(level: int, throughput: float, p99_us: int) -> StepResult:
                       client_recv_us=0, response_wait_us=p99_us // 2)
 
 
+def fitted(axis: object) -> Range1d:
+    """A figure's axis range as the plot sets it (a Range1d; bokeh types a figure's with any Range)."""
+    assert isinstance(axis, Range1d), axis
+    return axis
+
+
+def ends(axis: object) -> tuple[float, float]:
+    """(start, end) of a figure's axis: numbers here (bokeh types them number, datetime or timedelta)."""
+    start, end = fitted(axis).start, fitted(axis).end
+    assert isinstance(start, (int, float)) and isinstance(end, (int, float)), (start, end)
+    return start, end
+
+
+def legend_labels(legend: Legend) -> list[object]:
+    """The legend's item labels in order (each item a LegendItem labelled ``value(text)``)."""
+    labels: list[object] = []
+    for item in legend.items:
+        assert isinstance(item, LegendItem), item
+        label = item.label
+        assert isinstance(label, Value), label  # value(text), as the plot sets it
+        labels.append(label.value)
+    return labels
+
+
 def test_the_axes_start_at_zero_and_fit_every_point_as_they_stream_in() -> None:
     plot = TuningPlot()
-    assert (plot.figure.y_range.start, plot.figure.x_range.start) == (0, 0)
+    assert (ends(plot.figure.y_range)[0], ends(plot.figure.x_range)[0]) == (0, 0)
     plot.add("a", step(1, 600.0, 7200))
     plot.add("a", step(2, 1300.0, 4100))
     plot.add("b", step(1, 3100.0, 2100))
-    y, x = plot.figure.y_range, plot.figure.x_range
-    assert y.start == 0 and y.end >= 7.2 * (1 + PAD) - 1e-9  # the highest p99, padded
-    assert y.end <= 7.2 * 1.5  # fitted, not squashed
-    assert x.start == 0 and x.end >= 3100 * (1 + PAD) - 1e-9
+    (y_start, y_end), (x_start, x_end) = ends(plot.figure.y_range), ends(plot.figure.x_range)
+    assert y_start == 0 and y_end >= 7.2 * (1 + PAD) - 1e-9  # the highest p99, padded
+    assert y_end <= 7.2 * 1.5  # fitted, not squashed
+    assert x_start == 0 and x_end >= 3100 * (1 + PAD) - 1e-9
+    y = fitted(plot.figure.y_range)
     assert (y.reset_start, y.reset_end) == (0, y.end)  # Reset comes back to the fit
     plot.add("b", step(2, 3500.0, 9000))  # a higher point: the axis follows
-    assert plot.figure.y_range.end >= 9.0 * (1 + PAD) - 1e-9
+    assert ends(plot.figure.y_range)[1] >= 9.0 * (1 + PAD) - 1e-9
 
 
 def test_the_p99_target_line_is_inside_the_y_range() -> None:
     plot = TuningPlot()
     plot.add("a", step(1, 600.0, 2000))
     plot.mark({"a": None}, {"a": None}, 15.0)
-    assert plot.sla.visible and plot.figure.y_range.end >= 15.0
+    assert plot.sla.visible and ends(plot.figure.y_range)[1] >= 15.0
 
 
 def test_the_legend_lies_outside_the_plot_area_and_lists_each_setting() -> None:
     plot = TuningPlot()
     plot.add("max_queue_delay_us=100", step(1, 600.0, 2000))
     plot.add("max_queue_delay_us=700", step(1, 700.0, 2500))
-    legends = [m for m in plot.figure.select(type=Legend)]
+    legends = [m for m in plot.figure.select(type=Legend) if isinstance(m, Legend)]  # typed as any Model
     assert len(legends) == 1 and legends[0].name == LEGEND_NAME
     assert legends[0] in plot.figure.right and legends[0] not in plot.figure.center
     assert legends[0].click_policy == "hide"
-    labels = [item.label["value"] for item in legends[0].items]
+    labels = legend_labels(legends[0])
     assert labels == ["knee", "best under target", "max_queue_delay_us=100", "max_queue_delay_us=700"]
 
 
@@ -66,7 +93,7 @@ def test_reset_empties_the_one_figure_for_the_next_run() -> None:
     assert plot.figure is figure and list(plot.sources) == ["max_queue_delay_us=100"]
     named = [m for m in figure.select({"name": "tuning_series:max_queue_delay_us=100"})]
     assert named == [plot.sources["max_queue_delay_us=100"]]  # the last run's only
-    labels = [item.label["value"] for item in plot.legend.items]
+    labels = legend_labels(plot.legend)
     assert labels == ["knee", "best under target", "max_queue_delay_us=100"]
     assert list(plot.knees.data["level"]) == [] and not plot.sla.visible
-    assert plot.figure.y_range.end < 9.0  # fitted to this run's points only
+    assert ends(plot.figure.y_range)[1] < 9.0  # fitted to this run's points only

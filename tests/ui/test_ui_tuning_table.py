@@ -4,10 +4,14 @@ perf_analyzer columns"; the data keeps every column."""
 
 from __future__ import annotations
 
-from test_ui_tuning_plot import step
-
+from tests.ui.test_ui_tuning_plot import step
 from workbench.perf import json_records
 from workbench.ui.tuning_table import StepTable
+
+
+def layout(table: StepTable) -> str:
+    """The table widget's layout, read afresh (mypy keeps a compared Literal narrowed across the toggle)."""
+    return table.widget.layout
 
 
 def test_the_table_shows_the_columns_read_at_a_glance_and_all_on_request() -> None:
@@ -26,12 +30,12 @@ def test_the_table_shows_the_columns_read_at_a_glance_and_all_on_request() -> No
     assert [table.widget.titles[c] for c in visible] == [
         "setting", "in flight", "infer/s", "p50", "p99", "avg", "errors", "stable"]
     assert table.widget.titles["p90 latency"] == "p90"
-    assert table.widget.layout == "fit_columns"  # the shown columns share the table's width
+    assert layout(table) == "fit_columns"  # the shown columns share the table's width
     assert table.widget.header_tooltips["Inferences/Second"] == \
         "Inferences/Second (perf_analyzer's column), per second"
     assert table.widget.header_tooltips["p99 latency"] == "p99 latency (perf_analyzer's column), µs"
     table.all_columns.value = True
-    assert table.widget.hidden_columns == [] and table.widget.layout == "fit_data_table"
+    assert table.widget.hidden_columns == [] and layout(table) == "fit_data_table"
     table.all_columns.value = False
     assert "Client Send" in table.widget.hidden_columns
     table.clear()

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ui_helpers import index_states
-
+from tests.ui.ui_helpers import index_states
 from workbench import Server
 from workbench.ui.widgets import ModelControls
 
@@ -47,7 +46,7 @@ async def test_apply_is_a_plain_coroutine_for_tuning_loops(server: Server) -> No
         loaded = await controls.apply(max_queue_delay_us=delay_us)
         assert (await server.model_config("digits_mlp")).dynamic_batching \
             .max_queue_delay_microseconds == delay_us
-    assert loaded["version_policy"] == {"latest": {"num_versions": 2}}  # the rest kept
+    assert loaded is not None and loaded["version_policy"] == {"latest": {"num_versions": 2}}  # the rest kept
 
 
 async def test_buttons_unload_and_load(server: Server) -> None:

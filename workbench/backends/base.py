@@ -199,6 +199,9 @@ class Backend(ABC):
     #: modules the instances import (the framework): the loader imports them before it
     #: measures a first instance's memory, so the import is not counted as the model's
     framework_modules: tuple[str, ...] = ()
+    #: the instances of one model version load on parallel threads (Triton's
+    #: ``TRITONBACKEND_BackendAttributeSetParallelModelInstanceLoading``); False: one by one
+    parallel_instance_loading: bool = True
 
     @abstractmethod
     def load_instance(

@@ -3,7 +3,10 @@
 The dynamic batcher hands a backend 1..max_batch_size requests whose inputs have the batch
 dimension first; the backend joins them along that dimension (:func:`gather_inputs`), runs
 once, and splits every output back into per-request slices of the same sizes
-(:func:`split_outputs`).
+(:func:`split_outputs`). Given the model's
+:class:`~workbench.config.batch_io.BatchLayout`, both also do Triton's ragged batching: ragged
+inputs flat, batch inputs added, scatter outputs split by their source input's shapes
+(:mod:`workbench.backends.ragged`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,11 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from workbench.backends.base import BackendRequest, BackendResponse
+from workbench.backends.ragged import batch_input_array, flat_ragged, scatter
+from workbench.config.batch_io import BatchLayout
 from workbench.errors import InvalidArgument, Unsupported
+
+_NO_LAYOUT = BatchLayout()
 
 
 def requested_union(requests: Sequence[BackendRequest], all_outputs: Sequence[str]) -> list[str]:
@@ -23,7 +30,8 @@ def requested_union(requests: Sequence[BackendRequest], all_outputs: Sequence[st
 
 
 def gather_inputs(
-    requests: Sequence[BackendRequest], names: Iterable[str] | None = None, *, model: str = ""
+    requests: Sequence[BackendRequest], names: Iterable[str] | None = None, *, model: str = "",
+    layout: BatchLayout | None = None,
 ) -> tuple[dict[str, np.ndarray], list[int]]:
     """The batch's inputs as one array per input, and each request's batch size.
 
@@ -33,12 +41,20 @@ def gather_inputs(
     their framework's types themselves. Triton's backends gather the same way
     (``BackendInputCollector``).
 
+    With a ``layout`` (Triton's ragged batching), a ragged input (``allow_ragged_batch``) is
+    given flat: all requests' elements concatenated, shape ``[total elements]``, also for one
+    request; and every ``batch_input`` target is added, computed from the batch
+    (:func:`~workbench.backends.ragged.batch_input_array`).
+
     Args:
         requests: the execution's 1..max_batch_size requests.
         names: the inputs to gather, in this order (e.g. a graph's inputs); default: every
-            input of the requests, in the first request's order. An input that no request
-            carries (an optional one) is left out of the result.
+            input of the requests, in the first request's order, then the batch inputs'
+            targets. An input that no request carries (an optional one) is left out of the
+            result; a batch input's target is computed whether named or not.
         model: the model's name, for the error text.
+        layout: the model's ragged inputs and batch inputs (``batch_layout(config)``, built
+            once at load); None: none.
 
     Returns:
         ``(feed, sizes)``: input name -> joined array, and ``requests[i].batch_size`` per
@@ -47,11 +63,18 @@ def gather_inputs(
     Raises:
         InvalidArgument: an input that some requests of the batch carry and others do not.
     """
+    layout = layout or _NO_LAYOUT
     sizes = [r.batch_size for r in requests]
+    computed = {t: spec for spec in layout.inputs for t in spec.targets}
     if names is None:
         names = dict.fromkeys(name for r in requests for name in r.inputs)
     feed: dict[str, np.ndarray] = {}
-    for name in names:
+    for name in [*names, *computed]:
+        if name in feed:
+            continue
+        if name in computed:
+            feed[name] = batch_input_array(computed[name], requests)
+            continue
         arrays = [r.inputs[name] for r in requests if name in r.inputs]
         if not arrays:
             continue
@@ -60,12 +83,16 @@ def gather_inputs(
                 f"optional input '{name}' of model '{model}' is in some requests of a batch "
                 "but not in others"
             )
-        feed[name] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+        if name in layout.ragged:
+            feed[name] = flat_ragged(arrays)
+        else:
+            feed[name] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
     return feed, sizes
 
 
 def split_outputs(
-    requests: Sequence[BackendRequest], outputs: dict[str, np.ndarray], sizes: Sequence[int]
+    requests: Sequence[BackendRequest], outputs: dict[str, np.ndarray], sizes: Sequence[int],
+    layout: BatchLayout | None = None,
 ) -> list[BackendResponse]:
     """One response per request: its ``sizes[i]`` rows of every output it asked for.
 
@@ -79,23 +106,43 @@ def split_outputs(
     receive rows computed from other requests' data. Triton fails only the requests past
     the rows there are; the earlier ones would get rows mixed from the whole batch, so
     here they fail too. Outputs of a non-batching model are returned whole.
+
+    A ``batch_output`` target of the ``layout`` (``BATCH_SCATTER_WITH_INPUT_SHAPE``) is split
+    by its source input's shape per request instead
+    (:func:`~workbench.backends.ragged.scatter`); with too few elements its requests fail
+    with :class:`~workbench.errors.Unsupported` likewise.
     """
-    unsplittable = _unsplittable(requests, outputs, sizes)
-    if len(requests) == 1 and not unsplittable:
+    layout = layout or _NO_LAYOUT
+    scattered = {n: scatter(layout.outputs[n], outputs[n], requests)
+                 for n in layout.outputs.keys() & outputs.keys()}
+    plain = {n: a for n, a in outputs.items() if n not in scattered}
+    unsplittable = _unsplittable(requests, plain, sizes)
+    unsplittable.update((n, parts) for n, parts in scattered.items() if isinstance(parts, str))
+    if len(requests) == 1 and not unsplittable and not scattered:
         wanted = requests[0].requested_outputs or outputs.keys()
         return [BackendResponse({n: outputs[n] for n in wanted if n in outputs})]
     responses, start = [], 0
-    for request, size in zip(requests, sizes, strict=True):
+    for index, (request, size) in enumerate(zip(requests, sizes, strict=True)):
         wanted = request.requested_outputs or outputs.keys()
         broken = [unsplittable[n] for n in wanted if n in unsplittable]
         if broken:
             prefix = f"[request id: {request.request_id or '<id_unknown>'}] "
             responses.append(BackendResponse(error=Unsupported(prefix + broken[0])))
         else:
-            part = {n: outputs[n][start : start + size] for n in wanted if n in outputs}
+            part = {n: _part(outputs[n], scattered.get(n), index, start, size, request.batched)
+                    for n in wanted if n in outputs}
             responses.append(BackendResponse(part))
         start += size
     return responses
+
+
+def _part(array: np.ndarray, parts: list[np.ndarray] | str | None, index: int, start: int,
+          size: int, batched: bool) -> np.ndarray:
+    """Request ``index``'s part of an output: its scattered part when the output is scattered,
+    else its ``size`` rows from ``start`` (the whole output for a non-batching model)."""
+    if isinstance(parts, list):
+        return parts[index]
+    return array[start : start + size] if batched else array
 
 
 def _unsplittable(

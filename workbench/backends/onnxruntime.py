@@ -6,7 +6,9 @@ device; ``optimization.execution_accelerators`` add TensorRT (GPU) or OpenVINO (
 providers, and ``parameters`` / ``optimization.graph.level`` tune the session: the whole
 mapping, with Triton's names and errors, is in :mod:`workbench.backends.ort_options`.
 A batch of requests is gathered into one contiguous input per tensor, run once,
-and the outputs are split back along the batch dimension.
+and the outputs are split back along the batch dimension; with Triton's ragged batching a
+ragged input goes in flat (graph shape ``[-1]``), batch inputs are added and scatter outputs
+split by their source input's shapes (:mod:`workbench.backends.batching`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from workbench.backends.base import (
 )
 from workbench.backends.batching import gather_inputs, requested_union, split_outputs
 from workbench.backends.ort_options import OrtSessionPlan, check_providers_started, session_plan
+from workbench.config.batch_io import BatchLayout, batch_layout
 from workbench.devices import gpu_count
 from workbench.errors import InternalError, InvalidArgument, ModelLoadError
 
@@ -94,7 +97,8 @@ class OnnxRuntimeInstance(ModelInstance):
                 f"{_ANSI.sub('', str(exc))}"
             ) from None
         check_providers_started(config.name, plan, self._session.get_providers())
-        self._string_inputs, self._scalars = _check_io(config, self._session)
+        self._layout = batch_layout(config)
+        self._string_inputs, self._scalars = _check_io(config, self._session, self._layout)
         self._batching = config.max_batch_size > 0
         self._all_outputs = [o.name for o in self._session.get_outputs()]
 
@@ -116,10 +120,10 @@ class OnnxRuntimeInstance(ModelInstance):
             if outputs[name].ndim == 0:  # Triton: a scalar output takes the configured dims
                 batch = [sum(sizes)] if self._batching else []
                 outputs[name] = outputs[name].reshape(batch + self._scalars[name])
-        return split_outputs(requests, outputs, sizes)
+        return split_outputs(requests, outputs, sizes, self._layout)
 
     def _gather(self, requests: Sequence[BackendRequest]) -> tuple[dict, list[int]]:
-        feed, sizes = gather_inputs(requests, model=self._model_name)
+        feed, sizes = gather_inputs(requests, model=self._model_name, layout=self._layout)
         for name in self._string_inputs.intersection(feed):
             feed[name] = _to_ort_strings(feed[name], name, self._model_name)
         for name in self._scalars.keys() & feed.keys():
@@ -167,8 +171,14 @@ def _plan(ort, config: ModelConfig, spec: InstanceSpec) -> OrtSessionPlan:
     return session_plan(config, kind, spec.device_id, available)
 
 
-def _check_io(config: ModelConfig, session) -> tuple[set[str], dict[str, list[int]]]:
+def _check_io(config: ModelConfig, session,
+              layout: BatchLayout) -> tuple[set[str], dict[str, list[int]]]:
     """Compare config datatypes and dims with the graph's (Triton's load-time check).
+
+    A ragged input must be a graph input of shape ``[-1]`` and not optional
+    (:func:`_check_ragged`); a batch output target's dims are not compared (the model's
+    output is split by its source input's shapes, as Triton's onnxruntime backend skips
+    them); a batch input's target must be a graph input of its datatype.
 
     Returns:
         The names of the string inputs, and the scalar (rank-0) graph tensors with their
@@ -177,8 +187,14 @@ def _check_io(config: ModelConfig, session) -> tuple[set[str], dict[str, list[in
     from tritonclient.grpc.model_config_pb2 import DataType
 
     graph_inputs = {i.name: i.type for i in session.get_inputs()}
+    expected = _expected_input_count(config)
+    if len(graph_inputs) != expected:
+        raise ModelLoadError(f"unable to load model '{config.name}', configuration expects {expected} "
+                             f"inputs, model provides {len(graph_inputs)}")
+    overridable = list(getattr(session, "get_overridable_initializers", list)())
+    graph_inputs.update({i.name: i.type for i in overridable})  # request inputs too, as in Triton
     graph_outputs = {o.name: o.type for o in session.get_outputs()}
-    shapes = {t.name: t.shape for t in (*session.get_inputs(), *session.get_outputs())}
+    shapes = {t.name: t.shape for t in (*session.get_inputs(), *overridable, *session.get_outputs())}
     scalars: dict[str, list[int]] = {}
     for kind, entries, graph in (
         ("input", config.input, graph_inputs),
@@ -187,8 +203,8 @@ def _check_io(config: ModelConfig, session) -> tuple[set[str], dict[str, list[in
         for entry in entries:
             if entry.name not in graph:
                 raise ModelLoadError(
-                    f"unable to load model '{config.name}', unexpected {kind} '{entry.name}' "
-                    f"in model configuration; model provides {sorted(graph)}"
+                    f"unexpected inference {kind} '{entry.name}', allowed {kind}s are: "
+                    f"{', '.join(sorted(graph))}"
                 )
             expected = DataType.Name(entry.data_type)
             provided = ONNX_TO_CONFIG.get(graph[entry.name], graph[entry.name])
@@ -197,11 +213,73 @@ def _check_io(config: ModelConfig, session) -> tuple[set[str], dict[str, list[in
                     f"unable to load model '{config.name}', configuration expects datatype "
                     f"{expected} for {kind} '{entry.name}', model provides {provided}"
                 )
-            if len(shapes[entry.name]) == 0:
+            if kind == "input" and entry.name in layout.ragged:
+                _check_ragged(config, entry, shapes[entry.name])
+            elif kind == "output" and entry.name in layout.outputs:
+                pass  # Triton: "The batch output shape doesn't necessarily match the model"
+            elif len(shapes[entry.name]) == 0:
                 scalars[entry.name] = _check_scalar_dims(config, entry)
             else:
                 _check_dims(config, entry, shapes[entry.name])
+    _check_batch_inputs(config, layout, graph_inputs)
     return {name for name, t in graph_inputs.items() if t == "tensor(string)"}, scalars
+
+
+def _expected_input_count(config: ModelConfig) -> int:
+    """The graph inputs a config accounts for, as Triton's onnxruntime backend counts them:
+    its inputs less the ``optional`` ones, plus ``batch_input`` entries, one per sequence
+    control kind (START, END, READY, CORRID) and one per implicit ``state``."""
+    from tritonclient.grpc.model_config_pb2 import ModelSequenceBatching
+
+    kinds = ModelSequenceBatching.Control.Kind
+    counted = {kinds.CONTROL_SEQUENCE_START, kinds.CONTROL_SEQUENCE_END, kinds.CONTROL_SEQUENCE_READY,
+               kinds.CONTROL_SEQUENCE_CORRID}
+    controls = {c.kind for ci in config.sequence_batching.control_input for c in ci.control} & counted
+    return (sum(1 for i in config.input if not i.optional) + len(config.batch_input) + len(controls)
+            + len(config.sequence_batching.state))
+
+
+def _check_ragged(config: ModelConfig, entry, graph_shape: list) -> None:
+    """A ragged input (``allow_ragged_batch``): not optional, and 1-D with a variable dim in
+    the graph, as Triton's onnxruntime backend requires (its texts, its double space too).
+
+    Raises:
+        ModelLoadError: an optional ragged input, or a graph shape other than ``[-1]``.
+    """
+    if entry.optional:
+        raise ModelLoadError(
+            f"unable to load model '{config.name}', configuration expects model provides input "
+            f"with shape [-1] for ragged input '{entry.name}', which is not supported for "
+            "optional input"
+        )
+    model = [d if isinstance(d, int) and d >= 0 else -1 for d in graph_shape]
+    if model != [-1]:
+        raise ModelLoadError(
+            f"unable to load model '{config.name}', configuration expects model provides input "
+            f"with shape [-1]  for ragged input '{entry.name}', model provides {_dims(model)}"
+        )
+
+
+def _check_batch_inputs(config: ModelConfig, layout: BatchLayout, graph_inputs: dict) -> None:
+    """Every batch input target is a graph input of the batch input's datatype (Triton counts
+    them among the inputs the graph must have; a missing one fails Triton's load too).
+
+    Raises:
+        ModelLoadError: a target the graph lacks, or of another datatype.
+    """
+    for spec in layout.inputs:
+        for target in spec.targets:
+            if target not in graph_inputs:
+                raise ModelLoadError(
+                    f"unable to load model '{config.name}', unexpected batch input '{target}' "
+                    f"in model configuration; model provides {sorted(graph_inputs)}"
+                )
+            provided = ONNX_TO_CONFIG.get(graph_inputs[target], graph_inputs[target])
+            if provided != spec.data_type:
+                raise ModelLoadError(
+                    f"unable to load model '{config.name}', configuration expects datatype "
+                    f"{spec.data_type} for batch input '{target}', model provides {provided}"
+                )
 
 
 def _check_scalar_dims(config: ModelConfig, entry) -> list[int]:

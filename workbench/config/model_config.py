@@ -122,7 +122,9 @@ def model_config_from_json(text: str | dict[str, Any]) -> ModelConfig:
 
     Accepts what ``/v2/models/<m>/config`` returns and what the load API's
     ``config`` parameter carries: original or camelCase field names, enums by
-    name, 64-bit integers as numbers or strings. Unknown fields are errors.
+    name, 64-bit integers as numbers or strings. Unknown fields are errors. A single value
+    where the field is repeated (``"instance_group": {"count": 2}``) is a list of that one
+    element, as protobuf's C++ JSON reader (Triton's) takes it.
 
     Args:
         text: a JSON string, or the already-decoded JSON object.
@@ -141,7 +143,8 @@ def model_config_from_json(text: str | dict[str, Any]) -> ModelConfig:
             raise InvalidModelConfig(
                 f"model config JSON must be an object, got {type(data).__name__}"
             )
-        json_format.ParseDict(data, config, ignore_unknown_fields=False)
+        json_format.ParseDict(_single_values_listed(data, ModelConfig.DESCRIPTOR), config,
+                              ignore_unknown_fields=False)
     except json.JSONDecodeError as exc:
         raise InvalidModelConfig(f"failed to parse model config JSON: {exc}") from None
     except RecursionError:  # a client's deeply nested config (load API) must not crash
@@ -149,6 +152,32 @@ def model_config_from_json(text: str | dict[str, Any]) -> ModelConfig:
     except json_format.ParseError as exc:
         raise InvalidModelConfig(f"failed to parse model config JSON: {exc}") from None
     return config
+
+
+def _single_values_listed(data: dict[str, Any], descriptor: Descriptor) -> dict[str, Any]:
+    """``data`` (the JSON object of a ``descriptor`` message) with each single value given
+    for a repeated field wrapped in a list, in nested messages too (map values included);
+    what ``json_format`` then parses or refuses is unchanged otherwise."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        field = descriptor.fields_by_name.get(key) or descriptor.fields_by_camelcase_name.get(key)
+        if field is None or value is None:
+            out[key] = value
+            continue
+        message = field.message_type
+        if message is not None and message.GetOptions().map_entry:
+            entry = message.fields_by_name["value"].message_type
+            if entry is not None and isinstance(value, dict):
+                value = {k: _single_values_listed(v, entry) if isinstance(v, dict) else v
+                         for k, v in value.items()}
+        elif field.label == FieldDescriptor.LABEL_REPEATED:
+            items = value if isinstance(value, list) else [value]
+            value = [_single_values_listed(v, message) if message is not None and isinstance(v, dict) else v
+                     for v in items]
+        elif message is not None and isinstance(value, dict):
+            value = _single_values_listed(value, message)
+        out[key] = value
+    return out
 
 
 def model_config_to_json(config: ModelConfig) -> dict[str, Any]:

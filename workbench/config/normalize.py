@@ -26,7 +26,8 @@ def normalize_model_config(config: mc.ModelConfig, *, gpu_count: int = 0) -> mc.
     non-ensembles get ``optimization.input_pinned_memory`` /
     ``output_pinned_memory`` ``enable: true`` when unset, and their instance
     groups normalized (see :func:`normalize_instance_groups`). Ensembles get no
-    instance group.
+    instance group, and a ``model_transaction_policy`` even when empty (Triton's
+    ``ValidateEnsembleConfig`` sets it: ``model_transaction_policy {}`` in the config).
 
     Args:
         config: an auto-completed config (not mutated).
@@ -54,6 +55,8 @@ def normalize_model_config(config: mc.ModelConfig, *, gpu_count: int = 0) -> mc.
         if not optimization.HasField("output_pinned_memory"):
             optimization.output_pinned_memory.enable = True
         normalize_instance_groups(out, gpu_count=gpu_count)
+    else:  # Triton's ensemble validation always sets the policy (decoupled when a step is)
+        out.model_transaction_policy.SetInParent()
     return out
 
 

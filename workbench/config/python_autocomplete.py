@@ -46,7 +46,12 @@ def autocomplete_from_python(config: ModelConfig, model_file: Path) -> None:
     Raises:
         InvalidModelConfig: the model cannot be imported, ``auto_complete_config`` raised
             (e.g. the ``ValueError`` of a conflicting ``add_input``), returned something
-            else than its config, or timed out; the message carries the Python error.
+            else than its config, or timed out. As in Triton's python backend the message
+            is the Python error as pybind11 words it ("ValueError: configuration specified
+            max_batch_size 6, but in auto-complete-config function for model 'm' specified
+            max_batch_size 4" then the model's frames after "At:"), or the stub's own text
+            ("auto_complete_config function in model 'm' must return a valid
+            pb.ModelConfig object.").
     """
     try:
         source = model_file.read_text(encoding="utf-8", errors="replace")
@@ -55,11 +60,8 @@ def autocomplete_from_python(config: ModelConfig, model_file: Path) -> None:
     if "auto_complete_config" not in source:
         return
     answer = _run_stub(config, model_file)
-    if "error" in answer:
-        raise InvalidModelConfig(
-            f"auto-complete of model '{config.name}' failed: auto_complete_config() raised "
-            f"{answer['error']}"
-        )
+    if "error" in answer:  # the stub's text as Triton's reports it: "ValueError: ...\n\nAt:\n..."
+        raise InvalidModelConfig(str(answer["error"]))
     _merge(config, answer["config"])
 
 

@@ -48,13 +48,14 @@ def check_ensemble(config: mc.ModelConfig) -> None:
 
     Follows Triton's ``ValidateEnsembleSchedulingConfig``; its texts, e.g. "ensemble
     tensor 'T' can appear in an output map only once for ensemble 'm' step 1", "ensemble
-    input 'IN' for ensemble 'm' is not used", "output 'OUT' for ensemble 'm' is not
-    written", "ensemble tensor 'T' is unused in ensemble 'm'" (a tensor mapped from a step
-    output that no step consumes and that is no ensemble output; unmapped step outputs are
-    fine). Beyond Triton: a step writing an ensemble input is rejected, and when the steps
-    form a cycle (which Triton reports only as "not written" / "unused") the message says
-    so. Composing models' inputs, data types and batch sizes are checked by
-    :func:`check_ensemble_steps` once those models are known.
+    input 'IN' for ensemble m' is not used" (one quote missing, as in Triton's text),
+    "output 'OUT' for ensemble 'm' is not written", "ensemble tensor 'T' is unused in
+    ensemble 'm'" (a tensor mapped from a step output that no step consumes and that is
+    no ensemble output; unmapped step outputs are fine). Beyond Triton: a step writing an
+    ensemble input is rejected, and when the steps form a cycle (which Triton reports only
+    as "not written" / "unused") the message says so. Composing models' inputs, data
+    types and batch sizes are checked by :func:`check_ensemble_steps` once those models
+    are known.
 
     Args:
         config: the model config (any model; non-ensembles pass unless they set
@@ -136,7 +137,7 @@ def _check_ensemble_flow(config: mc.ModelConfig, tensors: dict[str, _Tensor]) ->
     m, queue = config.name, deque[_Tensor]()
     for io in config.input:
         if io.name not in tensors:
-            _fail(f"ensemble input '{io.name}' for ensemble '{m}' is not used")
+            _fail(f"ensemble input '{io.name}' for ensemble {m}' is not used")  # sic, Triton's
         tensors[io.name].ready = True
         queue.append(tensors[io.name])
     while queue:
@@ -148,7 +149,7 @@ def _check_ensemble_flow(config: mc.ModelConfig, tensors: dict[str, _Tensor]) ->
     for io in config.output:
         node = tensors.get(io.name)
         if node is None:
-            _fail(f"ensemble output '{io.name}' for ensemble '{m}' is not used")
+            _fail(f"ensemble output '{io.name}' for ensemble {m}' is not used")  # sic, Triton's
         if not node.ready:
             _fail(_not_written_message(node, m))
         outputs.add(io.name)
@@ -220,7 +221,7 @@ def _node(model: str, batching: bool, data_type: int, dims: Iterable[int]) -> _N
     return _Node(model, data_type, shape, (WILDCARD_DIM, *shape) if batching else shape)
 
 
-def check_ensemble_steps(config: mc.ModelConfig, composing: Mapping[str, mc.ModelConfig]) -> None:
+def check_ensemble_steps(config: mc.ModelConfig, composing: Mapping[str, mc.ModelConfig]) -> bool:
     """Check an ensemble against its composing models' configs (Triton's
     ``ValidateEnsembleConfig``), in Triton's order and with its texts:
 
@@ -236,14 +237,21 @@ def check_ensemble_steps(config: mc.ModelConfig, composing: Mapping[str, mc.Mode
       A while [-1,8] is inferred from model B" (``-1`` matches any size; shapes also match
       when they agree once the batch dimension of a batching model is counted).
 
+    - "in ensemble E, step of model 'M' receives inputs originated from different
+      decoupled models" (a step, or the ensemble's outputs, fed by two decoupled models, or
+      by a decoupled model and the ensemble inputs: their responses could not be paired;
+      'M' is the model the step's first output tensor was inferred from, as in Triton).
+
     Ensemble inputs and outputs take part as tensors "inferred from" the ensemble (their
     ``reshape`` when they have one). Unmapped composing-model outputs are fine (Triton).
-    Beyond Triton (which runs them): a decoupled composing model is rejected, "in ensemble
-    E, step of model 'M' is decoupled: decoupled composing models are not supported yet".
 
     Args:
         config: a normalized ensemble config that passed :func:`check_ensemble`.
         composing: the normalized config of every model :func:`composing_models` names.
+
+    Returns:
+        Whether the ensemble is decoupled: some decoupled composing model feeds it (Triton
+        sets the ensemble's ``model_transaction_policy.decoupled`` so).
 
     Raises:
         InvalidModelConfig: the first rule broken.
@@ -260,11 +268,6 @@ def check_ensemble_steps(config: mc.ModelConfig, composing: Mapping[str, mc.Mode
         tensors.setdefault(io.name, _node(m, batching, io.data_type, dims))
     for step in config.ensemble_scheduling.step:
         model = composing[step.model_name]
-        if model.model_transaction_policy.decoupled:
-            _fail(
-                f"in ensemble {m}, step of model '{step.model_name}' is decoupled: decoupled "
-                "composing models are not supported yet"
-            )
         if model.max_batch_size != 0 and model.max_batch_size < config.max_batch_size:
             _fail(
                 f"ensemble {m} allows maximum batch size {config.max_batch_size}, but it "
@@ -272,6 +275,59 @@ def check_ensemble_steps(config: mc.ModelConfig, composing: Mapping[str, mc.Mode
                 f"be {model.max_batch_size}"
             )
         _check_mapping(m, step, model, tensors)
+    return _decoupled_flow(config, composing, tensors)
+
+
+def _decoupled_flow(
+    config: mc.ModelConfig, composing: Mapping[str, mc.ModelConfig], tensors: dict[str, _Node]
+) -> bool:
+    """Label every ensemble tensor with the decoupled model its values come from (0: the
+    ensemble inputs), walking the data flow from the inputs; a step's inputs, and the
+    ensemble's outputs, must share one label (Triton's decoupled walk at the end of
+    ``ValidateEnsembleConfig``). True when some tensor has a decoupled label."""
+    m = config.name
+    sink = "\0sink"  # the ensemble's outputs meet here (Triton's sink node)
+    prev: dict[str, list[str]] = {sink: [io.name for io in config.output]}
+    nxt: dict[str, list[str]] = {}
+    siblings: dict[str, int] = {}  # step output tensor -> its step
+    decoupled: dict[str, bool] = {}
+    for io in config.output:
+        nxt.setdefault(io.name, []).append(sink)
+    for index, step in enumerate(config.ensemble_scheduling.step):
+        outputs, inputs = _sorted_values(step.output_map), _sorted_values(step.input_map)
+        for tensor in outputs:
+            siblings[tensor] = index
+            decoupled[tensor] = composing[step.model_name].model_transaction_policy.decoupled
+            for source in inputs:
+                prev.setdefault(tensor, []).append(source)
+                nxt.setdefault(source, []).append(tensor)
+    label: dict[str, int] = {io.name: 0 for io in config.input}
+    step_label: dict[int, int] = {}
+    count = 0
+    queue = deque(io.name for io in config.input)
+    while queue:
+        for node in nxt.get(queue.popleft(), []):
+            sources = prev.get(node, [])
+            if node in label or not all(p in label for p in sources):
+                continue
+            first = label[sources[0]] if sources else 0
+            if any(label[p] != first for p in sources):
+                model = tensors[node].model if node in tensors else m
+                _fail(
+                    f"in ensemble {m}, step of model '{model}' receives inputs originated "
+                    "from different decoupled models"
+                )
+            producer = siblings.get(node)
+            if producer is not None and producer in step_label:
+                label[node] = step_label[producer]
+            else:
+                if decoupled.get(node):
+                    count += 1
+                label[node] = count if decoupled.get(node) else first
+                if producer is not None:
+                    step_label[producer] = label[node]
+            queue.append(node)
+    return count != 0
 
 
 def _check_mapping(

@@ -19,6 +19,7 @@ warned about.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.metadata as metadata
 import re
 import sys
@@ -88,10 +89,9 @@ class PythonRequirements:
 
 def _config(folder: Path) -> ModelConfig:
     config = ModelConfig()
-    try:
+    # no or broken config: the files tell
+    with contextlib.suppress(OSError, UnicodeDecodeError, text_format.ParseError):
         text_format.Parse((folder / "config.pbtxt").read_text(encoding="utf-8"), config)
-    except (OSError, UnicodeDecodeError, text_format.ParseError):
-        pass  # no or broken config: the files tell
     return config
 
 
@@ -114,7 +114,7 @@ def _optional_lines(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         if not isinstance(node, ast.Try):
             continue
-        caught = set()
+        caught: set[str] = set()
         for handler in node.handlers:
             kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
             caught.update(k.id for k in kinds if isinstance(k, ast.Name))
@@ -138,6 +138,8 @@ def imports_of(source: str, filename: str) -> list[ImportSite]:
     optional = _optional_lines(tree)
     sites: list[ImportSite] = []
     for node in ast.walk(tree):
+        if not isinstance(node, (ast.Import, ast.ImportFrom, ast.Call)):
+            continue
         modules: list[str] = []
         if isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]

@@ -7,6 +7,7 @@ This is ``workbench deploy --out DIR`` and the Headless tab's "Write deployment"
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -30,10 +31,9 @@ def required_extras(repository: Path) -> list[str]:
     extras = set()
     for folder in sorted(p for p in repository.iterdir() if p.is_dir()):
         config = ModelConfig()
-        try:
+        # no or broken config (unreadable, not UTF-8, not text format): the files tell
+        with contextlib.suppress(OSError, UnicodeDecodeError, text_format.ParseError):
             text_format.Parse((folder / "config.pbtxt").read_text(encoding="utf-8"), config)
-        except (OSError, text_format.ParseError):
-            pass  # no or broken config: the files tell
         files = {p.name for p in folder.glob("*/*")}
         if config.platform == "pytorch_libtorch" or config.backend == "pytorch" or "model.pt" in files:
             extras.add("pytorch")

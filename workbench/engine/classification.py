@@ -75,7 +75,7 @@ def classify(scores: np.ndarray, datatype: str, k: int, batched: bool,
     order = (width - 1 - np.argsort(rows[:, ::-1], axis=1, kind="stable")[:, ::-1])[:, :k]
     text = "{:f}:{}" if datatype in _FLOATS else "{}:{}"
     result = np.empty(order.shape, dtype=object)
-    for r, (row, indices) in enumerate(zip(rows, order)):
+    for r, (row, indices) in enumerate(zip(rows, order, strict=True)):
         for c, index in enumerate(indices.tolist()):
             entry = text.format(row[index].item(), index)
             label = labels[index] if labels is not None and index < len(labels) else ""

@@ -39,6 +39,7 @@ from workbench.errors import (
     WorkbenchError,
 )
 from workbench.options import ServerOptions
+from workbench.results import ConfigFile, ConfigWriteResult
 
 #: suffix of the previous config file kept by :meth:`ConfigFileService.write_model_config`
 BACKUP_SUFFIX = ".bak"
@@ -59,7 +60,7 @@ class ConfigFileService:
         self._lifecycle = lifecycle
         self._poll = poll
 
-    async def model_config_file(self, name: str) -> dict:
+    async def model_config_file(self, name: str) -> ConfigFile:
         """The config file of model ``name`` as it is on disk now.
 
         Returns:
@@ -108,7 +109,7 @@ class ConfigFileService:
             return [semantic_problem(text, exc.message)]
         return []
 
-    async def write_model_config(self, name: str, text: str, *, reload: bool = True) -> dict:
+    async def write_model_config(self, name: str, text: str, *, reload: bool = True) -> ConfigWriteResult:
         """Validate ``text``, write it as ``name``'s config file and apply it.
 
         The write is atomic (a temporary file in the same folder, fsynced, then renamed over
@@ -139,7 +140,7 @@ class ConfigFileService:
             raise InvalidModelConfig(f"model config for '{name}' is not valid:\n{listed}")
         return await self._replace_config(name, text, reload, path, reason)
 
-    async def revert_model_config(self, name: str, *, reload: bool = True) -> dict:
+    async def revert_model_config(self, name: str, *, reload: bool = True) -> ConfigWriteResult:
         """Put the backup written by :meth:`write_model_config` back, and apply it.
 
         The file being replaced becomes the new backup (reverting twice restores the edit).
@@ -162,13 +163,13 @@ class ConfigFileService:
 
     # ----------------------------------------------------------------- internals
     async def _replace_config(self, name: str, text: str, reload: bool, path: Path,
-                              reason: str) -> dict:
+                              reason: str) -> ConfigWriteResult:
         """Write ``text`` at ``path`` (``reason``: why it may not be written, "" if it may)
         and apply it as the control mode allows."""
         if reason:
             raise Unsupported(f"cannot write the config of '{name}': {reason}")
         backup = await asyncio.to_thread(_atomic_write, path, text)
-        result = {"name": name, "path": str(path), "backup": str(backup) if backup else None,
+        result: ConfigWriteResult = {"name": name, "path": str(path), "backup": str(backup) if backup else None,
                   "reloaded": False, "reason": ""}
         if not reload:
             result["reason"] = "not reloaded (reload=False)"
@@ -226,7 +227,7 @@ def _prepare(name: str, model_dir: Path, options: ServerOptions, config: ModelCo
     return prepared
 
 
-def _describe(name: str, path: Path, reason: str) -> dict:
+def _describe(name: str, path: Path, reason: str) -> ConfigFile:
     """Blocking: what :meth:`ConfigFileService.model_config_file` returns."""
     exists = path.is_file()
     return {

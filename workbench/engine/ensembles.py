@@ -118,6 +118,25 @@ def ensemble_error(
     return ""
 
 
+def with_transaction_policy(config: ModelConfig, entries: Mapping[str, ModelEntry]) -> ModelConfig:
+    """``config`` with ``model_transaction_policy.decoupled`` set as Triton sets it at load:
+    True when a decoupled composing model feeds the ensemble, else False (a copy when that
+    changes the config; ``config`` itself otherwise).
+
+    Args:
+        config: an ensemble config that passed :func:`ensemble_error`.
+        entries: the server's models by name.
+    """
+    composing = {m: c for m in composing_models(config) if (c := entries[m].config) is not None}
+    decoupled = check_ensemble_steps(config, composing)
+    if config.model_transaction_policy.decoupled == decoupled:
+        return config
+    marked = ModelConfig()
+    marked.CopyFrom(config)
+    marked.model_transaction_policy.decoupled = decoupled
+    return marked
+
+
 def ensemble_labels(
     config: ModelConfig, own: Mapping[str, list[str]], entries: Mapping[str, ModelEntry]
 ) -> dict[str, list[str]]:
@@ -171,4 +190,5 @@ def stop_waves(
 
 __all__ = [
     "declared_dependencies", "ensemble_error", "ensemble_labels", "load_waves", "stop_waves",
+    "with_transaction_policy",
 ]

@@ -40,6 +40,7 @@ def entry_from_result(
     if result.config is not None and result.config.response_cache.enable and cache is None:
         log.warning("model '%s' enables the response cache but the server has none "
                     "(--cache-config local,size=N): responses are not cached", result.name)
+    cache_enabled = result.config is not None and result.config.response_cache.enable and cache is not None
     for version, loaded in result.versions.items():
         if loaded.error:
             entry.versions[version] = VersionState(ModelReadyState.UNAVAILABLE, loaded.error)
@@ -48,7 +49,7 @@ def entry_from_result(
             result.name,
             str(version),
             load_ns=loaded.load_ns,
-            cache_enabled=result.config.response_cache.enable and cache is not None,
+            cache_enabled=cache_enabled,
             observers=observers,
             memory_usage=loaded.memory,
             metrics=(metrics or {}).get(version),

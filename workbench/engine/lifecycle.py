@@ -20,10 +20,13 @@ it; the poller (:mod:`workbench.engine.poller`) and the ensemble dependency chec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
@@ -38,6 +41,7 @@ from workbench.engine.ensembles import (
     ensemble_labels,
     load_waves,
     stop_waves,
+    with_transaction_policy,
 )
 from workbench.engine.entries import continued_metrics, entry_from_result
 from workbench.engine.loader import LoadedVersion, LoadResult, load_model
@@ -64,8 +68,9 @@ from workbench.repository.remote import (
     resolve_repositories,
 )
 from workbench.repository.repository import ModelLocation, ModelRepository
+from workbench.results import RepositoryIndexRow
 from workbench.scheduling.ensemble import StepAdapt
-from workbench.scheduling.rate_limiter import RateLimiter, parse_resource
+from workbench.scheduling.rate_limiter import RateLimiter, explicit_pools
 from workbench.statistics import ComputeTotals, SuccessObserver
 from workbench.types import InferenceRequest, InferenceResponse, ModelReadyState
 
@@ -92,7 +97,7 @@ class ModelLifecycle:
         #: model -> the versions its load in progress loads ([] until its config is read)
         self._loading: dict[str, list[int]] = {}
         #: model -> background drains of its versions that left service (reloads)
-        self._drains: dict[str, set[asyncio.Task]] = {}
+        self._drains: dict[str, set[asyncio.Task[None]]] = {}
         #: versions that left service on a reload but still serve their live sequences
         self._retiring = RetiringVersions()
         self._repository: ModelRepository | None = None
@@ -129,6 +134,12 @@ class ModelLifecycle:
         AssertionError before :meth:`open`."""
         assert self._repository is not None, "the server is not started"
         return self._repository
+
+    @property
+    def opened(self) -> bool:
+        """True once :meth:`open` set up the repositories (also when one of them was
+        missing: then with none)."""
+        return self._repository is not None
 
     @property
     def remotes(self) -> list[RemoteRepository]:
@@ -188,14 +199,20 @@ class ModelLifecycle:
 
         Raises:
             InvalidArgument: a model repository does not exist (a remote one: or cannot be
-                read), or a malformed ``--rate-limit-resource``.
+                read): the lifecycle is then open with no repository (:attr:`repository`
+                lists nothing; Triton's server without a model repository manager); or a
+                malformed ``--rate-limit-resource`` (nothing is open then).
         """
         self._rate_limiter = _rate_limiter(self.options)
         self._backend_context = backend_context
-        paths, self._remotes = await asyncio.to_thread(
-            resolve_repositories, self.options.model_repository, self.options.model_repository_cache
-        )
-        self._repository = ModelRepository(paths)
+        try:
+            paths, self._remotes = await asyncio.to_thread(
+                resolve_repositories, self.options.model_repository, self.options.model_repository_cache
+            )
+            self._repository = ModelRepository(paths)
+        except InvalidArgument:
+            self._remotes, self._repository = [], ModelRepository([])
+            raise
 
     async def load_startup_models(self) -> list[ModelEntry]:
         """Load the start-up models (every model in ``none`` and ``poll`` mode, the
@@ -289,10 +306,11 @@ class ModelLifecycle:
         request: InferenceRequest,
         compute_totals: ComputeTotals,
         adapt: StepAdapt | None = None,
-    ) -> InferenceResponse:
-        """One step of an ensemble request (the ensemble scheduler's ``step_infer``).
+    ) -> AsyncGenerator[InferenceResponse, None]:
+        """One step of an ensemble request (the ensemble scheduler's ``step_infer``): its
+        responses, as ``Server.infer_stream`` yields them (0..n for a decoupled model).
 
-        ``Server.infer`` for a composing model, resolved by name and version for each
+        ``Server.infer_stream`` for a composing model, resolved by name and version for each
         request, minus the checks that concern clients (server stopping: the ensemble
         request already in flight finishes; shared memory: steps carry arrays). What runs
         is ``adapt(config of the resolved version)`` when ``adapt`` is given (the scheduler
@@ -302,16 +320,18 @@ class ModelLifecycle:
         Raises:
             ModelNotFound / ModelNotReady: the composing model or version is not READY
                 ("Request for unknown model: ...").
-            WorkbenchError: as ``Server.infer``.
+            WorkbenchError: as ``Server.infer_stream``.
         """
         arrival = time.monotonic_ns()
         model = self.resolve_request(request)
         if adapt is not None:
             request = adapt(model.config)
-        return await model.infer_once(request, arrival, compute_totals)
+        async with contextlib.aclosing(model.infer_stream(request, arrival, compute_totals)) as stream:
+            async for response in stream:
+                yield response
 
     # ----------------------------------------------------------------- repository API
-    async def index_rows(self, ready: bool = False) -> list[dict]:
+    async def index_rows(self, ready: bool = False) -> list[RepositoryIndexRow]:
         """Every model in the repositories, and every version the server knows, with state.
 
         Rows are ``{"name", "version", "state", "reason"}``; a model never loaded has only
@@ -329,7 +349,7 @@ class ModelLifecycle:
         """
         assert self._repository is not None
         found = await asyncio.to_thread(repository_names, self._repository, self._remotes)
-        rows = []
+        rows: list[RepositoryIndexRow] = []
         for name in sorted(set(found) | set(self._models) | set(self._loading)):
             entry = self._models.get(name)
             rows.extend(index_rows(name, entry, self._loading.get(name)))
@@ -338,7 +358,7 @@ class ModelLifecycle:
         return rows
 
     async def load_model(
-        self, name: str, config: str | dict | None = None, files: dict[str, bytes] | None = None
+        self, name: str, config: str | dict[str, Any] | None = None, files: dict[str, bytes] | None = None
     ) -> None:
         """Load or reload ``name`` (explicit mode); ``config`` (JSON) overrides config.pbtxt.
 
@@ -367,6 +387,11 @@ class ModelLifecycle:
         them after this returns, until each ends (:mod:`workbench.engine.retiring`), while
         new sequences start on the new versions. A failed reload leaves the old versions
         serving with the failure as the reason of their READY rows in the index.
+
+        Loads and unloads of one model take turns (Triton's repository manager): a load
+        that arrives while the model unloads waits for the unload, then loads; an unload
+        that arrives during a load waits for its switch. What this answers is settled at
+        the switch: an unload right after it does not make it fail.
 
         With remote repositories (``s3://``, ...) the model's folder is synced from the
         remote into the local mirror first, and so are the composing models the load loads
@@ -409,8 +434,10 @@ class ModelLifecycle:
         )
         await self._drained(name)
         entry = entries[name]
-        if entry.failed() or not entry.ready_versions():
-            raise InvalidArgument(f"load failed for model '{name}': {entry_reason(entry)}")
+        if entry.outcome is None:
+            entry.settle()
+        if entry.outcome:  # as the load switched: an unload after it does not fail it
+            raise InvalidArgument(f"load failed for model '{name}': {entry.outcome}")
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
         """Unload every version of ``name`` after its in-flight requests finish (versions
@@ -635,10 +662,12 @@ class ModelLifecycle:
                 entry = self._entry_for(result, reuse)
             entry.directory = directory
             if self._stopping:  # stop() began during the load: never serve it
+                entry.settle()
                 fresh = [(v, s) for v, s in entry.versions.items() if v not in reuse]
                 await drain_versions(name, fresh)
                 return entry
             switch = switch_entry(self._models, old, entry, reuse)
+            entry.settle()  # the load's answer, before an unload queued behind it runs
             if switch.kept_old:  # a failed reload keeps the last good versions serving
                 assert old is not None
                 await drain_versions(name, switch.drain)  # never served: nothing in flight
@@ -653,7 +682,7 @@ class ModelLifecycle:
         return entry
 
     async def _run_load(
-        self, name: str, path, override: ModelConfig | None, keep: frozenset[int]
+        self, name: str, path: Path | None, override: ModelConfig | None, keep: frozenset[int]
     ) -> LoadResult:
         """:func:`~workbench.engine.loader.load_model` on a model-load thread, with the model
         listed as loading (``self._loading``) meanwhile."""
@@ -711,7 +740,7 @@ class ModelLifecycle:
         tasks = self._drains.setdefault(name, set())
         tasks.add(task)
 
-        def done(_: asyncio.Task) -> None:
+        def done(_: asyncio.Task[None]) -> None:
             tasks.discard(task)
             if not tasks and self._drains.get(name) is tasks:
                 del self._drains[name]
@@ -748,6 +777,7 @@ class ModelLifecycle:
             if reason:  # served once its composing models fit (workbench.engine.dependents)
                 return ModelEntry(result.name, config=config, reason=reason,
                                   blocked_versions=tuple(result.chosen))
+            result.config = with_transaction_policy(config, self._models)
             result.labels = ensemble_labels(config, result.labels, self._models)
         return entry_from_result(
             result, self._observers, self._cache, self._rate_limiter, self._infer_step, reuse,
@@ -763,10 +793,7 @@ def _rate_limiter(options: ServerOptions) -> RateLimiter | None:
     """
     if options.rate_limit == "off":
         return None
-    try:
-        return RateLimiter(dict(parse_resource(text) for text in options.rate_limit_resource))
-    except ValueError as exc:
-        raise InvalidArgument(str(exc)) from None
+    return RateLimiter(explicit_pools(options.rate_limit_resource))
 
 
 def entry_reason(entry: ModelEntry) -> str:
@@ -799,7 +826,7 @@ def _poll_failure(name: str, cause: InvalidArgument | InternalError) -> Workbenc
     return type(cause)(f"failed to load '{name}', failed to poll from model repository: {cause.message}")
 
 
-def _config_override(name: str, config: str | dict) -> ModelConfig:
+def _config_override(name: str, config: str | dict[str, Any]) -> ModelConfig:
     """The ``config`` load parameter parsed (Triton's ``JsonToModelConfig``).
 
     Raises:

@@ -8,6 +8,9 @@ no backend and no instances: its versions load empty, and the engine checks it
 against its composing models (:mod:`workbench.engine.ensembles`). A config with
 ``model_warmup`` samples runs them on each instance right after creating it
 (:mod:`workbench.engine.warmup`); a failing sample makes the version UNAVAILABLE.
+The instances of one version load on parallel threads (Triton's parallel instance
+loading; a backend can opt out with ``Backend.parallel_instance_loading``); one that fails
+makes the version UNAVAILABLE and the others are unloaded again.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ import importlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
@@ -36,6 +41,7 @@ from workbench.engine.warmup import WarmupSample, prepare_warmup, run_warmup
 from workbench.errors import WorkbenchError
 from workbench.gpu_memory import gpu_memory_growth, read_gpu_memory
 from workbench.options import ServerOptions
+from workbench.scheduling.rate_limiter import check_resources, explicit_pools
 from workbench.statistics import MemoryUsage, host_rss_bytes, merge_memory, sum_memory
 
 log = logging.getLogger(__name__)
@@ -146,6 +152,8 @@ def load_model(
         available = scan_version_dirs(model_dir) if model_dir is not None else {}
         chosen = select_versions(result.config, available)
         warmup = prepare_warmup(result.config, model_dir) if chosen else []
+        if options.rate_limit == "execution_count":  # Triton refuses what it could never schedule
+            check_resources(instance_specs(result.config), explicit_pools(options.rate_limit_resource))
     except WorkbenchError as exc:
         result.error = exc.message
         return result
@@ -177,15 +185,20 @@ def _load_version(
     try:
         backend = backend_for(config, context)
         import_frameworks(backend.framework_modules)
-        usages: list[MemoryUsage] = []
-        for spec in instance_specs(config):
-            instance, usage = measure_load(
-                lambda: backend.load_instance(config, version_dir, spec), spec)
-            loaded.instances.append(instance)
-            usages.extend(usage)
-            if warmup:
-                run_warmup(loaded.instances[-1], warmup, config)
-    except Exception as exc:  # a broken model file must never take the server down
+        specs = instance_specs(config)
+        loads = [partial(backend.load_instance, config, version_dir, spec) for spec in specs]
+        if backend.parallel_instance_loading:
+            loaded.instances, usages = measure_loads(loads, specs, loaded.instances)
+        else:
+            usages = []
+            for load, spec in zip(loads, specs, strict=True):
+                instance, usage = measure_load(load, spec)
+                loaded.instances.append(instance)
+                usages.extend(usage)
+        if warmup:
+            for instance in loaded.instances:
+                run_warmup(instance, warmup, config)
+    except Exception as exc:  # noqa: BLE001  # a broken model file must never take the server down
         message = exc.message if isinstance(exc, WorkbenchError) else f"{type(exc).__name__}: {exc}"
         log.error("failed to load '%s' version %s: %s", config.name, version_dir.name, message)
         for instance in loaded.instances:
@@ -205,13 +218,14 @@ def measure_load(
     never negative: the weights and sessions the instance allocated, plus whatever the
     backend cached for the first time (its framework is imported before, outside the
     measurement: :func:`import_frameworks`). Memory the allocator reuses (freed by an
-    earlier version) does not grow the resident set: such a load can read 0. ``GPU`` (KIND_GPU and KIND_MODEL instances, where NVML reads the
-    devices; :mod:`workbench.gpu_memory`): the growth of this process's used memory on each
-    device that grew, bytes (a KIND_GPU instance's own device is listed even at 0); the
-    first instance on a device also carries the CUDA context (hundreds of MiB). Loads on
-    other model-load threads wait while one is measured (a lock around the load and its
-    readings), so they do not blur each other's numbers; requests served meanwhile still
-    can: the measured entries are marked ``estimate``.
+    earlier version) does not grow the resident set: such a load can read 0. ``GPU`` (KIND_GPU
+    and KIND_MODEL instances, where NVML reads the devices; :mod:`workbench.gpu_memory`): the
+    growth of this process's used memory on each device that grew, bytes (a KIND_GPU
+    instance's own device is listed even at 0); the first instance on a device also carries
+    the CUDA context (hundreds of MiB). Loads on other model-load threads wait while one is
+    measured (a lock around the load and its readings), so they do not blur each other's
+    numbers; requests served meanwhile still can: the measured entries are marked
+    ``estimate``.
 
     :meth:`ModelInstance.reported_memory` entries replace the measured entry of the same
     (kind, device) (:func:`~workbench.statistics.merge_memory`): a backend that knows its
@@ -234,6 +248,58 @@ def measure_load(
         if grown > 0 or (kind == "KIND_GPU" and device == device_id):
             measured.append(MemoryUsage("GPU", device, grown, estimate=True))
     return instance, merge_memory(measured, instance.reported_memory())
+
+
+def measure_loads(
+    loads: Sequence[Callable[[], ModelInstance]], specs: Sequence[InstanceSpec],
+    created: list[ModelInstance] | None = None,
+) -> tuple[list[ModelInstance], list[MemoryUsage]]:
+    """Run ``loads`` (creating the instances ``specs`` describe, in that order) on parallel
+    threads, as Triton creates a model's instances concurrently, and return the instances
+    with their memory footprint together, summed per (kind, device) (as
+    :func:`measure_load` measures one: process growth while they loaded, the backend's own
+    reports winning per (kind, device)). ``created`` (a list the caller holds) receives
+    each instance as soon as it exists.
+
+    Raises:
+        Exception: the first error of ``loads`` in spec order, once every load finished
+            (the instances created are in ``created``: the caller unloads them).
+    """
+    created = [] if created is None else created
+    kinds = {spec.kind for spec in specs}
+    on_gpu = bool(kinds & {"KIND_GPU", "KIND_MODEL"})
+    with _MEASURING:
+        gpu_before = read_gpu_memory() if on_gpu else {}
+        before = host_rss_bytes()
+        results: list[ModelInstance | BaseException] = []
+        if len(loads) == 1:
+            results = [_attempt(loads[0])]
+        elif loads:
+            with ThreadPoolExecutor(len(loads), thread_name_prefix="instance-load") as pool:
+                results = list(pool.map(_attempt, loads))
+        after = host_rss_bytes()
+        gpu_after = read_gpu_memory() if on_gpu else {}
+    created.extend(r for r in results if isinstance(r, ModelInstance))
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    gpu_devices = {spec.device_id for spec in specs if spec.kind == "KIND_GPU"}
+    measured = []
+    if before is not None and after is not None:
+        measured.append(MemoryUsage("CPU", 0, max(0, after - before), estimate=True))
+    for device, grown in sorted(gpu_memory_growth(gpu_before, gpu_after).items()):
+        if grown > 0 or device in gpu_devices:
+            measured.append(MemoryUsage("GPU", device, grown, estimate=True))
+    reported = sum_memory(usage for instance in created for usage in instance.reported_memory())
+    return created, merge_memory(measured, reported)
+
+
+def _attempt(load: Callable[[], ModelInstance]) -> ModelInstance | BaseException:
+    """``load()``, or the exception it raised (collected: the other loads finish first)."""
+    try:
+        return load()
+    except Exception as exc:  # noqa: BLE001 - re-raised by measure_loads in spec order
+        return exc
 
 
 def import_frameworks(modules: Collection[str]) -> None:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
@@ -112,7 +112,7 @@ class LoadedModel:
         request: InferenceRequest,
         arrival_ns: int,
         compute_totals: ComputeTotals | None = None,
-    ) -> AsyncIterator[InferenceResponse]:
+    ) -> AsyncGenerator[InferenceResponse, None]:
         """Every response to ``request``: one for a non-decoupled model; 0..n for a decoupled
         one, as the backend sends them, the last with ``final=True`` (an empty final response,
         no outputs, when the backend closes the request without a response).

@@ -8,6 +8,7 @@ import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.datatypes import WIRE_TO_NUMPY, config_to_wire
+from workbench.results import TensorMetadata
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +34,7 @@ class TensorSpec:
 
     def full_dims(self, max_batch_size: int) -> tuple[int, ...]:
         """Dims as clients see them: a leading -1 when the model batches."""
-        return ((-1,) + self.dims) if max_batch_size > 0 else self.dims
+        return (-1, *self.dims) if max_batch_size > 0 else self.dims
 
 
 class ModelIO:
@@ -46,14 +47,15 @@ class ModelIO:
         self.outputs = {o.name: _spec(o, False) for o in config.output}
         self.required = [n for n, s in self.inputs.items() if not s.optional]
 
-    def metadata(self) -> tuple[list[dict], list[dict]]:
-        """``inputs`` / ``outputs`` lists of the v2 model metadata response."""
+    def metadata(self) -> tuple[list[TensorMetadata], list[TensorMetadata]]:
+        """``inputs`` / ``outputs`` lists of the v2 model metadata response (``shape``: -1 =
+        variable, with a leading -1 batch dim when the model batches)."""
         return (
             [self._meta(s) for s in self.inputs.values()],
             [self._meta(s) for s in self.outputs.values()],
         )
 
-    def _meta(self, spec: TensorSpec) -> dict:
+    def _meta(self, spec: TensorSpec) -> TensorMetadata:
         return {
             "name": spec.name,
             "datatype": spec.wire,

@@ -242,21 +242,22 @@ def _on_daemon_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
 
-    def deliver(result: object, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is None:
+    def deliver(result: T) -> None:
+        if not future.done():
             future.set_result(result)
-        else:
+
+    def fail(error: BaseException) -> None:
+        if not future.done():
             future.set_exception(error)
 
     def run() -> None:
+        settle: Callable[[], None]
         try:
-            result, error = fn(), None
-        except BaseException as exc:
-            result, error = None, exc
+            settle = partial(deliver, fn())
+        except BaseException as exc:  # noqa: BLE001  # handed to the awaiting future, which re-raises it
+            settle = partial(fail, exc)
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-            loop.call_soon_threadsafe(deliver, result, error)
+            loop.call_soon_threadsafe(settle)
 
     threading.Thread(target=run, name="workbench-poll-scan", daemon=True).start()
     return future

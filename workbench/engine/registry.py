@@ -47,6 +47,10 @@ class ModelEntry:
     load_error: str = ""
     directory: OverrideDirectory | None = None
     blocked_versions: tuple[int, ...] | None = None
+    #: why the load that made this entry failed ("" when it succeeded), settled when the
+    #: load switched, before anything else could change the model (an unload waiting for
+    #: the load): what the load API answers; None for an entry no load made
+    outcome: str | None = None
 
     def __post_init__(self) -> None:
         self.refresh()
@@ -80,14 +84,15 @@ class ModelEntry:
 
     def failure_reason(self) -> str:
         """The model-level reason, else each UNAVAILABLE version's (Triton's load error
-        text: "version 1 is at UNAVAILABLE state: <reason>;")."""
+        text: "version 1 is at UNAVAILABLE state: <reason>;"). The versions unloaded again
+        because another one failed (Triton fails the whole model) are left out, as
+        Triton's load tracker lists only the versions that failed."""
         if self.reason:
             return self.reason
-        return "".join(
-            f"version {v} is at {s.state.value} state: {s.reason};"
-            for v, s in sorted(self.versions.items())
-            if s.state is not ModelReadyState.READY
-        )
+        pending = [(v, s) for v, s in sorted(self.versions.items()) if s.state is not ModelReadyState.READY]
+        failed = [(v, s) for v, s in pending if s.state is ModelReadyState.UNAVAILABLE
+                  and s.reason not in ("", "unloaded")]
+        return "".join(f"version {v} is at {s.state.value} state: {s.reason};" for v, s in failed or pending)
 
     async def stop(self, reason: str = "unloaded", keep_failures: bool = False) -> None:
         """Drain and unload every loaded version; mark them UNAVAILABLE with ``reason``; then
@@ -108,6 +113,11 @@ class ModelEntry:
         self.refresh()
         if self.directory is not None:
             await asyncio.to_thread(self.release_directory)
+
+    def settle(self) -> None:
+        """Record :attr:`outcome`: the failure reason when the model (or a version of it)
+        failed or has no READY version, else ""."""
+        self.outcome = self.failure_reason() if self.failed() or not self.ready_versions() else ""
 
     def holds_instances(self) -> bool:
         """True when a version has a loaded model (READY, or draining)."""

@@ -4,10 +4,11 @@ versions with their state and reason, as ``Server.repository_index`` lists them.
 from __future__ import annotations
 
 from workbench.engine.registry import ModelEntry
+from workbench.results import RepositoryIndexRow
 from workbench.types import ModelReadyState
 
 
-def index_rows(name: str, entry: ModelEntry | None, loading: list[int] | None) -> list[dict]:
+def index_rows(name: str, entry: ModelEntry | None, loading: list[int] | None) -> list[RepositoryIndexRow]:
     """The repository index rows of one model (see ``Server.repository_index``);
     ``loading``: the versions its load in progress loads ([] while its config is read),
     None when it is not loading."""
@@ -27,13 +28,13 @@ def index_rows(name: str, entry: ModelEntry | None, loading: list[int] | None) -
     if entry is None and not states:
         return [{"name": name}]
     if not states:
-        row = {"name": name, "state": "UNAVAILABLE"}
+        row: RepositoryIndexRow = {"name": name, "state": "UNAVAILABLE"}
         if entry is not None and entry.reason:
             row["reason"] = entry.reason
         return [row]
-    rows = []
-    for version, (state, reason) in sorted(states.items()):
-        row = {"name": name, "version": str(version), "state": state}
+    rows: list[RepositoryIndexRow] = []
+    for version, (state_name, reason) in sorted(states.items()):
+        row = {"name": name, "version": str(version), "state": state_name}
         if reason:
             row["reason"] = reason
         rows.append(row)

@@ -5,26 +5,53 @@ Follows Triton's local response cache (``--cache-config local,size=N``, per mode
 model's identity (a reload or a new version never hits old entries), every input's
 name, datatype, shape and bytes (Triton hashes only names and bytes), and the
 requested outputs. Entries are evicted least-recently-used to stay within the
-byte budget; only successful responses are stored.
+byte budget; only successful responses are stored. An entry's size is what Triton's
+local cache allocates for it (:func:`entry_size`: the serialized outputs with their
+names, datatypes and shapes, not the tensor bytes alone), so a cache holds what
+Triton's of that size holds; a response larger than the cache is not stored and
+logged as Triton logs it ("Failed to insert key [...] into response cache: ...").
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections import OrderedDict
+from collections.abc import Mapping
 
 import numpy as np
 
 from workbench.backends.base import BackendRequest
-from workbench.datatypes import serialize_bytes
+from workbench.datatypes import serialize_bytes, wire_name
+
+log = logging.getLogger(__name__)
+
+#: Triton core's ``CacheEntry`` layout: a uint32 output count per response; per output a
+#: uint64 serialized size, uint32 lengths of its name, datatype and shape, a uint64 length of
+#: its data (shape: 8 bytes per dimension)
+_RESPONSE_HEADER = 4
+_OUTPUT_HEADER = 8 + 4 + 4 + 4 + 8
+
+
+def entry_size(outputs: Mapping[str, np.ndarray]) -> int:
+    """Bytes one response takes in the cache, as Triton core serializes a response into its
+    local cache (``CacheEntry::SetBufferSize``): 4 + per output (28 + name + datatype name +
+    8 x dimensions + data bytes; BYTES data serialized with its 4-byte length prefixes).
+
+    E.g. two FP32 [1,16] outputs ``OUTPUT0``/``OUTPUT1``: 4 + 2 x (28 + 7 + 4 + 16 + 64) = 242.
+    """
+    return _RESPONSE_HEADER + sum(
+        _OUTPUT_HEADER + len(name.encode()) + len(wire_name(array)) + 8 * array.ndim + _nbytes(array)
+        for name, array in outputs.items()
+    )
 
 
 class ResponseCache:
     """An LRU map from request keys to output tensors, bounded in bytes.
 
     Args:
-        byte_size: capacity in bytes (output array bytes; BYTES tensors by their
-            serialized size). A response larger than the capacity is not stored.
+        byte_size: capacity in bytes (each entry counted by :func:`entry_size`). A
+            response larger than the capacity is not stored.
     """
 
     def __init__(self, byte_size: int) -> None:
@@ -56,9 +83,15 @@ class ResponseCache:
         return entry[0]
 
     def insert(self, key: bytes, owner: int, outputs: dict[str, np.ndarray]) -> None:
-        """Store a successful response's outputs (read-only copies), evicting LRU entries."""
-        size = sum(_nbytes(a) for a in outputs.values())
-        if size > self.byte_size or key in self._entries:
+        """Store a successful response's outputs (read-only copies), evicting LRU entries
+        (:func:`entry_size` bytes; a response larger than the whole cache is logged and not
+        stored)."""
+        if key in self._entries:
+            return
+        size = entry_size(outputs)
+        if size > self.byte_size:
+            log.error("Failed to insert key [%s] into response cache: Requested byte_size: %d is greater "
+                      "than total cache size: %d", key.hex(), size, self.byte_size)
             return
         while self.used_bytes + size > self.byte_size and self._entries:
             _, (_, evicted, _) = self._entries.popitem(last=False)

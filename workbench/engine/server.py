@@ -8,10 +8,11 @@ Usage::
 The server owns every model, scheduler, thread and task it starts; ``stop()``
 lets queued and executing requests finish before unloading. It is a facade: the models
 live in :class:`~workbench.engine.lifecycle.ModelLifecycle` (``server.lifecycle``, whose
-read API tests and tools use), config file editing in
-:class:`~workbench.engine.config_files.ConfigFileService`, the shared-memory and settings
-extensions in :mod:`~workbench.engine.shared_memory_api` and
-:mod:`~workbench.engine.settings_api`.
+read API tests and tools use); the shared-memory and settings extensions and config file
+editing are services the frontends call directly: ``server.shared_memory``
+(:mod:`~workbench.engine.shared_memory_api`), ``server.settings``
+(:mod:`~workbench.engine.settings_api`) and ``server.config_files``
+(:mod:`~workbench.engine.config_files`).
 """
 
 from __future__ import annotations
@@ -20,47 +21,27 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator
+from typing import Any
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench._version import __version__
 from workbench.backends.base import BackendContext
-from workbench.config.problems import ConfigProblem
 from workbench.engine.config_files import ConfigFileService
 from workbench.engine.lifecycle import ModelLifecycle, entry_reason
+from workbench.engine.metadata import EXTENSIONS, model_metadata, server_metadata
 from workbench.engine.poller import RepositoryPoller
-from workbench.engine.settings import LogObserver
 from workbench.engine.settings_api import SettingsService
 from workbench.engine.shared_memory import SharedMemoryRegistry
 from workbench.engine.shared_memory_api import SharedMemoryService
 from workbench.engine.shared_memory_io import AttachedRequest, uses_shared_memory
 from workbench.engine.statistics_api import live_statistics, statistics_report
-from workbench.errors import ModelLoadError, ModelNotFound, ServerNotReady, Unavailable
+from workbench.errors import InvalidArgument, ModelLoadError, ServerNotReady, Unavailable
 from workbench.options import ServerOptions
+from workbench.results import ModelMetadata, ModelStatisticsReport, RepositoryIndexRow, ServerMetadata
 from workbench.statistics import ModelStatistics, SuccessObserver
 from workbench.types import InferenceRequest, InferenceResponse
 
 log = logging.getLogger(__name__)
-
-#: Triton protocol extensions this server implements (``GET /v2`` and gRPC ``ServerMetadata``
-#: list them): tritonserver 2.5x's whole list (core ``server.cc``), in its order; every one is
-#: implemented here (``sequence``: the sequence batcher; ``schedule_policy``: dynamic batching
-#: queue policies; ``cuda_shared_memory`` answers "GPUs not supported" where none is found).
-EXTENSIONS = [
-    "classification",
-    "sequence",
-    "model_repository",
-    "model_repository(unload_dependents)",
-    "schedule_policy",
-    "model_configuration",
-    "system_shared_memory",
-    "cuda_shared_memory",
-    "binary_tensor_data",
-    "parameters",
-    "statistics",
-    "trace",
-    "logging",
-]
 
 
 class Server:
@@ -74,6 +55,16 @@ class Server:
         lifecycle: the models (:class:`~workbench.engine.lifecycle.ModelLifecycle`); its read
             API (``models``, ``entry``, ``version_states``, ``retiring``, ``overrides``,
             ``repository``) is public.
+        shared_memory: Triton's system and CUDA shared-memory extensions
+            (:class:`~workbench.engine.shared_memory_api.SharedMemoryService`): register,
+            unregister and status of the regions that inference reads inputs from and writes
+            outputs into.
+        settings: Triton's logging and trace extensions
+            (:class:`~workbench.engine.settings_api.SettingsService`): the log and trace
+            settings, read and updated at runtime, and the log-settings observers.
+        config_files: the models' config files on disk
+            (:class:`~workbench.engine.config_files.ConfigFileService`): read, validate,
+            write (atomic, with a backup), revert, and apply as the control mode allows.
     """
 
     def __init__(self, options: ServerOptions) -> None:
@@ -81,12 +72,12 @@ class Server:
         self.lifecycle = ModelLifecycle(options)
         self._poller: RepositoryPoller | None = None
         self._live = False
-        self._shared_memory = SharedMemoryRegistry(options.allow_client_shm)
-        self._shm = SharedMemoryService(self._shared_memory)
-        self._settings = SettingsService(options, self.lifecycle.is_ready)
+        self._regions = SharedMemoryRegistry(options.allow_client_shm)
+        self.shared_memory = SharedMemoryService(self._regions)
+        self.settings = SettingsService(options, self.lifecycle.is_ready)
         #: which requests the frontends trace (``--trace-config``, the trace extension)
-        self.tracer = self._settings.tracer
-        self._config_files = ConfigFileService(self.lifecycle, self.poll_repository)
+        self.tracer = self.settings.tracer
+        self.config_files = ConfigFileService(self.lifecycle, self.poll_repository)
 
     async def __aenter__(self) -> Server:
         await self.start()
@@ -103,18 +94,27 @@ class Server:
 
         As tritonserver: a model that fails to load is UNAVAILABLE with its reason and the
         others serve; with ``exit_on_error`` (tritonserver's default) any such failure
-        stops the server instead and raises.
+        stops the server instead and raises. A model repository that does not exist
+        without ``exit_on_error``: the error is logged and the server keeps running, not
+        live and not ready, with no model loaded (Triton's SERVER_FAILED_TO_INITIALIZE:
+        its metadata still answers).
 
         Raises:
-            InvalidArgument: a model repository does not exist (a remote one: or cannot be
-                read, or its filesystem package is not installed); or
+            InvalidArgument: with ``exit_on_error``, a model repository does not exist (a
+                remote one: or cannot be read, or its filesystem package is not installed); or
                 ``--trace-config mode=opentelemetry`` without the OpenTelemetry SDK.
             ModelLoadError: a model failed to load and ``exit_on_error`` is set ("failed to
                 load all models: '<model>': <reason>; ...").
         """
         self.tracer.open()
         lifecycle = self.lifecycle
-        await lifecycle.open(BackendContext(asyncio.get_running_loop(), self.infer_stream))
+        try:
+            await lifecycle.open(BackendContext(asyncio.get_running_loop(), self.infer_stream))
+        except InvalidArgument as exc:
+            if self.options.exit_on_error or not lifecycle.opened:
+                raise
+            log.error("%s", exc.message)  # Triton: not live, not ready, metadata answers
+            return
         if self.options.model_control_mode == "poll":
             self._poller = RepositoryPoller(lifecycle, lifecycle.repository, self.options.repository_poll_secs,
                                             lifecycle.sync_remotes if lifecycle.remotes else None)
@@ -139,7 +139,7 @@ class Server:
         if self._poller is not None:
             await self._poller.stop()
         await self.lifecycle.stop()
-        self._shared_memory.close()
+        self._regions.close()
         self.tracer.close()
         self._live = False
 
@@ -158,31 +158,23 @@ class Server:
             return False
         return not self.options.strict_readiness or not self.lifecycle.any_failed()
 
-    async def metadata(self) -> dict:
-        """``GET /v2``: ``{"name", "version", "extensions"}``."""
-        return {"name": self.options.server_id, "version": __version__, "extensions": EXTENSIONS}
+    async def metadata(self) -> ServerMetadata:
+        """``GET /v2``: ``{"name", "version", "extensions"}`` (:mod:`~workbench.engine.metadata`)."""
+        return server_metadata(self.options.server_id)
 
-    async def model_metadata(self, name: str, version: str = "") -> dict:
+    async def model_metadata(self, name: str, version: str = "") -> ModelMetadata:
         """``GET /v2/models/<m>[/versions/<v>]``: name, versions, platform, inputs, outputs.
 
         Raises:
             ModelNotFound / ModelNotReady: as :meth:`infer` resolves the model.
         """
-        model = self.lifecycle.resolve(name, version)
-        entry = self.lifecycle.models[name]
-        inputs, outputs = model.io.metadata()
-        versions = [str(v) for v in entry.ready_versions()] if version in ("", "-1") else [version]
-        return {"name": name, "versions": versions, "platform": model.config.platform or model.config.backend,
-                "inputs": inputs, "outputs": outputs}
+        return model_metadata(self.lifecycle, name, version)
 
     async def model_ready(self, name: str, version: str = "") -> bool:
-        """True when the version (or, without one, any version) is READY.
-
-        Raises:
-            ModelNotFound: the model is unknown to the server.
-        """
-        if name not in self.lifecycle.models:
-            raise ModelNotFound(f"Request for unknown model: '{name}' is not found")
+        """True when the version (or, without one, any version) is READY; False for a
+        model or version the server does not know or that is not READY (unloaded, failed,
+        loading), never an error: Triton's ``ModelIsReady`` (gRPC ``ready: false`` with OK,
+        HTTP 400 "Model version not ready")."""
         return self.lifecycle.is_ready(name, version)
 
     async def model_config(self, name: str, version: str = "") -> ModelConfig:
@@ -223,7 +215,7 @@ class Server:
         infer = model.infer_once if model.decoupled else model.infer  # one await less per request
         if not uses_shared_memory(request):
             return await infer(request, arrival)
-        async with AttachedRequest(self._shared_memory, request) as attached:
+        async with AttachedRequest(self._regions, request) as attached:
             response = await infer(attached.request, arrival)
             await attached.write_outputs(response)
             return response
@@ -250,14 +242,14 @@ class Server:
             async for response in model.infer_stream(request, arrival):
                 yield response
             return
-        async with AttachedRequest(self._shared_memory, request) as attached:
+        async with AttachedRequest(self._regions, request) as attached:
             async for response in model.infer_stream(attached.request, arrival):
                 if response.outputs:
                     await attached.write_outputs(response)
                 yield response
 
     # ----------------------------------------------------------------- statistics
-    async def statistics(self, name: str = "", version: str = "") -> dict:
+    async def statistics(self, name: str = "", version: str = "") -> ModelStatisticsReport:
         """Triton's statistics extension: ``{"model_stats": [...]}`` for READY versions.
 
         Durations are cumulative nanoseconds; ``last_inference`` is ms since the epoch.
@@ -292,11 +284,11 @@ class Server:
         self.lifecycle.remove_success_observer(observer)
 
     # ----------------------------------------------------------------- repository API
-    async def repository_index(self, ready: bool = False) -> list[dict]:
+    async def repository_index(self, ready: bool = False) -> list[RepositoryIndexRow]:
         """Triton's repository index: :meth:`ModelLifecycle.index_rows`."""
         return await self.lifecycle.index_rows(ready)
 
-    async def load_model(self, name: str, config: str | dict | None = None,
+    async def load_model(self, name: str, config: str | dict[str, Any] | None = None,
                          files: dict[str, bytes] | None = None) -> None:
         """Load or hot-reload ``name`` (explicit mode): :meth:`ModelLifecycle.load_model`
         (its errors: Unavailable, InvalidArgument, InvalidModelConfig)."""
@@ -317,72 +309,6 @@ class Server:
         if self._poller is None:
             raise Unavailable("polling is disabled")
         await self._poller.poll()
-
-    # ----------------------------------------------------------------- config files
-    async def model_config_file(self, name: str) -> dict:
-        """The config file of ``name`` on disk: :meth:`ConfigFileService.model_config_file`."""
-        return await self._config_files.model_config_file(name)
-
-    async def validate_model_config_text(self, name: str, text: str) -> list[ConfigProblem]:
-        """Problems loading ``text`` as ``name``'s config would hit:
-        :meth:`ConfigFileService.validate_model_config_text`."""
-        return await self._config_files.validate_model_config_text(name, text)
-
-    async def write_model_config(self, name: str, text: str, *, reload: bool = True) -> dict:
-        """Validate, write (atomically, with a backup) and apply ``name``'s config:
-        :meth:`ConfigFileService.write_model_config`."""
-        return await self._config_files.write_model_config(name, text, reload=reload)
-
-    async def revert_model_config(self, name: str, *, reload: bool = True) -> dict:
-        """Put the config backup back and apply it: :meth:`ConfigFileService.revert_model_config`."""
-        return await self._config_files.revert_model_config(name, reload=reload)
-
-    # ----------------------------------------------------------------- shared memory
-    async def register_system_shared_memory(self, name: str, key: str, offset: int, byte_size: int) -> None:
-        """:meth:`SharedMemoryService.register_system_shared_memory`."""
-        await self._shm.register_system_shared_memory(name, key, offset, byte_size)
-
-    async def unregister_system_shared_memory(self, name: str = "") -> None:
-        """:meth:`SharedMemoryService.unregister_system_shared_memory`."""
-        await self._shm.unregister_system_shared_memory(name)
-
-    async def system_shared_memory_status(self, name: str = "") -> list[dict]:
-        """:meth:`SharedMemoryService.system_shared_memory_status`."""
-        return await self._shm.system_shared_memory_status(name)
-
-    async def register_cuda_shared_memory(self, name: str, raw_handle: bytes, device_id: int,
-                                          byte_size: int) -> None:
-        """:meth:`SharedMemoryService.register_cuda_shared_memory`."""
-        await self._shm.register_cuda_shared_memory(name, raw_handle, device_id, byte_size)
-
-    async def unregister_cuda_shared_memory(self, name: str = "") -> None:
-        """:meth:`SharedMemoryService.unregister_cuda_shared_memory`."""
-        await self._shm.unregister_cuda_shared_memory(name)
-
-    async def cuda_shared_memory_status(self, name: str = "") -> list[dict]:
-        """:meth:`SharedMemoryService.cuda_shared_memory_status`."""
-        return await self._shm.cuda_shared_memory_status(name)
-
-    # ----------------------------------------------------------------- settings
-    async def log_settings(self) -> dict:
-        """Triton's logging extension: :meth:`SettingsService.log_settings`."""
-        return await self._settings.log_settings()
-
-    async def update_log_settings(self, settings: dict) -> dict:
-        """:meth:`SettingsService.update_log_settings`."""
-        return await self._settings.update_log_settings(settings)
-
-    def add_log_settings_observer(self, observer: LogObserver) -> None:
-        """:meth:`SettingsService.add_log_settings_observer`."""
-        self._settings.add_log_settings_observer(observer)
-
-    async def trace_settings(self, model: str | None = None) -> dict:
-        """Triton's trace extension: :meth:`SettingsService.trace_settings`."""
-        return await self._settings.trace_settings(model)
-
-    async def update_trace_settings(self, settings: dict, model: str | None = None) -> dict:
-        """:meth:`SettingsService.update_trace_settings`."""
-        return await self._settings.update_trace_settings(settings, model)
 
 
 __all__ = ["EXTENSIONS", "Server"]

@@ -12,13 +12,15 @@ The settings in effect drive :class:`~workbench.tracing.TraceManager` (the trace
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
+from workbench import results
 from workbench.errors import InvalidArgument, Unavailable, Unsupported
 from workbench.options import ServerOptions
 
-LogObserver = Callable[[dict[str, Any]], None]
+#: ``observer(settings)``: told the log settings at registration and after every update
+LogObserver = Callable[[results.LogSettings], None]
 _NOT_BOOL = "attempt to access JSON non-boolean as boolean"
 _NOT_UINT = "attempt to access JSON non-unsigned-integer as unsigned-integer"
 _NOT_STRING = "attempt to access JSON non-string as string"
@@ -41,16 +43,17 @@ class LogSettings:
         }
         self._observers: list[LogObserver] = []
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> results.LogSettings:
         """The current settings (a copy), as ``GET /v2/logging`` returns them."""
-        return dict(self._values)
+        # the keys are fixed in __init__; update() only replaces values it has type-checked
+        return cast(results.LogSettings, dict(self._values))
 
     def add_observer(self, observer: LogObserver) -> None:
         """Call ``observer(settings)`` now and after every update."""
         self._observers.append(observer)
         observer(self.snapshot())
 
-    def update(self, changes: dict[str, Any]) -> dict[str, Any]:
+    def update(self, changes: Mapping[str, object]) -> results.LogSettings:
         """Apply the given keys (``None`` values and unknown keys are ignored); all or nothing.
 
         Raises:
@@ -111,23 +114,20 @@ class TraceSettings:
         """The models with trace settings of their own."""
         return set(self._models)
 
-    def get(self, model: str | None = None) -> dict[str, Any]:
+    def get(self, model: str | None = None) -> results.TraceSettings:
         """Effective settings of ``model`` (or the global ones) in Triton's response shape:
         ``trace_level`` a list (``["OFF"]`` when off), every other value a string;
         ``log_frequency`` and ``trace_file`` only in ``triton`` mode."""
         values = self.values(model)
-        response: dict[str, Any] = {
-            "trace_level": values["trace_level"] or ["OFF"],
-            "trace_rate": str(values["trace_rate"]),
-            "trace_count": str(values["trace_count"]),
-        }
-        if values["trace_mode"] == "triton":
-            response["log_frequency"] = str(values["log_frequency"])
-            response["trace_file"] = values["trace_file"]
-        response["trace_mode"] = values["trace_mode"]
-        return response
+        level = values["trace_level"] or ["OFF"]
+        rate, count = str(values["trace_rate"]), str(values["trace_count"])
+        if values["trace_mode"] == "triton":  # Triton's key order: the mode last
+            return {"trace_level": level, "trace_rate": rate, "trace_count": count,
+                    "log_frequency": str(values["log_frequency"]), "trace_file": values["trace_file"],
+                    "trace_mode": values["trace_mode"]}
+        return {"trace_level": level, "trace_rate": rate, "trace_count": count, "trace_mode": values["trace_mode"]}
 
-    def update(self, changes: dict[str, Any], model: str | None = None) -> dict[str, Any]:
+    def update(self, changes: Mapping[str, object], model: str | None = None) -> results.TraceSettings:
         """Set (or with ``None`` clear) keys globally or for ``model``; return :meth:`get`.
 
         Raises:
@@ -155,7 +155,7 @@ class TraceSettings:
         return self.get(model)
 
 
-def _parse_trace_changes(changes: dict[str, Any]) -> dict[str, Any]:
+def _parse_trace_changes(changes: Mapping[str, object]) -> dict[str, Any]:
     parsed: dict[str, Any] = {}
     if "trace_level" in changes:
         level = _parse_level(changes["trace_level"])

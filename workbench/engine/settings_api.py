@@ -7,8 +7,9 @@ HTTP maps them to ``/v2/logging`` and ``/v2[/models/{m}]/trace/setting``; gRPC t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from workbench import results
 from workbench.engine.settings import LogObserver, LogSettings, TraceSettings
 from workbench.errors import InvalidArgument
 from workbench.options import ServerOptions
@@ -33,13 +34,13 @@ class SettingsService:
         self._model_ready = model_ready
         self.tracer = TraceManager(options, self._trace_settings.values())
 
-    async def log_settings(self) -> dict:
+    async def log_settings(self) -> results.LogSettings:
         """Triton's logging extension (``GET /v2/logging``, gRPC ``LogSettings``):
         ``{"log_file": str, "log_info": bool, "log_warning": bool, "log_error": bool,
         "log_verbose_level": int, "log_format": "default" | "ISO8601"}``."""
         return self._log_settings.snapshot()
 
-    async def update_log_settings(self, settings: dict) -> dict:
+    async def update_log_settings(self, settings: Mapping[str, object]) -> results.LogSettings:
         """Change log settings (keys as :meth:`log_settings`; ``None`` values are ignored) and
         tell the log-settings observers; returns the new settings.
 
@@ -55,7 +56,7 @@ class SettingsService:
         applies them to Python logging (levels, format, file)."""
         self._log_settings.add_observer(observer)
 
-    async def trace_settings(self, model: str | None = None) -> dict:
+    async def trace_settings(self, model: str | None = None) -> results.TraceSettings:
         """Triton's trace extension (``GET /v2[/models/<m>]/trace/setting``, gRPC
         ``TraceSetting``): ``{"trace_level": ["OFF"] | ["TIMESTAMPS", "TENSORS"...],
         "trace_rate", "trace_count", "log_frequency", "trace_file", "trace_mode"}``, values
@@ -67,7 +68,8 @@ class SettingsService:
         await self._require_trace_model(model)
         return self._with_count(self._trace_settings.get(model), model)
 
-    async def update_trace_settings(self, settings: dict, model: str | None = None) -> dict:
+    async def update_trace_settings(self, settings: Mapping[str, object],
+                                    model: str | None = None) -> results.TraceSettings:
         """Set trace settings globally or for ``model``; a ``None`` value clears the key back
         to the global (for a model) or start-up (global) value. Returns :meth:`trace_settings`.
         Values are strings (``trace_rate``, ``trace_count``, ``log_frequency``) or a list
@@ -83,7 +85,7 @@ class SettingsService:
         self.tracer.apply(self._trace_settings.values, self._trace_settings.overridden(), model)
         return self._with_count(response, model)
 
-    def _with_count(self, response: dict, model: str | None) -> dict:
+    def _with_count(self, response: results.TraceSettings, model: str | None) -> results.TraceSettings:
         """``trace_count`` as Triton reports it: what the setting in effect will still trace."""
         response["trace_count"] = str(self.tracer.remaining(model))
         return response

@@ -27,11 +27,16 @@ from __future__ import annotations
 import os
 import stat
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from workbench.errors import AlreadyExists, InvalidArgument, NotFound, Unsupported
+from workbench.results import CudaSharedMemoryStatus, SystemSharedMemoryStatus
+
+if TYPE_CHECKING:  # loaded only when a CUDA region is registered
+    from workbench.engine.cuda_ipc import CudaPointer
 
 #: Triton's ``kClientShmDisabledErrorStr`` (UNSUPPORTED, HTTP 501).
 CLIENT_SHM_DISABLED = (
@@ -57,10 +62,9 @@ class Region:
     offset: int = 0
     device_id: int = 0
     fd: int = -1
-    cuda: object | None = None
+    cuda: CudaPointer | None = None
     users: int = 0
     awaiting_unregister: bool = False
-    status: dict = field(default_factory=dict)
 
     def check_size(self) -> None:
         """Check that the system region's object still holds the whole region (a client may
@@ -170,9 +174,7 @@ class SharedMemoryRegistry:
         with self._lock:
             self._check_new(name)
             fd = _open(name, key, offset, byte_size)
-            status = {"name": name, "key": key, "offset": offset, "byte_size": byte_size}
-            self._regions[name] = Region(name, SYSTEM, byte_size, key=key, offset=offset,
-                                         fd=fd, status=status)
+            self._regions[name] = Region(name, SYSTEM, byte_size, key=key, offset=offset, fd=fd)
 
     def register_cuda(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
         """Open the CUDA IPC handle ``raw_handle`` (64 bytes) on ``device_id`` as ``name``.
@@ -193,9 +195,7 @@ class SharedMemoryRegistry:
             if name in self._regions:
                 cuda_ipc.close(pointer)
                 self._check_new(name)
-            status = {"name": name, "device_id": device_id, "byte_size": byte_size}
-            self._regions[name] = Region(name, CUDA, byte_size, device_id=device_id,
-                                         cuda=pointer, status=status)
+            self._regions[name] = Region(name, CUDA, byte_size, device_id=device_id, cuda=pointer)
 
     def unregister(self, kind: str, name: str = "") -> None:
         """Unregister ``name`` (or, with ``""``, every region) of ``kind`` (``"system"`` /
@@ -214,16 +214,31 @@ class SharedMemoryRegistry:
                     if region.users == 0:
                         self._remove(region)
 
-    def status(self, kind: str, name: str = "") -> list[dict]:
-        """Triton's status rows for ``kind``: system ``{"name", "key", "offset", "byte_size"}``,
-        CUDA ``{"name", "device_id", "byte_size"}``; all regions, or only ``name``.
+    def system_status(self, name: str = "") -> list[SystemSharedMemoryStatus]:
+        """Triton's status rows of the system regions (all, or only ``name``), in
+        registration order.
 
         Raises:
-            NotFound: ``name`` is not registered, or is registered as the other kind.
+            NotFound: ``name`` is not registered, or is registered as a CUDA region.
         """
+        return [{"name": r.name, "key": r.key, "offset": r.offset, "byte_size": r.byte_size}
+                for r in self._find(SYSTEM, name)]
+
+    def cuda_status(self, name: str = "") -> list[CudaSharedMemoryStatus]:
+        """Triton's status rows of the CUDA regions (all, or only ``name``), in registration
+        order.
+
+        Raises:
+            NotFound: ``name`` is not registered, or is registered as a system region.
+        """
+        return [{"name": r.name, "device_id": r.device_id, "byte_size": r.byte_size}
+                for r in self._find(CUDA, name)]
+
+    def _find(self, kind: str, name: str) -> list[Region]:
+        """The regions of ``kind`` (all, or only ``name``; see :meth:`system_status`)."""
         with self._lock:
             if not name:
-                return [dict(r.status) for r in self._regions.values() if r.kind == kind]
+                return [r for r in self._regions.values() if r.kind == kind]
             region = self._regions.get(name)
             label = "cuda" if kind == CUDA else "system"
             if region is None:
@@ -232,7 +247,7 @@ class SharedMemoryRegistry:
                 actual, asked = ("CUDA", "system") if region.kind == CUDA else ("system", "CUDA")
                 raise NotFound(f"The region named '{name}' is registered as {actual} shared "
                                f"memory, not {asked} shared memory")
-            return [dict(region.status)]
+            return [region]
 
     # ----------------------------------------------------------------- use by requests
     def acquire(self, name: str, offset: int, byte_size: int) -> Region:

@@ -11,14 +11,15 @@ NOT_FOUND, INVALID_ARG); each frontend maps the code as for any other call.
 from __future__ import annotations
 
 from workbench.engine.shared_memory import CUDA, SYSTEM, SharedMemoryRegistry
+from workbench.results import CudaSharedMemoryStatus, SystemSharedMemoryStatus
 
 
 class SharedMemoryService:
     """The server's shared-memory registry behind async methods.
 
     Args:
-        registry: the regions (the owner closes it on stop). Regions serve inference through the ``shared_memory_region`` /
-    ``shared_memory_offset`` / ``shared_memory_byte_size`` parameters of input tensors
+        registry: the regions (the owner closes it on stop). Regions serve inference through
+    the ``shared_memory_region`` / ``shared_memory_offset`` / ``shared_memory_byte_size`` parameters of input tensors
     (``Tensor.parameters``; build the tensor with ``workbench.tensor_from_shared_memory``)
     and of requested outputs (``RequestedOutput.parameters``).
     """
@@ -52,14 +53,14 @@ class SharedMemoryService:
         """
         self._shared_memory.unregister(SYSTEM, name)
 
-    async def system_shared_memory_status(self, name: str = "") -> list[dict]:
-        """``[{"name", "key", "offset", "byte_size"}]`` for all system regions, or ``name``.
+    async def system_shared_memory_status(self, name: str = "") -> list[SystemSharedMemoryStatus]:
+        """``[{"name", "key", "offset", "byte_size"}]`` (bytes) for all system regions, or ``name``.
 
         Raises:
             NotFound: "Unable to find system shared memory region: 'r'", or ``name`` is a
                 CUDA region.
         """
-        return self._shared_memory.status(SYSTEM, name)
+        return self._shared_memory.system_status(name)
 
     async def register_cuda_shared_memory(
         self, name: str, raw_handle: bytes, device_id: int, byte_size: int
@@ -88,14 +89,14 @@ class SharedMemoryService:
         """
         self._shared_memory.unregister(CUDA, name)
 
-    async def cuda_shared_memory_status(self, name: str = "") -> list[dict]:
-        """``[{"name", "device_id", "byte_size"}]`` for all CUDA regions, or ``name``.
+    async def cuda_shared_memory_status(self, name: str = "") -> list[CudaSharedMemoryStatus]:
+        """``[{"name", "device_id", "byte_size"}]`` (bytes) for all CUDA regions, or ``name``.
 
         Raises:
             NotFound: "Unable to find cuda shared memory region: 'r'", or ``name`` is a
                 system region.
         """
-        return self._shared_memory.status(CUDA, name)
+        return self._shared_memory.cuda_status(name)
 
 
 __all__ = ["SharedMemoryService"]

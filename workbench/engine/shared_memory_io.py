@@ -36,7 +36,7 @@ def uses_shared_memory(request: InferenceRequest) -> bool:
     """True when an input or a requested output names a shared-memory region."""
     if any(SHM_REGION in tensor.parameters for tensor in request.inputs):
         return True
-    return bool(request.outputs) and any(SHM_REGION in o.parameters for o in request.outputs)
+    return any(SHM_REGION in o.parameters for o in request.outputs or ())
 
 
 def shared_memory_reference(parameters: dict) -> tuple[str, int, int]:
@@ -116,7 +116,9 @@ class AttachedRequest:
                 inputs.append(tensor)
                 continue
             region, offset, byte_size = target
+            buffer: bytearray | memoryview
             if region.kind == CUDA:
+                assert region.cuda is not None  # a CUDA region holds its pointer until closed
                 buffer = cuda_ipc.read(region.cuda, offset, byte_size)
             else:
                 buffer = region.read(offset, byte_size)
@@ -183,6 +185,7 @@ class AttachedRequest:
 def _write(writes: list[tuple[Region, int, bytes | memoryview]]) -> None:
     for region, offset, data in writes:
         if region.kind == CUDA:
+            assert region.cuda is not None  # a CUDA region holds its pointer until closed
             cuda_ipc.write(region.cuda, offset, data)
         else:
             region.write(offset, data)

@@ -9,11 +9,12 @@ from collections.abc import Mapping
 from workbench.engine.model import LoadedModel
 from workbench.engine.registry import ModelEntry
 from workbench.errors import InvalidArgument
+from workbench.results import ModelStatisticsReport
 from workbench.statistics import ModelStatistics
 from workbench.types import ModelReadyState
 
 
-def statistics_report(entries: Mapping[str, ModelEntry], name: str = "", version: str = "") -> dict:
+def statistics_report(entries: Mapping[str, ModelEntry], name: str = "", version: str = "") -> ModelStatisticsReport:
     """``{"model_stats": [...]}`` for the READY versions of ``name`` (every model's loaded
     versions without a name; only ``version`` when given, "" / "-1" = all).
 

@@ -7,7 +7,9 @@ load has finished, traffic switches in one step on the event loop (the engine re
 atomic for every request that has not been resolved yet); the versions that left service
 then drain: requests already queued or executing on them finish, then their instances
 unload. If any version of the new load failed while the model still has READY versions,
-the load is dropped as a whole and the old versions keep serving.
+the load is dropped as a whole and the old versions keep serving; without READY versions
+the model fails as a whole too: the versions that did load unload again (UNAVAILABLE
+"unloaded"), as Triton's ``OnLoadFinal`` releases every version of a failed load.
 
 Versions the caller keeps (``reused``: unchanged READY versions of a poll-triggered
 version-level reload) are the same objects in the old and the new entry and never drain.
@@ -50,6 +52,9 @@ def switch_entry(
 
     - ``new`` failed and ``old`` has READY versions: ``old`` stays, with the failure as its
       ``load_error`` (shown by the repository index); ``new``'s loaded versions drain.
+    - ``new`` failed otherwise: it is installed with the versions it did load out of
+      service (they drain and become UNAVAILABLE "unloaded"; the failed ones keep their
+      reason), and so is nothing of ``old``'s.
     - otherwise ``new`` serves. ``old``'s loaded versions that ``new`` replaces drain
       unseen; those ``new`` does not have any more (a version removed from disk or no longer
       selected by the version policy) stay listed in ``new`` as UNLOADING while they drain,
@@ -62,6 +67,8 @@ def switch_entry(
         drop = [(v, s) for v, s in new.versions.items() if s.model is not None and v not in reused]
         return Switch(old, kept_old=True, drain=_out_of_service(drop))
     drain: list[tuple[int, VersionState]] = []
+    if new.failed():  # Triton fails the whole model: what did load unloads again
+        drain.extend((v, s) for v, s in new.versions.items() if s.model is not None and v not in reused)
     if old is not None:
         for version, state in old.versions.items():
             if state.model is None or new.versions.get(version) is state:

@@ -141,7 +141,7 @@ def _check_tensor(
 def _dims_match(dims: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     if len(dims) != len(shape):
         return False
-    return all(d == -1 or d == s for d, s in zip(dims, shape))
+    return all(d == -1 or d == s for d, s in zip(dims, shape, strict=True))
 
 
 def _apply_reshape(array: np.ndarray, spec: TensorSpec, max_batch_size: int) -> np.ndarray:
@@ -149,7 +149,7 @@ def _apply_reshape(array: np.ndarray, spec: TensorSpec, max_batch_size: int) -> 
         return array
     lead = array.shape[:1] if max_batch_size > 0 else ()
     item = array.shape[len(lead) :]
-    variable = iter(s for d, s in zip(spec.dims, item) if d == -1)
+    variable = iter(s for d, s in zip(spec.dims, item, strict=True) if d == -1)
     target = tuple(next(variable, -1) if d == -1 else d for d in spec.reshape)
     return array.reshape(lead + target)
 

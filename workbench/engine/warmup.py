@@ -101,8 +101,10 @@ def prepare_warmup(config: ModelConfig, model_dir: Path | None) -> list[WarmupSa
             missing or too short, a BYTES file is malformed or has the wrong element count,
             a data type has no numpy form here (BF16), or the input fails request validation.
     """
-    samples = []
-    io = ModelIO(config) if config.model_warmup else None
+    samples: list[WarmupSample] = []
+    if not config.model_warmup:
+        return samples
+    io = ModelIO(config)
     for sample in config.model_warmup:
         if sample.batch_size == 0:
             log.debug("Skipping batch 0 warmup sample '%s'", sample.name)
@@ -219,7 +221,7 @@ def _execute(instance: ModelInstance, sample: WarmupSample, decoupled: bool) -> 
         responses = instance.execute(requests, ExecutionTimes(start_ns=time.monotonic_ns()))
     except WorkbenchError as exc:
         return [exc.message]
-    except Exception as exc:  # a backend's own error: keep its text
+    except Exception as exc:  # noqa: BLE001  # a backend's own error (any type): keep its text
         return [f"{type(exc).__name__}: {exc}"]
     if finals is not None:
         return finals.wait()

@@ -140,7 +140,7 @@ class LatencyObserver:
                     key: deque(maxlen=WINDOW_LIMIT) for key in _SUMMARY_KEYS
                 }
             now = time.monotonic()
-            for key, ns in zip(_SUMMARY_KEYS, (request_ns, queue_ns, input_ns, infer_ns, output_ns)):
+            for key, ns in zip(_SUMMARY_KEYS, (request_ns, queue_ns, input_ns, infer_ns, output_ns), strict=True):
                 windows[key].append((now, ns / 1e3))
 
     # ------------------------------------------------------------------ families
@@ -159,7 +159,7 @@ class LatencyObserver:
             counts = self._histograms.get(stats.metrics, [0] * len(self.buckets_ms))
             success = stats.metrics.stats["success"]
             cumulative, buckets = 0, []
-            for bound, count in zip(self.buckets_ms, counts):
+            for bound, count in zip(self.buckets_ms, counts, strict=True):
                 cumulative += count
                 buckets.append((_bound_text(bound), cumulative))
             buckets.append(("+Inf", max(success.count, cumulative)))

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any
+
+from workbench.results import LogSettings
 
 
 class TritonFormatter(logging.Formatter):
@@ -77,7 +78,7 @@ def configure_logging(verbose: int, log_file: str = "") -> None:
     _set_verbose(verbose)
 
 
-def apply_log_settings(settings: dict[str, Any]) -> None:
+def apply_log_settings(settings: LogSettings) -> None:
     """Apply Triton log settings (the engine's ``log_settings()`` shape) to the handler that
     :func:`configure_logging` installed; a new ``log_file`` replaces it."""
     _FILTER.info, _FILTER.warning = settings["log_info"], settings["log_warning"]

@@ -32,7 +32,7 @@ async def serve(options: ServerOptions) -> int:
     keeps answering while the engine drains and stops with it.
     """
     server = Server(options)
-    server.add_log_settings_observer(apply_log_settings)  # --log-* flags and /v2/logging
+    server.settings.add_log_settings_observer(apply_log_settings)  # --log-* flags and /v2/logging
     bound = bind_ports(server, options)
     if bound is None:
         return 1

@@ -84,18 +84,40 @@ def add_field_flag(parser: argparse.ArgumentParser, name: str, flag: Flag, field
 def _cache_byte_size(items: list[str]) -> int:
     """``["local,size=1048576"]`` -> 1048576 (tritonserver ``--cache-config``).
 
+    Each item is ``<cache name>,<setting>=<value>``; items of one cache name make one cache's
+    settings, as tritonserver gathers them. The ``local`` cache reads ``size`` and ignores the
+    other settings; the last ``size`` given counts.
+
     Raises:
-        SystemExit: another cache implementation or a malformed setting.
+        SystemExit: a malformed item (tritonserver's texts: "No cache specified. ..." or
+            "--cache-config option format is ..."); settings for more than one cache ("found
+            multiple cache configurations, but only a single cache is currently supported",
+            Triton core's text); a cache other than ``local``; a local cache without a
+            byte-count ``size``.
     """
-    size = 0
+    settings: dict[str, dict[str, str]] = {}
     for item in items:
-        name, _, setting = item.partition(",")
-        key, _, value = setting.partition("=")
-        if name != "local" or key != "size" or not value.isdigit():
-            raise SystemExit(f"workbench: error: unsupported --cache-config '{item}' "
+        name, comma, setting = item.partition(",")
+        if not comma or not name:
+            raise SystemExit("workbench: error: No cache specified. --cache-config option format is "
+                             f"<cache name>,<setting>=<value>. Got {item}")
+        key, equals, value = setting.partition("=")
+        if not equals or not key or not value:
+            raise SystemExit("workbench: error: --cache-config option format is "
+                             f"'<cache name>,<setting>=<value>'. Got {item}")
+        settings.setdefault(name, {})[key] = value
+    if len(settings) > 1:
+        raise SystemExit("workbench: error: found multiple cache configurations, but only a single "
+                         "cache is currently supported")
+    for name, values in settings.items():
+        if name != "local":
+            raise SystemExit(f"workbench: error: unsupported --cache-config cache '{name}' "
                              "(only 'local,size=<bytes>')")
-        size = int(value)
-    return size
+        if not values.get("size", "").isdigit():
+            raise SystemExit("workbench: error: Failed to initialize LocalCache: config didn't "
+                             "contain a valid 'size' field.")
+        return int(values["size"])
+    return 0
 
 
 #: ``--trace-config`` keys -> ServerOptions field, per mode ("" = the global settings)
@@ -267,7 +289,7 @@ COMPOSITE_FLAGS = (
     _deprecated_trace_flag("--trace-log-frequency", "trace_log_frequency",
                            "triton,log-frequency=<log frequency value>"),
     CompositeFlag("--cache-config", "tritonserver's cache flag; only the 'local' cache exists here "
-                  "(--response-cache-byte-size wins)",
+                  "(not with --response-cache-byte-size)",
                   lambda items: {"response_cache_byte_size": _cache_byte_size(items)} if items else {},
                   metavar="local,size=N", first=True),
 )
@@ -292,10 +314,14 @@ def options_from_args(args: argparse.Namespace) -> ServerOptions:
 
     Raises:
         SystemExit: a malformed ``--backend-config``, ``--trace-config`` or ``--cache-config``
-            item (unknown backend settings only warn).
+            item (unknown backend settings only warn); ``--cache-config`` with
+            ``--response-cache-byte-size`` (tritonserver's "Incompatible flags" error).
         ValueError: a malformed ``--metrics-config`` item or out-of-range value (pydantic's
             ValidationError).
     """
+    if args.cache_config and getattr(args, "response_cache_byte_size", None) is not None:
+        raise SystemExit("workbench: error: Incompatible flags --response-cache-byte-size and "
+                         "--cache-config both provided. Please provide one or the other.")
     composites = {c.name: c.collect(getattr(args, c.dest)) for c in COMPOSITE_FLAGS}
     values: dict[str, Any] = {}
     for composite in COMPOSITE_FLAGS:

@@ -88,7 +88,7 @@ class DashboardMount:
         """Dashboard sessions alive now (a closed tab's lingers ``session_linger_s``)."""
         return len(self.dashboards)
 
-    def _session(self) -> pn.viewable.Viewable:
+    def _session(self) -> pn.viewable.Viewable | Dashboard:
         """One session's root: the dashboard, or a notice while the engine is not running."""
         try:
             server = self.host.engine()
@@ -96,7 +96,9 @@ class DashboardMount:
             return pn.pane.Alert(f"{exc}. Reload this page once it runs.", alert_type="warning")
         # Panel's stylesheets point at this server's copy (not its CDN) from the start: Panel
         # sets this when it renders the page, too late for a session the websocket re-creates
-        pn.state.curdoc.template_variables["dist_url"] = get_dist_path(cdn=False)
+        document = pn.state.curdoc
+        assert document is not None  # Bokeh calls this with the new session's document current
+        document.template_variables["dist_url"] = get_dist_path(cdn=False)
         app = create_app(server, interval_s=self.interval_s)
         self.dashboards.add(app)
         pn.state.on_session_destroyed(partial(self._destroyed, app))

@@ -17,6 +17,7 @@ import importlib.util
 import logging
 import os
 import secrets
+from typing import Literal, cast
 
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, validate
@@ -133,7 +134,8 @@ class Workbench(ExtensionApp):
         return ServerOptions(
             **self.server_options,
             model_repository=list(self.model_repository),
-            model_control_mode=self.model_control_mode,
+            # the Enum trait holds one of ServerOptions' modes
+            model_control_mode=cast('Literal["none", "explicit", "poll"]', self.model_control_mode),
             load_model=list(self.load_model),
             repository_poll_secs=self.repository_poll_secs,
             strict_model_config=self.strict_model_config,
@@ -167,7 +169,8 @@ class Workbench(ExtensionApp):
         ``workbench_host`` (:class:`EngineHost`), ``workbench_server`` (the
         :class:`~workbench.Server`, None when not configured) and ``workbench_dashboard`` (the
         dashboard's :class:`~workbench.jupyter.dashboard.DashboardMount`, None without Panel)."""
-        _log_to(self.serverapp.log if self.serverapp is not None else None)
+        assert self.serverapp is not None  # Jupyter calls this for a linked server app only
+        _log_to(self.serverapp.log)
         try:
             self.host = EngineHost(self.engine_options(), self.open_ports)
         except ValueError as exc:

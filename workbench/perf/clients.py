@@ -15,7 +15,7 @@ the measured path) and sends it (:meth:`PerfClient.infer`). Three implementation
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 from workbench import InferenceRequest, Server, Tensor, model_config_to_json
 
@@ -72,19 +72,19 @@ class InProcessClient:
         self.server = server
 
     async def model_metadata(self, model: str, version: str) -> dict:
-        return await self.server.model_metadata(model, version)
+        return dict(await self.server.model_metadata(model, version))  # a plain dict, as the remote clients give
 
     async def model_config(self, model: str, version: str) -> dict:
         return model_config_to_json(await self.server.model_config(model, version))
 
     async def statistics(self, model: str, version: str) -> dict:
-        return await self.server.statistics(model, version)
+        return dict(await self.server.statistics(model, version))  # a plain dict, as the remote clients give
 
     def prepare(self, model: str, version: str, inputs: Sequence[Tensor]) -> object:
         return (model, version, list(inputs))
 
     async def infer(self, request: object) -> None:
-        model, version, inputs = request  # type: ignore[misc]
+        model, version, inputs = cast("tuple[str, str, list[Tensor]]", request)  # what prepare() made
         # a fresh request object each time: the engine owns a request while it runs
         await self.server.infer(InferenceRequest(model, list(inputs), model_version=version))
 

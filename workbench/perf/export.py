@@ -60,7 +60,7 @@ def report_rows(results: Sequence[StepResult], verbose_csv: bool = False) -> lis
     increasing throughput (perf_analyzer's order)."""
     columns = csv_columns(results, verbose_csv)
     ordered = sorted(results, key=lambda r: r.throughput_infer_per_s)
-    return [{c: v for c, v in zip(columns, _values(r, results, verbose_csv))} for r in ordered]
+    return [{c: v for c, v in zip(columns, _values(r, results, verbose_csv), strict=True)} for r in ordered]
 
 
 def _values(result: StepResult, results: Sequence[StepResult], verbose_csv: bool) -> list:
@@ -101,7 +101,7 @@ def json_records(results: Sequence[StepResult], verbose_csv: bool = False) -> li
     ``Max latency`` (µs) and ``Stable``."""
     ordered = sorted(results, key=lambda r: r.throughput_infer_per_s)
     records = []
-    for row, result in zip(report_rows(results, verbose_csv), ordered):
+    for row, result in zip(report_rows(results, verbose_csv), ordered, strict=True):
         row.update({
             "Batch Size": result.batch_size, "Request Count": result.request_count,
             "Errors": result.error_count, "Delayed Requests": result.delayed_count,

@@ -53,7 +53,7 @@ def _checked(spec: InputSpec, dims: tuple[int, ...], element_count: int | None) 
     if any(d < 0 for d in dims):
         raise PerfError(f'The variable-sized tensor "{spec.name}" with model shape {list(spec.dims)} '
                         "needs to have its shape fully defined. See the --shape option.")
-    if len(dims) != len(spec.dims) or any(m not in (-1, d) for m, d in zip(spec.dims, dims)):
+    if len(dims) != len(spec.dims) or any(m not in (-1, d) for m, d in zip(spec.dims, dims, strict=True)):
         raise PerfError(f'The supplied shape of {list(dims)} for input "{spec.name}" is '
                         f"incompatible with the model's input shape of {list(spec.dims)}")
     expected = int(np.prod(dims, dtype=np.int64))

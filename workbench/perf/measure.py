@@ -10,6 +10,7 @@ stretches the window.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -49,7 +50,7 @@ async def prepare_workload(client: PerfClient, options: PerfOptions) -> Workload
     try:
         metadata = await client.model_metadata(name, version)
         config = await client.model_config(name, version)
-    except Exception as exc:  # the target's error, made one line
+    except Exception as exc:  # noqa: BLE001  (the target's error, whatever its client raises: made one line)
         raise PerfError(f"failed to get model metadata: {error_text(exc)}") from None
     info = ModelInfo.from_json(name, version, metadata, config)
     tensors = request_tensors(info, options)
@@ -107,10 +108,8 @@ async def _run_for(load: Load, milliseconds: float, stop_on_error: bool) -> None
     if not stop_on_error:
         await asyncio.sleep(milliseconds / 1000)
         return
-    try:
+    with contextlib.suppress(asyncio.TimeoutError):  # TimeoutError itself from Python 3.11
         await asyncio.wait_for(load.failed.wait(), milliseconds / 1000)
-    except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11
-        pass
 
 
 async def _statistics(client: PerfClient, options: PerfOptions) -> dict | None:
@@ -120,6 +119,6 @@ async def _statistics(client: PerfClient, options: PerfOptions) -> dict | None:
         return None
     try:
         return await client.statistics(options.model_name, options.model_version)
-    except Exception:  # no statistics extension, or the model went away: client side only
+    except Exception:  # noqa: BLE001  (no statistics extension, or the model went away: client side only)
         return None
 

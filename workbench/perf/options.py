@@ -97,12 +97,12 @@ def levels_from_range(mode: LoadMode, text: str) -> list[LoadLevel]:
         PerfError: an invalid range or level (:func:`parse_range`, :class:`LoadLevel`).
     """
     start, end, step = parse_range(text)
-    count = int(math.floor((end - start) / step + 1e-9)) + 1
+    count = math.floor((end - start) / step + 1e-9) + 1
     return [LoadLevel(mode, _tidy(mode, start + i * step)) for i in range(count)]
 
 
 def _tidy(mode: LoadMode, value: float) -> float:
-    return int(round(value)) if mode == "concurrency" else round(value, 9)
+    return round(value) if mode == "concurrency" else round(value, 9)
 
 
 @dataclass(frozen=True, slots=True)

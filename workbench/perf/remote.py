@@ -9,7 +9,7 @@ client is made, so importing :mod:`workbench.perf` stays cheap.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal, cast
 
 from workbench import Tensor
 from workbench.perf.errors import PerfError
@@ -23,27 +23,27 @@ class _TritonAioClient:
     """What the HTTP and gRPC clients share: building tritonclient ``InferInput`` objects
     from :class:`Tensor` data once per request (``prepare``), sending them, closing."""
 
-    _module: object  # tritonclient.http or tritonclient.grpc (their InferInput)
-    _client: object  # the matching asyncio InferenceServerClient
+    _module: Any  # tritonclient.http or tritonclient.grpc (their InferInput); untyped
+    _client: Any  # the matching asyncio InferenceServerClient (tritonclient ships no types)
 
-    def _set_data(self, infer_input: object, tensor: Tensor) -> None:
-        infer_input.set_data_from_numpy(tensor.data)  # type: ignore[attr-defined]
+    def _set_data(self, infer_input: Any, tensor: Tensor) -> None:
+        infer_input.set_data_from_numpy(tensor.data)
 
     def prepare(self, model: str, version: str, inputs: Sequence[Tensor]) -> object:
         wire = []
         for tensor in inputs:
-            infer_input = self._module.InferInput(  # type: ignore[attr-defined]
+            infer_input = self._module.InferInput(
                 tensor.name, list(tensor.shape), tensor.datatype)
             self._set_data(infer_input, tensor)
             wire.append(infer_input)
         return (model, version, wire)
 
     async def infer(self, request: object) -> None:
-        model, version, wire = request  # type: ignore[misc]
-        await self._client.infer(model, wire, model_version=version)  # type: ignore[attr-defined]
+        model, version, wire = cast("tuple[str, str, list[Any]]", request)  # what prepare() made
+        await self._client.infer(model, wire, model_version=version)
 
     async def close(self) -> None:
-        await self._client.close()  # type: ignore[attr-defined]
+        await self._client.close()
 
 
 class HttpClient(_TritonAioClient):
@@ -77,8 +77,8 @@ class HttpClient(_TritonAioClient):
     async def statistics(self, model: str, version: str) -> dict:
         return await self._client.get_inference_statistics(model, version)
 
-    def _set_data(self, infer_input: object, tensor: Tensor) -> None:
-        infer_input.set_data_from_numpy(tensor.data, binary_data=True)  # type: ignore[attr-defined]
+    def _set_data(self, infer_input: Any, tensor: Tensor) -> None:
+        infer_input.set_data_from_numpy(tensor.data, binary_data=True)
 
 
 class GrpcClient(_TritonAioClient):

@@ -15,7 +15,8 @@ readers are pure functions of a result list:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import itertools
+from collections.abc import AsyncGenerator, Sequence
 
 from workbench.perf.clients import PerfClient
 from workbench.perf.measure import Workload, prepare_workload, run_step
@@ -24,7 +25,7 @@ from workbench.perf.results import StepResult
 
 
 async def sweep(client: PerfClient, options: PerfOptions, levels: Sequence[LoadLevel],
-                workload: Workload | None = None) -> AsyncIterator[StepResult]:
+                workload: Workload | None = None) -> AsyncGenerator[StepResult, None]:
     """Measure each level in order, yielding its result as soon as it is measured.
 
     Stops early after a step whose stabilizing latency reaches
@@ -62,7 +63,7 @@ def knee(results: Sequence[StepResult], min_gain_pct: float = 10.0,
         growing or p99 kept flat through the sweep: measure further).
     """
     ordered = sorted(results, key=lambda r: r.level.value)
-    for before, after in zip(ordered, ordered[1:]):
+    for before, after in itertools.pairwise(ordered):
         if before.throughput_infer_per_s <= 0 or before.p99_us <= 0:
             continue
         gain = _growth_pct(before.throughput_infer_per_s, after.throughput_infer_per_s)

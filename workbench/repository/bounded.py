@@ -29,7 +29,7 @@ class _Job:
     def run(self) -> None:
         try:
             self.result = self.fn(*self.args)
-        except BaseException as exc:  # handed to the caller, which may have stopped waiting
+        except BaseException as exc:  # noqa: BLE001  # handed to the caller, which may have stopped waiting
             self.error = exc
         finally:
             self.done.set()

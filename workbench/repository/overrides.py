@@ -30,6 +30,7 @@ inside the model directory).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -145,10 +146,8 @@ def _write_one(root_fd: int, parts: tuple[str, ...], contents: bytes) -> None:
     fds = [root_fd]
     try:
         for folder in parts[:-1]:
-            try:
+            with contextlib.suppress(FileExistsError):
                 os.mkdir(folder, 0o755, dir_fd=fds[-1])
-            except FileExistsError:
-                pass
             try:
                 fds.append(os.open(folder, _DIR_FLAGS, dir_fd=fds[-1]))
             except OSError as exc:

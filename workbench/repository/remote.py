@@ -146,7 +146,7 @@ class RemoteRepository:
         try:
             self.fs.invalidate_cache()
             found = self.fs.isdir(self.root)
-        except Exception as exc:  # credentials, network, permissions
+        except Exception as exc:  # noqa: BLE001  # fsspec backends raise their own types (credentials, network)
             raise InvalidArgument(f"failed to read model repository '{self.url}': {exc}") from None
         if not found:
             raise InvalidArgument(
@@ -166,7 +166,7 @@ class RemoteRepository:
             entries = self.fs.ls(self.root, detail=True)
         except FileNotFoundError:
             return set()
-        except Exception as exc:  # credentials, network, permissions
+        except Exception as exc:  # noqa: BLE001  # fsspec backends raise their own types (credentials, network)
             raise InvalidArgument(f"failed to read model repository '{self.url}': {exc}") from None
         names = set()
         for info in entries:
@@ -216,7 +216,7 @@ class RemoteRepository:
             listing = self.fs.find(base, detail=True)
         except FileNotFoundError:
             listing = {}
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  # fsspec backends raise their own types
             raise InvalidArgument(f"failed to read model repository '{self.url}': {exc}") from None
         files: dict[str, str] = {}
         root = self.root.rstrip("/") + "/"
@@ -236,7 +236,7 @@ class RemoteRepository:
         try:
             self.fs.get_file(f"{self.root}/{relative}", str(temporary))
             os.replace(temporary, target)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  # fsspec backends raise their own types
             temporary.unlink(missing_ok=True)
             raise InvalidArgument(
                 f"failed to download '{relative}' from model repository '{self.url}': {exc}"
@@ -311,14 +311,15 @@ def resolve_repositories(
     repositories: list[str], cache_root: str | Path | None
 ) -> tuple[list[str | Path], list[RemoteRepository]]:
     """Blocking: the local folders to serve for ``repositories`` (remote ones checked and
-    synced into the cache first), and the remote ones.
+    synced into the cache first), and the remote ones. A repository given twice counts
+    once (Triton's set of repository paths).
 
     Raises:
         InvalidArgument: a remote repository is malformed, missing or unreadable.
     """
     paths: list[str | Path] = []
     remotes: list[RemoteRepository] = []
-    for repository in repositories:
+    for repository in dict.fromkeys(repositories):
         if not is_remote(repository):
             paths.append(repository)
             continue

@@ -28,12 +28,15 @@ class ModelLocation:
 class ModelRepository:
     """The union of one or more local model repository folders.
 
+    A folder named more than once (also spelled differently: ``m``, ``m/``, a symlink to
+    it) is one repository, as Triton keeps its repository paths in a set.
+
     Raises:
         InvalidArgument: (at construction) a repository path is missing or not a folder.
     """
 
     def __init__(self, paths: list[str | Path]) -> None:
-        self.paths = [Path(p).expanduser().resolve() for p in paths]
+        self.paths = list(dict.fromkeys(Path(p).expanduser().resolve() for p in paths))
         for path in self.paths:
             if not path.is_dir():
                 raise InvalidArgument(

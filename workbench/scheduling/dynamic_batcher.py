@@ -1,17 +1,28 @@
 """Triton's dynamic batcher: many small requests become few batched executions.
 
-Follows Triton's ``dynamic_batch_scheduler``: a batch grows from the first queued
-request (highest priority level, then oldest) while the next request's non-batch
-shapes match (ragged batching is not done here) and the total batch size stays
-<= ``max_batch_size``. A batch leaves at once when it is full, when it reached
-the largest preferred batch size, or when the next request cannot join it;
-otherwise it waits until its oldest request has queued
-``max_queue_delay_microseconds`` and then leaves as the largest preferred batch
-size available (or whole, if none fits). Priority levels and queue policies are
+Follows Triton's ``dynamic_batch_scheduler`` (``GetDynamicBatch``): a batch grows from the
+first queued request (highest priority level, then oldest) while the next request's
+non-batch shapes match (except those of ``allow_ragged_batch`` inputs: Triton's ragged
+batching, which checks only the shapes of non-ragged inputs) and the total batch size stays
+<= ``max_batch_size``. Along the way it remembers the best cut: the largest preferred batch
+size the batch reaches, or, if it would grow past the largest preferred size before reaching
+one, the batch up to there. Then, as in Triton:
+
+- while the oldest request of the batch has waited less than
+  ``max_queue_delay_microseconds`` (or there is no delay), a best cut leaves at once;
+- otherwise the whole batch leaves when the next request cannot join it, when it reached the
+  largest preferred size, when the delay ran out (up to ``max_batch_size``, not cut to a
+  preferred size) or when there is no delay;
+- else it waits for more requests or the delay.
+
+Empty ``preferred_batch_size`` means ``[max_batch_size]`` (Triton's normalisation). Priority
+levels and queue policies are
 :class:`~workbench.scheduling.request_queue.RequestQueue`'s; with
 ``preserve_ordering`` responses are released in arrival order. It is a batch policy
 given to the :class:`~workbench.scheduling.dispatcher.Dispatcher`; a cancelled request
-is dropped when a batch forming from the head of the queue reaches it.
+is dropped when a batch forming from the head of the queue reaches it. Triton's test hook
+``TRITONSERVER_DELAY_SCHEDULER`` (:mod:`~workbench.scheduling.scheduler_hooks`) holds the
+first batch until that many requests are queued.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from workbench.scheduling.base import InstanceRunner, Pending
 from workbench.scheduling.dispatcher import BatchPolicy, Dispatcher
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.request_queue import RequestQueue
+from workbench.scheduling.scheduler_hooks import DELAY_SCHEDULER, hook_count
 from workbench.statistics import ModelStatistics
 
 
@@ -39,24 +51,33 @@ class DynamicBatchPolicy(BatchPolicy):
         batching: the config's ``dynamic_batching`` (``preferred_batch_size``,
             ``max_queue_delay_microseconds`` in µs, priorities, queue policies,
             ``preserve_ordering``); empty preferred sizes behave as ``[max_batch_size]``.
+        ragged: the inputs with ``allow_ragged_batch: true``: requests batch together
+            whatever their shapes (Triton's ``enforce_equal_shape_tensors`` leaves them out).
+
+    ``TRITONSERVER_DELAY_SCHEDULER`` is read here (at model load), as Triton's batcher
+    thread reads it when it starts.
     """
 
-    def __init__(self, *, max_batch_size: int, batching: ModelDynamicBatching) -> None:
+    def __init__(self, *, max_batch_size: int, batching: ModelDynamicBatching,
+                 ragged: frozenset[str] = frozenset()) -> None:
         self._queue = RequestQueue(batching)
+        self._ragged = ragged
         self._max_batch_size = max_batch_size
         preferred = {s for s in batching.preferred_batch_size if 0 < s <= max_batch_size}
-        self._preferred = sorted(preferred)
+        self._preferred = preferred or {max_batch_size}
+        self._max_preferred = max(self._preferred)
         self._max_queue_delay_ns = int(batching.max_queue_delay_microseconds) * 1000
         self._preserve_ordering = batching.preserve_ordering
         self._order: deque[Pending] = deque()
         self._held: dict[int, tuple[BackendResponse, ExecutionTimes | None, str]] = {}
         self._timeout_timer: asyncio.TimerHandle | None = None
+        self._hold_until = hook_count(DELAY_SCHEDULER)  # queued requests; 0 = not holding
 
     # ------------------------------------------------------------------ admission
     def admit(self, pending: Pending) -> None:
         params = pending.request.parameters
         pending.priority, pending.deadline_ns = self._queue.level_and_deadline(params, pending.enqueue_ns)
-        pending.shape_key = _shape_key(pending)
+        pending.shape_key = _shape_key(pending, self._ragged)
         try:
             self._queue.push(pending)
         except Unavailable:
@@ -72,56 +93,61 @@ class DynamicBatchPolicy(BatchPolicy):
 
     # ------------------------------------------------------------------ batch forming
     def next_batch(self, runner: InstanceRunner) -> list[Pending]:
+        if self._holding():
+            return []
         self._expire()
-        candidates, size, closed = self._candidates()
+        candidates, size, cut, closed = self._candidates()
         if not candidates:
             return []
-        if closed or self.dispatcher.stopping or size >= self._max_batch_size or not self._max_queue_delay_ns:
+        oldest_ns = min(p.enqueue_ns for p in candidates)
+        due_ns = oldest_ns + self._max_queue_delay_ns
+        expired = bool(self._max_queue_delay_ns) and time.monotonic_ns() >= due_ns
+        if cut and not expired:
+            return self._take(candidates[:cut])
+        if closed or size >= self._max_preferred or expired or not self._max_queue_delay_ns:
             return self._take(candidates)
-        if self._preferred and size >= self._preferred[-1]:
+        if self.dispatcher.stopping:  # nothing waits for a batch to fill any more
             return self._take(candidates)
-        due_ns = min(p.enqueue_ns for p in candidates) + self._max_queue_delay_ns
-        if time.monotonic_ns() >= due_ns:
-            return self._take(self._trim_to_preferred(candidates))
         self.dispatcher.dispatch_at(due_ns)
         return []
 
-    def _candidates(self) -> tuple[list[Pending], int, bool]:
-        """Requests in scheduling order that can share one execution; ``closed`` when the
-        next one cannot join (other shapes, or the batch would exceed max_batch_size).
-        Cancelled requests met on the way (only those: the scan stops where the batch
-        closes) leave the queue and are dropped."""
+    def _holding(self) -> bool:
+        """Triton's ``TRITONSERVER_DELAY_SCHEDULER`` hold: True until that many requests are
+        queued (once; never while the model stops)."""
+        if self._hold_until and (len(self._queue) >= self._hold_until or self.dispatcher.stopping):
+            self._hold_until = 0
+        return bool(self._hold_until)
+
+    def _candidates(self) -> tuple[list[Pending], int, int, bool]:
+        """Requests in scheduling order that can share one execution, their total batch
+        size, the best cut (how many of them; 0 = none: see the module docstring), and
+        ``closed`` when the next one cannot join (other shapes, or the batch would exceed
+        max_batch_size). Cancelled requests met on the way (only those: the scan stops where
+        the batch closes) leave the queue and are dropped."""
         batch: list[Pending] = []
         cancelled: list[Pending] = []
-        size, head, closed = 0, None, False
+        size, cut, head, closed = 0, 0, None, False
         for pending in self._queue:
             if pending.future.done():
                 cancelled.append(pending)
                 continue
             key = pending.shape_key
             head = key if head is None else head
-            grown = size + pending.request.batch_size
+            grown = size + max(1, pending.request.batch_size)
+            if batch and grown > self._max_preferred and not cut:
+                cut = len(batch)  # the batch would grow past every preferred size here
             if key != head or grown > self._max_batch_size:
                 closed = True
                 break
             batch.append(pending)
             size = grown
+            if size in self._preferred:
+                cut = len(batch)
         if cancelled:
             self._queue.remove(cancelled)
             for pending in cancelled:
                 self.dispatcher.drop(pending)
-        return batch, size, closed
-
-    def _trim_to_preferred(self, batch: list[Pending]) -> list[Pending]:
-        """The longest prefix whose total is a preferred batch size, else the whole batch."""
-        totals, size = [], 0
-        for pending in batch:
-            size += pending.request.batch_size
-            totals.append(size)
-        for preferred in reversed(self._preferred):
-            if preferred in totals:
-                return batch[: totals.index(preferred) + 1]
-        return batch
+        return batch, size, cut, closed
 
     def _take(self, batch: list[Pending]) -> list[Pending]:
         self._queue.remove(batch)
@@ -171,16 +197,21 @@ def dynamic_batcher(
     max_batch_size: int,
     batching: ModelDynamicBatching,
     rate_limiter: RateLimiter | None = None,
+    ragged: frozenset[str] = frozenset(),
 ) -> Dispatcher:
     """Triton's dynamic batcher over ``instances``: a dispatcher given a
-    :class:`DynamicBatchPolicy` (``max_batch_size``, ``batching`` as there;
+    :class:`DynamicBatchPolicy` (``max_batch_size``, ``batching``, ``ragged`` as there;
     ``statistics``, ``rate_limiter`` as for :class:`~workbench.scheduling.dispatcher.Dispatcher`)."""
-    return Dispatcher(instances, statistics, rate_limiter,
-                      DynamicBatchPolicy(max_batch_size=max_batch_size, batching=batching))
+    policy = DynamicBatchPolicy(max_batch_size=max_batch_size, batching=batching, ragged=ragged)
+    return Dispatcher(instances, statistics, rate_limiter, policy)
 
 
-def _shape_key(pending: Pending) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    return tuple((name, a.shape[1:]) for name, a in pending.request.inputs.items())
+def _shape_key(pending: Pending, ragged: frozenset[str]) -> tuple[tuple[str, tuple[int, ...] | None], ...]:
+    """What must be equal for requests to share an execution: the names of the inputs they
+    carry (an optional input in some only cannot be joined), and the non-batch shapes of the
+    non-ragged ones."""
+    return tuple((name, None if name in ragged else a.shape[1:])
+                 for name, a in pending.request.inputs.items())
 
 
 __all__ = ["DynamicBatchPolicy", "dynamic_batcher"]

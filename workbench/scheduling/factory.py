@@ -49,5 +49,6 @@ def make_scheduler(
             max_batch_size=config.max_batch_size,
             batching=config.dynamic_batching,
             rate_limiter=rate_limiter,
+            ragged=frozenset(i.name for i in config.input if i.allow_ragged_batch),
         )
     return direct_scheduler(instances, statistics, rate_limiter)

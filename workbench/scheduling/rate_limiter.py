@@ -1,23 +1,25 @@
 """Triton's rate limiter (``--rate-limit=execution_count``).
 
 Each instance group may declare ``rate_limiter { resources [ { name, count, global } ]
-priority }``. An instance executes only while it holds all its resources; the pool
-of a resource is the ``--rate-limit-resource NAME:COUNT[:DEVICE]`` given for it,
-otherwise the largest count any instance asks for (per device, or once for
-``global`` resources), as Triton's rate limiter sizes it. Schedulers whose free
-instances wait for resources are woken when resources are released, instances
-with the lower ``priority`` value first.
+priority }``. An instance executes only while it holds all its resources. As Triton's
+rate limiter sizes the pools: without ``--rate-limit-resource`` a resource's pool is the
+largest count any instance asks for (per device, or once for ``global`` resources); with
+any ``--rate-limit-resource`` given, the pools are those flags' counts
+(:func:`explicit_count`: ``NAME:COUNT`` is every device's pool, ``NAME:COUNT:DEVICE`` one
+device's, a global resource takes the largest count of its name) and a resource none of
+them names has none. :func:`check_resources` refuses an instance no pool can ever hold,
+and a resource both global and per-device, with Triton's texts. Schedulers whose free
+instances wait for resources are woken when resources are released, instances with the
+lower ``priority`` value first.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable, Iterable
 
 from workbench.backends.base import InstanceSpec
-
-log = logging.getLogger(__name__)
+from workbench.errors import InvalidArgument
 
 #: (resource name, device id or None for a global resource)
 ResourceKey = tuple[str, int | None]
@@ -36,6 +38,65 @@ def parse_resource(text: str) -> tuple[ResourceKey, int]:
     return (parts[0].lower(), device), int(parts[1])
 
 
+def explicit_pools(texts: Iterable[str]) -> dict[ResourceKey, int]:
+    """Every ``--rate-limit-resource`` parsed (:func:`parse_resource`; a later one for the same
+    name and device replaces an earlier one, as in Triton).
+
+    Raises:
+        InvalidArgument: a malformed one.
+    """
+    try:
+        return dict(parse_resource(text) for text in texts)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+
+
+def explicit_count(explicit: dict[ResourceKey, int], key: ResourceKey) -> int:
+    """The pool the ``--rate-limit-resource`` flags give resource ``key`` (0: none names it).
+
+    Follows Triton's ``ParseAndValidateExplicitResources``: a global resource (device None)
+    takes the largest count given for its name on any device or none; a per-device one the
+    larger of its device's count and the every-device (``NAME:COUNT``) count.
+    """
+    name, device = key
+    if device is None:
+        return max((count for (n, _), count in explicit.items() if n == name), default=0)
+    return max(explicit.get((name, device), 0), explicit.get((name, None), 0))
+
+
+def check_resources(specs: Iterable[InstanceSpec], explicit: dict[ResourceKey, int]) -> None:
+    """Refuse instances the rate limiter could never schedule (Triton's texts).
+
+    Args:
+        specs: the instances of one model version.
+        explicit: the ``--rate-limit-resource`` pools (empty: pools sized to the instances).
+
+    Raises:
+        InvalidArgument: a resource is both global and per-device ('Resource "<name>" is
+            present as both global and device-specific resource in the model
+            configuration.'); or an explicit pool is smaller than one instance's count
+            ('Resource count for "<name>" is limited to <pool> which will prevent scheduling
+            of one or more model instances, the minimum required count is <count>').
+    """
+    largest: dict[ResourceKey, int] = {}
+    for spec in specs:
+        for key, count in RateLimiter.needs(spec).items():
+            largest[key] = max(largest.get(key, 0), count)
+    global_names = {name for name, device in largest if device is None}
+    for name, device in largest:
+        if device is not None and name in global_names:
+            raise InvalidArgument(f'Resource "{name}" is present as both global and device-specific '
+                                  "resource in the model configuration.")
+    if not explicit:
+        return
+    for key, count in largest.items():
+        pool = explicit_count(explicit, key)
+        if pool < count:
+            raise InvalidArgument(
+                f'Resource count for "{key[0]}" is limited to {pool} which will prevent scheduling '
+                f"of one or more model instances, the minimum required count is {count}")
+
+
 class RateLimiter:
     """Resource pools shared by every model instance of the server.
 
@@ -45,7 +106,7 @@ class RateLimiter:
 
     def __init__(self, explicit: dict[ResourceKey, int] | None = None) -> None:
         self._explicit = dict(explicit or {})
-        self._capacity = dict(self._explicit)
+        self._capacity: dict[ResourceKey, int] = {}
         self._used: dict[ResourceKey, int] = {}
         self._waiters: dict[Callable[[], None], int] = {}
 
@@ -58,23 +119,22 @@ class RateLimiter:
         }
 
     def register(self, specs: Iterable[InstanceSpec]) -> None:
-        """Size the implicit pools for these instances; warn when an explicit pool is too small."""
+        """Size the pools these instances use: the explicit pool when any
+        ``--rate-limit-resource`` is given (:func:`explicit_count`), else the largest count
+        asked for. (Instances no pool can hold were refused before: :func:`check_resources`.)"""
         for spec in specs:
             for key, count in self.needs(spec).items():
-                if key in self._explicit:
-                    if self._explicit[key] < count:
-                        log.warning(
-                            'Resource count for "%s" is limited to %d which will prevent scheduling '
-                            "of one or more model instances, the minimum required count is %d",
-                            key[0], self._explicit[key], count,
-                        )
+                if self._explicit:
+                    self._capacity[key] = explicit_count(self._explicit, key)
                 else:
                     self._capacity[key] = max(self._capacity.get(key, 0), count)
 
     def available(self, needs: dict[ResourceKey, int]) -> bool:
+        """Whether every resource in ``needs`` has that many units free now."""
         return all(self._used.get(k, 0) + n <= self._capacity.get(k, 0) for k, n in needs.items())
 
     def acquire(self, needs: dict[ResourceKey, int]) -> None:
+        """Take the resources of one execution (checked with :meth:`available` first)."""
         for key, count in needs.items():
             self._used[key] = self._used.get(key, 0) + count
 

@@ -5,15 +5,18 @@ One FIFO per priority level (level 1 is the highest), each with its queue policy
 ``default_timeout_microseconds``, ``allow_timeout_override``, ``max_queue_size``),
 as Triton's ``PriorityQueue`` in ``scheduler_utils``. Requests are scheduled by
 level, oldest first; a request whose queue timeout expired with the DELAY action
-moves behind the level's other requests.
+moves behind the level's other requests. As in Triton, only the levels with their own
+``priority_queue_policy`` are known up front and a level's FIFOs exist only while it holds
+requests: memory follows the requests and policies, never ``priority_levels`` (any uint64).
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import deque
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tritonclient.grpc.model_config_pb2 import ModelDynamicBatching, ModelQueuePolicy
 
@@ -40,6 +43,18 @@ class QueuePolicy:
         )
 
 
+@dataclass(slots=True)
+class _Level:
+    """One priority level's FIFOs: requests in arrival order, then those moved behind
+    by an expired DELAY timeout."""
+
+    ready: deque[Pending] = field(default_factory=deque)
+    delayed: deque[Pending] = field(default_factory=deque)
+
+    def __len__(self) -> int:
+        return len(self.ready) + len(self.delayed)
+
+
 class RequestQueue:
     """Per-priority FIFOs with queue policies.
 
@@ -50,16 +65,20 @@ class RequestQueue:
     def __init__(self, batching: ModelDynamicBatching) -> None:
         self.levels = max(1, int(batching.priority_levels))
         self.default_level = int(batching.default_priority_level) or self.levels
-        default = QueuePolicy.from_proto(batching.default_queue_policy)
-        self.policies = {
-            level: QueuePolicy.from_proto(batching.priority_queue_policy[level])
-            if level in batching.priority_queue_policy else default
-            for level in range(1, self.levels + 1)
+        self._default_policy = QueuePolicy.from_proto(batching.default_queue_policy)
+        self._policies = {
+            int(level): QueuePolicy.from_proto(policy)
+            for level, policy in batching.priority_queue_policy.items()
+            if 1 <= level <= self.levels
         }
-        self._ready: dict[int, deque[Pending]] = {lv: deque() for lv in self.policies}
-        self._delayed: dict[int, deque[Pending]] = {lv: deque() for lv in self.policies}
+        self._queues: dict[int, _Level] = {}  # only the levels holding requests
+        self._order: list[int] = []  # their numbers, ascending (scheduling order)
         self._deadlines: list[tuple[int, int, Pending]] = []
         self._size = 0
+
+    def policy(self, level: int) -> QueuePolicy:
+        """The queue policy of ``level``: its ``priority_queue_policy``, else the default one."""
+        return self._policies.get(level, self._default_policy)
 
     def __len__(self) -> int:
         return self._size
@@ -75,7 +94,7 @@ class RequestQueue:
         """
         priority = _non_negative_int(parameters.get("priority", 0), "priority")
         level = priority if 1 <= priority <= self.levels else self.default_level
-        policy = self.policies[level]
+        policy = self.policy(level)
         timeout_us = policy.default_timeout_us
         if policy.allow_timeout_override and "timeout" in parameters:
             timeout_us = _non_negative_int(parameters["timeout"], "timeout") or timeout_us
@@ -88,19 +107,24 @@ class RequestQueue:
             Unavailable: the level holds ``max_queue_size`` requests ("Exceeds maximum queue size").
         """
         level = pending.priority
-        limit = self.policies[level].max_queue_size
-        if limit and len(self._ready[level]) + len(self._delayed[level]) >= limit:
+        queue = self._queues.get(level)
+        limit = self.policy(level).max_queue_size
+        if limit and queue is not None and len(queue) >= limit:
             raise Unavailable("Exceeds maximum queue size")
-        self._ready[level].append(pending)
+        if queue is None:
+            queue = self._queues[level] = _Level()
+            bisect.insort(self._order, level)
+        queue.ready.append(pending)
         self._size += 1
         if pending.deadline_ns:
             heapq.heappush(self._deadlines, (pending.deadline_ns, id(pending), pending))
 
     def __iter__(self) -> Iterator[Pending]:
         """Queued requests in scheduling order: by level, then arrival, delayed ones last."""
-        for level in range(1, self.levels + 1):
-            yield from self._ready[level]
-            yield from self._delayed[level]
+        for level in self._order:
+            queue = self._queues[level]
+            yield from queue.ready
+            yield from queue.delayed
 
     def remove(self, taken: list[Pending]) -> None:
         """Take ``taken`` (queued requests, in scheduling order: a batch leaving for an
@@ -108,11 +132,14 @@ class RequestQueue:
 
         They sit near the head of the queue, so the level queues are popped from the front
         up to the last of them and the others put back: O(how deep the last one is), not a
-        pass over the whole queue."""
+        pass over the whole queue. A level left empty is forgotten."""
         ids = {id(p) for p in taken}
         left = len(ids)
-        for level in range(1, self.levels + 1):
-            for queue in (self._ready[level], self._delayed[level]):
+        for level in list(self._order):
+            if not left:
+                break
+            level_queue = self._queues[level]
+            for queue in (level_queue.ready, level_queue.delayed):
                 kept: list[Pending] = []
                 while left and queue:
                     pending = queue.popleft()
@@ -121,6 +148,9 @@ class RequestQueue:
                     else:
                         kept.append(pending)
                 queue.extendleft(reversed(kept))
+            if not level_queue:
+                del self._queues[level]
+                self._order.remove(level)
         self._size -= len(ids) - left
 
     def expire(self, now_ns: int) -> list[Pending]:
@@ -129,14 +159,14 @@ class RequestQueue:
         rejected: list[Pending] = []
         while self._deadlines and self._deadlines[0][0] <= now_ns:
             _, _, pending = heapq.heappop(self._deadlines)
-            ready = self._ready[pending.priority]
-            if not any(p is pending for p in ready):
+            queue = self._queues.get(pending.priority)
+            if queue is None or not any(p is pending for p in queue.ready):
                 continue  # already taken, dropped or delayed
-            if self.policies[pending.priority].reject_on_timeout:
+            if self.policy(pending.priority).reject_on_timeout:
                 rejected.append(pending)
             else:
-                self._ready[pending.priority] = deque(p for p in ready if p is not pending)
-                self._delayed[pending.priority].append(pending)
+                queue.ready = deque(p for p in queue.ready if p is not pending)
+                queue.delayed.append(pending)
         self.remove(rejected)
         return rejected
 

@@ -38,6 +38,11 @@ How a sequence ends, as in Triton's ``SequenceBatchScheduler``:
 
 A later request of an ended sequence without START is refused.
 
+Triton's test hooks (:mod:`workbench.scheduling.scheduler_hooks`):
+``TRITONSERVER_DELAY_SCHEDULER=N`` holds the first execution until N requests of sequences
+holding a slot are queued; with it, ``TRITONSERVER_BACKLOG_DELAY_SCHEDULER=M`` (``direct``
+only, as in Triton) also until M requests wait in the backlog.
+
 Reload (hot swap): a batcher that left service keeps serving its live sequences
 (:meth:`SequenceBatcher.retire`), so their state is not lost; the engine routes their
 requests here by correlation ID while new sequences start on the new version.
@@ -60,6 +65,7 @@ from workbench.errors import Cancelled, InvalidArgument, Unavailable, WorkbenchE
 from workbench.scheduling.base import Pending, Scheduler
 from workbench.scheduling.dispatcher import BatchPolicy, Dispatcher
 from workbench.scheduling.rate_limiter import RateLimiter
+from workbench.scheduling.scheduler_hooks import BACKLOG_DELAY_SCHEDULER, DELAY_SCHEDULER, hook_count
 from workbench.scheduling.sequence_controls import control_tensors, control_values, initial_state, state_tensors
 from workbench.scheduling.sequence_slots import Sequence, SlotTable
 from workbench.statistics import ModelStatistics
@@ -115,7 +121,13 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         self._reaper_due_ns = 0
         #: set while :meth:`retire` waits; set (done) once no sequence is live
         self._retired: asyncio.Event | None = None
+        #: Triton's test hooks: queued slotted / backlog requests to wait for (0 = not holding)
+        self._hold_until = hook_count(DELAY_SCHEDULER)
+        self._hold_backlog = hook_count(BACKLOG_DELAY_SCHEDULER) if self._backlog_hook else 0
         self._configure(config)
+
+    #: whether ``TRITONSERVER_BACKLOG_DELAY_SCHEDULER`` applies (Triton: ``direct`` only)
+    _backlog_hook = False
 
     def _slot_layout(self, config: ModelConfig, instances: int) -> tuple[int, int]:
         """``(slot groups, slots per group)`` of the strategy."""
@@ -230,6 +242,17 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         sequence.state = {s.input_name: initial_state(s, self._batched) for s in self._states}
 
     # ------------------------------------------------------------------ batch forming
+    def _holding(self) -> bool:
+        """Triton's ``TRITONSERVER_DELAY_SCHEDULER`` hold (and its backlog count): True until
+        enough requests are queued (once; never while the model stops)."""
+        if not self._hold_until:
+            return False
+        slotted = sum(1 for p in self._queue if p.request.parameters["_sequence"].slot is not None)
+        backlog = len(self._queue) - slotted
+        if self.dispatcher.stopping or (slotted >= self._hold_until and backlog >= self._hold_backlog):
+            self._hold_until = 0
+        return bool(self._hold_until)
+
     def _skipped(self, pending: Pending) -> bool:
         """True when ``pending``'s client went away: a scan of the queue meeting it skips it,
         and :meth:`_drop_skipped` drops it after the scan."""

@@ -48,6 +48,8 @@ class DirectSequenceBatcher(SequenceBatcher):
             as one slot is ready; the delay is ignored then, as in Triton).
     """
 
+    _backlog_hook = True
+
     def _configure(self, config: ModelConfig) -> None:
         direct = config.sequence_batching.direct
         self._delay_ns = int(direct.max_queue_delay_microseconds) * 1000
@@ -87,6 +89,9 @@ class DirectSequenceBatcher(SequenceBatcher):
         """An idle instance with slots ready to run now whose rate-limiter resources are
         free; an idle one with nothing to run (``next_batch`` then returns []) when no
         instance may run yet, after setting a timer for the earliest delay to expire."""
+        if self._holding():
+            self._due = set()
+            return idle[0]
         rows_of = {id(r): self._ready_rows(self._instance_of[id(r)]) for r in idle}
         if self._drop_skipped():  # the scans met cancelled requests: scan what is left
             rows_of = {id(r): self._ready_rows(self._instance_of[id(r)]) for r in idle}

@@ -42,6 +42,8 @@ class OldestSequenceBatcher(SequenceBatcher):
         )
 
     def next_batch(self, runner: InstanceRunner) -> list[Pending]:
+        if self._holding():
+            return []
         batch = self._candidates()
         if self._drop_skipped():  # the scan met cancelled requests: scan what is left
             batch = self._candidates()

@@ -81,7 +81,7 @@ def http_service(server: Server, options: ServerOptions, *, embedded: bool = Fal
         server_header=False,
         proxy_headers=False,  # no X-Forwarded-* rewriting on the hot path
         date_header=False,
-        timeout_keep_alive=options.http_keepalive_timeout,
+        timeout_keep_alive=options.http_keepalive_timeout,  # type: ignore[arg-type]  # uvicorn says int; floats work
         http=protocol,  # type: ignore[arg-type]  # limits + head and body in one write
     )
     return (EmbeddedHTTPService if embedded else HTTPService)(config)

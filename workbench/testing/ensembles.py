@@ -161,7 +161,8 @@ _BROKEN: dict[str, str] = {
         ],
     ),
     "bad_never_produced": ensemble_config(
-        "bad_never_produced", PAIR, OUT, [("add_sub", {"INPUT0": "IN0", "INPUT1": "IN1", "X": "GHOST"}, {"OUTPUT0": "OUT"})]
+        "bad_never_produced", PAIR, OUT,
+        [("add_sub", {"INPUT0": "IN0", "INPUT1": "IN1", "X": "GHOST"}, {"OUTPUT0": "OUT"})]
     ),
     "bad_unused_input": ensemble_config(
         "bad_unused_input", [*PAIR, ("IN2", "TYPE_FP32", F16)], OUT, [_add_step()]
@@ -201,7 +202,8 @@ _BROKEN: dict[str, str] = {
 
 #: broken ensemble -> the exact reason it is UNAVAILABLE with (Triton's texts)
 BROKEN_ENSEMBLE_REASONS: dict[str, str] = {
-    "bad_unknown_model": "ensemble bad_unknown_model contains models that are not available or ambiguous: no_such_model",
+    "bad_unknown_model": "ensemble bad_unknown_model contains models that are not available or ambiguous: "
+    "no_such_model",
     "bad_cycle_a": "circular dependency between ensembles: bad_cycle_a -> ... -> bad_cycle_b -> bad_cycle_a",
     "bad_cycle_b": "circular dependency between ensembles: bad_cycle_b -> ... -> bad_cycle_a -> bad_cycle_b",
     "bad_step_cycle": "output 'OUT' for ensemble 'bad_step_cycle' is not written: at least one of its depending "
@@ -209,8 +211,9 @@ BROKEN_ENSEMBLE_REASONS: dict[str, str] = {
     "-> step 0 'add_sub'",
     "bad_never_produced": "output 'OUT' for ensemble 'bad_never_produced' is not written: at least one of its "
     "depending tensors, 'GHOST', is not connected",
-    "bad_unused_input": "ensemble input 'IN2' for ensemble 'bad_unused_input' is not used",
-    "bad_unproduced_output": "ensemble output 'OUT2' for ensemble 'bad_unproduced_output' is not used",
+    # Triton's text has one quote too few: "for ensemble E' is not used"
+    "bad_unused_input": "ensemble input 'IN2' for ensemble bad_unused_input' is not used",
+    "bad_unproduced_output": "ensemble output 'OUT2' for ensemble bad_unproduced_output' is not used",
     "bad_two_producers": "ensemble tensor 'OUT' can appear in an output map only once for ensemble "
     "'bad_two_producers' step 1",
     "bad_unused_step_output": "ensemble tensor 'spare' is unused in ensemble 'bad_unused_step_output'",

@@ -35,7 +35,13 @@ class FakeBehaviour:
     ``held_values`` waits until ``release`` is set (after ``gate``); a request whose first value
     is in ``error_values`` gets an error response ("fake error for value <v>"). ``load_gate``
     blocks instance loads (on the model-load threads) until set; ``loading`` is set when a
-    load waits on it (a slow model load, without timing).
+    load waits on it (a slow model load, without timing). ``active`` counts the executions
+    running now and ``max_active`` the most seen at once since the last :meth:`reset`.
+    ``initialized`` / ``finalized`` count instance loads and unloads per instance name (a
+    backend's instance initialize / finalize, which Triton's instance-update tests count); a
+    load whose version folder is named in ``fail_versions`` raises, and so does the load of an
+    instance named in ``fail_instances`` (after the barrier); ``load_barrier`` makes instance
+    loads meet (proving they run concurrently).
 
     Tests order events on the executions, not on sleeps: ``await BEHAVIOUR.executing(n)``
     returns once ``n`` executions have started (entered ``execute``, before any gate) since
@@ -62,6 +68,13 @@ class FakeBehaviour:
         self.slow_s = 0.3
         self.held_values: set[float] = set()
         self.error_values: set[float] = set()
+        self.active = 0
+        self.max_active = 0
+        self.initialized: dict[str, int] = {}
+        self.finalized: dict[str, int] = {}
+        self.fail_versions: set[str] = set()
+        self.fail_instances: set[str] = set()
+        self.load_barrier: threading.Barrier | None = None
 
     def wait_started(self, count: int = 1, timeout_s: float = 10.0) -> None:
         """Block until ``count`` executions have started since :meth:`reset` (any instance).
@@ -83,12 +96,30 @@ BEHAVIOUR = FakeBehaviour()
 
 
 class FakeInstance(ModelInstance):
+    _finalized = False
+
+    def unload(self) -> None:
+        with BEHAVIOUR.lock:
+            if not self._finalized:
+                self._finalized = True
+                BEHAVIOUR.finalized[self.name] = BEHAVIOUR.finalized.get(self.name, 0) + 1
+
     def execute(self, requests: Sequence[BackendRequest], times: ExecutionTimes) -> list[BackendResponse]:
         values = [float(r.inputs["INPUT0"].ravel()[0]) for r in requests]
         with BEHAVIOUR.lock:
             BEHAVIOUR.executions[self.name] = BEHAVIOUR.executions.get(self.name, 0) + 1
             BEHAVIOUR.batches.append(values)
+            BEHAVIOUR.active += 1
+            BEHAVIOUR.max_active = max(BEHAVIOUR.max_active, BEHAVIOUR.active)
             BEHAVIOUR.started.notify_all()
+        try:
+            return self._run(requests, values, times)
+        finally:
+            with BEHAVIOUR.lock:
+                BEHAVIOUR.active -= 1
+
+    def _run(self, requests: Sequence[BackendRequest], values: list[float],
+             times: ExecutionTimes) -> list[BackendResponse]:
         if BEHAVIOUR.barrier is not None:
             BEHAVIOUR.barrier.wait()
         BEHAVIOUR.gate.wait()
@@ -112,6 +143,14 @@ class FakeBackend(Backend):
         if not BEHAVIOUR.load_gate.is_set():
             BEHAVIOUR.loading.set()
             BEHAVIOUR.load_gate.wait()
+        if version_dir.name in BEHAVIOUR.fail_versions:
+            raise InvalidArgument(f"fake load failure of version {version_dir.name}")
+        if BEHAVIOUR.load_barrier is not None:
+            BEHAVIOUR.load_barrier.wait()
+        if spec.name in BEHAVIOUR.fail_instances:
+            raise InvalidArgument(f"fake load failure of instance {spec.name}")
+        with BEHAVIOUR.lock:
+            BEHAVIOUR.initialized[spec.name] = BEHAVIOUR.initialized.get(spec.name, 0) + 1
         return FakeInstance(spec)
 
 

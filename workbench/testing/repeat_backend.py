@@ -1,4 +1,5 @@
-"""A decoupled test backend, after Triton's ``repeat`` test backend.
+"""A decoupled test backend, after Triton's ``repeat`` test backend (and its
+``square`` companion, :class:`SquareBackend`).
 
 Model configs select it with ``backend: "repeat"`` and must be decoupled. Input ``IN``
 (INT32 [-1]) asks for one response per element: response ``i`` carries ``OUT`` = ``IN[i]``
@@ -77,6 +78,47 @@ class RepeatBackend(Backend):
     def load_instance(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec) -> ModelInstance:
         delay_ms = float(config.parameters["DELAY_MS"].string_value or 0)
         return RepeatInstance(spec, delay_ms / 1000)
+
+
+SQUARE_CONFIG = """
+name: "{name}"
+backend: "square"
+max_batch_size: 0
+model_transaction_policy {{ decoupled: true }}
+input [ {{ name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }} ]
+output [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }} ]
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+"""
+
+
+class SquareInstance(ModelInstance):
+    """After Triton's ``square_int32`` test model: ``IN`` = [n] asks for n responses, each
+    ``OUT`` = [n], sent during ``execute`` (so one instance answers its requests in order),
+    then the request is closed with a final flag and no response."""
+
+    def execute(self, requests: Sequence[BackendRequest], times: ExecutionTimes) -> list[BackendResponse]:
+        times.mark_input_done()
+        for request in requests:
+            send = request.response_sender
+            assert send is not None, "the square backend serves decoupled models only"
+            value = int(request.inputs["IN"].ravel()[0])
+            for _ in range(max(value, 0)):
+                send(BackendResponse({"OUT": np.array([value], np.int32)}), False)
+            send(None, True)
+        times.mark_infer_done()
+        return [BackendResponse() for _ in requests]
+
+
+class SquareBackend(Backend):
+    names = ("square",)
+
+    def load_instance(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec) -> ModelInstance:
+        return SquareInstance(spec)
+
+
+def write_square_model(repo: Path, name: str = "square") -> Path:
+    """A decoupled model folder served by :class:`SquareBackend` (one instance)."""
+    return write_backend_model(repo, name, SQUARE_CONFIG.format(name=name))
 
 
 def write_repeat_model(repo: Path, name: str = "repeat", delay_ms: float = 0) -> Path:

@@ -52,12 +52,16 @@ def read_onnx_inputs(path: Path) -> list[OnnxInput]:
         PlanBuildError: the file is missing or not an ONNX model (exit code 2).
     """
     import onnx
+    import onnx.parser
+    from google.protobuf import json_format, message, text_format
 
     if not Path(path).is_file():
         raise usage_error(f"ONNX model '{path}' not found")
     try:
         model = onnx.load(str(path), load_external_data=False)
-    except Exception as exc:  # onnx raises DecodeError and friends for other files
+    # what onnx.load raises for a file it cannot read (its reader goes by the file's extension)
+    except (OSError, message.DecodeError, json_format.ParseError, text_format.ParseError,
+            onnx.parser.ParseError) as exc:
         raise usage_error(f"'{path}' is not an ONNX model: {type(exc).__name__}: {exc}") from None
     weights = {init.name for init in model.graph.initializer}
     inputs = []

@@ -3,7 +3,8 @@
 
 Like the frontends, the UI reads and acts only through the engine's public API (the names
 ``workbench`` exports). Importing this package imports neither Panel nor Bokeh: the
-dashboards import them when they are built, so a host can import the UI without them (the ``ui`` extra installs Panel, Bokeh and ipywidgets).
+dashboards import them when they are built, so a host can import the UI without them (the
+``ui`` extra installs Panel, Bokeh and ipywidgets).
 
 * ``dashboard(server)``: the whole dashboard in a notebook cell (Models, Config, Live, Tuning,
   Headless tabs).
@@ -13,7 +14,11 @@ dashboards import them when they are built, so a host can import the UI without 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the lazy names below are, for the type checker (no import at run time)
+    from workbench.ui.app import Dashboard, create_app, dashboard
+    from workbench.ui.widgets import ModelControls
 
 _LAZY = {"Dashboard": "workbench.ui.app", "create_app": "workbench.ui.app",
          "dashboard": "workbench.ui.app", "ModelControls": "workbench.ui.widgets"}

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import TypeAlias
 
 import panel as pn
+from panel.io.callbacks import PeriodicCallback
 
 from workbench import Server
 from workbench.ui import kernel_comm, panel_writes
@@ -39,8 +41,10 @@ from workbench.ui.models_view import ModelsView
 from workbench.ui.store import EngineStore
 from workbench.ui.tuning_view import tuning_tab
 
+#: what a tab shows: a Panel component, or a view that makes one (``__panel__``)
+Tab: TypeAlias = pn.viewable.Viewable | pn.viewable.Viewer
 #: builds the Tuning tab for a session
-TabBuilder = Callable[[EngineStore], pn.viewable.Viewable]
+TabBuilder: TypeAlias = Callable[[EngineStore], Tab]
 #: the Panel extensions the dashboard's widgets need
 EXTENSIONS = ("codeeditor", "tabulator")
 
@@ -64,7 +68,7 @@ class Dashboard(pn.viewable.Viewer):
         self.live = LiveView(self.store, history=history)
         self.models = ModelsView(self.store, live=self.live.live, open_tab=self.open_tab)
         self.headless = HeadlessView(self.store)
-        tabs: list[tuple[str, pn.viewable.Viewable]] = [
+        tabs: list[tuple[str, Tab]] = [
             ("Models", self.models), ("Config", self.config), ("Live", self.live)]
         #: the Tuning tab's view (None without one)
         self.tuning = tuning(self.store) if tuning is not None else None
@@ -73,7 +77,7 @@ class Dashboard(pn.viewable.Viewer):
         tabs.append(("Headless", self.headless))
         self.tabs = pn.Tabs(*tabs, dynamic=True, sizing_mode="stretch_width")
         self._titles = [title for title, _ in tabs]
-        self._callback = None
+        self._callback: PeriodicCallback | None = None
         self._closed = False
 
     def __panel__(self) -> pn.viewable.Viewable:
@@ -141,7 +145,7 @@ def dashboard(server: Server, *, tuning: TabBuilder | None = tuning_tab, interva
 
 
 def create_app(server: Server, *, tuning: TabBuilder | None = tuning_tab, interval_s: float = 1.0,
-               history: int = 300) -> pn.viewable.Viewable:
+               history: int = 300) -> Dashboard:
     """The dashboard of one Bokeh/Panel server session: call it per session (e.g. as the
     function given to ``pn.serve`` or a Bokeh ``FunctionHandler``), on the engine's loop. It is
     closed when the session is destroyed. Panel's stylesheets come from the session's server
@@ -157,4 +161,4 @@ def create_app(server: Server, *, tuning: TabBuilder | None = tuning_tab, interv
     return app
 
 
-__all__ = ["EXTENSIONS", "Dashboard", "TabBuilder", "create_app", "dashboard"]
+__all__ = ["EXTENSIONS", "Dashboard", "Tab", "TabBuilder", "create_app", "dashboard"]

@@ -14,11 +14,15 @@ Parsing and printing use ``google.protobuf.text_format`` with the ``ModelConfig`
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, TypedDict
 
 from google.protobuf import text_format
 from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelInstanceGroup
 
 from workbench.ui.pbtxt_spans import replace_fields
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: instance group kinds offered by the form (Triton's names)
 INSTANCE_KINDS = ("KIND_AUTO", "KIND_CPU", "KIND_GPU")
@@ -50,6 +54,20 @@ class ConfigKnobs:
     instance_count: int = 1
     instance_kind: str = "KIND_AUTO"
     response_cache: bool = False
+
+
+class KnobValues(TypedDict, total=False):
+    """Some knobs by name, each typed as its :class:`ConfigKnobs` field (the keyword
+    arguments of :func:`with_knob`, ``dataclasses.replace`` on a ``ConfigKnobs``)."""
+
+    max_batch_size: int
+    dynamic_batching: bool
+    preferred_batch_sizes: tuple[int, ...]
+    max_queue_delay_us: int
+    priority_levels: int
+    instance_count: int
+    instance_kind: str
+    response_cache: bool
 
 
 def parse_text(text: str) -> ModelConfig:
@@ -135,7 +153,7 @@ def set_knobs(text: str, knobs: ConfigKnobs) -> str:
     return replace_fields(text, changed) if changed else text
 
 
-def with_knob(text: str, **values: object) -> str:
+def with_knob(text: str, **values: Unpack[KnobValues]) -> str:
     """``text`` with some knobs changed by name (``with_knob(text, max_queue_delay_us=100)``).
 
     Raises:
@@ -162,6 +180,7 @@ __all__ = [
     "INSTANCE_KINDS",
     "KNOB_FIELDS",
     "ConfigKnobs",
+    "KnobValues",
     "apply_knobs",
     "parse_text",
     "read_knobs",

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-from concurrent.futures import Future
 
 import panel as pn
 from google.protobuf import text_format
 
 from workbench import ConfigProblem
 from workbench.ui.config_knobs import INSTANCE_KINDS, ConfigKnobs, parse_text, read_knobs, set_knobs
-from workbench.ui.store import EngineStore, user_text
+from workbench.ui.store import AlertKind, EngineStore, Spawned, user_text
 
 #: seconds of quiet typing before the text is validated
 DEBOUNCE_S = 0.4
@@ -54,8 +53,8 @@ class ConfigView(pn.viewable.Viewer):
         self._changed_on_disk = ""
         self.path = ""
         self.problems: list[ConfigProblem] = []
-        self._validation: asyncio.Future | None = None
-        self._following: asyncio.Future | Future | None = None
+        self._validation: Spawned | None = None
+        self._following: Spawned | None = None
         self._syncing = False
         self.writable = True
         self.read_only_reason = ""
@@ -79,8 +78,8 @@ class ConfigView(pn.viewable.Viewer):
         self.editor.param.watch(self._on_text, "value")
         for widget in self.form.widgets():
             widget.param.watch(self._on_form, "value")
-        self.apply_button.on_click(lambda _e: self.store.spawn(self.apply()))
-        self.revert_button.on_click(lambda _e: self.store.spawn(self.revert()))
+        self.apply_button.on_click(self.store.starter(self.apply))
+        self.revert_button.on_click(self.store.starter(self.revert))
         self.discard_button.on_click(lambda _e: setattr(self.editor, "value", self.disk_text))
         self.store.selection.bind(self.model)  # opens on the session's selected model
 
@@ -113,7 +112,7 @@ class ConfigView(pn.viewable.Viewer):
         if not name:
             return
         described = await self.store.attempt(
-            lambda: self.store.server.model_config_file(name), self.show_error, user_text)
+            lambda: self.store.server.config_files.model_config_file(name), self.show_error, user_text)
         if described is None or name != self.model.value:
             return  # the selection moved on meanwhile: that model's open shows it
         self.model_name, self.path, self.disk_text = name, described["path"], described["text"]
@@ -158,7 +157,7 @@ class ConfigView(pn.viewable.Viewer):
         edits, say that it changed (once per change)."""
         name = self.model_name
         try:
-            described = await self.store.server.model_config_file(name)
+            described = await self.store.server.config_files.model_config_file(name)
         except Exception:  # noqa: BLE001 - folder gone: the next open says so
             return
         if name != self.model_name or described["text"] == self.disk_text:
@@ -178,7 +177,7 @@ class ConfigView(pn.viewable.Viewer):
         text = self.editor.value if text is None else text
         name = self.model_name
         problems = await self.store.attempt(
-            lambda: self.store.server.validate_model_config_text(name, text), self.show_error,
+            lambda: self.store.server.config_files.validate_model_config_text(name, text), self.show_error,
             user_text)
         if problems is not None and text == self.editor.value and name == self.model_name:
             self._show_problems(problems)
@@ -189,7 +188,7 @@ class ConfigView(pn.viewable.Viewer):
         name, text = self.model_name, self.editor.value
         self.error.visible = self.status.visible = False
         result = await self.store.attempt(
-            lambda: self.store.server.write_model_config(name, text), self.show_error, user_text)
+            lambda: self.store.server.config_files.write_model_config(name, text), self.show_error, user_text)
         if result is not None:
             self._show_result("written", result)
             self.disk_text = text
@@ -202,7 +201,7 @@ class ConfigView(pn.viewable.Viewer):
         name = self.model_name
         self.error.visible = self.status.visible = False
         result = await self.store.attempt(
-            lambda: self.store.server.revert_model_config(name), self.show_error, user_text)
+            lambda: self.store.server.config_files.revert_model_config(name), self.show_error, user_text)
         if result is not None:
             await self.open(name)
             self._show_result("reverted to the backup", result)
@@ -268,7 +267,7 @@ class ConfigView(pn.viewable.Viewer):
             f"read only: {self.read_only_reason}" if not self.writable
             else FIX_FIRST if self.problems else None)
 
-    def _say(self, kind: str, text: str) -> None:
+    def _say(self, kind: AlertKind, text: str) -> None:
         self.status.alert_type, self.status.object, self.status.visible = kind, text, True
 
     def _show_result(self, what: str, result: dict) -> None:
@@ -316,7 +315,7 @@ class _Form:
         """Raises:
             ValueError: preferred batch sizes are not positive integers."""
         try:
-            preferred = tuple(int(v) for v in self.preferred.value.replace(",", " ").split())
+            preferred = tuple(int(v) for v in (self.preferred.value or "").replace(",", " ").split())
         except ValueError:
             raise ValueError(f"preferred batch sizes '{self.preferred.value}' are not "
                              "integers") from None

@@ -23,7 +23,7 @@ import panel as pn
 from workbench.deploy import DeploySpec, PythonRequirements, python_requirements, write_deployment
 from workbench.deploy.writer import check_folders
 from workbench.ui.serve_process import ServeProcess, suggested_ports
-from workbench.ui.store import EngineStore
+from workbench.ui.store import EngineStore, Spawned
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +61,10 @@ class HeadlessView(pn.viewable.Viewer):
         super().__init__(**params)
         self.store = store
         self.process: ServeProcess | None = None
-        self._polling: asyncio.Future | None = None
+        self._polling: Spawned | None = None
         repositories = [r for r in store.server.options.model_repository if "://" not in r]
-        self.repository = pn.widgets.TextInput(label="Model repository",
-                                               value=repositories[0] if repositories else "")
+        repository = repositories[0] if repositories else ""
+        self.repository = pn.widgets.TextInput(label="Model repository", value=repository)
         http, grpc, metrics = suggested_ports()
         self.http_port = pn.widgets.IntInput(label="HTTP port", value=http, start=1, end=65535)
         self.grpc_port = pn.widgets.IntInput(label="gRPC port", value=grpc, start=1, end=65535)
@@ -81,7 +81,7 @@ class HeadlessView(pn.viewable.Viewer):
                                  auto_scroll_limit=FOLLOW_LIMIT_PX,
                                  css_classes=["workbench-headless-log"])
         self.out_dir = pn.widgets.TextInput(label="Deployment folder",
-                                            value=default_deployment_folder(self.repository.value))
+                                            value=default_deployment_folder(repository))
         self.deploy_name = pn.widgets.TextInput(label="name", value=DeploySpec.name)
         self.image = pn.widgets.TextInput(label="image", value=DeploySpec.image)
         self.max_replicas = pn.widgets.IntInput(label="max replicas", value=DeploySpec.max_replicas, start=1)
@@ -92,9 +92,9 @@ class HeadlessView(pn.viewable.Viewer):
         self.deploy_warnings = pn.pane.Alert("", alert_type="warning", visible=False)
         self.deploy_error = pn.pane.Alert("", alert_type="danger", visible=False)
         self._busy = False  # a start, stop or deployment is under way
-        self.start_button.on_click(lambda _e: self.store.spawn(self.start()))
-        self.stop_button.on_click(lambda _e: self.store.spawn(self.stop()))
-        self.deploy_button.on_click(lambda _e: self.store.spawn(self.write_deployment()))
+        self.start_button.on_click(self.store.starter(self.start))
+        self.stop_button.on_click(self.store.starter(self.stop))
+        self.deploy_button.on_click(self.store.starter(self.write_deployment))
         for widget in (self.repository, self.out_dir):
             widget.param.watch(lambda _e: self._enable(), ["value", "value_input"])
         self._enable()
@@ -110,6 +110,13 @@ class HeadlessView(pn.viewable.Viewer):
             pn.Row(self.out_dir, self.deploy_name, self.image),
             pn.Row(self.max_replicas, self.queue_target, self.deploy_button),
             self.deploy_error, self.deploy_warnings, self.written, sizing_mode="stretch_width")
+
+    @staticmethod
+    def _missing(*widgets: pn.widgets.IntInput) -> str:
+        """"enter the <label>" for the first number field left empty (its value is None
+        once a person clears it); "" when none is."""
+        empty = next((widget for widget in widgets if widget.value is None), None)
+        return "" if empty is None else f"enter the {empty.name}"
 
     @staticmethod
     def _text(widget: pn.widgets.TextInput) -> str:
@@ -137,16 +144,20 @@ class HeadlessView(pn.viewable.Viewer):
         if self.process is not None and self.process.running:
             self.show_error(f"already running (pid {self.process.pid}): stop it first")
             return
-        if not self.repository.value.strip():
+        repository = (self.repository.value or "").strip()
+        if not repository:
             self.show_error("choose a model repository")
+            return
+        http, grpc, metrics = self.http_port.value, self.grpc_port.value, self.metrics_port.value
+        if http is None or grpc is None or metrics is None:
+            self.show_error(self._missing(self.http_port, self.grpc_port, self.metrics_port))
             return
         self._busy = True
         self._enable()
         self.health.object = "**starting**"
         try:
             self.process = await asyncio.to_thread(
-                ServeProcess, [self.repository.value.strip()], self.http_port.value,
-                self.grpc_port.value, self.metrics_port.value, self.mode.value)
+                ServeProcess, [repository], http, grpc, metrics, self.mode.value)
         except OSError as exc:
             self.health.object = "**not running**"
             self.show_error(f"could not start workbench serve: {user_text(exc)}")
@@ -198,18 +209,21 @@ class HeadlessView(pn.viewable.Viewer):
         the warnings about the Python-backend models' imports, or show the error."""
         self.deploy_error.visible = self.deploy_warnings.visible = False
         self.written.object = self.deploy_warnings.object = ""
-        folder, repository = self.out_dir.value.strip(), self.repository.value.strip()
+        folder, repository = (self.out_dir.value or "").strip(), (self.repository.value or "").strip()
         if not folder or not repository:
             self.show_deploy_error("choose a deployment folder" if not folder
                                    else "choose a model repository")
+            return []
+        max_replicas, queue_target = self.max_replicas.value, self.queue_target.value
+        if max_replicas is None or queue_target is None:
+            self.show_deploy_error(self._missing(self.max_replicas, self.queue_target))
             return []
         self._busy = True
         self._enable()
         self.written.object = f"writing the deployment into `{folder}` …"
         try:
-            spec = DeploySpec(name=self.deploy_name.value, image=self.image.value,
-                              max_replicas=self.max_replicas.value,
-                              queue_time_target_us=self.queue_target.value)
+            spec = DeploySpec(name=self.deploy_name.value or "", image=self.image.value or "",
+                              max_replicas=max_replicas, queue_time_target_us=queue_target)
             repo, out = check_folders(Path(repository), Path(folder))
             requirements = await asyncio.to_thread(python_requirements, repo)
             written = await asyncio.to_thread(write_deployment, spec, repo, out,

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 import panel as pn
+from bokeh.core.types import ID
 from bokeh.document import Document
 from bokeh.models import ColumnDataSource
 
@@ -91,16 +92,16 @@ def without_echoes(document: Document, msg: dict) -> dict:
     What the kernel listens to (a widget's value, the active tab, a table's selection) and
     the browser's events (a button's click) are kept. Changes ``msg`` in place; returns it."""
     content = msg.get("content")
-    events = content.get("events") if isinstance(content, dict) else None
-    if not events:
+    if not isinstance(content, dict) or not content.get("events"):
         return msg
+    events = content["events"]
     kept = []
     for event in events:
         kind = event.get("kind") if isinstance(event, dict) else None
         if kind in DATA_EVENTS:
             continue
         if kind == "ModelChanged":
-            model = document.get_model_by_id(str((event.get("model") or {}).get("id")))
+            model = document.get_model_by_id(ID(str((event.get("model") or {}).get("id"))))
             attr = event.get("attr")
             if (model is None or (isinstance(model, ColumnDataSource) and attr == "data")
                     or not model._callbacks.get(attr)):  # Bokeh's on_change callbacks
@@ -123,7 +124,8 @@ def apply_on_loop(viewable: pn.viewable.Viewable, loop: asyncio.AbstractEventLoo
             without_echoes(shown[0].document, msg)
         handle(ref, manager, msg)
 
-    viewable._on_msg = on_loop(on_msg, loop)
+    # this one viewable's handler, replaced on the instance (Panel offers no hook for it)
+    viewable._on_msg = on_loop(on_msg, loop)  # type: ignore[method-assign]
 
 
 __all__ = ["DATA_EVENTS", "apply_on_loop", "on_loop", "without_echoes"]

@@ -14,7 +14,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from bokeh.models import ColumnDataSource, DataRange1d, Range1d, Title
+from bokeh.models import ColumnDataSource, DataRange1d, Range1d
+
+# bokeh.models re-exports these through a computed __all__ mypy cannot read: imported from
+# their subpackage (the same classes)
+from bokeh.models.annotations import Title
 from bokeh.plotting import figure
 
 #: the series columns each figure's y-axis is fitted to (by figure key; see ``fit_y``)
@@ -65,7 +69,7 @@ def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: Colu
 
     def time_figure(key: str, title: str, y_label: str):
         fig = figure(title=title, height=240, x_axis_type="datetime", x_range=time_range,
-                     y_range=Range1d(0, 1, name=f"live_{key}_y"),
+                     y_range=Range1d(start=0, end=1, name=f"live_{key}_y"),
                      sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset,save",
                      name=f"live_{key}")
         fig.yaxis.axis_label = y_label
@@ -92,8 +96,8 @@ def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: Colu
 
     histogram = figure(title="Executions by batch size (kept history)", height=240,
                        sizing_mode="stretch_width", tools="save", name="live_batch_sizes",
-                       x_range=Range1d(0, 2, name="live_batch_range"),
-                       y_range=Range1d(0, 1, name="live_batch_sizes_y"))
+                       x_range=Range1d(start=0, end=2, name="live_batch_range"),
+                       y_range=Range1d(start=0, end=1, name="live_batch_sizes_y"))
     histogram.vbar(x="batch_size", top="executions", width=0.8, source=batches)
     histogram.vspan(x="batch_size", source=limits, line_color="#d62728", line_dash="dashed",
                     line_width=2, legend_label="max_batch_size")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TYPE_CHECKING
 
 import panel as pn
 from bokeh.models import ColumnDataSource
@@ -37,6 +38,9 @@ from workbench.ui.gpu import GpuSample, GpuSampler, gpu_sampler
 from workbench.ui.live_plots import Y_COLUMNS, fit_y, live_plots
 from workbench.ui.selection import model_of_version_key, version_of_version_key
 from workbench.ui.store import EngineStore
+
+if TYPE_CHECKING:
+    from bokeh.models.sources import DataDict
 
 #: time-series columns streamed per tick
 SERIES = ("time", "inferences_per_s", "requests_per_s", "p50_ms", "p95_ms", "p99_ms",
@@ -234,7 +238,7 @@ def _ms(value_us: float | None) -> float:
     return math.nan if value_us is None else value_us / 1000
 
 
-def _row(sample: LiveSample) -> dict[str, list]:
+def _row(sample: LiveSample) -> DataDict:
     """One time-series row (Bokeh datetime axes take ms since the epoch; NaN breaks a line
     where an interval had no requests)."""
     return {

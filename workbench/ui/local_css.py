@@ -76,8 +76,8 @@ def patch_stylesheet(stylesheet: object, dist_url: str, *, _panel=panel_resource
 def keep_stylesheets_local() -> None:
     """Install :func:`patch_stylesheet` in Panel (idempotent; process-wide, in force only in
     a server session with its own ``dist_url`` or with ``pn.config.inline``)."""
-    for module in (panel_resources, panel_reactive):  # reactive imported it by name
-        module.patch_stylesheet = patch_stylesheet
+    panel_resources.patch_stylesheet = patch_stylesheet
+    panel_reactive.patch_stylesheet = patch_stylesheet  # reactive imported it by name
 
 
 __all__ = ["keep_stylesheets_local", "patch_stylesheet"]

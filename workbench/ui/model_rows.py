@@ -13,10 +13,11 @@ growth (the allocator reused memory an earlier version freed) is "not measured",
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
-from workbench import Server
+from workbench import ModelNotFound, ModelNotReady, Server
 from workbench.live_stats import LiveSample
 
 #: tooltips of the memory cell, by how the figure was obtained
@@ -165,10 +166,9 @@ async def model_rows(server: Server,
         name, version = entry["name"], entry.get("version", "")
         extra: dict = {}
         if entry.get("state") == "READY" and (name, version) in stats:
-            try:
+            # unloaded meanwhile: the row shows what is known
+            with contextlib.suppress(ModelNotFound, ModelNotReady):
                 extra.update(_config_columns(await server.model_config(name, version)))
-            except Exception:  # noqa: BLE001 - unloaded meanwhile: the row shows what is known
-                pass
             extra["memory"] = _memory(stats[(name, version)])
             extra.update(_live_columns((live or {}).get((name, version))))
         rows.append(ModelRow(name, version, entry.get("state", ""), entry.get("reason", ""),

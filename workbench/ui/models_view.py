@@ -29,7 +29,6 @@ without a server session (a notebook's comm, tests) it is made at once.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
@@ -40,7 +39,7 @@ from panel.io.state import set_curdoc
 from workbench.live_stats import LiveSample, LiveStatistics
 from workbench.ui.model_rows import ModelRow, model_rows
 from workbench.ui.overrides import POLICY_KINDS, VersionPolicy, current_config, load_with, read_policy
-from workbench.ui.store import EngineStore, user_text
+from workbench.ui.store import EngineStore, Spawned, user_text
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +91,7 @@ class ModelsView(pn.viewable.Viewer):
         self.open_tab = open_tab
         self.rows: list[ModelRow] = []
         self._doc = pn.state.curdoc
-        self._refreshing: asyncio.Future | None = None
+        self._refreshing: Spawned | None = None
         self.table = pn.widgets.Tabulator(
             _frame([]), disabled=True, show_index=False, selectable=1, max_height=560,
             sizing_mode="stretch_width", label="models", titles=TITLES,
@@ -129,10 +128,10 @@ class ModelsView(pn.viewable.Viewer):
                    self.unload_button: self.unload, self.reload_button: self.reload,
                    self.policy_button: self.apply_policy}
         for button, action in actions.items():
-            button.on_click(lambda _event, action=action: self.store.spawn(action()))
+            button.on_click(self.store.starter(action))
         self.table.param.watch(self._on_selection, "selection")
         self.table.on_click(self._on_click)
-        self.model.param.watch(lambda _e: self.store.spawn(self.show_policy()), "value")
+        self.model.param.watch(self.store.starter(self.show_policy), "value")
         self.store.selection.bind(self.model)
 
     def __panel__(self) -> pn.viewable.Viewable:
@@ -229,7 +228,7 @@ class ModelsView(pn.viewable.Viewer):
         kind = self.policy_kind.value
         if kind == "specific":
             try:
-                versions = tuple(int(v) for v in self.versions.value.replace(",", " ").split())
+                versions = tuple(int(v) for v in (self.versions.value or "").replace(",", " ").split())
             except ValueError:
                 raise ValueError(f"'{self.versions.value}' is not a list of version numbers") from None
             return VersionPolicy("specific", versions=versions)

@@ -11,12 +11,16 @@ write, backup, hot reload).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from google.protobuf import json_format
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench import ModelNotFound, ModelNotReady, Server
-from workbench.ui.config_knobs import ConfigKnobs, apply_knobs, parse_text, read_knobs
+from workbench.ui.config_knobs import ConfigKnobs, KnobValues, apply_knobs, parse_text, read_knobs
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: version policy kinds (Triton's ``version_policy`` oneof)
 POLICY_KINDS = ("latest", "all", "specific")
@@ -82,7 +86,7 @@ async def current_config(server: Server, name: str) -> ModelConfig:
     try:
         served = await server.model_config(name)
     except (ModelNotFound, ModelNotReady):
-        described = await server.model_config_file(name)
+        described = await server.config_files.model_config_file(name)
         return parse_text(described["text"]) if described["text"] else ModelConfig(name=name)
     config = ModelConfig()
     config.CopyFrom(served)
@@ -107,7 +111,7 @@ def override_config(config: ModelConfig, policy: VersionPolicy | None = None,
 
 
 async def load_with(server: Server, name: str, policy: VersionPolicy | None = None,
-                    **knob_values: object) -> dict:
+                    **knob_values: Unpack[KnobValues]) -> dict:
     """Reload ``name`` with its current config (:func:`current_config`) changed by ``policy``
     and knob values (``max_queue_delay_us=100``); the file is not written. Returns the
     config JSON loaded.

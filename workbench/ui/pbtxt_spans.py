@@ -162,9 +162,8 @@ def _block_end(text: str, i: int) -> int:
             continue
         if char in _CLOSING:
             stack.append(_CLOSING[char])
-        elif char in "}>]":
-            if char != stack.pop():
-                raise ValueError("unbalanced brackets")
+        elif char in "}>]" and char != stack.pop():
+            raise ValueError("unbalanced brackets")
         i += 1
     return i
 

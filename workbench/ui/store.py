@@ -21,12 +21,19 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from workbench import Server, WorkbenchError
 from workbench.ui.selection import ModelSelection
 
 log = logging.getLogger(__name__)
+
+#: what :meth:`EngineStore.spawn` returns: a task on the engine's loop, or a
+#: ``concurrent.futures.Future`` when called from another thread (both: ``done()``,
+#: ``cancel()``, ``add_done_callback``; only the task can be awaited)
+Spawned: TypeAlias = "asyncio.Future[Any] | Future[Any]"
+#: the kinds of Panel ``Alert`` banner the views show (its ``alert_type``)
+AlertKind: TypeAlias = Literal["success", "info", "warning", "danger"]
 
 
 def error_text(exc: BaseException) -> str:
@@ -73,9 +80,9 @@ class EngineStore:
         self.loop = loop or asyncio.get_running_loop()
         #: the model chosen in this session, shared by its tabs (:mod:`workbench.ui.selection`)
         self.selection = ModelSelection()
-        self._pending: set[asyncio.Future | Future] = set()
+        self._pending: set[Spawned] = set()
 
-    def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Future | Future:
+    def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> Spawned:
         """Run ``coroutine`` on the engine's loop (see the module docstring); returns its
         task (on the loop) or its ``concurrent.futures.Future`` (from another thread).
         Exceptions stay in it (views catch and show their own)."""
@@ -83,7 +90,7 @@ class EngineStore:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        future: asyncio.Future | Future
+        future: Spawned
         if running is self.loop:
             future = self.loop.create_task(coroutine)
         else:
@@ -91,6 +98,14 @@ class EngineStore:
         self._pending.add(future)
         future.add_done_callback(self._pending.discard)
         return future
+
+    def starter(self, action: Callable[[], Coroutine[Any, Any, Any]]) -> Callable[[object], None]:
+        """A widget callback (Panel's ``on_click``) that ignores its event and spawns
+        ``action()`` (:meth:`spawn`); it returns None, as a widget callback does."""
+        def start(_event: object) -> None:
+            self.spawn(action())
+
+        return start
 
     async def settle(self, timeout_s: float = 60.0) -> None:
         """Wait, on the engine's loop, until every task :meth:`spawn` started (including
@@ -123,4 +138,4 @@ class EngineStore:
             return None
 
 
-__all__ = ["EngineStore", "error_text", "user_text"]
+__all__ = ["AlertKind", "EngineStore", "Spawned", "error_text", "user_text"]

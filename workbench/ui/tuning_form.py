@@ -108,9 +108,9 @@ class TuningForm:
                 the served config nor a candidate to sweep.
         """
         mode = MODES[self.mode.value]
-        levels = parse_levels(mode, self.levels.value)
+        levels = parse_levels(mode, self.levels.value or "")
         chosen = INPUTS[self.input.value]
-        input_data = self.path.value.strip() if chosen == "file" else chosen
+        input_data = (self.path.value or "").strip() if chosen == "file" else chosen
         if chosen == "file" and not input_data:
             raise ValueError("choose a JSON file (a path on the server, or upload one)")
         options = PerfOptions(self.model.value or "", batch_size=self.batch_size.value or 0,

@@ -14,7 +14,8 @@ per colour of the palette) are drawn, empty and unnamed, when the figure is buil
 setting takes the next free one (named, given its legend entry), so a run creates no
 Bokeh model after the figure is shown. (In a notebook, models created after rendering and
 pushed over the comm reached the browser as references it did not know, now and then: a
-setting's line and legend entry never appeared.) Its changes may come from a background task (the run): each goes through
+setting's line and legend entry never appeared.) Its changes may come from a background task
+(the run): each goes through
 :func:`~workbench.ui.bokeh_doc.change_models`, under the session's document lock in a Bokeh
 server session (applied on the session's next tick), at once elsewhere.
 """
@@ -22,15 +23,24 @@ server session (applied on the session's next tick), at once elsewhere.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import panel as pn
 from bokeh.core.properties import value
-from bokeh.models import ColumnDataSource, GlyphRenderer, HoverTool, Legend, LegendItem, Range1d, Span
+from bokeh.models import ColumnDataSource, HoverTool, Range1d
+
+# bokeh.models re-exports these through a computed __all__ mypy cannot read: imported from
+# their subpackages (the same classes)
+from bokeh.models.annotations import Legend, LegendItem, Span
+from bokeh.models.renderers import GlyphRenderer
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
 from workbench.perf import StepResult
 from workbench.ui.bokeh_doc import change_models
+
+if TYPE_CHECKING:
+    from bokeh.models.sources import DataDict
 
 #: the name of a setting's source in the document: this prefix, then the setting's label
 SERIES_NAME = "tuning_series:"
@@ -40,10 +50,23 @@ COLUMNS = ("throughput", "p99_ms", "p50_ms", "level", "setting")
 FIGURE_NAME, LEGEND_NAME = "tuning_plot", "tuning_legend"
 #: room left above the largest value on each axis, as a fraction of it
 PAD = 0.12
+
+
+class MarkStyle(TypedDict, total=False):
+    """How a mark is drawn: keyword arguments of Bokeh's ``figure.scatter`` (``size`` in
+    screen pixels, ``fill_color`` None for a hollow mark)."""
+
+    marker: str
+    size: float
+    fill_color: str | None
+    line_color: str
+    line_width: float
+
+
 #: how the knee of each setting (▲) and its best step under the target (★) are drawn
-KNEE_STYLE = {"marker": "triangle", "size": 16, "fill_color": None, "line_color": "black",
+KNEE_STYLE: MarkStyle = {"marker": "triangle", "size": 16, "fill_color": None, "line_color": "black",
               "line_width": 2}
-BEST_STYLE = {"marker": "star", "size": 18, "fill_color": "gold", "line_color": "black"}
+BEST_STYLE: MarkStyle = {"marker": "star", "size": 18, "fill_color": "gold", "line_color": "black"}
 
 
 def fitted_end(values: list[float]) -> float:
@@ -53,7 +76,7 @@ def fitted_end(values: list[float]) -> float:
     return top * (1 + PAD) if top > 0 else 1.0
 
 
-def point(setting: str, result: StepResult) -> dict[str, list]:
+def point(setting: str, result: StepResult) -> DataDict:
     """One step as a row of :data:`COLUMNS` (latencies converted from µs to ms)."""
     return {"throughput": [result.throughput_infer_per_s], "p99_ms": [result.p99_us / 1000],
             "p50_ms": [result.p50_us / 1000], "level": [str(result.level)],
@@ -87,7 +110,7 @@ class TuningPlot:
         self.shown_in = shown_in
         self.figure = figure(title="Throughput vs p99 latency", height=380,
                              sizing_mode="stretch_width", name=FIGURE_NAME,
-                             x_range=Range1d(0, 1), y_range=Range1d(0, 1),
+                             x_range=Range1d(start=0, end=1), y_range=Range1d(start=0, end=1),
                              tools="pan,wheel_zoom,box_zoom,reset,save")
         # outside the plot area (right of it): the legend never covers a curve
         self.legend = Legend(name=LEGEND_NAME, location="top_left", click_policy="hide")
@@ -172,20 +195,22 @@ class TuningPlot:
             end = fitted_end(values)
             axis.update(start=0, end=end, reset_start=0, reset_end=end)
 
-    def _mark(self, label: str, source: ColumnDataSource, style: Mapping[str, object]) -> LegendItem:
+    def _mark(self, label: str, source: ColumnDataSource, style: MarkStyle) -> LegendItem:
         """The marks of ``source`` drawn with ``style``, and their legend entry. BokehJS draws
         no icon in the legend for a renderer without data (a run without a knee, the plot
         before a run), so the entry also holds a one-point copy of the style whose point is
         NaN: never plotted, never hovered, always drawn in the legend."""
-        marks = self.figure.scatter("throughput", "p99_ms", source=source, **style)
-        icon = self.figure.scatter("throughput", "p99_ms", **style, source=ColumnDataSource(
+        # GlyphRenderer[Any]: bokeh's stubs make the glyph type invariant, a legend item takes
+        # any glyph's renderer
+        marks: GlyphRenderer[Any] = self.figure.scatter("throughput", "p99_ms", source=source, **style)
+        icon: GlyphRenderer[Any] = self.figure.scatter("throughput", "p99_ms", **style, source=ColumnDataSource(
             {"throughput": [float("nan")], "p99_ms": [float("nan")]}))
         return LegendItem(label=value(label), renderers=[marks, icon])
 
-    def _draw(self, color: str) -> tuple[ColumnDataSource, tuple[GlyphRenderer, ...], LegendItem]:
+    def _draw(self, color: str) -> tuple[ColumnDataSource, tuple[GlyphRenderer[Any], ...], LegendItem]:
         """One series' (empty) source, its line and points, and its legend entry (not listed)."""
         source = ColumnDataSource({column: [] for column in COLUMNS})
-        renderers = (
+        renderers: tuple[GlyphRenderer[Any], ...] = (
             self.figure.line("throughput", "p99_ms", source=source, color=color),
             self.figure.scatter("throughput", "p99_ms", source=source, color=color, size=8))
         return source, renderers, LegendItem(label=value(""), renderers=list(renderers))
@@ -193,10 +218,10 @@ class TuningPlot:
     def _series(self, setting: str) -> ColumnDataSource:
         if setting not in self.sources:
             if len(self.sources) < len(self._slots):
-                source, renderers, item = self._slots[len(self.sources)]
+                source, _renderers, item = self._slots[len(self.sources)]
             else:  # more settings than colours: drawn now (colours repeat)
                 color = Category10_10[len(self.sources) % len(Category10_10)]
-                source, renderers, item = self._draw(color)
+                source, _renderers, item = self._draw(color)
             # named, so a browser finds it (``Bokeh.documents[0].get_model_by_name(...)``)
             source.name = f"{SERIES_NAME}{setting}"
             item.label = value(setting)

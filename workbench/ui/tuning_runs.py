@@ -26,6 +26,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench import Server
 from workbench.perf import StepResult, best_under_sla
+from workbench.results import ConfigWriteResult
 from workbench.ui.config_knobs import read_knobs, with_knob
 from workbench.ui.overrides import override_config
 from workbench.ui.tuning_settings import Candidate
@@ -129,7 +130,7 @@ def best_setting(series: Mapping[str, Sequence[StepResult]],
     return best_label
 
 
-async def keep_candidate(server: Server, name: str, candidate: Candidate) -> dict:
+async def keep_candidate(server: Server, name: str, candidate: Candidate) -> ConfigWriteResult:
     """Write ``candidate``'s knobs into ``name``'s ``config.pbtxt`` (only the fields they
     change are rewritten; comments stay) and apply it (hot reload in explicit mode).
 
@@ -142,9 +143,9 @@ async def keep_candidate(server: Server, name: str, candidate: Candidate) -> dic
         InvalidModelConfig: the changed text does not validate (nothing is written).
         Unsupported: a model mirrored from a remote repository.
     """
-    described = await server.model_config_file(name)
+    described = await server.config_files.model_config_file(name)
     text = with_knob(described["text"], **candidate.values)
-    return await server.write_model_config(name, text)
+    return await server.config_files.write_model_config(name, text)
 
 
 __all__ = [

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
+from typing import cast
 
 from workbench.perf import LoadLevel, PerfError, levels_from_range
 from workbench.switches import parse_switch
-from workbench.ui.config_knobs import INSTANCE_KINDS, ConfigKnobs
+from workbench.ui.config_knobs import INSTANCE_KINDS, ConfigKnobs, KnobValues
 
 #: the most levels one sweep may have (a sweep of n levels takes n * (warm-up + window))
 MAX_LEVELS = 50
@@ -75,7 +76,7 @@ class Candidate:
     """
 
     label: str
-    values: dict[str, object]
+    values: KnobValues
 
 
 def parse_candidates(text: str) -> list[Candidate]:
@@ -104,7 +105,8 @@ def parse_candidates(text: str) -> list[Candidate]:
         label = " ".join(f"{k}={_show(v)}" for k, v in values.items())
         if any(c.label == label for c in candidates):
             raise ValueError(f"candidate line {number}: '{label}' is listed twice")
-        candidates.append(Candidate(label, values))
+        # each value checked against its knob by _value
+        candidates.append(Candidate(label, cast(KnobValues, values)))
     return candidates
 
 

@@ -6,11 +6,12 @@ report has some twenty columns, more than fit beside each other in a browser win
 table shows the ones a tuning decision reads (:data:`SHOWN`: the setting, the load, the
 throughput, the latency percentiles and average, the server's queue and compute time,
 errors, stability) under short headers (perf_analyzer's name and the unit in each header's
-tooltip; the units said once above the table), in columns that share the table's width, so that every header and value is shown whole inside the table at a 1400 px wide
-window, in the Jupyter-hosted dashboard and in a notebook's narrower output alike. The
-"all perf_analyzer columns" checkbox shows the rest too (columns then sized to their data,
-the table scrolling sideways, the setting column frozen at its left). The data behind the
-table always holds every column.
+tooltip; the units said once above the table), in columns that share the table's width, so
+that every header and value is shown whole inside the table at a 1400 px wide window, in the
+Jupyter-hosted dashboard and in a notebook's narrower output alike. The "all perf_analyzer
+columns" checkbox shows the rest too (columns then sized to their data, the table scrolling
+sideways, the setting column frozen at its left). The data behind the table always holds
+every column.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from google.protobuf import text_format
 
 from workbench.perf import InProcessClient, PerfError, StepResult, json_records, knee, prepare_workload, sweep
 from workbench.ui.config_knobs import read_knobs
-from workbench.ui.store import EngineStore, user_text
+from workbench.ui.store import AlertKind, EngineStore, Spawned, user_text
 from workbench.ui.tuning_form import SweepPlan, TuningForm
 from workbench.ui.tuning_plot import TuningPlot
 from workbench.ui.tuning_runs import (
@@ -108,11 +108,15 @@ class TuningView(pn.viewable.Viewer):
         self.not_offered = pn.pane.Markdown("", sizing_mode="stretch_width")
         #: why each model of the repository is not in the model list
         self.reasons: dict[str, str] = {}
-        self._task: asyncio.Future | None = None
-        self.run_button.on_click(lambda _e: self.start())
+        self._task: Spawned | None = None
+
+        def run(_event: object) -> None:  # a widget callback returns None, not the task
+            self.start()
+
+        self.run_button.on_click(run)
         self.stop_button.on_click(lambda _e: self.stop())
-        self.apply_button.on_click(lambda _e: self.store.spawn(self.apply_best()))
-        self.refresh_button.on_click(lambda _e: self.store.spawn(self.refresh_models()))
+        self.apply_button.on_click(self.store.starter(self.apply_best))
+        self.refresh_button.on_click(self.store.starter(self.refresh_models))
         self.form.sla_ms.param.watch(lambda _e: self._judge(), "value")
         self.form.model.param.watch(lambda e: self.store.spawn(self.show_served(e.new)), "value")
         # the session's selected model, where this tab offers it
@@ -157,7 +161,7 @@ class TuningView(pn.viewable.Viewer):
         if self.form.model.value == name:
             self.served.object = f"**{name}** is served now with: {_knobs_line(knobs)}"
 
-    def start(self) -> asyncio.Future | None:
+    def start(self) -> Spawned | None:
         """Start a run from the form, unless one is running; returns its task (or None when
         the form is invalid: the error is shown)."""
         if self.running:
@@ -201,7 +205,7 @@ class TuningView(pn.viewable.Viewer):
                                                label):
                         continue
                     self.candidates[label] = candidate
-                await self._attempt(lambda: self._sweep(client, plan, label), label)
+                await self._attempt(lambda label=label: self._sweep(client, plan, label), label)
         except asyncio.CancelledError:
             outcome = "stopped"
             raise
@@ -301,7 +305,7 @@ class TuningView(pn.viewable.Viewer):
         self.apply_button.description = (None if not self.apply_button.disabled else
                                          "a run is in progress" if self.running else NOTHING_TO_APPLY)
 
-    def _say(self, text: str, kind: str = "info") -> None:
+    def _say(self, text: str, kind: AlertKind = "info") -> None:
         self.status.alert_type, self.status.object, self.status.visible = kind, text, True
 
     def show_error(self, text: str, add: bool = False) -> None:

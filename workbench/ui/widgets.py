@@ -23,14 +23,17 @@ from __future__ import annotations
 
 import asyncio
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 
 from workbench import Server
-from workbench.ui.config_knobs import read_knobs
+from workbench.ui.config_knobs import KnobValues, read_knobs
 from workbench.ui.overrides import current_config, load_with
 from workbench.ui.store import EngineStore, user_text
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: the max queue delay slider's range, microseconds
 MAX_QUEUE_DELAY_RANGE_US = (0, 20_000)
@@ -103,7 +106,7 @@ class ModelControls:
         finally:
             self._syncing = False
 
-    async def apply(self, **knob_values: Any) -> dict | None:
+    async def apply(self, **knob_values: Unpack[KnobValues]) -> dict | None:
         """Reload the selected model with knobs changed (``max_queue_delay_us=100``,
         ``preferred_batch_sizes=(8,)``, any :class:`~workbench.ui.config_knobs.ConfigKnobs`
         field). Returns the config JSON loaded, or None after showing the error."""

@@ -11,6 +11,7 @@ The files it reads (``tokenizer.json``, ``sentence_bert_config.json``) are the o
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -145,7 +146,7 @@ class BatchTokenizer:
         bounds = np.cumsum([0, *(len(texts) for texts in per_request)])
         return [
             {name: array[start:stop] for name, array in encoded.items()}
-            for start, stop in zip(bounds[:-1], bounds[1:])
+            for start, stop in itertools.pairwise(bounds)
         ]
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 
-_IO_KEYS = {"name", "data_type", "dims", "optional", "reshape", "is_shape_tensor"}
+#: the properties Triton's ``add_input`` / ``add_output`` accept, in its message's order
+_INPUT_KEYS = ("name", "data_type", "dims", "optional")
+_OUTPUT_KEYS = ("name", "data_type", "dims")
 
 
 class ModelConfig:
@@ -68,24 +70,28 @@ class ModelConfig:
         self._model_config.setdefault("dynamic_batching", {})
 
     def add_input(self, input: dict) -> None:  # Triton's parameter name
-        """Add an input ``{"name", "data_type", "dims"[, "optional", ...]}`` (or complete one
-        the config names without a type or dims).
+        """Add an input ``{"name", "data_type", "dims"[, "optional"]}``, or complete the
+        config's input of that name (its ``data_type``, ``dims`` and ``optional`` are set).
 
         Raises:
-            ValueError: a missing or unknown property, or a conflict with the config's entry.
+            ValueError: a property other than those four, a missing ``name`` /
+                ``data_type`` / ``dims``, or a data type, dims or ``optional`` that
+                contradicts the config's input of that name (Triton's texts and order).
         """
-        self._add("input", input)
+        self._add("input", input, _INPUT_KEYS)
 
     def add_output(self, output: dict) -> None:
-        """Add an output ``{"name", "data_type", "dims"}``; see :meth:`add_input`.
+        """Add an output ``{"name", "data_type", "dims"}`` (no ``optional``: Triton refuses
+        it for outputs), or complete the config's output of that name.
 
         Raises:
-            ValueError: a missing or unknown property, or a conflict with the config's entry.
+            ValueError: as :meth:`add_input`.
         """
-        self._add("output", output)
+        self._add("output", output, _OUTPUT_KEYS)
 
     def set_model_transaction_policy(self, transaction_policy_dict: dict) -> None:
-        """Set ``model_transaction_policy`` (``{"decoupled": bool}``).
+        """Set ``model_transaction_policy`` (``{"decoupled": bool}``; ``{}`` only makes sure
+        the field exists and keeps the config's value).
 
         Raises:
             ValueError: an unknown key, or a ``decoupled`` value that contradicts the config.
@@ -96,28 +102,31 @@ class ModelConfig:
                     f"model transaction property in auto-complete-config function for model "
                     f"'{self._name}' contains property other than 'decoupled'."
                 )
-        wanted = bool(transaction_policy_dict.get("decoupled", False))
         policy = self._model_config.setdefault("model_transaction_policy", {})
-        if "decoupled" in policy and bool(policy["decoupled"]) != wanted:
+        if "decoupled" not in transaction_policy_dict:
+            return
+        wanted = transaction_policy_dict["decoupled"]
+        if "decoupled" in policy and policy["decoupled"] != wanted:
             raise ValueError(
                 f"trying to change decoupled property in auto-complete-config for model "
-                f"'{self._name}', which is already set to {policy['decoupled']}."
+                f"'{self._name}', which is already set to '{policy['decoupled']}'."
             )
         policy["decoupled"] = wanted
 
-    def _add(self, kind: str, entry: dict) -> None:
+    def _add(self, kind: str, entry: dict, allowed: tuple[str, ...]) -> None:
+        """Triton's ``add_input`` / ``add_output``: unknown properties first, then the
+        required ones, then the conflicts with the config's entry of that name."""
         name = entry.get("name")
-        if not name:
+        if any(key not in allowed for key in entry):
+            listed = ", ".join(f"'{key}'" for key in allowed[:-1]) + f" and '{allowed[-1]}'"
+            raise ValueError(
+                f"{kind} '{name}' in auto-complete-config function for model '{self._name}' "
+                f"contains property other than {listed}."
+            )
+        if "name" not in entry:
             raise ValueError(
                 f"{kind} in auto-complete-config function for model '{self._name}' is missing "
                 "'name' property."
-            )
-        unknown = set(entry) - _IO_KEYS
-        if unknown:
-            raise ValueError(
-                f"{kind} '{name}' in auto-complete-config function for model '{self._name}' "
-                f"contains property other than 'name', 'data_type', 'dims' and 'optional': "
-                f"{sorted(unknown)}"
             )
         for needed in ("data_type", "dims"):
             if needed not in entry:
@@ -129,7 +138,7 @@ class ModelConfig:
             if current.get("name") == name:
                 self._merge(kind, current, entry)
                 return
-        self._model_config[kind].append(dict(entry))
+        self._model_config[kind].append(entry)
 
     def _merge(self, kind: str, current: dict, entry: dict) -> None:
         name = entry["name"]
@@ -139,13 +148,23 @@ class ModelConfig:
                 f"unable to load model '{self._name}', configuration expects datatype "
                 f"{existing_type} for {kind} '{name}', model provides {entry['data_type']}"
             )
-        existing_dims = [int(d) for d in current.get("dims", [])]
-        if existing_dims and existing_dims != [int(d) for d in entry["dims"]]:
+        existing_dims = current.get("dims") or []
+        if existing_dims and list(existing_dims) != list(entry["dims"]):
             raise ValueError(
                 f"model '{self._name}', tensor '{name}': the model expects dims "
-                f"{list(entry['dims'])} but the model configuration specifies dims {existing_dims}"
+                f"{list(entry['dims'])} but the model configuration specifies dims "
+                f"{list(existing_dims)}"
             )
-        current.update(entry)
+        if "optional" in current and "optional" in entry and current["optional"] != entry["optional"]:
+            raise ValueError(
+                f"model '{self._name}', tensor '{name}': the model expects optional "
+                f"{entry['optional']} but the model configuration specifies optional "
+                f"{current['optional']}"
+            )
+        current["data_type"] = entry["data_type"]
+        current["dims"] = entry["dims"]
+        if "optional" in entry:
+            current["optional"] = entry["optional"]
 
 
 __all__ = ["ModelConfig"]

@@ -324,14 +324,14 @@ def auto_complete(model_file: str) -> int:
         config = pb_utils.ModelConfig(sys.stdin.read())
         model_class = getattr(load_model_module(model_file), "TritonPythonModel", None)
         complete = getattr(model_class, "auto_complete_config", None)
-        if complete is not None:
-            returned = complete(config)
-            if not isinstance(returned, pb_utils.ModelConfig):
-                raise pb_utils.TritonModelException(
-                    "auto_complete_config must return the pb_utils.ModelConfig it received"
-                )
-            config = returned
-        answer: dict[str, object] = {"config": config.as_dict()}
+        answer: dict[str, object]
+        returned = complete(config) if complete is not None else config
+        if isinstance(returned, pb_utils.ModelConfig):
+            answer = {"config": returned.as_dict()}
+        else:  # Triton's stub text (a PythonBackendException: no Python type, no frames)
+            name = config.as_dict().get("name", "")
+            answer = {"error": f"auto_complete_config function in model '{name}' must return a "
+                               "valid pb.ModelConfig object."}
     except BaseException as exc:  # noqa: BLE001 - reported to the server as the load error
         answer = {"error": describe(exc)}
     result.write(json.dumps(answer))

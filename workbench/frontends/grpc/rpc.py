@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 
@@ -14,7 +14,8 @@ from workbench.frontends.status import grpc_status
 
 log = logging.getLogger(__name__)
 
-Context = grpc.aio.ServicerContext
+#: the servicer context grpc.aio passes to every RPC method
+Context: TypeAlias = grpc.aio.ServicerContext
 
 
 def rpc(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -59,7 +59,8 @@ def _sample(server: Server, model: str, context: Context) -> RequestTrace | None
     return trace
 
 
-def _parse(payload: dict | list, message_type: type) -> Any:
+def _parse(payload: Mapping[str, object] | Sequence[object], message_type: type) -> Any:
+    """``payload`` (an engine result: Triton's JSON shape) as a ``message_type`` message."""
     return json_format.ParseDict(payload, message_type(), ignore_unknown_fields=True)
 
 
@@ -101,7 +102,8 @@ class GRPCInferenceService(
 
     @rpc
     async def ModelReady(self, request: pb.ModelReadyRequest, context: Context) -> pb.ModelReadyResponse:
-        """``ready`` for a version (or any); an unknown model is NOT_FOUND (Triton)."""
+        """``ready`` for a version (or any); an unknown or unloaded model is ``ready: false``
+        with OK (Triton's ``ModelIsReady``: grpcclient's ``is_model_ready`` returns False)."""
         return pb.ModelReadyResponse(ready=await self.server.model_ready(request.name, request.version))
 
     @rpc
@@ -197,7 +199,7 @@ class GRPCInferenceService(
         if self.compression is not None:
             context.set_compression(self.compression)
             await context.send_initial_metadata(())  # grpc.aio applies it only then
-        forwarded = None
+        forwarded: dict[str, str] | WorkbenchError | None = None
         if self.forward is not None:
             try:
                 forwarded = forwarded_parameters(self.forward, context.invocation_metadata())

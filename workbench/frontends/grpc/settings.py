@@ -17,6 +17,7 @@ from tritonclient.grpc import service_pb2 as pb
 
 from workbench import InvalidArgument, Server
 from workbench.frontends.grpc.rpc import Context, rpc
+from workbench.results import LogSettings, TraceSettings
 
 #: LogSettings keys -> (the oneof Triton requires, the word of its error text)
 _LOG_TYPES = {
@@ -58,8 +59,8 @@ def log_changes(settings: Any) -> dict[str, Any]:
     return changes
 
 
-def log_response(values: dict[str, Any]) -> pb.LogSettingsResponse:
-    """``Server.log_settings()`` as a ``LogSettingsResponse`` (bools, uint32 level, strings)."""
+def log_response(values: LogSettings) -> pb.LogSettingsResponse:
+    """``Server.settings.log_settings()`` as a ``LogSettingsResponse`` (bools, uint32 level, strings)."""
     response = pb.LogSettingsResponse()
     for key, value in values.items():
         setattr(response.settings[key], _LOG_PARAM[type(value)], value)
@@ -87,8 +88,8 @@ def trace_changes(settings: Any) -> dict[str, Any]:
     return changes
 
 
-def trace_response(values: dict[str, Any]) -> pb.TraceSettingResponse:
-    """``Server.trace_settings()`` as a ``TraceSettingResponse`` (every value a string list)."""
+def trace_response(values: TraceSettings) -> pb.TraceSettingResponse:
+    """``Server.settings.trace_settings()`` as a ``TraceSettingResponse`` (every value a string list)."""
     response = pb.TraceSettingResponse()
     for key, value in values.items():
         response.settings[key].value.extend(value if isinstance(value, list) else [str(value)])
@@ -104,9 +105,9 @@ class SettingsServicer:
     async def LogSettings(self, request: pb.LogSettingsRequest, context: Context) -> pb.LogSettingsResponse:
         """Update the given log settings (none: just read) and answer all of them."""
         if request.settings:
-            values = await self.server.update_log_settings(log_changes(request.settings))
+            values = await self.server.settings.update_log_settings(log_changes(request.settings))
         else:
-            values = await self.server.log_settings()
+            values = await self.server.settings.log_settings()
         return log_response(values)
 
     @rpc
@@ -116,7 +117,7 @@ class SettingsServicer:
         ``trace_file`` is UNIMPLEMENTED (not changeable at runtime)."""
         model = request.model_name or None
         if request.settings:
-            values = await self.server.update_trace_settings(trace_changes(request.settings), model)
+            values = await self.server.settings.update_trace_settings(trace_changes(request.settings), model)
         else:
-            values = await self.server.trace_settings(model)
+            values = await self.server.settings.trace_settings(model)
         return trace_response(values)

@@ -184,21 +184,21 @@ def _settings_routes(server: Server) -> APIRouter:
 
     @router.get("/v2/logging")
     async def get_logging() -> Response:
-        return json_response(await server.log_settings())
+        return json_response(await server.settings.log_settings())
 
     @router.post("/v2/logging")
     async def update_logging(request: Request) -> Response:
-        return json_response(await server.update_log_settings(await _json_body(request)))
+        return json_response(await server.settings.update_log_settings(await _json_body(request)))
 
     @router.get("/v2/trace/setting")
     @router.get("/v2/models/{model}/trace/setting")
     async def get_trace(model: str | None = None) -> Response:
-        return json_response(await server.trace_settings(model))
+        return json_response(await server.settings.trace_settings(model))
 
     @router.post("/v2/trace/setting")
     @router.post("/v2/models/{model}/trace/setting")
     async def update_trace(request: Request, model: str | None = None) -> Response:
-        return json_response(await server.update_trace_settings(await _json_body(request), model))
+        return json_response(await server.settings.update_trace_settings(await _json_body(request), model))
 
     return router
 

@@ -29,6 +29,7 @@ from workbench import (
 )
 from workbench.frontends.http.codec import request_parameters
 from workbench.frontends.http.json_tensor import NOT_STRING, json_data
+from workbench.results import TensorMetadata
 
 #: the reserved nested member (Triton's generate mapping schema)
 PARAMETERS = "parameters"
@@ -58,7 +59,7 @@ def parse_generate_body(body: bytes) -> Members:
 
 
 def generate_request(
-    members: Members, model: str, version: str, inputs: list[dict], max_input_size: int
+    members: Members, model: str, version: str, inputs: list[TensorMetadata], max_input_size: int
 ) -> InferenceRequest:
     """The engine request for a generate body.
 
@@ -94,7 +95,7 @@ def generate_request(
 class _Converter:
     """One generate body's inputs and parameters, collected member by member."""
 
-    def __init__(self, inputs: dict[str, dict], model: str, request_id: str, limit: int) -> None:
+    def __init__(self, inputs: dict[str, TensorMetadata], model: str, request_id: str, limit: int) -> None:
         self.inputs = inputs
         self.model = model
         self.request_id = request_id

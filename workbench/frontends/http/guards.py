@@ -118,10 +118,10 @@ class RequestGuard:
 def _browser_refusal(headers: dict[bytes, str], method: str) -> str | None:
     origin = headers.get(b"origin")
     host = headers.get(b"host", "").strip().lower()
-    if origin is not None:
-        if origin.strip().lower() == "null" or urlsplit(origin.strip()).netloc.lower() != host:
-            return (f"cross-origin request refused: Origin '{origin}' is not this server "
-                    f"('{host}'); the v2 API does not serve pages of other sites")
+    if origin is not None and (origin.strip().lower() == "null"
+                               or urlsplit(origin.strip()).netloc.lower() != host):
+        return (f"cross-origin request refused: Origin '{origin}' is not this server "
+                f"('{host}'); the v2 API does not serve pages of other sites")
     fetch_site = headers.get(b"sec-fetch-site", "").strip().lower()
     from_browser = origin is not None or b"sec-fetch-mode" in headers or fetch_site != ""
     if from_browser and not _local_or_ip(host):

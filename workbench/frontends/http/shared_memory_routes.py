@@ -39,7 +39,7 @@ def shared_memory_routes(server: Server) -> APIRouter:
             raise InvalidArgument("Unable to parse 'key'")
         offset = _uint(body.get("offset", 0), "offset")
         byte_size = _uint(_required(body, "byte_size"), "byte_size")
-        await server.register_system_shared_memory(name, key, offset, byte_size)
+        await server.shared_memory.register_system_shared_memory(name, key, offset, byte_size)
         return Response(status_code=200)
 
     @router.post(f"{cuda}/register")
@@ -56,13 +56,12 @@ def shared_memory_routes(server: Server) -> APIRouter:
             raise InvalidArgument("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t") from None
         device_id = _uint(_required(body, "device_id"), "device_id")
         byte_size = _uint(_required(body, "byte_size"), "byte_size")
-        await server.register_cuda_shared_memory(name, handle, device_id, byte_size)
+        await server.shared_memory.register_cuda_shared_memory(name, handle, device_id, byte_size)
         return Response(status_code=200)
 
-    _status_and_unregister(router, system, server.system_shared_memory_status,
-                           server.unregister_system_shared_memory)
-    _status_and_unregister(router, cuda, server.cuda_shared_memory_status,
-                           server.unregister_cuda_shared_memory)
+    shm = server.shared_memory
+    _status_and_unregister(router, system, shm.system_shared_memory_status, shm.unregister_system_shared_memory)
+    _status_and_unregister(router, cuda, shm.cuda_shared_memory_status, shm.unregister_cuda_shared_memory)
     return router
 
 

@@ -39,7 +39,7 @@ class ModelConfigHandler(WorkbenchHandler):
     @authorized
     async def get(self, name: str) -> None:
         server = self.engine()
-        file = await server.model_config_file(name)
+        file = await server.config_files.model_config_file(name)
         try:
             config, reason = model_config_to_json(await server.model_config(name)), ""
         except (ModelNotFound, ModelNotReady) as exc:  # in the repository, not serving
@@ -56,9 +56,9 @@ class ModelConfigHandler(WorkbenchHandler):
         if not isinstance(reload, bool):
             raise InvalidArgument("'reload' must be true or false")
         try:
-            result = await server.write_model_config(name, text, reload=reload)
+            result = await server.config_files.write_model_config(name, text, reload=reload)
         except InvalidModelConfig as exc:
-            problems = await server.validate_model_config_text(name, text)
+            problems = await server.config_files.validate_model_config_text(name, text)
             self.reply_error(exc, problems=[p.as_dict() for p in problems])
             return
         self.reply(result)
@@ -71,7 +71,7 @@ class ValidateConfigHandler(WorkbenchHandler):
     @authorized
     async def post(self, name: str) -> None:
         text = _config_text(self.json_body())
-        problems = await self.engine().validate_model_config_text(name, text)
+        problems = await self.engine().config_files.validate_model_config_text(name, text)
         self.reply({"problems": [p.as_dict() for p in problems]})
 
 
@@ -81,7 +81,7 @@ class RevertConfigHandler(WorkbenchHandler):
     @web.authenticated
     @authorized
     async def post(self, name: str) -> None:
-        self.reply(await self.engine().revert_model_config(name))
+        self.reply(await self.engine().config_files.revert_model_config(name))
 
 
 def _config_text(body: dict) -> str:

@@ -25,9 +25,13 @@ contexts, keys and resources from it, and its settings are Jupyter's.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
+from typing import cast
 
+from bokeh.core.types import PathLike
 from bokeh.embed.bundle import extension_dirs
 from bokeh.protocol.exceptions import ProtocolError
+from bokeh.server.tornado import BokehTornado
 from bokeh.server.views.multi_root_static_handler import MultiRootStaticHandler
 from bokeh.server.views.static_handler import StaticHandler
 from bokeh.util.token import check_token_signature, get_token_payload
@@ -60,22 +64,24 @@ class _SessionRoute:
 class DashboardPageHandler(_SessionRoute, JupyterHandler, DocHandler):
     """``GET workbench/``: a new dashboard session and its page."""
 
-    async def prepare(self) -> None:
+    async def prepare(self, *, _redirect_to_login: bool = True) -> None:
         # Jupyter's (authentication, login redirect); it returns the rest of the chain's
         # prepare (Bokeh's asks its absent auth provider), awaited here
-        rest = await JupyterHandler.prepare(self)
+        rest = await JupyterHandler.prepare(self, _redirect_to_login=_redirect_to_login)
         if rest is not None:
             await rest
 
     @web.authenticated
     async def get(self, *args, **kwargs) -> None:
-        await super().get(*args, **kwargs)
+        page = super().get(*args, **kwargs)  # Panel's DocHandler.get: a coroutine
+        if page is not None:
+            await page
 
 
 class DashboardSocketHandler(_SessionRoute, WSHandler, JupyterHandler):
     """``workbench/ws``: a session's websocket (Bokeh protocol)."""
 
-    async def prepare(self) -> None:
+    async def prepare(self, *, _redirect_to_login: bool = False) -> None:
         # Jupyter's authentication, without the login redirect (403 when unknown)
         await JupyterHandler.prepare(self, _redirect_to_login=False)
 
@@ -95,7 +101,7 @@ class DashboardSocketHandler(_SessionRoute, WSHandler, JupyterHandler):
         origin = self.request.headers.get("Origin")
         return origin is not None and not self.check_origin(origin)
 
-    def open(self, *args, **kwargs) -> object:
+    def open(self, *args, **kwargs) -> Awaitable[None] | None:
         """Bokeh's (Panel's) ``open``; a :class:`ProtocolError` it raises (it has closed the
         socket) is one warning line, not tornado's uncaught-exception traceback. ``get``
         refuses these requests before the upgrade; this is for any it lets through."""
@@ -128,9 +134,10 @@ class DashboardSocketHandler(_SessionRoute, WSHandler, JupyterHandler):
         if len(offered) != 2 or offered[0] != "bokeh":
             return 400, "no Bokeh subprotocol (Sec-WebSocket-Protocol: bokeh, <session token>)"
         token = offered[1]
+        bokeh = cast(BokehTornado, self.application)  # the one _SessionRoute hands over
         try:
-            valid = check_token_signature(token, secret_key=self.application.secret_key,
-                                          signed=self.application.sign_sessions)
+            valid = check_token_signature(token, secret_key=bokeh.secret_key,
+                                          signed=bokeh.sign_sessions)
             expiry = get_token_payload(token).get("session_expiry") if valid else None
         except Exception:  # noqa: BLE001 - a malformed token (not base64 / JSON) is not valid
             valid, expiry = False, None
@@ -145,23 +152,28 @@ class _AuthenticatedFiles(JupyterHandler):
     """GET / HEAD of a static file handler, authenticated."""
 
     @web.authenticated
-    def head(self, path: str) -> object:
-        return super().head(path)  # type: ignore[misc]
+    def head(self, path: str) -> Awaitable[None] | None:
+        return super().head(path)
 
     @web.authenticated
-    def get(self, path: str, include_body: bool = True) -> object:
-        return super().get(path, include_body)  # type: ignore[misc]
+    def get(self, path: str, include_body: bool = True) -> Awaitable[None] | None:
+        return super().get(path, include_body)
 
 
-class DashboardStaticHandler(_AuthenticatedFiles, StaticHandler):
+# [misc]: tornado's web.authenticated returns Callable[..., Awaitable[None] | None], its
+# StaticFileHandler types get/head as coroutines: no authenticated override of them type-checks
+class DashboardStaticHandler(_AuthenticatedFiles, StaticHandler):  # type: ignore[misc]
     """``workbench/static/(.*)``: BokehJS."""
 
 
-class DashboardExtensionHandler(_AuthenticatedFiles, MultiRootStaticHandler):
+class DashboardExtensionHandler(_AuthenticatedFiles, MultiRootStaticHandler):  # type: ignore[misc]
     """``workbench/static/extensions/(.*)``: the Bokeh extensions' files (Panel's)."""
 
-    def initialize(self, root: dict | None = None) -> None:
-        super().initialize(extension_dirs if root is None else root)
+    # [override]: as Bokeh's MultiRootStaticHandler, which replaces StaticFileHandler's
+    # initialize(path, ...) by initialize(root)
+    def initialize(self, root: dict[str, PathLike] | None = None) -> None:  # type: ignore[override]
+        # Bokeh's table holds Paths (PathLikes) in a dict, which its own stubs make invariant
+        super().initialize(cast("dict[str, PathLike]", extension_dirs) if root is None else root)
 
 
 #: Panel's icon among the assets; the page links ``./favicon.ico``

@@ -21,5 +21,6 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             logits = pb_utils.get_input_tensor_by_name(request, "LOGITS").as_numpy()
-            responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("PREDICTION", softmax(logits))]))
+            prediction = pb_utils.Tensor("PREDICTION", softmax(logits))
+            responses.append(pb_utils.InferenceResponse(output_tensors=[prediction]))
         return responses

@@ -52,7 +52,8 @@ class TritonPythonModel:
             except (UnicodeDecodeError, TextTooLong) as exc:
                 reason = f"TEXT must be UTF-8: {exc}" if isinstance(exc, UnicodeDecodeError) else str(exc)
                 error = pb_utils.TritonError(reason, pb_utils.TritonError.INVALID_ARG)
-                sender.send(pb_utils.InferenceResponse(error=error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                sender.send(pb_utils.InferenceResponse(error=error),
+                            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
                 continue
             pieces = [piece for text in texts for piece in word_pieces(self.tokenizer, text)]
             for index, piece in enumerate(pieces):

@@ -24,7 +24,7 @@ class TritonPythonModel:
                     pb_utils.get_input_tensor_by_name(request, "INPUT1"),
                 ],
             )
-            results = list(self.pool.map(lambda _: infer_request.exec(), range(3)))
+            results = list(self.pool.map(lambda same: same.exec(), [infer_request] * 3))
             first = results[0]
             if first.has_error():
                 responses.append(pb_utils.InferenceResponse(error=first.error()))
