@@ -94,7 +94,8 @@ async def test_grpc_request_writes_grpc_timestamps(test_repository: Path, asgi_c
     (records,) = by_id(json.loads(first.read_text())).values()
     assert header(records)["request_id"] == "g1"
     assert [name for name, _ in stamps(records)] == [
-        "GRPC_WAITREAD_START", "GRPC_WAITREAD_END", *HTTP_NAMES[2:-2], "GRPC_SEND_START", "GRPC_SEND_END"]
+        "GRPC_WAITREAD_START", "GRPC_WAITREAD_END", *HTTP_NAMES[2:-2], "INFER_RESPONSE_COMPLETE",
+        "GRPC_SEND_START", "GRPC_SEND_END"]
 
 
 async def test_rate_and_count_trace_every_nth_until_the_count_is_used(
