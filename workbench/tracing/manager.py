@@ -11,7 +11,8 @@ Output in ``triton`` mode (``TraceSetting.write``, Triton's ``WriteTrace``): wit
 ``log_frequency`` N > 0 every N traces are written to ``PATH.<index>`` (the rest when the
 setting is replaced or the server stops); with a ``count`` that runs out, the collected
 traces are written to ``PATH.<index>`` once the last one is done; otherwise each trace is
-appended to ``PATH`` as it completes (Triton keeps them in memory until shutdown). In
+added to ``PATH`` as it completes, which stays a complete JSON list (Triton keeps them in
+memory until the setting is replaced or the server stops). In
 ``opentelemetry`` mode each trace becomes spans for the OTLP/HTTP exporter
 (:mod:`workbench.tracing.otel`).
 
