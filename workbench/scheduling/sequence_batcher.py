@@ -29,6 +29,12 @@ only, as in Triton) also until M requests wait in the backlog.
 Reload (hot swap): a batcher that left service keeps serving its live sequences
 (:meth:`SequenceBatcher.retire`), so their state is not lost; the engine routes their
 requests here by correlation ID while new sequences start on the new version.
+
+Instance update (a reload that changes only the instance count, Triton's
+``SequenceBatchScheduler::Update``): the batcher keeps its sequences and their state; the
+slots follow the instances (:meth:`SequenceBatcher.instances_changed`): a ``direct``
+instance removed while its slots hold live sequences keeps executing them, takes no new
+ones, and unloads when the last of them ends.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import replace
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
@@ -44,7 +50,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes, ModelInstance
 from workbench.config.validate_scheduling import max_sequence_backlog
 from workbench.errors import InvalidArgument, Unavailable
-from workbench.scheduling.base import Pending, Scheduler
+from workbench.scheduling.base import InstanceRunner, Pending, Scheduler
 from workbench.scheduling.dispatcher import BatchPolicy, Dispatcher
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.scheduler_hooks import BACKLOG_DELAY_SCHEDULER, DELAY_SCHEDULER, hook_count
@@ -116,6 +122,24 @@ class SequenceBatcher(Scheduler, BatchPolicy):
 
     def inflight_count(self) -> int:
         return self.dispatcher.inflight_count()
+
+    def instances(self) -> list[ModelInstance]:
+        """See :class:`~workbench.scheduling.base.InstanceScheduler`."""
+        return self.dispatcher.instances()
+
+    def update_instances(self, added: list[ModelInstance], removed: list[ModelInstance]) -> Awaitable[object]:
+        """See :class:`~workbench.scheduling.base.InstanceScheduler`; the slots follow
+        (:meth:`instances_changed`)."""
+        return self.dispatcher.update_instances(added, removed)
+
+    def instances_changed(self, added: list[InstanceRunner],
+                          removed: list[InstanceRunner]) -> list[InstanceRunner]:
+        """The strategy's slots follow the instances (see the strategies); returns the
+        removed instances that still hold live sequences."""
+        return []
+
+    def _slot_freed(self, slot: tuple[int, int]) -> None:
+        """A sequence that held ``slot`` ended (the strategy may let a removed instance go)."""
 
     async def stop(self) -> None:
         self.end_retirement()
@@ -286,7 +310,10 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         if self._sequences.get(sequence.correlation_id) is not sequence:
             return
         del self._sequences[sequence.correlation_id]
+        slot = sequence.slot
         self._slots.release(sequence)
+        if slot is not None:
+            self._slot_freed(slot)
         if not self._sequences and self._retired is not None:
             self._retired.set()
         why = f"the sequence's START request {start_problem}" if start_problem else "the sequence has ended"
