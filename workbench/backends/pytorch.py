@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -145,10 +146,8 @@ class PyTorchInstance(ModelInstance):
         self._batched = config.max_batch_size > 0
         self._layout = batch_layout(config)
         apply_thread_counts(torch, self._options, config.name)
-        shared = (self._options.weight_sharing and shared_modules is not None
-                  and str(self._device) in shared_modules)
-        self._module = _load_module(torch, config, version_dir, spec, self._device,
-                                    self._options, shared_modules)
+        self._module, shared = _load_module(torch, config, version_dir, spec, self._device,
+                                            self._options, shared_modules)
         on_cuda = self._device is not None and self._device.type == "cuda"
         #: bytes of this instance's own parameters and buffers on its CUDA device
         self._gpu_bytes = (module_device_bytes(self._module, self._device)
@@ -366,15 +365,29 @@ def module_device_bytes(module, device) -> int:
     return total
 
 
+#: held while an ENABLE_WEIGHT_SHARING instance looks up, loads and stores its module: the
+#: instances of a version load on parallel threads, and the second must find the first's module
+_SHARING = threading.Lock()
+
+
 def _load_module(torch, config: ModelConfig, version_dir: Path, spec: InstanceSpec, device,
-                 options: TorchOptions, shared_modules: dict[str, Any] | None):
+                 options: TorchOptions, shared_modules: dict[str, Any] | None) -> tuple[Any, bool]:
+    """The instance's TorchScript module, and whether it is another instance's (weight sharing)."""
     path = version_dir / (config.default_model_filename or "model.pt")
     if not path.is_file():
         raise ModelLoadError(f"unable to find '{path}' for model instance '{spec.name}'")
+    if not options.weight_sharing or shared_modules is None:
+        return _read_module(torch, config, path, device, options), False
     key = str(device)
-    if options.weight_sharing and shared_modules is not None and key in shared_modules:
-        log.info("Reusing TorchScript model for instance '%s'", spec.name)
-        return shared_modules[key]
+    with _SHARING:
+        if key in shared_modules:
+            log.info("Reusing TorchScript model for instance '%s'", spec.name)
+            return shared_modules[key], True
+        shared_modules[key] = _read_module(torch, config, path, device, options)
+        return shared_modules[key], False
+
+
+def _read_module(torch, config: ModelConfig, path: Path, device, options: TorchOptions) -> Any:
     guard = torch.inference_mode() if options.inference_mode else contextlib.nullcontext()
     try:
         with guard:
@@ -385,6 +398,4 @@ def _load_module(torch, config: ModelConfig, version_dir: Path, spec: InstanceSp
             "TorchScript module saved with torch.jit.save)"
         ) from None
     module.eval()
-    if options.weight_sharing and shared_modules is not None:
-        shared_modules[key] = module
     return module

@@ -151,6 +151,11 @@ class SequenceScheduler(Protocol):
         """How many sequences are live here (started, not ended or released)."""
         ...
 
+    def end_sequence(self, correlation_id: int | str) -> None:
+        """End the live sequence ``correlation_id`` early, as a new START for it would (once
+        its queued requests have run): a START for it went to another version."""
+        ...
+
     async def retire(self) -> None:
         """Out of service after a reload: return once nothing that must finish here is
         left (its live sequences, each ending with its END request or released idle),

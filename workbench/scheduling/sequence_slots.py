@@ -39,8 +39,13 @@ class Sequence:
         busy: a request of this sequence is executing.
         slot: ``(slot group, slot index)`` it holds (group = instance index for the
             ``direct`` strategy, always 0 for ``oldest``), or None while in the backlog.
-        ending: its END request has been queued.
+        ending: its END request has been queued (or it must end once its queued requests
+            have run); its correlation ID is free for a new sequence.
         last_used_ns: ``time.monotonic_ns()`` of its last request (idle release).
+        epoch: how many times a START restarted it while live (Triton's early termination
+            of the previous sequence); each queued request remembers the epoch it joined.
+        expires_ns: while in the backlog, when it times out (the earliest ``timeout`` of
+            its requests; 0 = never).
     """
 
     correlation_id: int | str
@@ -49,6 +54,8 @@ class Sequence:
     slot: tuple[int, int] | None = None
     ending: bool = False
     last_used_ns: int = 0
+    epoch: int = 0
+    expires_ns: int = 0
 
 
 class SlotTable:
