@@ -25,7 +25,12 @@ is BF16 (this server's requests cannot carry it). An output's datatype and shape
 the config at every execution; a mismatch fails that execution with a clear error.
 
 A batch of requests is joined along dim 0, run in one ``forward()`` call, and every output is
-split back. Instances: KIND_CPU on the CPU; KIND_GPU on ``cuda:<device_id>`` with its own CUDA
+split back. Ragged batching as in Triton's pytorch_backend: an ``allow_ragged_batch`` input is
+given flat (all requests' elements, shape ``[total elements]``), every ``batch_input`` target is
+one more ``forward()`` argument (bound by the inputs' naming convention; counted once per
+``batch_input`` entry, as Triton counts them), and a ``BATCH_SCATTER_WITH_INPUT_SHAPE`` output
+is not compared with its configured shape but split by each request's source input shape.
+Instances: KIND_CPU on the CPU; KIND_GPU on ``cuda:<device_id>`` with its own CUDA
 stream (a clear load error where torch sees no CUDA device); KIND_MODEL leaves the module on the
 devices it was saved on and feeds it CPU tensors. A KIND_GPU instance reports the bytes of its
 parameters and buffers on its device as its ``GPU`` memory usage (statistics' ``memory_usage``).
@@ -82,6 +87,7 @@ from workbench.backends.pytorch_binding import (
     torch_to_config,
 )
 from workbench.backends.pytorch_options import TorchOptions, apply_thread_counts, parse_parameters
+from workbench.config.batch_io import batch_layout
 from workbench.devices import gpu_count
 from workbench.errors import InternalError, InvalidArgument, ModelLoadError
 from workbench.statistics import MemoryUsage
@@ -138,6 +144,7 @@ class PyTorchInstance(ModelInstance):
         self._options = parse_parameters(config)
         self._device = _device(torch, config, spec)
         self._batched = config.max_batch_size > 0
+        self._layout = batch_layout(config)
         apply_thread_counts(torch, self._options, config.name)
         self._module, shared = _load_module(torch, config, version_dir, spec, self._device,
                                             self._options, shared_modules)
@@ -188,12 +195,12 @@ class PyTorchInstance(ModelInstance):
             outputs = self._read_outputs(result, names, total)
         if self._options.cache_cleaning and self._stream is not None:
             torch.cuda.empty_cache()
-        return split_outputs(requests, outputs, sizes)
+        return split_outputs(requests, outputs, sizes, self._layout)
 
     def _gather(self, requests: Sequence[BackendRequest]):
         """Positional ``forward()`` arguments (or the one dict) for the whole batch."""
         feed, _ = gather_inputs(requests, [spec.name for spec in self._inputs],
-                                model=self._model_name)
+                                model=self._model_name, layout=self._layout)
         values: dict[str, Any] = {  # an optional input no request carries stays None
             spec.name: (self._strings(feed[spec.name], spec.name) if spec.strings
                         else self._tensor(feed[spec.name]))
@@ -280,6 +287,8 @@ class PyTorchInstance(ModelInstance):
             if value.dim() == 0:
                 raise InvalidArgument(f"output '{out.name}' is a scalar which is not supported.")
             array = value.detach().cpu().numpy()
+            if out.name in self._layout.outputs:  # split by its source input's shapes
+                return array
         else:
             raise InternalError(
                 f"PyTorch execute failure: output at index {out.index} must be of type Tensor "

@@ -114,6 +114,8 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         self._model = config.name
         self._max_batch_size = max(1, config.max_batch_size)
         self._batched = config.max_batch_size > 0
+        #: ``allow_ragged_batch`` inputs: their shapes may differ within one execution
+        self._ragged = frozenset(i.name for i in config.input if i.allow_ragged_batch)
         self._controls = control_tensors(batching)
         self._states = state_tensors(batching)
         self._slots = SlotTable(*self._slot_layout(config, len(instances)),
@@ -436,9 +438,16 @@ class SequenceBatcher(Scheduler, BatchPolicy):
             self._arm(next_due)
 
 
-def input_shapes(request: BackendRequest) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """``((input name, shape), ...)``: requests batch together only when these are equal."""
-    return tuple((name, array.shape) for name, array in request.inputs.items())
+def input_shapes(request: BackendRequest, ragged: frozenset[str] = frozenset()
+                 ) -> tuple[tuple[str, tuple[int, ...] | None], ...]:
+    """``((input name, shape), ...)``: requests batch together only when these are equal.
+
+    The shape of a ``ragged`` input (``allow_ragged_batch``) is left out (None): as in Triton's
+    sequence batcher, which enforces equal shapes only for the variable-size inputs that are
+    not ragged, requests whose ragged inputs differ share an execution.
+    """
+    return tuple((name, None if name in ragged else array.shape)
+                 for name, array in request.inputs.items())
 
 
 def _timeout_us(params: Mapping[str, object]) -> int:

@@ -12,7 +12,8 @@ Follows Triton's ``DirectSequenceBatch`` (core ``sequence_batch_scheduler.cc``) 
   zeros, START / END / READY false, CORRID 0, implicit state zeros shaped like that
   request's state (Triton's dummy state). Null responses and state outputs are
   dropped; the state of the sequence holding such a slot is left untouched;
-- a slot whose request has other input shapes than the first one waits (null row);
+- a slot whose request has other input shapes than the first one waits (null row); the
+  shapes of ``allow_ragged_batch`` inputs are not compared (Triton's ragged batching);
 - when ``minimum_slot_utilization`` > 0 and ``max_queue_delay_microseconds`` > 0, an
   instance whose ready slots are fewer than ``minimum_slot_utilization x slots`` waits up
   to ``max_queue_delay_microseconds`` (counted from its oldest ready request) for more
@@ -151,8 +152,8 @@ class DirectSequenceBatcher(SequenceBatcher):
         if not rows:
             return []
         first = rows[min(rows)].request
-        shape = input_shapes(first)
-        rows = {slot: p for slot, p in rows.items() if input_shapes(p.request) == shape}
+        shape = input_shapes(first, self._ragged)
+        rows = {slot: p for slot, p in rows.items() if input_shapes(p.request, self._ragged) == shape}
         null = self._null_request(first)
         loop = asyncio.get_running_loop()
         batch = []

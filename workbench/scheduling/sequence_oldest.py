@@ -28,7 +28,8 @@ from workbench.scheduling.sequence_slots import Sequence
 
 class OldestSequenceBatcher(SequenceBatcher):
     """Triton's ``oldest`` strategy: any free instance takes the oldest ready request of
-    up to ``max_batch_size`` different slotted sequences (same input shapes).
+    up to ``max_batch_size`` different slotted sequences (same input shapes, ragged
+    inputs aside).
 
     ``oldest.max_candidate_sequences`` sequences hold a slot at once (default
     ``instances x max(1, max_batch_size)``); the others wait in the backlog.
@@ -96,7 +97,7 @@ class OldestSequenceBatcher(SequenceBatcher):
             if sequence.busy or sequence.slot is None or id(sequence) in chosen:
                 chosen.add(id(sequence))  # later requests of it must wait their turn
                 continue
-            key = input_shapes(pending.request)
+            key = input_shapes(pending.request, self._ragged)
             if shape is not None and key != shape:
                 continue
             shape = key
