@@ -396,6 +396,7 @@ def test_profile_shapes_from_the_onnx_model_and_the_operator(tmp_path: Path) -> 
     ("model.textproto", b"zz: 1"),
     ("model.onnxtxt", b"<bad"),
 ])
+@pytest.mark.filterwarnings("ignore:The onnxtxt format is experimental")  # onnx's, for .onnxtxt files
 def test_a_file_that_is_not_onnx_is_a_usage_error(tmp_path: Path, name: str, content: bytes) -> None:
     path = tmp_path / name
     path.write_bytes(content)
