@@ -282,6 +282,6 @@ async def test_oldest_runs_a_smaller_batch_when_the_delay_runs_out(tmp_path: Pat
             asyncio.gather(*(server.infer(step(corr, 10, start=True, end=True)) for corr in range(1, 6))), 30
         )
         assert all(float(r.outputs[0].data[0, 0]) == 10 for r in responses)
-        # five were waiting when the delay ran out (short of preferred 8): executions are cut
-        # to preferred size 2 while they reach it, then the last one runs alone
+        # preferred size 2 leaves at once (as Triton's dynamic batcher does) while the ready
+        # requests reach it; the last one runs alone when its delay runs out
         assert await batch_sizes(server) == {2: 2, 1: 1}

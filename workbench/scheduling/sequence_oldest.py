@@ -4,11 +4,17 @@ Follows Triton's ``OldestSequenceBatch``: sequences hold one of
 ``oldest.max_candidate_sequences`` slots (default ``instances x max(1, max_batch_size)``)
 shared by all instances; any free instance executes the oldest ready requests of
 different slotted sequences. ``oldest.max_queue_delay_microseconds`` (µs) lets a free
-instance wait, counted from the oldest ready request, for the batch to reach
-``max_batch_size`` or the largest ``oldest.preferred_batch_size``; when the delay runs
-out the batch is cut to the largest preferred size it reaches (as the dynamic batcher
-does). The wait is a ``loop.call_later`` timer, never a block. What the strategies
-share is in :mod:`workbench.scheduling.sequence_batcher`.
+instance wait, counted from the oldest ready request. Batches are decided as Triton's
+dynamic batcher decides them (Triton runs ``oldest`` through a ``DynamicBatchScheduler``
+given ``oldest``'s preferred sizes and delay; see
+:mod:`workbench.scheduling.dynamic_batcher`): before the delay runs out a batch reaching
+any preferred size leaves at once, cut at the largest preferred size it reaches (so never
+past the largest one); a batch that reached the largest preferred size, or that the next
+ready request cannot join (other input shapes), or any batch once the delay ran out or
+without a delay, leaves whole (up to ``max_batch_size``); else it waits. Empty
+``preferred_batch_size`` means ``[max_batch_size]`` (Triton's normalisation). The wait is
+a ``loop.call_later`` timer, never a block. What the strategies share is in
+:mod:`workbench.scheduling.sequence_batcher`.
 
 Instance update: the sequences' state lives in the batcher, not on an instance, so removed
 instances leave at once (after their execution) and every sequence goes on on the others;
@@ -58,38 +64,39 @@ class OldestSequenceBatcher(SequenceBatcher):
         oldest = config.sequence_batching.oldest
         self._delay_ns = int(oldest.max_queue_delay_microseconds) * 1000
         self._preferred = sorted(
-            int(p) for p in oldest.preferred_batch_size if 0 < p <= self._max_batch_size
-        )
+            {int(p) for p in oldest.preferred_batch_size if 0 < p <= self._max_batch_size}
+        ) or [self._max_batch_size]
 
     def next_batch(self, runner: InstanceRunner) -> list[Pending]:
         if self._holding():
             return []
-        batch = self._candidates()
+        batch, closed = self._candidates()
         if self._drop_skipped():  # the scan met cancelled requests: scan what is left
-            batch = self._candidates()
-        if batch and self._delay_ns and not self.dispatcher.stopping:
-            full = self._preferred[-1] if self._preferred else self._max_batch_size
-            due_ns = min(p.enqueue_ns for p in batch) + self._delay_ns
-            if len(batch) < full and time.monotonic_ns() < due_ns:
-                self.dispatcher.dispatch_at(due_ns)
-                return []
-            batch = self._cut_to_preferred(batch)
+            batch, closed = self._candidates()
+        if not batch:
+            return []
+        cut = max((p for p in self._preferred if p <= len(batch)), default=0)
+        due_ns = min(p.enqueue_ns for p in batch) + self._delay_ns
+        expired = bool(self._delay_ns) and time.monotonic_ns() >= due_ns
+        if cut and not expired:
+            batch = batch[:cut]
+        elif not (closed or len(batch) >= self._preferred[-1] or expired or not self._delay_ns
+                  or self.dispatcher.stopping):
+            self.dispatcher.dispatch_at(due_ns)
+            return []
         for pending in batch:
             self._take(pending)
         return batch
 
-    def _cut_to_preferred(self, batch: list[Pending]) -> list[Pending]:
-        """The batch cut to the largest preferred size it reaches (all of it without one)."""
-        fitting = [p for p in self._preferred if p <= len(batch)]
-        return batch[: fitting[-1]] if fitting else batch
-
-    def _candidates(self) -> list[Pending]:
+    def _candidates(self) -> tuple[list[Pending], bool]:
         """The oldest ready request of up to ``max_batch_size`` different slotted sequences
-        with the same input shapes, in queue order (not yet taken); cancelled requests met
-        on the way are skipped (:meth:`_drop_skipped` drops them)."""
+        with the same input shapes, in queue order (not yet taken), and ``closed``: a ready
+        request of another sequence has other shapes (Triton sends the batch then); cancelled
+        requests met on the way are skipped (:meth:`_drop_skipped` drops them)."""
         batch: list[Pending] = []
         chosen: set[int] = set()
         shape = None
+        closed = False
         for pending in self._queue:
             if self._skipped(pending):
                 continue
@@ -99,13 +106,14 @@ class OldestSequenceBatcher(SequenceBatcher):
                 continue
             key = input_shapes(pending.request, self._ragged)
             if shape is not None and key != shape:
+                closed = True
                 continue
             shape = key
             chosen.add(id(sequence))
             batch.append(pending)
             if len(batch) == self._max_batch_size:
                 break
-        return batch
+        return batch, closed
 
 
 __all__ = ["OldestSequenceBatcher"]
