@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from workbench import InferenceRequest, Server, ServerOptions, Tensor
+from workbench import InferenceRequest, Server, ServerOptions, Tensor, Unavailable
 from workbench.backends.registry import register_backend
 from workbench.testing.fake_backend import BEHAVIOUR, FAKE_CONFIG, FakeBackend, write_backend_model
 from workbench.testing.waits import queued, until
@@ -144,3 +144,24 @@ async def test_delay_scheduler_hook_off(tmp_path: Path, stopper, monkeypatch, va
     server = await start(tmp_path, "")
     stopper(server)
     await asyncio.wait_for(server.infer(request(1)), timeout=3)
+
+
+async def test_no_queue_timeout_expires_while_the_delay_scheduler_hook_holds(tmp_path: Path, stopper,
+                                                                             monkeypatch) -> None:
+    # Triton's batcher thread applies no queue policy while it holds (dynamic_batch_scheduler.cc):
+    # a request past its timeout stays queued until the hold ends, then the policy applies
+    monkeypatch.setenv("TRITONSERVER_DELAY_SCHEDULER", "2")
+    server = await start(tmp_path, "default_queue_policy { timeout_action: REJECT "
+                                   "default_timeout_microseconds: 50000 }")
+    stopper(server)
+    timed = asyncio.create_task(server.infer(request(1)))
+    await queued(server, "fake", 1)
+    expired_at = time.monotonic() + 0.1
+    await until(lambda: time.monotonic() > expired_at, "the held request's queue timeout to pass")
+    assert not timed.done()  # still queued, though its 50 ms ran out
+    await queued(server, "fake", 1)
+    second = await server.infer(request(2))  # the hold ends: the timed-out request is rejected
+    assert second.outputs[0].data.tolist() == [[2.0]]
+    with pytest.raises(Unavailable, match=r"^Request timeout expired$"):
+        await timed
+    assert BEHAVIOUR.batches == [[2.0]]

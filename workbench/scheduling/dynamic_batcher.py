@@ -22,7 +22,8 @@ levels and queue policies are
 given to the :class:`~workbench.scheduling.dispatcher.Dispatcher`; a cancelled request
 is dropped when a batch forming from the head of the queue reaches it. Triton's test hook
 ``TRITONSERVER_DELAY_SCHEDULER`` (:mod:`~workbench.scheduling.scheduler_hooks`) holds the
-first batch until that many requests are queued.
+first batch until that many requests are queued; no queue timeout expires during the
+hold (Triton's batcher thread applies no queue policy then), the policy applies when it ends.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ class DynamicBatchPolicy(BatchPolicy):
         queued (once; never while the model stops)."""
         if self._hold_until and (len(self._queue) >= self._hold_until or self.dispatcher.stopping):
             self._hold_until = 0
+            self._watch_timeouts()  # none ran during the hold
         return bool(self._hold_until)
 
     def _candidates(self) -> tuple[list[Pending], int, int, bool]:
@@ -161,6 +163,10 @@ class DynamicBatchPolicy(BatchPolicy):
             self.dispatcher.finish(pending, response, None, "REJECTED")
 
     def _watch_timeouts(self) -> None:
+        """Arm the timer for the next queue timeout; none while the delay hook holds (Triton's
+        batcher thread applies no queue policy while it holds: the hold's end arms it)."""
+        if self._hold_until:
+            return
         due_ns = self._queue.next_deadline_ns()
         if not due_ns:
             return
