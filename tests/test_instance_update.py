@@ -16,10 +16,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench import InferenceRequest, Server, ServerOptions, Tensor
+from workbench.backends.base import InstanceSpec, ModelInstance
 from workbench.backends.registry import register_backend
-from workbench.testing.fake_backend import BEHAVIOUR, FAKE_CONFIG, FakeBackend, write_fake_model
+from workbench.statistics import MemoryUsage
+from workbench.testing.fake_backend import BEHAVIOUR, FAKE_CONFIG, FakeBackend, FakeInstance, write_fake_model
 from workbench.testing.reload import atomic_write
 from workbench.testing.sequence_probe import PROBE, ProbeBackend, write_probe_model
 from workbench.testing.waits import until
@@ -287,3 +290,36 @@ async def test_oldest_sequences_go_on_across_a_count_change(tmp_path: Path) -> N
         await server.load_model("probe")
         await asyncio.gather(*(send(c, float(c), start=True) for c in (4, 5)))  # 3 slots
         assert await successes(server, "probe") == 7
+
+
+class ReportingInstance(FakeInstance):
+    """A fake instance that reports its footprint: 1000 bytes of host memory (exact)."""
+
+    def reported_memory(self) -> list[MemoryUsage]:
+        return [MemoryUsage("CPU", 0, 1000)]
+
+
+class ReportingBackend(FakeBackend):
+    def load_instance(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec) -> ModelInstance:
+        super().load_instance(config, version_dir, spec)
+        return ReportingInstance(spec)
+
+
+async def test_memory_usage_follows_the_instances_after_a_count_change(tmp_path: Path) -> None:
+    # Triton's statistics sum the memory of the instances the model has now
+    # (TritonModel::AccumulatedInstanceMemoryUsage), so an update in place changes them
+    register_backend("fake", ReportingBackend)
+    write_fake_model(tmp_path, "m", count=2)
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit",
+                            load_model=["m"])
+
+    async def memory() -> object:
+        return (await server.statistics("m"))["model_stats"][0]["memory_usage"]
+
+    async with Server(options) as server:
+        assert await memory() == [{"type": "CPU", "id": 0, "byte_size": 2000}]
+        await server.load_model("m", config=fake_json(4))
+        assert await memory() == [{"type": "CPU", "id": 0, "byte_size": 4000}]
+        await server.load_model("m", config=fake_json(1))
+        assert await memory() == [{"type": "CPU", "id": 0, "byte_size": 1000}]
+        assert totals() == (4, 3)  # updated in place: no instance re-created

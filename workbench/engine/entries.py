@@ -56,7 +56,7 @@ def entry_from_result(
         )
         scheduler = make_scheduler(result.config, loaded.instances, stats, rate_limiter, step_infer)
         model = LoadedModel(result.config, version, scheduler, stats, cache, result.labels,
-                            loaded.fingerprint)
+                            loaded.fingerprint, dict(zip(loaded.instances, loaded.instance_memory, strict=False)))
         entry.versions[version] = VersionState(ModelReadyState.READY, "", model)
         log.info("successfully loaded '%s' version %d", result.name, version)
     for version in result.chosen:

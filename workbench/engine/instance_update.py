@@ -26,6 +26,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelInstanceGroup
 from workbench.backends.base import InstanceSpec, ModelInstance
 from workbench.config.normalize import is_ensemble
 from workbench.repository.snapshot import version_fingerprint
+from workbench.statistics import MemoryUsage
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +42,13 @@ class ServingVersion:
 @dataclass(slots=True)
 class InstanceUpdate:
     """An update of one serving version: its new config, the instances created for it (not
-    serving yet) and the serving instances to remove."""
+    serving yet), the serving instances to remove, and the memory each added instance holds
+    (in ``added`` order; the version's statistics follow the instances it has)."""
 
     config: ModelConfig
     added: list[ModelInstance] = field(default_factory=list)
     removed: list[ModelInstance] = field(default_factory=list)
+    memory: list[list[MemoryUsage]] = field(default_factory=list)
 
 
 def config_change_requires_reload(old: ModelConfig, new: ModelConfig) -> bool:

@@ -684,7 +684,8 @@ class ModelLifecycle:
                 return entry
             if reuse and old is not None and entry.directory is None:
                 entry.directory, old.directory = old.directory, None  # versions moved with it
-            removals = [state.model.update_instances(update.config, update.added, update.removed)
+            removals = [state.model.update_instances(update.config, update.added, update.removed,
+                                                     update.memory)
                         for state, update in updates if state.model is not None]
         self._drain_later(name, switch.drain, old)
         if removals:  # load_model waits for the removed instances, as for drains

@@ -67,7 +67,9 @@ class LoadedVersion:
 
     ``load_ns``: nanoseconds spent preparing the model config plus creating this
     version's instances (Triton's ``nv_model_load_duration_secs``, in ns here).
-    ``memory``: what the instances hold, summed per device (see :func:`measure_load`).
+    ``memory``: what the instances hold, summed per device (see :func:`measure_load`);
+    ``instance_memory``: each instance's part of it, in ``instances`` order (what an instance
+    update adds and takes away again).
     ``fingerprint``: the version's files as loaded
     (:func:`~workbench.repository.snapshot.version_fingerprint`; "" without a folder).
     ``update``: set when the version serves already and is updated in place (``instances``
@@ -78,6 +80,7 @@ class LoadedVersion:
     error: str = ""
     load_ns: int = 0
     memory: list[MemoryUsage] = field(default_factory=list)
+    instance_memory: list[list[MemoryUsage]] = field(default_factory=list)
     fingerprint: str = ""
     update: InstanceUpdate | None = None
 
@@ -224,7 +227,7 @@ def _update_version(
     create, removed = plan_instances(instance_specs(config), serving.instances)
     loaded = _create_instances(config, version_dir, context, warmup, create) if create else LoadedVersion()
     if not loaded.error:
-        loaded.update = InstanceUpdate(config, list(loaded.instances), removed)
+        loaded.update = InstanceUpdate(config, list(loaded.instances), removed, list(loaded.instance_memory))
         log.info("updating '%s' version %s in place: %d instance(s) added, %d removed",
                  config.name, version_dir.name, len(create), len(removed))
     return loaded
@@ -243,13 +246,12 @@ def _create_instances(
         import_frameworks(backend.framework_modules)
         loads = [partial(backend.load_instance, config, version_dir, spec) for spec in specs]
         if backend.parallel_instance_loading:
-            loaded.instances, usages = measure_loads(loads, specs, loaded.instances)
+            loaded.instances, loaded.instance_memory = measure_loads(loads, specs, loaded.instances)
         else:
-            usages = []
             for load, spec in zip(loads, specs, strict=True):
                 instance, usage = measure_load(load, spec)
                 loaded.instances.append(instance)
-                usages.extend(usage)
+                loaded.instance_memory.append(usage)
         if warmup:
             for instance in loaded.instances:
                 run_warmup(instance, warmup, config)
@@ -259,7 +261,7 @@ def _create_instances(
         for instance in loaded.instances:
             instance.unload()
         return LoadedVersion(error=message)
-    loaded.memory = sum_memory(usages)
+    loaded.memory = sum_memory(usage for usages in loaded.instance_memory for usage in usages)
     return loaded
 
 
@@ -308,13 +310,15 @@ def measure_load(
 def measure_loads(
     loads: Sequence[Callable[[], ModelInstance]], specs: Sequence[InstanceSpec],
     created: list[ModelInstance] | None = None,
-) -> tuple[list[ModelInstance], list[MemoryUsage]]:
+) -> tuple[list[ModelInstance], list[list[MemoryUsage]]]:
     """Run ``loads`` (creating the instances ``specs`` describe, in that order) on parallel
     threads, as Triton creates a model's instances concurrently, and return the instances
-    with their memory footprint together, summed per (kind, device) (as
-    :func:`measure_load` measures one: process growth while they loaded, the backend's own
-    reports winning per (kind, device)). ``created`` (a list the caller holds) receives
-    each instance as soon as it exists.
+    with each one's memory footprint (as :func:`measure_load` measures one: process growth
+    while they loaded, the backend's own reports winning per (kind, device)). The growth is
+    measured for all of them together, so each instance gets an even share of it (an
+    estimate); a (kind, device) any instance reports is taken from the reports alone, so
+    the footprints add up to the measured growth joined with the reports.
+    ``created`` (a list the caller holds) receives each instance as soon as it exists.
 
     Raises:
         Exception: the first error of ``loads`` in spec order, once every load finished
@@ -345,8 +349,16 @@ def measure_loads(
     for device, grown in sorted(gpu_memory_growth(gpu_before, gpu_after).items()):
         if grown > 0 or device in gpu_devices:
             measured.append(MemoryUsage("GPU", device, grown, estimate=True))
-    reported = sum_memory(usage for instance in created for usage in instance.reported_memory())
-    return created, merge_memory(measured, reported)
+    reports = [instance.reported_memory() for instance in created]
+    claimed = {(usage.kind, usage.id) for report in reports for usage in report}
+    shares: list[list[MemoryUsage]] = [[] for _ in created]
+    for usage in measured:
+        if not created or (usage.kind, usage.id) in claimed:
+            continue
+        part, left = divmod(usage.byte_size, len(created))
+        for index, share in enumerate(shares):
+            share.append(MemoryUsage(usage.kind, usage.id, part + (index < left), estimate=True))
+    return created, [share + report for share, report in zip(shares, reports, strict=True)]
 
 
 def _attempt(load: Callable[[], ModelInstance]) -> ModelInstance | BaseException:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import AsyncGenerator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable, Mapping, Sequence
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
@@ -17,7 +17,7 @@ from workbench.engine.response_cache import ResponseCache
 from workbench.engine.validation import validate_request
 from workbench.errors import DecoupledNotSupported, WorkbenchError
 from workbench.scheduling.base import InstanceScheduler, Scheduler, SequenceScheduler
-from workbench.statistics import ComputeTotals, ModelStatistics
+from workbench.statistics import ComputeTotals, MemoryUsage, ModelStatistics, sum_memory
 from workbench.types import InferenceRequest, InferenceResponse, Tensor
 
 #: one token per loaded model version: cache keys never match across reloads
@@ -36,6 +36,9 @@ class LoadedModel:
         labels: classification labels by output name (``label_filename``).
         fingerprint: the version's files as loaded (what a reload compares to update the
             instances in place; "" = never updated in place).
+        instance_memory: the memory each instance holds (the loader's figures); the
+            statistics' ``memory_usage`` is their sum and follows instance updates (Triton's
+            ``AccumulatedInstanceMemoryUsage``).
     """
 
     def __init__(
@@ -47,8 +50,10 @@ class LoadedModel:
         cache: ResponseCache | None = None,
         labels: dict[str, list[str]] | None = None,
         fingerprint: str = "",
+        instance_memory: Mapping[ModelInstance, list[MemoryUsage]] | None = None,
     ) -> None:
         self.config = config
+        self._instance_memory = dict(instance_memory or {})
         self.fingerprint = fingerprint
         self.version = version
         self.version_str = str(version)
@@ -73,13 +78,16 @@ class LoadedModel:
         return scheduler.instances() if isinstance(scheduler, InstanceScheduler) else []
 
     def update_instances(
-        self, config: ModelConfig, added: list[ModelInstance], removed: list[ModelInstance]
+        self, config: ModelConfig, added: list[ModelInstance], removed: list[ModelInstance],
+        memory: Sequence[list[MemoryUsage]] = (),
     ) -> Awaitable[object]:
         """Serve ``config`` (it differs from :attr:`config` only in what needs no reload:
         :mod:`workbench.engine.instance_update`) with ``added`` joining the instances and
         ``removed`` leaving them (see
         :meth:`~workbench.scheduling.base.InstanceScheduler.update_instances`; the result
-        resolves once those that hold no live sequence have unloaded).
+        resolves once those that hold no live sequence have unloaded). ``memory``: what each
+        added instance holds (in ``added`` order); the statistics' ``memory_usage`` becomes
+        the sum over the instances the version has now.
 
         Raises:
             TypeError: the scheduler owns no instances (an ensemble).
@@ -89,6 +97,11 @@ class LoadedModel:
             raise TypeError(f"the scheduler of '{self.name}' owns no instances")
         done = scheduler.update_instances(added, removed)
         self.config = config
+        for instance in removed:
+            self._instance_memory.pop(instance, None)
+        self._instance_memory.update(zip(added, memory, strict=False))
+        self.statistics.memory_usage = sum_memory(
+            usage for usages in self._instance_memory.values() for usage in usages)
         return done
 
     def holds_sequence(self, correlation_id: int | str) -> bool:
