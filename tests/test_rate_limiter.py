@@ -84,7 +84,7 @@ async def test_bad_resource_flag(tmp_path: Path) -> None:
 
 
 def test_parse_resource() -> None:
-    assert parse_resource("Res:4") == (("res", None), 4)
+    assert parse_resource("Res:4") == (("Res", None), 4)  # Triton keeps the name's case
     assert parse_resource("gpu_mem:2:1") == (("gpu_mem", 1), 2)
 
 
@@ -146,3 +146,47 @@ def test_explicit_pools_per_device_and_global() -> None:
     assert explicit_count({("r", 1): 3, ("r", None): 2}, ("r", 1)) == 3
     assert explicit_count({("r", 1): 3}, ("r", 0)) == 0
     assert explicit_count({("g", 3): 5, ("g", None): 2}, ("g", None)) == 5
+
+
+async def test_resource_global_in_one_model_and_per_device_in_another_is_refused(tmp_path: Path) -> None:
+    """Triton validates each added instance against the resources of every instance the rate
+    limiter holds: "R" global in model_a and per-device in model_b cannot both load; once
+    model_a is unloaded (its instance leaves the rate limiter) model_b can."""
+    write_devices(tmp_path, "model_a", '{ name: "R" global: true count: 1 }')
+    write_devices(tmp_path, "model_b", '{ name: "R" count: 1 }')
+    server = await start(tmp_path, rate_limit="execution_count", model_control_mode="explicit")
+    try:
+        await server.load_model("model_a")
+        with pytest.raises(InvalidArgument) as raised:
+            await server.load_model("model_b")
+        assert ('Resource "R" is present as both global and device-specific resource in the model '
+                "configuration.") in str(raised.value)
+        assert (await server.infer(request("model_a", 1))).outputs[0].data[0, 0] == 1
+        await server.unload_model("model_a")
+        await server.load_model("model_b")
+        assert (await server.infer(request("model_b", 2))).outputs[0].data[0, 0] == 2
+    finally:
+        await server.stop()
+
+
+async def test_resource_names_keep_their_case(tmp_path: Path) -> None:
+    """Triton compares resource names as given: "Res" and "res" are two pools, so one
+    instance of each model executes at once."""
+    write_devices(tmp_path, "model_a", '{ name: "Res" global: true count: 1 }')
+    write_devices(tmp_path, "model_b", '{ name: "res" global: true count: 1 }')
+    server = await start(tmp_path, rate_limit="execution_count")
+    try:
+        BEHAVIOUR.gate.clear()
+        tasks = [asyncio.create_task(server.infer(request(m, 1))) for m in ("model_a", "model_b")]
+        await BEHAVIOUR.executing(2)  # times out if they shared one pool of 1
+        BEHAVIOUR.gate.set()
+        await asyncio.gather(*tasks)
+    finally:
+        BEHAVIOUR.gate.set()
+        await server.stop()
+
+
+async def test_explicit_pool_names_keep_their_case(tmp_path: Path) -> None:
+    write_devices(tmp_path, "model_a", '{ name: "res" count: 1 }')
+    with pytest.raises(ModelLoadError, match='Resource count for "res" is limited to 0'):
+        await start(tmp_path, rate_limit="execution_count", rate_limit_resource=["RES:4"])

@@ -708,10 +708,11 @@ class ModelLifecycle:
         def on_versions(versions: list[int]) -> None:  # on the load thread
             loop.call_soon_threadsafe(loading, list(versions))
 
+        resources = self._rate_limiter.resource_keys() if self._rate_limiter is not None else frozenset()
         try:
             return await loop.run_in_executor(
                 self._load_executor, load_model, name, path, self.options, override,
-                self._backend_context, keep, on_versions, serving,
+                self._backend_context, keep, on_versions, serving, resources,
             )
         finally:
             self._loading.pop(name, None)

@@ -51,7 +51,7 @@ from workbench.engine.warmup import WarmupSample, prepare_warmup, run_warmup
 from workbench.errors import WorkbenchError
 from workbench.gpu_memory import gpu_memory_growth, read_gpu_memory
 from workbench.options import ServerOptions
-from workbench.scheduling.rate_limiter import check_resources, explicit_pools
+from workbench.scheduling.rate_limiter import ResourceKey, check_resources, explicit_pools
 from workbench.statistics import MemoryUsage, host_rss_bytes, merge_memory, sum_memory
 
 log = logging.getLogger(__name__)
@@ -153,6 +153,7 @@ def load_model(
     keep: Collection[int] = (),
     on_versions: Callable[[list[int]], None] | None = None,
     serving: Mapping[int, ServingVersion] | None = None,
+    registered_resources: Collection[ResourceKey] = (),
 ) -> LoadResult:
     """Load every version the version policy selects. Never raises for model errors.
 
@@ -165,6 +166,8 @@ def load_model(
         serving: the READY versions of the model now: one whose files are unchanged and
             whose config changes only in what needs no reload is updated, not loaded
             (its ``LoadedVersion.update``; :mod:`workbench.engine.instance_update`).
+        registered_resources: the resources of the instances the rate limiter holds now
+            (:func:`~workbench.scheduling.rate_limiter.check_resources`).
 
     ``model_warmup`` samples are prepared once (a bad sample or warmup file is a model-level
     error) and run on every instance of every version loaded before it is READY."""
@@ -177,7 +180,8 @@ def load_model(
         chosen = select_versions(result.config, available)
         warmup = prepare_warmup(result.config, model_dir) if chosen else []
         if options.rate_limit == "execution_count":  # Triton refuses what it could never schedule
-            check_resources(instance_specs(result.config), explicit_pools(options.rate_limit_resource))
+            check_resources(instance_specs(result.config), explicit_pools(options.rate_limit_resource),
+                            registered_resources)
     except WorkbenchError as exc:
         result.error = exc.message
         return result

@@ -159,6 +159,8 @@ class Dispatcher(Scheduler):
         if self._dispatch_timer is not None:
             self._dispatch_timer.cancel()
             self._dispatch_timer = None
+        if self.limiter is not None:  # the instances leave the rate limiter's pools
+            self.limiter.unregister(r.instance.spec for r in self.runners)
         loop = asyncio.get_running_loop()
         await asyncio.gather(*(loop.run_in_executor(None, r.close) for r in self.runners),
                              *self._closing, return_exceptions=True)
@@ -201,6 +203,8 @@ class Dispatcher(Scheduler):
         return future
 
     def _close_runner(self, runner: InstanceRunner, future: asyncio.Future[None]) -> None:
+        if self.limiter is not None:  # it leaves the rate limiter's pools
+            self.limiter.unregister([runner.instance.spec])
         closing = asyncio.get_running_loop().run_in_executor(None, runner.close)
         self._closing.add(closing)
 

@@ -8,9 +8,12 @@ any ``--rate-limit-resource`` given, the pools are those flags' counts
 (:func:`explicit_count`: ``NAME:COUNT`` is every device's pool, ``NAME:COUNT:DEVICE`` one
 device's, a global resource takes the largest count of its name) and a resource none of
 them names has none. :func:`check_resources` refuses an instance no pool can ever hold,
-and a resource both global and per-device, with Triton's texts. Schedulers whose free
-instances wait for resources are woken when resources are released, instances with the
-lower ``priority`` value first.
+and a resource both global and per-device (in one model, or global in one and per-device in
+another the rate limiter holds instances of), with Triton's texts. Resource names keep their
+case (Triton compares them as given; its ``--rate-limit-resource`` parser lowercases a copy
+it never uses). Instances leave the pools when they unload (:meth:`RateLimiter.unregister`,
+Triton's ``RemoveModelInstance``). Schedulers whose free instances wait for resources are
+woken when resources are released, instances with the lower ``priority`` value first.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ def parse_resource(text: str) -> tuple[ResourceKey, int]:
     if len(parts) not in (2, 3) or not parts[0] or not parts[1].isdigit():
         raise ValueError(f"invalid rate limit resource '{text}', expected NAME:COUNT[:DEVICE]")
     device = int(parts[2]) if len(parts) == 3 else None
-    return (parts[0].lower(), device), int(parts[1])
+    return (parts[0], device), int(parts[1])
 
 
 def explicit_pools(texts: Iterable[str]) -> dict[ResourceKey, int]:
@@ -64,17 +67,22 @@ def explicit_count(explicit: dict[ResourceKey, int], key: ResourceKey) -> int:
     return max(explicit.get((name, device), 0), explicit.get((name, None), 0))
 
 
-def check_resources(specs: Iterable[InstanceSpec], explicit: dict[ResourceKey, int]) -> None:
+def check_resources(specs: Iterable[InstanceSpec], explicit: dict[ResourceKey, int],
+                    registered: Iterable[ResourceKey] = ()) -> None:
     """Refuse instances the rate limiter could never schedule (Triton's texts).
 
     Args:
         specs: the instances of one model version.
         explicit: the ``--rate-limit-resource`` pools (empty: pools sized to the instances).
+        registered: the resources of the instances the rate limiter holds now
+            (:meth:`RateLimiter.resource_keys`): Triton checks an added instance against
+            every model's (``ValidateMaxResources`` over all instances).
 
     Raises:
-        InvalidArgument: a resource is both global and per-device ('Resource "<name>" is
-            present as both global and device-specific resource in the model
-            configuration.'); or an explicit pool is smaller than one instance's count
+        InvalidArgument: a resource is both global and per-device, in ``specs`` or between
+            them and ``registered`` ('Resource "<name>" is present as both global and
+            device-specific resource in the model configuration.'); or an explicit pool is
+            smaller than one instance's count
             ('Resource count for "<name>" is limited to <pool> which will prevent scheduling
             of one or more model instances, the minimum required count is <count>').
     """
@@ -82,8 +90,9 @@ def check_resources(specs: Iterable[InstanceSpec], explicit: dict[ResourceKey, i
     for spec in specs:
         for key, count in RateLimiter.needs(spec).items():
             largest[key] = max(largest.get(key, 0), count)
-    global_names = {name for name, device in largest if device is None}
-    for name, device in largest:
+    keys = [*largest, *registered]
+    global_names = {name for name, device in keys if device is None}
+    for name, device in keys:
         if device is not None and name in global_names:
             raise InvalidArgument(f'Resource "{name}" is present as both global and device-specific '
                                   "resource in the model configuration.")
@@ -107,6 +116,8 @@ class RateLimiter:
     def __init__(self, explicit: dict[ResourceKey, int] | None = None) -> None:
         self._explicit = dict(explicit or {})
         self._capacity: dict[ResourceKey, int] = {}
+        #: the registered instances' needs, by id of their spec (the spec kept alive with them)
+        self._registered: dict[int, tuple[InstanceSpec, dict[ResourceKey, int]]] = {}
         self._used: dict[ResourceKey, int] = {}
         self._waiters: dict[Callable[[], None], int] = {}
 
@@ -114,20 +125,41 @@ class RateLimiter:
     def needs(spec: InstanceSpec) -> dict[ResourceKey, int]:
         """The resources one execution of this instance holds."""
         return {
-            (name.lower(), None if is_global else spec.device_id): count
+            (name, None if is_global else spec.device_id): count
             for name, is_global, count in spec.resources
         }
+
+    def resource_keys(self) -> frozenset[ResourceKey]:
+        """The resources the registered instances use (what :func:`check_resources`
+        checks a new model against)."""
+        return frozenset(key for _, needs in self._registered.values() for key in needs)
 
     def register(self, specs: Iterable[InstanceSpec]) -> None:
         """Size the pools these instances use: the explicit pool when any
         ``--rate-limit-resource`` is given (:func:`explicit_count`), else the largest count
         asked for. (Instances no pool can hold were refused before: :func:`check_resources`.)"""
         for spec in specs:
-            for key, count in self.needs(spec).items():
+            needs = self.needs(spec)
+            self._registered[id(spec)] = (spec, needs)
+            for key, count in needs.items():
                 if self._explicit:
                     self._capacity[key] = explicit_count(self._explicit, key)
                 else:
                     self._capacity[key] = max(self._capacity.get(key, 0), count)
+
+    def unregister(self, specs: Iterable[InstanceSpec]) -> None:
+        """These instances left (unloaded): without explicit pools, the pools are sized
+        again to the largest counts the remaining instances ask for (Triton's
+        ``RemoveModelInstance`` -> ``ComputeResourceLimits``). Resources held by an
+        execution still under way are released as usual."""
+        for spec in specs:
+            self._registered.pop(id(spec), None)
+        if self._explicit:
+            return
+        self._capacity = {}
+        for _, needs in self._registered.values():
+            for key, count in needs.items():
+                self._capacity[key] = max(self._capacity.get(key, 0), count)
 
     def available(self, needs: dict[ResourceKey, int]) -> bool:
         """Whether every resource in ``needs`` has that many units free now."""
