@@ -16,10 +16,13 @@ once every step that takes it (and the response, for an output) has used it.
   there, else that model's own validation error fails the request), and the ensemble's
   response leaves that output out (Triton: "Composing models did not output tensor").
 - Steps that lead to no requested output do not run (:meth:`EnsembleGraph.consumers_for`).
-- Sequence parameters: a step's outputs carry the ``sequence_id`` / ``sequence_start`` /
-  ``sequence_end`` of its response when it set them, else those of its request; the steps
-  they feed, and the ensemble response, take them from there (Triton's
-  ``parameter_override``).
+- Sequence parameters: a step runs with the correlation ID and flags (``sequence_id`` /
+  ``sequence_start`` / ``sequence_end``) of its first input a step made, else the
+  request's; its outputs carry those of its response when it set any (the flags it did not
+  set false), else the step's. The ensemble response has all three of its outputs', so
+  every response carries them (0 / false without a sequence), as Triton's: core
+  ``EnsembleContext`` stores the step's ID and flags with each tensor a step makes
+  (``parameter_override``) and adds them to the response for each output.
 - ``max_inflight_requests`` (``ensemble_scheduling``): at most that many requests of each
   step in flight (sent, final response not yet in) across all requests of the ensemble
   (Triton's per-step ``StepInflightRequestLimiter``); a step over the limit waits for a slot,
@@ -61,6 +64,17 @@ log = logging.getLogger(__name__)
 
 #: the request parameters a step's response may override for the steps it feeds
 SEQUENCE_KEYS = ("sequence_id", "sequence_start", "sequence_end")
+#: a step's sequence parameters when the request has no sequence (Triton: ID 0, no flags)
+NO_SEQUENCE: Mapping[str, Any] = {"sequence_id": 0, "sequence_start": False, "sequence_end": False}
+
+
+def step_sequence(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The three sequence parameters a step's tensors carry, from ``parameters`` (a request's
+    or a response's): ``sequence_id`` (0 without), ``sequence_start`` / ``sequence_end``
+    (false without)."""
+    return {"sequence_id": parameters.get("sequence_id", 0),
+            "sequence_start": bool(parameters.get("sequence_start", False)),
+            "sequence_end": bool(parameters.get("sequence_end", False))}
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,13 +159,12 @@ class EnsembleRun:
     async def run(self) -> list[BackendResponse]:
         """Run the steps as their inputs appear (see the module docstring)."""
         batch = self.request.batch_size if self.plan.batching else 0
-        sequence = {k: self.request.parameters[k] for k in SEQUENCE_KEYS if k in self.request.parameters}
         made = []
         for name, wire in self.plan.input_wire.items():
             array = self.request.inputs.get(name)
             tensor = Tensor(name, wire, array) if array is not None else None
             self.batches[name] = batch
-            made.append(self._add(name, tensor, sequence))
+            made.append(self._add(name, tensor, {}))  # the request's own: no override
         self._advance([m for m in made if m is not None])
         try:
             await self._drive()
@@ -244,7 +257,9 @@ class EnsembleRun:
                 inputs.append((model_input, name, value.tensor))
             if value.sequence and not sequence:
                 sequence = value.sequence
-        parameters.update(sequence)
+        sequence = sequence or step_sequence(self.request.parameters)
+        if sequence != NO_SEQUENCE or any(k in parameters for k in SEQUENCE_KEYS):
+            parameters.update(sequence)
         for name in {name for _, name in step.inputs}:
             self._release(name, iteration)
         return _Call(step, iteration, inputs, parameters, sequence)
@@ -330,10 +345,10 @@ class EnsembleRun:
         if self.error is not None or (call.decoupled and response.final and not response.outputs):
             return
         answered = {tensor.name: tensor for tensor in response.outputs}
-        overridden = {k: response.parameters[k] for k in SEQUENCE_KEYS if k in response.parameters}
-        sequence = overridden or call.sequence or {
-            k: call.parameters[k] for k in SEQUENCE_KEYS if k in call.parameters
-        }
+        if any(k in response.parameters for k in SEQUENCE_KEYS):  # Triton's parameter_override
+            sequence = step_sequence({"sequence_id": call.sequence["sequence_id"], **response.parameters})
+        else:
+            sequence = call.sequence
         # a non-decoupled step answers once: its outputs keep the iteration of its inputs, so
         # values of one origin pair up even when steps finish out of order
         iteration = None if call.decoupled else call.iteration
