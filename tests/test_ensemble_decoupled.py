@@ -5,18 +5,29 @@ the ``repeat`` / ``square`` / ``fake`` test backends at the backend boundary."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench import DecoupledNotSupported, Server, ServerOptions
+from workbench.backends.base import (
+    Backend,
+    BackendRequest,
+    BackendResponse,
+    ExecutionTimes,
+    InstanceSpec,
+    ModelInstance,
+)
 from workbench.backends.registry import register_backend
 from workbench.testing.ensembles import ensemble_config, write_ensemble
 from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend, write_backend_model
 from workbench.testing.repeat_backend import (
     RepeatBackend,
     SquareBackend,
+    SquareInstance,
     collect_stream,
     repeat_request,
     write_repeat_model,
@@ -174,3 +185,62 @@ async def test_max_inflight_requests_bounds_the_step_requests_in_flight(server: 
     assert BEHAVIOUR.max_active == 1  # the identity model has 2 instances
     assert (await server.model_config("limited")).ensemble_scheduling.max_inflight_requests == 1
 
+
+
+# ------------------------------------------------------------------ a composing model turns decoupled
+FLEX_CONFIG = """
+name: "flex"
+backend: "flex"
+max_batch_size: 0
+model_transaction_policy {{ decoupled: {decoupled} }}
+input [ {{ name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }} ]
+output [ {{ name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }} ]
+"""
+
+
+class FlexInstance(SquareInstance):
+    """``square`` when its model is decoupled; else one response ``OUT`` = ``IN``."""
+
+    def execute(self, requests: Sequence[BackendRequest], times: ExecutionTimes) -> list[BackendResponse]:
+        if all(r.response_sender is not None for r in requests):
+            return super().execute(requests, times)
+        times.mark_input_done()
+        times.mark_infer_done()
+        return [BackendResponse({"OUT": r.inputs["IN"].reshape(1)}) for r in requests]
+
+
+class FlexBackend(Backend):
+    names = ("flex",)
+
+    def load_instance(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec) -> ModelInstance:
+        return FlexInstance(spec)
+
+
+async def test_ensemble_follows_a_composing_model_reloaded_as_decoupled(tmp_path: Path) -> None:
+    """Triton's dependency graph reloads the ensembles downstream of a modified model
+    (``UpdateNodes`` unchecks them, ``LoadModelByDependency`` loads them again), so the
+    ensemble's decoupled flag follows the reloaded composing model: never an INTERNAL error
+    for a request that gets more responses than it was set up for."""
+    register_backend("flex", FlexBackend)
+    (tmp_path / "flex" / "1").mkdir(parents=True)
+    (tmp_path / "flex" / "config.pbtxt").write_text(FLEX_CONFIG.format(decoupled="false"))
+    write_ensemble(tmp_path, "ens_flex", ensemble_config(
+        "ens_flex", [("IN", "TYPE_INT32", [1])], OUT, [("flex", {"IN": "IN"}, {"OUT": "OUT"})], max_batch_size=0))
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit",
+                            load_model=["ens_flex"])
+    async with Server(options) as server:
+        request = repeat_request([2], model="ens_flex")
+        assert values([await server.infer(request)]) == [2]
+
+        (tmp_path / "flex" / "config.pbtxt").write_text(FLEX_CONFIG.format(decoupled="true"))
+        await server.load_model("flex")
+        assert (await server.model_config("ens_flex")).model_transaction_policy.decoupled
+        responses = await collect_stream(server, repeat_request([2], model="ens_flex"))
+        assert values(responses) == [2, 2] and responses[-1].final
+        with pytest.raises(DecoupledNotSupported):  # Triton's one-response error, not INTERNAL
+            await server.infer(repeat_request([2], model="ens_flex"))
+
+        (tmp_path / "flex" / "config.pbtxt").write_text(FLEX_CONFIG.format(decoupled="false"))
+        await server.load_model("flex")
+        assert not (await server.model_config("ens_flex")).model_transaction_policy.decoupled
+        assert values([await server.infer(repeat_request([3], model="ens_flex"))]) == [3]

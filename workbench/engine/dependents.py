@@ -20,7 +20,10 @@ unloaded with the failure as its status, one that fits (again) is loaded. Here:
   load, as Triton loads a node once its upstreams are satisfied;
 - an ensemble that still fits is left as it is: its scheduler resolves its composing
   models for each request, so a compatible reload of a composing model fails none of its
-  requests;
+  requests; unless what it derives from them changed (a composing model reloaded as
+  decoupled, or back): then it is loaded again, as Triton loads every downstream ensemble
+  again, so that it is decoupled exactly when a decoupled model feeds it (its requests in
+  flight finish on the old copy);
 - ensembles unloaded by the API, or whose own load failed otherwise, are not touched.
 
 Inner ensembles are checked before the ensembles that call them, each once per change.
@@ -34,7 +37,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
 from workbench.config.normalize import is_ensemble
-from workbench.engine.ensembles import ensemble_error, load_waves
+from workbench.engine.ensembles import ensemble_error, load_waves, with_transaction_policy
 from workbench.engine.registry import ModelEntry
 from workbench.types import ModelReadyState
 
@@ -58,6 +61,8 @@ class Lifecycle(Protocol):
     def lock(self, name: str) -> asyncio.Lock: ...
 
     def serve_again(self, entry: ModelEntry, versions: tuple[int, ...]) -> ModelEntry: ...
+
+    def reload_ensemble(self, entry: ModelEntry) -> ModelEntry: ...
 
 
 def dependents(changed: Iterable[str], dependencies: Mapping[str, Collection[str]]) -> set[str]:
@@ -100,6 +105,10 @@ async def _recheck(lifecycle: Lifecycle, name: str) -> None:
             _set_reason(entry, reason)
         elif held:
             _release(lifecycle, entry)
+        elif with_transaction_policy(entry.config, lifecycle.models) is not entry.config:
+            log.info("ensemble '%s' is loaded again: whether it is decoupled follows its "
+                     "composing models", entry.name)
+            lifecycle.reload_ensemble(entry)
 
 
 async def _hold(entry: ModelEntry, reason: str) -> None:

@@ -782,6 +782,23 @@ class ModelLifecycle:
         switch_entry(self._models, entry, fresh)
         return fresh
 
+    def reload_ensemble(self, entry: ModelEntry) -> ModelEntry:
+        """Load a READY ensemble again (:mod:`workbench.engine.dependents`) because what it
+        derives from its composing models changed (whether it is decoupled), as Triton loads
+        the ensembles downstream of a modified model again: a fresh entry for its READY
+        versions, from its config, checked against the composing models as loaded now,
+        switched in for it; the old versions drain (their requests in flight finish)."""
+        versions = entry.ready_versions()
+        serving = entry.latest_ready
+        result = LoadResult(entry.name, config=entry.config, chosen=list(versions),
+                            versions={v: LoadedVersion() for v in versions},
+                            labels=dict(serving.labels) if serving is not None else {})
+        fresh = self._entry_for(result)
+        fresh.directory, entry.directory = entry.directory, None  # the override folder moves on
+        switch = switch_entry(self._models, entry, fresh)
+        self._drain_later(entry.name, switch.drain, None)
+        return fresh
+
     def _entry_for(self, result: LoadResult, reuse: dict[int, VersionState] | None = None) -> ModelEntry:
         """The entry of a finished load (plus the ``reuse`` versions it kept); an ensemble
         is first checked against its composing models as loaded now, and is UNAVAILABLE with
