@@ -11,6 +11,7 @@ load starts a new reporter at 0. The statistics API resets on both (it is per co
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -65,8 +66,9 @@ def explicit(repository: Path, **options) -> ServerOptions:
                          load_model=["add_sub"], **options)
 
 
-async def test_counters_continue_across_a_same_version_reload(test_repository: Path) -> None:
-    async with Server(explicit(test_repository)) as server:
+async def test_counters_continue_across_a_same_version_reload(test_repository: Path, tmp_path: Path) -> None:
+    shutil.copytree(test_repository / "add_sub", tmp_path / "add_sub")
+    async with Server(explicit(tmp_path)) as server:
         frontend = MetricsFrontend(server, server.options)
         for _ in range(3):
             await server.infer(add_sub(batch=2))
@@ -75,7 +77,10 @@ async def test_counters_continue_across_a_same_version_reload(test_repository: P
         before = add_sub_samples(frontend)
         assert before["nv_inference_request_success"] == 3
 
-        await server.load_model("add_sub")  # same version: a new copy replaces the old
+        # a version file changed: a new copy of the same version replaces the old (unchanged
+        # files and config would update the serving copy in place, statistics and all)
+        (tmp_path / "add_sub" / "1" / "notes.txt").write_text("changed")
+        await server.load_model("add_sub")
         assert await success_count(server) == 0  # the statistics API resets, as Triton's
         await server.infer(add_sub(batch=1))
         after = add_sub_samples(frontend)

@@ -134,3 +134,61 @@ async def test_digits_openvino_sample_over_http(sample_repository: Path, asgi_cl
     logits, reference = np.concatenate(logit_chunks), np.concatenate(reference_chunks)
     assert float((logits.argmax(axis=1) == y_test).mean()) >= 0.9
     np.testing.assert_allclose(logits, reference, atol=1e-4)
+
+
+# --- ragged batching (issue 19 item 4) -----------------------------------------------------------
+
+
+def write_ragged_ir(repo: Path, name: str, graph=None) -> None:
+    """The onnxruntime ragged test model (tests/test_ragged_batching.py), or ``graph`` with
+    its config, as OpenVINO IR."""
+    from tests.test_ragged_batching import RAGGED_CONFIG, ragged_graph
+
+    config = RAGGED_CONFIG.replace('backend: "onnxruntime"', 'backend: "openvino"').replace(
+        'name: "ragged"', f'name: "{name}"')
+    write_ir_from(write_model(repo, name, config, graph or ragged_graph()))
+
+
+def write_ir_from(folder: Path) -> None:
+    onnx_path = folder / "1" / "model.onnx"
+    ov.save_model(ov.convert_model(str(onnx_path)), str(folder / "1" / "model.xml"))
+    onnx_path.unlink()
+
+
+async def test_ragged_inputs_batch_inputs_and_scatter_output(tmp_path: Path) -> None:
+    """Requests of lengths 3, 4, 5: one execution on the flat [12] input, batch inputs fed,
+    OUTPUT split back in each request's own shape."""
+    write_ragged_ir(tmp_path, "ragged")
+    server = await _start(tmp_path)
+    try:
+        rows = [np.arange(start, start + n, dtype=np.float32).reshape(1, n)
+                for n, start in ((3, 0.0), (4, 10.0), (5, 20.0))]
+        responses = await asyncio.gather(*(
+            server.infer(InferenceRequest("ragged", [Tensor("INPUT", "FP32", r)])) for r in rows))
+        stats = (await server.statistics("ragged"))["model_stats"][0]
+    finally:
+        await server.stop()
+    assert stats["execution_count"] == 1 and stats["inference_count"] == 3
+    for row, (end, n), response in zip(rows, ((3, 3), (7, 4), (12, 5)), responses, strict=True):
+        out = {t.name: t.data for t in response.outputs}
+        np.testing.assert_array_equal(out["OUTPUT"], row * 2)
+        assert out["END"].tolist() == [[end]] and out["SIZE"].tolist() == [[n]]
+        assert out["TOTAL"].tolist() == [[12]]
+
+
+async def test_a_ragged_input_the_model_takes_in_2d_fails_the_load(tmp_path: Path) -> None:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(  # INPUT [b, n] -> OUTPUT: the ragged check fails first
+        [helper.make_node("Identity", ["INPUT"], ["OUTPUT"])], "ragged_2d",
+        [helper.make_tensor_value_info("INPUT", TensorProto.FLOAT, ["b", "n"])],
+        [helper.make_tensor_value_info("OUTPUT", TensorProto.FLOAT, ["b", "n"])])
+    write_ragged_ir(tmp_path, "ragged_2d", graph)
+    server = await _start(tmp_path)
+    try:
+        (row,) = await server.repository_index()
+    finally:
+        await server.stop()
+    assert row["state"] == "UNAVAILABLE" and row["reason"].endswith(
+        "configuration expects model provides input with shape [-1] for ragged input 'INPUT', "
+        "model provides [-1,-1]"), row

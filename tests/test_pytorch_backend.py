@@ -629,3 +629,56 @@ async def test_digits_torchscript_sample_over_http(sample_repository: Path, asgi
     logits, reference = np.concatenate(logit_chunks), np.concatenate(reference_chunks)
     assert float((logits.argmax(axis=1) == y_test).mean()) >= 0.9
     np.testing.assert_allclose(logits, reference, atol=1e-4)
+
+
+# --- ragged batching (issue 19 item 4) -----------------------------------------------------------
+
+
+class RaggedDouble(torch.nn.Module):
+    """The flat ragged batch and its batch input: OUTPUT__0 = 2 * INPUT__0 [n] (scattered back
+    per request), END__1 = INDEX__1 as [b, 1], TOTAL__2 = [[n]] * b (the flat length)."""
+
+    def forward(self, values: torch.Tensor, index: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        total = torch.full((index.shape[0], 1), values.shape[0], dtype=torch.int64)
+        return values * 2, index.unsqueeze(1), total
+
+
+def ragged_config(name: str, target: str = "INDEX__1") -> str:
+    return config(
+        name, ['{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true }'],
+        [io("OUTPUT__0", "TYPE_FP32", "-1"), io("END__1", "TYPE_INT32", "1"),
+         io("TOTAL__2", "TYPE_INT64", "1")],
+        extra=f"""batch_input [ {{ kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: "{target}"
+  data_type: TYPE_INT32 source_input: "INPUT__0" }} ]
+batch_output [ {{ kind: BATCH_SCATTER_WITH_INPUT_SHAPE target_name: "OUTPUT__0" source_input: "INPUT__0" }} ]
+dynamic_batching {{ preferred_batch_size: [ 3 ] max_queue_delay_microseconds: 20000000 }}""")
+
+
+async def test_ragged_inputs_batch_input_and_scatter_output(tmp_path: Path, serve) -> None:
+    """Requests of lengths 3, 4, 5 run as one forward() on the flat [12] input with the batch
+    input as one more argument, and OUTPUT__0 goes back in each request's own shape."""
+    write_torch_model(tmp_path, "ragged", ragged_config("ragged"), RaggedDouble())
+    async with serve("ragged", repo=tmp_path) as server:
+        rows = [np.arange(start, start + n, dtype=np.float32).reshape(1, n)
+                for n, start in ((3, 0.0), (4, 10.0), (5, 20.0))]
+        results = await asyncio.gather(*(infer(server, "ragged", {"INPUT__0": r}) for r in rows))
+        stats = (await server.statistics("ragged"))["model_stats"][0]
+    assert stats["execution_count"] == 1 and stats["inference_count"] == 3
+    for row, end, out in zip(rows, (3, 7, 12), results, strict=True):
+        assert out["OUTPUT__0"].shape == row.shape
+        np.testing.assert_array_equal(out["OUTPUT__0"], row * 2)
+        assert out["END__1"].tolist() == [[end]] and out["TOTAL__2"].tolist() == [[12]]
+
+
+@pytest.mark.parametrize(("target", "reason"), [
+    ("INDEX", "batch input 'INDEX' does not follow <name>__<index> naming convention, as the "
+              "model's inputs do."),
+    ("INDEX__0", "inputs 'INPUT__0' and 'INDEX__0' both refer to forward() argument 0"),
+])
+async def test_a_batch_input_that_cannot_bind_fails_the_load(tmp_path: Path, target: str,
+                                                             reason: str) -> None:
+    write_torch_model(tmp_path, "ragged", ragged_config("ragged", target), RaggedDouble())
+    async with Server(ServerOptions(model_repository=[str(tmp_path)], exit_on_error=False)) as server:
+        (row,) = await server.repository_index()
+    assert row["state"] == "UNAVAILABLE" and reason in row["reason"], row

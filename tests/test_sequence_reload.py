@@ -48,8 +48,12 @@ async def send(server: Server, corr: int, value: float, start: bool = False,
 
 
 def set_instances(folder: Path, count: int) -> None:
+    """A new instance count and a changed version file: what the next load does is a full
+    reload (a count change alone updates the serving version in place instead, with its
+    sequences: tests/test_instance_update.py)."""
     config = (folder / "config.pbtxt").read_text()
     atomic_write(folder / "config.pbtxt", re.sub(r"count: \d+ ", f"count: {count} ", config))
+    atomic_write(folder / "1" / "notes.txt", f"{count} instances")
 
 
 async def test_reload_mid_sequence_keeps_every_sequence_state(sample_repository: Path, tmp_path: Path) -> None:

@@ -396,6 +396,7 @@ def test_profile_shapes_from_the_onnx_model_and_the_operator(tmp_path: Path) -> 
     ("model.textproto", b"zz: 1"),
     ("model.onnxtxt", b"<bad"),
 ])
+@pytest.mark.filterwarnings("ignore:The onnxtxt format is experimental")  # onnx's, for .onnxtxt files
 def test_a_file_that_is_not_onnx_is_a_usage_error(tmp_path: Path, name: str, content: bytes) -> None:
     path = tmp_path / name
     path.write_bytes(content)
@@ -459,3 +460,49 @@ def test_build_plan_cli_reports_usage_errors_without_a_traceback(tmp_path: Path)
     with pytest.raises(SystemExit) as exited:  # argparse: -o is required
         main(["build-plan", str(model)])
     assert exited.value.code == 2
+
+
+# --- ragged batching (issue 19 item 4): the load checks, on CPU -------------------------------------
+
+RAGGED_PLAN_CONFIG = """
+name: "ragged"
+platform: "tensorrt_plan"
+max_batch_size: 8
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]
+batch_input [ { kind: BATCH_ITEM_SHAPE target_name: "SHAPES" data_type: TYPE_INT32 source_input: "INPUT" } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+batch_output [ { kind: BATCH_SCATTER_WITH_INPUT_SHAPE target_name: "OUTPUT" source_input: "INPUT" } ]
+"""
+
+
+def _ragged_engine(input_shape=(-1,), shapes_type: str = "TYPE_INT32") -> list[EngineTensor]:
+    """A flat ragged INPUT [n] (profile: 1..4096 elements), its item shapes SHAPES [b, 1] and a
+    flat OUTPUT [n]."""
+    flat = (ProfileRange((1,), (64,), (4096,)),)
+    return [EngineTensor("INPUT", True, "TYPE_FP32", input_shape, flat),
+            EngineTensor("SHAPES", True, shapes_type, (-1, 1),
+                         (ProfileRange((1, 1), (4, 1), (8, 1)),)),
+            EngineTensor("OUTPUT", False, "TYPE_FP32", (-1,))]
+
+
+def test_a_ragged_engine_passes_the_load_checks() -> None:
+    """The flat input is one dimension, the batch input an engine input the config does not
+    list, the scatter output's dims are not compared; the profiles check neither's batch dim."""
+    config, engine = _config(RAGGED_PLAN_CONFIG), _ragged_engine()
+    check_config_io(config, engine)
+    inputs = [t for t in engine if t.is_input]
+    check_profiles("ragged", 8, {"INPUT": [-1]}, inputs, [0], free={"INPUT", "SHAPES"})
+
+
+@pytest.mark.parametrize(("engine", "reason"), [
+    (_ragged_engine((-1, -1)), "unable to load model 'ragged': model 'ragged', tensor 'INPUT': for the "
+                               "model to support ragged input, the engine shape is: [-1,-1] while "
+                               "the model config shape is: [-1]"),
+    (_ragged_engine(shapes_type="TYPE_INT64"),
+     "unable to load model 'ragged', configuration expects datatype TYPE_INT32 for batch input "
+     "'SHAPES', model provides TYPE_INT64"),
+])
+def test_a_ragged_config_the_engine_cannot_take_fails_the_load(engine, reason: str) -> None:
+    with pytest.raises(ModelLoadError) as error:
+        check_config_io(_config(RAGGED_PLAN_CONFIG), engine)
+    assert error.value.message == reason

@@ -94,7 +94,8 @@ async def test_grpc_request_writes_grpc_timestamps(test_repository: Path, asgi_c
     (records,) = by_id(json.loads(first.read_text())).values()
     assert header(records)["request_id"] == "g1"
     assert [name for name, _ in stamps(records)] == [
-        "GRPC_WAITREAD_START", "GRPC_WAITREAD_END", *HTTP_NAMES[2:-2], "GRPC_SEND_START", "GRPC_SEND_END"]
+        "GRPC_WAITREAD_START", "GRPC_WAITREAD_END", *HTTP_NAMES[2:-2], "INFER_RESPONSE_COMPLETE",
+        "GRPC_SEND_START", "GRPC_SEND_END"]
 
 
 async def test_rate_and_count_trace_every_nth_until_the_count_is_used(
@@ -250,3 +251,18 @@ async def test_opentelemetry_mode_without_the_sdk_fails_at_start(test_repository
     server = Server(options)
     with pytest.raises(InvalidArgument, match=r"needs the OpenTelemetry SDK: pip install 'workbench\[trace\]'"):
         await server.start()
+
+
+async def test_the_trace_file_is_a_json_list_while_the_server_runs(
+        test_repository: Path, asgi_client, tmp_path: Path) -> None:
+    """``log-frequency=0`` and no count: each trace is in ``PATH`` once it completes, and the file
+    is a complete JSON list after each (Triton holds them until shutdown; the file it then
+    writes is the same list)."""
+    path = tmp_path / "trace.json"
+    async with traced(test_repository, asgi_client, path) as (_server, http):
+        await infer(http, id="first")
+        assert [header(r)["request_id"] for r in by_id(json.loads(path.read_text())).values()] == ["first"]
+        await infer(http, id="second")
+        running = path.read_bytes()
+        assert [header(r)["request_id"] for r in by_id(json.loads(running)).values()] == ["first", "second"]
+    assert path.read_bytes() == running  # shutdown leaves the same list

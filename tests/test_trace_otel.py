@@ -111,3 +111,49 @@ async def test_spans_reach_an_otlp_http_receiver(tmp_path: Path, asgi_client) ->
     assert all(s.kind == s.SPAN_KIND_SERVER for _, s in receiver.spans)
     assert step.start_time_unix_nano >= ensemble.start_time_unix_nano
     assert step.end_time_unix_nano <= ensemble.end_time_unix_nano <= root.end_time_unix_nano
+
+
+CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
+CALLER_SPAN = "b7ad6b7169203331"
+TRACEPARENT = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
+
+
+async def test_a_propagated_traceparent_makes_the_request_a_child_of_the_callers_span(
+        tmp_path: Path, asgi_client, stub_for) -> None:
+    """``rate=0``: only requests with an OpenTelemetry context are traced (Triton's
+    ``force_sample``), over HTTP headers and gRPC metadata; ``InferRequest`` is a child of the
+    caller's span, in the caller's trace."""
+    import numpy as np
+    from tritonclient.grpc import service_pb2 as pb
+
+    repo = build_ensemble_repository(tmp_path / "repo")
+    with receiver_on_loopback() as (receiver, url):
+        options = ServerOptions(model_repository=[str(repo)], trace_mode="opentelemetry", trace_rate=0,
+                                trace_level=["TIMESTAMPS"], trace_opentelemetry_url=url)
+        async with Server(options) as server, asgi_client(server) as http:
+            body = {"inputs": [{**PAIR["inputs"][0], "name": "INPUT0"}, {**PAIR["inputs"][1], "name": "INPUT1"}]}
+            plain = await http.post("/v2/models/add_sub/infer", json={**body, "id": "plain"})
+            carried = await http.post("/v2/models/add_sub/infer", json={**body, "id": "http"},
+                                      headers={"traceparent": TRACEPARENT})
+            broken = await http.post("/v2/models/add_sub/infer", json={**body, "id": "broken"},
+                                     headers={"traceparent": "00-not-a-context"})
+            assert {plain.status_code, carried.status_code, broken.status_code} == {200}
+            request = pb.ModelInferRequest(model_name="add_sub", id="grpc")
+            for name in ("INPUT0", "INPUT1"):
+                request.inputs.add(name=name, datatype="FP32", shape=[1, 16])
+                request.raw_input_contents.append(np.ones((1, 16), np.float32).tobytes())
+            stub = await stub_for(server)
+            await stub.ModelInfer(request, metadata=(("traceparent", TRACEPARENT),))
+            stream = stub.ModelStreamInfer(metadata=(("traceparent", TRACEPARENT),))
+            request.id = "stream"
+            await stream.write(request)
+            await stream.read()
+            await stream.done_writing()
+            await stream.read()
+    models = [span for _, span in receiver.spans if span.name == "add_sub"]
+    assert sorted(attributes(span)["triton.request_id"] for span in models) == ["grpc", "http", "stream"]
+    roots = [span for _, span in receiver.spans if span.name == "InferRequest"]
+    assert len(roots) == 3
+    for root in roots:
+        assert root.trace_id.hex() == CALLER_TRACE and root.parent_span_id.hex() == CALLER_SPAN
+    assert {span.trace_id.hex() for _, span in receiver.spans} == {CALLER_TRACE}

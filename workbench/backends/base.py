@@ -39,6 +39,9 @@ class InstanceSpec:
         device_id: GPU index for KIND_GPU, 0 otherwise.
         resources: the group's ``rate_limiter`` resources as (name, global, count).
         rate_priority: the group's ``rate_limiter.priority`` (lower = scheduled first).
+        signature: what an instance update compares (Triton's instance signature: the
+            group's settings but its name and count, and the device); instances with equal
+            signatures are interchangeable, so a count change keeps the serving ones.
     """
 
     name: str
@@ -47,6 +50,7 @@ class InstanceSpec:
     device_id: int = 0
     resources: tuple[tuple[str, bool, int], ...] = ()
     rate_priority: int = 0
+    signature: bytes = b""
 
 
 @dataclass(slots=True)

@@ -20,7 +20,11 @@ Model config ``parameters`` (Triton's names; values are strings):
 
 Inputs/outputs are checked against the config at load (names, datatypes, rank and fixed
 dims, as the onnxruntime backend). A batch of requests is concatenated along the batch
-dimension, run once and split back (:mod:`workbench.backends.batching`).
+dimension, run once and split back (:mod:`workbench.backends.batching`). Ragged batching
+(``allow_ragged_batch``, ``batch_input``, ``BATCH_SCATTER_WITH_INPUT_SHAPE``) works as on the
+onnxruntime backend: ragged inputs go in flat (model shape ``[-1]``), batch inputs are model
+inputs, scatter outputs are split by their source input's shapes. Triton's openvino_backend has
+no ragged batching; this follows its onnxruntime and pytorch backends instead.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.backends.batching import gather_inputs, requested_union, split_outputs
+from workbench.config.batch_io import BatchLayout, batch_layout
 from workbench.errors import InternalError, ModelLoadError
 
 #: OpenVINO element type names (``Type.get_type_name()``) -> model-config enum names.
@@ -124,7 +129,8 @@ class OpenVinoInstance(ModelInstance):
             model = core.read_model(str(path))
             if config.max_batch_size > 0 and params.get("SKIP_OV_DYNAMIC_BATCHSIZE", "NO") != "YES":
                 _dynamic_batch(ov, model)
-            _check_io(config, model)
+            self._layout = batch_layout(config)
+            _check_io(config, model, self._layout)
             self._compiled = core.compile_model(model, "CPU", compile_properties(config))
         except ModelLoadError:
             raise
@@ -139,7 +145,7 @@ class OpenVinoInstance(ModelInstance):
         self, requests: Sequence[BackendRequest], times: ExecutionTimes
     ) -> list[BackendResponse]:
         names = requested_union(requests, list(self._outputs))
-        feed, sizes = gather_inputs(requests, model=self._model_name)
+        feed, sizes = gather_inputs(requests, model=self._model_name, layout=self._layout)
         times.mark_input_done()
         try:
             results = self._request.infer(feed)
@@ -150,7 +156,7 @@ class OpenVinoInstance(ModelInstance):
         # copy: the request's output tensors are reused by the next infer
         outputs = {n: np.array(results[self._outputs[n]], copy=True) for n in names}
         times.mark_infer_done()
-        return split_outputs(requests, outputs, sizes)
+        return split_outputs(requests, outputs, sizes, self._layout)
 
     def unload(self) -> None:
         self.__dict__.pop("_request", None)
@@ -169,8 +175,13 @@ def _dynamic_batch(ov, model) -> None:
         model.reshape(shapes)
 
 
-def _check_io(config: ModelConfig, model) -> None:
+def _check_io(config: ModelConfig, model, layout: BatchLayout) -> None:
     """Names, datatypes and shapes of the config against the model's (as Triton checks).
+
+    Ragged batching (``layout``) is checked as the onnxruntime backend checks it: a ragged
+    input must be a model input of shape ``[-1]`` (after the batch dim is made dynamic) and not
+    optional, a ``BATCH_SCATTER_WITH_INPUT_SHAPE`` output's dims are not compared, and every
+    batch input target must be a model input of the batch input's datatype.
 
     Raises:
         ModelLoadError: a config tensor the model lacks, another datatype, or a shape that
@@ -196,6 +207,11 @@ def _check_io(config: ModelConfig, model) -> None:
                 )
             shape = port.get_partial_shape()
             model_dims = [d.get_length() if d.is_static else -1 for d in shape]
+            if kind == "input" and entry.name in layout.ragged:
+                _check_ragged(config, entry, model_dims)
+                continue
+            if kind == "output" and entry.name in layout.outputs:
+                continue  # split by its source input's shapes, as Triton's backends skip it
             dims = list(entry.reshape.shape) if entry.HasField("reshape") else list(entry.dims)
             batching = config.max_batch_size > 0
             full = ([-1] if batching else []) + [int(d) for d in dims]
@@ -207,4 +223,50 @@ def _check_io(config: ModelConfig, model) -> None:
                     f"expects shape {model_dims} but the model configuration specifies "
                     f"{full}" + (" (batch dimension first because max_batch_size > 0)"
                                  if batching else "")
+                )
+    _check_batch_inputs(config, model, layout)
+
+
+def _check_ragged(config: ModelConfig, entry, model_dims: list[int]) -> None:
+    """A ragged input reaches the model flat: it must not be optional and its model shape must
+    be ``[-1]`` (the onnxruntime backend's rule and texts, as Triton's).
+
+    Raises:
+        ModelLoadError: an optional ragged input, or a model shape other than ``[-1]``.
+    """
+    if entry.optional:
+        raise ModelLoadError(
+            f"unable to load model '{config.name}', configuration expects model provides input "
+            f"with shape [-1] for ragged input '{entry.name}', which is not supported for "
+            "optional input"
+        )
+    if model_dims != [-1]:
+        raise ModelLoadError(
+            f"unable to load model '{config.name}', configuration expects model provides input "
+            f"with shape [-1] for ragged input '{entry.name}', model provides "
+            f"[{','.join(str(d) for d in model_dims)}]"
+        )
+
+
+def _check_batch_inputs(config: ModelConfig, model, layout: BatchLayout) -> None:
+    """Every batch input target is a model input of the batch input's datatype.
+
+    Raises:
+        ModelLoadError: a target the model lacks, or of another datatype.
+    """
+    by_name = {name: p for p in model.inputs for name in p.get_names()}
+    for spec in layout.inputs:
+        for target in spec.targets:
+            port = by_name.get(target)
+            if port is None:
+                raise ModelLoadError(
+                    f"unable to load model '{config.name}', unexpected batch input '{target}' in "
+                    f"model configuration; model provides {sorted(p.get_any_name() for p in model.inputs)}"
+                )
+            ov_type = port.get_element_type().get_type_name()
+            provided = OV_TO_CONFIG.get(ov_type, ov_type)
+            if provided != spec.data_type:
+                raise ModelLoadError(
+                    f"unable to load model '{config.name}', configuration expects datatype "
+                    f"{spec.data_type} for batch input '{target}', model provides {provided}"
                 )

@@ -25,7 +25,12 @@ is BF16 (this server's requests cannot carry it). An output's datatype and shape
 the config at every execution; a mismatch fails that execution with a clear error.
 
 A batch of requests is joined along dim 0, run in one ``forward()`` call, and every output is
-split back. Instances: KIND_CPU on the CPU; KIND_GPU on ``cuda:<device_id>`` with its own CUDA
+split back. Ragged batching as in Triton's pytorch_backend: an ``allow_ragged_batch`` input is
+given flat (all requests' elements, shape ``[total elements]``), every ``batch_input`` target is
+one more ``forward()`` argument (bound by the inputs' naming convention; counted once per
+``batch_input`` entry, as Triton counts them), and a ``BATCH_SCATTER_WITH_INPUT_SHAPE`` output
+is not compared with its configured shape but split by each request's source input shape.
+Instances: KIND_CPU on the CPU; KIND_GPU on ``cuda:<device_id>`` with its own CUDA
 stream (a clear load error where torch sees no CUDA device); KIND_MODEL leaves the module on the
 devices it was saved on and feeds it CPU tensors. A KIND_GPU instance reports the bytes of its
 parameters and buffers on its device as its ``GPU`` memory usage (statistics' ``memory_usage``).
@@ -53,6 +58,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -81,6 +87,7 @@ from workbench.backends.pytorch_binding import (
     torch_to_config,
 )
 from workbench.backends.pytorch_options import TorchOptions, apply_thread_counts, parse_parameters
+from workbench.config.batch_io import batch_layout
 from workbench.devices import gpu_count
 from workbench.errors import InternalError, InvalidArgument, ModelLoadError
 from workbench.statistics import MemoryUsage
@@ -137,11 +144,10 @@ class PyTorchInstance(ModelInstance):
         self._options = parse_parameters(config)
         self._device = _device(torch, config, spec)
         self._batched = config.max_batch_size > 0
+        self._layout = batch_layout(config)
         apply_thread_counts(torch, self._options, config.name)
-        shared = (self._options.weight_sharing and shared_modules is not None
-                  and str(self._device) in shared_modules)
-        self._module = _load_module(torch, config, version_dir, spec, self._device,
-                                    self._options, shared_modules)
+        self._module, shared = _load_module(torch, config, version_dir, spec, self._device,
+                                            self._options, shared_modules)
         on_cuda = self._device is not None and self._device.type == "cuda"
         #: bytes of this instance's own parameters and buffers on its CUDA device
         self._gpu_bytes = (module_device_bytes(self._module, self._device)
@@ -189,12 +195,12 @@ class PyTorchInstance(ModelInstance):
             outputs = self._read_outputs(result, names, total)
         if self._options.cache_cleaning and self._stream is not None:
             torch.cuda.empty_cache()
-        return split_outputs(requests, outputs, sizes)
+        return split_outputs(requests, outputs, sizes, self._layout)
 
     def _gather(self, requests: Sequence[BackendRequest]):
         """Positional ``forward()`` arguments (or the one dict) for the whole batch."""
         feed, _ = gather_inputs(requests, [spec.name for spec in self._inputs],
-                                model=self._model_name)
+                                model=self._model_name, layout=self._layout)
         values: dict[str, Any] = {  # an optional input no request carries stays None
             spec.name: (self._strings(feed[spec.name], spec.name) if spec.strings
                         else self._tensor(feed[spec.name]))
@@ -281,6 +287,8 @@ class PyTorchInstance(ModelInstance):
             if value.dim() == 0:
                 raise InvalidArgument(f"output '{out.name}' is a scalar which is not supported.")
             array = value.detach().cpu().numpy()
+            if out.name in self._layout.outputs:  # split by its source input's shapes
+                return array
         else:
             raise InternalError(
                 f"PyTorch execute failure: output at index {out.index} must be of type Tensor "
@@ -357,15 +365,29 @@ def module_device_bytes(module, device) -> int:
     return total
 
 
+#: held while an ENABLE_WEIGHT_SHARING instance looks up, loads and stores its module: the
+#: instances of a version load on parallel threads, and the second must find the first's module
+_SHARING = threading.Lock()
+
+
 def _load_module(torch, config: ModelConfig, version_dir: Path, spec: InstanceSpec, device,
-                 options: TorchOptions, shared_modules: dict[str, Any] | None):
+                 options: TorchOptions, shared_modules: dict[str, Any] | None) -> tuple[Any, bool]:
+    """The instance's TorchScript module, and whether it is another instance's (weight sharing)."""
     path = version_dir / (config.default_model_filename or "model.pt")
     if not path.is_file():
         raise ModelLoadError(f"unable to find '{path}' for model instance '{spec.name}'")
+    if not options.weight_sharing or shared_modules is None:
+        return _read_module(torch, config, path, device, options), False
     key = str(device)
-    if options.weight_sharing and shared_modules is not None and key in shared_modules:
-        log.info("Reusing TorchScript model for instance '%s'", spec.name)
-        return shared_modules[key]
+    with _SHARING:
+        if key in shared_modules:
+            log.info("Reusing TorchScript model for instance '%s'", spec.name)
+            return shared_modules[key], True
+        shared_modules[key] = _read_module(torch, config, path, device, options)
+        return shared_modules[key], False
+
+
+def _read_module(torch, config: ModelConfig, path: Path, device, options: TorchOptions) -> Any:
     guard = torch.inference_mode() if options.inference_mode else contextlib.nullcontext()
     try:
         with guard:
@@ -376,6 +398,4 @@ def _load_module(torch, config: ModelConfig, version_dir: Path, spec: InstanceSp
             "TorchScript module saved with torch.jit.save)"
         ) from None
     module.eval()
-    if options.weight_sharing and shared_modules is not None:
-        shared_modules[key] = module
     return module

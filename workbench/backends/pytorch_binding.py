@@ -132,6 +132,7 @@ def bind_inputs(config: ModelConfig, arguments: list, batched: bool, dict_input:
                 )
             bound.append(BoundInput(entry.name, -1, False, entry.optional))
         bound += [BoundInput(name, -1, False, False) for name, _, _ in _sequence_inputs(config)]
+        bound += [BoundInput(name, -1, False, False) for name in _batch_targets(config)]
         return bound
 
     for arg in arguments:
@@ -148,7 +149,8 @@ def bind_inputs(config: ModelConfig, arguments: list, batched: bool, dict_input:
                 "are supported."
             )
     extras = _sequence_inputs(config)
-    expected = len(config.input) + len(extras)
+    # Triton counts each batch_input entry once (batch_input_count_), as the inputs do
+    expected = len(config.input) + len(extras) + len(config.batch_input)
     if len(arguments) != expected:
         raise ModelLoadError(
             f"unable to load model '{m}', configuration expects {expected} inputs, "
@@ -160,6 +162,9 @@ def bind_inputs(config: ModelConfig, arguments: list, batched: bool, dict_input:
                for e in config.input]
     entries += [(name, datatype, (), False) for name, datatype, _ in extras]
     positions += [_named_index(name) for name, _, _ in extras]  # type: ignore[misc]
+    targets = _batch_targets(config)
+    entries += [(name, datatype, (), False) for name, datatype in targets.items()]
+    positions += _batch_input_positions(config, arg_names, list(targets))
     _check_positions(m, [e[0] for e in entries], positions, arg_names)
     bound = []
     for (name, datatype, dims, optional), position in zip(entries, positions, strict=True):
@@ -213,6 +218,44 @@ def _sequence_inputs(config: ModelConfig) -> list[tuple[str, str, bool]]:
                 f"({_UNSUPPORTED.get(datatype, 'not a TorchScript tensor type')})"
             )
     return extras
+
+
+def _batch_targets(config: ModelConfig) -> dict[str, str]:
+    """Every ``batch_input`` target (Triton's ragged batching) -> its datatype, in config order.
+    As in Triton's pytorch_backend each target is one more ``forward()`` argument (a tensor)."""
+    return {target: DataType.Name(entry.data_type)
+            for entry in config.batch_input for target in entry.target_name}
+
+
+def _batch_input_positions(config: ModelConfig, arg_names: list[str], targets: list[str]) -> list[int]:
+    """The ``forward()`` argument of each batch input target, by the naming convention the
+    config inputs follow (Triton's ``AddInputToMap``): argument names, then ``<name>__<index>``,
+    then config order (after the config inputs, in ``batch_input`` order).
+
+    Raises:
+        ModelLoadError: a target the convention cannot place (not an argument name, or not
+            ``<name>__<index>``), where Triton would bind nothing and fail at execution.
+    """
+    names = [e.name for e in config.input]
+    if all(n in arg_names for n in names):
+        missing = [t for t in targets if t not in arg_names]
+        if missing:
+            raise ModelLoadError(
+                f"unable to load model '{config.name}': batch input '{missing[0]}' is not a "
+                f"forward() argument ({', '.join(arg_names)}), as the model's inputs are; name "
+                "it after one"
+            )
+        return [arg_names.index(t) for t in targets]
+    if all(_named_index(n) is not None for n in names):
+        indices = [_named_index(t) for t in targets]
+        if any(i is None for i in indices):
+            name = next(t for t, i in zip(targets, indices, strict=True) if i is None)
+            raise ModelLoadError(
+                f"unable to load model '{config.name}': batch input '{name}' does not follow "
+                "<name>__<index> naming convention, as the model's inputs do."
+            )
+        return [i for i in indices if i is not None]
+    return list(range(len(names), len(names) + len(targets)))
 
 
 def _check_positions(model: str, names: list[str], positions: list[int], arg_names: list[str]) -> None:

@@ -20,7 +20,10 @@ loads: without them, or without an NVIDIA GPU, the model is UNAVAILABLE with the
 - Execution: a batch of requests is joined along dim 0, its input shapes are set on the
   context (``set_input_shape``), inputs are copied to device buffers that grow as needed,
   every engine output is computed (TensorRT needs an address for each) and the requested ones
-  are copied back to host numpy arrays; then split per request. Outputs whose shape depends on
+  are copied back to host numpy arrays; then split per request. Ragged batching as in
+  Triton's tensorrt_backend: a ragged input goes in flat (engine shape ``[-1]``), batch inputs
+  are engine inputs computed from the batch, scatter outputs are split by their source input's
+  shapes (:mod:`workbench.backends.batching`). Outputs whose shape depends on
   the data (``-1`` after the input shapes are set) are not supported.
 - ``parameters { key: "execution_context_allocation_strategy" }``: ``STATIC`` (default),
   ``ON_PROFILE_CHANGE`` or ``RUNTIME`` (Triton's parameter; TensorRT's
@@ -58,6 +61,7 @@ from workbench.backends.tensorrt_cuda import (
     copy_to_host,
     import_runtime,
 )
+from workbench.config.batch_io import batch_layout
 from workbench.config.tensorrt_io import check_config_io, format_shape
 from workbench.config.tensorrt_plan import (
     captured_errors,
@@ -118,12 +122,14 @@ class TensorRTInstance(ModelInstance):
         self._plan_bytes = len(data)
         tensors = engine_tensors(trt, self._engine)
         check_config_io(config, tensors)
+        self._layout = batch_layout(config)
         self._inputs = [t for t in tensors if t.is_input]
         self._profiles = instance_profiles(config, spec.group_name,
                                            self._engine.num_optimization_profiles)
         dims = {e.name: list(e.reshape.shape if e.HasField("reshape") else e.dims)
                 for e in config.input}
-        check_profiles(config.name, config.max_batch_size, dims, self._inputs, self._profiles)
+        check_profiles(config.name, config.max_batch_size, dims, self._inputs, self._profiles,
+                       free=self._layout.ragged | set(self._layout.targets))
         self._outputs = [t.name for t in tensors if not t.is_input]
         self._dtypes = {t.name: WIRE_TO_NUMPY[t.datatype.removeprefix("TYPE_")] for t in tensors
                         if t.datatype.removeprefix("TYPE_") in WIRE_TO_NUMPY}
@@ -176,7 +182,7 @@ class TensorRTInstance(ModelInstance):
             copy_to_host(self._cuda, host[name], self._buffers[name].address, stream)
         stream.synchronize()
         times.mark_infer_done()
-        return split_outputs(requests, {name: host[name] for name in wanted}, sizes)
+        return split_outputs(requests, {name: host[name] for name in wanted}, sizes, self._layout)
 
     def _live_stream(self) -> CudaStream:
         """The instance's CUDA stream (None only once :meth:`unload` ran)."""
@@ -185,14 +191,16 @@ class TensorRTInstance(ModelInstance):
         return self._stream
 
     def _gather(self, requests: Sequence[BackendRequest]) -> tuple[dict[str, np.ndarray], list[int]]:
+        computed = set(self._layout.targets)  # batch inputs: computed from the batch
         for tensor in self._inputs:
-            if any(tensor.name not in r.inputs for r in requests):
+            if tensor.name not in computed and any(tensor.name not in r.inputs for r in requests):
                 raise InvalidArgument(
                     f"input '{tensor.name}' of model '{self._model}' is required by the TensorRT "
                     "engine but missing from " + ("a request" if len(requests) == 1 else
                                                   "some requests of the batch")
                 )
-        feed, sizes = gather_inputs(requests, [t.name for t in self._inputs], model=self._model)
+        feed, sizes = gather_inputs(requests, [t.name for t in self._inputs], model=self._model,
+                                    layout=self._layout)
         return {name: np.ascontiguousarray(array, dtype=self._dtypes[name])
                 for name, array in feed.items()}, sizes
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from workbench.config.batch_io import batch_layout
 from workbench.errors import InvalidModelConfig, ModelLoadError
 
 Shape = tuple[int, ...]
@@ -107,10 +108,16 @@ def check_config_io(config: mc.ModelConfig, tensors: Sequence[EngineTensor]) -> 
     comes from the first execution). Shape tensors and types Triton has no name for (FP8,
     INT4, ...) are refused. Engine outputs missing from the config are computed and dropped.
 
+    Ragged batching as Triton's tensorrt_backend checks it: an ``allow_ragged_batch`` input is
+    given flat, so its engine shape must be one dimension equal to its config dims[0]; a
+    ``BATCH_SCATTER_WITH_INPUT_SHAPE`` output's dims are not compared; a ``batch_input``
+    target is an engine input the config does not list, of the batch input's datatype.
+
     Raises:
         ModelLoadError: naming the model, the tensor and both sides.
     """
     m = config.name
+    layout = batch_layout(config)
     engine = {t.name: t for t in tensors}
     for kind, entries, is_input in (("input", config.input, True), ("output", config.output, False)):
         allowed = sorted(t.name for t in tensors if t.is_input == is_input)
@@ -121,10 +128,22 @@ def check_config_io(config: mc.ModelConfig, tensors: Sequence[EngineTensor]) -> 
                     f"unable to load model '{m}', unexpected inference {kind} '{entry.name}', "
                     f"allowed {kind}s are: {', '.join(allowed)}"
                 )
-            _check_tensor(config, entry, tensor, kind)
+            ragged = is_input and entry.name in layout.ragged
+            scattered = not is_input and entry.name in layout.outputs
+            _check_tensor(config, entry, tensor, kind, dims=not (ragged or scattered))
+            if ragged:
+                _check_ragged(config, entry, tensor)
     listed = {entry.name for entry in config.input}
+    targets = {t: spec.data_type for spec in layout.inputs for t in spec.targets}
     for tensor in tensors:
-        if tensor.is_input and tensor.name not in listed:
+        if tensor.is_input and tensor.name in targets and tensor.name not in listed:
+            if tensor.datatype != targets[tensor.name]:
+                raise ModelLoadError(
+                    f"unable to load model '{m}', configuration expects datatype "
+                    f"{targets[tensor.name]} for batch input '{tensor.name}', model provides "
+                    f"{tensor.datatype}"
+                )
+        elif tensor.is_input and tensor.name not in listed:
             raise ModelLoadError(
                 f"unable to load model '{m}': the TensorRT engine's input '{tensor.name}' "
                 f"({tensor.datatype} {format_shape(tensor.shape)}) is missing from the model "
@@ -133,7 +152,7 @@ def check_config_io(config: mc.ModelConfig, tensors: Sequence[EngineTensor]) -> 
 
 
 def _check_tensor(config: mc.ModelConfig, entry: mc.ModelInput | mc.ModelOutput, tensor: EngineTensor,
-                  kind: str) -> None:
+                  kind: str, *, dims: bool = True) -> None:
     m = config.name
     if tensor.shape_tensor:
         raise ModelLoadError(
@@ -151,7 +170,22 @@ def _check_tensor(config: mc.ModelConfig, entry: mc.ModelInput | mc.ModelOutput,
             f"unable to load model '{m}', configuration expects datatype {expected} for "
             f"{kind} '{entry.name}', model provides {tensor.datatype}"
         )
-    _check_dims(config, entry, tensor)
+    if dims:
+        _check_dims(config, entry, tensor)
+
+
+def _check_ragged(config: mc.ModelConfig, entry: mc.ModelInput | mc.ModelOutput,
+                  tensor: EngineTensor) -> None:
+    """A ragged input reaches the engine flat: one engine dimension, equal to the config's
+    dims[0] (Triton's tensorrt_backend rule and text)."""
+    first = int(entry.dims[0]) if entry.dims else None
+    if len(tensor.shape) != 1 or tensor.shape[0] != first:
+        raise ModelLoadError(
+            f"unable to load model '{config.name}': model '{config.name}', tensor '{entry.name}': "
+            "for the model to support ragged input, the engine shape is: "
+            f"{format_shape(tensor.shape)} while the model config shape is: "
+            f"{format_shape(entry.dims)}"
+        )
 
 
 def _check_dims(config: mc.ModelConfig, entry: mc.ModelInput | mc.ModelOutput, tensor: EngineTensor) -> None:

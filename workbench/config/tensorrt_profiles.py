@@ -14,7 +14,7 @@ received 300").
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from tritonclient.grpc import model_config_pb2 as mc
 
@@ -64,6 +64,7 @@ def check_profiles(
     config_dims: Mapping[str, Sequence[int]],
     inputs: Sequence[EngineTensor],
     profiles: Sequence[int],
+    free: Collection[str] = (),
 ) -> None:
     """Check that every profile an instance uses can run what the config allows.
 
@@ -73,6 +74,10 @@ def check_profiles(
         config_dims: input name -> the config's dims (or reshape), without the batch dim.
         inputs: the engine's inputs (shape tensors are skipped).
         profiles: the profile indices the instance uses.
+        free: engine inputs whose shape the config does not give per request: ragged inputs
+            (flat, their first dim counts elements) and batch input targets (Triton's ragged
+            batching); they are not checked here (a ragged input's one dimension is checked
+            against the config by ``check_config_io``).
 
     Raises:
         ModelLoadError: a profile whose ``max[0]`` is below ``max_batch_size``, or a fixed config
@@ -85,6 +90,8 @@ def check_profiles(
             if tensor.shape_tensor:
                 continue
             span = tensor.profiles[index]
+            if tensor.name in free:
+                continue  # ragged input / batch input: any size
             if batched:
                 _check_batch_range(model, max_batch_size, tensor.name, index, span)
             dims = list(config_dims.get(tensor.name, ()))

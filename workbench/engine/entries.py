@@ -55,7 +55,8 @@ def entry_from_result(
             metrics=(metrics or {}).get(version),
         )
         scheduler = make_scheduler(result.config, loaded.instances, stats, rate_limiter, step_infer)
-        model = LoadedModel(result.config, version, scheduler, stats, cache, result.labels)
+        model = LoadedModel(result.config, version, scheduler, stats, cache, result.labels,
+                            loaded.fingerprint)
         entry.versions[version] = VersionState(ModelReadyState.READY, "", model)
         log.info("successfully loaded '%s' version %d", result.name, version)
     for version in result.chosen:

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from workbench.engine.ensembles import (
     with_transaction_policy,
 )
 from workbench.engine.entries import continued_metrics, entry_from_result
+from workbench.engine.instance_update import InstanceUpdate, ServingVersion
 from workbench.engine.loader import LoadedVersion, LoadResult, load_model
 from workbench.engine.model import LoadedModel
 from workbench.engine.registry import ModelEntry, VersionState, drain_versions
@@ -654,23 +655,28 @@ class ModelLifecycle:
                 raise InvalidArgument(f"failed to load '{name}', failed to poll from model repository")
             old = self._models.get(name)
             reuse = {v: old.versions[v] for v in keep if old is not None and v in old.ready_versions()}
+            updates: list[tuple[VersionState, InstanceUpdate]] = []
             if location is not None and location.error:
                 entry = ModelEntry(name, reason=location.error)
             else:
                 path = location.path if location is not None else None
-                result = await self._run_load(name, path, override, frozenset(reuse))
+                serving = _serving_versions(old, reuse) if directory is None else {}
+                result = await self._run_load(name, path, override, frozenset(reuse), serving)
+                updates = _take_updates(result, old, reuse)
                 entry = self._entry_for(result, reuse)
             entry.directory = directory
             if self._stopping:  # stop() began during the load: never serve it
                 entry.settle()
                 fresh = [(v, s) for v, s in entry.versions.items() if v not in reuse]
                 await drain_versions(name, fresh)
+                await _discard_updates(updates)
                 return entry
             switch = switch_entry(self._models, old, entry, reuse)
             entry.settle()  # the load's answer, before an unload queued behind it runs
             if switch.kept_old:  # a failed reload keeps the last good versions serving
                 assert old is not None
                 await drain_versions(name, switch.drain)  # never served: nothing in flight
+                await _discard_updates(updates)
                 if old.config is not None:
                     self._dependencies[name] = tuple(composing_models(old.config))
                 log.error("failed to reload '%s', the loaded versions keep serving: %s",
@@ -678,11 +684,16 @@ class ModelLifecycle:
                 return entry
             if reuse and old is not None and entry.directory is None:
                 entry.directory, old.directory = old.directory, None  # versions moved with it
+            removals = [state.model.update_instances(update.config, update.added, update.removed)
+                        for state, update in updates if state.model is not None]
         self._drain_later(name, switch.drain, old)
+        if removals:  # load_model waits for the removed instances, as for drains
+            self._track_drain(name, _all_done(removals))
         return entry
 
     async def _run_load(
-        self, name: str, path: Path | None, override: ModelConfig | None, keep: frozenset[int]
+        self, name: str, path: Path | None, override: ModelConfig | None, keep: frozenset[int],
+        serving: dict[int, ServingVersion] | None = None,
     ) -> LoadResult:
         """:func:`~workbench.engine.loader.load_model` on a model-load thread, with the model
         listed as loading (``self._loading``) meanwhile."""
@@ -699,7 +710,7 @@ class ModelLifecycle:
         try:
             return await loop.run_in_executor(
                 self._load_executor, load_model, name, path, self.options, override,
-                self._backend_context, keep, on_versions,
+                self._backend_context, keep, on_versions, serving,
             )
         finally:
             self._loading.pop(name, None)
@@ -736,7 +747,12 @@ class ModelLifecycle:
             if not holding:
                 await release()
 
-        task = asyncio.ensure_future(drain())
+        self._track_drain(name, drain())
+
+    def _track_drain(self, name: str, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` (a drain, or the removal of instances an update took out) in the
+        background, listed in ``self._drains`` until it ends (:meth:`_drained` waits)."""
+        task = asyncio.ensure_future(work)
         tasks = self._drains.setdefault(name, set())
         tasks.add(task)
 
@@ -783,6 +799,45 @@ class ModelLifecycle:
             result, self._observers, self._cache, self._rate_limiter, self._infer_step, reuse,
             continued_metrics(self._models.get(result.name)),
         )
+
+
+def _serving_versions(old: ModelEntry | None, reuse: Mapping[int, VersionState]) -> dict[int, ServingVersion]:
+    """The READY versions of ``old`` a reload may update in place (not those it keeps as they
+    are): config, files fingerprint and instances now (:mod:`workbench.engine.instance_update`)."""
+    if old is None or old.directory is not None:
+        return {}
+    return {
+        version: ServingVersion(state.model.config, state.model.fingerprint, tuple(state.model.instances()))
+        for version, state in old.versions.items()
+        if version not in reuse and state.state is ModelReadyState.READY and state.model is not None
+        and state.model.fingerprint
+    }
+
+
+def _take_updates(
+    result: LoadResult, old: ModelEntry | None, reuse: dict[int, VersionState]
+) -> list[tuple[VersionState, InstanceUpdate]]:
+    """Move the versions ``result`` updates in place out of it and into ``reuse`` (they serve
+    on, the same objects); returns them with their updates, applied once the load switched."""
+    updates = []
+    for version, loaded in list(result.versions.items()):
+        if loaded.update is not None and old is not None and version in old.versions:
+            del result.versions[version]
+            reuse[version] = old.versions[version]
+            updates.append((old.versions[version], loaded.update))
+    return updates
+
+
+async def _all_done(work: list[Awaitable[object]]) -> None:
+    await asyncio.gather(*work)
+
+
+async def _discard_updates(updates: list[tuple[VersionState, InstanceUpdate]]) -> None:
+    """Unload the instances created for updates that are not applied (the load failed or the
+    server stops)."""
+    added = [instance for _, update in updates for instance in update.added]
+    if added:
+        await asyncio.gather(*(asyncio.to_thread(instance.unload) for instance in added))
 
 
 def _rate_limiter(options: ServerOptions) -> RateLimiter | None:

@@ -11,6 +11,8 @@ against its composing models (:mod:`workbench.engine.ensembles`). A config with
 The instances of one version load on parallel threads (Triton's parallel instance
 loading; a backend can opt out with ``Backend.parallel_instance_loading``); one that fails
 makes the version UNAVAILABLE and the others are unloaded again.
+A serving version whose reload changes only its instances is updated in place instead
+(:mod:`workbench.engine.instance_update`): only the instances it lacks are created here.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import importlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -37,6 +39,14 @@ from workbench.config.validate_ensemble import ENSEMBLE_PLATFORM
 from workbench.config.versions import scan_version_dirs, select_versions
 from workbench.devices import gpu_count
 from workbench.engine.classification import read_labels
+from workbench.engine.instance_update import (
+    InstanceUpdate,
+    ServingVersion,
+    can_update,
+    files_fingerprint,
+    instance_signature,
+    plan_instances,
+)
 from workbench.engine.warmup import WarmupSample, prepare_warmup, run_warmup
 from workbench.errors import WorkbenchError
 from workbench.gpu_memory import gpu_memory_growth, read_gpu_memory
@@ -58,12 +68,18 @@ class LoadedVersion:
     ``load_ns``: nanoseconds spent preparing the model config plus creating this
     version's instances (Triton's ``nv_model_load_duration_secs``, in ns here).
     ``memory``: what the instances hold, summed per device (see :func:`measure_load`).
+    ``fingerprint``: the version's files as loaded
+    (:func:`~workbench.repository.snapshot.version_fingerprint`; "" without a folder).
+    ``update``: set when the version serves already and is updated in place (``instances``
+    are then the instances added to it; :mod:`workbench.engine.instance_update`).
     """
 
     instances: list[ModelInstance] = field(default_factory=list)
     error: str = ""
     load_ns: int = 0
     memory: list[MemoryUsage] = field(default_factory=list)
+    fingerprint: str = ""
+    update: InstanceUpdate | None = None
 
 
 @dataclass(slots=True)
@@ -117,9 +133,10 @@ def instance_specs(config: ModelConfig) -> list[InstanceSpec]:
         resources = tuple((r.name, getattr(r, "global"), int(r.count)) for r in limits.resources)
         index = 0
         for device in devices:
+            signature = instance_signature(group, device)
             for _ in range(max(1, group.count)):
                 specs.append(InstanceSpec(f"{group.name}_{index}", group.name, kind, device,
-                                          resources, int(limits.priority)))
+                                          resources, int(limits.priority), signature))
                 index += 1
     return specs
 
@@ -132,6 +149,7 @@ def load_model(
     context: BackendContext | None = None,
     keep: Collection[int] = (),
     on_versions: Callable[[list[int]], None] | None = None,
+    serving: Mapping[int, ServingVersion] | None = None,
 ) -> LoadResult:
     """Load every version the version policy selects. Never raises for model errors.
 
@@ -141,6 +159,9 @@ def load_model(
             selected (``chosen`` still lists them).
         on_versions: called (on this thread) with the versions about to be loaded, once the
             config is read and the policy applied: how the engine reports them LOADING.
+        serving: the READY versions of the model now: one whose files are unchanged and
+            whose config changes only in what needs no reload is updated, not loaded
+            (its ``LoadedVersion.update``; :mod:`workbench.engine.instance_update`).
 
     ``model_warmup`` samples are prepared once (a bad sample or warmup file is a model-level
     error) and run on every instance of every version loaded before it is READY."""
@@ -167,8 +188,15 @@ def load_model(
     config_ns = time.monotonic_ns() - start
     for version in to_load:
         version_start = time.monotonic_ns()
-        loaded = _load_version(result.config, available[version], context, warmup)
+        fingerprint = files_fingerprint(available[version]) if model_dir is not None else ""
+        current = (serving or {}).get(version)
+        if can_update(current, fingerprint, result.config):
+            assert current is not None
+            loaded = _update_version(result.config, available[version], context, warmup, current)
+        else:
+            loaded = _load_version(result.config, available[version], context, warmup)
         loaded.load_ns = config_ns + time.monotonic_ns() - version_start
+        loaded.fingerprint = fingerprint
         result.versions[version] = loaded
     return result
 
@@ -179,13 +207,40 @@ def _load_version(
     context: BackendContext | None,
     warmup: list[WarmupSample] | None = None,
 ) -> LoadedVersion:
-    loaded = LoadedVersion()
     if is_ensemble(config):  # a scheduler over composing models; nothing to load
-        return loaded
+        return LoadedVersion()
+    return _create_instances(config, version_dir, context, warmup, instance_specs(config))
+
+
+def _update_version(
+    config: ModelConfig,
+    version_dir: Path,
+    context: BackendContext | None,
+    warmup: list[WarmupSample] | None,
+    serving: ServingVersion,
+) -> LoadedVersion:
+    """Create only the instances ``serving`` lacks for ``config`` (an instance update); a
+    failure fails the update as a whole (those created are unloaded again)."""
+    create, removed = plan_instances(instance_specs(config), serving.instances)
+    loaded = _create_instances(config, version_dir, context, warmup, create) if create else LoadedVersion()
+    if not loaded.error:
+        loaded.update = InstanceUpdate(config, list(loaded.instances), removed)
+        log.info("updating '%s' version %s in place: %d instance(s) added, %d removed",
+                 config.name, version_dir.name, len(create), len(removed))
+    return loaded
+
+
+def _create_instances(
+    config: ModelConfig,
+    version_dir: Path,
+    context: BackendContext | None,
+    warmup: list[WarmupSample] | None,
+    specs: list[InstanceSpec],
+) -> LoadedVersion:
+    loaded = LoadedVersion()
     try:
         backend = backend_for(config, context)
         import_frameworks(backend.framework_modules)
-        specs = instance_specs(config)
         loads = [partial(backend.load_instance, config, version_dir, spec) for spec in specs]
         if backend.parallel_instance_loading:
             loaded.instances, usages = measure_loads(loads, specs, loaded.instances)

@@ -6,16 +6,17 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
+from workbench.backends.base import ModelInstance
 from workbench.engine.classification import classify
 from workbench.engine.model_io import ModelIO
 from workbench.engine.response_cache import ResponseCache
 from workbench.engine.validation import validate_request
 from workbench.errors import DecoupledNotSupported, WorkbenchError
-from workbench.scheduling.base import Scheduler, SequenceScheduler
+from workbench.scheduling.base import InstanceScheduler, Scheduler, SequenceScheduler
 from workbench.statistics import ComputeTotals, ModelStatistics
 from workbench.types import InferenceRequest, InferenceResponse, Tensor
 
@@ -33,6 +34,8 @@ class LoadedModel:
         statistics: this version's counters (also given to the scheduler).
         cache: the server's response cache (used when the config enables it).
         labels: classification labels by output name (``label_filename``).
+        fingerprint: the version's files as loaded (what a reload compares to update the
+            instances in place; "" = never updated in place).
     """
 
     def __init__(
@@ -43,8 +46,10 @@ class LoadedModel:
         statistics: ModelStatistics,
         cache: ResponseCache | None = None,
         labels: dict[str, list[str]] | None = None,
+        fingerprint: str = "",
     ) -> None:
         self.config = config
+        self.fingerprint = fingerprint
         self.version = version
         self.version_str = str(version)
         self.io = ModelIO(config)
@@ -61,6 +66,30 @@ class LoadedModel:
     @property
     def name(self) -> str:
         return self.config.name
+
+    def instances(self) -> list[ModelInstance]:
+        """The instances serving this version now ([] for an ensemble)."""
+        scheduler = self.scheduler
+        return scheduler.instances() if isinstance(scheduler, InstanceScheduler) else []
+
+    def update_instances(
+        self, config: ModelConfig, added: list[ModelInstance], removed: list[ModelInstance]
+    ) -> Awaitable[object]:
+        """Serve ``config`` (it differs from :attr:`config` only in what needs no reload:
+        :mod:`workbench.engine.instance_update`) with ``added`` joining the instances and
+        ``removed`` leaving them (see
+        :meth:`~workbench.scheduling.base.InstanceScheduler.update_instances`; the result
+        resolves once those that hold no live sequence have unloaded).
+
+        Raises:
+            TypeError: the scheduler owns no instances (an ensemble).
+        """
+        scheduler = self.scheduler
+        if not isinstance(scheduler, InstanceScheduler):
+            raise TypeError(f"the scheduler of '{self.name}' owns no instances")
+        done = scheduler.update_instances(added, removed)
+        self.config = config
+        return done
 
     def holds_sequence(self, correlation_id: int | str) -> bool:
         """True while this version's sequence batcher holds the live sequence

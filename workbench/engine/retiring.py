@@ -14,7 +14,8 @@ request:
   version or the latest) runs there, with the state it has accumulated;
 - every other request goes to the new versions, new sequences (START) included, so the
   same correlation ID may start afresh on the new version (its requests then go there; the
-  abandoned sequence on the old version is released once idle);
+  sequence it replaces on the old version ends once its queued requests have run, as a
+  START on a live sequence ends it in Triton);
 - a sequence ends as usual: its END request answered, its START request failed, or
   released after ``max_sequence_idle_microseconds`` idle; when none is left, the version
   drains and unloads (UNLOADING meanwhile in the repository index if the reload dropped
@@ -50,7 +51,7 @@ class RetiringVersions:
     def holder(self, request: InferenceRequest) -> LoadedModel | None:
         """The retiring version that holds the live sequence ``request`` continues, if any
         (None for a START request, a request without correlation ID, or one pinned to
-        another version number)."""
+        another version number). A START request ends the sequence it replaces there."""
         models = self._models.get(request.model_name)
         if not models:
             return None
@@ -58,11 +59,13 @@ class RetiringVersions:
         corr = params.get("sequence_id")
         if isinstance(corr, bool) or not isinstance(corr, (int, str)) or not corr:
             return None
-        if params.get("sequence_start"):
-            return None
         version = request.model_version
         for model in models:
             if version in ("", "-1", model.version_str) and model.holds_sequence(corr):
+                if params.get("sequence_start"):  # Triton: a START ends the live sequence early
+                    assert model.sequences is not None
+                    model.sequences.end_sequence(corr)
+                    continue
                 return model
         return None
 

@@ -115,6 +115,26 @@ def snapshot_model(model_dir: Path, calls: BoundedCalls | None = None) -> ModelS
     )
 
 
+def version_fingerprint(model_dir: Path, version_dir: Path, calls: BoundedCalls | None = None) -> str:
+    """Digest of what one version loads besides its config: the files of ``version_dir`` and
+    those of ``model_dir`` outside its version folders and ``config.pbtxt`` (labels,
+    ``configs/``, warmup files), digested as a snapshot digests them. Equal before and after a
+    reload: the version's files did not change (Triton's ``IsModelVersionModified``, which
+    compares the version folder's and the non-config files' modification times)."""
+    calls = calls or _CALLS
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(_tree_digest(version_dir, calls).encode() + b"\0")
+    version_names = {path.name for path in scan_version_dirs(model_dir, warn=False).values()}
+    try:
+        children = sorted(model_dir.iterdir())
+    except OSError:
+        children = []
+    for child in children:
+        if not child.name.startswith(".") and child.name not in version_names | {"config.pbtxt"}:
+            _digest_tree(child, model_dir, digest, calls)
+    return digest.hexdigest()
+
+
 def _tree_digest(root: Path, calls: BoundedCalls) -> str:
     digest = hashlib.blake2b(digest_size=16)
     _digest_tree(root, root, digest, calls)
@@ -209,4 +229,5 @@ def _warn_once(path: str, message: str) -> None:
     log.warning("%s", message)
 
 
-__all__ = ["CONTENT_HASH_LIMIT", "READ_TIMEOUT_S", "ModelSnapshot", "snapshot_model", "snapshot_repository"]
+__all__ = ["CONTENT_HASH_LIMIT", "READ_TIMEOUT_S", "ModelSnapshot", "snapshot_model", "snapshot_repository",
+           "version_fingerprint"]

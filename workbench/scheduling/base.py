@@ -13,7 +13,7 @@ import queue
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -151,6 +151,11 @@ class SequenceScheduler(Protocol):
         """How many sequences are live here (started, not ended or released)."""
         ...
 
+    def end_sequence(self, correlation_id: int | str) -> None:
+        """End the live sequence ``correlation_id`` early, as a new START for it would (once
+        its queued requests have run): a START for it went to another version."""
+        ...
+
     async def retire(self) -> None:
         """Out of service after a reload: return once nothing that must finish here is
         left (its live sequences, each ending with its END request or released idle),
@@ -160,3 +165,24 @@ class SequenceScheduler(Protocol):
     def end_retirement(self) -> None:
         """Make :meth:`retire` return now, whatever is left (model unload, server stop)."""
         ...
+
+
+@runtime_checkable
+class InstanceScheduler(Protocol):
+    """What a scheduler that owns model instances also does: take instances in and let
+    instances go while it serves (Triton's ``TritonModel::UpdateInstanceGroup``, which hands
+    the scheduler the added and removed instances). The engine checks a :class:`Scheduler`
+    for it with ``isinstance`` (an ensemble's scheduler has no instances)."""
+
+    def instances(self) -> list[ModelInstance]:
+        """The instances serving now (the ones being removed left out), in order."""
+        ...
+
+    def update_instances(self, added: list[ModelInstance], removed: list[ModelInstance]) -> Awaitable[object]:
+        """Serve ``added`` from now on and retire ``removed`` (some of :meth:`instances`): a
+        removed instance is taken out of dispatch first, finishes what it executes (a sequence
+        batcher: the live sequences it holds), then unloads. Synchronous on the event loop;
+        the result resolves once the removed instances that hold no live sequence have
+        unloaded (those that do unload when their last sequence ends, or at :meth:`stop`)."""
+        ...
+

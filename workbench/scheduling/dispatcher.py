@@ -8,6 +8,12 @@ takes from the queue is its :class:`BatchPolicy`'s (composition, not subclassing
 batchers. Requests wait in the policy's queue (not in threads) while every instance is
 busy. A request whose client went away is skipped when the policy reaches it (at the
 head of the queue, or while forming a batch), never by scanning the whole queue.
+
+Instances come and go while it serves (:meth:`Dispatcher.update_instances`, an instance
+update): added ones join the idle pool at once; a removed one leaves dispatch first, finishes
+the execution it is running, then unloads on its thread. A policy may hold a removed instance
+back while it still has work pinned to it (the sequence batcher's live sequences) and let it
+go later (:meth:`Dispatcher.release_runner`).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Awaitable
 from functools import partial
 
 from workbench.backends.base import (
@@ -77,6 +84,13 @@ class BatchPolicy(ABC):
         policy may update its own state first, or hold answers to release them in order)."""
         self.dispatcher.answer(pending, response, times, reason)
 
+    def instances_changed(self, added: list[InstanceRunner],
+                          removed: list[InstanceRunner]) -> list[InstanceRunner]:
+        """Instances were added (already idle) and are being removed (:meth:`Dispatcher.update_instances`).
+        Returns the removed ones the policy still needs (work pinned to them): they stay in
+        dispatch until the policy calls :meth:`Dispatcher.release_runner`. Here: none."""
+        return []
+
 
 class Dispatcher(Scheduler):
     """A pool of instances fed by one :class:`BatchPolicy`.
@@ -110,6 +124,12 @@ class Dispatcher(Scheduler):
         self._drained: asyncio.Event | None = None
         self._dispatch_timer: asyncio.TimerHandle | None = None
         self._dispatch_due_ns = 0
+        #: removed runners still executing, by id: they unload when their execution ends
+        self._leaving: dict[int, asyncio.Future[None]] = {}
+        #: removed runners the policy still holds (work pinned to them), by id
+        self._held: set[int] = set()
+        #: unloads of removed runners under way (:meth:`stop` waits for them)
+        self._closing: set[asyncio.Future[None]] = set()
         policy.bind(self)
 
     @property
@@ -140,7 +160,56 @@ class Dispatcher(Scheduler):
             self._dispatch_timer.cancel()
             self._dispatch_timer = None
         loop = asyncio.get_running_loop()
-        await asyncio.gather(*(loop.run_in_executor(None, r.close) for r in self.runners))
+        await asyncio.gather(*(loop.run_in_executor(None, r.close) for r in self.runners),
+                             *self._closing, return_exceptions=True)
+
+    # ------------------------------------------------------------------ instance updates
+    def instances(self) -> list[ModelInstance]:
+        """See :class:`~workbench.scheduling.base.InstanceScheduler`."""
+        return [r.instance for r in self.runners if id(r) not in self._held]
+
+    def update_instances(self, added: list[ModelInstance], removed: list[ModelInstance]) -> Awaitable[object]:
+        """See :class:`~workbench.scheduling.base.InstanceScheduler`. New runners join the
+        idle pool (and the rate limiter's pools); the policy is told
+        (:meth:`BatchPolicy.instances_changed`) and may keep removed ones it still needs."""
+        new = [InstanceRunner(i) for i in added]
+        if self.limiter is not None:
+            self.limiter.register(i.spec for i in added)
+            for runner in new:
+                runner.needs = self.limiter.needs(runner.instance.spec)
+        self.runners.extend(new)
+        self._idle.extend(new)
+        leaving = [r for r in self.runners if any(r.instance is i for i in removed)]
+        held = {id(r) for r in self._policy.instances_changed(new, leaving)}
+        self._held |= held
+        released = [self.release_runner(r) for r in leaving if id(r) not in held]
+        self.dispatch()
+        return asyncio.gather(*released)
+
+    def release_runner(self, runner: InstanceRunner) -> asyncio.Future[None]:
+        """Take ``runner`` out of dispatch now and unload it once its execution (if any)
+        ends; the future resolves when it has unloaded."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._held.discard(id(runner))
+        if runner in self.runners:
+            self.runners.remove(runner)
+        if runner in self._idle:
+            self._idle.remove(runner)
+            self._close_runner(runner, future)
+        else:  # executing: :meth:`_finished` closes it
+            self._leaving[id(runner)] = future
+        return future
+
+    def _close_runner(self, runner: InstanceRunner, future: asyncio.Future[None]) -> None:
+        closing = asyncio.get_running_loop().run_in_executor(None, runner.close)
+        self._closing.add(closing)
+
+        def closed(done: asyncio.Future[None]) -> None:
+            self._closing.discard(done)
+            if not future.done():
+                future.set_result(None)
+
+        closing.add_done_callback(closed)
 
     # ------------------------------------------------------------------ dispatching
     def dispatch(self) -> None:
@@ -233,7 +302,11 @@ class Dispatcher(Scheduler):
     def _finished(
         self, runner: InstanceRunner, batch: list[Pending], result: Execution | None, error: BaseException | None
     ) -> None:
-        self._idle.append(runner)
+        leaving = self._leaving.pop(id(runner), None)
+        if leaving is None:
+            self._idle.append(runner)
+        else:  # removed while it executed: unloads now
+            self._close_runner(runner, leaving)
         if self.limiter is not None:
             self.limiter.release(runner.needs)
         times: ExecutionTimes | None

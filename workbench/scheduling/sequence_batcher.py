@@ -16,10 +16,27 @@ in Triton; the model config parameter ``max_sequence_backlog`` (workbench extens
 ``parameters { key: "max_sequence_backlog" value { string_value: "N" } }``) bounds
 that backlog: a START request finding the slots and N waiting sequences is rejected
 with Unavailable (HTTP 503 / gRPC UNAVAILABLE), and live sequences are untouched.
-When a START request fails (or is cancelled) the sequence is closed and its
-requests already queued fail with InvalidArgument instead of running on fresh
-state. A sequence idle for ``max_sequence_idle_microseconds`` is released; a later
-request for it without START is refused.
+
+How a sequence ends, as in Triton's ``SequenceBatchScheduler``:
+
+- its END request is answered. Once an END is queued, the correlation ID is free: a
+  later START opens a new sequence (its own slot or backlog place);
+- a START arrives while it is live (no END queued): Triton's "previous sequence will be
+  terminated early". The new sequence continues in the same slot (or backlog place)
+  after the requests already queued; its START request runs on fresh state;
+- it waits in the backlog longer than a request's ``timeout`` parameter (µs; the
+  earliest deadline of its queued requests counts): all its queued requests fail with
+  Unavailable "timeout of the corresponding sequence has been expired" (reason REJECTED).
+  A sequence holding a slot is not timed out (Triton);
+- it is idle (nothing queued or executing) for ``max_sequence_idle_microseconds``: its
+  slot is released then, one idle period after its last request (a loop timer due at the
+  earliest such moment, as Triton's reaper thread wakes);
+- one of its queued requests is cancelled (the client went away): its other queued
+  requests fail with Cancelled (CANCELLED, reason CANCELED) and its slot is released;
+- its START request fails: its queued requests up to the next START fail with
+  InvalidArgument instead of running on fresh state (a workbench rule).
+
+A later request of an ended sequence without START is refused.
 
 Triton's test hooks (:mod:`workbench.scheduling.scheduler_hooks`):
 ``TRITONSERVER_DELAY_SCHEDULER=N`` holds the first execution until N requests of sequences
@@ -29,28 +46,40 @@ only, as in Triton) also until M requests wait in the backlog.
 Reload (hot swap): a batcher that left service keeps serving its live sequences
 (:meth:`SequenceBatcher.retire`), so their state is not lost; the engine routes their
 requests here by correlation ID while new sequences start on the new version.
+
+Instance update (a reload that changes only the instance count, Triton's
+``SequenceBatchScheduler::Update``): the batcher keeps its sequences and their state; the
+slots follow the instances (:meth:`SequenceBatcher.instances_changed`): a ``direct``
+instance removed while its slots hold live sequences keeps executing them, takes no new
+ones, and unloads when the last of them ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import replace
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes, ModelInstance
 from workbench.config.validate_scheduling import max_sequence_backlog
-from workbench.errors import InvalidArgument, Unavailable
-from workbench.scheduling.base import Pending, Scheduler
+from workbench.errors import Cancelled, InvalidArgument, Unavailable, WorkbenchError
+from workbench.scheduling.base import InstanceRunner, Pending, Scheduler
 from workbench.scheduling.dispatcher import BatchPolicy, Dispatcher
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.scheduler_hooks import BACKLOG_DELAY_SCHEDULER, DELAY_SCHEDULER, hook_count
 from workbench.scheduling.sequence_controls import control_tensors, control_values, initial_state, state_tensors
 from workbench.scheduling.sequence_slots import Sequence, SlotTable
 from workbench.statistics import ModelStatistics
+
+log = logging.getLogger(__name__)
+
+#: Triton's text for the requests of a sequence whose backlog wait outlived a request's timeout
+BACKLOG_TIMEOUT = "timeout of the corresponding sequence has been expired"
 
 
 class SequenceBatcher(Scheduler, BatchPolicy):
@@ -85,13 +114,19 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         self._model = config.name
         self._max_batch_size = max(1, config.max_batch_size)
         self._batched = config.max_batch_size > 0
+        #: ``allow_ragged_batch`` inputs: their shapes may differ within one execution
+        self._ragged = frozenset(i.name for i in config.input if i.allow_ragged_batch)
         self._controls = control_tensors(batching)
         self._states = state_tensors(batching)
         self._slots = SlotTable(*self._slot_layout(config, len(instances)),
                                 max_sequence_backlog(config), config.name)
         self._idle_ns = int(batching.max_sequence_idle_microseconds or 1_000_000) * 1000
+        #: correlation ID -> the sequence its next request joins (none once an END is queued)
         self._sequences: dict[int | str, Sequence] = {}
-        self._idle_timer: asyncio.TimerHandle | None = None
+        #: every sequence holding a slot or a backlog place (an ending one included)
+        self._live: set[Sequence] = set()
+        self._reaper: asyncio.TimerHandle | None = None
+        self._reaper_due_ns = 0
         #: set while :meth:`retire` waits; set (done) once no sequence is live
         self._retired: asyncio.Event | None = None
         #: Triton's test hooks: queued slotted / backlog requests to wait for (0 = not holding)
@@ -115,6 +150,24 @@ class SequenceBatcher(Scheduler, BatchPolicy):
     def inflight_count(self) -> int:
         return self.dispatcher.inflight_count()
 
+    def instances(self) -> list[ModelInstance]:
+        """See :class:`~workbench.scheduling.base.InstanceScheduler`."""
+        return self.dispatcher.instances()
+
+    def update_instances(self, added: list[ModelInstance], removed: list[ModelInstance]) -> Awaitable[object]:
+        """See :class:`~workbench.scheduling.base.InstanceScheduler`; the slots follow
+        (:meth:`instances_changed`)."""
+        return self.dispatcher.update_instances(added, removed)
+
+    def instances_changed(self, added: list[InstanceRunner],
+                          removed: list[InstanceRunner]) -> list[InstanceRunner]:
+        """The strategy's slots follow the instances (see the strategies); returns the
+        removed instances that still hold live sequences."""
+        return []
+
+    def _slot_freed(self, slot: tuple[int, int]) -> None:
+        """A sequence that held ``slot`` ended (the strategy may let a removed instance go)."""
+
     async def stop(self) -> None:
         self.end_retirement()
         await self.dispatcher.stop()
@@ -127,7 +180,21 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         return correlation_id in self._sequences
 
     def live_sequences(self) -> int:
-        return len(self._sequences)
+        return len(self._live)
+
+    def end_sequence(self, correlation_id: int | str) -> None:
+        """End the live sequence ``correlation_id`` as a START for it would (Triton's early
+        termination): at once when nothing of it is queued or executing, else once what is
+        queued has run. The engine calls it when a START for a sequence this retiring
+        version holds goes to the new version."""
+        sequence = self._sequences.pop(correlation_id, None)
+        if sequence is None:
+            return
+        if not sequence.busy and not self._queued_of(sequence):
+            self._close(sequence)
+            self.dispatcher.dispatch()
+        else:
+            sequence.ending = True
 
     async def retire(self) -> None:
         """Keep serving the live sequences (their requests, queued or new, run here as
@@ -135,7 +202,7 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         ``max_sequence_idle_microseconds``; or until :meth:`end_retirement`."""
         if self._retired is None:
             self._retired = asyncio.Event()
-        if not self._sequences:
+        if not self._live:
             self._retired.set()
         await self._retired.wait()
 
@@ -145,9 +212,9 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         self._retired.set()
 
     def _cancel_timers(self) -> None:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
 
     # ------------------------------------------------------------------ admission
     def admit(self, pending: Pending) -> None:
@@ -159,13 +226,8 @@ class SequenceBatcher(Scheduler, BatchPolicy):
                 f"inference request to model '{self._model}' must specify batch-size 1 due to "
                 "requirements of sequence batcher"
             )
+        timeout_us = _timeout_us(params)
         sequence = self._sequences.get(corr)
-        if start and sequence is not None:
-            raise InvalidArgument(
-                f"inference request for sequence {corr} to model '{self._model}' has the START "
-                "flag but that sequence is still active; end it first (sequence_end) or use a "
-                "new correlation ID"
-            )
         if not start and sequence is None:
             raise InvalidArgument(
                 f"inference request for sequence {corr} to model '{self._model}' must specify "
@@ -173,10 +235,21 @@ class SequenceBatcher(Scheduler, BatchPolicy):
             )
         if sequence is None:
             sequence = self._open(corr, pending)
-        sequence.ending = sequence.ending or end
+        elif start:  # Triton ends the live sequence early; the new one continues in its place
+            log.warning("sequence %s for model '%s' has a conflict. The previous sequence did not "
+                        "end before this sequence start. Previous sequence will be terminated early.",
+                        corr, self._model)
+            sequence.epoch += 1
+        if end:
+            del self._sequences[corr]  # the ID is free: a later START opens a new sequence
+            sequence.ending = True
         sequence.last_used_ns = pending.enqueue_ns
-        pending.request = replace(pending.request,
-                                  parameters={**params, "_sequence": sequence, "_start": start, "_end": end})
+        if timeout_us and sequence.slot is None:  # Triton's backlog expiration
+            due_ns = pending.enqueue_ns + timeout_us * 1000
+            sequence.expires_ns = min(sequence.expires_ns or due_ns, due_ns)
+            self._arm(sequence.expires_ns)
+        pending.request = replace(pending.request, parameters={
+            **params, "_sequence": sequence, "_start": start, "_end": end, "_epoch": sequence.epoch})
         self._queue.append(pending)
 
     def _open(self, corr: int | str, pending: Pending) -> Sequence:
@@ -186,11 +259,13 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         except Unavailable:
             self.dispatcher.stats.record_failure(time.monotonic_ns() - pending.arrival_ns, "REJECTED")
             raise
-        for state in self._states:
-            sequence.state[state.input_name] = initial_state(state, self._batched)
+        self._reset_state(sequence)
         self._sequences[corr] = sequence
-        self._watch_idle()
+        self._live.add(sequence)
         return sequence
+
+    def _reset_state(self, sequence: Sequence) -> None:
+        sequence.state = {s.input_name: initial_state(s, self._batched) for s in self._states}
 
     # ------------------------------------------------------------------ batch forming
     def _holding(self) -> bool:
@@ -213,8 +288,9 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         return False
 
     def _drop_skipped(self) -> bool:
-        """Drop the cancelled requests the last scan met (a dropped START or END ends its
-        sequence); True when there were some (the scan must be done again)."""
+        """Drop the cancelled requests the last scan met; each ends its sequence, whose other
+        queued requests are cancelled (Triton). True when there were some (the scan must be
+        done again)."""
         ids = {id(p) for p in self._cancelled}
         self._cancelled = []
         if not ids:
@@ -226,18 +302,20 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         self._queue = kept
         for pending in cancelled:
             self.dispatcher.drop(pending)
-            params = pending.request.parameters
-            if params["_start"]:
-                self._close(params["_sequence"], "was cancelled")
-            elif params["_end"]:
-                self._close(params["_sequence"])
+        for sequence in {id(s): s for s in (p.request.parameters["_sequence"] for p in cancelled)}.values():
+            self._close(sequence, reason="CANCELED", error=Cancelled(
+                f"inference request for sequence {sequence.correlation_id} to model '{self._model}' "
+                "was cancelled: another request of the sequence was cancelled"))
         return bool(cancelled)
 
     def _take(self, pending: Pending) -> None:
         """Move ``pending`` from the queue into an execution, with its controls and state."""
         self._queue.remove(pending)
         params = pending.request.parameters
-        params["_sequence"].busy = True
+        sequence: Sequence = params["_sequence"]
+        sequence.busy = True
+        if params["_start"] and params["_epoch"]:
+            self._reset_state(sequence)  # a restart: the previous sequence's state is gone
         params["_taken"] = True
         pending.request = self._with_controls(pending.request)
 
@@ -273,49 +351,115 @@ class SequenceBatcher(Scheduler, BatchPolicy):
             sequence.busy = False
             sequence.last_used_ns = time.monotonic_ns()
             if response.error is not None and params["_start"]:
-                self._close(sequence, "failed")
-            elif params["_end"]:
+                self._start_failed(sequence, params["_epoch"])
+            elif params["_end"] or (sequence.ending and not self._queued_of(sequence)):
                 self._close(sequence)
+            if sequence in self._live:
+                self._arm(sequence.last_used_ns + self._idle_ns)
         self.dispatcher.answer(pending, response, times, reason)
 
-    def _close(self, sequence: Sequence, start_problem: str = "") -> None:
-        """End ``sequence``: free its slot, and fail its requests still queued (``start_problem``
-        says what happened to its START request, when that is why it ends)."""
-        if self._sequences.get(sequence.correlation_id) is not sequence:
+    def _queued_of(self, sequence: Sequence) -> list[Pending]:
+        return [p for p in self._queue if p.request.parameters["_sequence"] is sequence]
+
+    def _start_failed(self, sequence: Sequence, epoch: int) -> None:
+        """The START request of ``sequence``'s ``epoch`` failed: fail its requests queued behind
+        it (up to a restart), and end the sequence unless a restart is queued."""
+        error = InvalidArgument(f"inference request for sequence {sequence.correlation_id} to model "
+                                f"'{self._model}' cannot run: the sequence's START request failed")
+        failed = [p for p in self._queued_of(sequence) if p.request.parameters["_epoch"] == epoch]
+        self._fail(failed, error, "OTHER")
+        if not self._queued_of(sequence):
+            self._close(sequence)
+
+    def _close(self, sequence: Sequence, reason: str = "OTHER",
+               error: WorkbenchError | None = None) -> None:
+        """End ``sequence``: free its slot (or backlog place) and fail its requests still
+        queued with ``error`` (default: InvalidArgument "the sequence has ended"), counted
+        as failures of ``reason``."""
+        if sequence not in self._live:
             return
-        del self._sequences[sequence.correlation_id]
+        self._live.discard(sequence)
+        if self._sequences.get(sequence.correlation_id) is sequence:
+            del self._sequences[sequence.correlation_id]
+        slot = sequence.slot
         self._slots.release(sequence)
-        if not self._sequences and self._retired is not None:
+        if slot is not None:
+            self._slot_freed(slot)
+        if not self._live and self._retired is not None:
             self._retired.set()
-        why = f"the sequence's START request {start_problem}" if start_problem else "the sequence has ended"
-        for pending in [p for p in self._queue if p.request.parameters["_sequence"] is sequence]:
-            self._queue.remove(pending)
+        error = error or InvalidArgument(f"inference request for sequence {sequence.correlation_id} "
+                                         f"to model '{self._model}' cannot run: the sequence has ended")
+        self._fail(self._queued_of(sequence), error, reason)
+
+    def _fail(self, queued: list[Pending], error: WorkbenchError, reason: str) -> None:
+        """Take ``queued`` out of the queue and answer each with ``error``."""
+        ids = {id(p) for p in queued}
+        if not ids:
+            return
+        self._queue = deque(p for p in self._queue if id(p) not in ids)
+        for pending in queued:
             self.dispatcher.stats.pending -= 1
-            error = InvalidArgument(f"inference request for sequence {sequence.correlation_id} to "
-                                    f"model '{self._model}' cannot run: {why}")
-            self.dispatcher.finish(pending, BackendResponse(error=error), None, "OTHER")
+            self.dispatcher.finish(pending, BackendResponse(error=error), None, reason)
 
-    # ------------------------------------------------------------------ idle sequences
-    def _watch_idle(self) -> None:
-        if self._idle_timer is None:
-            loop = asyncio.get_running_loop()
-            self._idle_timer = loop.call_later(self._idle_ns / 1e9, self._release_idle)
+    # ------------------------------------------------------------------ reaper (time limits)
+    def _arm(self, due_ns: int) -> None:
+        """Run :meth:`_reap` at ``due_ns`` (``time.monotonic_ns()``) unless it is due earlier."""
+        if self._reaper is not None:
+            if self._reaper_due_ns <= due_ns:
+                return
+            self._reaper.cancel()
+        self._reaper_due_ns = due_ns
+        delay_s = max(0.0, (due_ns - time.monotonic_ns()) / 1e9)
+        self._reaper = asyncio.get_running_loop().call_later(delay_s, self._reap)
 
-    def _release_idle(self) -> None:
-        self._idle_timer = None
+    def _reap(self) -> None:
+        """Triton's reaper: fail the backlog sequences whose timeout expired, release the
+        sequences idle for ``max_sequence_idle_microseconds``, and wake again when the next
+        of either is due."""
+        self._reaper = None
         now = time.monotonic_ns()
         queued = {id(p.request.parameters["_sequence"]) for p in self._queue}
-        for sequence in list(self._sequences.values()):
-            if not sequence.busy and id(sequence) not in queued and now - sequence.last_used_ns >= self._idle_ns:
+        next_due = 0
+        for sequence in list(self._live):
+            if sequence.slot is None and sequence.expires_ns:
+                if sequence.expires_ns <= now:
+                    self._close(sequence, reason="REJECTED", error=Unavailable(BACKLOG_TIMEOUT))
+                    continue
+                next_due = min(next_due or sequence.expires_ns, sequence.expires_ns)
+            if sequence.busy or id(sequence) in queued:
+                continue  # not idle: its next completion arms the reaper again
+            idle_due = sequence.last_used_ns + self._idle_ns
+            if idle_due <= now:
                 self._close(sequence)
+            else:
+                next_due = min(next_due or idle_due, idle_due)
         self.dispatcher.dispatch()
-        if self._sequences:
-            self._watch_idle()
+        if next_due:
+            self._arm(next_due)
 
 
-def input_shapes(request: BackendRequest) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """``((input name, shape), ...)``: requests batch together only when these are equal."""
-    return tuple((name, array.shape) for name, array in request.inputs.items())
+def input_shapes(request: BackendRequest, ragged: frozenset[str] = frozenset()
+                 ) -> tuple[tuple[str, tuple[int, ...] | None], ...]:
+    """``((input name, shape), ...)``: requests batch together only when these are equal.
+
+    The shape of a ``ragged`` input (``allow_ragged_batch``) is left out (None): as in Triton's
+    sequence batcher, which enforces equal shapes only for the variable-size inputs that are
+    not ragged, requests whose ragged inputs differ share an execution.
+    """
+    return tuple((name, None if name in ragged else array.shape)
+                 for name, array in request.inputs.items())
+
+
+def _timeout_us(params: Mapping[str, object]) -> int:
+    """The request's ``timeout`` parameter (µs; 0 = none).
+
+    Raises:
+        InvalidArgument: it is not a non-negative integer.
+    """
+    timeout = params.get("timeout", 0)
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 0:
+        raise InvalidArgument("the 'timeout' parameter must be a non-negative integer (microseconds)")
+    return timeout
 
 
 def _correlation_id(params: Mapping[str, object], model: str) -> int | str:

@@ -12,11 +12,17 @@ Follows Triton's ``DirectSequenceBatch`` (core ``sequence_batch_scheduler.cc``) 
   zeros, START / END / READY false, CORRID 0, implicit state zeros shaped like that
   request's state (Triton's dummy state). Null responses and state outputs are
   dropped; the state of the sequence holding such a slot is left untouched;
-- a slot whose request has other input shapes than the first one waits (null row);
+- a slot whose request has other input shapes than the first one waits (null row); the
+  shapes of ``allow_ragged_batch`` inputs are not compared (Triton's ragged batching);
 - when ``minimum_slot_utilization`` > 0 and ``max_queue_delay_microseconds`` > 0, an
   instance whose ready slots are fewer than ``minimum_slot_utilization x slots`` waits up
   to ``max_queue_delay_microseconds`` (counted from its oldest ready request) for more
   before it executes. The wait is a ``loop.call_later`` timer, never a block.
+
+Instance update: an added instance brings its slots (backlog sequences take them first); a
+removed one takes no new sequence, keeps executing the live sequences of its slots, and
+leaves (then unloads) when the last of them ends, as Triton's ``SequenceBatchScheduler``
+erases a removed instance's slots as they are released.
 
 Statistics count only the real requests: ``inference_count`` and the ``batch_stats``
 entry of an execution use the number of real requests in it, not the slot count.
@@ -56,6 +62,34 @@ class DirectSequenceBatcher(SequenceBatcher):
         self._utilization = float(direct.minimum_slot_utilization)
         self._instance_of = {id(r): i for i, r in enumerate(self.dispatcher.runners)}
         self._due: set[int] = set()  # ids of the idle runners that may execute now
+        #: slot group of each removed instance still holding live sequences -> its runner
+        self._leaving: dict[int, InstanceRunner] = {}
+
+    def instances_changed(self, added: list[InstanceRunner],
+                          removed: list[InstanceRunner]) -> list[InstanceRunner]:
+        """Added instances get new slot groups; removed ones lose their slots (held ones
+        when their sequence ends) and are kept while a live sequence holds one."""
+        for runner in added:
+            group = max(self._instance_of.values(), default=-1) + 1
+            self._instance_of[id(runner)] = group
+            self._slots.add_slots((group, index) for index in range(self._max_batch_size))
+        held = []
+        for runner in removed:
+            group = self._instance_of[id(runner)]
+            self._slots.remove_slots((group, index) for index in range(self._max_batch_size))
+            if self._slots.holds(group):
+                self._leaving[group] = runner
+                held.append(runner)
+            else:
+                del self._instance_of[id(runner)]
+        return held
+
+    def _slot_freed(self, slot: tuple[int, int]) -> None:
+        group = slot[0]
+        if group in self._leaving and not self._slots.holds(group):
+            runner = self._leaving.pop(group)
+            del self._instance_of[id(runner)]
+            self.dispatcher.release_runner(runner)
 
     def _slot_layout(self, config: ModelConfig, instances: int) -> tuple[int, int]:
         return instances, self._max_batch_size
@@ -118,8 +152,8 @@ class DirectSequenceBatcher(SequenceBatcher):
         if not rows:
             return []
         first = rows[min(rows)].request
-        shape = input_shapes(first)
-        rows = {slot: p for slot, p in rows.items() if input_shapes(p.request) == shape}
+        shape = input_shapes(first, self._ragged)
+        rows = {slot: p for slot, p in rows.items() if input_shapes(p.request, self._ragged) == shape}
         null = self._null_request(first)
         loop = asyncio.get_running_loop()
         batch = []

@@ -9,6 +9,10 @@ instance wait, counted from the oldest ready request, for the batch to reach
 out the batch is cut to the largest preferred size it reaches (as the dynamic batcher
 does). The wait is a ``loop.call_later`` timer, never a block. What the strategies
 share is in :mod:`workbench.scheduling.sequence_batcher`.
+
+Instance update: the sequences' state lives in the batcher, not on an instance, so removed
+instances leave at once (after their execution) and every sequence goes on on the others;
+without an explicit ``max_candidate_sequences`` the candidate slots follow the instance count.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from workbench.scheduling.sequence_slots import Sequence
 
 class OldestSequenceBatcher(SequenceBatcher):
     """Triton's ``oldest`` strategy: any free instance takes the oldest ready request of
-    up to ``max_batch_size`` different slotted sequences (same input shapes).
+    up to ``max_batch_size`` different slotted sequences (same input shapes, ragged
+    inputs aside).
 
     ``oldest.max_candidate_sequences`` sequences hold a slot at once (default
     ``instances x max(1, max_batch_size)``); the others wait in the backlog.
@@ -32,7 +37,22 @@ class OldestSequenceBatcher(SequenceBatcher):
 
     def _slot_layout(self, config: ModelConfig, instances: int) -> tuple[int, int]:
         candidates = config.sequence_batching.oldest.max_candidate_sequences
-        return 1, candidates or instances * max(1, config.max_batch_size)
+        #: candidate slots now, when they follow the instance count (0: fixed by the config)
+        self._following = 0 if candidates else instances * max(1, config.max_batch_size)
+        return 1, candidates or self._following
+
+    def instances_changed(self, added: list[InstanceRunner],
+                          removed: list[InstanceRunner]) -> list[InstanceRunner]:
+        """Resize the candidate slots when they follow the instance count; keeps no instance."""
+        if self._following:
+            count = len(self.dispatcher.runners) - len(removed)
+            wanted = count * self._max_batch_size
+            if wanted > self._following:
+                self._slots.add_slots((0, index) for index in range(self._following, wanted))
+            else:
+                self._slots.remove_slots((0, index) for index in range(wanted, self._following))
+            self._following = wanted
+        return []
 
     def _configure(self, config: ModelConfig) -> None:
         oldest = config.sequence_batching.oldest
@@ -77,7 +97,7 @@ class OldestSequenceBatcher(SequenceBatcher):
             if sequence.busy or sequence.slot is None or id(sequence) in chosen:
                 chosen.add(id(sequence))  # later requests of it must wait their turn
                 continue
-            key = input_shapes(pending.request)
+            key = input_shapes(pending.request, self._ragged)
             if shape is not None and key != shape:
                 continue
             shape = key

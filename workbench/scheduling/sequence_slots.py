@@ -9,12 +9,18 @@ idle. A released slot goes straight to the oldest sequence of the backlog (Trito
 the model config parameter ``max_sequence_backlog`` (a workbench extension) bounds it,
 and a new sequence that finds the slots and the backlog full is rejected with
 :class:`~workbench.errors.Unavailable` (HTTP 503 / gRPC UNAVAILABLE).
+
+Slots come and go with the instances (an instance update, Triton's
+``SequenceBatchScheduler::Update``): added slots go to the backlog first; a removed slot that
+is free is erased at once, one that is held is erased when its sequence ends (never handed
+to the backlog), so the sequence finishes where its state is.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,8 +39,13 @@ class Sequence:
         busy: a request of this sequence is executing.
         slot: ``(slot group, slot index)`` it holds (group = instance index for the
             ``direct`` strategy, always 0 for ``oldest``), or None while in the backlog.
-        ending: its END request has been queued.
+        ending: its END request has been queued (or it must end once its queued requests
+            have run); its correlation ID is free for a new sequence.
         last_used_ns: ``time.monotonic_ns()`` of its last request (idle release).
+        epoch: how many times a START restarted it while live (Triton's early termination
+            of the previous sequence); each queued request remembers the epoch it joined.
+        expires_ns: while in the backlog, when it times out (the earliest ``timeout`` of
+            its requests; 0 = never).
     """
 
     correlation_id: int | str
@@ -43,6 +54,8 @@ class Sequence:
     slot: tuple[int, int] | None = None
     ending: bool = False
     last_used_ns: int = 0
+    epoch: int = 0
+    expires_ns: int = 0
 
 
 class SlotTable:
@@ -59,6 +72,8 @@ class SlotTable:
         self.size = groups * per_group
         self._free = [(index, group) for index in range(per_group) for group in range(groups)]
         heapq.heapify(self._free)
+        #: removed slots still held by a live sequence: erased when it ends
+        self._doomed: set[tuple[int, int]] = set()
         self._backlog: deque[Sequence] = deque()
         self._limit = backlog_limit
         self._model = model
@@ -93,12 +108,45 @@ class SlotTable:
                 self._backlog.remove(sequence)
             return None
         slot, sequence.slot = sequence.slot, None
+        if slot in self._doomed:  # a removed slot: erased, not handed on
+            self._doomed.discard(slot)
+            return None
         if self._backlog:
             waiting = self._backlog.popleft()
             waiting.slot = slot
             return waiting
         heapq.heappush(self._free, (slot[1], slot[0]))
         return None
+
+    def add_slots(self, slots: Iterable[tuple[int, int]]) -> list[Sequence]:
+        """Add ``(group, index)`` slots (a removed slot still held is simply kept); each goes
+        to the oldest backlog sequence first. Returns the sequences that got a slot."""
+        placed = []
+        for slot in slots:
+            self.size += 1
+            if slot in self._doomed:
+                self._doomed.discard(slot)
+            elif self._backlog:
+                waiting = self._backlog.popleft()
+                waiting.slot = slot
+                placed.append(waiting)
+            else:
+                heapq.heappush(self._free, (slot[1], slot[0]))
+        return placed
+
+    def remove_slots(self, slots: Iterable[tuple[int, int]]) -> None:
+        """Remove ``(group, index)`` slots: free ones at once, held ones when their sequence
+        ends (:meth:`release`); no new sequence gets any of them."""
+        wanted = set(slots)
+        free = {(group, index) for index, group in self._free}
+        self.size -= len(wanted)
+        self._doomed |= wanted - free
+        self._free = [(index, group) for index, group in self._free if (group, index) not in wanted]
+        heapq.heapify(self._free)
+
+    def holds(self, group: int) -> bool:
+        """True while a removed slot of ``group`` is still held by a live sequence."""
+        return any(g == group for g, _ in self._doomed)
 
 
 __all__ = ["Sequence", "SlotTable"]

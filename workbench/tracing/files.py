@@ -1,16 +1,18 @@
 """Triton's trace files: one JSON list per file (``TraceManager::TraceFile``).
 
-With ``log_frequency`` 0 every trace goes into ``PATH``: the file is opened at the first
-trace (``[`` then the records), each further trace is appended after a ``,`` and flushed,
-and the closing ``]`` is written when the server stops. Rolling files ``PATH.<index>``
-(``log_frequency`` N, or a ``count`` that ran out) are each written whole: ``[records]``.
+With ``log_frequency`` 0 every trace goes into ``PATH``: the file is created at the first
+trace as ``[records]``, and each further trace replaces the closing ``]`` with
+``,records]`` in one positioned write, so the file is a complete JSON list after every trace
+(Triton's ``TraceFile`` leaves the list open, ``[records``, until the server stops; the
+content in the end is the same). Rolling files ``PATH.<index>`` (``log_frequency`` N, or a
+``count`` that ran out) are each written whole: ``[records]``.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from typing import IO
+import os
 
 import orjson
 
@@ -34,12 +36,14 @@ class TraceFile:
     def __init__(self, name: str) -> None:
         self.name = name
         self._index = itertools.count()
-        self._stream: IO[bytes] | None = None
+        self._fd: int | None = None
+        #: the size of ``name`` (its last byte is the closing ``]``)
+        self._end = 0
         self._closed = False
 
     def save(self, records: list[Record], to_index_file: bool) -> None:
-        """Write ``records`` to the next ``<name>.<index>`` file, or append them to ``name``
-        (nothing once closed: the file is complete)."""
+        """Write ``records`` to the next ``<name>.<index>`` file, or add them to the list in
+        ``name`` (nothing once closed: the file is complete)."""
         if not records or self._closed:
             return
         body = dump_records(records)
@@ -48,25 +52,31 @@ class TraceFile:
                 with open(f"{self.name}.{next(self._index)}", "wb") as out:
                     out.write(b"[" + body + b"]")
                 return
-            if self._stream is None:
-                self._stream = open(self.name, "wb")  # noqa: SIM115 - open until close()
-                self._stream.write(b"[" + body)
-            else:
-                self._stream.write(b"," + body)
-            self._stream.flush()
+            if self._fd is None:
+                self._fd = os.open(self.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+                self._write(b"[" + body + b"]", 0)
+            else:  # over the closing "]": the list stays complete
+                self._write(b"," + body + b"]", self._end - 1)
         except OSError as exc:
             log.error("failed creating trace file: %s", exc)
 
+    def _write(self, data: bytes, offset: int) -> None:
+        assert self._fd is not None
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self._fd, view, offset)
+            view, offset = view[written:], offset + written
+        self._end = offset
+
     def close(self) -> None:
-        """Write the closing ``]`` of ``name`` (when anything was written) and close it."""
+        """Close ``name`` (its list is complete already); nothing is written after."""
         self._closed = True
-        if self._stream is not None:
+        if self._fd is not None:
             try:
-                self._stream.write(b"]")
-                self._stream.close()
+                os.close(self._fd)
             except OSError as exc:
                 log.error("failed creating trace file: %s", exc)
-            self._stream = None
+            self._fd = None
 
 
 __all__ = ["TraceFile", "dump_records"]

@@ -11,13 +11,21 @@ Output in ``triton`` mode (``TraceSetting.write``, Triton's ``WriteTrace``): wit
 ``log_frequency`` N > 0 every N traces are written to ``PATH.<index>`` (the rest when the
 setting is replaced or the server stops); with a ``count`` that runs out, the collected
 traces are written to ``PATH.<index>`` once the last one is done; otherwise each trace is
-appended to ``PATH`` as it completes (Triton keeps them in memory until shutdown). In
+added to ``PATH`` as it completes, which stays a complete JSON list (Triton keeps them in
+memory until the setting is replaced or the server stops). In
 ``opentelemetry`` mode each trace becomes spans for the OTLP/HTTP exporter
 (:mod:`workbench.tracing.otel`).
+
+OpenTelemetry context propagation (Triton's ``GetTraceStartOptions``): in ``opentelemetry``
+mode with a level set, a request whose headers (HTTP) or metadata (gRPC) carry a valid W3C
+``traceparent`` is traced whatever its setting's ``rate`` and ``count`` (it still counts
+towards the rate), and its spans become children of the caller's span; ``rate=0`` then
+traces only such requests.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -29,8 +37,13 @@ from workbench.tracing.records import Record, RequestTrace, Trace
 class TraceExporter(Protocol):
     """Where ``opentelemetry`` mode sends finished traces."""
 
-    def export(self, records: list[Record]) -> None:
-        """Turn one trace's records into spans and queue them for export."""
+    def export(self, records: list[Record], context: Any = None) -> None:
+        """Turn one trace's records into spans (children of ``context``'s span, a caller's
+        propagated context, when given) and queue them for export."""
+
+    def extract(self, carrier: Mapping[str, str]) -> Any:
+        """The OpenTelemetry context a request's headers carry (W3C ``traceparent``), or None
+        when they carry no valid one."""
 
     def close(self) -> None:
         """Export what is queued and stop."""
@@ -48,7 +61,7 @@ class TraceSetting:
     """
 
     def __init__(self, values: Mapping[str, Any], file: TraceFile | None,
-                 export: Callable[[list[Record]], None]) -> None:
+                 export: Callable[..., None]) -> None:
         self.values = dict(values)
         level = values["trace_level"]
         self.timestamps = "TIMESTAMPS" in level
@@ -62,28 +75,39 @@ class TraceSetting:
         self._export = export
         #: Triton's ``Valid()``: a level, a non-zero rate and somewhere to write
         self.valid = bool(level) and self.rate != 0 and (self.mode == "opentelemetry" or file is not None)
+        #: a request with a propagated OpenTelemetry context is traced (Triton's ``force_sample``)
+        self.propagates = bool(level) and self.mode == "opentelemetry"
         self._sampled = self._created = self._collected = 0
         self._buffer: list[Record] = []
         self._in_buffer = 0
         self._retired = False
 
-    def sample(self) -> RequestTrace | None:
-        """The next request's trace when it is sampled, else None."""
-        if not self.valid or self.count == 0:
+    def sample(self, context: Any = None) -> RequestTrace | None:
+        """The next request's trace when it is sampled, else None; a request with a
+        propagated OpenTelemetry ``context`` is always traced (Triton's ``force_sample``:
+        it still counts towards ``rate``, and takes one of ``count`` when the rate hits)."""
+        forced = context is not None and self.propagates
+        if not forced and (not self.valid or self.count == 0):
             return None
-        self._sampled += 1
-        if self._sampled % self.rate:
+        hit = False
+        if self.rate:
+            self._sampled += 1
+            hit = self._sampled % self.rate == 0 and self.count != 0
+            if hit:
+                if self.count > 0:
+                    self.count -= 1
+                self._created += 1
+        if not (hit or forced):
             return None
-        if self.count > 0:
-            self.count -= 1
-        self._created += 1
-        return Trace(self.write, self.timestamps, self.tensors).root
+        sink = functools.partial(self.write, context=context) if forced else self.write
+        return Trace(sink, self.timestamps, self.tensors).root
 
-    def write(self, records: list[Record]) -> None:
-        """A trace of this setting is done: export it, or buffer/write it (module doc)."""
+    def write(self, records: list[Record], context: Any = None) -> None:
+        """A trace of this setting is done: export it (under ``context``, a caller's
+        propagated OpenTelemetry context), or buffer/write it (module doc)."""
         self._collected += 1
         if self.mode == "opentelemetry":
-            self._export(records)
+            self._export(records, context)
             return
         if self._file is None:
             return
@@ -127,7 +151,10 @@ class TraceManager:
         self._global = self._setting(startup)
         self._models: dict[str, TraceSetting] = {}
         #: some setting may trace: the frontends take timestamps only then (the OFF fast path)
-        self.enabled = self._global.valid
+        self.enabled = self._global.valid or self._global.propagates
+        #: some setting traces requests with a propagated OpenTelemetry context: the frontends
+        #: pass their headers / metadata to :meth:`sample` only then
+        self.propagates = self._global.propagates
 
     def open(self) -> None:
         """Create the OpenTelemetry exporter in ``opentelemetry`` mode (at server start).
@@ -140,13 +167,21 @@ class TraceManager:
 
             self._exporter = OtelExporter(self._options)
 
-    def _export_records(self, records: list[Record]) -> None:
+    def _export_records(self, records: list[Record], context: Any = None) -> None:
         if self._exporter is not None:
-            self._exporter.export(records)
+            self._exporter.export(records, context)
 
-    def sample(self, model: str) -> RequestTrace | None:
-        """The trace for a request to ``model`` when its setting samples it, else None."""
-        return self._models.get(model, self._global).sample()
+    def sample(self, model: str, carrier: Mapping[str, str] | None = None) -> RequestTrace | None:
+        """The trace for a request to ``model`` when its setting samples it, else None.
+
+        ``carrier``: the request's headers (HTTP, lower-case names) or metadata (gRPC); in
+        ``opentelemetry`` mode a valid W3C ``traceparent`` in it forces the trace and makes
+        its spans children of the caller's span (module doc)."""
+        setting = self._models.get(model, self._global)
+        context = None
+        if carrier is not None and setting.propagates and self._exporter is not None:
+            context = self._exporter.extract(carrier)
+        return setting.sample(context)
 
     def remaining(self, model: str | None = None) -> int:
         """Traces the setting of ``model`` (or the global one) will still make (-1: no limit)."""
@@ -175,7 +210,9 @@ class TraceManager:
             if old is not None:
                 old.retire()
             self._models[name] = self._setting(new_values)
-        self.enabled = self._global.valid or any(s.valid for s in self._models.values())
+        settings = (self._global, *self._models.values())
+        self.enabled = any(s.valid or s.propagates for s in settings)
+        self.propagates = any(s.propagates for s in settings)
 
     def close(self) -> None:
         """Write what is buffered, close the trace files, flush the exporter."""

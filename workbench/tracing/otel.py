@@ -18,11 +18,16 @@ Spans are of kind SERVER, from tracer ``triton-server``, exported by a batch spa
 (``bsp_*`` settings). Timestamps are the engine's monotonic ones shifted to wall-clock time
 by one offset taken at start (Triton's ``time_offset_``). ``TENSORS`` records are not
 exported (Triton: "Tensor level tracing is not supported by the mode: opentelemetry").
+
+A request that carried a W3C ``traceparent`` (read by the SDK's
+``TraceContextTextMapPropagator``, Triton's ``HttpTraceContext`` propagator) gets an
+``InferRequest`` span whose parent is the caller's span, in the caller's trace.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from workbench.errors import InvalidArgument
@@ -53,6 +58,7 @@ class OtelExporter:
             from opentelemetry.sdk.resources import Resource
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
+            from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
         except ImportError:
             raise InvalidArgument(MISSING_SDK) from None
         attributes: dict[str, Any] = {"service.name": "triton-inference-server"}
@@ -69,10 +75,19 @@ class OtelExporter:
         self._provider.add_span_processor(processor)
         self._tracer = self._provider.get_tracer(TRACER_NAME)
         self._api = trace
+        self._propagator = TraceContextTextMapPropagator()
         self._offset = time.time_ns() - time.monotonic_ns()
 
-    def export(self, records: list[Record]) -> None:
-        """One trace's records -> its spans (module doc), ended and queued for export."""
+    def extract(self, carrier: Mapping[str, str]) -> Any:
+        """The context of a valid ``traceparent`` (and ``tracestate``) in ``carrier``, else None."""
+        context = self._propagator.extract(carrier)
+        if self._api.get_current_span(context).get_span_context().is_valid:
+            return context
+        return None
+
+    def export(self, records: list[Record], context: Any = None) -> None:
+        """One trace's records -> its spans (module doc), ended and queued for export;
+        ``InferRequest`` is a child of ``context``'s span when given (a propagated context)."""
         stamps: dict[int, dict[str, int]] = {}
         headers: dict[int, Record] = {}
         for record in records:
@@ -86,7 +101,7 @@ class OtelExporter:
         wall, kind, tracer = self._offset, self._api.SpanKind.SERVER, self._tracer
         root_id = min(stamps)
         first = min(ns for own in stamps.values() for ns in own.values())
-        root = tracer.start_span("InferRequest", kind=kind, start_time=first + wall)
+        root = tracer.start_span("InferRequest", context=context, kind=kind, start_time=first + wall)
         for name, ns in sorted(stamps[root_id].items(), key=lambda item: item[1]):
             if name not in _ENGINE_EVENTS:
                 root.add_event(name, timestamp=ns + wall)

@@ -11,7 +11,10 @@ executing it.
 A sampled ``ModelInfer`` request (``--trace-config``) gets Triton's ``GRPC_WAITREAD_START`` /
 ``GRPC_WAITREAD_END`` (both when the handler receives the decoded message: grpc.aio reads it
 before), ``GRPC_SEND_START`` (the response handed to grpc.aio) and ``GRPC_SEND_END`` (the RPC
-done) timestamps; its trace is written when the RPC is done.
+done) timestamps, and ``INFER_RESPONSE_COMPLETE`` when the engine's response arrives; its trace
+is written when the RPC is done. Streamed requests are traced in
+:mod:`workbench.frontends.grpc.stream`. In ``opentelemetry`` mode the RPC's metadata goes to the
+sampling, for a W3C ``traceparent`` (Triton's ``GrpcServerCarrier``).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ DECOUPLED_MODEL_INFER = "ModelInfer RPC doesn't support models with decoupled tr
 def _sample(server: Server, model: str, context: Context) -> RequestTrace | None:
     """The request's trace when sampled: read timestamps now, ``GRPC_SEND_END`` and the
     release once the RPC is done."""
-    trace = server.tracer.sample(model)
+    trace = server.tracer.sample(model, metadata_carrier(context) if server.tracer.propagates else None)
     if trace is not None:
         now = time.monotonic_ns()
         trace.stamp("GRPC_WAITREAD_START", now)
@@ -57,6 +60,12 @@ def _sample(server: Server, model: str, context: Context) -> RequestTrace | None
 
         context.add_done_callback(done)
     return trace
+
+
+def metadata_carrier(context: Context) -> dict[str, str]:
+    """The RPC's text metadata as an OpenTelemetry carrier (keys are lower-case in gRPC)."""
+    return {key: value for key, value in context.invocation_metadata() or ()
+            if isinstance(value, str)}
 
 
 def _parse(payload: Mapping[str, object] | Sequence[object], message_type: type) -> Any:
@@ -181,7 +190,9 @@ class GRPCInferenceService(
             if trace is None:
                 return encode_response(await self.server.infer(decoded))
             decoded.trace = trace
-            response = encode_response(await self.server.infer(decoded))
+            answer = await self.server.infer(decoded)
+            trace.stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
+            response = encode_response(answer)
             trace.stamp("GRPC_SEND_START", time.monotonic_ns())
             return response
         except DecoupledNotSupported:
@@ -205,5 +216,6 @@ class GRPCInferenceService(
                 forwarded = forwarded_parameters(self.forward, context.invocation_metadata())
             except InvalidArgument as exc:  # every request of the stream fails, as in Triton
                 forwarded = exc
-        async for message in StreamSession(self.server, forwarded).run(request_iterator):
+        carrier = metadata_carrier(context) if self.server.tracer.propagates else None
+        async for message in StreamSession(self.server, forwarded, carrier).run(request_iterator):
             yield message

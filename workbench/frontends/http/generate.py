@@ -21,6 +21,12 @@ Errors follow tritonserver's ``HandleGenerate``:
   models (tritonserver sends that text in a 200 body, because its first response already
   set the status).
 
+A sampled request (``--trace-config``) is traced as tritonserver's ``HandleGenerate`` traces it
+(sampled on arrival, before the model's metadata is read): ``HTTP_RECV_START`` / ``HTTP_RECV_END``
+(the body read), the engine's timestamps, and ``HTTP_SEND_START`` / ``HTTP_SEND_END`` around
+each response sent (the JSON object; each event of ``/generate_stream``); the trace is written
+once the response is complete.
+
 A client that disconnects abandons its request: the awaited stream is closed, so the engine
 drops the model's remaining responses (and a queued request is not run), and nothing is left
 waiting on the connection.
@@ -32,6 +38,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from typing import Any
 from urllib.parse import unquote
 
@@ -43,8 +50,16 @@ from workbench.frontends.http.generate_mapping import (
     generate_response,
     parse_generate_body,
 )
-from workbench.frontends.http.infer_asgi import ASGIApp, DisconnectWatch, Receive, Scope, Send
+from workbench.frontends.http.infer_asgi import (
+    ASGIApp,
+    DisconnectWatch,
+    Receive,
+    Scope,
+    Send,
+    header_carrier,
+)
 from workbench.frontends.status import http_status
+from workbench.tracing import RequestTrace
 
 log = logging.getLogger(__name__)
 
@@ -81,18 +96,35 @@ class GeneratePath:
             return
         model, version = unquote(match.group(1)), unquote(match.group(2) or "")
         streaming = match.group(3) == "generate_stream"
+        trace = None
+        tracer = self.server.tracer
+        if tracer.enabled:
+            recv_start_ns = time.monotonic_ns()
+            trace = tracer.sample(model, header_carrier(scope) if tracer.propagates else None)
+            if trace is not None:
+                trace.stamp("HTTP_RECV_START", recv_start_ns)
         try:
-            request = await self._request(scope, receive, model, version)
+            await self._serve(scope, receive, send, model, version, streaming, trace)
+        finally:
+            if trace is not None:  # the response is complete (or the client gone)
+                trace.release()
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, model: str, version: str,
+                     streaming: bool, trace: RequestTrace | None) -> None:
+        try:
+            request = await self._request(scope, receive, model, version, trace)
         except WorkbenchError as exc:
-            await _respond_json(send, http_status(exc.code), {"error": exc.message})
+            await _respond_json(send, http_status(exc.code), {"error": exc.message}, trace)
             return
+        request.trace = trace
         async with DisconnectWatch(receive):  # a client gone: nobody to answer, the rest dropped
             if streaming:
-                await self._stream(request, send)
+                await self._stream(request, send, trace)
             else:
-                await self._one(request, send)
+                await self._one(request, send, trace)
 
-    async def _request(self, scope: Scope, receive: Receive, model: str, version: str):
+    async def _request(self, scope: Scope, receive: Receive, model: str, version: str,
+                       trace: RequestTrace | None):
         """The engine request of the body (Triton's order: the model's metadata first)."""
         metadata = await self.server.model_metadata(model, version)
         headers = dict(scope["headers"])
@@ -100,6 +132,8 @@ class GeneratePath:
         if encoding not in ("", "identity"):
             raise InvalidArgument("Unsupported content-encoding, only 'identity' is supported.")
         body = await _read_body(receive, self.limit, headers.get(b"content-length"))
+        if trace is not None:
+            trace.stamp("HTTP_RECV_END", time.monotonic_ns())
         if len(body) >= _OFFLOAD_BYTES:
             members = await asyncio.to_thread(parse_generate_body, body)
         else:
@@ -107,7 +141,7 @@ class GeneratePath:
         max_input = self.server.options.http_max_input_size
         return generate_request(members, model, version, metadata["inputs"], max_input)
 
-    async def _one(self, request, send: Send) -> None:
+    async def _one(self, request, send: Send, trace: RequestTrace | None) -> None:
         """``/generate``: exactly one response, as one JSON object."""
         answers: list[InferenceResponse] = []
         try:
@@ -116,14 +150,14 @@ class GeneratePath:
                     if _is_response(response):
                         answers.append(response)
         except WorkbenchError as exc:
-            await _respond_json(send, http_status(exc.code), {"error": exc.message})
+            await _respond_json(send, http_status(exc.code), {"error": exc.message}, trace)
             return
         if len(answers) != 1:
-            await _respond_json(send, 501, {"error": ONE_RESPONSE})
+            await _respond_json(send, 501, {"error": ONE_RESPONSE}, trace)
             return
-        await _respond_json(send, 200, generate_response(answers[0]))
+        await _respond_json(send, 200, generate_response(answers[0]), trace)
 
-    async def _stream(self, request, send: Send) -> None:
+    async def _stream(self, request, send: Send, trace: RequestTrace | None) -> None:
         """``/generate_stream``: one SSE event per response, as it arrives."""
         started = False
         try:
@@ -131,21 +165,16 @@ class GeneratePath:
                 async for response in responses:
                     if not _is_response(response):
                         continue
-                    if not started:
-                        await send({"type": "http.response.start", "status": 200, "headers": _SSE})
-                        started = True
-                    await send({"type": "http.response.body", "body": _event(generate_response(response)),
-                                "more_body": True})
+                    status = None if started else 200
+                    started = True
+                    await _send_event(send, status, generate_response(response), trace)
         except WorkbenchError as exc:
             status = http_status(exc.code)
             if not started and status < 500:  # refused before it ran (Triton's error_callback)
-                await _respond_json(send, status, {"error": exc.message})
+                await _respond_json(send, status, {"error": exc.message}, trace)
                 return
-            if not started:
-                await send({"type": "http.response.start", "status": status, "headers": _SSE})
-                started = True
-            await send({"type": "http.response.body", "body": _event({"error": exc.message}),
-                        "more_body": True})
+            await _send_event(send, None if started else status, {"error": exc.message}, trace)
+            started = True
         if not started:  # no response at all: an empty event stream
             await send({"type": "http.response.start", "status": 200, "headers": _SSE})
         await send({"type": "http.response.body", "body": b""})
@@ -197,11 +226,29 @@ async def _read_body(receive: Receive, limit: int, declared: bytes | None) -> by
     return b"".join(chunks)
 
 
-async def _respond_json(send: Send, status: int, payload: dict) -> None:
+async def _send_event(send: Send, status: int | None, payload: dict[str, Any],
+                      trace: RequestTrace | None) -> None:
+    """One SSE event (after the response start with ``status``, when given), between
+    ``HTTP_SEND_START`` and ``HTTP_SEND_END`` when traced."""
+    if trace is not None:
+        trace.stamp("HTTP_SEND_START", time.monotonic_ns())
+    if status is not None:
+        await send({"type": "http.response.start", "status": status, "headers": _SSE})
+    await send({"type": "http.response.body", "body": _event(payload), "more_body": True})
+    if trace is not None:
+        trace.stamp("HTTP_SEND_END", time.monotonic_ns())
+
+
+async def _respond_json(send: Send, status: int, payload: dict,
+                        trace: RequestTrace | None = None) -> None:
     body = orjson.dumps(payload)
+    if trace is not None:
+        trace.stamp("HTTP_SEND_START", time.monotonic_ns())
     await send({"type": "http.response.start", "status": status,
                 "headers": [*_JSON, (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
+    if trace is not None:
+        trace.stamp("HTTP_SEND_END", time.monotonic_ns())
 
 
 __all__ = ["GENERATE_PATH", "ONE_RESPONSE", "GeneratePath"]

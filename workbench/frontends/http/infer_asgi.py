@@ -10,7 +10,8 @@ Compression (``Content-Encoding`` / ``Accept-Encoding`` gzip or deflate, see
 
 A sampled request (``--trace-config``) gets Triton's ``HTTP_RECV_START`` / ``HTTP_RECV_END``
 (the body read) and ``HTTP_SEND_START`` / ``HTTP_SEND_END`` (the response sent) timestamps;
-with tracing off the path takes no timestamp.
+with tracing off the path takes no timestamp. In ``opentelemetry`` mode the request's headers
+go to the sampling, for a W3C ``traceparent`` (Triton's ``HttpTextMapCarrier``).
 
 A client that disconnects while its request waits or runs abandons it, as on the gRPC path:
 the awaited ``Server.infer`` is cancelled, so the scheduler drops a queued request instead of
@@ -115,7 +116,8 @@ class InferFastPath:
             check_json_size(json_part_size(header_length, len(body)), self.json_limit)
             model, version = unquote(match.group(1)), unquote(match.group(2) or "")
             if recv_start_ns:
-                trace = self.server.tracer.sample(model)
+                tracer = self.server.tracer
+                trace = tracer.sample(model, header_carrier(scope) if tracer.propagates else None)
                 if trace is not None:
                     trace.stamp("HTTP_RECV_START", recv_start_ns)
                     trace.stamp("HTTP_RECV_END", time.monotonic_ns())
@@ -195,6 +197,12 @@ class DisconnectWatch:
             self.dropped = True
             return True
         return False
+
+
+def header_carrier(scope: Scope) -> dict[str, str]:
+    """The request's headers as an OpenTelemetry carrier: lower-case names -> values (the
+    last of a repeated header)."""
+    return {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
 
 
 def _headers(scope: Scope) -> tuple[str | None, str | None, str | None, int | None]:
