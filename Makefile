@@ -52,7 +52,7 @@ $(STAMP): pyproject.toml $(JUPYTER_ENABLE)
 	touch $(STAMP)
 
 $(MODELS): $(STAMP) sample_models/build*.py workbench/testing/models.py $(MODEL_SOURCES)
-	@echo "==> building the sample models into $(REPO) (~40 s: train, export, check)"
+	@echo "==> building the sample models into $(REPO) (1-2 minutes: train, export, check)"
 	$(PY) sample_models/build.py --out $(REPO)
 	touch $(MODELS)
 

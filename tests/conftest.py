@@ -15,8 +15,10 @@ import pytest_asyncio
 from tritonclient.grpc import service_pb2_grpc
 
 from workbench import Server, ServerOptions
+from workbench.backends.registry import register_backend
 from workbench.frontends.grpc import create_grpc_server
 from workbench.frontends.http import create_app
+from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend
 from workbench.testing.models import add_broken_models, build_test_repository
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,6 +119,17 @@ async def _asgi_client(server: Server) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=create_app(server))
     async with httpx.AsyncClient(transport=transport, base_url="http://workbench") as http:
         yield http
+
+
+@pytest.fixture
+def fake_backend():
+    """The fake backend registered as ``fake``, its shared :data:`BEHAVIOUR` reset before and
+    after the test (every gate opened: nothing stays blocked after a failure). Modules that
+    serve fake models use it with ``pytestmark = pytest.mark.usefixtures("fake_backend")``."""
+    register_backend("fake", FakeBackend)
+    BEHAVIOUR.reset()
+    yield BEHAVIOUR
+    BEHAVIOUR.reset()
 
 
 @pytest.fixture

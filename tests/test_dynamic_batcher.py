@@ -181,7 +181,8 @@ async def test_queue_timeout_reject(tmp_path: Path, stopper) -> None:
 
 
 async def test_per_request_timeout_only_where_override_allowed(tmp_path: Path, stopper) -> None:
-    extra = "dynamic_batching { default_queue_policy { allow_timeout_override: true } }"
+    extra = ("dynamic_batching { default_queue_policy { allow_timeout_override: true "
+             "default_timeout_microseconds: 3600000000 } }")
     server, blocker = await blocked_server(tmp_path, stopper, extra)
     patient = asyncio.create_task(server.infer(request(1)))
     with pytest.raises(Unavailable, match="Request timeout expired"):
@@ -189,6 +190,30 @@ async def test_per_request_timeout_only_where_override_allowed(tmp_path: Path, s
     BEHAVIOUR.gate.set()
     await asyncio.gather(blocker, patient)
     assert BEHAVIOUR.batches == [[-1.0], [1.0]]
+
+
+async def test_a_request_timeout_only_shortens_the_default(tmp_path: Path, stopper) -> None:
+    # Triton's PolicyQueue::Enqueue (L0_model_queue test_timeout_override): the override
+    # counts only when it is below the level's default timeout; with no default (0) the
+    # request has no queue timeout at all
+    extra = ("dynamic_batching { default_queue_policy { allow_timeout_override: true "
+             "default_timeout_microseconds: 50000 } }")
+    server, blocker = await blocked_server(tmp_path, stopper, extra)
+    with pytest.raises(Unavailable, match=r"^Request timeout expired$"):  # the default's 50 ms
+        await asyncio.wait_for(server.infer(prioritized(2, timeout=3_600_000_000)), timeout=20)
+    BEHAVIOUR.gate.set()
+    await blocker
+    assert BEHAVIOUR.batches == [[-1.0]]
+
+
+async def test_a_request_timeout_without_a_default_is_ignored(tmp_path: Path, stopper) -> None:
+    extra = "dynamic_batching { default_queue_policy { allow_timeout_override: true } }"
+    server, blocker = await blocked_server(tmp_path, stopper, extra)
+    waiting = asyncio.create_task(server.infer(prioritized(2, timeout=1)))
+    await queued(server, "fake", 1)
+    BEHAVIOUR.gate.set()  # its 1 µs has long passed when the instance frees: honoured, it would expire
+    await asyncio.gather(blocker, waiting)
+    assert BEHAVIOUR.batches == [[-1.0], [2.0]]
 
 
 async def test_timeout_override_ignored_when_not_allowed(tmp_path: Path, stopper) -> None:
@@ -202,13 +227,13 @@ async def test_timeout_override_ignored_when_not_allowed(tmp_path: Path, stopper
 
 async def test_queue_timeout_delay_moves_request_behind(tmp_path: Path, stopper) -> None:
     extra = ("dynamic_batching { default_queue_policy { timeout_action: DELAY "
-             "default_timeout_microseconds: 50000 allow_timeout_override: true } }")
+             "default_timeout_microseconds: 3600000000 allow_timeout_override: true } }")
     server, blocker = await blocked_server(tmp_path, stopper, extra)
-    early = asyncio.create_task(server.infer(request(1)))
+    early = asyncio.create_task(server.infer(prioritized(1, timeout=50_000)))
     await queued(server, "fake", 1)
     expired_at = time.monotonic() + 0.05
-    # request 2 may wait an hour: only request 1's timeout (the default 50 ms) expires, however slow
-    late = asyncio.create_task(server.infer(prioritized(2, timeout=3_600_000_000)))
+    # request 2 may wait the default hour: only request 1's timeout (50 ms) expires, however slow
+    late = asyncio.create_task(server.infer(request(2)))
     await queued(server, "fake", 2)
     await until(lambda: time.monotonic() > expired_at, "request 1's queue timeout to pass")
     BEHAVIOUR.gate.set()

@@ -4,6 +4,8 @@ the ``repeat`` / ``square`` / ``fake`` test backends at the backend boundary."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +35,7 @@ from workbench.testing.repeat_backend import (
     write_repeat_model,
     write_square_model,
 )
+from workbench.testing.waits import until
 
 INT32_IDENTITY = """
 name: "{name}"
@@ -80,6 +83,9 @@ def build_repository(repo: Path) -> Path:
         ("identity_int32", {"INPUT0": "r"}, {"OUTPUT0": "OUT"}),
     ])
     to_identity = ("identity_int32", {"INPUT0": "r"}, {"OUTPUT0": "OUT"})
+    _ensemble(repo, "square_identity", OUT, [
+        ("square", {"IN": "IN"}, {"OUT": "r"}), to_identity,
+    ])
     _ensemble(repo, "limited", OUT, [repeat_to, to_identity], limit=1)
     _ensemble(repo, "unlimited", OUT, [repeat_to, to_identity])
     _ensemble(repo, "mixed_decoupled", OUT, [
@@ -96,14 +102,22 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_repository(tmp_path_factory.mktemp("decoupled_ensembles"))
 
 
-@pytest_asyncio.fixture
-async def server(repository: Path):
+def register_backends() -> None:
     for name, backend in (("repeat", RepeatBackend), ("square", SquareBackend), ("fake", FakeBackend)):
         register_backend(name, backend)
+
+
+@pytest_asyncio.fixture
+async def server(repository: Path):
+    register_backends()
     BEHAVIOUR.reset()
     async with Server(ServerOptions(model_repository=[str(repository)], exit_on_error=False)) as engine:
         yield engine
     BEHAVIOUR.reset()
+
+
+def executions(server: Server, model: str) -> int:
+    return sum(s.execution_count for s in server.model_statistics() if s.name == model)
 
 
 def values(responses, name: str = "OUT") -> list[int]:
@@ -139,6 +153,20 @@ async def test_outputs_of_two_steps_pair_up_per_response(server: Server) -> None
     pairs = sorted((int(dict((t.name, t.data) for t in r.outputs)["IDX"][0]),
                     int(dict((t.name, t.data) for t in r.outputs)["OUT"][0])) for r in data)
     assert pairs == [(0, 7), (1, 8), (2, 9)]
+
+
+async def test_the_response_formed_with_no_step_in_flight_carries_the_final_flag(server: Server) -> None:
+    # L0_simple_ensemble's producer -> consumer ensembles: the producer has closed its request
+    # when the consumer answers, so that answer is the ensemble's last response and carries
+    # the final flag, as Triton's does; a gRPC client that did not ask for empty final
+    # responses never saw its stream end when it came as a separate flag-only response
+    BEHAVIOUR.gate.clear()  # the identity step waits
+    streaming = asyncio.create_task(collect_stream(server, repeat_request([1], model="square_identity")))
+    await BEHAVIOUR.executing(1)
+    await until(lambda: executions(server, "square") >= 1, "the square step to close its request")
+    BEHAVIOUR.gate.set()
+    responses = await streaming
+    assert [(values([r]), r.final) for r in responses] == [([1], True)]
 
 
 async def test_a_decoupled_ensemble_with_no_response_sends_only_the_final_flag(server: Server) -> None:
@@ -185,6 +213,15 @@ async def test_max_inflight_requests_bounds_the_step_requests_in_flight(server: 
     assert BEHAVIOUR.max_active == 1  # the identity model has 2 instances
     assert (await server.model_config("limited")).ensemble_scheduling.max_inflight_requests == 1
 
+
+
+async def test_a_limit_is_logged_at_load_as_triton_does(repository: Path, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="workbench.scheduling.ensemble")
+    register_backends()
+    async with Server(ServerOptions(model_repository=[str(repository)], exit_on_error=False)):
+        pass
+    lines = [r.getMessage() for r in caplog.records if "max_inflight_requests" in r.getMessage()]
+    assert lines == ["Ensemble model 'limited' configured with max_inflight_requests: 1"]
 
 
 # ------------------------------------------------------------------ a composing model turns decoupled

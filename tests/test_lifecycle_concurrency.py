@@ -14,25 +14,14 @@ import asyncio
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from workbench import InferenceRequest, ModelReadyState, Server, ServerOptions, Tensor
-from workbench.backends.registry import register_backend
+from workbench import ModelReadyState, Server, ServerOptions
 from workbench.config.model_config import model_config_from_json
-from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend, write_fake_model
+from workbench.testing.fake_backend import BEHAVIOUR, fake_request, write_fake_model
 
+pytestmark = pytest.mark.usefixtures("fake_backend")
 
-@pytest.fixture(autouse=True)
-def fake_backend():
-    register_backend("fake", FakeBackend)
-    BEHAVIOUR.reset()
-    yield BEHAVIOUR
-    BEHAVIOUR.reset()
-
-
-def fake_request(name: str, value: float = 1.0) -> InferenceRequest:
-    return InferenceRequest(name, [Tensor("INPUT0", "FP32", np.array([[value]], np.float32))])
 
 
 async def until(predicate, what: str, timeout_s: float = 30.0) -> None:

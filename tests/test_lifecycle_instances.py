@@ -10,24 +10,13 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from workbench import InferenceRequest, Server, ServerOptions, Tensor
-from workbench.backends.registry import register_backend
-from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend, write_fake_model
+from workbench import Server, ServerOptions
+from workbench.testing.fake_backend import BEHAVIOUR, fake_request, write_fake_model
 
+pytestmark = pytest.mark.usefixtures("fake_backend")
 
-@pytest.fixture(autouse=True)
-def fake_backend():
-    register_backend("fake", FakeBackend)
-    BEHAVIOUR.reset()
-    yield BEHAVIOUR
-    BEHAVIOUR.reset()
-
-
-def fake_request(name: str, value: float = 1.0) -> InferenceRequest:
-    return InferenceRequest(name, [Tensor("INPUT0", "FP32", np.array([[value]], np.float32))])
 
 
 async def test_the_instances_of_a_model_initialise_concurrently(tmp_path: Path) -> None:

@@ -16,16 +16,9 @@ import pytest
 from tritonclient.grpc import service_pb2 as pb
 
 from workbench import InvalidArgument, ModelReadyState, Server, ServerOptions
-from workbench.backends.registry import register_backend
-from workbench.testing.fake_backend import BEHAVIOUR, FAKE_CONFIG, FakeBackend, write_backend_model, write_fake_model
+from workbench.testing.fake_backend import BEHAVIOUR, FAKE_CONFIG, write_backend_model, write_fake_model
 
-
-@pytest.fixture(autouse=True)
-def fake_backend():
-    register_backend("fake", FakeBackend)
-    BEHAVIOUR.reset()
-    yield BEHAVIOUR
-    BEHAVIOUR.reset()
+pytestmark = pytest.mark.usefixtures("fake_backend")
 
 
 @pytest.mark.parametrize("strict", [True, False])

@@ -13,38 +13,25 @@ import shutil
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 import pytest
 
 from workbench import (
-    InferenceRequest,
     ModelLoadError,
     ModelNotReady,
     ModelReadyState,
     Server,
     ServerOptions,
-    Tensor,
     Unavailable,
 )
-from workbench.backends.registry import register_backend
 from workbench.results import RepositoryIndexRow
-from workbench.testing.fake_backend import BEHAVIOUR, FAKE_CONFIG, FakeBackend, write_fake_model
+from workbench.testing.fake_backend import BEHAVIOUR, FAKE_CONFIG, fake_request, write_fake_model
 from workbench.testing.reload import atomic_write, write_add_sub
 
 ControlMode = Literal["none", "poll", "explicit"]  # ServerOptions.model_control_mode
 
 
-@pytest.fixture(autouse=True)
-def fake_backend():
-    register_backend("fake", FakeBackend)
-    BEHAVIOUR.reset()
-    yield BEHAVIOUR
-    BEHAVIOUR.reset()  # opens every gate: nothing stays blocked after a failure
+pytestmark = pytest.mark.usefixtures("fake_backend")
 
-
-def fake_request(name: str, value: float = 1.0, version: str = "") -> InferenceRequest:
-    data = np.array([[value]], np.float32)
-    return InferenceRequest(name, [Tensor("INPUT0", "FP32", data)], model_version=version)
 
 
 async def rows(server: Server, name: str) -> list[RepositoryIndexRow]:

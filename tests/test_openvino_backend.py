@@ -190,5 +190,5 @@ async def test_a_ragged_input_the_model_takes_in_2d_fails_the_load(tmp_path: Pat
     finally:
         await server.stop()
     assert row["state"] == "UNAVAILABLE" and row["reason"].endswith(
-        "configuration expects model provides input with shape [-1] for ragged input 'INPUT', "
+        "configuration expects model provides input with shape [-1]  for ragged input 'INPUT', "
         "model provides [-1,-1]"), row

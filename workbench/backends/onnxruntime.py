@@ -30,6 +30,7 @@ from workbench.backends.base import (
 )
 from workbench.backends.batching import gather_inputs, requested_union, split_outputs
 from workbench.backends.ort_options import OrtSessionPlan, check_providers_started, session_plan
+from workbench.backends.ragged import check_ragged_input
 from workbench.config.batch_io import BatchLayout, batch_layout
 from workbench.devices import gpu_count
 from workbench.errors import InternalError, InvalidArgument, ModelLoadError
@@ -176,9 +177,10 @@ def _check_io(config: ModelConfig, session,
     """Compare config datatypes and dims with the graph's (Triton's load-time check).
 
     A ragged input must be a graph input of shape ``[-1]`` and not optional
-    (:func:`_check_ragged`); a batch output target's dims are not compared (the model's
-    output is split by its source input's shapes, as Triton's onnxruntime backend skips
-    them); a batch input's target must be a graph input of its datatype.
+    (:func:`~workbench.backends.ragged.check_ragged_input`); a batch output target's dims are
+    not compared (the model's output is split by its source input's shapes, as Triton's
+    onnxruntime backend skips them); a batch input's target must be a graph input of its
+    datatype.
 
     Returns:
         The names of the string inputs, and the scalar (rank-0) graph tensors with their
@@ -214,7 +216,8 @@ def _check_io(config: ModelConfig, session,
                     f"{expected} for {kind} '{entry.name}', model provides {provided}"
                 )
             if kind == "input" and entry.name in layout.ragged:
-                _check_ragged(config, entry, shapes[entry.name])
+                check_ragged_input(config.name, entry.name, entry.optional,
+                                   [d if isinstance(d, int) and d >= 0 else -1 for d in shapes[entry.name]])
             elif kind == "output" and entry.name in layout.outputs:
                 pass  # Triton: "The batch output shape doesn't necessarily match the model"
             elif len(shapes[entry.name]) == 0:
@@ -237,27 +240,6 @@ def _expected_input_count(config: ModelConfig) -> int:
     controls = {c.kind for ci in config.sequence_batching.control_input for c in ci.control} & counted
     return (sum(1 for i in config.input if not i.optional) + len(config.batch_input) + len(controls)
             + len(config.sequence_batching.state))
-
-
-def _check_ragged(config: ModelConfig, entry, graph_shape: list) -> None:
-    """A ragged input (``allow_ragged_batch``): not optional, and 1-D with a variable dim in
-    the graph, as Triton's onnxruntime backend requires (its texts, its double space too).
-
-    Raises:
-        ModelLoadError: an optional ragged input, or a graph shape other than ``[-1]``.
-    """
-    if entry.optional:
-        raise ModelLoadError(
-            f"unable to load model '{config.name}', configuration expects model provides input "
-            f"with shape [-1] for ragged input '{entry.name}', which is not supported for "
-            "optional input"
-        )
-    model = [d if isinstance(d, int) and d >= 0 else -1 for d in graph_shape]
-    if model != [-1]:
-        raise ModelLoadError(
-            f"unable to load model '{config.name}', configuration expects model provides input "
-            f"with shape [-1]  for ragged input '{entry.name}', model provides {_dims(model)}"
-        )
 
 
 def _check_batch_inputs(config: ModelConfig, layout: BatchLayout, graph_inputs: dict) -> None:

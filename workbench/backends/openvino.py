@@ -44,6 +44,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.backends.batching import gather_inputs, requested_union, split_outputs
+from workbench.backends.ragged import check_ragged_input
 from workbench.config.batch_io import BatchLayout, batch_layout
 from workbench.errors import InternalError, ModelLoadError
 
@@ -208,7 +209,7 @@ def _check_io(config: ModelConfig, model, layout: BatchLayout) -> None:
             shape = port.get_partial_shape()
             model_dims = [d.get_length() if d.is_static else -1 for d in shape]
             if kind == "input" and entry.name in layout.ragged:
-                _check_ragged(config, entry, model_dims)
+                check_ragged_input(config.name, entry.name, entry.optional, model_dims)
                 continue
             if kind == "output" and entry.name in layout.outputs:
                 continue  # split by its source input's shapes, as Triton's backends skip it
@@ -225,27 +226,6 @@ def _check_io(config: ModelConfig, model, layout: BatchLayout) -> None:
                                  if batching else "")
                 )
     _check_batch_inputs(config, model, layout)
-
-
-def _check_ragged(config: ModelConfig, entry, model_dims: list[int]) -> None:
-    """A ragged input reaches the model flat: it must not be optional and its model shape must
-    be ``[-1]`` (the onnxruntime backend's rule and texts, as Triton's).
-
-    Raises:
-        ModelLoadError: an optional ragged input, or a model shape other than ``[-1]``.
-    """
-    if entry.optional:
-        raise ModelLoadError(
-            f"unable to load model '{config.name}', configuration expects model provides input "
-            f"with shape [-1] for ragged input '{entry.name}', which is not supported for "
-            "optional input"
-        )
-    if model_dims != [-1]:
-        raise ModelLoadError(
-            f"unable to load model '{config.name}', configuration expects model provides input "
-            f"with shape [-1] for ragged input '{entry.name}', model provides "
-            f"[{','.join(str(d) for d in model_dims)}]"
-        )
 
 
 def _check_batch_inputs(config: ModelConfig, model, layout: BatchLayout) -> None:

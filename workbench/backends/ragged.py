@@ -14,9 +14,32 @@ import numpy as np
 
 from workbench.backends.base import BackendRequest
 from workbench.config.batch_io import BatchInputSpec, BatchOutputSpec
-from workbench.errors import InvalidArgument
+from workbench.errors import InvalidArgument, ModelLoadError
 
 _DTYPES = {"TYPE_INT32": np.int32, "TYPE_FP32": np.float32}
+
+
+def check_ragged_input(model: str, name: str, optional: bool, model_dims: Sequence[int]) -> None:
+    """A ragged input (``allow_ragged_batch``) reaches the model flat: it must not be optional,
+    and the model must take it as ``[-1]`` (``model_dims``: its shape in the model, -1 for a
+    variable dim). Triton's onnxruntime backend's rule and texts (its double space too); the
+    openvino backend applies the same.
+
+    Raises:
+        ModelLoadError: an optional ragged input, or a model shape other than ``[-1]``.
+    """
+    if optional:
+        raise ModelLoadError(
+            f"unable to load model '{model}', configuration expects model provides input "
+            f"with shape [-1] for ragged input '{name}', which is not supported for "
+            "optional input"
+        )
+    if list(model_dims) != [-1]:
+        raise ModelLoadError(
+            f"unable to load model '{model}', configuration expects model provides input "
+            f"with shape [-1]  for ragged input '{name}', model provides "
+            f"[{','.join(str(d) for d in model_dims)}]"
+        )
 
 
 def flat_ragged(arrays: Sequence[np.ndarray]) -> np.ndarray:

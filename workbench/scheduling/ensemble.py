@@ -48,6 +48,7 @@ a ``batch_stats`` entry for that batch size. The composing models keep their own
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import numpy as np
@@ -68,6 +69,8 @@ from workbench.scheduling.ensemble_steps import (
 )
 from workbench.statistics import ComputeTotals, ModelStatistics
 
+log = logging.getLogger(__name__)
+
 
 class EnsembleScheduler(Scheduler):
     """Runs each request of one ensemble version as a DAG of composing-model requests.
@@ -87,6 +90,8 @@ class EnsembleScheduler(Scheduler):
         self.steps = graph.steps
         self._batching = config.max_batch_size > 0
         limit = config.ensemble_scheduling.max_inflight_requests
+        if limit > 0:  # Triton's load-time line (L0_simple_ensemble greps the server log for it)
+            log.info("Ensemble model '%s' configured with max_inflight_requests: %d", config.name, limit)
         self._plan = EnsemblePlan(
             name=config.name,
             graph=graph,
@@ -111,8 +116,9 @@ class EnsembleScheduler(Scheduler):
         ``request.inputs`` are the ensemble inputs (numpy, batch dim first when the
         ensemble batches). Without ``request.response_sender`` the one response comes back
         (outputs a composing model did not return left out); with it (a decoupled ensemble)
-        every response is sent through it as it forms, then ``(None, True)``, and an empty
-        response is returned.
+        every response is sent through it as it forms, the last one (formed when no step
+        request is left in flight) with the final flag, else ``(None, True)`` after the
+        others, and that last response (or an empty one) is returned.
 
         Raises:
             Unavailable: the ensemble is being unloaded.
@@ -160,7 +166,7 @@ class EnsembleScheduler(Scheduler):
         if request.compute_totals is not None:  # this ensemble is a step of another one
             request.compute_totals.add(totals.input_ns, totals.infer_ns, totals.output_ns)
         if request.response_sender is not None:
-            request.response_sender(None, True)
+            request.response_sender(responses[0] if responses else None, True)
         return response
 
     def inflight_count(self) -> int:

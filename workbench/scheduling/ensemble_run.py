@@ -27,6 +27,12 @@ once every step that takes it (and the response, for an output) has used it.
   step in flight (sent, final response not yet in) across all requests of the ensemble
   (Triton's per-step ``StepInflightRequestLimiter``); a step over the limit waits for a slot,
   so a decoupled producer's responses queue up unconsumed meanwhile.
+- A decoupled ensemble's response formed when no step request is left in flight (every
+  step request made so far has had its final response) is its last one: it goes out with
+  the final flag (Triton's ``FinishEnsemble`` sends it with ``COMPLETE_FINAL`` when
+  ``inflight_step_counter_`` is 0), so a client that did not ask for empty final responses
+  still sees its stream end; only when the last step ends without a new response is the
+  final flag sent alone.
 - A failing step fails the request with its error (same class and status code) prefixed
   "in ensemble 'E', " as Triton's ``EnsembleContext::FinishEnsemble`` does (so a nested
   ensemble's step error reads "in ensemble 'outer', in ensemble 'inner', ..."); no further
@@ -124,12 +130,15 @@ class _Call:
     decoupled: bool = False
     batch: int = 0
     trace: RequestTrace | None = None
+    #: counted in :attr:`EnsembleRun.inflight` (queued or sent, final response not yet in)
+    open: bool = True
 
 
 class EnsembleRun:
     """The state of one ensemble request. ``await run()`` returns the responses (each a
     :class:`BackendResponse`), or sends them through ``request.response_sender`` as they
-    form when it is set (a decoupled ensemble) and returns [].
+    form when it is set (a decoupled ensemble) and returns the last one, held back for the
+    caller to send with the final flag ([] when the last step ended without a response).
 
     Raises (from :meth:`run`):
         WorkbenchError: the first failing step's error, prefixed "in ensemble 'E', "
@@ -152,6 +161,9 @@ class EnsembleRun:
         self.batches: dict[str, int] = {}
         self.responses: list[BackendResponse] = []
         self.queued: list[_Call] = []
+        #: step requests queued or sent whose final response is not in yet (Triton's
+        #: ``inflight_step_counter_``)
+        self.inflight = 0
         self.running: set[asyncio.Task[None]] = set()
         self.wake = asyncio.Event()
         self.error: BaseException | None = None
@@ -239,6 +251,7 @@ class EnsembleRun:
                     ready.add((index, iteration))
         for index, iteration in sorted(ready, key=lambda r: (r[1], r[0])):
             self.queued.append(self._prepare(self.plan.graph.steps[index], iteration))
+            self.inflight += 1
         answered = sorted({i for n, i in updated if n in self.requested})
         for iteration in answered:
             if self._has(sorted(self.requested), iteration):
@@ -284,8 +297,13 @@ class EnsembleRun:
         send = self.request.response_sender
         if send is None:
             self.responses.append(response)
-        else:
+            return
+        if self.responses:  # a held last response turned out not to be the last
+            send(self.responses.pop(), False)
+        if self.inflight:
             send(response, False)
+        else:  # nothing can follow: the caller sends it with the final flag
+            self.responses.append(response)
 
     # ----------------------------------------------------------------- one step request
     async def _step(self, call: _Call) -> None:
@@ -304,8 +322,15 @@ class EnsembleRun:
             if self.error is None:
                 self.error = exc
         finally:
+            self._close(call)
             if limiter is not None:
                 limiter.release()
+
+    def _close(self, call: _Call) -> None:
+        """``call`` is no longer in flight (its final response came, or it ended)."""
+        if call.open:
+            call.open = False
+            self.inflight -= 1
 
     def _request(self, call: _Call) -> InferenceRequest:
         step = call.step
@@ -342,6 +367,8 @@ class EnsembleRun:
         """One response of a step: its outputs become the next values of the ensemble
         tensors it maps to (placeholders for those it lacks). A decoupled model's final
         response without outputs only closes its request (Triton's flag-only response)."""
+        if response.final or not call.decoupled:  # before its outputs count (Triton's order)
+            self._close(call)
         if self.error is not None or (call.decoupled and response.final and not response.outputs):
             return
         answered = {tensor.name: tensor for tensor in response.outputs}

@@ -87,7 +87,9 @@ class RequestQueue:
         """The request's priority level and queue deadline (``time.monotonic_ns`` or 0).
 
         ``priority`` 0, absent or above ``priority_levels`` means the default level;
-        ``timeout`` (µs) counts only where the level's policy allows the override.
+        ``timeout`` (µs) counts only where the level's policy allows the override, and
+        only to shorten its ``default_timeout_microseconds`` (Triton's
+        ``PolicyQueue::Enqueue``: a larger one, or any with no default, is ignored).
 
         Raises:
             InvalidArgument: ``priority`` or ``timeout`` is not a non-negative integer.
@@ -97,7 +99,9 @@ class RequestQueue:
         policy = self.policy(level)
         timeout_us = policy.default_timeout_us
         if policy.allow_timeout_override and "timeout" in parameters:
-            timeout_us = _non_negative_int(parameters["timeout"], "timeout") or timeout_us
+            override_us = _non_negative_int(parameters["timeout"], "timeout")
+            if 0 < override_us < timeout_us:
+                timeout_us = override_us
         return level, (enqueue_ns + timeout_us * 1000 if timeout_us else 0)
 
     def push(self, pending: Pending) -> None:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import (
@@ -25,6 +26,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.errors import InvalidArgument
+from workbench.types import InferenceRequest, Tensor
 
 
 class FakeBehaviour:
@@ -178,3 +180,10 @@ def write_backend_model(repo: Path, name: str, config: str) -> Path:
     (folder / "1").mkdir(parents=True, exist_ok=True)
     (folder / "config.pbtxt").write_text(config)
     return folder
+
+
+def fake_request(name: str, value: float = 1.0, version: str = "") -> InferenceRequest:
+    """A one-row request to a :func:`write_fake_model` model: ``INPUT0`` FP32 ``[[value]]``
+    (the fake backend answers ``OUTPUT0`` = ``INPUT0``)."""
+    return InferenceRequest(name, [Tensor("INPUT0", "FP32", np.array([[value]], np.float32))],
+                            model_version=version)
