@@ -132,6 +132,18 @@ def fake_backend():
     BEHAVIOUR.reset()
 
 
+@pytest_asyncio.fixture
+async def stopper():
+    """``stopper(server)`` stops that started server after the test, with the fake backend's
+    gates opened first (a test that failed mid-wait leaves no execution blocked)."""
+    servers: list[Server] = []
+    yield servers.append
+    BEHAVIOUR.gate.set()
+    BEHAVIOUR.release.set()
+    for server in servers:
+        await server.stop()
+
+
 @pytest.fixture
 def shm_segments():
     """``create(byte_size) -> (key, handle)``: a POSIX shm segment with a unique key, made by

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import pytest_asyncio
 from onnx import TensorProto
 
 from workbench import InferenceRequest, InvalidArgument, Server, ServerOptions, Tensor, Unavailable
@@ -25,16 +24,6 @@ async def start(repo: Path, extra: str, count: int = 1) -> Server:
     server = Server(ServerOptions(model_repository=[str(repo)]))
     await server.start()
     return server
-
-
-@pytest_asyncio.fixture
-async def stopper():
-    servers: list[Server] = []
-    yield servers.append
-    BEHAVIOUR.gate.set()
-    BEHAVIOUR.release.set()
-    for server in servers:
-        await server.stop()
 
 
 def request(value: float, batch: int = 1) -> InferenceRequest:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import pytest_asyncio
 
 from workbench import InferenceRequest, Server, ServerOptions, Tensor, Unavailable
 from workbench.backends.registry import register_backend
@@ -36,15 +35,6 @@ async def start(repo: Path, batching: str) -> Server:
     server = Server(ServerOptions(model_repository=[str(repo)]))
     await server.start()
     return server
-
-
-@pytest_asyncio.fixture
-async def stopper():
-    servers: list[Server] = []
-    yield servers.append
-    BEHAVIOUR.gate.set()
-    for server in servers:
-        await server.stop()
 
 
 def request(value: float, batch: int = 1) -> InferenceRequest:
