@@ -134,6 +134,10 @@ async def test_every_response_of_a_decoupled_step_feeds_the_next_step(server: Se
     assert {r.model_name for r in responses} == {"repeat_square"}
     stats = (await server.statistics("repeat_square"))["model_stats"][0]["inference_stats"]
     assert stats["success"]["count"] == 1
+    # a decoupled step counts its success when its execution returns, which may come after
+    # the response it sent last has reached the stream
+    square = next(s for s in server.model_statistics() if s.name == "square")
+    await until(lambda: square.stats["success"].count == 2, "square's two executions counted")
     assert (await server.statistics("square"))["model_stats"][0]["inference_stats"]["success"]["count"] == 2
 
 
