@@ -498,7 +498,9 @@ def tables(res: dict[str, Any]) -> str:
           f"{n} round(s), each: probe, raw ORT, Triton, workbench. perf_analyzer -b 1, {meta['windows']} windows of "
           f"{meta['interval_ms']} ms, p99. workbench: `{meta['ours_cmd']}` ({meta['ours_code']}).",
           "Ratios are workbench/Triton inside one round; 'median' of a ratio column is the median of the per-round "
-          "ratios (what the targets are judged on). p99 ratio < 1 = workbench's p99 lower.", ""]
+          "ratios (what the targets are judged on). p99 ratio < 1 = workbench's p99 lower. 'load T / W': the "
+          "1-minute load average as each server's measurement began (2 cores; perf_analyzer and the server "
+          "make ~3 on their own, more = other work on the machine).", ""]
     md += ["### Summary (medians over rounds)", "",
            "| model | protocol | conc | Triton infer/s | workbench infer/s | workbench/Triton | Triton p99 ms | "
            "workbench p99 ms | p99 ratio | raw ORT best | workbench/raw ORT | issue 20 target |",
@@ -527,19 +529,21 @@ def tables(res: dict[str, Any]) -> str:
         if model == "minilm":
             head += " raw ORT best infer/s (batch) | workbench/raw ORT |"
             sep += "---:|---:|"
-        detail += [f"### {model}, {PROTOCOLS.get(proto, proto)}, c={conc}", "", head, sep]
+        detail += [f"### {model}, {PROTOCOLS.get(proto, proto)}, c={conc}", "", head + " load T / W |",
+                   sep + "---|"]
         for i in range(n):
             line = (f"| {i + 1} | {cell(tt[i], nd) if t[i] else 'FAILED'} | {cell(wt[i], nd) if w[i] else 'FAILED'} | "
                     f"{cell(rt[i], 2)} | {cell(tp[i], 2)} | {cell(wp[i], 2)} | {cell(rp[i], 2)} |")
             if model == "minilm":
                 rom = rounds[i].get("raw_ort_minilm") or {}
                 line += f" {cell(rom.get('best'), nd)} (b={rom.get('best_batch', '-')}) | {cell(rr[i], 2)} |"
-            detail.append(line)
+            loads = [(x or {}).get("loadavg", "-").split()[0] for x in (t[i], w[i])]
+            detail.append(line + f" {loads[0]} / {loads[1]} |")
         line = (f"| median | {cell(mt, nd)} | {cell(mw, nd)} | {cell(mrt, 2)} | {cell(med(present(tp)), 2)} | "
                 f"{cell(med(present(wp)), 2)} | {cell(mrp, 2)} |")
         if model == "minilm":
             line += f" {cell(mraw, nd)} | {cell(mrr, 2)} |"
-        detail += [line, ""]
+        detail += [line + " |", ""]
     md += ["", *detail]
     md += ["### Server-side breakdown (mean ms per request from the server's statistics, median over rounds; "
            "avg batch = inferences / executions)", "",
