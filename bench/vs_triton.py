@@ -624,6 +624,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             res = run(a)
         except KeyboardInterrupt:
+            if not (out / "results.json").exists():
+                log("interrupted before anything was measured")
+                return 130
             log("interrupted: tables from what was measured")
             res = json.loads((out / "results.json").read_text())
     text = tables(res)
