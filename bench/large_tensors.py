@@ -18,6 +18,7 @@ times ``np.copyto`` of the same bytes (the copy limit, measured in the same minu
 * ``of limit``: GB/s / copy GB/s. Target 4: shared memory >= 0.5 (within 2x of the copy limit).
 
 Servers, alternated per round (A, B, A, B): ``ours`` (``workbench serve``, PYTHONPATH from the environment;
+``before``: the same from ``--before-path``, e.g. ``git archive <commit> workbench | tar -x -C DIR``;
 models ``identity_onnx`` (ONNX Identity) and ``identity_py`` (Python backend)) and ``triton`` (the real
 tritonserver via ../shared/bench/tritonserver.sh; python backend only: ``identity_py``). Run it under the
 benchmark lock::
@@ -94,7 +95,7 @@ class Server:
     def __init__(self, kind: str, repo: Path, ports: tuple[int, int, int], log: Path,
                  profile: str | None = None) -> None:
         self.kind, self.repo, self.ports, self.log, self.profile = kind, repo, ports, log, profile
-        self.models = ["identity_onnx", "identity_py"] if kind == "ours" else ["identity_py"]
+        self.models = ["identity_py"] if kind == "triton" else ["identity_onnx", "identity_py"]
         self.process: subprocess.Popen | None = None
         self.spy: subprocess.Popen | None = None
 
@@ -102,14 +103,17 @@ class Server:
         http, grpc, metrics = self.ports
         flags = [f"--model-repository={self.repo}", "--http-address=127.0.0.1", f"--http-port={http}",
                  f"--grpc-port={grpc}", f"--metrics-port={metrics}"]
-        if self.kind == "ours":
+        env = dict(os.environ)
+        if self.kind == "before":  # our server from another checkout (--before-path)
+            env["PYTHONPATH"] = os.environ["LARGE_BEFORE_PATH"]
+        if self.kind in ("ours", "before"):
             command = [str(Path(sys.executable).parent / "workbench"), "serve", *flags, "--allow-client-shm=true",
                        f"--http-max-input-size={256 * MIB}"]  # Triton 2.51 has no such flag
         else:
             command = ["bash", str(SHARED_BENCH / "tritonserver.sh"), *flags, "--grpc-address=127.0.0.1",
                        "--metrics-address=127.0.0.1"]
         self.process = subprocess.Popen(command, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+                                        start_new_session=True, env=env)
         deadline = time.monotonic() + 180
         for model in self.models:
             while not self._ready(model):
@@ -226,7 +230,9 @@ def measure(clients: Clients, path: str, model: str, reps: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mib", type=int, default=64)
-    parser.add_argument("--servers", default="ours", help="comma list of ours, triton (alternated)")
+    parser.add_argument("--servers", default="ours",
+                        help="comma list of ours, before, triton (alternated in each round)")
+    parser.add_argument("--before-path", help="PYTHONPATH of the 'before' server: an older checkout")
     parser.add_argument("--models", default="identity_onnx,identity_py")
     parser.add_argument("--paths", default=",".join(PATHS))
     parser.add_argument("--rounds", type=int, default=3)
@@ -237,6 +243,8 @@ def main() -> int:
     args = parser.parse_args()
     http_port, grpc_port, metrics_port = (int(p) for p in args.ports.split(","))
     ports = (http_port, grpc_port, metrics_port)
+    if args.before_path:
+        os.environ["LARGE_BEFORE_PATH"] = args.before_path
     data = np.random.default_rng(0).random(args.mib * MIB // 4, dtype=np.float32)
     root = Path(tempfile.mkdtemp(prefix="wb_large_"))
     ours_repo, triton_repo = build_repositories(root)
@@ -245,7 +253,7 @@ def main() -> int:
     for round_no in range(args.rounds):
         for kind in args.servers.split(","):
             copies.append(copy_limit(data, 9))
-            server = Server(kind, ours_repo if kind == "ours" else triton_repo, ports, root / f"{kind}.log",
+            server = Server(kind, triton_repo if kind == "triton" else ours_repo, ports, root / f"{kind}.log",
                             args.profile if kind == "ours" else None)
             server.start()
             clients = Clients(ports, data, f"{kind}{round_no}")
