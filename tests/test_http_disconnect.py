@@ -74,3 +74,45 @@ async def abandon_a_queued_request(clients, stats) -> None:
     assert (await asyncio.wait_for(next_reader.readuntil(b"\r\n\r\n"), 10)).startswith(b"HTTP/1.1 200 ")
     assert BEHAVIOUR.batches == [[1.0], [2.0]]  # 99 never executed
     assert stats.failures == {"CANCELED": 1} and stats.pending == 0
+
+
+async def test_a_waiting_request_is_watched_through_its_connection_not_a_task(fake_repository: Path) -> None:
+    """While a request waits for the engine, its connection holds one disconnect callback and
+    no watcher task runs beside the request handler (one task per request, not two)."""
+    async with http_listener(ServerOptions(model_repository=[str(fake_repository)])) as clients:
+        BEHAVIOUR.gate.clear()
+        try:
+            reader, writer = await clients.connect()
+            writer.write(infer_request(1))
+            await until(lambda: sum(BEHAVIOUR.executions.values()) == 1)
+            [connection] = clients.service.server_state.connections
+            assert len(connection.disconnect_callbacks) == 1
+            handlers = [t for t in asyncio.all_tasks() if "DisconnectWatch._watch" in repr(t.get_coro())]
+            assert handlers == []
+            BEHAVIOUR.gate.set()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 200 ")
+            assert connection.disconnect_callbacks == set()  # answered: nothing left to watch
+        finally:
+            BEHAVIOUR.gate.set()
+
+
+async def test_outside_workbenchs_protocol_a_watcher_task_sees_the_disconnect() -> None:
+    """Under another ASGI server (no disconnect extension in the scope) the watch falls back
+    to a task awaiting ``http.disconnect``; it cancels the waiting request."""
+    from workbench.frontends.http.infer_asgi import DisconnectWatch
+
+    said: asyncio.Queue = asyncio.Queue()
+
+    async def receive() -> dict:
+        return await said.get()
+
+    async def waits() -> bool:
+        async with DisconnectWatch(receive, {"type": "http"}) as watch:
+            await asyncio.Event().wait()
+        return watch.dropped
+
+    task = asyncio.create_task(waits())
+    await asyncio.sleep(0)
+    said.put_nowait({"type": "http.disconnect"})
+    assert await asyncio.wait_for(task, 5) is True

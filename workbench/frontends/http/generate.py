@@ -117,7 +117,7 @@ class GeneratePath:
             await _respond_json(send, http_status(exc.code), {"error": exc.message}, trace)
             return
         request.trace = trace
-        async with DisconnectWatch(receive):  # a client gone: nobody to answer, the rest dropped
+        async with DisconnectWatch(receive, scope):  # a client gone: nobody to answer, the rest dropped
             if streaming:
                 await self._stream(request, send, trace)
             else:

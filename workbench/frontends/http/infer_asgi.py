@@ -46,6 +46,7 @@ from workbench.frontends.http.large_bodies import (
     encode_response_off_loop,
     json_part_size,
 )
+from workbench.frontends.http.protocol import DISCONNECT_EXTENSION
 from workbench.frontends.http.raw_binary import raw_binary_request
 from workbench.frontends.status import http_status
 from workbench.tracing import RequestTrace
@@ -130,7 +131,7 @@ class InferFastPath:
             del body  # JSON tensors no longer need it (binary ones keep their views alive)
             if self.forward is not None:  # --http-header-forward-pattern
                 request.parameters.update(forwarded_parameters(self.forward, scope["headers"]))
-            async with DisconnectWatch(receive) as watch:
+            async with DisconnectWatch(receive, scope) as watch:
                 response = await self.server.infer(request)
             if watch.dropped:  # nobody to answer; the engine dropped the request
                 return trace
@@ -158,9 +159,13 @@ class InferFastPath:
 
 
 class DisconnectWatch:
-    """Cancels the current task when the client disconnects (ASGI ``http.disconnect``), as
-    grpc.aio cancels an RPC's task; :meth:`stop` it before sending the response (uvicorn's
-    ``receive`` also says ``http.disconnect`` once the response is complete).
+    """Cancels the current task when the client disconnects, as grpc.aio cancels an RPC's
+    task; :meth:`stop` it before sending the response.
+
+    Under workbench's own uvicorn protocol the connection calls it back when it is lost (the
+    scope's ``DISCONNECT_EXTENSION`` set: :mod:`workbench.frontends.http.protocol`); under any
+    other ASGI server a watcher task awaits ASGI ``http.disconnect`` (uvicorn's ``receive``
+    also says ``http.disconnect`` once the response is complete, hence :meth:`stop` first).
 
     Call it after the whole request body was received: ``receive`` then only returns when the
     connection is lost or the response is done. As an ``async with`` block it stops at the
@@ -168,24 +173,36 @@ class DisconnectWatch:
     left to answer; the engine dropped the request); any other error goes on.
     """
 
-    __slots__ = ("_task", "_watcher", "disconnected", "dropped")
+    __slots__ = ("_callbacks", "_task", "_watcher", "disconnected", "dropped")
 
-    def __init__(self, receive: Receive) -> None:
+    def __init__(self, receive: Receive, scope: Scope | None = None) -> None:
         self.disconnected = False
         self.dropped = False
         self._task = asyncio.current_task()
-        self._watcher = asyncio.ensure_future(self._watch(receive))
+        extensions = scope.get("extensions") if scope is not None else None
+        self._callbacks: set | None = extensions.get(DISCONNECT_EXTENSION) if extensions else None
+        self._watcher: asyncio.Future | None = None
+        if self._callbacks is not None:
+            self._callbacks.add(self._lost)
+        else:
+            self._watcher = asyncio.ensure_future(self._watch(receive))
 
     async def _watch(self, receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
+        self._lost()
+
+    def _lost(self) -> None:
         self.disconnected = True
         if self._task is not None:
             self._task.cancel()
 
     def stop(self) -> None:
         """Stop watching (the request is answered or failed)."""
-        self._watcher.cancel()
+        if self._callbacks is not None:
+            self._callbacks.discard(self._lost)
+        elif self._watcher is not None:
+            self._watcher.cancel()
 
     async def __aenter__(self) -> DisconnectWatch:
         return self

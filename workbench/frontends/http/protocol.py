@@ -8,6 +8,13 @@ GIL. Holding the head back until the body follows makes it one ``writelines``
 (one ``writev``, one segment for the client to read); the effect on throughput is
 in bench/RESULTS.md ("Issue 3: one write per response"). Parsing, flow control,
 keep-alive and ASGI handling stay uvicorn's own.
+
+The protocol also tells the app when its client goes away: each request's scope carries
+``scope["extensions"][DISCONNECT_EXTENSION]``, the connection's set of callbacks, and
+``connection_lost`` calls every callback in it (no argument). An infer request registers one
+while it waits for the engine (:class:`~workbench.frontends.http.infer_asgi.DisconnectWatch`),
+which costs a set insertion instead of a watcher task per request awaiting ASGI
+``receive`` for ``http.disconnect``.
 """
 
 from __future__ import annotations
@@ -16,6 +23,9 @@ import asyncio
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+#: the ASGI scope extension holding the connection's disconnect callbacks (a ``set``)
+DISCONNECT_EXTENSION = "workbench.disconnect"
 
 
 class CoalescingTransport:
@@ -92,8 +102,12 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.parser.set_dangerous_leniencies(lenient_chunked_length=True)
+        #: callbacks to call when the connection is lost (see the module docstring)
+        self.disconnect_callbacks: set[Any] = set()
+        self._extensions: dict[Any, Any] = {DISCONNECT_EXTENSION: self.disconnect_callbacks}
 
     def on_headers_complete(self) -> None:
+        self.scope["extensions"] = self._extensions
         super().on_headers_complete()
         names = {name for name, _ in self.headers}
         if b"transfer-encoding" in names and b"content-length" in names and self.cycle is not None:
@@ -102,5 +116,12 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
 
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        callbacks = list(self.disconnect_callbacks)
+        self.disconnect_callbacks.clear()
+        for callback in callbacks:
+            callback()
 
-__all__ = ["CoalescingHttpToolsProtocol", "CoalescingTransport"]
+
+__all__ = ["DISCONNECT_EXTENSION", "CoalescingHttpToolsProtocol", "CoalescingTransport"]
