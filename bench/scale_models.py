@@ -1,7 +1,8 @@
 """Issue 20 target 5: one ``workbench serve`` with 1, 10, 100 models, measured in one run.
 
     PYTHONPATH=$PWD .venv/bin/python bench/scale_models.py [--counts 1,10,100] [--rounds 3]
-        [--ports 8100] [--interval-ms 2000] [--windows 3] [--scrapes 20] [--out /tmp/scale_models]
+        [--ports 8100] [--interval-ms 2000] [--windows 3] [--scrapes 20] [--starts 3] [--out /tmp/scale_models]
+        [--code DIR]
 
 For each count N the script builds ``/tmp/scale_models/repo_N``: ``N - N // 10`` copies of the
 sample ``digits_mlp`` (its config with the name changed, both version folders, the ONNX files
@@ -9,7 +10,8 @@ linked) and ``N // 10`` ensembles, each running two of those copies side by side
 (``pixels`` -> ``logits_a``, ``logits_b``). It then starts one ``workbench serve`` per count
 (ports ``--ports + 3 * i`` .. ``+ 2``), one after the other, and measures
 
-* start-up: ``Popen`` -> every row of ``POST /v2/repository/index`` READY (seconds);
+* start-up: ``Popen`` -> every row of ``POST /v2/repository/index`` READY (seconds, median of
+  ``--starts``);
 * memory: RSS of the server process and its children (MiB), after start-up; per model and the
   marginal MiB per added model (against the previous count); the number of threads;
 * idle CPU: the server's CPU seconds per wall second while nothing is sent (``--idle-s``);
@@ -163,8 +165,8 @@ def copy_probe() -> float:
 class Served:
     """One ``workbench serve`` over one repository (its own process group)."""
 
-    def __init__(self, count: int, repository: Path, port: int, out: Path) -> None:
-        self.count, self.repository = count, repository
+    def __init__(self, count: int, repository: Path, port: int, out: Path, code: Path = ROOT) -> None:
+        self.count, self.repository, self.code = count, repository, code
         self.http, self.grpc, self.metrics = (f"localhost:{port + k}" for k in range(3))
         self.log = out / f"server_{count}.log"
         self.names = build_repository(repository, count)
@@ -177,7 +179,7 @@ class Served:
         port = int(self.http.rsplit(":", 1)[1])
         command = [str(executable), "serve", f"--model-repository={self.repository}",
                    f"--http-port={port}", f"--grpc-port={port + 1}", f"--metrics-port={port + 2}"]
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env = dict(os.environ, PYTHONPATH=str(self.code))
         started = time.perf_counter()
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -280,21 +282,32 @@ def main() -> None:
     parser.add_argument("--interval-ms", type=int, default=2000)
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--scrapes", type=int, default=20)
+    parser.add_argument("--starts", type=int, default=3, help="starts per count (median start-up)")
     parser.add_argument("--idle-s", type=float, default=3.0)
     parser.add_argument("--startup-timeout-s", type=float, default=300.0)
     parser.add_argument("--out", type=Path, default=Path("/tmp/scale_models"))
+    parser.add_argument("--code", type=Path, default=ROOT,
+                        help="the checkout whose workbench the servers run (PYTHONPATH; e.g. a git archive "
+                             "of an older commit, for a before/after)")
     parser.add_argument("--no-lock", action="store_true", help="do not take /tmp/bench.lock")
     args = parser.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     lock = contextlib.nullcontext if args.no_lock else bench_lock
-    servers = [Served(n, args.out / f"repo_{n}", args.ports + 3 * i, args.out) for i, n in enumerate(counts)]
+    servers = [Served(n, args.out / f"repo_{n}", args.ports + 3 * i, args.out, args.code)
+               for i, n in enumerate(counts)]
     rounds: list[dict[int, dict[str, float]]] = []
     probes = []
     try:
         for server in servers:
             with lock():
+                startups = []
+                for _ in range(args.starts - 1):  # extra starts, for the median
+                    server.start(args.startup_timeout_s)
+                    startups.append(server.figures["startup_s"])
+                    server.stop()
                 server.start(args.startup_timeout_s)
+                server.figures["startup_s"] = statistics.median([*startups, server.figures["startup_s"]])
                 server.settle(args.idle_s)
                 server.perf("http", 300, 3, args.out)  # warm-up, not recorded
                 server.perf("grpc", 300, 3, args.out)
