@@ -39,6 +39,9 @@ with ``--allow-gpu-metrics`` and NVML, per ``gpu_uuid``: ``nv_gpu_utilization`` 
 ``nv_gpu_memory_total_bytes``, ``nv_gpu_memory_used_bytes``, ``nv_gpu_power_usage`` (W),
 ``nv_gpu_power_limit`` (W) (gauges) and ``nv_energy_consumption`` (J, untyped counter).
 Optional latency histogram and summaries: :mod:`workbench.frontends.latency_metrics`.
+A scrape writes the per-model families with :mod:`workbench.frontends.metrics_text` (the
+same bytes as ``generate_latest``, ~10x faster, idle versions' lines cached) and the others
+through ``generate_latest``.
 
 **Why Triton's counters are ``untyped`` here.** Triton (prometheus-cpp) writes
 ``# TYPE nv_inference_request_success counter`` followed by samples without a ``_total``
@@ -78,6 +81,7 @@ from workbench.frontends.latency_metrics import (
     LatencyObserver,
     parse_quantiles,
 )
+from workbench.frontends.metrics_text import FamilySpec, ModelFamiliesText, Sample
 from workbench.frontends.system_metrics import SystemReading, SystemSampler
 from workbench.switches import parse_switch
 
@@ -102,6 +106,7 @@ COUNTERS: tuple[tuple[str, str, Callable[[ModelStatistics], float]], ...] = (
      "Number of model executions performed (does not include cached requests)",
      lambda s: s.metrics.execution_count),
 )
+FAILURE_HELP = "Number of failed inference requests, all batch sizes"
 #: (family, help, statistics key) of the cumulative latency counters; value = ns / 1000 (µs).
 LATENCY_COUNTERS = (
     ("nv_inference_request_duration_us",
@@ -198,14 +203,56 @@ def model_families(all_stats: list[ModelStatistics], counter_latencies: bool = T
 
 def _failure_family(all_stats: list[ModelStatistics]) -> Metric:
     """``nv_inference_request_failure`` with every reason present (0 until one happens)."""
-    family = UnknownMetricFamily("nv_inference_request_failure",
-                                 "Number of failed inference requests, all batch sizes",
+    family = UnknownMetricFamily("nv_inference_request_failure", FAILURE_HELP,
                                  labels=(*MODEL_LABELS, "reason"))
     for stats in all_stats:
         reasons = dict.fromkeys(ModelStatistics.FAILURE_REASONS, 0) | stats.metrics.failures
         for reason, count in reasons.items():
             family.add_metric([stats.name, stats.version, reason], count)
     return family
+
+
+def model_family_specs(counter_latencies: bool = True) -> list[FamilySpec]:
+    """The families of :func:`model_families` (same order, values and texts) as
+    :class:`~workbench.frontends.metrics_text.FamilySpec` for the cached text writer."""
+    specs = []
+    for name, help_text, value in COUNTERS:
+        specs.append(FamilySpec(name, help_text, "untyped", _one(value)))
+        if name == "nv_inference_request_success":
+            specs.append(FamilySpec("nv_inference_request_failure", FAILURE_HELP, "untyped", _failures))
+    if counter_latencies:
+        for name, help_text, key in LATENCY_COUNTERS:
+            specs.append(FamilySpec(name, help_text, "untyped", _one(_microseconds(key))))
+    specs.append(FamilySpec("nv_inference_pending_request_count",
+                            "Instantaneous number of pending requests awaiting execution per-model.",
+                            "gauge", _one(lambda s: s.pending)))
+    specs.append(FamilySpec("nv_model_load_duration_secs", "Model load time in seconds", "gauge",
+                            _one(lambda s: s.load_ns / 1e9)))
+    for name, help_text, key, kind in CACHE_COUNTERS:
+        value = _count(key) if kind == "count" else _microseconds(key)
+        specs.append(FamilySpec(name, help_text, "untyped", _one(value), only=_cache_enabled))
+    return specs
+
+
+def _microseconds(key: str) -> Callable[[ModelStatistics], float]:
+    return lambda stats: stats.metrics.stats[key].ns / 1e3
+
+
+def _count(key: str) -> Callable[[ModelStatistics], float]:
+    return lambda stats: stats.metrics.stats[key].count
+
+
+def _cache_enabled(stats: ModelStatistics) -> bool:
+    return stats.cache_enabled
+
+
+def _one(value: Callable[[ModelStatistics], float]) -> Callable[[ModelStatistics], tuple[Sample]]:
+    return lambda stats: (((), value(stats)),)
+
+
+def _failures(stats: ModelStatistics) -> tuple[Sample, ...]:
+    reasons = dict.fromkeys(ModelStatistics.FAILURE_REASONS, 0) | stats.metrics.failures
+    return tuple(((("reason", reason),), count) for reason, count in reasons.items())
 
 
 def _gauge(name: str, help_text: str, all_stats: list[ModelStatistics],
@@ -281,16 +328,38 @@ class TritonMetricsCollector(Collector):
         self.settings = settings
         self.latency = latency
         self.system = SystemSampler(cpu=settings.cpu, gpu=settings.gpu)
+        self.model_text = ModelFamiliesText(model_family_specs(settings.counter_latencies))
 
     def collect(self) -> Iterator[Metric]:
         all_stats = self.server.model_statistics()
         yield from model_families(all_stats, self.settings.counter_latencies)
+        yield from self._other_families(all_stats)
+
+    def render(self) -> bytes:
+        """The scrape's bytes: those of ``generate_latest`` over :meth:`collect`, with the
+        per-model families written by the cached :attr:`model_text` (issue 20: a scrape of
+        100 models took ~30 ms on the event loop through ``generate_latest``)."""
+        all_stats = self.server.model_statistics()
+        others = _Families(list(self._other_families(all_stats)))
+        return self.model_text.render(all_stats).encode() + generate_latest(others)
+
+    def _other_families(self, all_stats: list[ModelStatistics]) -> Iterator[Metric]:
         if self.latency is not None and self.latency.buckets_ms:
             yield self.latency.histogram_family(all_stats)
         if self.latency is not None and self.latency.quantiles:
             yield from self.latency.summary_families(all_stats)
         if self.settings.cpu or self.settings.gpu:
             yield from system_families(self.system.latest or self.system.sample())
+
+
+class _Families:
+    """Already collected families, in the shape ``generate_latest`` reads (``collect()``)."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Metric]:
+        return self.families
 
 
 class MetricsFrontend:
@@ -316,12 +385,13 @@ class MetricsFrontend:
         self.collector = TritonMetricsCollector(server, settings, latency)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
-        self.app = create_metrics_app(self.registry)
+        self.app = create_metrics_app(self.collector.render)
         self._sampler: asyncio.Task | None = None
 
     def render(self) -> bytes:
-        """One scrape in the Prometheus text format (call on the engine's event loop)."""
-        return generate_latest(self.registry)
+        """One scrape in the Prometheus text format (call on the engine's event loop); the
+        bytes of ``generate_latest(self.registry)``, written faster."""
+        return self.collector.render()
 
     async def __aenter__(self) -> MetricsFrontend:
         settings = self.collector.settings
@@ -342,15 +412,16 @@ class MetricsFrontend:
             await asyncio.sleep(interval_s)
 
 
-def create_metrics_app(registry: CollectorRegistry) -> Starlette:
-    """ASGI app: ``GET /metrics`` -> ``generate_latest(registry)`` as text format 0.0.4.
+def create_metrics_app(render: Callable[[], bytes]) -> Starlette:
+    """ASGI app: ``GET /metrics`` -> ``render()`` (e.g. :meth:`TritonMetricsCollector.render`)
+    as text format 0.0.4.
 
     The scrape runs in the async endpoint, i.e. on the event loop thread, where the
     statistics are recorded (no locks, consistent values).
     """
 
     async def metrics(_: Request) -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE)
+        return Response(render(), media_type=CONTENT_TYPE)
 
     return Starlette(routes=[Route("/metrics", metrics, methods=["GET"])])
 
