@@ -26,7 +26,7 @@ PIP := $(PY) -m pip install --progress-bar off
 TORCH_VERSION := $(shell sed -nE 's/.*"torch==([0-9.]+)".*/\1/p' pyproject.toml | head -1)
 TORCH_INDEX ?=
 
-.PHONY: setup models labextension serve jupyter tutorials lint test test-fast browser bench compat clean
+.PHONY: setup models labextension serve jupyter tutorials lint test test-fast browser bench bench-triton compat clean
 
 setup: $(STAMP) $(MODELS)
 
@@ -144,6 +144,12 @@ browser:
 
 bench: setup
 	bash bench/run.sh
+
+# workbench next to the real tritonserver (../shared/bench's harness), servers alternating, 3 rounds by
+# default, medians and ratios per round (~15 min); e.g. VS_TRITON_ARGS="--rounds 1 --interval 2000"
+VS_TRITON_ARGS ?=
+bench-triton: setup
+	$(PYTHON) bench/vs_triton.py $(VS_TRITON_ARGS)
 
 # perf_analyzer over HTTP, gRPC, streaming, shared memory, request rate, async/sync on every sample model
 compat: setup
