@@ -248,7 +248,7 @@ class Stub:
 
     def _run(self, result: Any) -> Any:
         """``result`` itself, or its value when it is awaitable (async initialize/execute)."""
-        if not inspect.isawaitable(result):
+        if result is None or type(result) in (list, tuple) or not inspect.isawaitable(result):
             return result
         import asyncio
 
