@@ -261,9 +261,11 @@ class StubProcess:
 
 def _readable(channel: Channel, timeout_s: float) -> bool:
     """Whether a reply is there to read within ``timeout_s`` seconds (the call channel holds
-    no buffered bytes between calls: the stub sends one reply per call)."""
-    ready, _, _ = select.select([channel.fileno()], [], [], max(0.0, timeout_s))
-    return bool(ready)
+    no buffered bytes between calls: the stub sends one reply per call). ``poll``, not
+    ``select``: a server with many stubs may hold descriptors above 1024."""
+    poller = select.poll()
+    poller.register(channel.fileno(), select.POLLIN)
+    return bool(poller.poll(max(0.0, timeout_s) * 1000))
 
 
 def _responses_in(message: dict) -> list[dict]:
