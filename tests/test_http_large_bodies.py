@@ -54,7 +54,7 @@ async def test_the_json_cap_counts_the_json_header_of_a_binary_body(test_reposit
 async def test_big_json_bodies_are_decoded_and_encoded_on_worker_threads(test_repository: Path,
                                                                         monkeypatch) -> None:
     threads: list[int] = []
-    real_decode, real_encode = large_bodies.decode_request, large_bodies.encode_response
+    real_decode, real_encode = large_bodies.decode_request, large_bodies.encode_response_chunks
 
     def decode(*args):
         threads.append(threading.get_ident())
@@ -65,7 +65,7 @@ async def test_big_json_bodies_are_decoded_and_encoded_on_worker_threads(test_re
         return real_encode(*args)
 
     monkeypatch.setattr(large_bodies, "decode_request", decode)
-    monkeypatch.setattr(large_bodies, "encode_response", encode)
+    monkeypatch.setattr(large_bodies, "encode_response_chunks", encode)
     async with Server(ServerOptions(model_repository=[str(test_repository)])) as server:
         transport = httpx.ASGITransport(app=create_app(server))
         async with httpx.AsyncClient(transport=transport, base_url="http://w") as client:

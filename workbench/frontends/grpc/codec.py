@@ -35,6 +35,7 @@ from workbench.frontends.grpc.parameters import (
     set_parameter,
     tensor_parameters,
 )
+from workbench.frontends.grpc.raw_wire import RawInferRequest, RawInferResponse
 
 #: the request parameter perf_analyzer sends on every gRPC call (Triton accepts it).
 EMPTY_FINAL_RESPONSE = "triton_enable_empty_final_response"
@@ -57,8 +58,9 @@ CONTENTS_FIELD = {
 }
 
 
-def decode_request(message: pb.ModelInferRequest) -> tuple[InferenceRequest, bool]:
-    """Decode a ``ModelInferRequest``.
+def decode_request(message: pb.ModelInferRequest | RawInferRequest) -> tuple[InferenceRequest, bool]:
+    """Decode a ``ModelInferRequest`` (or a :class:`~workbench.frontends.grpc.raw_wire.RawInferRequest`,
+    whose raw contents are views of the received bytes: the tensors are views of those).
 
     Inputs whose parameters name a ``shared_memory_region`` become placeholder tensors
     (``workbench.tensor_from_shared_memory``; the engine reads the region); requested
@@ -222,8 +224,27 @@ def encode_response(response: InferenceResponse, final: bool | None = None) -> p
     shape and gets an empty ``raw_output_contents`` entry (Triton's gRPC response).
     ``final`` (True / False) adds the response parameter ``triton_final_response``, which
     Triton puts on every stream response (true on a request's last one); None adds none
-    (unary ``ModelInfer``).
+    (unary ``ModelInfer`` uses :func:`encode_raw_response`, the same bytes with fewer copies).
     """
+    message = _response_header(response, final)
+    message.raw_output_contents.extend(bytes(buffer) for buffer in _raw_outputs(response))
+    return message
+
+
+def encode_raw_response(response: InferenceResponse) -> RawInferResponse:
+    """The unary ``ModelInfer`` answer: :func:`encode_response`'s message without the output
+    bytes, which stay views of the output arrays until
+    :func:`~workbench.frontends.grpc.raw_wire.serialize_infer_response` writes them (one copy
+    instead of three; the same wire bytes)."""
+    return RawInferResponse(_response_header(response, None), _raw_outputs(response))
+
+
+def _raw_outputs(response: InferenceResponse) -> list[bytes | memoryview]:
+    return [b"" if SHARED_MEMORY_REGION in t.parameters else tensor_to_buffer(t) for t in response.outputs]
+
+
+def _response_header(response: InferenceResponse, final: bool | None) -> pb.ModelInferResponse:
+    """The response message without ``raw_output_contents``."""
     message = pb.ModelInferResponse(
         model_name=response.model_name,
         model_version=response.model_version,
@@ -232,10 +253,6 @@ def encode_response(response: InferenceResponse, final: bool | None = None) -> p
             pb.ModelInferResponse.InferOutputTensor(
                 name=t.name, datatype=t.datatype, shape=t.data.shape
             )
-            for t in response.outputs
-        ],
-        raw_output_contents=[
-            b"" if SHARED_MEMORY_REGION in t.parameters else bytes(tensor_to_buffer(t))
             for t in response.outputs
         ],
     )

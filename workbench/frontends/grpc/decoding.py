@@ -16,6 +16,8 @@ import grpc
 from google.protobuf.message import DecodeError
 from tritonclient.grpc import service_pb2_grpc
 
+from workbench.frontends.grpc.raw_wire import parse_infer_request, serialize_infer_response
+
 SERVICE = "inference.GRPCInferenceService"
 
 
@@ -74,12 +76,16 @@ class _Recorder:
 
 def add_service(servicer: service_pb2_grpc.GRPCInferenceServiceServicer, server: grpc.aio.Server) -> None:
     """Register ``servicer`` on ``server`` as the generated code does, with undecodable
-    requests answered INVALID_ARGUMENT (unary RPCs and the ``ModelStreamInfer`` stream)."""
+    requests answered INVALID_ARGUMENT (unary RPCs and the ``ModelStreamInfer`` stream);
+    ``ModelInfer`` parses and serializes with :mod:`workbench.frontends.grpc.raw_wire`."""
     recorder = _Recorder()
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, recorder)
     handlers = {}
     for name, handler in recorder.handlers.items():
         fields: dict[str, Any] = {"request_deserializer": _lenient(handler.request_deserializer)}
+        if name == "ModelInfer":  # large tensors skip protobuf's copies (raw_wire)
+            fields = {"request_deserializer": _lenient(parse_infer_request),
+                      "response_serializer": serialize_infer_response}
         if handler.unary_unary is not None:
             fields["unary_unary"] = _unary(handler.unary_unary)
         elif handler.stream_stream is not None:

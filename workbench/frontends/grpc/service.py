@@ -30,7 +30,8 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
 from workbench import DecoupledNotSupported, InvalidArgument, Server, Unsupported, WorkbenchError
-from workbench.frontends.grpc.codec import decode_request, encode_response
+from workbench.frontends.grpc.codec import decode_request, encode_raw_response
+from workbench.frontends.grpc.raw_wire import RawInferRequest, RawInferResponse
 from workbench.frontends.grpc.rpc import Context, rpc
 from workbench.frontends.grpc.settings import SettingsServicer
 from workbench.frontends.grpc.shared_memory import SharedMemoryServicer
@@ -177,8 +178,10 @@ class GRPCInferenceService(
         return pb.RepositoryModelUnloadResponse()
 
     # ------------------------------------------------------------- inference
-    async def ModelInfer(self, request: pb.ModelInferRequest, context: Context) -> pb.ModelInferResponse:
-        """One inference (the hot path): decode, ``Server.infer``, encode outputs raw."""
+    async def ModelInfer(self, request: pb.ModelInferRequest | RawInferRequest,
+                         context: Context) -> RawInferResponse:
+        """One inference (the hot path): decode, ``Server.infer``, encode outputs raw (the
+        request and the answer skip protobuf's copies of tensor bytes: ``raw_wire``)."""
         if self.compression is not None:
             context.set_compression(self.compression)
             await context.send_initial_metadata(())  # grpc.aio applies it only then
@@ -188,11 +191,11 @@ class GRPCInferenceService(
             if self.forward is not None:
                 decoded.parameters.update(forwarded_parameters(self.forward, context.invocation_metadata()))
             if trace is None:
-                return encode_response(await self.server.infer(decoded))
+                return encode_raw_response(await self.server.infer(decoded))
             decoded.trace = trace
             answer = await self.server.infer(decoded)
             trace.stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
-            response = encode_response(answer)
+            response = encode_raw_response(answer)
             trace.stamp("GRPC_SEND_START", time.monotonic_ns())
             return response
         except DecoupledNotSupported:
@@ -202,6 +205,7 @@ class GRPCInferenceService(
         except Exception as exc:
             log.exception("internal error in ModelInfer")
             await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+        raise AssertionError("unreachable: context.abort raises")
 
     async def ModelStreamInfer(
         self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Context

@@ -304,8 +304,19 @@ def encode_response(
     An output is binary as :func:`output_is_binary` says (Triton's rule). With any binary
     output the header length is returned (``Inference-Header-Content-Length``).
     """
+    chunks, length = encode_response_chunks(response, request)
+    return (bytes(chunks[0]) if len(chunks) == 1 else b"".join(chunks)), length
+
+
+def encode_response_chunks(
+    response: InferenceResponse, request: InferenceRequest
+) -> tuple[list[bytes | memoryview], int | None]:
+    """:func:`encode_response`'s body as the JSON header followed by each binary output's bytes
+    (views of the output arrays where possible), for a writer that sends them in turn without
+    joining them (a 64 MiB output is not copied once more); the same bytes in the same order."""
     binary = output_is_binary(request)
-    outputs, chunks = [], []
+    outputs: list[dict[str, Any]] = []
+    chunks: list[bytes | memoryview] = []
     for tensor in response.outputs:
         entry: dict[str, Any] = {
             "name": tensor.name,
@@ -329,8 +340,8 @@ def encode_response(
     header["outputs"] = outputs
     head = orjson.dumps(header, option=orjson.OPT_SERIALIZE_NUMPY)
     if not chunks:
-        return head, None
-    return b"".join([head, *chunks]), len(head)
+        return [head], None
+    return [head, *chunks], len(head)
 
 
 def _json_data(tensor: Tensor, model: str) -> object:

@@ -134,10 +134,10 @@ class InferFastPath:
                 response = await self.server.infer(request)
             if watch.dropped:  # nobody to answer; the engine dropped the request
                 return trace
-            payload, json_length = await encode_response_off_loop(self.json_budget, response, request)
+            chunks, json_length = await encode_response_off_loop(self.json_budget, response, request)
             encoding = response_encoding(accept_encoding) if accept_encoding else None
             if encoding is not None:
-                payload = await compress(payload, encoding)
+                chunks = [await compress(b"".join(chunks), encoding)]
         except WorkbenchError as exc:
             message = DECOUPLED_HTTP if isinstance(exc, DecoupledNotSupported) else exc.message
             payload = orjson.dumps({"error": message})
@@ -153,7 +153,7 @@ class InferFastPath:
             headers = [_BINARY, (_HEADER_LENGTH, str(json_length).encode())]
         if encoding is not None:
             headers = [*headers, (_CONTENT_ENCODING, encoding.encode())]
-        await _respond_traced(send, 200, headers, payload, trace)
+        await _respond_traced(send, 200, headers, chunks, trace)
         return trace
 
 
@@ -249,8 +249,8 @@ def _too_large(size: int, limit: int) -> InvalidArgument:
     )
 
 
-async def _respond_traced(send: Send, status: int, headers: list, body: bytes,
-                          trace: RequestTrace | None) -> None:
+async def _respond_traced(send: Send, status: int, headers: list,
+                          body: bytes | list[bytes | memoryview], trace: RequestTrace | None) -> None:
     """:func:`_respond`, between ``HTTP_SEND_START`` and ``HTTP_SEND_END`` when traced."""
     if trace is None:
         await _respond(send, status, headers, body)
@@ -260,7 +260,14 @@ async def _respond_traced(send: Send, status: int, headers: list, body: bytes,
     trace.stamp("HTTP_SEND_END", time.monotonic_ns())
 
 
-async def _respond(send: Send, status: int, headers: list, payload: bytes) -> None:
-    headers = [*headers, (b"content-length", str(len(payload)).encode())]
+async def _respond(send: Send, status: int, headers: list,
+                   payload: bytes | list[bytes | memoryview]) -> None:
+    """Send a response; a list of chunks (JSON header, binary outputs) goes out chunk by chunk
+    under one Content-Length, never joined (uvicorn writes each body message to the transport
+    as it is, and the transport keeps a reference to what the socket did not take yet)."""
+    chunks = [payload] if isinstance(payload, bytes) else payload
+    headers = [*headers, (b"content-length", str(sum(len(c) for c in chunks)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
+    for chunk in chunks[:-1]:
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": chunks[-1]})

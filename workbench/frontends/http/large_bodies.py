@@ -25,7 +25,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from workbench import InferenceRequest, InferenceResponse, InvalidArgument
-from workbench.frontends.http.codec import decode_request, encode_response, output_is_binary
+from workbench.frontends.http.codec import decode_request, encode_response_chunks, output_is_binary
 
 #: JSON parts (and JSON answers) at least this large are handled on a worker thread
 OFFLOAD_BYTES = 1024 * 1024
@@ -102,15 +102,15 @@ async def decode_request_off_loop(
 
 async def encode_response_off_loop(
     budget: JsonBudget, response: InferenceResponse, request: InferenceRequest
-) -> tuple[bytes, int | None]:
-    """:func:`~workbench.frontends.http.codec.encode_response`, on a worker thread under
+) -> tuple[list[bytes | memoryview], int | None]:
+    """:func:`~workbench.frontends.http.codec.encode_response_chunks`, on a worker thread under
     ``budget`` when the outputs sent as JSON hold :data:`OFFLOAD_BYTES` or more of tensor data,
-    else inline (binary and shared-memory outputs cost a copy at most)."""
+    else inline (binary and shared-memory outputs are views of their arrays: no copy)."""
     size = json_output_bytes(response, request)
     if size < OFFLOAD_BYTES:
-        return encode_response(response, request)
+        return encode_response_chunks(response, request)
     async with budget.hold(size):
-        return await asyncio.to_thread(encode_response, response, request)
+        return await asyncio.to_thread(encode_response_chunks, response, request)
 
 
 def json_output_bytes(response: InferenceResponse, request: InferenceRequest) -> int:
