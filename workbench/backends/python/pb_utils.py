@@ -398,7 +398,8 @@ def _parameters_json(parameters: dict | str | None) -> str:
     if parameters is None:
         return "{}"
     if isinstance(parameters, str):
-        json.loads(parameters)  # raises on malformed JSON, as Triton does
+        if parameters != "{}":  # the stub's common case, no parse per request
+            json.loads(parameters)  # raises on malformed JSON, as Triton does
         return parameters
     if not isinstance(parameters, dict):
         raise TritonModelException("parameters must be a dict or a JSON string")

@@ -1,16 +1,26 @@
 """Server side of one stub process: start it, call it, watch it, stop it, clean up after it.
 
 A :class:`StubProcess` owns the child process (``python stub.py``, the same interpreter as
-the server), the control :class:`~.transport.Channel` and a reader thread. Replies
-(``init_done`` / ``executed`` / ``finalized``) resolve the calls waiting for them; every
-other message (decoupled responses, BLS requests, log lines) goes to the ``handler`` given
-by the instance. Tensors in incoming messages are mapped by the reader thread; the names of
-the stub's segments whose arrays were dropped travel back on the next outgoing message, and
+the server), two :class:`~.transport.Channel` s and a reader thread:
+
+* the *call* channel carries ``init`` / ``execute`` / ``finalize`` and their replies
+  (``init_done`` / ``executed`` / ``finalized``), one call at a time: the calling thread
+  (the instance's) sends and then reads the reply itself, and the stub's main thread reads
+  the calls itself. No thread hand-off on either side: under load each hand-off is a
+  wake-up and a wait for the GIL (profiled in bench/RESULTS.md, issue 20);
+* the *event* channel carries everything else (decoupled responses, BLS requests, log
+  lines from the stub; BLS responses to it), read by the reader thread, which gives each
+  message to the ``handler`` given by the instance. A reply says how many event messages
+  the stub sent before it (``events``); the call returns once the reader has handled that
+  many, so a model's sends are seen before its ``execute`` result, as on one channel.
+
+Tensors in incoming messages are mapped by the thread that reads them; the names of the
+stub's segments whose arrays were dropped travel back on the next outgoing message, and
 the ``released`` names the stub sends make the server's own segments reusable.
 
 When the stub dies the reader sees end of stream: the process is reaped, every
 shared-memory segment of this stub is removed, ``on_exit`` tells the instance (which
-restarts it), and waiting calls fail with :class:`StubDied`.
+restarts it), and then a waiting call fails with :class:`StubDied`.
 """
 
 from __future__ import annotations
@@ -18,12 +28,12 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import select
 import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
 
 from workbench.backends.python.transport import (
@@ -43,7 +53,6 @@ STUB_SCRIPT = Path(__file__).with_name("stub.py")
 #: seconds a stub may take to exit after the server closes its channel (then SIGKILL)
 EXIT_GRACE_S = 5.0
 
-_REPLIES = frozenset({"init_done", "executed", "finalized"})
 _STUB_IDS = itertools.count(1)
 
 
@@ -77,22 +86,32 @@ class StubProcess:
         self.stopping = False
         self._handler = handler
         self._on_exit = on_exit
-        self._pending: dict[int, Future] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._call_lock = threading.Lock()  # one call (send + reply) at a time
+        #: event messages the reader has handled; a reply waits for the count it carries
+        self._events_seen = 0
+        self._events_cond = threading.Condition(self._lock)
+        self._gone_done = threading.Event()
         server_sock, stub_sock = socket.socketpair()
+        server_call, stub_call = socket.socketpair()
         try:
             self.process = subprocess.Popen(
                 [sys.executable, str(STUB_SCRIPT), "--fd", str(stub_sock.fileno()),
-                 "--segment-base", self.segment_base],
-                pass_fds=(stub_sock.fileno(),), stdin=subprocess.DEVNULL,
+                 "--call-fd", str(stub_call.fileno()), "--segment-base", self.segment_base],
+                pass_fds=(stub_sock.fileno(), stub_call.fileno()), stdin=subprocess.DEVNULL,
             )
         except BaseException:
             server_sock.close()
+            server_call.close()
             raise
         finally:
             stub_sock.close()
+            stub_call.close()
+        #: events: stub-initiated messages (read by the reader thread) and BLS responses
         self.channel = Channel(server_sock)
+        #: calls and their replies (read by the calling thread)
+        self.calls = Channel(server_call)
         self._reader = threading.Thread(target=self._read, name=f"{instance_name}-stub", daemon=True)
         self._reader.start()
 
@@ -101,34 +120,52 @@ class StubProcess:
         return self.process.pid
 
     def call(self, message: dict, timeout_s: float | None = None) -> dict:
-        """Send ``message`` and wait for its reply (``None`` timeout: wait for as long as it takes).
+        """Send ``message`` on the call channel and read its reply on this thread (``None``
+        timeout: wait for as long as it takes); the reply's tensors are mapped, and the
+        event messages the stub sent before it have been handled.
 
         Raises:
-            StubDied: the stub is gone, or went away before replying.
+            StubDied: the stub is gone, or went away before replying (raised once the
+                reader thread has cleaned up after it and told the instance).
             TimeoutError: no reply within ``timeout_s`` seconds.
         """
-        future: Future = Future()
-        with self._lock:
+        with self._call_lock:
             if not self.alive:
                 raise StubDied(self.exit_description())
-            call_id = next(self._ids)
-            self._pending[call_id] = future
-        message["id"] = call_id
-        self.send(message)
-        return future.result(timeout_s)
+            message["id"] = next(self._ids)
+            try:
+                self._send_on(self.calls, message)
+                if timeout_s is not None and not _readable(self.calls, timeout_s):
+                    raise TimeoutError(f"no reply from the stub within {timeout_s} s")
+                reply = self.calls.recv()
+            except (ChannelClosed, StubDied):
+                self.channel.shutdown()  # the reader sees the end too, and cleans up
+                self._gone_done.wait()
+                raise StubDied(self.exit_description()) from None
+            if "released" in reply:
+                self.pool.release(reply["released"])
+            self._decode(reply)
+        events = reply.get("events", 0)
+        if self._events_seen < events:
+            with self._events_cond:
+                self._events_cond.wait_for(lambda: self._events_seen >= events or not self.alive)
+        return reply
 
     def send(self, message: dict) -> None:
-        """Send without waiting (with the names of the stub's segments released since the
-        last message).
+        """Send an event message without waiting (with the names of the stub's segments
+        released since the last message).
 
         Raises:
             StubDied: the channel is closed.
         """
+        self._send_on(self.channel, message)
+
+    def _send_on(self, channel: Channel, message: dict) -> None:
         released = self.reader.released()
         if released:
             message["released"] = released
         try:
-            self.channel.send(message)
+            channel.send(message)
         except ChannelClosed:
             raise StubDied(self.exit_description()) from None
 
@@ -147,13 +184,10 @@ class StubProcess:
                 if "released" in message:
                     self.pool.release(message["released"])
                 self._decode(message)
-                if message["op"] in _REPLIES:
-                    with self._lock:
-                        future = self._pending.pop(message["id"], None)
-                    if future is not None:
-                        future.set_result(message)
-                else:
-                    self._handler(self, message)
+                self._handler(self, message)
+                with self._events_cond:
+                    self._events_seen += 1
+                    self._events_cond.notify_all()
         except ChannelClosed:
             pass
         except Exception:  # a protocol bug: treat the stub as dead rather than hang
@@ -173,20 +207,20 @@ class StubProcess:
         return decode_tensor(wire, self.reader)
 
     def _gone(self) -> None:
-        with self._lock:
+        with self._events_cond:
             self.alive = False
-            pending, self._pending = self._pending, {}
+            self._events_cond.notify_all()
+        self.calls.shutdown()  # a call blocked on its reply ends (and waits for the below)
         self._reap()
         self.pool.close()
         remove_segments(self.segment_base)
         self.channel.close()
-        try:  # before the waiting calls fail: the instance learns of the crash first
+        try:  # before a waiting call fails: the instance learns of the crash first
             self._on_exit(self)
         except Exception:  # the instance's problem, logged, never the reader's
             log.exception("model instance '%s': stub exit handling failed", self.instance_name)
-        died = StubDied(self.exit_description())
-        for future in pending.values():
-            future.set_exception(died)
+        finally:
+            self._gone_done.set()
 
     def _reap(self) -> None:
         try:
@@ -218,8 +252,20 @@ class StubProcess:
         the reader to clean up. Blocking; idempotent."""
         self.stopping = True
         self.channel.shutdown()
+        self.calls.shutdown()
         if threading.current_thread() is not self._reader:
             self._reader.join()
+            with self._call_lock:  # no call is reading any more
+                self.calls.close()
+
+
+def _readable(channel: Channel, timeout_s: float) -> bool:
+    """Whether a reply is there to read within ``timeout_s`` seconds (the call channel holds
+    no buffered bytes between calls: the stub sends one reply per call). ``poll``, not
+    ``select``: a server with many stubs may hold descriptors above 1024."""
+    poller = select.poll()
+    poller.register(channel.fileno(), select.POLLIN)
+    return bool(poller.poll(max(0.0, timeout_s) * 1000))
 
 
 def _responses_in(message: dict) -> list[dict]:

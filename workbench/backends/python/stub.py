@@ -2,10 +2,11 @@
 
 Triton's ``triton_python_backend_stub``. The server starts it as a script::
 
-    python .../workbench/backends/python/stub.py --fd N --segment-base PREFIX
+    python .../workbench/backends/python/stub.py --fd N --call-fd M --segment-base PREFIX
 
-(``--fd``: the connected control socket inherited from the server; ``--segment-base``:
-the shared-memory name prefix of this stub generation, see :mod:`.transport`). Run as
+(``--fd`` / ``--call-fd``: the connected event and call sockets inherited from the server,
+see :mod:`.process`; ``--segment-base``: the shared-memory name prefix of this stub
+generation, see :mod:`.transport`). Run as
 ``--auto-complete MODEL_FILE`` it instead reads a model config (JSON) on stdin, calls the
 model's ``auto_complete_config`` and writes ``{"config": ...}`` or ``{"error": ...}`` to
 stdout (the model's own prints go to stderr).
@@ -14,9 +15,10 @@ Launched as a file, it imports only its own package folder (numpy and the standa
 library): ``workbench/__init__`` (the engine) is never loaded here, so a stub starts in
 about the time of ``import numpy``. A model crash, hang or leak stays in this process.
 
-Threads: the main thread runs ``initialize`` / ``execute`` / ``finalize`` one at a time
-(as Triton's stub); a reader thread receives messages (BLS responses are delivered from
-it, so ``exec`` works while ``execute`` runs); ``async def execute`` runs on a background
+Threads: the main thread reads the calls itself and runs ``initialize`` / ``execute`` /
+``finalize`` one at a time (as Triton's stub), replying on the call socket; a reader thread
+receives the event socket's messages (BLS responses are delivered from it, so ``exec``
+works while ``execute`` runs); ``async def execute`` runs on a background
 asyncio loop. When the server goes away the stub exits at once, without ``finalize``.
 """
 
@@ -43,7 +45,6 @@ import importlib.util
 import inspect
 import json
 import os
-import queue
 import socket
 import threading
 import traceback
@@ -66,26 +67,30 @@ class Stub:
     """Serves one model instance over ``channel`` until ``finalize`` or the server goes away.
 
     Args:
-        channel: the control channel to the server.
+        channel: the event channel to the server (responses sent through response senders,
+            BLS requests and their responses, log lines).
+        calls: the call channel (``init`` / ``execute`` / ``finalize`` and their replies).
         segment_base: this stub's shared-memory prefix; the stub writes ``<base>s<n>``
             segments and accepts only ``<base>p<n>`` ones from the server.
     """
 
-    def __init__(self, channel: Channel, segment_base: str) -> None:
+    def __init__(self, channel: Channel, calls: Channel, segment_base: str) -> None:
         self.channel = channel
+        self.calls = calls
         self.pool = SegmentPool(segment_base + "s")
         self.reader = SegmentReader(segment_base + "p", writable=True)
         self.model: Any = None
         self.model_name = ""
         self.decoupled = False
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._events_sent = 0  # event messages sent so far (each reply carries the count)
+        self._events_lock = threading.Lock()
         self._senders: dict[int, frozenset[str]] = {}
         self._bls = BlsCalls(self)
         self._loop: Any = None
 
     # ------------------------------------------------------------------ message loop
     def read_forever(self) -> None:
-        """Reader thread: BLS responses are delivered here, everything else queued."""
+        """Reader thread: the event channel's BLS responses are delivered here."""
         try:
             while True:
                 message = self.channel.recv()
@@ -93,8 +98,6 @@ class Stub:
                     self.pool.release(message["released"])
                 if message["op"] == "bls_response":
                     self._bls.deliver(message)
-                else:
-                    self._jobs.put(message)
         except ChannelClosed:
             _exit(0)  # the server is gone (or done with us): no finalize
         except BaseException:  # noqa: BLE001  # a bug here must not leave a stub nobody talks to
@@ -102,9 +105,15 @@ class Stub:
             _exit(1)
 
     def serve(self) -> None:
-        """Main thread: run initialize / execute / finalize as they arrive."""
+        """Main thread: read initialize / execute / finalize calls and run them in order;
+        exit when the server is gone."""
         while True:
-            message = self._jobs.get()
+            try:
+                message = self.calls.recv()
+            except ChannelClosed:
+                _exit(0)  # the server is gone (or done with us): no finalize
+            if "released" in message:
+                self.pool.release(message["released"])
             op = message["op"]
             if op == "init":
                 self._reply(message, "init_done", self._initialize, message)
@@ -120,16 +129,26 @@ class Stub:
             error = None
         except BaseException as exc:  # noqa: BLE001 - every model error goes back as text
             error = describe(exc)
-        self.send({"op": op, "id": message["id"], "error": error})
+        self.reply({"op": op, "id": message["id"], "error": error})
+
+    def reply(self, message: dict) -> None:
+        """Answer a call on the call channel, with the number of event messages sent before
+        it (the server handles those first)."""
+        message["events"] = self._events_sent
+        self._send_on(self.calls, message)
 
     def send(self, message: dict) -> None:
-        """Send (with the server segments released since the last message); exit when the
-        server is gone."""
+        """Send an event message; exit when the server is gone."""
+        with self._events_lock:  # counted in the order they are written
+            self._send_on(self.channel, message)
+            self._events_sent += 1
+
+    def _send_on(self, channel: Channel, message: dict) -> None:
         released = self.reader.released()
         if released:
             message["released"] = released
         try:
-            self.channel.send(message)
+            channel.send(message)
         except ChannelClosed:
             _exit(0)
 
@@ -170,7 +189,7 @@ class Stub:
                 self._senders.pop(request._sender_key, None)
             reply = {"op": "executed", "id": message["id"], "responses": None, "error": describe(exc)}
         requests, result, responses = [], None, None  # drop the inputs: their segments go back with the reply
-        self.send(reply)
+        self.reply(reply)
 
     def _request(self, wire: dict) -> pb_utils.InferenceRequest:
         tensors = [pb_utils.Tensor._wrap(*decode_tensor(t, self.reader)) for t in wire["inputs"]]
@@ -229,7 +248,7 @@ class Stub:
 
     def _run(self, result: Any) -> Any:
         """``result`` itself, or its value when it is awaitable (async initialize/execute)."""
-        if not inspect.isawaitable(result):
+        if result is None or type(result) in (list, tuple) or not inspect.isawaitable(result):
             return result
         import asyncio
 
@@ -294,8 +313,9 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
-def serve(fd: int, segment_base: str) -> None:
-    """Run a stub on the inherited socket ``fd`` until finalize; then exit the process.
+def serve(fd: int, call_fd: int, segment_base: str) -> None:
+    """Run a stub on the inherited sockets ``fd`` (events) and ``call_fd`` (calls) until
+    finalize; then exit the process.
 
     Ctrl-C in the server's terminal, or a SIGTERM sent to the whole process group (``make``,
     a shell's ``kill -- -PGID``), reaches the stub too: it ignores both and lets the server
@@ -307,7 +327,8 @@ def serve(fd: int, segment_base: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     channel = Channel(socket.socket(fileno=fd))
-    stub = Stub(channel, segment_base)
+    calls = Channel(socket.socket(fileno=call_fd))
+    stub = Stub(channel, calls, segment_base)
     pb_utils._runtime = stub
     sys.modules["triton_python_backend_utils"] = pb_utils
     threading.Thread(target=stub.read_forever, name="stub-reader", daemon=True).start()
@@ -344,13 +365,14 @@ def main(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="workbench python stub")
     parser.add_argument("--fd", type=int)
+    parser.add_argument("--call-fd", type=int)
     parser.add_argument("--segment-base", default="")
     parser.add_argument("--auto-complete", metavar="MODEL_FILE")
     options = parser.parse_args(argv)
     if options.auto_complete:
         return auto_complete(options.auto_complete)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    serve(options.fd, options.segment_base)
+    serve(options.fd, options.call_fd, options.segment_base)
     return 0
 
 

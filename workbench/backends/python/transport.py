@@ -118,6 +118,10 @@ class Channel:
             raise ChannelClosed("end of stream")
         return data
 
+    def fileno(self) -> int:
+        """The socket's file descriptor (-1 once closed)."""
+        return self._sock.fileno()
+
     def shutdown(self) -> None:
         """Wake a blocked ``recv`` with end of stream; sends fail from now on. Idempotent."""
         with contextlib.suppress(OSError):
