@@ -1,15 +1,16 @@
-"""In-process ONNX Runtime, thread spinning on vs off, alternating inside one run (issue 20, target 2).
+"""In-process ONNX Runtime, thread-spinning variants, alternating inside one run (issue 20, target 2).
 
     flock /tmp/bench.lock /work/main/.venv/bin/python bench/ort_spin_raw.py [--model minilm]
-        [--batches 1,4,8,16,32] [--rounds 3] [--seconds 2] [--out FILE.json]
+        [--batches 1,4,8,16,32] [--variants on,off] [--rounds 3] [--seconds 2] [--out FILE.json]
 
-Two sessions on the harness's ONNX file ($BENCH_WORK/triton_repo/<model>/1/model.onnx), the harness's settings
-(intra_op 2, inter_op 1, sequential, ORT_ENABLE_ALL) and the harness's input rows ($BENCH_WORK/data/<model>.json,
-tiled to the batch), one with ``session.intra_op.allow_spinning`` = 1 (ORT's default) and one with 0 (our
-backend's default). Every round measures, per batch size, spin-on then spin-off (the order flips every
-round), each a closed loop of --seconds after a short warm-up. A third line per point: the process CPU
-time per wall second (``cpu/s``; 2.0 = both cores busy), which shows what spinning burns. Prints a table of
-medians; writes every point to --out.
+One session per variant on the harness's ONNX file ($BENCH_WORK/triton_repo/<model>/1/model.onnx), the harness's
+settings (intra_op 2, inter_op 1, sequential, ORT_ENABLE_ALL) and the harness's input rows
+($BENCH_WORK/data/<model>.json, tiled to the batch); the variants (:data:`VARIANTS`) differ only in ORT session
+config entries: ``on`` = ORT's default (``session.intra_op.allow_spinning`` 1), ``off`` = 0, ``stop`` = on plus
+``session.force_spinning_stop`` 1 (spin during a run, stop when it returns). Every round measures, per batch
+size, every variant (the order rotates every round), each a closed loop of --seconds after a short warm-up.
+Also per point: the process CPU time per wall second (``cpu/s``; 2.0 = both cores busy), which shows what
+spinning burns. Prints a table of medians; writes every point to --out.
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ import numpy as np
 import onnxruntime as ort
 
 WORK = Path(os.environ.get("BENCH_WORK", "/tmp/bench_work"))
+#: variant -> ORT session config entries
+VARIANTS = {
+    "on": {"session.intra_op.allow_spinning": "1"},
+    "off": {"session.intra_op.allow_spinning": "0"},
+    "stop": {"session.intra_op.allow_spinning": "1", "session.force_spinning_stop": "1"},
+}
 
 
 def feed_for(model: str, batch: int) -> dict[str, np.ndarray]:
@@ -40,14 +47,15 @@ def feed_for(model: str, batch: int) -> dict[str, np.ndarray]:
     return out
 
 
-def session(model: str, spinning: bool, threads: int) -> ort.InferenceSession:
-    """A session with the harness's settings and intra-op spinning on or off."""
+def session(model: str, variant: str, threads: int) -> ort.InferenceSession:
+    """A session with the harness's settings and the variant's config entries."""
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    for key, value in VARIANTS[variant].items():
+        so.add_session_config_entry(key, value)
     path = WORK / "triton_repo" / model / "1" / "model.onnx"
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
@@ -75,29 +83,34 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--variants", default="on,off", help=f"comma-separated, of {', '.join(VARIANTS)}")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     batches = [int(b) for b in a.batches.split(",")]
-    sessions = {True: session(a.model, True, a.threads), False: session(a.model, False, a.threads)}
+    variants = a.variants.split(",")
+    sessions = {v: session(a.model, v, a.threads) for v in variants}
     feeds = {b: feed_for(a.model, b) for b in batches}
     points: list[dict] = []
     for r in range(a.rounds):
-        order = [True, False] if r % 2 == 0 else [False, True]
+        order = variants[r % len(variants):] + variants[: r % len(variants)]
         for b in batches:
-            for spin in order:
-                p = {"round": r + 1, "batch": b, "spinning": spin, "time_utc": time.strftime("%H:%M:%S", time.gmtime()),
-                     **point(sessions[spin], feeds[b], a.seconds)}
+            for v in order:
+                p = {"round": r + 1, "batch": b, "variant": v, "time_utc": time.strftime("%H:%M:%S", time.gmtime()),
+                     **point(sessions[v], feeds[b], a.seconds)}
                 points.append(p)
                 print(json.dumps(p), flush=True)
     print(f"\n{a.model}, intra_op {a.threads}, {a.rounds} rounds x {a.seconds} s, medians")
-    print("| batch | spin on infer/s | spin off infer/s | off/on | spin on cpu/s | spin off cpu/s |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("| batch | " + " | ".join(f"{v} infer/s" for v in variants) + " | "
+          + " | ".join(f"{v}/{variants[0]}" for v in variants[1:]) + " | "
+          + " | ".join(f"{v} cpu/s" for v in variants) + " |")
+    print("|---:|" + "---:|" * (3 * len(variants) - 1))
     for b in batches:
-        def med(spin: bool, key: str, b: int = b) -> float:
-            return statistics.median(p[key] for p in points if p["batch"] == b and p["spinning"] == spin)
-        on, off = med(True, "infer_per_s"), med(False, "infer_per_s")
-        print(f"| {b} | {on:.1f} | {off:.1f} | {off / on:.2f} | {med(True, 'cpu_per_s'):.2f} | "
-              f"{med(False, 'cpu_per_s'):.2f} |")
+        def med(v: str, key: str, b: int = b) -> float:
+            return statistics.median(p[key] for p in points if p["batch"] == b and p["variant"] == v)
+        tput = [med(v, "infer_per_s") for v in variants]
+        print(f"| {b} | " + " | ".join(f"{t:.1f}" for t in tput) + " | "
+              + " | ".join(f"{t / tput[0]:.2f}" for t in tput[1:]) + " | "
+              + " | ".join(f"{med(v, 'cpu_per_s'):.2f}" for v in variants) + " |")
     if a.out:
         Path(a.out).write_text(json.dumps({"model": a.model, "threads": a.threads, "points": points}, indent=1))
 
