@@ -1,7 +1,7 @@
 """ONNX Runtime spinning variants A/B inside ONE workbench server (issue 20, target 2: deciding the default).
 
     flock /tmp/bench.lock python3 bench/ort_spin_ab.py --out DIR --rounds 2 [--first-round 1]
-        [--variants off,on,stop] [--ours-cmd '...']     # one locked run = --rounds rounds (~75 s each)
+        [--variants off,on,stop] [--ours-cmd '...']     # one locked run = --rounds rounds (~90 s each)
     python3 bench/ort_spin_ab.py --table DIR
 
 On this shared 2-core VM other people's work comes in bursts of tens of seconds, so comparing servers started
@@ -9,8 +9,8 @@ minutes apart mostly measures the bursts. Here one ``workbench serve`` loads eve
 its own model (``mlp_off``, ``minilm_on``, ...: copies of $BENCH_WORK/triton_repo's configs, renamed, plus the
 variant's ORT session config entries, :data:`ort_spin_serve.VARIANTS`; same ONNX files), and perf_analyzer
 alternates between them every few seconds: per round, for minilm over HTTP binary and gRPC, then mlp over HTTP
-binary, each variant in turn (the order rotating by round), c=16, a warm-up of 2 x 1 s then 2 windows x
-2500 ms. An idle variant's threads are blocked (ORT spins only for a while after a run), so the variants do
+binary, each variant in turn (the order rotating by round), c=16, a warm-up of 3 x 1 s then 3 windows x
+2000 ms (perf_analyzer needs 3 for its stability bookkeeping). An idle variant's threads are blocked (ORT spins only for a while after a run), so the variants do
 not disturb each other. Results append to DIR/results.json (rounds numbered from --first-round); --table
 prints per round and the medians of the per-round ratios to the first variant.
 Standard library only (python3 >= 3.10).
@@ -84,7 +84,7 @@ def run(a: argparse.Namespace) -> None:
     cmd = (f"{a.ours_cmd} --model-repository={repo} --http-port={http} --grpc-port={grpc} "
            f"--metrics-port={metrics} --model-control-mode=explicit" + "".join(f" --load-model={m}" for m in models))
     srv = vt.Server("workbench", cmd, http, models, out / f"server.r{a.first_round}.log")
-    opts = argparse.Namespace(windows=2, interval=2500)
+    opts = argparse.Namespace(windows=3, interval=2000)
     try:
         srv.start()
         for r in range(a.first_round, a.first_round + a.rounds):
