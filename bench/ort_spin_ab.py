@@ -10,9 +10,10 @@ its own model (``mlp_off``, ``minilm_on``, ...: copies of $BENCH_WORK/triton_rep
 variant's ORT session config entries, :data:`ort_spin_serve.VARIANTS`; same ONNX files), and perf_analyzer
 alternates between them every few seconds: per round, for minilm over HTTP binary and gRPC, then mlp over HTTP
 binary, each variant in turn (the order rotating by round), c=16, a warm-up of 3 x 1 s then 3 windows x
-2000 ms (perf_analyzer needs 3 for its stability bookkeeping). An idle variant's threads are blocked (ORT spins only for a while after a run), so the variants do
-not disturb each other. Results append to DIR/results.json (rounds numbered from --first-round); --table
-prints per round and the medians of the per-round ratios to the first variant.
+2000 ms (perf_analyzer needs 3 for its stability bookkeeping). An idle variant's threads are blocked (ORT
+spins only for a while after a run), so the variants do not disturb each other. Results append to
+DIR/results.json (rounds numbered from --first-round); --table prints per round and the medians of the
+per-round ratios to the first variant.
 Standard library only (python3 >= 3.10).
 """
 
