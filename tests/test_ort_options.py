@@ -20,7 +20,9 @@ from workbench.backends.ort_options import (
     OPENVINO,
     TENSORRT,
     TRT_PARAMETERS,
+    SPIN_RESERVED_CPUS,
     check_providers_started,
+    default_intra_op_spinning,
     session_plan,
     tensorrt_options,
 )
@@ -56,6 +58,37 @@ def test_defaults_cpu_only() -> None:
     assert plan.mem_arena is None and plan.mem_pattern is None
     assert plan.config_entries == {"session.intra_op.allow_spinning": "0",
                                    "session.inter_op.allow_spinning": "0"}
+
+
+def _threads(intra: int, count: int = 1, extra: str = "") -> ModelConfig:
+    return _config(f'parameters {{ key: "intra_op_thread_count" value {{ string_value: "{intra}" }} }} '
+                   f'instance_group [ {{ count: {count} kind: KIND_CPU }} ] {extra}')
+
+
+@pytest.mark.parametrize(("intra", "count", "cpus", "spin"), [
+    (2, 1, 2, "0"),    # this VM: 2 cores, intra_op 2: the event loop would share a core with a spinner
+    (2, 1, 3, "0"),    # one core left over is not enough (SPIN_RESERVED_CPUS = 2)
+    (2, 1, 4, "1"),    # two cores left to the rest of the server: ORT's default (spinning)
+    (2, 1, 16, "1"),
+    (2, 4, 8, "0"),    # 4 instances x 2 threads + 2 > 8
+    (2, 4, 10, "1"),
+    (0, 1, 64, "0"),   # 0 = ORT's pick, one thread per core: no core left over
+])
+def test_intra_op_spinning_default_follows_spare_cores(intra, count, cpus, spin) -> None:
+    plan = session_plan(_threads(intra, count), "KIND_CPU", 0, [CPU], cpus=cpus)
+    assert plan.config_entries["session.intra_op.allow_spinning"] == spin
+    assert plan.config_entries["session.inter_op.allow_spinning"] == "0"
+    assert default_intra_op_spinning(intra, count, cpus) is (spin == "1")
+
+
+def test_spinning_parameter_overrides_the_default() -> None:
+    off = 'parameters { key: "session.intra_op.allow_spinning" value { string_value: "0" } }'
+    on = 'parameters { key: "session.intra_op.allow_spinning" value { string_value: "1" } }'
+    big = session_plan(_threads(2, 1, off), "KIND_CPU", 0, [CPU], cpus=64)
+    small = session_plan(_threads(2, 1, on), "KIND_CPU", 0, [CPU], cpus=2)
+    assert big.config_entries["session.intra_op.allow_spinning"] == "0"
+    assert small.config_entries["session.intra_op.allow_spinning"] == "1"
+    assert SPIN_RESERVED_CPUS == 2
 
 
 def test_session_parameters() -> None:

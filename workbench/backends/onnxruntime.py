@@ -152,8 +152,8 @@ def _session_options(ort, plan: OrtSessionPlan):
         options.enable_cpu_mem_arena = plan.mem_arena
     if plan.mem_pattern is not None:
         options.enable_mem_pattern = plan.mem_pattern
-    # Spinning is off unless asked for: spinning ORT threads take the cores the server's
-    # event loop needs (measured in bench/RESULTS.md).
+    # Thread spinning: on only with spare cores, unless the config says (ort_options,
+    # default_intra_op_spinning; measured in bench/RESULTS.md).
     for key, value in plan.config_entries.items():
         options.add_session_config_entry(key, value)
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, plan.graph_level)

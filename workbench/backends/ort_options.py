@@ -10,7 +10,10 @@ TensorRT optimization" / "CUDA Execution Provider optimization" / "OpenVINO opti
   > 0 are applied, 0 lets ORT pick the core count), ``execution_mode`` (0 sequential,
   1 parallel; anything else fails the load), ``enable_mem_arena`` / ``enable_mem_pattern``
   (bools), ORT session config entries (keys starting ``session.``, e.g.
-  ``session.use_device_allocator_for_initializers``). Thread spinning defaults to off here.
+  ``session.use_device_allocator_for_initializers``). Intra-op thread spinning
+  (``session.intra_op.allow_spinning``) defaults to on only where the model's intra-op threads
+  leave cores for the rest of the server (:func:`default_intra_op_spinning`), else off;
+  inter-op spinning defaults to off. A ``session.*`` parameter always wins.
 * ``gpu_execution_accelerator`` (KIND_GPU instances only; ignored on KIND_CPU like Triton):
   ``tensorrt`` -> ``TensorrtExecutionProvider`` with the options of :data:`TRT_PARAMETERS`
   (``precision_mode`` FP32/FP16/BF16/INT8 -> ``trt_fp16_enable`` / ``trt_bf16_enable`` /
@@ -30,6 +33,7 @@ the same: a backend built without TensorRT/OpenVINO answers "unknown Execution A
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -93,10 +97,39 @@ _PRECISION = {"FP16": "trt_fp16_enable", "BF16": "trt_bf16_enable", "INT8": "trt
 #: ``optimization.graph.level`` -> ``onnxruntime.GraphOptimizationLevel`` member name.
 GRAPH_LEVELS = {-1: "ORT_ENABLE_BASIC", 1: "ORT_ENABLE_EXTENDED", 2: "ORT_DISABLE_ALL"}
 
-_DEFAULT_SESSION_ENTRIES = {
-    "session.intra_op.allow_spinning": "0",
-    "session.inter_op.allow_spinning": "0",
-}
+INTRA_SPINNING = "session.intra_op.allow_spinning"
+INTER_SPINNING = "session.inter_op.allow_spinning"
+
+#: CPUs left to the rest of the server (the event loop thread, gRPC's threads, the other models)
+#: before a model's intra-op threads may spin by default. Measured on 2 shared cores (bench/RESULTS.md,
+#: "Issue 20: ONNX Runtime on the compute-bound model"): spinning threads that share cores with the
+#: event loop or anything else slow the event-loop-bound models and, when the cores are contended,
+#: the compute-bound ones too.
+SPIN_RESERVED_CPUS = 2
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask; ``os.cpu_count()`` where there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_intra_op_spinning(intra_op_threads: int, instances: int, cpus: int) -> bool:
+    """Whether a model's intra-op threads spin-wait (ORT's default) unless its config says.
+
+    On only when the intra-op threads of all the model's instances (``intra_op_threads`` each,
+    0 = ORT's pick: one per core, so never) fit on ``cpus`` with :data:`SPIN_RESERVED_CPUS`
+    left over: a spinning thread then burns a core nobody else needs and saves the wake-up
+    between an operator's parallel sections. On a machine without such spare cores (e.g. 2
+    cores and ``intra_op_thread_count: 2``) it stays off: spinning threads there take the
+    cores the event loop and other work need. Triton's onnxruntime_backend keeps ORT's default
+    (on) everywhere; ``session.intra_op.allow_spinning`` in the config overrides this.
+    """
+    if intra_op_threads <= 0:
+        return False
+    return intra_op_threads * max(1, instances) + SPIN_RESERVED_CPUS <= cpus
 
 
 @dataclass
@@ -123,11 +156,14 @@ class OrtSessionPlan:
 
 
 def session_plan(
-    config: ModelConfig, kind: str, device_id: int, available: Iterable[str]
+    config: ModelConfig, kind: str, device_id: int, available: Iterable[str],
+    cpus: int | None = None,
 ) -> OrtSessionPlan:
     """The ORT settings for one instance of ``config`` (``kind``: ``KIND_CPU``/``KIND_GPU``).
 
-    ``available``: ``onnxruntime.get_available_providers()``.
+    ``available``: ``onnxruntime.get_available_providers()``. ``cpus``: the CPUs the server may
+    use (default :func:`usable_cpus`), for the default of intra-op spinning
+    (:func:`default_intra_op_spinning`).
 
     Raises:
         ModelLoadError: a parameter value that does not parse, an unknown accelerator or
@@ -149,8 +185,12 @@ def session_plan(
         plan.mem_arena = _bool(name, "enable_mem_arena", params["enable_mem_arena"])
     if "enable_mem_pattern" in params:
         plan.mem_pattern = _bool(name, "enable_mem_pattern", params["enable_mem_pattern"])
+    instances = sum(max(1, group.count) for group in config.instance_group) or 1
+    spin = default_intra_op_spinning(plan.intra_op_threads, instances,
+                                     usable_cpus() if cpus is None else cpus)
     plan.config_entries = {
-        **_DEFAULT_SESSION_ENTRIES,
+        INTRA_SPINNING: "1" if spin else "0",
+        INTER_SPINNING: "0",
         **{k: v for k, v in params.items() if k.startswith("session.")},
     }
     available = set(available)
