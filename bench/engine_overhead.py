@@ -55,8 +55,7 @@ async def _round(server: Server, model: str, concurrency: int, seconds: float) -
 
 async def main_async(args: argparse.Namespace) -> None:
     options = ServerOptions(model_repository=[args.repository], model_control_mode="explicit",
-                            load_model=[args.model],
-                            )
+                            load_model=[args.model])
     async with Server(options) as server:
         await _round(server, args.model, args.concurrency, 1.0)  # warm-up
         rounds = [await _round(server, args.model, args.concurrency, args.seconds) for _ in range(args.rounds)]
@@ -65,7 +64,8 @@ async def main_async(args: argparse.Namespace) -> None:
     for i, r in enumerate(rounds, 1):
         print(f"| {i} | {r['infer_per_s']:.0f} | {r['loop_us']:.1f} | {r['process_us']:.1f} | {r['batch']:.1f} |")
     med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
-    print(f"| median | {med['infer_per_s']:.0f} | {med['loop_us']:.1f} | {med['process_us']:.1f} | {med['batch']:.1f} |")
+    print(f"| median | {med['infer_per_s']:.0f} | {med['loop_us']:.1f} | {med['process_us']:.1f} "
+          f"| {med['batch']:.1f} |")
 
 
 def main() -> None:
