@@ -32,7 +32,12 @@ import orjson
 
 from workbench import DecoupledNotSupported, InvalidArgument, Server, WorkbenchError
 from workbench.frontends.header_forward import compile_forward_pattern, forwarded_parameters
-from workbench.frontends.http.codec import HEADER_LENGTH, json_header_end
+from workbench.frontends.http.codec import (
+    HEADER_LENGTH,
+    decode_request,
+    encode_response_chunks,
+    json_header_end,
+)
 from workbench.frontends.http.compression import (
     compress,
     decompress,
@@ -40,10 +45,12 @@ from workbench.frontends.http.compression import (
     response_encoding,
 )
 from workbench.frontends.http.large_bodies import (
+    OFFLOAD_BYTES,
     JsonBudget,
     check_json_size,
     decode_request_off_loop,
     encode_response_off_loop,
+    json_output_bytes,
     json_part_size,
 )
 from workbench.frontends.http.protocol import DISCONNECT_EXTENSION
@@ -68,6 +75,10 @@ _ACCEPT_ENCODING = b"accept-encoding"
 _CONTENT_LENGTH = b"content-length"
 _JSON = [(b"content-type", b"application/json")]
 _BINARY = (b"content-type", b"application/octet-stream")
+#: a response's chunks up to this many bytes in all are joined into one body message: the copy
+#: costs less than a second ASGI send and socket write (bench/RESULTS.md, "Issue 20: frontend
+#: per-request cost")
+JOIN_BYTES = 64 * 1024
 
 
 class InferFastPath:
@@ -114,7 +125,8 @@ class InferFastPath:
             body = await _read_body(receive, self.limit, declared)
             if compressed:
                 body = await decompress(body, self.limit)
-            check_json_size(json_part_size(header_length, len(body)), self.json_limit)
+            json_size = json_part_size(header_length, len(body))
+            check_json_size(json_size, self.json_limit)
             model, version = unquote(match.group(1)), unquote(match.group(2) or "")
             if recv_start_ns:
                 tracer = self.server.tracer
@@ -124,6 +136,8 @@ class InferFastPath:
                     trace.stamp("HTTP_RECV_END", time.monotonic_ns())
             if json_header_end(header_length, len(body)) == 0:  # Triton's raw binary request
                 request = await raw_binary_request(self.server, body, model, version)
+            elif json_size < OFFLOAD_BYTES:  # a plain call: no coroutine for a small body
+                request = decode_request(body, header_length, model, version)
             else:
                 request = await decode_request_off_loop(
                     self.json_budget, body, header_length, model, version)
@@ -135,7 +149,11 @@ class InferFastPath:
                 response = await self.server.infer(request)
             if watch.dropped:  # nobody to answer; the engine dropped the request
                 return trace
-            chunks, json_length = await encode_response_off_loop(self.json_budget, response, request)
+            if json_output_bytes(response, request) < OFFLOAD_BYTES:  # inline, as the helper does
+                chunks, json_length = encode_response_chunks(response, request)
+            else:
+                chunks, json_length = await encode_response_off_loop(
+                    self.json_budget, response, request)
             encoding = response_encoding(accept_encoding) if accept_encoding else None
             if encoding is not None:
                 chunks = [await compress(b"".join(chunks), encoding)]
@@ -154,7 +172,10 @@ class InferFastPath:
             headers = [_BINARY, (_HEADER_LENGTH, str(json_length).encode())]
         if encoding is not None:
             headers = [*headers, (_CONTENT_ENCODING, encoding.encode())]
-        await _respond_traced(send, 200, headers, chunks, trace)
+        if trace is None:
+            await _respond(send, 200, headers, chunks)
+        else:
+            await _respond_traced(send, 200, headers, chunks, trace)
         return trace
 
 
@@ -279,11 +300,17 @@ async def _respond_traced(send: Send, status: int, headers: list,
 
 async def _respond(send: Send, status: int, headers: list,
                    payload: bytes | list[bytes | memoryview]) -> None:
-    """Send a response; a list of chunks (JSON header, binary outputs) goes out chunk by chunk
-    under one Content-Length, never joined (uvicorn writes each body message to the transport
-    as it is, and the transport keeps a reference to what the socket did not take yet)."""
+    """Send a response; a list of chunks (JSON header, binary outputs) of at most
+    :data:`JOIN_BYTES` in all goes out joined, as one body message (one ASGI ``send`` and one
+    socket write instead of one per chunk); a bigger list goes out chunk by chunk under one
+    Content-Length, never joined (uvicorn writes each body message to the transport as it is,
+    and the transport keeps a reference to what the socket did not take yet). The bytes on
+    the wire are the same either way."""
     chunks = [payload] if isinstance(payload, bytes) else payload
-    headers = [*headers, (b"content-length", str(sum(len(c) for c in chunks)).encode())]
+    size = sum(len(c) for c in chunks) if len(chunks) > 1 else len(chunks[0])
+    if len(chunks) > 1 and size <= JOIN_BYTES:
+        chunks = [b"".join(chunks)]
+    headers = [*headers, (b"content-length", str(size).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     for chunk in chunks[:-1]:
         await send({"type": "http.response.body", "body": chunk, "more_body": True})
