@@ -185,8 +185,9 @@ class GRPCInferenceService(
         request and the answer skip protobuf's copies of tensor bytes: ``raw_wire``); bytes
         that did not parse (:class:`~workbench.frontends.grpc.decoding.Undecodable`) are
         INVALID_ARGUMENT."""
-        if type(request) is Undecodable:
+        if isinstance(request, Undecodable):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+            raise AssertionError("unreachable: context.abort raises")
         if self.compression is not None:
             context.set_compression(self.compression)
             await context.send_initial_metadata(())  # grpc.aio applies it only then

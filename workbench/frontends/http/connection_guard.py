@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import resource
-from itertools import chain
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import orjson

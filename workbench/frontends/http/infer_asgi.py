@@ -126,8 +126,11 @@ class InferFastPath:
             if compressed:
                 body = await decompress(body, self.limit)
             json_size = json_part_size(header_length, len(body))
-            check_json_size(json_size, self.json_limit)
-            model, version = unquote(match.group(1)), unquote(match.group(2) or "")
+            if compressed or declared != len(body):  # else checked above, before the body
+                check_json_size(json_size, self.json_limit)
+            model, version = match.group(1), match.group(2) or ""
+            if "%" in model or "%" in version:  # %-escapes (unquote is a call per segment)
+                model, version = unquote(model), unquote(version)
             if recv_start_ns:
                 tracer = self.server.tracer
                 trace = tracer.sample(model, header_carrier(scope) if tracer.propagates else None)
