@@ -154,10 +154,15 @@ def copy_limit(data: np.ndarray, reps: int) -> float:
     """Median seconds of ``np.copyto`` of ``data`` into a fresh (already touched) array."""
     target = np.empty_like(data)
     np.copyto(target, data)
+    return median_seconds(lambda: np.copyto(target, data), reps)
+
+
+def median_seconds(call, reps: int) -> float:
+    """Median wall-clock seconds of ``reps`` calls of ``call()``."""
     times = []
     for _ in range(reps):
         start = time.perf_counter()
-        np.copyto(target, data)
+        call()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -219,12 +224,7 @@ def measure(clients: Clients, path: str, model: str, reps: int) -> float:
     answer = clients.call(path, model)
     if not np.array_equal(answer, clients.data):
         raise AssertionError(f"{path} {model}: the output differs from the input")
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        clients.call(path, model)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return median_seconds(lambda: clients.call(path, model), reps)
 
 
 def main() -> int:

@@ -16,6 +16,7 @@ import pytest
 
 from workbench import ServerOptions
 from workbench.backends.registry import register_backend
+from workbench.frontends.http.protocol import CoalescingHttpToolsProtocol
 from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend, write_fake_model
 from workbench.testing.http_listener import http_listener
 
@@ -86,6 +87,7 @@ async def test_a_waiting_request_is_watched_through_its_connection_not_a_task(fa
             writer.write(infer_request(1))
             await until(lambda: sum(BEHAVIOUR.executions.values()) == 1)
             [connection] = clients.service.server_state.connections
+            assert isinstance(connection, CoalescingHttpToolsProtocol)
             assert len(connection.disconnect_callbacks) == 1
             handlers = [t for t in asyncio.all_tasks() if "DisconnectWatch._watch" in repr(t.get_coro())]
             assert handlers == []

@@ -15,7 +15,7 @@ import orjson
 
 from workbench import Server, ServerOptions
 from workbench.frontends.http import create_app
-from workbench.frontends.http.infer_asgi import JOIN_BYTES, _respond
+from workbench.frontends.http.infer_asgi import JOIN_BELOW_BYTES, _respond
 
 HEADERS = [(b"content-type", b"application/octet-stream")]
 
@@ -54,13 +54,13 @@ async def test_a_small_chunked_response_is_one_body_message_with_the_same_bytes(
 
 
 async def test_a_big_chunked_response_goes_out_chunk_by_chunk_unjoined() -> None:
-    big = np.ones(JOIN_BYTES, dtype=np.uint8)
+    big = np.ones(JOIN_BELOW_BYTES, dtype=np.uint8)
     chunks = [b'{"model_name":"m"}', memoryview(big.tobytes())]
     messages = await sent(chunks)
     assert len(messages) == 3 and messages[1]["more_body"] is True
     assert messages[2]["body"] is chunks[1]  # the output's own view: not copied
     assert body_of(messages) == b'{"model_name":"m"}' + big.tobytes()
-    assert content_length(messages) == len(chunks[0]) + JOIN_BYTES
+    assert content_length(messages) == len(chunks[0]) + JOIN_BELOW_BYTES
 
 
 async def test_a_single_body_is_sent_as_it_is() -> None:

@@ -5,6 +5,8 @@ answer serialized by raw_wire are the bytes the joined / protobuf encoders give.
 from __future__ import annotations
 
 import socket
+from collections.abc import MutableMapping
+from typing import Any
 
 import grpc
 import numpy as np
@@ -94,3 +96,25 @@ def test_grpc_answer_is_protobufs_bytes(served) -> None:
         assert answer == grpc_encode(_expected()[0]).SerializeToString()
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
         assert stub.ModelInfer(request, timeout=30).raw_output_contents[0] == DATA.tobytes()
+
+
+async def test_a_small_chunked_body_is_one_body_message_a_large_one_is_not_joined() -> None:
+    """A small binary response (JSON header + output) is one body message, so the head and the
+    body leave in one send; a large one goes out chunk by chunk, its output never copied."""
+    from workbench.frontends.http.infer_asgi import JOIN_BELOW_BYTES, _respond
+
+    sent: list[MutableMapping[str, Any]] = []
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    small = np.arange(16, dtype=np.float32)
+    await _respond(send, 200, [], [b'{"outputs":[]}', small.data.cast("B")])
+    bodies = [m for m in sent if m["type"] == "http.response.body"]
+    assert len(bodies) == 1 and bodies[0]["body"] == b'{"outputs":[]}' + small.tobytes()
+    sent.clear()
+    large = DATA.data.cast("B")
+    assert len(large) >= JOIN_BELOW_BYTES
+    await _respond(send, 200, [], [b"{}", large])
+    bodies = [m for m in sent if m["type"] == "http.response.body"]
+    assert [len(m["body"]) for m in bodies] == [2, len(large)] and bodies[1]["body"] is large

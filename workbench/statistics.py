@@ -216,17 +216,26 @@ class ModelStatistics:
         #: failed requests by Triton's failure reason (REJECTED, CANCELED, BACKEND, OTHER)
         self.failures: dict[str, int] = {}
         self.batch_stats: dict[int, BatchStats] = {}
+        #: what :meth:`record_success` adds to, looked up once (both dicts live as long as this)
+        self._success_sinks = tuple(
+            (s["success"], s["queue"], s["compute_input"], s["compute_infer"], s["compute_output"])
+            for s in (self.stats, self.metrics.stats))
 
     def record_success(
         self, request_ns: int, queue_ns: int, input_ns: int, infer_ns: int, output_ns: int
     ) -> None:
         """One request answered: total, queue and compute durations in nanoseconds."""
-        for stats in (self.stats, self.metrics.stats):
-            stats["success"].add(request_ns)
-            stats["queue"].add(queue_ns)
-            stats["compute_input"].add(input_ns)
-            stats["compute_infer"].add(infer_ns)
-            stats["compute_output"].add(output_ns)
+        for success, queue, compute_input, compute_infer, compute_output in self._success_sinks:
+            success.count += 1
+            success.ns += request_ns
+            queue.count += 1
+            queue.ns += queue_ns
+            compute_input.count += 1
+            compute_input.ns += input_ns
+            compute_infer.count += 1
+            compute_infer.ns += infer_ns
+            compute_output.count += 1
+            compute_output.ns += output_ns
         self.last_inference_ms = time.time_ns() // 1_000_000
         for observe in self.observers:
             observe(self, request_ns, queue_ns, input_ns, infer_ns, output_ns)

@@ -47,33 +47,34 @@ def validate_request(request: InferenceRequest, io: ModelIO) -> BackendRequest:
             requested outputs,
             a ``classification`` parameter that is not a non-negative integer.
     """
-    prefix = request_prefix(request.id)
-    _check_unique_outputs(request, prefix)
+    request_id = request.id  # request_prefix(request_id) is built only for an error
+    if request.outputs:
+        _check_unique_outputs(request, request_id)
     given = _index_inputs(request, io)
     if len(given) < len(io.required) or any(n not in given for n in io.required):
-        raise InvalidArgument(prefix + _missing_message(given, io))
+        raise InvalidArgument(request_prefix(request_id) + _missing_message(given, io))
     batch = None
     inputs: dict[str, np.ndarray] = {}
     for name, tensor in given.items():
         spec = io.inputs[name]
-        batch = _check_tensor(tensor, spec, io, batch, prefix)
+        batch = _check_tensor(tensor, spec, io, batch, request_id)
         inputs[name] = _apply_reshape(tensor.data, spec, io.max_batch_size)
     if batch is not None and io.max_batch_size > 0 and batch > io.max_batch_size:
         raise InvalidArgument(
-            prefix + f"inference request batch-size must be <= {io.max_batch_size} "
+            request_prefix(request_id) + f"inference request batch-size must be <= {io.max_batch_size} "
             f"for '{io.model_name}'"
         )
     return BackendRequest(inputs, _requested_outputs(request, io), request.parameters,
                           request_id=request.id, batched=io.max_batch_size > 0)
 
 
-def _check_unique_outputs(request: InferenceRequest, prefix: str) -> None:
+def _check_unique_outputs(request: InferenceRequest, request_id: str) -> None:
     """A requested output named twice is refused, as Triton's core does when the frontend adds
     it (``AddOriginalRequestedOutput``), before any input is looked at."""
     seen: set[str] = set()
     for output in request.outputs or ():
         if output.name in seen:
-            raise InvalidArgument(prefix + f"output '{output.name}' already exists in request")
+            raise InvalidArgument(request_prefix(request_id) + f"output '{output.name}' already exists in request")
         seen.add(output.name)
 
 
@@ -107,11 +108,11 @@ def _missing_message(given: dict[str, Tensor], io: ModelIO) -> str:
 
 
 def _check_tensor(
-    tensor: Tensor, spec: TensorSpec, io: ModelIO, batch: int | None, prefix: str
+    tensor: Tensor, spec: TensorSpec, io: ModelIO, batch: int | None, request_id: str
 ) -> int | None:
     if tensor.datatype != spec.wire:
         raise InvalidArgument(
-            prefix + f"inference input '{spec.name}' data-type is '{tensor.datatype}', "
+            request_prefix(request_id) + f"inference input '{spec.name}' data-type is '{tensor.datatype}', "
             f"but model '{io.model_name}' expects '{spec.wire}'"
         )
     shape = tensor.data.shape
@@ -119,19 +120,19 @@ def _check_tensor(
     if io.max_batch_size > 0:
         if not shape:
             raise InvalidArgument(
-                prefix + f"input '{spec.name}' has no shape but model requires batch "
+                request_prefix(request_id) + f"input '{spec.name}' has no shape but model requires batch "
                 f"dimension for '{io.model_name}'"
             )
         if batch is not None and shape[0] != batch:
             raise InvalidArgument(
-                prefix + f"input '{spec.name}' batch size does not match other inputs "
+                request_prefix(request_id) + f"input '{spec.name}' batch size does not match other inputs "
                 f"for '{io.model_name}'"
             )
         batch, item = shape[0], shape[1:]
     if not _dims_match(spec.dims, item):
         note = (" " + BATCH_NOTE) if io.max_batch_size > 0 else ""
         raise InvalidArgument(
-            prefix + f"unexpected shape for input '{spec.name}' for model "
+            request_prefix(request_id) + f"unexpected shape for input '{spec.name}' for model "
             f"'{io.model_name}'. Expected {dims_string(spec.full_dims(io.max_batch_size))}, "
             f"got {dims_string(shape)}.{note}"
         )
@@ -139,6 +140,8 @@ def _check_tensor(
 
 
 def _dims_match(dims: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    if dims == shape:
+        return True
     if len(dims) != len(shape):
         return False
     return all(d == -1 or d == s for d, s in zip(dims, shape, strict=True))

@@ -43,6 +43,8 @@ class Pending:
     deadline_ns: int = 0
     #: what must match for requests to share an execution (set by the dynamic batcher)
     shape_key: tuple[object, ...] = ()
+    #: the request's batch size, at least 1 (set by the dynamic batcher at admission)
+    size: int = 1
 
 
 class InstanceRunner:

@@ -79,6 +79,7 @@ class DynamicBatchPolicy(BatchPolicy):
         params = pending.request.parameters
         pending.priority, pending.deadline_ns = self._queue.level_and_deadline(params, pending.enqueue_ns)
         pending.shape_key = _shape_key(pending, self._ragged)
+        pending.size = max(1, pending.request.batch_size)
         try:
             self._queue.push(pending)
         except Unavailable:
@@ -96,13 +97,14 @@ class DynamicBatchPolicy(BatchPolicy):
     def next_batch(self, runner: InstanceRunner) -> list[Pending]:
         if self._holding():
             return []
-        self._expire()
+        now_ns = time.monotonic_ns()
+        self._expire(now_ns)
         candidates, size, cut, closed = self._candidates()
         if not candidates:
             return []
         oldest_ns = min(p.enqueue_ns for p in candidates)
         due_ns = oldest_ns + self._max_queue_delay_ns
-        expired = bool(self._max_queue_delay_ns) and time.monotonic_ns() >= due_ns
+        expired = bool(self._max_queue_delay_ns) and now_ns >= due_ns
         if cut and not expired:
             return self._take(candidates[:cut])
         if closed or size >= self._max_preferred or expired or not self._max_queue_delay_ns:
@@ -135,7 +137,7 @@ class DynamicBatchPolicy(BatchPolicy):
                 continue
             key = pending.shape_key
             head = key if head is None else head
-            grown = size + max(1, pending.request.batch_size)
+            grown = size + pending.size
             if batch and grown > self._max_preferred and not cut:
                 cut = len(batch)  # the batch would grow past every preferred size here
             if key != head or grown > self._max_batch_size:
@@ -156,8 +158,8 @@ class DynamicBatchPolicy(BatchPolicy):
         return batch
 
     # ------------------------------------------------------------------ queue timeouts
-    def _expire(self) -> None:
-        for pending in self._queue.expire(time.monotonic_ns()):
+    def _expire(self, now_ns: int) -> None:
+        for pending in self._queue.expire(now_ns):
             self.dispatcher.stats.pending -= 1
             response = BackendResponse(error=Unavailable("Request timeout expired"))
             self.dispatcher.finish(pending, response, None, "REJECTED")
@@ -180,7 +182,7 @@ class DynamicBatchPolicy(BatchPolicy):
 
     def _on_timeout(self) -> None:
         self._timeout_timer = None
-        self._expire()
+        self._expire(time.monotonic_ns())
         self.dispatcher.dispatch()
         self._watch_timeouts()
 

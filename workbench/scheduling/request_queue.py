@@ -160,6 +160,8 @@ class RequestQueue:
     def expire(self, now_ns: int) -> list[Pending]:
         """Apply timeouts due by ``now_ns``: DELAY moves requests behind their level;
         REJECT returns them (the caller fails them with "Request timeout expired")."""
+        if not self._deadlines or self._deadlines[0][0] > now_ns:
+            return []  # nothing due (every request without a timeout: the common case)
         rejected: list[Pending] = []
         while self._deadlines and self._deadlines[0][0] <= now_ns:
             _, _, pending = heapq.heappop(self._deadlines)

@@ -75,10 +75,6 @@ _ACCEPT_ENCODING = b"accept-encoding"
 _CONTENT_LENGTH = b"content-length"
 _JSON = [(b"content-type", b"application/json")]
 _BINARY = (b"content-type", b"application/octet-stream")
-#: a response's chunks up to this many bytes in all are joined into one body message: the copy
-#: costs less than a second ASGI send and socket write (bench/RESULTS.md, "Issue 20: frontend
-#: per-request cost")
-JOIN_BYTES = 64 * 1024
 
 
 class InferFastPath:
@@ -301,19 +297,23 @@ async def _respond_traced(send: Send, status: int, headers: list,
     trace.stamp("HTTP_SEND_END", time.monotonic_ns())
 
 
+#: a response body smaller than this is joined into one body message (copying it costs less
+#: than the send syscall per extra message); larger ones go out chunk by chunk, uncopied
+JOIN_BELOW_BYTES = 256 * 1024
+
+
 async def _respond(send: Send, status: int, headers: list,
                    payload: bytes | list[bytes | memoryview]) -> None:
-    """Send a response; a list of chunks (JSON header, binary outputs) of at most
-    :data:`JOIN_BYTES` in all goes out joined, as one body message (one ASGI ``send`` and one
-    socket write instead of one per chunk); a bigger list goes out chunk by chunk under one
-    Content-Length, never joined (uvicorn writes each body message to the transport as it is,
-    and the transport keeps a reference to what the socket did not take yet). The bytes on
-    the wire are the same either way."""
+    """Send a response; a list of chunks (JSON header, binary outputs) goes out chunk by chunk
+    under one Content-Length, not joined (uvicorn writes each body message to the transport
+    as it is, and the transport keeps a reference to what the socket did not take yet), unless
+    the body is under :data:`JOIN_BELOW_BYTES`: then one joined body message, so the head and
+    body leave in one send syscall (each further body message is one more)."""
     chunks = [payload] if isinstance(payload, bytes) else payload
-    size = sum(len(c) for c in chunks) if len(chunks) > 1 else len(chunks[0])
-    if len(chunks) > 1 and size <= JOIN_BYTES:
+    length = sum(len(c) for c in chunks)
+    if len(chunks) > 1 and length < JOIN_BELOW_BYTES:
         chunks = [b"".join(chunks)]
-    headers = [*headers, (b"content-length", str(size).encode())]
+    headers = [*headers, (b"content-length", str(length).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     for chunk in chunks[:-1]:
         await send({"type": "http.response.body", "body": chunk, "more_body": True})
