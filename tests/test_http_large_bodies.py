@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from workbench import InferenceRequest, InferenceResponse, Server, ServerOptions, Tensor
-from workbench.frontends.http import create_app, large_bodies
+from workbench.frontends.http import create_app, infer_asgi, large_bodies
 from workbench.testing.http_listener import http_listener
 
 
@@ -64,8 +64,9 @@ async def test_big_json_bodies_are_decoded_and_encoded_on_worker_threads(test_re
         threads.append(threading.get_ident())
         return real_encode(*args)
 
-    monkeypatch.setattr(large_bodies, "decode_request", decode)
-    monkeypatch.setattr(large_bodies, "encode_response_chunks", encode)
+    for module in (large_bodies, infer_asgi):  # infer_asgi calls them itself for small bodies
+        monkeypatch.setattr(module, "decode_request", decode)
+        monkeypatch.setattr(module, "encode_response_chunks", encode)
     async with Server(ServerOptions(model_repository=[str(test_repository)])) as server:
         transport = httpx.ASGITransport(app=create_app(server))
         async with httpx.AsyncClient(transport=transport, base_url="http://w") as client:

@@ -23,6 +23,8 @@ def _prefix(request_id: str) -> str:
 
 #: the largest element count and byte size a tensor may have (Triton's INT64_MAX; numpy's too)
 INT64_MAX = 2**63 - 1
+#: dims up to this size, at most 3 of them, cannot pass INT64_MAX elements or bytes (16-byte items)
+_SMALL_DIM = 2**19
 
 
 def check_shape(name: str, shape: Sequence[int], model: str, request_id: str) -> tuple[int, ...]:
@@ -36,16 +38,21 @@ def check_shape(name: str, shape: Sequence[int], model: str, request_id: str) ->
             exceed maximum size of 9223372036854775807" (Triton's HTTP frontend).
     """
     try:
-        dims = tuple(int(d) for d in shape)
+        dims = tuple(map(int, shape))
     except (TypeError, ValueError):
         raise InvalidArgument(f"Unable to parse 'shape' for input '{name}'") from None
-    if any(d < 0 for d in dims):
+    if not dims:
+        return dims
+    low, high = min(dims), max(dims)
+    if low >= 0 and high <= _SMALL_DIM and len(dims) <= 3:
+        return dims  # the common case: (2**19)**3 elements of <= 16 bytes stay below 2**63
+    if low < 0:
         got = "[" + ",".join(str(d) for d in dims) + "]"
         raise InvalidArgument(
             _prefix(request_id) + f"All input dimensions should be specified for input "
             f"'{name}' for model '{model}', got {got}"
         )
-    if any(d > INT64_MAX for d in dims):
+    if high > INT64_MAX:
         raise InvalidArgument(
             f"invalid shape for input '{name}': shape {_shape_text(dims)} contains one or more "
             "invalid dimensions"
@@ -71,7 +78,7 @@ def _check_byte_span(name: str, dims: tuple[int, ...], dtype: np.dtype) -> None:
             elements; for an empty one, "invalid shape for input 'X': shape [..] exceeds the
             maximum byte size of 9223372036854775807 ..." (Triton has no text for it).
     """
-    span = math.prod(d for d in dims if d)
+    span = math.prod(dims) if 0 not in dims else math.prod(d for d in dims if d)
     if span * dtype.itemsize <= INT64_MAX:
         return
     if 0 not in dims:

@@ -124,8 +124,8 @@ def default_intra_op_spinning(intra_op_threads: int, instances: int, cpus: int) 
     left over: a spinning thread then burns a core nobody else needs and saves the wake-up
     between an operator's parallel sections. On a machine without such spare cores (e.g. 2
     cores and ``intra_op_thread_count: 2``) it stays off: spinning threads there take the
-    cores the event loop and other work need. Triton's onnxruntime_backend keeps ORT's default
-    (on) everywhere; ``session.intra_op.allow_spinning`` in the config overrides this.
+    cores the event loop and other work need. ORT's own default (which the bench's Triton peer
+    runs with) is on everywhere; ``session.intra_op.allow_spinning`` in the config overrides this.
     """
     if intra_op_threads <= 0:
         return False

@@ -111,6 +111,8 @@ def _check_version_string(version: str) -> None:
 def _request_parameters(raw) -> tuple[dict[str, Any], bool]:
     if not raw:
         return {}, False
+    if len(raw) == 1 and EMPTY_FINAL_RESPONSE in raw:  # what perf_analyzer sends on every call
+        return {}, bool(parameter_value(raw[EMPTY_FINAL_RESPONSE]))
     parameters, empty_final = {}, False
     for key, parameter in raw.items():
         if key == EMPTY_FINAL_RESPONSE:

@@ -77,7 +77,9 @@ class _Recorder:
 def add_service(servicer: service_pb2_grpc.GRPCInferenceServiceServicer, server: grpc.aio.Server) -> None:
     """Register ``servicer`` on ``server`` as the generated code does, with undecodable
     requests answered INVALID_ARGUMENT (unary RPCs and the ``ModelStreamInfer`` stream);
-    ``ModelInfer`` parses and serializes with :mod:`workbench.frontends.grpc.raw_wire`."""
+    ``ModelInfer`` parses and serializes with :mod:`workbench.frontends.grpc.raw_wire` and
+    gets an :class:`Undecodable` as its request, to abort itself (one coroutine less on the hot
+    path than the wrapper the other RPCs get)."""
     recorder = _Recorder()
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, recorder)
     handlers = {}
@@ -86,7 +88,9 @@ def add_service(servicer: service_pb2_grpc.GRPCInferenceServiceServicer, server:
         if name == "ModelInfer":  # large tensors skip protobuf's copies (raw_wire)
             fields = {"request_deserializer": _lenient(parse_infer_request),
                       "response_serializer": serialize_infer_response}
-        if handler.unary_unary is not None:
+        if name == "ModelInfer":  # the hot path answers an Undecodable itself: no wrapper
+            fields["unary_unary"] = handler.unary_unary
+        elif handler.unary_unary is not None:
             fields["unary_unary"] = _unary(handler.unary_unary)
         elif handler.stream_stream is not None:
             fields["stream_stream"] = _stream(handler.stream_stream)

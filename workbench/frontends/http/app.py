@@ -44,9 +44,9 @@ def create_app(server: Server) -> RequestGuard:
     """Build the ASGI application serving ``server`` over the v2 protocol.
 
     :class:`RequestGuard` comes first (cross-site browser requests, non-JSON POST bodies and
-    restricted API groups without their key get 403 before anything else runs); generate
-    requests are then served by :class:`GeneratePath`, infer requests by
-    :class:`InferFastPath`, everything else by a FastAPI app.
+    restricted API groups without their key get 403 before anything else runs); infer
+    requests are then served by :class:`InferFastPath` (the hot path: checked first), generate
+    requests by :class:`GeneratePath`, everything else by a FastAPI app.
     The app does not start or stop the engine: its host does.
     """
     app = FastAPI(title="Model Serving Workbench", docs_url=None, redoc_url=None, openapi_url=None)
@@ -65,7 +65,7 @@ def create_app(server: Server) -> RequestGuard:
     app.include_router(_repository_routes(server))
     app.include_router(shared_memory_routes(server))
     app.include_router(_settings_routes(server))
-    routes = GeneratePath(server, InferFastPath(server, app))
+    routes = InferFastPath(server, GeneratePath(server, app))  # infer, the hot path, first
     return RequestGuard(routes, server.options.http_restrictions())
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import resource
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import orjson
@@ -80,7 +81,6 @@ class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         self._last_body = 0.0
         self._in_head = True  # waiting for (the rest of) a request head
         self._head_bytes = 0  # bytes received since the head began (an upper bound)
-        self._head_size = 0  # request line + header names and values parsed so far
         self._head_begun = False
         self._rejected = False
         self.idle_since = self.loop.time()
@@ -135,18 +135,16 @@ class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         if self._head_timer is None:  # a later request on a keep-alive connection
             self._head_timer = self.loop.call_later(self.limits.header_timeout_s, self._head_timeout)
 
-    def on_url(self, url: bytes) -> None:
-        self._head_size += len(url)
-        super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._head_size += len(name) + len(value) + 4
-        super().on_header(name, value)
+    def head_size(self) -> int:
+        """The request head's size so far: URL plus header names and values, 4 bytes each for
+        ``: `` and CRLF (counted once the head is parsed: no Python call per header)."""
+        headers = self.headers
+        return len(self.url) + 4 * len(headers) + sum(map(len, chain.from_iterable(headers)))
 
     def on_headers_complete(self) -> None:
         if self._rejected:
             return
-        if self._head_size > self.limits.max_header_size:
+        if self.head_size() > self.limits.max_header_size:
             self._reject_oversized_head()
             return
         self._in_head = False
@@ -187,7 +185,7 @@ class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         if self._body_timer is not None:
             self._body_timer.cancel()
             self._body_timer = None
-        self._in_head, self._head_bytes, self._head_size, self._head_begun = True, 0, 0, False
+        self._in_head, self._head_bytes, self._head_begun = True, 0, False
 
     def _body_timeout(self) -> None:
         self._body_timer = None

@@ -117,6 +117,8 @@ class RequestGuard:
 
 def _browser_refusal(headers: dict[bytes, str], method: str) -> str | None:
     origin = headers.get(b"origin")
+    if origin is None and b"sec-fetch-site" not in headers and b"sec-fetch-mode" not in headers:
+        return _body_type_refusal(headers, method, False)  # no browser: only the body type counts
     host = headers.get(b"host", "").strip().lower()
     if origin is not None and (origin.strip().lower() == "null"
                                or urlsplit(origin.strip()).netloc.lower() != host):
@@ -132,6 +134,11 @@ def _browser_refusal(headers: dict[bytes, str], method: str) -> str | None:
                 "address (use its IP address or localhost)")
     if fetch_site in _CROSS_SITE:
         return f"cross-site request refused (Sec-Fetch-Site: {fetch_site})"
+    return _body_type_refusal(headers, method, from_browser)
+
+
+def _body_type_refusal(headers: dict[bytes, str], method: str, from_browser: bool) -> str | None:
+    """Rule 2 of the module docstring: a POST body typed as a page may send it cross-site."""
     if method == "POST":
         media_type = headers.get(b"content-type", "").split(";", 1)[0].strip().lower()
         if media_type in _NEVER_ACCEPTED or (media_type == _FORM and from_browser):

@@ -32,7 +32,12 @@ import orjson
 
 from workbench import DecoupledNotSupported, InvalidArgument, Server, WorkbenchError
 from workbench.frontends.header_forward import compile_forward_pattern, forwarded_parameters
-from workbench.frontends.http.codec import HEADER_LENGTH, json_header_end
+from workbench.frontends.http.codec import (
+    HEADER_LENGTH,
+    decode_request,
+    encode_response_chunks,
+    json_header_end,
+)
 from workbench.frontends.http.compression import (
     compress,
     decompress,
@@ -40,10 +45,12 @@ from workbench.frontends.http.compression import (
     response_encoding,
 )
 from workbench.frontends.http.large_bodies import (
+    OFFLOAD_BYTES,
     JsonBudget,
     check_json_size,
     decode_request_off_loop,
     encode_response_off_loop,
+    json_output_bytes,
     json_part_size,
 )
 from workbench.frontends.http.protocol import DISCONNECT_EXTENSION
@@ -114,8 +121,12 @@ class InferFastPath:
             body = await _read_body(receive, self.limit, declared)
             if compressed:
                 body = await decompress(body, self.limit)
-            check_json_size(json_part_size(header_length, len(body)), self.json_limit)
-            model, version = unquote(match.group(1)), unquote(match.group(2) or "")
+            json_size = json_part_size(header_length, len(body))
+            if compressed or declared != len(body):  # else checked above, before the body
+                check_json_size(json_size, self.json_limit)
+            model, version = match.group(1), match.group(2) or ""
+            if "%" in model or "%" in version:  # %-escapes (unquote is a call per segment)
+                model, version = unquote(model), unquote(version)
             if recv_start_ns:
                 tracer = self.server.tracer
                 trace = tracer.sample(model, header_carrier(scope) if tracer.propagates else None)
@@ -124,6 +135,8 @@ class InferFastPath:
                     trace.stamp("HTTP_RECV_END", time.monotonic_ns())
             if json_header_end(header_length, len(body)) == 0:  # Triton's raw binary request
                 request = await raw_binary_request(self.server, body, model, version)
+            elif json_size < OFFLOAD_BYTES:  # a plain call: no coroutine for a small body
+                request = decode_request(body, header_length, model, version)
             else:
                 request = await decode_request_off_loop(
                     self.json_budget, body, header_length, model, version)
@@ -135,7 +148,11 @@ class InferFastPath:
                 response = await self.server.infer(request)
             if watch.dropped:  # nobody to answer; the engine dropped the request
                 return trace
-            chunks, json_length = await encode_response_off_loop(self.json_budget, response, request)
+            if json_output_bytes(response, request) < OFFLOAD_BYTES:  # inline, as the helper does
+                chunks, json_length = encode_response_chunks(response, request)
+            else:
+                chunks, json_length = await encode_response_off_loop(
+                    self.json_budget, response, request)
             encoding = response_encoding(accept_encoding) if accept_encoding else None
             if encoding is not None:
                 chunks = [await compress(b"".join(chunks), encoding)]
@@ -154,7 +171,10 @@ class InferFastPath:
             headers = [_BINARY, (_HEADER_LENGTH, str(json_length).encode())]
         if encoding is not None:
             headers = [*headers, (_CONTENT_ENCODING, encoding.encode())]
-        await _respond_traced(send, 200, headers, chunks, trace)
+        if trace is None:
+            await _respond(send, 200, headers, chunks)
+        else:
+            await _respond_traced(send, 200, headers, chunks, trace)
         return trace
 
 
