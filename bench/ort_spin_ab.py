@@ -149,9 +149,7 @@ def main() -> None:
     ap.add_argument("--table", metavar="DIR")
     a = ap.parse_args()
     if a.table:
-        text = table(Path(a.table))
-        (Path(a.table) / "tables.md").write_text(text)
-        print(text)
+        vt.save_tables(Path(a.table), table(Path(a.table)))
         return
     if a.out is None:
         ap.error("--out is needed (or --table DIR)")

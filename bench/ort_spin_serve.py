@@ -189,9 +189,7 @@ def main() -> None:
     ap.add_argument("--table", metavar="DIR")
     a = ap.parse_args()
     if a.table:
-        text = table(Path(a.table))
-        (Path(a.table) / "tables.md").write_text(text)
-        print(text)
+        vt.save_tables(Path(a.table), table(Path(a.table)))
         return
     if a.round is None or a.out is None:
         ap.error("--round and --out are needed (or --table DIR)")

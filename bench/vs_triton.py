@@ -353,6 +353,12 @@ def ensure_harness() -> None:
         subprocess.run([tools_python(), str(SHARED / "make_models.py")], check=True)
 
 
+def save_tables(directory: Path, text: str) -> None:
+    """Write ``text`` to ``directory``/tables.md and print it (every runner's ``--table`` mode)."""
+    (directory / "tables.md").write_text(text)
+    print(text)
+
+
 def default_ours_cmd() -> str:
     """``workbench serve`` of this checkout: its own .venv, else the main checkout's, with PYTHONPATH on it."""
     venv = ROOT / ".venv"
