@@ -344,7 +344,16 @@ def machine() -> str:
 
 
 def ensure_harness() -> None:
-    """Run ../shared/bench's setup.sh / make_models.py when perf_analyzer or the repositories are missing."""
+    """Run ../shared/bench's setup.sh / make_models.py when perf_analyzer or the repositories are missing.
+
+    Raises:
+        SystemExit: the shared harness is not where ``SHARED_BENCH`` (default ``../shared/bench`` beside the
+            checkout) says: without its tritonserver.sh and raw_ort.py half of every table would be empty.
+    """
+    missing = [name for name in ("tritonserver.sh", "raw_ort.py", "setup.sh") if not (SHARED / name).exists()]
+    if missing:
+        raise SystemExit(f"the shared benchmark harness is not at {SHARED} ({', '.join(missing)} missing): "
+                         "set SHARED_BENCH to the path of shared/bench (tritonserver.sh, raw_ort.py, setup.sh)")
     if not Path(PERF_ANALYZER).exists() or not Path(tools_python()).exists():
         log(f"perf_analyzer or the tools venv missing: running {SHARED / 'setup.sh'}")
         subprocess.run(["bash", str(SHARED / "setup.sh")], check=True)
@@ -577,13 +586,20 @@ def tables(res: dict[str, Any]) -> str:
                   f"{cell(p.get('mlp_b1'), 0)} | "
                   f"{cell(p.get('minilm_b1'), 1)} | {cell(p.get('numpy_copy_gb_per_s'), 2)} | {per_batch} | "
                   f"{cell(rnd.get('triton_ready_s'), 1)} | {cell(rnd.get('workbench_ready_s'), 1)} |")
-    errors = [f"round {rnd['round']} {s}: {rnd[s + '_error'].splitlines()[0]}"
-              for rnd in rounds for s in SERVERS if rnd.get(s + "_error")]
-    errors += [f"round {rnd['round']} {m['server']} {m['model']} {m['proto']} c={m['conc']}: {m['error']}"
-               for rnd in rounds for m in rnd["measurements"] if not m.get("ok")]
+    errors = failures(res)
     if errors:
         md += ["", "Failures:", *[f"* {e}" for e in errors]]
     return "\n".join(md) + "\n"
+
+
+def failures(res: dict[str, Any]) -> list[str]:
+    """One line per server that did not start and per measurement that failed, in run order."""
+    rounds = res["rounds"]
+    errors = [f"round {rnd['round']} {s}: {rnd[s + '_error'].splitlines()[0]}"
+              for rnd in rounds for s in SERVERS if rnd.get(s + "_error")]
+    errors += [f"round {rnd['round']} {m['server']} {m['model']} {m['proto']} c={m['conc']}: {m.get('error')}"
+               for rnd in rounds for m in rnd["measurements"] if not m.get("ok")]
+    return errors
 
 
 def reparse(out: Path, res: dict[str, Any]) -> dict[str, Any]:
@@ -639,6 +655,10 @@ def main(argv: list[str] | None = None) -> int:
     (out / "tables.md").write_text(text)
     print(text)
     log(f"wrote {out / 'tables.md'} and {out / 'results.json'}")
+    failed = failures(res)
+    if failed:
+        log(f"{len(failed)} server start(s) or measurement(s) failed (listed under Failures): exit status 1")
+        return 1
     return 0
 
 

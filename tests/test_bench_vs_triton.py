@@ -186,3 +186,22 @@ def test_server_that_exits_early_fails_with_its_log_tail(tmp_path: Path) -> None
         srv.start(timeout_s=30)
     assert srv.proc is None
 
+
+
+def test_a_missing_shared_harness_stops_the_run_with_the_variable_to_set(monkeypatch, tmp_path: Path) -> None:
+    """Without ../shared/bench (a clone elsewhere) the runner refuses at once, naming SHARED_BENCH, instead of
+    measuring only one server and printing tables of FAILED cells."""
+    monkeypatch.setattr(vs, "SHARED", tmp_path / "nowhere")
+    with pytest.raises(SystemExit, match="SHARED_BENCH"):
+        vs.ensure_harness()
+
+
+def test_failed_starts_and_measurements_are_listed_for_the_exit_status() -> None:
+    res = {"rounds": [
+        {"round": 1, "triton_error": "tritonserver.sh: No such file\nmore", "measurements": [
+            {"server": "workbench", "model": "mlp", "proto": "grpc", "conc": 16, "ok": True},
+            {"server": "triton", "model": "mlp", "proto": "http", "conc": 16, "ok": False, "error": "not started"}]},
+        {"round": 2, "measurements": []}]}
+    assert vs.failures(res) == ["round 1 triton: tritonserver.sh: No such file",
+                                "round 1 triton mlp http c=16: not started"]
+    assert vs.failures({"rounds": [{"round": 1, "measurements": []}]}) == []
