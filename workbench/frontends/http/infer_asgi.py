@@ -139,7 +139,7 @@ class InferFastPath:
                 request = decode_request(body, header_length, model, version)
             else:
                 request = await decode_request_off_loop(
-                    self.json_budget, body, header_length, model, version)
+                    self.json_budget, body, header_length, model, version, json_size)
             request.trace = trace
             del body  # JSON tensors no longer need it (binary ones keep their views alive)
             if self.forward is not None:  # --http-header-forward-pattern
@@ -148,11 +148,12 @@ class InferFastPath:
                 response = await self.server.infer(request)
             if watch.dropped:  # nobody to answer; the engine dropped the request
                 return trace
-            if json_output_bytes(response, request) < OFFLOAD_BYTES:  # inline, as the helper does
+            json_output = json_output_bytes(response, request)
+            if json_output < OFFLOAD_BYTES:  # a plain call: no coroutine for a small answer
                 chunks, json_length = encode_response_chunks(response, request)
             else:
                 chunks, json_length = await encode_response_off_loop(
-                    self.json_budget, response, request)
+                    self.json_budget, response, request, json_output)
             encoding = response_encoding(accept_encoding) if accept_encoding else None
             if encoding is not None:
                 chunks = [await compress(b"".join(chunks), encoding)]
@@ -171,10 +172,7 @@ class InferFastPath:
             headers = [_BINARY, (_HEADER_LENGTH, str(json_length).encode())]
         if encoding is not None:
             headers = [*headers, (_CONTENT_ENCODING, encoding.encode())]
-        if trace is None:
-            await _respond(send, 200, headers, chunks)
-        else:
-            await _respond_traced(send, 200, headers, chunks, trace)
+        await _respond_traced(send, 200, headers, chunks, trace)
         return trace
 
 

@@ -89,26 +89,22 @@ class JsonBudget:
 
 
 async def decode_request_off_loop(
-    budget: JsonBudget, body: bytes, header_length: str | None, model: str, version: str
+    budget: JsonBudget, body: bytes, header_length: str | None, model: str, version: str, size: int
 ) -> InferenceRequest:
-    """:func:`~workbench.frontends.http.codec.decode_request`, on a worker thread under
-    ``budget`` when the JSON part has :data:`OFFLOAD_BYTES` or more, else inline."""
-    size = json_part_size(header_length, len(body))
-    if size < OFFLOAD_BYTES:
-        return decode_request(body, header_length, model, version)
+    """:func:`~workbench.frontends.http.codec.decode_request` on a worker thread, holding
+    ``size`` bytes (the JSON part, :func:`json_part_size`) of ``budget``. The caller decodes a
+    JSON part under :data:`OFFLOAD_BYTES` inline itself (no coroutine on the hot path)."""
     async with budget.hold(size):
         return await asyncio.to_thread(decode_request, body, header_length, model, version)
 
 
 async def encode_response_off_loop(
-    budget: JsonBudget, response: InferenceResponse, request: InferenceRequest
+    budget: JsonBudget, response: InferenceResponse, request: InferenceRequest, size: int
 ) -> tuple[list[bytes | memoryview], int | None]:
-    """:func:`~workbench.frontends.http.codec.encode_response_chunks`, on a worker thread under
-    ``budget`` when the outputs sent as JSON hold :data:`OFFLOAD_BYTES` or more of tensor data,
-    else inline (binary and shared-memory outputs are views of their arrays: no copy)."""
-    size = json_output_bytes(response, request)
-    if size < OFFLOAD_BYTES:
-        return encode_response_chunks(response, request)
+    """:func:`~workbench.frontends.http.codec.encode_response_chunks` on a worker thread, holding
+    ``size`` bytes (the JSON tensor data, :func:`json_output_bytes`) of ``budget``. The caller
+    encodes an answer under :data:`OFFLOAD_BYTES` inline itself (binary and shared-memory
+    outputs are views of their arrays: no copy)."""
     async with budget.hold(size):
         return await asyncio.to_thread(encode_response_chunks, response, request)
 
