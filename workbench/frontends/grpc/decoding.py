@@ -85,11 +85,11 @@ def add_service(servicer: service_pb2_grpc.GRPCInferenceServiceServicer, server:
     handlers = {}
     for name, handler in recorder.handlers.items():
         fields: dict[str, Any] = {"request_deserializer": _lenient(handler.request_deserializer)}
-        if name == "ModelInfer":  # large tensors skip protobuf's copies (raw_wire)
+        if name == "ModelInfer":  # raw_wire skips protobuf's copies of tensor bytes; the hot
+            # path answers an Undecodable itself (no wrapper coroutine)
             fields = {"request_deserializer": _lenient(parse_infer_request),
-                      "response_serializer": serialize_infer_response}
-        if name == "ModelInfer":  # the hot path answers an Undecodable itself: no wrapper
-            fields["unary_unary"] = handler.unary_unary
+                      "response_serializer": serialize_infer_response,
+                      "unary_unary": handler.unary_unary}
         elif handler.unary_unary is not None:
             fields["unary_unary"] = _unary(handler.unary_unary)
         elif handler.stream_stream is not None:
