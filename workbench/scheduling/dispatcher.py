@@ -33,6 +33,7 @@ from workbench.backends.base import (
 )
 from workbench.errors import Cancelled, InternalError, Unavailable, WorkbenchError
 from workbench.scheduling.base import Execution, InstanceRunner, Pending, Scheduler
+from workbench.scheduling.deadline_timer import DeadlineTimer
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.statistics import ModelStatistics
 
@@ -122,7 +123,8 @@ class Dispatcher(Scheduler):
         self._inflight = 0
         self._stopping = False
         self._drained: asyncio.Event | None = None
-        self._dispatch_timer: asyncio.TimerHandle | None = None
+        #: the policy's next dispatch (:meth:`dispatch_at`), at microsecond precision
+        self._dispatch_timer = DeadlineTimer(self._on_dispatch_timer)
         self._dispatch_due_ns = 0
         #: removed runners still executing, by id: they unload when their execution ends
         self._leaving: dict[int, asyncio.Future[None]] = {}
@@ -156,9 +158,7 @@ class Dispatcher(Scheduler):
         if self._inflight:
             self._drained = asyncio.Event()
             await self._drained.wait()
-        if self._dispatch_timer is not None:
-            self._dispatch_timer.cancel()
-            self._dispatch_timer = None
+        self._dispatch_timer.close()
         if self.limiter is not None:  # the instances leave the rate limiter's pools
             self.limiter.unregister(r.instance.spec for r in self.runners)
         loop = asyncio.get_running_loop()
@@ -236,17 +236,14 @@ class Dispatcher(Scheduler):
     def dispatch_at(self, due_ns: int) -> None:
         """Dispatch again at ``due_ns`` (``time.monotonic_ns()``), unless a dispatch already
         set for an earlier time comes first: how a policy waits out a queue delay without
-        blocking the loop."""
-        if self._dispatch_timer is not None:
-            if self._dispatch_due_ns <= due_ns:
-                return
-            self._dispatch_timer.cancel()
+        blocking the loop. Precise to microseconds where the platform has a timerfd
+        (:mod:`~workbench.scheduling.deadline_timer`), as Triton's batcher thread waits."""
+        if self._dispatch_timer.armed and self._dispatch_due_ns <= due_ns:
+            return
         self._dispatch_due_ns = due_ns
-        delay_s = max(0.0, (due_ns - time.monotonic_ns()) / 1e9)
-        self._dispatch_timer = asyncio.get_running_loop().call_later(delay_s, self._on_dispatch_timer)
+        self._dispatch_timer.arm(due_ns)
 
     def _on_dispatch_timer(self) -> None:
-        self._dispatch_timer = None
         self.dispatch()
 
     def first_free(self, runners: deque[InstanceRunner] | list[InstanceRunner]) -> InstanceRunner | None:

@@ -28,7 +28,6 @@ hold (Triton's batcher thread applies no queue policy then), the policy applies 
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import deque
 
@@ -37,6 +36,7 @@ from tritonclient.grpc.model_config_pb2 import ModelDynamicBatching
 from workbench.backends.base import BackendResponse, ExecutionTimes, ModelInstance
 from workbench.errors import Unavailable
 from workbench.scheduling.base import InstanceRunner, Pending
+from workbench.scheduling.deadline_timer import DeadlineTimer
 from workbench.scheduling.dispatcher import BatchPolicy, Dispatcher
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.request_queue import RequestQueue
@@ -71,7 +71,8 @@ class DynamicBatchPolicy(BatchPolicy):
         self._preserve_ordering = batching.preserve_ordering
         self._order: deque[Pending] = deque()
         self._held: dict[int, tuple[BackendResponse, ExecutionTimes | None, str]] = {}
-        self._timeout_timer: asyncio.TimerHandle | None = None
+        self._timeout_timer = DeadlineTimer(self._on_timeout)
+        self._timeout_due_ns = 0
         self._hold_until = hook_count(DELAY_SCHEDULER)  # queued requests; 0 = not holding
 
     # ------------------------------------------------------------------ admission
@@ -172,16 +173,12 @@ class DynamicBatchPolicy(BatchPolicy):
         due_ns = self._queue.next_deadline_ns()
         if not due_ns:
             return
-        loop = asyncio.get_running_loop()
-        when = loop.time() + max(0.0, (due_ns - time.monotonic_ns()) / 1e9)
-        if self._timeout_timer is not None:
-            if self._timeout_timer.when() <= when:
-                return
-            self._timeout_timer.cancel()
-        self._timeout_timer = loop.call_at(when, self._on_timeout)
+        if self._timeout_timer.armed and self._timeout_due_ns <= due_ns:
+            return
+        self._timeout_due_ns = due_ns
+        self._timeout_timer.arm(due_ns)
 
     def _on_timeout(self) -> None:
-        self._timeout_timer = None
         self._expire(time.monotonic_ns())
         self.dispatcher.dispatch()
         self._watch_timeouts()
