@@ -26,7 +26,7 @@ PIP := $(PY) -m pip install --progress-bar off
 TORCH_VERSION := $(shell sed -nE 's/.*"torch==([0-9.]+)".*/\1/p' pyproject.toml | head -1)
 TORCH_INDEX ?=
 
-.PHONY: setup models labextension serve jupyter tutorials lint test test-fast browser bench bench-triton compat clean
+.PHONY: setup models labextension serve jupyter tutorials lint test test-production test-fast browser bench bench-triton compat clean
 
 setup: $(STAMP) $(MODELS)
 
@@ -122,12 +122,24 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# the Debian packages whose real tools the tests start (scripts/debian_tools.sh installs the
+# missing ones as root; elsewhere their tests skip naming the tool): TEST_TOOLS for `make test`,
+# PRODUCTION_TOOLS for the heavier `make test-production` tier (tests/production)
+TEST_TOOLS :=
+PRODUCTION_TOOLS :=
 test: setup labextension browser lint
-	$(PY) -m pytest
+	@bash scripts/debian_tools.sh $(TEST_TOOLS)
+	$(PY) -m pytest -m "not production"
+
+# the production tier: container images built and run with podman, replicas behind nginx,
+# model-analyzer against the product (minutes; not part of `make test`)
+test-production: setup
+	@bash scripts/debian_tools.sh $(TEST_TOOLS) $(PRODUCTION_TOOLS)
+	$(PY) -m pytest -m production
 
 # the edit-test loop: unit and in-process tests only (no e2e, browser, gpu or slow tier;
 # markers set by tests/conftest.py), a few minutes; `make test` still runs everything
-FAST_TIER := not (e2e or browser or gpu or slow)
+FAST_TIER := not (e2e or browser or gpu or slow or production)
 test-fast: setup lint
 	$(PY) -m pytest -m "$(FAST_TIER)"
 

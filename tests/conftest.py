@@ -26,8 +26,8 @@ SAMPLE_REPOSITORY = ROOT / "sample_models" / "repository"
 TESTS = ROOT / "tests"
 
 #: the tiers (markers registered in pyproject.toml), given by folder; `make test-fast` runs
-#: the tests with none of them, `make test` runs them all
-TIER_BY_FOLDER = {"e2e": "e2e", "browser": "browser", "gpu": "gpu"}
+#: the tests with none of them, `make test` runs them all but `production` (`make test-production`)
+TIER_BY_FOLDER = {"e2e": "e2e", "browser": "browser", "gpu": "gpu", "production": "production"}
 #: in-process modules that take tens of seconds or more each (notebooks in kernels, real
 #: server processes, subprocess scripts, hypothesis runs): the `slow` tier
 SLOW_MODULES = {
