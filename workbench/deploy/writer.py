@@ -16,6 +16,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.deploy import kubernetes, yaml_text
 from workbench.deploy.dockerfile import REQUIREMENTS_FILE, dockerfile
+from workbench.deploy.monitoring import monitoring_files
 from workbench.deploy.python_imports import PythonRequirements, python_requirements, torch_requirement
 from workbench.deploy.spec import DeploySpec
 
@@ -59,6 +60,8 @@ def render(spec: DeploySpec, repository: Path,
         "k8s/service.yaml": yaml_text.dump(kubernetes.service(spec)),
         "k8s/hpa.yaml": yaml_text.dump(kubernetes.autoscaler(spec)),
         "k8s/prometheus-adapter-rules.yaml": yaml_text.dump(kubernetes.adapter_rules()),
+        # Prometheus alert rules, their promtool unit tests, the Grafana dashboard
+        **monitoring_files(spec),
         "wheels/README.md": "Put the workbench wheel here: "
                             "`pip wheel --no-deps -w wheels <workbench source>`.\n",
         "README.md": _readme(spec, requirements),
