@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import numpy as np
@@ -36,6 +37,7 @@ from workbench.testing.models import ADD_SUB_CONFIG, add_sub_graph, write_model
 from workbench.testing.process import ServerProcess
 
 pytestmark = pytest.mark.e2e
+T = TypeVar("T")
 
 PROMETHEUS = shutil.which("prometheus")
 PROMETHEUS_PORT = 9390
@@ -112,7 +114,7 @@ class Prometheus:
             self.process.wait()
 
 
-def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> object:
+def wait_until(condition: Callable[[], T], timeout_s: float, what: str) -> T:
     """Ask ``condition`` every 0.25 s until it is truthy (Prometheus is asked over HTTP: there
     is no event to wait on); its value.
 
@@ -194,10 +196,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 def test_rules_load_and_evaluate_in_prometheus(stack: Stack) -> None:
-    def evaluated() -> list[dict] | None:
+    def evaluated() -> list[dict]:
+        """The rules once each was evaluated (Prometheus says 0001-01-01 before), else []."""
         groups = stack.prometheus.http.get("/api/v1/rules").json()["data"]["groups"]
         rules = [rule for group in groups for rule in group["rules"]]
-        return rules if rules and all(r.get("lastEvaluation", "").startswith("20") for r in rules) else None
+        return rules if all(not r["lastEvaluation"].startswith("0001") for r in rules) else []
 
     rules = wait_until(evaluated, 10, "rules evaluated")
     assert sorted(r["name"] for r in rules) == sorted(a.name for a in alerts.alerts(TIGHT))
