@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench.deploy import alerts, grafana, yaml_text
+from workbench.deploy import alerts, grafana, kubernetes, yaml_text
+from workbench.deploy.dockerfile import dockerfile
+from workbench.deploy.monitoring import monitoring_files
 from workbench.deploy.spec import DeploySpec
 from workbench.hosts.cli import main
 
@@ -159,3 +161,17 @@ def test_dashboard_panels_and_variables() -> None:
     assert [re.findall(r'quantile="([\d.]+)"', e) for e in latency] == [["0.5"], ["0.95"], ["0.99"]]
     assert grafana.substitute("rate(x{model=~\"$model\"}[$__rate_interval])", "1m", model="a|b") \
         == 'rate(x{model=~"a|b"}[1m])'
+
+
+def test_the_deployment_serves_the_summary_the_p99_reads() -> None:
+    spec = DeploySpec()
+    container = kubernetes.deployment(spec)["spec"]["template"]["spec"]["containers"][0]
+    assert "--metrics-config=summary_latencies=true" in container["args"]
+    assert "--metrics-config=summary_latencies=true" in dockerfile(spec, [], None)
+
+
+def test_no_unit_tests_for_regex_matchers() -> None:
+    files = monitoring_files(DeploySpec(alert_matchers='namespace=~"prod-.*"'))
+    assert alerts.RULES_TEST_FILE not in files
+    assert 'namespace=~\\"prod-.*\\"' in files[alerts.RULES_FILE]  # a YAML-quoted string
+    assert alerts.RULES_TEST_FILE in monitoring_files(DeploySpec())
