@@ -125,7 +125,7 @@ lint: $(STAMP)
 # the Debian packages whose real tools the tests start (scripts/debian_tools.sh installs the
 # missing ones as root; elsewhere their tests skip naming the tool): TEST_TOOLS for `make test`,
 # PRODUCTION_TOOLS for the heavier `make test-production` tier (tests/production)
-TEST_TOOLS :=
+TEST_TOOLS := prometheus
 PRODUCTION_TOOLS :=
 test: setup labextension browser lint
 	@bash scripts/debian_tools.sh $(TEST_TOOLS)

@@ -43,6 +43,13 @@ class DeploySpec:
         api_key_header: the header carrying the key (gRPC: ``triton-grpc-protocol-<header>``).
         api_key_secret: the Kubernetes Secret (key ``api-key``) the key comes from; default
             ``<name>-api-key``. The manifests never contain the key itself.
+        alert_error_rate, alert_p99_latency_us, alert_queue_time_us, alert_pending_requests,
+            alert_gpu_memory_fraction, alert_matchers: the thresholds of the Prometheus alert
+            rules (:mod:`workbench.deploy.alerts`): failed fraction of the requests (0..1),
+            p99 request latency and mean queue time (**microseconds**), pending requests,
+            used fraction of GPU memory (0..1); ``alert_matchers`` the PromQL label matchers
+            that select this deployment's series (default ``job="<name>"``, see
+            :attr:`alert_selector`).
     """
 
     name: str = "workbench"
@@ -65,6 +72,13 @@ class DeploySpec:
     restricted_api: tuple[str, ...] = ("model-repository",)
     api_key_header: str = "workbench-api-key"
     api_key_secret: str = ""
+    # the Prometheus alert rules' thresholds (workbench/deploy/alerts.py)
+    alert_error_rate: float = 0.05
+    alert_p99_latency_us: int = 500_000
+    alert_queue_time_us: int = 50_000
+    alert_pending_requests: int = 10
+    alert_gpu_memory_fraction: float = 0.9
+    alert_matchers: str = ""
 
     def __post_init__(self) -> None:
         self.check()
@@ -96,17 +110,38 @@ class DeploySpec:
             raise ValueError(f"unknown restricted api {unknown} (known: {', '.join(CATEGORIES)})")
         if not _DNS_LABEL.match(self.secret_name):
             raise ValueError(f"api_key_secret '{self.secret_name}' is not a DNS-1123 label")
+        self._check_alerts()
         if self.model_control_mode not in ("none", "explicit", "poll"):
             raise ValueError(f"model_control_mode must be none, explicit or poll, "
                              f"got '{self.model_control_mode}'")
 
+    def _check_alerts(self) -> None:
+        if not (0 < self.alert_error_rate < 1 and 0 < self.alert_gpu_memory_fraction < 1):
+            raise ValueError("alert_error_rate and alert_gpu_memory_fraction must be between 0 "
+                             f"and 1, got {self.alert_error_rate}, {self.alert_gpu_memory_fraction}")
+        if min(self.alert_p99_latency_us, self.alert_queue_time_us, self.alert_pending_requests) < 1:
+            raise ValueError("alert_p99_latency_us, alert_queue_time_us and alert_pending_requests "
+                             "must be at least 1")
+        if any(c in self.alert_matchers for c in "{}\n"):
+            raise ValueError(f"alert_matchers '{self.alert_matchers}' must be label matchers "
+                             'without braces, e.g. job="workbench"')
+
+    @property
+    def alert_selector(self) -> str:
+        """The label matchers of the alert rules' series: ``alert_matchers`` or
+        ``job="<name>"`` (the job a ``ServiceMonitor`` of the Service gets)."""
+        return self.alert_matchers or f'job="{self.name}"'
+
     def serve_args(self) -> list[str]:
-        """The ``workbench serve`` flags of the container (the repository is ``/models``)."""
+        """The ``workbench serve`` flags of the container (the repository is ``/models``;
+        the latency summaries on, for the p99 alert and dashboard panels)."""
         args = ["--model-repository=/models", f"--model-control-mode={self.model_control_mode}",
                 f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}",
                 f"--metrics-port={self.metrics_port}", f"--exit-timeout-secs={self.exit_timeout_s}"]
         if self.model_control_mode == "explicit":
             args.append("--load-model=*")
+        # the p99 of the alert rules and the dashboard: Triton's request latency summary
+        args.append("--metrics-config=summary_latencies=true")
         return args
 
     @property

@@ -332,6 +332,16 @@ class ModelLifecycle:
                 yield response
 
     # ----------------------------------------------------------------- repository API
+    def known_rows(self) -> list[RepositoryIndexRow]:
+        """The repository index rows of the models the server knows (loaded, loading, failed
+        or unloaded), without listing the repositories: synchronous and cheap, for scrapers
+        on the event loop (the readiness metric). Same rows as :meth:`index_rows` otherwise;
+        a model in the repositories that was never loaded is not listed."""
+        rows: list[RepositoryIndexRow] = []
+        for name in sorted(set(self._models) | set(self._loading)):
+            rows.extend(index_rows(name, self._models.get(name), self._loading.get(name)))
+        return rows
+
     async def index_rows(self, ready: bool = False) -> list[RepositoryIndexRow]:
         """Every model in the repositories, and every version the server knows, with state.
 

@@ -140,6 +140,18 @@ class RepositoryPoller:
         self._task: asyncio.Task | None = None
         self._scan_running: asyncio.Future | None = None
         self._scanning = False
+        #: polls started (periodic and on request) and those that failed: the scan raised
+        #: (the repository folder is gone or unreadable), applying the changes raised, or the
+        #: remote sync before the scan raised (the metrics ``workbench_repository_polls_total``
+        #: and ``workbench_repository_poll_failures_total``)
+        self.polls = 0
+        self._failures = 0  # counted on the loop
+        self._sync_failures = 0  # counted on the scan thread (its only writer)
+
+    @property
+    def failures(self) -> int:
+        """Polls that failed so far (see :attr:`polls`)."""
+        return self._failures + self._sync_failures
 
     async def baseline(self) -> None:
         """Record the repository as it is now: what the start-up load serves."""
@@ -171,7 +183,12 @@ class RepositoryPoller:
         nothing is missed.
         """
         async with self._lock:
-            after = await self._scan(sync=True)
+            self.polls += 1
+            try:
+                after = await self._scan(sync=True)
+            except Exception:
+                self._failures += 1
+                raise
             changes = diff_snapshots(self._known, after)
             if not changes:
                 return changes
@@ -180,6 +197,7 @@ class RepositoryPoller:
             try:
                 await self._apply(changes)
             except Exception:
+                self._failures += 1
                 log.exception("failed to apply model repository changes")
                 return changes
             self._known = after
@@ -210,6 +228,7 @@ class RepositoryPoller:
             try:
                 self._sync()
             except Exception:  # unreachable storage: what was synced so far is scanned
+                self._sync_failures += 1
                 log.exception("failed to sync remote model repository")
         return snapshot_repository(self._repository, self._calls)
 

@@ -283,6 +283,23 @@ class Server:
         is not registered. Takes effect for every model version at once."""
         self.lifecycle.remove_success_observer(observer)
 
+    def model_readiness(self) -> list[tuple[str, str, bool]]:
+        """``(model, version, ready)`` of every model the server knows (loaded, loading,
+        failed or unloaded; a model never loaded is not listed), from the repository index
+        rows (:meth:`ModelLifecycle.known_rows`): ``version`` is "" for a model that failed
+        before any version loaded (an unloaded one keeps its version rows, UNAVAILABLE);
+        ``ready`` is true for ``READY`` rows. Synchronous and cheap: for the readiness metric, read on the loop."""
+        return [(row["name"], row.get("version", ""), row.get("state") == "READY")
+                for row in self.lifecycle.known_rows()]
+
+    def poll_counts(self) -> tuple[int, int] | None:
+        """``(polls, failed polls)`` since start in ``poll`` mode (see
+        :attr:`RepositoryPoller.polls <workbench.engine.poller.RepositoryPoller.polls>`),
+        None in the other modes."""
+        if self._poller is None:
+            return None
+        return self._poller.polls, self._poller.failures
+
     # ----------------------------------------------------------------- repository API
     async def repository_index(self, ready: bool = False) -> list[RepositoryIndexRow]:
         """Triton's repository index: :meth:`ModelLifecycle.index_rows`."""

@@ -39,6 +39,9 @@ with ``--allow-gpu-metrics`` and NVML, per ``gpu_uuid``: ``nv_gpu_utilization`` 
 ``nv_gpu_memory_total_bytes``, ``nv_gpu_memory_used_bytes``, ``nv_gpu_power_usage`` (W),
 ``nv_gpu_power_limit`` (W) (gauges) and ``nv_energy_consumption`` (J, untyped counter).
 Optional latency histogram and summaries: :mod:`workbench.frontends.latency_metrics`.
+Beyond Triton (:func:`workbench_families`): ``workbench_model_ready`` (per model and version,
+every model the server knows) and, in ``poll`` mode, ``workbench_repository_polls_total`` /
+``workbench_repository_poll_failures_total``.
 A scrape writes the per-model families with :mod:`workbench.frontends.metrics_text` (the
 same bytes as ``generate_latest``, ~10x faster, idle versions' lines cached) and the others
 through ``generate_latest``.
@@ -67,7 +70,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric, UnknownMetricFamily
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    UnknownMetricFamily,
+)
 from prometheus_client.registry import Collector
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -309,6 +317,34 @@ def system_families(reading: SystemReading) -> Iterator[Metric]:
         yield family
 
 
+def workbench_families(server: Server) -> Iterator[Metric]:
+    """The families beyond Triton's (Triton exports neither; the alert rules of
+    :mod:`workbench.deploy.alerts` need them):
+
+    - ``workbench_model_ready{model,version}`` (gauge): 1 for a ``READY`` version, 0 for
+      one loading, unloading or unavailable, every model the server knows
+      (:meth:`Server.model_readiness`; ``version=""`` for a model that
+      failed before any version loaded). Unlike the ``nv_inference_*`` series,
+      an unloaded model stays in the scrape, at 0.
+    - ``workbench_repository_polls_total`` / ``workbench_repository_poll_failures_total``
+      (counters, ``poll`` mode only): repository polls and those that failed (scan, sync
+      or apply raised).
+    """
+    ready = GaugeMetricFamily("workbench_model_ready",
+                              "Whether a model version is READY (1) or not (0: loading, "
+                              "unloading, unavailable or unloaded)", labels=MODEL_LABELS)
+    for name, version, is_ready in server.model_readiness():
+        ready.add_metric([name, version], 1.0 if is_ready else 0.0)
+    yield ready
+    counts = server.poll_counts()
+    if counts is not None:
+        yield CounterMetricFamily("workbench_repository_polls", "Model repository polls "
+                                  "(--model-control-mode=poll)", value=counts[0])
+        yield CounterMetricFamily("workbench_repository_poll_failures", "Model repository "
+                                  "polls that failed (scan, remote sync or apply raised)",
+                                  value=counts[1])
+
+
 class TritonMetricsCollector(Collector):
     """A prometheus_client collector that yields Triton's families at scrape time.
 
@@ -350,6 +386,7 @@ class TritonMetricsCollector(Collector):
             yield from self.latency.summary_families(all_stats)
         if self.settings.cpu or self.settings.gpu:
             yield from system_families(self.system.latest or self.system.sample())
+        yield from workbench_families(self.server)
 
 
 class _Families:
@@ -427,4 +464,4 @@ def create_metrics_app(render: Callable[[], bytes]) -> Starlette:
 
 
 __all__ = ["CONTENT_TYPE", "MetricsFrontend", "MetricsSettings", "TritonMetricsCollector",
-           "create_metrics_app", "model_families", "system_families"]
+           "create_metrics_app", "model_families", "system_families", "workbench_families"]

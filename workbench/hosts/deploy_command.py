@@ -40,6 +40,22 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                              "Kubernetes Secret (default model-repository; '' for none)")
     deploy.add_argument("--api-key-secret", default="",
                         help="the Secret (key 'api-key') holding the API key (default NAME-api-key)")
+    # the Prometheus alert rules' thresholds (workbench/deploy/alerts.py)
+    deploy.add_argument("--alert-error-rate", type=float, default=defaults.alert_error_rate,
+                        help="alert when this fraction of a model's requests fail (0..1)")
+    deploy.add_argument("--alert-p99-latency-us", type=int, default=defaults.alert_p99_latency_us,
+                        help="alert when the p99 request latency is above this, microseconds")
+    deploy.add_argument("--alert-queue-time-us", type=int, default=defaults.alert_queue_time_us,
+                        help="alert when the mean queue time is above this, microseconds")
+    deploy.add_argument("--alert-pending-requests", type=int,
+                        default=defaults.alert_pending_requests,
+                        help="alert when more requests than this are pending and growing")
+    deploy.add_argument("--alert-gpu-memory-fraction", type=float,
+                        default=defaults.alert_gpu_memory_fraction,
+                        help="alert when this fraction of a GPU's memory is used (0..1)")
+    deploy.add_argument("--alert-matchers", default="",
+                        help='PromQL label matchers selecting the deployment\'s series in the '
+                             'alert rules and dashboard (default job="NAME")')
     deploy.add_argument("--no-models", action="store_true",
                         help="write the files only, do not copy the repository into OUT/models")
 
@@ -56,6 +72,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             exit_timeout_s=args.exit_timeout_secs, queue_time_target_us=args.queue_time_target_us,
             shm_size=args.shm_size, api_key_secret=args.api_key_secret,
             restricted_api=tuple(g.strip() for g in args.restricted_api.split(",") if g.strip()),
+            **_alert_fields(args),
         )
         repository, out = check_folders(Path(args.model_repository), Path(args.out))
         requirements = python_requirements(repository)
@@ -68,6 +85,16 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     for warning in requirements.warnings:
         print(f"workbench deploy: warning: {warning}", file=sys.stderr)
     return 0
+
+
+def _alert_fields(args: argparse.Namespace) -> dict:
+    """The alert thresholds of :class:`DeploySpec` from the ``--alert-*`` flags."""
+    return {"alert_error_rate": args.alert_error_rate,
+            "alert_p99_latency_us": args.alert_p99_latency_us,
+            "alert_queue_time_us": args.alert_queue_time_us,
+            "alert_pending_requests": args.alert_pending_requests,
+            "alert_gpu_memory_fraction": args.alert_gpu_memory_fraction,
+            "alert_matchers": args.alert_matchers}
 
 
 __all__ = ["add_parser", "run"]
