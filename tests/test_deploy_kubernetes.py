@@ -18,6 +18,7 @@ import yaml
 
 from tests import kube_schemas
 from workbench.deploy import DeploySpec, render, write_deployment
+from workbench.hosts.cli import main
 from workbench.testing.reload import write_add_sub
 
 #: spec variants whose manifests differ in shape (restricted API or not, limits, modes)
@@ -27,9 +28,9 @@ VARIANTS = [
      "cpu_limit": "2", "memory_limit": "", "model_control_mode": "explicit", "shm_size": "256Mi",
      "replicas": 2, "min_replicas": 2, "max_replicas": 6},
 ]
-#: generated YAML files that are no Kubernetes object
-NOT_OBJECTS = {"k8s/prometheus-adapter-rules.yaml", "k8s/kustomization.yaml",
-               "overlays/example/kustomization.yaml"}
+#: the kinds this part writes (other parts may add more, e.g. a PrometheusRule)
+KINDS = {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget",
+         "ServiceMonitor", "ServingRuntime", "InferenceService"}
 
 
 @pytest.fixture
@@ -42,16 +43,17 @@ def repository(tmp_path: Path) -> Path:
 
 
 def objects(files: dict[str, str]) -> dict[str, dict]:
-    return {path: yaml.safe_load(text) for path, text in files.items()
-            if path.endswith(".yaml") and path not in NOT_OBJECTS}
+    """The Kubernetes objects among the generated files (not kustomizations, not config
+    fragments such as prometheus-adapter's rules), by path."""
+    parsed = {path: yaml.safe_load(text) for path, text in files.items() if path.endswith(".yaml")}
+    return {path: doc for path, doc in parsed.items() if isinstance(doc, dict)
+            and {"apiVersion", "kind"} <= doc.keys() and doc["kind"] != "Kustomization"}
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=["defaults", "digits"])
 def test_every_manifest_validates_against_current_kubernetes(repository: Path, variant) -> None:
     files = objects(render(DeploySpec(**variant), repository))
-    assert {doc["kind"] for doc in files.values()} == {
-        "Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget",
-        "ServiceMonitor", "ServingRuntime", "InferenceService"}
+    assert {doc["kind"] for doc in files.values()} >= KINDS
     versions = kube_schemas.kubernetes_versions()
     assert len(versions) == 4 and versions[-1] >= "1.37"
     for version in versions:
@@ -180,6 +182,17 @@ def test_a_name_kubernetes_refuses_for_a_service_is_refused() -> None:
     with pytest.raises(ValueError, match="DNS-1035"):
         DeploySpec(name="9digits")
     assert DeploySpec(name="digits9").name == "digits9"
+
+
+def test_a_metrics_port_on_kserves_ports_is_refused_clearly(tmp_path: Path, repository: Path,
+                                                           capsys) -> None:
+    """KServe gives the runtime 8080 (HTTP) and 9000 (gRPC): ``--metrics-port=8080`` is an
+    error naming KServe's ports, not a port clash the user never asked for."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["deploy", f"--model-repository={repository}", f"--out={tmp_path / 'o'}",
+              "--metrics-port=8080"])
+    assert exit_info.value.code == 2
+    assert "KServe" in capsys.readouterr().err
 
 
 def _kubectl() -> str:

@@ -73,6 +73,10 @@ def model_formats(repository: Path) -> list[dict]:
 
 def _runtime_spec(spec: DeploySpec) -> DeploySpec:
     # KServe's ports; metrics stays where Prometheus expects it
+    if spec.metrics_port in (KSERVE_HTTP_PORT, KSERVE_GRPC_PORT):
+        raise ValueError(f"metrics port {spec.metrics_port} is one of the ports KServe gives the "
+                         f"runtime (HTTP {KSERVE_HTTP_PORT}, gRPC {KSERVE_GRPC_PORT}): choose "
+                         "another --metrics-port")
     return dataclasses.replace(spec, http_port=KSERVE_HTTP_PORT, grpc_port=KSERVE_GRPC_PORT)
 
 

@@ -8,6 +8,7 @@ This is ``workbench deploy --out DIR`` and the Headless tab's "Write deployment"
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 from pathlib import Path
 
@@ -68,10 +69,6 @@ def render(spec: DeploySpec, repository: Path,
     })
 
 
-#: files of k8s/ that are no Kubernetes object (not in the kustomize base)
-_NOT_OBJECTS = ("k8s/prometheus-adapter-rules.yaml",)
-
-
 def _kubernetes_extras(spec: DeploySpec, repository: Path) -> dict[str, str]:
     files = {
         "k8s/pdb.yaml": yaml_text.dump(kubernetes.disruption_budget(spec)),
@@ -83,12 +80,18 @@ def _kubernetes_extras(spec: DeploySpec, repository: Path) -> dict[str, str]:
     return files
 
 
+def _is_object(text: str) -> bool:
+    """A YAML text of :mod:`yaml_text` holding a Kubernetes object (top-level ``apiVersion``
+    and ``kind``), not a config fragment such as prometheus-adapter's rules."""
+    return bool(re.search(r"^apiVersion: ", text, re.M) and re.search(r"^kind: ", text, re.M))
+
+
 def _with_kustomize_base(files: dict[str, str]) -> dict[str, str]:
     """``files`` plus ``k8s/kustomization.yaml`` listing every Kubernetes object written
-    directly in ``k8s/`` (whoever renders them)."""
-    resources = sorted(path.removeprefix("k8s/") for path in files
+    directly in ``k8s/`` (whichever module renders it)."""
+    resources = sorted(path.removeprefix("k8s/") for path, text in files.items()
                        if path.startswith("k8s/") and path.count("/") == 1
-                       and path.endswith(".yaml") and path not in _NOT_OBJECTS)
+                       and path.endswith(".yaml") and _is_object(text))
     return {**files, "k8s/kustomization.yaml": yaml_text.dump(kustomize.base(resources))}
 
 
