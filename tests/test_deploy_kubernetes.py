@@ -50,10 +50,7 @@ def objects(files: dict[str, str]) -> dict[str, dict]:
             and {"apiVersion", "kind"} <= doc.keys() and doc["kind"] != "Kustomization"}
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=["defaults", "digits"])
-def test_every_manifest_validates_against_current_kubernetes(repository: Path, variant) -> None:
-    files = objects(render(DeploySpec(**variant), repository))
-    assert {doc["kind"] for doc in files.values()} >= KINDS
+def _validate_all(files: dict[str, dict]) -> None:
     versions = kube_schemas.kubernetes_versions()
     assert len(versions) == 4 and versions[-1] >= "1.37"
     for version in versions:
@@ -65,9 +62,46 @@ def test_every_manifest_validates_against_current_kubernetes(repository: Path, v
                             f"{list(error.absolute_path)}")
 
 
+def _is_kserve(document: dict) -> bool:
+    return document["apiVersion"].startswith("serving.kserve.io/")
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=["defaults", "digits"])
+def test_every_manifest_validates_against_current_kubernetes(repository: Path, variant) -> None:
+    """Kubernetes' own kinds and the ServiceMonitor (KServe's: the next test)."""
+    files = objects(render(DeploySpec(**variant), repository))
+    assert {doc["kind"] for doc in files.values()} >= KINDS
+    _validate_all({path: doc for path, doc in files.items() if not _is_kserve(doc)})
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=["defaults", "digits"])
+def test_kserve_manifests_validate_against_kserves_models(repository: Path, variant) -> None:
+    kube_schemas.kserve_wheel()  # skips, naming the download, without it
+    files = objects(render(DeploySpec(**variant), repository))
+    kserve = {path: doc for path, doc in files.items() if _is_kserve(doc)}
+    assert {doc["kind"] for doc in kserve.values()} == {"ServingRuntime", "InferenceService"}
+    _validate_all(kserve)
+
+
+def test_the_sample_repository_manifests_validate() -> None:
+    """The sample repository (ONNX, TorchScript, OpenVINO, Python models, ensembles)."""
+    repository = Path(__file__).parent.parent / "sample_models" / "repository"
+    if not (repository / ".built").exists():
+        pytest.skip("sample models not built (make models)")
+    files = objects(render(DeploySpec(name="samples"), repository))
+    runtime = files["k8s/kserve/servingruntime.yaml"]
+    assert [f["name"] for f in runtime["spec"]["supportedModelFormats"]] == [
+        "triton", "onnx", "openvino", "pytorch"]
+    version = kube_schemas.kubernetes_versions()[-1]
+    for document in files.values():
+        if not _is_kserve(document) or kube_schemas.kserve_wheel():
+            kube_schemas.validate_object(document, version)
+
+
 def test_the_schemas_refuse_what_a_cluster_would(repository: Path) -> None:
     """Each schema catches a misspelt field (strict validation) and a wrong type: the
     validation above cannot pass on anything."""
+    kube_schemas.kserve_wheel()
     files = objects(render(DeploySpec(), repository))
     version = kube_schemas.kubernetes_versions()[-1]
     broken = []
