@@ -256,3 +256,23 @@ def test_kubectl_kustomize_renders_the_example_overlay(tmp_path: Path, repositor
     for version in kube_schemas.kubernetes_versions():
         for document in documents:
             kube_schemas.validate_object(document, version)
+
+
+def test_restricting_the_health_group_is_refused(repository: Path) -> None:
+    """The kubelet's probes GET /v2/health/* without the API key (a probe's headers cannot come
+    from a Secret): ``--restricted-api=health`` wrote a Deployment whose pods never became
+    ready (and were restarted by liveness). It is refused, naming the probes."""
+    with pytest.raises(ValueError, match="probes"):
+        DeploySpec(restricted_api=("model-repository", "health"))
+    assert DeploySpec(restricted_api=("model-repository", "inference")).restricted_api
+
+
+def test_a_long_name_keeps_a_valid_secret_name() -> None:
+    """A 63-character name (the longest Service name) gives the Secret ``<name>-api-key``, 71
+    characters: a valid Secret name (a DNS-1123 subdomain, up to 253), which the spec refused
+    as not being a DNS-1123 label."""
+    name = "d" * 63
+    spec = DeploySpec(name=name)
+    assert spec.secret_name == f"{name}-api-key"
+    with pytest.raises(ValueError, match="DNS-1123 subdomain"):
+        DeploySpec(api_key_secret="Not_A_Name")
