@@ -243,9 +243,41 @@ def validate_kserve(document: dict, k8s_version: str) -> None:
     jsonschema.Draft202012Validator(schema, registry=registry).validate(document)
 
 
+#: Kubernetes' quantity grammar (apimachinery's resource.Quantity: a signed decimal, then a
+#: binary or decimal SI suffix or an exponent), which the OpenAPI schemas leave as any string
+_QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
+#: the fields of the generated manifests that hold quantities (a map of them, or one)
+_QUANTITY_MAPS = ("requests", "limits")
+_QUANTITY_FIELDS = ("sizeLimit", "averageValue")
+
+
+def check_quantities(document: Any, path: str = "") -> None:
+    """Check every quantity of ``document`` (resources' requests and limits, an emptyDir's
+    ``sizeLimit``, an HPA target's ``averageValue``) against Kubernetes' grammar.
+
+    Raises:
+        jsonschema.ValidationError: a value the API server would refuse as a quantity.
+    """
+    if isinstance(document, list):
+        for index, item in enumerate(document):
+            check_quantities(item, f"{path}[{index}]")
+        return
+    if not isinstance(document, dict):
+        return
+    for key, value in document.items():
+        values = value.items() if key in _QUANTITY_MAPS and isinstance(value, dict) else \
+            [(key, value)] if key in _QUANTITY_FIELDS else []
+        for name, quantity in values:
+            if not (isinstance(quantity, (int, float)) or _QUANTITY.match(str(quantity))):
+                raise jsonschema.ValidationError(f"{path}.{key}: {name} {quantity!r} is not a "
+                                                 "Kubernetes quantity")
+        if not values:
+            check_quantities(value, f"{path}.{key}")
+
+
 def validate_object(document: dict, k8s_version: str) -> None:
     """Validate any object ``workbench deploy`` writes, by its API group (see the module
-    docstring for what each check covers)."""
+    docstring for what each check covers), and its quantities (:func:`check_quantities`)."""
     group = document["apiVersion"].rpartition("/")[0]
     if group == "monitoring.coreos.com":
         validate_prometheus_operator(document)
@@ -253,6 +285,7 @@ def validate_object(document: dict, k8s_version: str) -> None:
         validate_kserve(document, k8s_version)
     else:
         validate_kubernetes(document, k8s_version)
+    check_quantities(document)
 
 
 def dumps(document: dict) -> str:
@@ -260,6 +293,6 @@ def dumps(document: dict) -> str:
     return json.dumps(document, sort_keys=True)[:400]
 
 
-__all__ = ["KSERVE_UNCHECKED", "KSERVE_VERSION", "kserve_schema", "kserve_wheel", "kubernetes_versions",
-           "prometheus_operator_schema", "validate_kserve", "validate_kubernetes",
-           "validate_object", "validate_prometheus_operator"]
+__all__ = ["KSERVE_UNCHECKED", "KSERVE_VERSION", "check_quantities", "kserve_schema",
+           "kserve_wheel", "kubernetes_versions", "prometheus_operator_schema", "validate_kserve",
+           "validate_kubernetes", "validate_object", "validate_prometheus_operator"]

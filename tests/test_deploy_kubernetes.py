@@ -111,6 +111,12 @@ def test_the_schemas_refuse_what_a_cluster_would(repository: Path) -> None:
     volume = copy.deepcopy(files["k8s/deployment.yaml"])
     volume["spec"]["template"]["spec"]["volumes"][0]["emptyDir"]["medium"] = {"Memory": True}
     broken.append(volume)
+    volume = copy.deepcopy(files["k8s/deployment.yaml"])
+    volume["spec"]["template"]["spec"]["volumes"][0]["emptyDir"]["sizeLimit"] = "1 GiB"
+    broken.append(volume)
+    runtime = copy.deepcopy(files["k8s/kserve/servingruntime.yaml"])
+    runtime["spec"]["containers"][0]["resources"]["limits"]["memory"] = "4GB"
+    broken.append(runtime)
     monitor = copy.deepcopy(files["k8s/servicemonitor.yaml"])
     monitor["spec"]["endpoints"][0]["intervall"] = "15s"
     broken.append(monitor)
