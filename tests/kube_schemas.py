@@ -19,6 +19,8 @@ of another project is committed here):
   at every level, JSON types, required fields, and everything inside the Kubernetes types
   (probes, volumes, containers). Not checked: the CRDs' enums, patterns and webhook rules
   (KServe's admission webhook: e.g. that the runtime named exists and supports the format).
+* Every quantity (requests, limits, ``sizeLimit``, ``averageValue``) against Kubernetes'
+  quantity grammar, which the OpenAPI schemas leave as any string.
 """
 
 from __future__ import annotations
