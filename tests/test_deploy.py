@@ -67,7 +67,8 @@ def test_service_and_hpa_on_queue_time(repository: Path) -> None:
     hpa = files["k8s/hpa.yaml"]
     assert hpa["apiVersion"] == "autoscaling/v2" and hpa["spec"]["maxReplicas"] == 7
     assert hpa["spec"]["scaleTargetRef"]["name"] == "workbench"
-    [metric] = hpa["spec"]["metrics"]
+    metric, cpu = hpa["spec"]["metrics"]  # queue time, and CPU (tests/test_deploy_kubernetes.py)
+    assert cpu["resource"]["name"] == "cpu"
     assert metric["pods"]["metric"]["name"] == "nv_inference_queue_duration_us_per_request"
     assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": "2500"}
     [rule] = files["k8s/prometheus-adapter-rules.yaml"]["rules"]
@@ -115,6 +116,9 @@ def test_cli_writes_the_build_context(tmp_path: Path, repository: Path, capsys) 
         "k8s/service.yaml", "k8s/hpa.yaml", "k8s/prometheus-adapter-rules.yaml",
         "k8s/prometheus-rule.yaml", "prometheus/alerts.rules.yml", "prometheus/alerts.test.yml",
         "grafana/dashboard.json",
+        "k8s/pdb.yaml", "k8s/servicemonitor.yaml", "k8s/kustomization.yaml",
+        "k8s/kserve/servingruntime.yaml", "k8s/kserve/inferenceservice.yaml",
+        "overlays/example/kustomization.yaml",
         "models/add_sub/config.pbtxt", "models/add_sub/1/model.onnx"}
     assert (out / "models/add_sub/1/model.onnx").read_bytes() == \
         (repository / "add_sub/1/model.onnx").read_bytes()

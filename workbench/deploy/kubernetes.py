@@ -1,5 +1,6 @@
-"""Kubernetes manifests for a ``workbench serve`` replica set: Deployment, Service, HPA, and
-the Prometheus adapter rule the HPA's queue-time metric assumes.
+"""Kubernetes manifests for a ``workbench serve`` replica set: Deployment, Service, HPA,
+PodDisruptionBudget, the Prometheus operator's ServiceMonitor, and the Prometheus adapter rule
+the HPA's queue-time metric assumes.
 
 Assumptions (also written into the generated README):
 
@@ -19,18 +20,25 @@ from workbench.deploy.spec import DeploySpec
 
 #: the custom metric the HPA scales on (see :func:`adapter_rules`)
 QUEUE_METRIC = "nv_inference_queue_duration_us_per_request"
+#: the HPA's second metric: mean CPU use of the pods, percent of their CPU request
+CPU_TARGET_PERCENT = 80
+#: how often the ServiceMonitor has Prometheus scrape each pod
+SCRAPE_INTERVAL = "15s"
 
 
 def _labels(spec: DeploySpec) -> dict[str, str]:
     return {"app.kubernetes.io/name": spec.name, "app.kubernetes.io/part-of": "workbench"}
 
 
-def _probe(path: str, port: str, period_s: int, failures: int) -> dict:
+def http_probe(path: str, port: str, period_s: int, failures: int) -> dict:
+    """A probe GETting ``path`` on the named container ``port`` every ``period_s`` seconds,
+    2 s timeout, failing after ``failures`` misses in a row."""
     return {"httpGet": {"path": path, "port": port}, "periodSeconds": period_s,
             "timeoutSeconds": 2, "failureThreshold": failures}
 
 
-def _resources(spec: DeploySpec) -> dict:
+def container_resources(spec: DeploySpec) -> dict:
+    """The container's ``resources``: requests always, limits where ``spec`` sets them."""
     limits = {k: v for k, v in (("cpu", spec.cpu_limit), ("memory", spec.memory_limit)) if v}
     resources: dict = {"requests": {"cpu": spec.cpu_request, "memory": spec.memory_request}}
     if limits:
@@ -42,9 +50,15 @@ def _resources(spec: DeploySpec) -> dict:
 API_KEY_ENV = "WORKBENCH_API_KEY"
 
 
-def _container(spec: DeploySpec) -> dict:
-    key_env = [{"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {
+def api_key_env(spec: DeploySpec) -> list[dict]:
+    """The container's ``env``: :data:`API_KEY_ENV` from the key ``api-key`` of the Secret
+    ``spec.secret_name`` when an API group is restricted, else []."""
+    return [{"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {
         "name": spec.secret_name, "key": "api-key"}}}] if spec.restricted_api else []
+
+
+def _container(spec: DeploySpec) -> dict:
+    key_env = api_key_env(spec)
     return {
         "name": "workbench",
         "image": spec.image,
@@ -56,11 +70,11 @@ def _container(spec: DeploySpec) -> dict:
             {"name": "metrics", "containerPort": spec.metrics_port, "protocol": "TCP"},
         ],
         # models load before the server is live: give loading up to 5 minutes
-        "startupProbe": _probe("/v2/health/live", "http", 5, 60),
-        "livenessProbe": _probe("/v2/health/live", "http", 10, 3),
+        "startupProbe": http_probe("/v2/health/live", "http", 5, 60),
+        "livenessProbe": http_probe("/v2/health/live", "http", 10, 3),
         # not ready while stopping (draining) or when a model failed to load (strict readiness)
-        "readinessProbe": _probe("/v2/health/ready", "http", 5, 3),
-        "resources": _resources(spec),
+        "readinessProbe": http_probe("/v2/health/ready", "http", 5, 3),
+        "resources": container_resources(spec),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
 
@@ -116,8 +130,10 @@ def service(spec: DeploySpec) -> dict:
 
 def autoscaler(spec: DeploySpec) -> dict:
     """An ``autoscaling/v2`` HPA on the mean queue time per request of the pods (custom
-    metric :data:`QUEUE_METRIC`, µs), target ``spec.queue_time_target_us``. Scale-down waits
-    five minutes of low queue time (a replica's models take a while to load back)."""
+    metric :data:`QUEUE_METRIC`, µs), target ``spec.queue_time_target_us``, and on their CPU
+    use (:data:`CPU_TARGET_PERCENT` % of the request): the HPA takes the larger replica count
+    of the two, so CPU still scales the set where prometheus-adapter is missing. Scale-down
+    waits five minutes of low load (a replica's models take a while to load back)."""
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
@@ -133,8 +149,42 @@ def autoscaler(spec: DeploySpec) -> dict:
                     "target": {"type": "AverageValue",
                                "averageValue": str(spec.queue_time_target_us)},
                 },
+            }, {
+                "type": "Resource",
+                "resource": {"name": "cpu", "target": {
+                    "type": "Utilization", "averageUtilization": CPU_TARGET_PERCENT}},
             }],
             "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300}},
+        },
+    }
+
+
+def disruption_budget(spec: DeploySpec) -> dict:
+    """A ``policy/v1`` PodDisruptionBudget: voluntary disruptions (node drains, cluster
+    upgrades) evict at most one replica at a time. ``maxUnavailable`` rather than
+    ``minAvailable``: with a single replica a drain can still proceed (the Service then has
+    no endpoint until the new pod is ready)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": spec.name, "labels": _labels(spec)},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _labels(spec)}},
+    }
+
+
+def service_monitor(spec: DeploySpec) -> dict:
+    """The Prometheus operator's ``monitoring.coreos.com/v1`` ServiceMonitor: Prometheus
+    scrapes ``/metrics`` on the Service's ``metrics`` port of every pod behind it, every
+    :data:`SCRAPE_INTERVAL`, with the ``namespace`` and ``pod`` target labels the adapter rule
+    of :func:`adapter_rules` groups by (the operator adds both). For clusters without the
+    operator, the pods' ``prometheus.io/*`` annotations do the same."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {"name": spec.name, "labels": _labels(spec)},
+        "spec": {
+            "selector": {"matchLabels": _labels(spec)},
+            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": SCRAPE_INTERVAL}],
         },
     }
 
@@ -159,4 +209,6 @@ def adapter_rules() -> dict:
     }
 
 
-__all__ = ["API_KEY_ENV", "QUEUE_METRIC", "adapter_rules", "autoscaler", "deployment", "service"]
+__all__ = ["API_KEY_ENV", "CPU_TARGET_PERCENT", "QUEUE_METRIC", "SCRAPE_INTERVAL", "adapter_rules",
+           "api_key_env", "autoscaler", "container_resources", "deployment", "disruption_budget",
+           "http_probe", "service", "service_monitor"]

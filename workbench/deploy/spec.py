@@ -7,8 +7,10 @@ from dataclasses import dataclass
 
 from workbench.restrictions import CATEGORIES, restriction_value
 
-#: a DNS-1123 label: what Kubernetes accepts as a Deployment / Service name
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+#: a DNS-1035 label: what Kubernetes accepts as a Service name (starts with a letter)
+_DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+#: a DNS-1123 subdomain (at most 253 characters): what Kubernetes accepts as a Secret name
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 #: a Kubernetes quantity such as 1Gi, 512Mi, 500m, 2
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 
@@ -18,7 +20,8 @@ class DeploySpec:
     """The knobs of the generated Dockerfile and Kubernetes manifests.
 
     Attributes:
-        name: Deployment, Service and HPA name, and the ``app`` label (a DNS-1123 label).
+        name: Deployment, Service and HPA name, and the ``app`` label (a DNS-1035 label, as
+            Kubernetes requires of a Service name: it starts with a letter).
         image: the container image the Deployment runs (built from the generated Dockerfile).
         model_control_mode: ``none`` (load everything at start: the production default) or
             ``explicit`` / ``poll``, passed to ``workbench serve``.
@@ -39,7 +42,8 @@ class DeploySpec:
         python_image: base image of the Dockerfile.
         restricted_api: Triton API groups (``--http-restricted-api`` /
             ``--grpc-restricted-protocol``) that need the API key in the Kubernetes
-            Deployment; default ``model-repository`` (index, load, unload); empty = none.
+            Deployment; default ``model-repository`` (index, load, unload); empty = none;
+            never ``health`` (the probes).
         api_key_header: the header carrying the key (gRPC: ``triton-grpc-protocol-<header>``).
         api_key_secret: the Kubernetes Secret (key ``api-key``) the key comes from; default
             ``<name>-api-key``. The manifests never contain the key itself.
@@ -85,12 +89,15 @@ class DeploySpec:
 
     def check(self) -> None:
         """Raises:
-            ValueError: a name Kubernetes would refuse, a port outside 1..65535 or repeated,
-                replica bounds out of order, a target or timeout below 1, a malformed
-                quantity, or an unknown model control mode.
+            ValueError: a name Kubernetes would refuse (as the Service's), a port outside
+                1..65535 or repeated, replica bounds out of order, a target or timeout below
+                1, a malformed quantity, an unknown model control mode, a Secret name
+                Kubernetes would refuse, or ``health`` among the restricted groups (the
+                probes carry no key).
         """
-        if not _DNS_LABEL.match(self.name):
-            raise ValueError(f"name '{self.name}' is not a DNS-1123 label (lower case letters, "
+        if not _DNS_1035_LABEL.match(self.name):
+            raise ValueError(f"name '{self.name}' is not a DNS-1035 label (the Service's name: a "
+                             "DNS-1123 label that starts with a letter; lower case letters, "
                              "digits and '-', at most 63)")
         ports = (self.http_port, self.grpc_port, self.metrics_port)
         if any(not 1 <= p <= 65535 for p in ports) or len(set(ports)) != 3:
@@ -108,8 +115,12 @@ class DeploySpec:
         unknown = [group for group in self.restricted_api if group not in CATEGORIES]
         if unknown:
             raise ValueError(f"unknown restricted api {unknown} (known: {', '.join(CATEGORIES)})")
-        if not _DNS_LABEL.match(self.secret_name):
-            raise ValueError(f"api_key_secret '{self.secret_name}' is not a DNS-1123 label")
+        if not _DNS_SUBDOMAIN.match(self.secret_name) or len(self.secret_name) > 253:
+            raise ValueError(f"api_key_secret '{self.secret_name}' is not a DNS-1123 subdomain "
+                             "(lower case letters, digits, '-' and '.', at most 253)")
+        if "health" in self.restricted_api:
+            raise ValueError("the health API group cannot be restricted: the kubelet's readiness, "
+                             "liveness and startup probes GET /v2/health/* without the API key")
         self._check_alerts()
         if self.model_control_mode not in ("none", "explicit", "poll"):
             raise ValueError(f"model_control_mode must be none, explicit or poll, "

@@ -37,7 +37,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     deploy.add_argument("--shm-size", default=defaults.shm_size, help="/dev/shm size (e.g. 1Gi)")
     deploy.add_argument("--restricted-api", default=",".join(defaults.restricted_api),
                         help="comma-separated Triton API groups that need the API key from a "
-                             "Kubernetes Secret (default model-repository; '' for none)")
+                             "Kubernetes Secret (default model-repository; '' for none; "
+                             "never health: the probes carry no key)")
     deploy.add_argument("--api-key-secret", default="",
                         help="the Secret (key 'api-key') holding the API key (default NAME-api-key)")
     # the Prometheus alert rules' thresholds (workbench/deploy/alerts.py)
