@@ -30,8 +30,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
+from workbench.engine import read_buffers
 from workbench.engine.shm_copy import SPLIT_BYTES, ObjectEnded, ShmObject
 from workbench.errors import AlreadyExists, InvalidArgument, NotFound, Unsupported
 from workbench.results import CudaSharedMemoryStatus, SystemSharedMemoryStatus
@@ -87,14 +86,16 @@ class Region:
 
     def read(self, offset: int, byte_size: int) -> memoryview:
         """``byte_size`` bytes at ``offset`` (from the region's start) of a system region, copied
-        into a new buffer without ever faulting (:mod:`~workbench.engine.shm_copy`: process_vm
-        on the server's mapping of the object, or ``preadv``; split over two threads from
-        :data:`SPLIT_READ_BYTES` on). A truncated object is an error, never a fault.
+        into a buffer of its own without ever faulting (:mod:`~workbench.engine.shm_copy`:
+        process_vm on the server's mapping of the object, or ``preadv``; split over two threads
+        from :data:`SPLIT_READ_BYTES` on). Large reads reuse a buffer no tensor refers to any
+        more (:mod:`~workbench.engine.read_buffers`: no page faults). A truncated object is an
+        error, never a fault.
 
         Raises:
             InvalidArgument: the object ends before the bytes asked for (truncated).
         """
-        view = np.empty(byte_size, np.uint8).data  # not zero-filled: half the cost of a bytearray
+        view = read_buffers.take(byte_size)  # not zero-filled: half the cost of a bytearray
         self._copy(self._shm().read_into, view, offset)
         return view
 
