@@ -5,11 +5,13 @@ Two kinds of region share one namespace of names, as in Triton:
 - system regions: a POSIX shared-memory object (``shm_open`` key, e.g. ``"/input0"``, which
   is the file ``/dev/shm/input0``), ``byte_size`` bytes from ``offset``. The object is opened
   once, at registration, with ``O_NOFOLLOW`` and must be a regular file on the shm file
-  system (a symlink planted in ``/dev/shm`` never gives access to another file); the kept
-  descriptor is read and written with ``pread`` / ``pwrite`` (:meth:`Region.read`,
-  :meth:`Region.write`), never through a mapping: a client that truncates its object after
-  registering gets a clean INVALID_ARG for the requests that use it, where a mapping would
-  kill the whole server with SIGBUS. Each request checks the object's size first
+  system (a symlink planted in ``/dev/shm`` never gives access to another file). Its bytes
+  move through :mod:`~workbench.engine.shm_copy` (:meth:`Region.read`, :meth:`Region.write`):
+  ``process_vm_readv`` / ``process_vm_writev`` on the server's own mapping of the object, or
+  ``pread`` / ``pwrite`` on the kept descriptor where those are unavailable, never a plain
+  copy through a mapping: a client that truncates its object after registering gets a clean
+  INVALID_ARG for the requests that use it, where a plain copy would kill the whole server
+  with SIGBUS. Each request checks the object's size first
   (:meth:`SharedMemoryRegistry.acquire`). ``multiprocessing.shared_memory`` is deliberately
   not used: its resource tracker would unlink segments that the client created.
 - CUDA regions: a ``cudaIpcMemHandle_t`` opened on ``device_id`` (:mod:`cuda_ipc`, loaded
