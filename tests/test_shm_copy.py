@@ -175,3 +175,18 @@ def test_closing_a_region_while_a_copy_runs_waits_for_it(shm_object, registry, m
     assert obj.fd == -1 and not obj.mapped()  # released by the copy that ended last
     with pytest.raises(InvalidArgument, match="^Invalid shared memory region: 'r': Bad file descriptor$"):
         region.read(0, 16)
+
+
+def test_copies_outside_the_region_are_refused_before_any_byte_moves(shm_object, copy_path) -> None:
+    key, path, data = shm_object
+    obj = shm_copy.ShmObject(os.open(path, os.O_RDWR), REGION_OFFSET, 4096)
+    try:
+        for offset, size in ((4000, 97), (-1, 1), (4096, 1)):
+            with pytest.raises(ValueError, match="outside the region"):
+                obj.write_from(np.zeros(size, np.uint8).data, offset)
+            with pytest.raises(ValueError, match="outside the region"):
+                obj.read_into(np.zeros(size, np.uint8).data, offset)
+        with open(path, "rb") as file:
+            assert file.read() == data.tobytes()
+    finally:
+        obj.close()

@@ -137,6 +137,7 @@ class ShmObject:
         """Fill ``view`` (writable, contiguous bytes) from ``offset`` of the region.
 
         Raises:
+            ValueError: the bytes are not all inside the region (a caller's bug).
             ObjectEnded: the object ends before ``offset + len(view)`` of the region.
             OSError: the object can no longer be read (e.g. closed).
         """
@@ -146,6 +147,7 @@ class ShmObject:
         """Copy ``view`` (contiguous bytes) to ``offset`` of the region.
 
         Raises:
+            ValueError: the bytes are not all inside the region (a caller's bug).
             ObjectEnded: the object ends before ``offset + len(view)`` of the region (process_vm
                 path; ``pwrite`` would grow the object instead: callers check its size first).
             OSError: the object can no longer be written.
@@ -178,6 +180,9 @@ class ShmObject:
 
     # ----------------------------------------------------------------- copies
     def _run(self, view: memoryview, offset: int, write: bool) -> None:
+        if offset < 0 or offset + len(view) > self.byte_size:  # never past the mapping's end
+            raise ValueError(f"bytes {offset} to {offset + len(view)} are outside the region's "
+                             f"{self.byte_size}")
         base = self._enter()
         try:
             size = len(view)
