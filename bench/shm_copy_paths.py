@@ -6,7 +6,7 @@ Times, in one process and one minute, each way the server could copy a system sh
 * ``pvm read fresh`` / ``pvm write``: ``process_vm_readv`` / ``process_vm_writev`` on the process itself,
   between a buffer and the process's own ``MAP_SHARED`` mapping of the object (a truncated object gives
   EFAULT, not SIGBUS), one thread or two;
-* ``... reused``: the same into a buffer that was already touched (no page faults on the destination);
+* ``... reused``: the same (pread or process_vm) into a buffer that was already touched (no page faults on the destination);
 * ``memcpy``: ``np.copyto`` from/to the mapping (what a plain mapping would cost; forbidden in the
   server: SIGBUS on a truncated object), and ``np.copyto`` between two touched arrays (the copy limit).
 
@@ -94,6 +94,8 @@ def main() -> None:
             "copy limit (np.copyto touched -> touched)": lambda: np.copyto(reused, source),
             "pread fresh, 1 thread": pread_fresh,
             "pread fresh, 2 threads": pread_fresh_2,
+            "pread reused, 2 threads": lambda: _split(
+                lambda at, n: os.preadv(fd, [reused.data[at:at + n]], at), size),
             "pvm read fresh, 1 thread": lambda: pvm_read(np.empty(size, np.uint8), 1),
             "pvm read fresh, 2 threads": lambda: pvm_read(np.empty(size, np.uint8), 2),
             "pvm read reused, 1 thread": lambda: pvm_read(reused, 1),
