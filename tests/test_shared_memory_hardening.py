@@ -229,3 +229,51 @@ def test_truncated_region_is_a_clean_400_and_the_server_lives(test_repository: P
             client.unregister_system_shared_memory()
         client.close()
         process.stop()
+
+
+def test_output_region_truncated_while_the_request_runs_is_a_clean_error(tmp_path: Path,
+                                                                          shm_segments) -> None:
+    """The model (real Python backend) shrinks the output object after the server checked the
+    region and before the output is written: a 400 / INVALID_ARGUMENT with the truncation text on
+    HTTP and gRPC, and the server keeps serving."""
+    import tritonclient.grpc as grpcclient
+
+    from workbench.testing.python_backend import copy_python_model
+
+    copy_python_model(tmp_path / "repo", "shm_truncator")
+    process = ServerProcess([f"--model-repository={tmp_path / 'repo'}", "--allow-client-shm=true",
+                             "--allow-metrics=false"])
+    http = httpclient.InferenceServerClient(process.url)
+    rpc = grpcclient.InferenceServerClient(process.grpc_url)
+    data = np.arange(1024, dtype=np.float32)
+    try:
+        for client, module in ((http, httpclient), (rpc, grpcclient)):
+            key, handle = shm_segments(data.nbytes)
+            path = SHM / key[1:]
+            client.register_system_shared_memory("out", key, data.nbytes)
+
+            def infer(truncate: Path, client=client, module=module):
+                inputs = [module.InferInput("INPUT0", [data.size], "FP32"),
+                          module.InferInput("TRUNCATE", [1], "BYTES")]
+                inputs[0].set_data_from_numpy(data)
+                inputs[1].set_data_from_numpy(np.array([str(truncate).encode()], dtype=np.object_))
+                output = module.InferRequestedOutput("OUTPUT0")
+                output.set_shared_memory("out", data.nbytes)
+                return client.infer("shm_truncator", inputs, outputs=[output])
+
+            with pytest.raises(InferenceServerException) as error:
+                infer(path)
+            assert error.value.status() in ("400", "StatusCode.INVALID_ARGUMENT"), error.value.message()
+            assert (f"Invalid shared memory region: 'out': its shared memory object '/{path.name}' is now "
+                    f"0 bytes, but the region was registered over bytes 0 to {data.nbytes}") \
+                in error.value.message()
+            assert process.process.poll() is None, process.log
+            os.truncate(path, data.nbytes)  # restored: the region serves again
+            infer(tmp_path / "absent")
+            np.testing.assert_array_equal(
+                shm.get_contents_as_numpy(handle, np.float32, [data.size]), data)
+            client.unregister_system_shared_memory("out")
+    finally:
+        http.close()
+        rpc.close()
+        process.stop()

@@ -1,5 +1,5 @@
 """Large reads of a system region are split over two threads (Region.read): the same bytes, the
-same truncation error."""
+same truncation error, on both copy paths (process_vm on the mapping, and pread)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import uuid
 import numpy as np
 import pytest
 
-from workbench.engine import shared_memory
+from workbench.engine import shm_copy
 from workbench.engine.shared_memory import SPLIT_READ_BYTES, SharedMemoryRegistry
 from workbench.errors import InvalidArgument
 
@@ -28,18 +28,30 @@ def region_object():
     os.unlink(path)
 
 
-def test_a_large_read_uses_two_threads_and_gives_the_same_bytes(region_object, monkeypatch) -> None:
+@pytest.fixture(params=["process_vm", "descriptor"])
+def copy_path(request, monkeypatch) -> str:
+    """Each test once per copy path (process_vm skipped where the kernel has none)."""
+    if request.param == "descriptor":
+        monkeypatch.setattr(shm_copy, "USE_PROCESS_VM", False)
+    elif not shm_copy.process_vm_in_use():
+        pytest.skip("no process_vm_readv here")
+    return request.param
+
+
+def test_a_large_read_uses_two_threads_and_gives_the_same_bytes(region_object, copy_path,
+                                                                monkeypatch) -> None:
     key, _, data = region_object
     registry = SharedMemoryRegistry(allow_client_shm=True)
     registry.register_system("r", key, 0, data.size)
     threads: set[int] = set()
-    real = os.preadv
+    boundary = "process_vm_copy" if copy_path == "process_vm" else "pread_into"
+    real = getattr(shm_copy, boundary)
 
-    def preadv(fd, buffers, offset):
+    def copy(*args):
         threads.add(threading.get_ident())
-        return real(fd, buffers, offset)
+        return real(*args)
 
-    monkeypatch.setattr(shared_memory.os, "preadv", preadv)
+    monkeypatch.setattr(shm_copy, boundary, copy)
     size = SPLIT_READ_BYTES + 1
     region = registry.acquire("r", OFFSET, size)
     try:
@@ -48,12 +60,13 @@ def test_a_large_read_uses_two_threads_and_gives_the_same_bytes(region_object, m
         threads.clear()
         assert bytes(region.read(5, 1000)) == data[5:1005].tobytes()  # small: one thread
         assert len(threads) == 1
+        assert region.shm is not None and region.shm.mapped() == (copy_path == "process_vm")
     finally:
         registry.release(region)
         registry.close()
 
 
-def test_a_large_read_of_a_truncated_object_is_the_clean_error(region_object) -> None:
+def test_a_large_read_of_a_truncated_object_is_the_clean_error(region_object, copy_path) -> None:
     key, path, data = region_object
     registry = SharedMemoryRegistry(allow_client_shm=True)
     registry.register_system("r", key, 0, data.size)

@@ -5,11 +5,13 @@ Two kinds of region share one namespace of names, as in Triton:
 - system regions: a POSIX shared-memory object (``shm_open`` key, e.g. ``"/input0"``, which
   is the file ``/dev/shm/input0``), ``byte_size`` bytes from ``offset``. The object is opened
   once, at registration, with ``O_NOFOLLOW`` and must be a regular file on the shm file
-  system (a symlink planted in ``/dev/shm`` never gives access to another file); the kept
-  descriptor is read and written with ``pread`` / ``pwrite`` (:meth:`Region.read`,
-  :meth:`Region.write`), never through a mapping: a client that truncates its object after
-  registering gets a clean INVALID_ARG for the requests that use it, where a mapping would
-  kill the whole server with SIGBUS. Each request checks the object's size first
+  system (a symlink planted in ``/dev/shm`` never gives access to another file). Its bytes
+  move through :mod:`~workbench.engine.shm_copy` (:meth:`Region.read`, :meth:`Region.write`):
+  ``process_vm_readv`` / ``process_vm_writev`` on the server's own mapping of the object, or
+  ``pread`` / ``pwrite`` on the kept descriptor where those are unavailable, never a plain
+  copy through a mapping: a client that truncates its object after registering gets a clean
+  INVALID_ARG for the requests that use it, where a plain copy would kill the whole server
+  with SIGBUS. Each request checks the object's size first
   (:meth:`SharedMemoryRegistry.acquire`). ``multiprocessing.shared_memory`` is deliberately
   not used: its resource tracker would unlink segments that the client created.
 - CUDA regions: a ``cudaIpcMemHandle_t`` opened on ``device_id`` (:mod:`cuda_ipc`, loaded
@@ -27,12 +29,11 @@ from __future__ import annotations
 import os
 import stat
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
+from workbench.engine import read_buffers
+from workbench.engine.shm_copy import SPLIT_BYTES, ObjectEnded, ShmObject
 from workbench.errors import AlreadyExists, InvalidArgument, NotFound, Unsupported
 from workbench.results import CudaSharedMemoryStatus, SystemSharedMemoryStatus
 
@@ -49,24 +50,14 @@ SHM_FOLDER = "/dev/shm"
 SYSTEM, CUDA = "system", "cuda"
 #: C's SIZE_MAX on 64-bit hosts: Triton's bound for offset + byte_size
 SIZE_MAX = 2**64 - 1
-#: reads of a system region this large are split over two threads (:meth:`Region.read`)
-SPLIT_READ_BYTES = 8 << 20
-_helper: list[ThreadPoolExecutor] = []
-_helper_lock = threading.Lock()
-
-
-def _read_helper() -> ThreadPoolExecutor:
-    """The one thread that reads second halves (:meth:`Region.read`), started on first use."""
-    with _helper_lock:
-        if not _helper:
-            _helper.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="shm-read"))
-        return _helper[0]
+#: copies of a system region this large are split over two threads (:mod:`shm_copy`)
+SPLIT_READ_BYTES = SPLIT_BYTES
 
 
 @dataclass(eq=False)
 class Region:
-    """One registered region. ``fd`` is the system region's open shm object (-1 for CUDA),
-    its region ``byte_size`` bytes from ``offset``; ``cuda`` the opened CUDA pointer."""
+    """One registered region. ``shm`` is the system region's open shm object (its ``byte_size``
+    bytes from ``offset``; None for CUDA), ``cuda`` the opened CUDA pointer."""
 
     name: str
     kind: str
@@ -74,7 +65,7 @@ class Region:
     key: str = ""
     offset: int = 0
     device_id: int = 0
-    fd: int = -1
+    shm: ShmObject | None = None
     cuda: CudaPointer | None = None
     users: int = 0
     awaiting_unregister: bool = False
@@ -88,7 +79,7 @@ class Region:
                 '/k' is now N bytes, ..." (or the object can no longer be read).
         """
         try:
-            size = os.fstat(self.fd).st_size
+            size = self._shm().size()
         except OSError as exc:
             raise InvalidArgument(f"Invalid shared memory region: '{self.name}': "
                                   f"{exc.strerror}") from None
@@ -97,62 +88,53 @@ class Region:
 
     def read(self, offset: int, byte_size: int) -> memoryview:
         """``byte_size`` bytes at ``offset`` (from the region's start) of a system region, copied
-        out with ``pread`` (a truncated object is an error, never a fault). From
-        :data:`SPLIT_READ_BYTES` on, the second half is read on a helper thread while this one
-        reads the first: the new buffer's page faults and the kernel copy then run on two cores
-        (a 64 MiB read takes about half the time, bench/RESULTS.md "Issue 20: large tensors";
-        ``pwrite`` gains nothing that way, tmpfs serialises writes to one object).
+        into a buffer of its own without ever faulting (:mod:`~workbench.engine.shm_copy`:
+        process_vm on the server's mapping of the object, or ``preadv``; split over two threads
+        from :data:`SPLIT_READ_BYTES` on). Large reads reuse a buffer no tensor refers to any
+        more (:mod:`~workbench.engine.read_buffers`: no page faults). A truncated object is an
+        error, never a fault.
 
         Raises:
             InvalidArgument: the object ends before the bytes asked for (truncated).
         """
-        view = np.empty(byte_size, np.uint8).data  # not zero-filled: half the cost of a bytearray
-        if byte_size < SPLIT_READ_BYTES:
-            self._read_into(view, offset)
-            return view
-        half = byte_size // 2
-        second = _read_helper().submit(self._read_into, view[half:], offset + half)
-        try:
-            self._read_into(view[:half], offset)
-        finally:
-            second.result()  # its error, if any (the same text), when the first half succeeded
+        view = read_buffers.take(byte_size)  # not zero-filled: half the cost of a bytearray
+        self._copy(self._shm().read_into, view, offset)
         return view
 
-    def _read_into(self, view: memoryview, offset: int) -> None:
-        """Fill ``view`` from ``offset`` of the region with ``preadv``."""
-        done, size = 0, len(view)
-        while done < size:
-            try:
-                count = os.preadv(self.fd, [view[done:]], self.offset + offset + done)
-            except OSError as exc:
-                raise InvalidArgument(f"Invalid shared memory region: '{self.name}': "
-                                      f"{exc.strerror}") from None
-            if count == 0:
-                raise self._truncated(os.fstat(self.fd).st_size)
-            done += count
-
     def write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
-        """Write ``data`` at ``offset`` (from the region's start) of a system region with
-        ``pwrite``, after checking that the object still holds the region.
+        """Write ``data`` at ``offset`` (from the region's start) of a system region, after
+        checking that the object still holds the region (:mod:`~workbench.engine.shm_copy`:
+        process_vm on the server's mapping, or ``pwrite``; split over two threads from
+        :data:`SPLIT_READ_BYTES` on).
 
         Raises:
             InvalidArgument: the object was truncated below the region.
         """
         self.check_size()
-        view = memoryview(data).cast("B")
-        done = 0
-        while done < len(view):
-            try:
-                done += os.pwrite(self.fd, view[done:], self.offset + offset + done)
-            except OSError as exc:
-                raise InvalidArgument(f"Invalid shared memory region: '{self.name}': "
-                                      f"{exc.strerror}") from None
+        self._copy(self._shm().write_from, memoryview(data).cast("B"), offset)
+
+    def _shm(self) -> ShmObject:
+        assert self.shm is not None, "a system region holds its object (closed ones raise EBADF)"
+        return self.shm
+
+    def _copy(self, copy, view: memoryview, offset: int) -> None:
+        """``copy(view, offset)``, its errors as the client errors of a damaged region."""
+        try:
+            copy(view, offset)
+        except ObjectEnded as ended:
+            if 0 <= ended.object_size < self.offset + self.byte_size or ended.object_size == -1:
+                raise self._truncated(max(ended.object_size, 0)) from None
+            raise InvalidArgument(f"Invalid shared memory region: '{self.name}': "
+                                  f"{ended.strerror}") from None
+        except OSError as exc:
+            raise InvalidArgument(f"Invalid shared memory region: '{self.name}': "
+                                  f"{exc.strerror}") from None
 
     def close(self) -> None:
-        """Close the shm object's descriptor (system) or the IPC handle (CUDA)."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        """Close the shm object (unmapped and its descriptor closed once no copy runs: system)
+        or the IPC handle (CUDA)."""
+        if self.shm is not None:
+            self.shm.close()  # idempotent; later uses raise EBADF (a client error)
         if self.cuda is not None:
             from workbench.engine import cuda_ipc
 
@@ -203,7 +185,8 @@ class SharedMemoryRegistry:
         with self._lock:
             self._check_new(name)
             fd = _open(name, key, offset, byte_size)
-            self._regions[name] = Region(name, SYSTEM, byte_size, key=key, offset=offset, fd=fd)
+            self._regions[name] = Region(name, SYSTEM, byte_size, key=key, offset=offset,
+                                         shm=ShmObject(fd, offset, byte_size))
 
     def register_cuda(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
         """Open the CUDA IPC handle ``raw_handle`` (64 bytes) on ``device_id`` as ``name``.

@@ -4,8 +4,8 @@ An input tensor or requested output names a region with the parameters of Triton
 shared-memory extension: ``shared_memory_region`` (str), ``shared_memory_offset`` (int,
 default 0) and ``shared_memory_byte_size`` (int). :class:`AttachedRequest` resolves them
 for the duration of one request: inputs become numpy arrays over the bytes copied out of the
-region (``pread`` on system regions, see :mod:`workbench.engine.shared_memory`: a region its
-client truncated is a clean error, never a fault; BYTES elements are decoded from their
+region (system regions through :mod:`workbench.engine.shm_copy`: a region its client
+truncated is a clean error, never a fault; BYTES elements are decoded from their
 4-byte length prefixes), every region used is held until the request ends, and
 :meth:`AttachedRequest.write_outputs` writes the results into the output regions.
 """

@@ -5,7 +5,8 @@ python_backend examples are (``import triton_python_backend_utils as pb_utils``)
 identity, string_identity (BYTES), raiser, error_response, wrong_count, crasher, lifecycle,
 repeat (decoupled), bls_sync, bls_async, bls_decoupled, auto_complete (no I/O in its
 config), helper_import (imports a file next to model.py), init_fails, batch_count,
-sleeper, sender_once (non-decoupled, answers through its response sender). They run in the
+sleeper, sender_once (non-decoupled, answers through its response sender), shm_truncator
+(truncates the file an input names, then answers the identity of INPUT0). They run in the
 real Python backend; nothing is mocked.
 """
 
