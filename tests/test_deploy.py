@@ -113,6 +113,7 @@ def test_cli_writes_the_build_context(tmp_path: Path, repository: Path, capsys) 
         "Dockerfile", ".dockerignore", "README.md", "requirements-models.txt", "wheels/README.md",
         "k8s/deployment.yaml",
         "k8s/service.yaml", "k8s/hpa.yaml", "k8s/prometheus-adapter-rules.yaml",
+        "nginx/nginx.conf", "nginx/tmp/README.md",
         "models/add_sub/config.pbtxt", "models/add_sub/1/model.onnx"}
     assert (out / "models/add_sub/1/model.onnx").read_bytes() == \
         (repository / "add_sub/1/model.onnx").read_bytes()

@@ -115,7 +115,8 @@ class Nginx:
                          worker_processes="1")
         (self.prefix / "tmp").mkdir(parents=True)
         config = nginx_config(spec).replace("worker_processes 1;",
-                                            "worker_processes 1;\ndaemon off;")
+                                            "worker_processes 1;\ndaemon off;").replace(
+            "error_log stderr warn;", "error_log stderr info;")
         (self.prefix / "nginx.conf").write_text(config)
         self.process = subprocess.Popen(
             [NGINX, "-p", str(self.prefix), "-c", "nginx.conf", "-e", "stderr"],
@@ -247,6 +248,7 @@ def describe(failures: list[Outcome]) -> str:
 
 def test_rolling_restart_fails_no_request(repository: Path, nginx: Nginx) -> None:
     replicas = Replicas(repository, poll=False)
+    events: list[tuple[float, str]] = []
     try:
         for index in range(3):
             replicas.start(index)
@@ -256,9 +258,12 @@ def test_rolling_restart_fails_no_request(repository: Path, nginx: Nginx) -> Non
                 process = replicas.processes[index]
                 assert process is not None
                 before = len(load.outcomes)
+                events.append((time.time(), f"SIGTERM {index}"))
                 status = await asyncio.to_thread(process.stop, signal.SIGTERM)
+                events.append((time.time(), f"exited {index}"))
                 assert status == 0, process.log
                 await asyncio.to_thread(replicas.start, index)
+                events.append((time.time(), f"ready {index}"))
                 while len(load.outcomes) < before + 60:  # traffic meanwhile and after
                     await asyncio.sleep(0.05)
 
@@ -268,7 +273,8 @@ def test_rolling_restart_fails_no_request(repository: Path, nginx: Nginx) -> Non
     failures = load.failures()
     print(f"rolling restart: {load.count('http')} HTTP + {load.count('grpc')} gRPC answered, "
           f"{len(failures)} failed; nginx retried {retried(nginx)} on the next replica")
-    assert not failures, f"{len(failures)} failed of {len(load.outcomes)}:\n{describe(failures)}"
+    assert not failures, (f"{len(failures)} failed of {len(load.outcomes)}:\n{describe(failures)}\n"
+                          + "\n".join(f"{t:.3f} {e}" for t, e in events))
     assert load.count("http") > 100 and load.count("grpc") > 100
     served = {row[5] for row in nginx.access_log if row[2] == "POST"}
     assert {f"127.0.0.1:{h}" for h, _, _ in REPLICA_PORTS} <= served

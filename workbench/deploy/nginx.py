@@ -145,11 +145,13 @@ http {{
     proxy_buffers 64 64k;
     proxy_busy_buffers_size 256k;
 
+    # keepalive_timeout below the replicas' --http-keepalive-timeout (5 s): nginx, not the
+    # replica, closes an idle connection, so it never writes a request on one being closed
     upstream workbench_http {{
 {http_servers}
         keepalive 64;
         keepalive_requests 100000;
-        keepalive_timeout 60s;
+        keepalive_timeout 4s;
     }}
 
     upstream workbench_grpc {{
