@@ -66,7 +66,7 @@ def drain_with(idle: socket.socket, server: ServerProcess) -> None:
     assert read_one(idle).startswith(b"HTTP/1.1 200")  # now idle, kept alive
     since = len(server.lines)
     server.process.send_signal(signal.SIGTERM)
-    server.wait_for_log("Shutting down", since=since)  # uvicorn closed its listener
+    server.wait_for_log("Waiting for connections to close", since=since)  # listener closed
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
     idle.sendall(REQUEST)  # the proxy reuses its idle connection

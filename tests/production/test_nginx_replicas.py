@@ -237,6 +237,14 @@ def run_with_load(replicas: Replicas, steps, settle_s: float = 1.0) -> Load:
     return asyncio.run(main())
 
 
+def routed_to(nginx: Nginx, index: int, since: int) -> bool:
+    """Whether nginx's access log, from row ``since`` on, shows replica ``index`` answering
+    both an HTTP and a gRPC request (nginx sends it traffic again)."""
+    http, grpc, _ = REPLICA_PORTS[index]
+    answered = {row[5] for row in nginx.access_log[since:] if row[3] == "200"}
+    return {f"127.0.0.1:{http}", f"127.0.0.1:{grpc}"} <= answered
+
+
 def retried(nginx: Nginx) -> int:
     """Requests nginx passed to more than one replica (``$upstream_addr`` lists them)."""
     return sum(1 for row in nginx.access_log if "," in row[5])
@@ -264,6 +272,9 @@ def test_rolling_restart_fails_no_request(repository: Path, nginx: Nginx) -> Non
                 assert status == 0, process.log
                 await asyncio.to_thread(replicas.start, index)
                 events.append((time.time(), f"ready {index}"))
+                since = len(nginx.access_log)
+                while not routed_to(nginx, index, since):  # nginx sends it traffic again: next one
+                    await asyncio.sleep(0.05)
                 while len(load.outcomes) < before + 60:  # traffic meanwhile and after
                     await asyncio.sleep(0.05)
 
@@ -323,18 +334,19 @@ def test_sigkill_fails_only_the_requests_in_flight(repository: Path, nginx: Ngin
     replicas = Replicas(repository, poll=False)
     killed = f"127.0.0.1:{REPLICA_PORTS[1][0]}"
     killed_grpc = f"127.0.0.1:{REPLICA_PORTS[1][1]}"
-    kill_time = 0.0
+    kill_time = death_time = 0.0
     try:
         for index in range(3):
             replicas.start(index)
 
         async def kill(load: Load) -> None:
-            nonlocal kill_time
+            nonlocal kill_time, death_time
             process = replicas.processes[1]
             assert process is not None
             kill_time = time.time()
             process.process.kill()
             await asyncio.to_thread(process.process.wait)
+            death_time = time.time()  # reaped: its sockets are closed
             after = len(load.outcomes)
             while len(load.outcomes) < after + 200:
                 await asyncio.sleep(0.05)
@@ -348,15 +360,19 @@ def test_sigkill_fails_only_the_requests_in_flight(repository: Path, nginx: Ngin
     on_killed = [row for row in rows if row[5].split(", ")[-1] in (killed, killed_grpc)]
 
     def in_flight(row: list[str]) -> bool:
+        """Sent to the killed replica before its sockets closed, not answered before the
+        kill (nginx's $msec has millisecond resolution: 2 ms of slack)."""
         end, duration = float(row[0]), float(row[1])
-        return end - duration - 0.002 <= kill_time <= end + 0.002
+        return end - duration - 0.002 <= death_time and end + 0.002 >= kill_time
 
     flying = [row for row in on_killed if in_flight(row)]
     failed_rows = [row for row in rows if row[3] != "200"]
     print(f"SIGKILL: {len(load.outcomes)} requests, {len(failures)} failed "
           f"({sum(o.protocol == 'http' for o in failures)} HTTP, "
           f"{sum(o.protocol == 'grpc' for o in failures)} gRPC); {len(flying)} were in flight on "
-          f"the killed replica; nginx retried {retried(nginx)} on the next replica")
+          f"the killed replica (sent before it was reaped {1000 * (death_time - kill_time):.0f} ms "
+          f"after SIGKILL, not answered before SIGKILL); nginx retried {retried(nginx)} "
+          "on the next replica")
     assert len(failed_rows) == len(failures), describe(failures)
     assert all(row in flying for row in failed_rows), (failed_rows, kill_time)
     assert len(failures) <= 2 * CLIENTS  # one request per client at a time, at most

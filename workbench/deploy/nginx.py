@@ -13,9 +13,10 @@ stopped or restarts refuses the connection before anything was sent) and on a co
 never after it sent the request: infer is a POST and a replica may already have run it, so
 ``proxy_next_upstream ... non_idempotent`` (and re-running a request on a stateful sequence
 model) stays off. Zero failed requests through a rolling restart come from the replicas'
-drain (``workbench serve`` on SIGTERM: the listening sockets close at once, requests already
-on a connection are answered with ``Connection: close``, gRPC gets GOAWAY), not from retrying
-requests that were sent. A replica killed outright (SIGKILL, OOM) costs exactly the requests it
+drain (``workbench serve`` on SIGTERM: the listening sockets refuse new connections at once;
+requests arriving on an open connection within a 1 s grace are served, HTTP ones answered with
+``Connection: close``; then the gRPC server stops), not from retrying requests that were sent.
+The gRPC upstream has no keep-alive connections for that reason (see the config's comment). A replica killed outright (SIGKILL, OOM) costs exactly the requests it
 was running: nginx answers those 502 (HTTP) / UNAVAILABLE (gRPC).
 """
 
@@ -154,11 +155,12 @@ http {{
         keepalive_timeout 4s;
     }}
 
+    # no keepalive: nginx's gRPC proxy sends one request per upstream connection at a time
+    # anyway, and a new connection per request is what moves traffic off a draining replica
+    # (its listener refuses at once); a cached one would carry requests until the replica's
+    # gRPC stop, which cancels any RPC arriving after it, and nginx cannot resend those
     upstream workbench_grpc {{
 {grpc_servers}
-        keepalive 64;
-        keepalive_requests 100000;
-        keepalive_timeout 60s;
     }}
 
     server {{
