@@ -199,7 +199,7 @@ http {{
 
     server {{
         listen {_listen(spec, spec.grpc_port)} http2 reuseport;
-        http2_max_requests 100000;
+        keepalive_requests 100000;
         client_body_timeout {t}s;
 
         location / {{
