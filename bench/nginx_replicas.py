@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.deploy.nginx import NginxSpec, Replica, nginx_config  # noqa: E402
-from workbench.testing.process import ServerProcess  # noqa: E402
-from workbench.testing.reload import write_add_sub  # noqa: E402
+from workbench.deploy.nginx import NginxSpec, Replica, nginx_config
+from workbench.testing.process import ServerProcess
+from workbench.testing.reload import write_add_sub
 
 PERF_ANALYZER = os.environ.get("PERF_ANALYZER", "/tmp/bench_bin/perf_analyzer")
 PORTS = [(8410 + 10 * i, 8411 + 10 * i, 8412 + 10 * i) for i in range(3)]
@@ -57,7 +57,7 @@ def main() -> int:
         repo = Path(tmp) / "models"
         write_add_sub(repo, instances=1)
         direct = ServerProcess([f"--model-repository={repo}", *(f"--{f}-port={p}" for f, p in
-                                                             zip(("http", "grpc", "metrics"), PORTS[0]))])
+                                                             zip(("http", "grpc", "metrics"), PORTS[0], strict=True))])
         try:
             for protocol, port in (("http", PORTS[0][0]), ("grpc", PORTS[0][1])):
                 throughput, p99 = measure(protocol, args.seconds, args.concurrency, port)

@@ -307,7 +307,7 @@ def test_rolling_model_update_fails_no_request(repository: Path, nginx: Nginx) -
             staging = repository / "add_sub" / "staging"  # not a version folder: polls skip it
             atomic_write(staging / "model.onnx", add_sub_model_bytes(2))
             staging.rename(repository / "add_sub" / "2")  # version 2 appears at once, whole
-            for index, process in enumerate(replicas.processes):
+            for process in replicas.processes:
                 assert process is not None
                 await asyncio.to_thread(process.wait_for_log, r"successfully loaded 'add_sub' version 2",
                                         60.0)

@@ -16,13 +16,13 @@ model) stays off. Zero failed requests through a rolling restart come from the r
 drain (``workbench serve`` on SIGTERM: the listening sockets refuse new connections at once;
 requests arriving on an open connection within a 1 s grace are served, HTTP ones answered with
 ``Connection: close``; then the gRPC server stops), not from retrying requests that were sent.
-The gRPC upstream has no keep-alive connections for that reason (see the config's comment). A replica killed outright (SIGKILL, OOM) costs exactly the requests it
-was running: nginx answers those 502 (HTTP) / UNAVAILABLE (gRPC).
+The gRPC upstream has no keep-alive connections for that reason (see the config's comment).
+A replica killed outright (SIGKILL, OOM) costs exactly the requests it was running: nginx
+answers those 502 (HTTP) / UNAVAILABLE (gRPC).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: the replica addresses ``workbench deploy --nginx-replicas`` defaults to: three replicas on

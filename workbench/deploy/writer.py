@@ -15,8 +15,8 @@ from google.protobuf import text_format
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.deploy import kubernetes, yaml_text
-from workbench.deploy.nginx import NginxSpec, nginx_config
 from workbench.deploy.dockerfile import REQUIREMENTS_FILE, dockerfile
+from workbench.deploy.nginx import NginxSpec, nginx_config
 from workbench.deploy.python_imports import PythonRequirements, python_requirements, torch_requirement
 from workbench.deploy.spec import DeploySpec
 

@@ -29,9 +29,13 @@ async def serve(options: ServerOptions) -> int:
     """Start the engine, the HTTP and gRPC frontends and the metrics endpoint; return the
     exit status.
 
-    Every port is bound before any model loads, so a busy port fails fast. On exit the
-    gRPC service lets in-flight RPCs finish, then the engine drains; the metrics endpoint
-    keeps answering while the engine drains and stops with it.
+    Every port is bound before any model loads, so a busy port fails fast. On exit (SIGINT /
+    SIGTERM) HTTP and gRPC refuse new connections at once; requests arriving on open
+    connections are served for a 1 s grace (:mod:`workbench.serving.grpc_service`,
+    :mod:`workbench.frontends.http.connection_guard`: what a load balancer needs for zero failed
+    requests through a rolling restart); the gRPC service lets in-flight RPCs finish, the
+    engine drains once the grace is over; the metrics endpoint keeps answering while the
+    engine drains and stops with it.
     """
     server = Server(options)
     server.settings.add_log_settings_observer(apply_log_settings)  # --log-* flags and /v2/logging
