@@ -119,6 +119,7 @@ def test_cli_writes_the_build_context(tmp_path: Path, repository: Path, capsys) 
         "k8s/pdb.yaml", "k8s/servicemonitor.yaml", "k8s/kustomization.yaml",
         "k8s/kserve/servingruntime.yaml", "k8s/kserve/inferenceservice.yaml",
         "overlays/example/kustomization.yaml",
+        "nginx/nginx.conf", "nginx/tmp/README.md",
         "models/add_sub/config.pbtxt", "models/add_sub/1/model.onnx"}
     assert (out / "models/add_sub/1/model.onnx").read_bytes() == \
         (repository / "add_sub/1/model.onnx").read_bytes()

@@ -18,6 +18,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 from workbench.deploy import kserve, kubernetes, kustomize, yaml_text
 from workbench.deploy.dockerfile import REQUIREMENTS_FILE, dockerfile
 from workbench.deploy.monitoring import monitoring_files
+from workbench.deploy.nginx import NginxSpec, nginx_config
 from workbench.deploy.python_imports import PythonRequirements, python_requirements, torch_requirement
 from workbench.deploy.spec import DeploySpec
 
@@ -45,10 +46,12 @@ def required_extras(repository: Path) -> list[str]:
 
 
 def render(spec: DeploySpec, repository: Path,
-           requirements: PythonRequirements | None = None) -> dict[str, str]:
+           requirements: PythonRequirements | None = None,
+           nginx: NginxSpec | None = None) -> dict[str, str]:
     """Every generated text file, by path relative to the output folder (the models are
     copied, not rendered). ``requirements``: :func:`python_requirements` of ``repository``
-    (scanned here when None)."""
+    (scanned here when None); ``nginx``: the load balancer of ``nginx/nginx.conf``
+    (default :class:`NginxSpec`: three replicas on this host)."""
     if requirements is None:
         requirements = python_requirements(repository)
     extras = required_extras(repository)
@@ -69,6 +72,9 @@ def render(spec: DeploySpec, repository: Path,
         "wheels/README.md": "Put the workbench wheel here: "
                             "`pip wheel --no-deps -w wheels <workbench source>`.\n",
         "README.md": _readme(spec, requirements),
+        # replicas behind nginx, for users without Kubernetes (workbench.deploy.nginx)
+        "nginx/nginx.conf": nginx_config(nginx or NginxSpec()),
+        "nginx/tmp/README.md": "nginx's temporary files (request bodies it buffers).\n",
     })
 
 
@@ -124,11 +130,13 @@ def check_folders(repository: Path, out: Path) -> tuple[Path, Path]:
 
 
 def write_deployment(spec: DeploySpec, repository: Path, out: Path, copy_models: bool = True,
-                     requirements: PythonRequirements | None = None) -> list[Path]:
+                     requirements: PythonRequirements | None = None,
+                     nginx: NginxSpec | None = None) -> list[Path]:
     """Write :func:`render`'s files under ``out`` and copy ``repository`` into ``out/models``
     (config backups, hidden and temporary files left out; linked model folders copied as
     files). Existing generated files are overwritten; an existing ``out/models`` is replaced.
-    ``requirements``: as :func:`render`'s (its ``warnings`` are what a caller shows).
+    ``requirements``: as :func:`render`'s (its ``warnings`` are what a caller shows);
+    ``nginx``: as :func:`render`'s.
 
     Returns:
         The paths written (files only; ``out/models`` once, as a folder).
@@ -139,7 +147,7 @@ def write_deployment(spec: DeploySpec, repository: Path, out: Path, copy_models:
     """
     repository, out = check_folders(repository, out)
     written = []
-    for relative, text in render(spec, repository, requirements).items():
+    for relative, text in render(spec, repository, requirements, nginx).items():
         path = out / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")

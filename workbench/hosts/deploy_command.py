@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from workbench.deploy import DeploySpec, python_requirements, write_deployment
+from workbench.deploy.nginx import DEFAULT_REPLICAS, NginxSpec, Replica
 from workbench.deploy.writer import check_folders
 
 
@@ -57,6 +58,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     deploy.add_argument("--alert-matchers", default="",
                         help='PromQL label matchers selecting the deployment\'s series in the '
                              'alert rules and dashboard (default job="NAME")')
+    # nginx in front of replicas (nginx/nginx.conf, workbench.deploy.nginx)
+    deploy.add_argument("--nginx-replicas", default=",".join(DEFAULT_REPLICAS),
+                        help="comma-separated HOST:HTTP_PORT[:GRPC_PORT] of the workbench serve "
+                             "replicas behind nginx (gRPC port default HTTP_PORT+1; default "
+                             "%(default)s)")
     deploy.add_argument("--no-models", action="store_true",
                         help="write the files only, do not copy the repository into OUT/models")
 
@@ -75,10 +81,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             restricted_api=tuple(g.strip() for g in args.restricted_api.split(",") if g.strip()),
             **_alert_fields(args),
         )
+        nginx = NginxSpec(replicas=tuple(Replica.parse(r) for r in args.nginx_replicas.split(",")
+                                         if r.strip()), http_port=spec.http_port,
+                          grpc_port=spec.grpc_port)
         repository, out = check_folders(Path(args.model_repository), Path(args.out))
         requirements = python_requirements(repository)
         written = write_deployment(spec, repository, out, copy_models=not args.no_models,
-                                   requirements=requirements)
+                                   requirements=requirements, nginx=nginx)
     except (ValueError, OSError) as exc:
         parser.error(str(exc))
     for path in written:

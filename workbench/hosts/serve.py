@@ -10,11 +10,13 @@ import contextlib
 import logging
 import os
 import sys
+import time
 from functools import partial
 
 from workbench import Server, ServerOptions, WorkbenchError
 from workbench.hosts.logging_setup import apply_log_settings, configure_logging
 from workbench.serving.drain import drain_engine
+from workbench.serving.grpc_service import DRAIN_GRACE_S as GRPC_DRAIN_GRACE_S
 from workbench.serving.grpc_service import serve_grpc, stop_accepting_grpc
 from workbench.serving.http_service import http_service
 from workbench.serving.metrics_service import serve_metrics
@@ -27,9 +29,13 @@ async def serve(options: ServerOptions) -> int:
     """Start the engine, the HTTP and gRPC frontends and the metrics endpoint; return the
     exit status.
 
-    Every port is bound before any model loads, so a busy port fails fast. On exit the
-    gRPC service lets in-flight RPCs finish, then the engine drains; the metrics endpoint
-    keeps answering while the engine drains and stops with it.
+    Every port is bound before any model loads, so a busy port fails fast. On exit (SIGINT /
+    SIGTERM) HTTP and gRPC refuse new connections at once; requests arriving on open
+    connections are served for a 1 s grace (:mod:`workbench.serving.grpc_service`,
+    :mod:`workbench.frontends.http.connection_guard`: what a load balancer needs for zero failed
+    requests through a rolling restart); the gRPC service lets in-flight RPCs finish, the
+    engine drains once the grace is over; the metrics endpoint keeps answering while the
+    engine drains and stops with it.
     """
     server = Server(options)
     server.settings.add_log_settings_observer(apply_log_settings)  # --log-* flags and /v2/logging
@@ -49,12 +55,15 @@ async def serve(options: ServerOptions) -> int:
             await services.enter_async_context(serve_metrics(server, options, bound.metrics))
         if bound.grpc is not None:
             await services.enter_async_context(serve_grpc(*bound.grpc, options))
-            http.on_exit.append(partial(stop_accepting_grpc, bound.grpc[0], options))
+            http.on_exit.append(partial(stop_accepting_grpc, bound.grpc[0], options, bound.grpc[1]))
         log.info("Started HTTPService at %s:%d", host, port)
         drained = False
         try:
             await http.serve(sockets=[bound.http])
         finally:
+            if bound.grpc is not None and http.exit_started is not None:
+                # RPCs on the gRPC connections still open are served until the gRPC stop
+                await asyncio.sleep(max(0.0, http.exit_started + GRPC_DRAIN_GRACE_S - time.monotonic()))
             drained = await drain_engine(server, options, http.exit_started)
     return 0 if drained else 1
 

@@ -16,6 +16,7 @@ import grpc
 
 from workbench import Server, ServerOptions
 from workbench.frontends.grpc import create_grpc_server
+from workbench.serving.listeners import shut_listeners
 
 log = logging.getLogger("workbench")
 
@@ -55,11 +56,29 @@ async def serve_grpc(
 #: stop tasks started from signal handlers (kept referenced until they finish)
 _STOPPING: set[asyncio.Task] = set()
 
+#: seconds between the signal and the gRPC server's stop: RPCs that a proxy sent on its open
+#: connections meanwhile are served (grpc-core cancels every RPC that arrives once stopping)
+DRAIN_GRACE_S = 1.0
 
-def stop_accepting_grpc(grpc_server: grpc.aio.Server, options: ServerOptions) -> None:
-    """Start the gRPC server's graceful stop now (called on the loop thread when SIGINT /
-    SIGTERM arrives): new RPCs are refused with UNAVAILABLE while in-flight ones finish
-    (up to ``exit_timeout_secs``). :func:`serve_grpc` later awaits the same stop."""
-    task = asyncio.get_running_loop().create_task(grpc_server.stop(grace=options.exit_timeout_secs or None))
-    _STOPPING.add(task)
-    task.add_done_callback(_STOPPING.discard)
+
+def stop_accepting_grpc(grpc_server: grpc.aio.Server, options: ServerOptions,
+                        port: int | None = None) -> None:
+    """Start the gRPC server's drain now (called on the loop thread when SIGINT / SIGTERM
+    arrives): new connections to ``port`` are refused at once (a proxy tries another
+    replica, nothing was sent), RPCs on connections already open are served for
+    :data:`DRAIN_GRACE_S` more; then the graceful stop (GOAWAY; new RPCs UNAVAILABLE, in-flight
+    ones finish, up to ``exit_timeout_secs``). :func:`serve_grpc` later awaits the same stop.
+    ``port`` None: stop at once (no listener to shut)."""
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        task = loop.create_task(grpc_server.stop(grace=options.exit_timeout_secs or None))
+        _STOPPING.add(task)
+        task.add_done_callback(_STOPPING.discard)
+
+    if port is not None and shut_listeners(port):
+        log.info("gRPC: new connections refused; RPCs on open connections served %.1fs more",
+                 DRAIN_GRACE_S)
+        loop.call_later(DRAIN_GRACE_S, stop)
+    else:
+        stop()

@@ -16,6 +16,13 @@ slow connections cannot lock out a health check; when every connection is busy t
 gets 503 and is closed.
 
 tritonserver has no such flags (its libevent server has fixed limits); these go beyond it.
+
+Draining (SIGTERM, :meth:`GuardedHttpToolsProtocol.shutdown`): uvicorn closes idle keep-alive
+connections at once, and a proxy (nginx) that wrote a request on one of them a moment before
+gets a reset it must not retry (a POST may have run): a 502. Here an idle connection stays
+open :data:`DRAIN_IDLE_GRACE_S` more; a request that arrives on it meanwhile is answered with
+``Connection: close``. The listener is closed at once, so the proxy's new connections are
+refused and go to another replica.
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ from workbench.frontends.http.protocol import CoalescingHttpToolsProtocol
 
 #: the automatic connection cap never exceeds this many connections
 AUTO_MAX_CONNECTIONS = 4096
+
+#: seconds an idle keep-alive connection stays open once the server drains (see above)
+DRAIN_IDLE_GRACE_S = 1.0
 
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large",
             503: b"Service Unavailable"}
@@ -83,6 +93,7 @@ class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         self._head_bytes = 0  # bytes received since the head began (an upper bound)
         self._head_begun = False
         self._rejected = False
+        self._draining = False
         self.idle_since = self.loop.time()
 
     # --- connection cap ---------------------------------------------------------------------
@@ -107,6 +118,28 @@ class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         self.connections.discard(victim)  # gone now, for the next connection's count
         victim.transport.close()
         return True
+
+    # --- graceful shutdown ------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Start this connection's drain (uvicorn calls it for every connection once the
+        listener is closed): a request in progress, and any that arrives in the next
+        :data:`DRAIN_IDLE_GRACE_S` seconds, is answered with ``Connection: close``; a
+        connection still idle then is closed."""
+        self._draining = True
+        if self.busy():
+            super().shutdown()  # keep_alive off: closed after this response
+            return
+        self.loop.call_later(DRAIN_IDLE_GRACE_S, self._close_if_idle)
+
+    def _close_if_idle(self) -> None:
+        if self.transport.is_closing():
+            return
+        if self.busy() or self._head_begun:  # a request came: closed after its response
+            if self.cycle is not None:
+                self.cycle.keep_alive = False
+            return
+        self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timers()
@@ -152,6 +185,8 @@ class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
             self._head_timer.cancel()
             self._head_timer = None
         super().on_headers_complete()
+        if self._draining and self.cycle is not None:
+            self.cycle.keep_alive = False  # the last request of this connection
         self._last_body = self.loop.time()
         self._body_timer = self.loop.call_later(self.limits.body_timeout_s, self._body_timeout)
 
