@@ -27,6 +27,7 @@ import tritonclient.http as httpclient
 
 from workbench.deploy import yaml_text
 from workbench.deploy.model_analyzer import launcher_script, profile_config
+from workbench.testing.ensembles import build_ensemble_repository
 from workbench.testing.process import ServerProcess, free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,22 +73,23 @@ def _column(row: dict[str, str], name: str) -> str:
     return value
 
 
-def _check_reports(run: subprocess.CompletedProcess[str], export: Path) -> list[dict[str, str]]:
-    """The run completed and wrote its reports; returns the inference CSV's rows."""
+def _check_reports(run: subprocess.CompletedProcess[str], export: Path, model: str = MODEL) -> list[dict[str, str]]:
+    """The run completed and wrote its reports for ``model``; returns the inference CSV's rows."""
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-6000:]
     assert "Profile complete" in output, output[-6000:]
-    summary = export / "reports" / "summaries" / MODEL / "result_summary.html"
+    summary = export / "reports" / "summaries" / model / "result_summary.html"
     assert summary.is_file(), output[-6000:]
-    assert list((export / "reports" / "detailed").glob(f"{MODEL}_config_*/detailed_report.html"))
+    assert list((export / "reports" / "detailed").glob(f"{model}_config_*/detailed_report.html"))
     with open(export / "results" / "metrics-model-inference.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    assert rows and {row["Model"] for row in rows} == {MODEL}
-    configs = {row["Model Config Path"] for row in rows}
+    assert rows and {row["Model"] for row in rows} == {model}, rows
+    # an ensemble's rows name its composing models' configs too: "e_config_0: m_config_1, ..."
+    configs = {row["Model Config Path"].split(":")[0] for row in rows}
     # the default configuration and at least one candidate Model Analyzer loaded with a config override
-    assert f"{MODEL}_config_default" in configs and len(configs) >= 2, rows
+    assert f"{model}_config_default" in configs and len(configs) >= 2, rows
     for row in rows:
-        assert row["Instance Group"].endswith(":CPU"), row
+        assert all(group.endswith(":CPU") for group in row["Instance Group"].split(",")), row
         assert float(row["Throughput (infer/sec)"]) > 0, row
         assert float(row["p99 Latency (ms)"]) > 0, row
         # perf_analyzer's server-side split, from the statistics extension
@@ -144,3 +146,29 @@ def test_local_mode_starts_the_launcher(tools: Path, repository: Path, tmp_path:
     assert "Started HTTPService" in server_log and "failed to load" not in server_log, server_log[-4000:]
     # the process Model Analyzer measured is the server (the launcher exec'd it): its memory, in MB
     assert all(float(_column(row, "RAM Usage")) > 10 for row in rows), rows
+
+
+def test_remote_mode_profiles_an_ensemble_and_its_composing_models(tools: Path, tmp_path: Path) -> None:
+    # Model Analyzer loads each composing model's candidate before the ensemble's, waiting for
+    # /v2/health/ready in between: the ensemble, no longer fitting a smaller max batch size for a
+    # moment, must not make the server unready (it did: "Could not determine server readiness")
+    repository = build_ensemble_repository(tmp_path / "repository")
+    server = ServerProcess([f"--model-repository={repository}", "--model-control-mode=explicit"])
+    try:
+        export = tmp_path / "export"
+        config = profile_config(["ens_chain"], str(repository), launch_mode="remote",
+                                http_endpoint=server.url, grpc_endpoint=server.grpc_url,
+                                metrics_url=server.metrics_url, export_path=str(export),
+                                output_model_repository=str(tmp_path / "output-repository"),
+                                max_concurrency=2, max_instance_count=1, max_batch_size=2,
+                                perf_analyzer_path=str(tools / "bin" / "perf_analyzer"),
+                                perf_analyzer_flags=PA_FLAGS)
+        # ensembles are searched in quick mode, which varies the composing models too
+        config.update(run_config_search_mode="quick", cpu_only_composing_models=["add_sub", "identity16"])
+        run = _profile(tools, config, tmp_path)
+        _check_reports(run, export, "ens_chain")
+        client = httpclient.InferenceServerClient(server.url)
+        assert client.is_server_ready() and client.is_model_ready("ens_chain")
+        client.close()
+    finally:
+        assert server.stop() == 0, server.log[-4000:]
