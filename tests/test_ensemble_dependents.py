@@ -90,6 +90,19 @@ async def test_reload_that_no_longer_fits_makes_the_ensemble_unavailable(
         await assert_serves(server)
 
 
+async def test_an_ensemble_taken_out_by_a_composing_reload_keeps_the_server_ready(repo: Path) -> None:
+    # Triton unloads such an ensemble (state reason "unloaded"), which strict readiness ignores.
+    # Model Analyzer loads a composing model's candidate (max batch size 1) before the
+    # ensemble's, waiting for /v2/health/ready in between: an unready server stopped it.
+    options = ServerOptions(model_repository=[str(repo)], model_control_mode="explicit",
+                            load_model=["ens_chain"])
+    async with Server(options) as server:
+        assert options.strict_readiness and server.is_ready()
+        await server.load_model("identity16", config=identity_config(max_batch_size=4))
+        assert await rows(server, "ens_chain") == [("1", "UNAVAILABLE", SMALLER_BATCH)]
+        assert server.is_ready()
+
+
 async def test_reload_that_still_fits_keeps_the_same_ensemble_serving(repo: Path) -> None:
     options = ServerOptions(model_repository=[str(repo)], model_control_mode="explicit",
                             load_model=["ens_chain"])

@@ -181,8 +181,13 @@ class ModelLifecycle:
 
     def any_failed(self) -> bool:
         """True when some model failed to load (UNAVAILABLE with a reason other than
-        "unloaded"): strict readiness reads it."""
-        return any(entry.failed() for entry in self._models.values())
+        "unloaded"): strict readiness reads it. An ensemble that served and was taken out of
+        service because a composing model changed (held: ``blocked_versions``, with its
+        versions UNAVAILABLE and the reason) does not count: Triton unloads it (reason
+        "unloaded"), which its strict readiness ignores; Model Analyzer, for one, reloads
+        a composing model before its ensemble and waits for a ready server in between."""
+        return any(entry.failed() and not (entry.blocked_versions is not None and entry.versions)
+                   for entry in self._models.values())
 
     def add_success_observer(self, observer: SuccessObserver) -> None:
         """See :meth:`workbench.engine.server.Server.add_success_observer`."""
