@@ -102,7 +102,7 @@ def test_torch_comes_from_the_cpu_index_directly_or_through_a_package(tmp_path: 
     found = python_requirements(repo)
     assert "torch" not in found.packages and found.needs_torch
     dockerfile = render(DeploySpec(), repo, found)["Dockerfile"]
-    cpu_step = 'RUN pip install --index-url "$TORCH_INDEX_URL" "torch=='
+    cpu_step = 'else pip install --index-url "$TORCH_INDEX_URL" "torch=='
     assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" in dockerfile
     # before anything that could pull PyPI's CUDA torch
     assert dockerfile.index(cpu_step) < dockerfile.index("-r /tmp/requirements-models.txt")

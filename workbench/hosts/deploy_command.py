@@ -42,6 +42,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help="the Secret (key 'api-key') holding the API key (default NAME-api-key)")
     deploy.add_argument("--no-models", action="store_true",
                         help="write the files only, do not copy the repository into OUT/models")
+    # the image: its base, and local wheels it installs from (the workbench wheel, a CPU torch)
+    deploy.add_argument("--base-image", default=defaults.python_image,
+                        help="the Dockerfile's FROM: any image with python3 and its venv module "
+                             f"(default {defaults.python_image})")
+    deploy.add_argument("--wheel", action="append", default=[], metavar="FILE",
+                        help="a wheel copied into OUT/wheels, which the image installs from "
+                             "first (repeatable; e.g. the workbench wheel, a local torch+cpu wheel)")
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -56,11 +63,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             exit_timeout_s=args.exit_timeout_secs, queue_time_target_us=args.queue_time_target_us,
             shm_size=args.shm_size, api_key_secret=args.api_key_secret,
             restricted_api=tuple(g.strip() for g in args.restricted_api.split(",") if g.strip()),
+            python_image=args.base_image,
         )
         repository, out = check_folders(Path(args.model_repository), Path(args.out))
         requirements = python_requirements(repository)
         written = write_deployment(spec, repository, out, copy_models=not args.no_models,
-                                   requirements=requirements)
+                                   requirements=requirements,
+                                   wheels=[Path(wheel) for wheel in args.wheel])
     except (ValueError, OSError) as exc:
         parser.error(str(exc))
     for path in written:
