@@ -3,6 +3,7 @@ with PyYAML; the CLI writes them with a copy of the repository."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -83,7 +84,11 @@ def test_dockerfile_serves_the_copied_repository(repository: Path) -> None:
     assert 'ENTRYPOINT ["workbench", "serve"]' in text
     assert '"--model-control-mode=explicit"' in text and '"--load-model=*"' in text
     assert "EXPOSE 8000 8001 8002" in text
-    assert 'pip install --find-links /tmp/wheels "workbench"' in text  # add_sub: no extra
+    # the wheel in wheels/ itself, never the name: PyPI's "workbench" is another project
+    # (0.8.x), which `pip install --find-links /tmp/wheels workbench` took as the newer version
+    assert 'wheel=$(ls -v /tmp/wheels/workbench-*.whl | tail -n 1)' in text
+    assert 'pip install --find-links /tmp/wheels "$wheel"' in text  # add_sub: no extra
+    assert not re.search(r'pip install[^\n]*"workbench', text)
 
 
 def test_extras_follow_the_models_backends(tmp_path: Path, repository: Path) -> None:
@@ -93,7 +98,7 @@ def test_extras_follow_the_models_backends(tmp_path: Path, repository: Path) -> 
     (repository / "vino").mkdir()
     (repository / "vino" / "config.pbtxt").write_text('backend: "openvino"\n')
     assert required_extras(repository) == ["openvino", "pytorch"]
-    assert '"workbench[openvino,pytorch]"' in render(DeploySpec(), repository)["Dockerfile"]
+    assert '"$wheel[openvino,pytorch]"' in render(DeploySpec(), repository)["Dockerfile"]
 
 
 def test_a_config_that_is_not_utf8_leaves_the_extras_to_the_files(repository: Path) -> None:
@@ -103,7 +108,7 @@ def test_a_config_that_is_not_utf8_leaves_the_extras_to_the_files(repository: Pa
     (repository / "scripted" / "1" / "model.pt").write_bytes(b"")
     (repository / "scripted" / "config.pbtxt").write_bytes(b'name: "scripted\xe9"\n')
     assert required_extras(repository) == ["pytorch"]
-    assert '"workbench[pytorch]"' in render(DeploySpec(), repository)["Dockerfile"]
+    assert '"$wheel[pytorch]"' in render(DeploySpec(), repository)["Dockerfile"]
 
 
 def test_cli_writes_the_build_context(tmp_path: Path, repository: Path, capsys) -> None:

@@ -118,7 +118,7 @@ def test_pytorch_models_get_a_cpu_torch_pinned_as_the_extra(tmp_path: Path) -> N
     assert requires is not None  # the installed package's metadata lists its requirements
     pins = [r.partition(";")[0].replace(" ", "") for r in requires if r.startswith("torch") and "pytorch" in r]
     assert f'--index-url "$TORCH_INDEX_URL" "{pins[0]}"' in dockerfile
-    assert dockerfile.index("$TORCH_INDEX_URL") < dockerfile.index('"workbench[pytorch]"')
+    assert dockerfile.index("$TORCH_INDEX_URL") < dockerfile.index('"$wheel[pytorch]"')
 
 
 def test_unreadable_model_file_is_a_warning_not_a_crash(tmp_path: Path) -> None:

@@ -90,7 +90,7 @@ def dockerfile(spec: DeploySpec, extras: list[str], torch_requirement: str | Non
             index), so that nothing after it pulls PyPI's CUDA build; None when no model
             needs torch.
     """
-    package = f"workbench[{','.join(sorted(extras))}]" if extras else "workbench"
+    package = f"$wheel[{','.join(sorted(extras))}]" if extras else "$wheel"
     ports = f"{spec.http_port} {spec.grpc_port} {spec.metrics_port}"
     flags = ", ".join(f'"{arg}"' for arg in spec.serve_args())
     return f"""\
@@ -114,9 +114,13 @@ RUN python3 -m venv {VENV}
 
 # wheels/ and {REQUIREMENTS_FILE} are bind-mounted for the installs (BuildKit / buildah
 # `RUN --mount`), not copied: no layer keeps the wheels
-{_torch_step(torch_requirement)}# workbench, and the packages the Python-backend models import ({REQUIREMENTS_FILE})
+{_torch_step(torch_requirement)}# workbench from its wheel file in wheels/ (the newest there), never by name from an index:
+# PyPI's workbench is another project. Then the packages the Python-backend models import
+# ({REQUIREMENTS_FILE}).
 RUN {_MOUNTS} \\
-    pip install --find-links /tmp/wheels "{package}" -r /tmp/{REQUIREMENTS_FILE}
+    wheel=$(ls -v /tmp/wheels/workbench-*.whl | tail -n 1) \\
+    && {{ [ -n "$wheel" ] || {{ echo "wheels/ has no workbench wheel: pip wheel --no-deps -w wheels <workbench source>" >&2; exit 1; }}; }} \\
+    && pip install --find-links /tmp/wheels "{package}" -r /tmp/{REQUIREMENTS_FILE}
 
 RUN useradd --uid {UID} --user-group --create-home {USER}
 COPY --chown={USER}:{USER} models/ /models/
