@@ -186,10 +186,15 @@ def test_the_image_builds_on_the_named_base_with_local_wheels(tmp_path: Path, re
                  "--base-image=localhost/debian-base:bookworm", f"--wheel={wheel}"]) == 0
     assert (out / "wheels" / wheel.name).read_bytes() == b"not really a wheel"
     text = (out / "Dockerfile").read_text()
-    assert "\nFROM localhost/debian-base:bookworm\n" in text
     assert "RUN python3 -m venv /opt/workbench" in text and "PATH=/opt/workbench/bin:$PATH" in text
     assert "\nUSER workbench\n" in text and "useradd --uid 1000" in text
     assert "\nHEALTHCHECK " in text and "/v2/health/ready" in text
+    # two stages: the wheels are COPYed (content-hashed: a new wheel rebuilds the layers; a
+    # RUN --mount bind kept buildah's stale layer with the old wheel), the image takes only the venv
+    build, image = text.split("\nFROM localhost/debian-base:bookworm\n")
+    assert "FROM localhost/debian-base:bookworm AS build\n" in build and "COPY wheels/ /tmp/wheels/" in build
+    assert "COPY --from=build /opt/workbench /opt/workbench" in image
+    assert "wheels" not in image and "ARG " not in image and "PIP_" not in image
     assert "docker run --rm --shm-size=512m " in text
     assert "--shm-size=512m" in (out / "README.md").read_text()
 

@@ -22,8 +22,7 @@ REQUIREMENTS_FILE = "requirements-models.txt"
 VENV = "/opt/workbench"
 #: the image's user and its uid (not root)
 USER, UID = "workbench", 1000
-_MOUNTS = ("--mount=type=bind,source=wheels,target=/tmp/wheels "
-           f"--mount=type=bind,source={REQUIREMENTS_FILE},target=/tmp/{REQUIREMENTS_FILE}")
+_NO_WHEEL = "wheels/ has no workbench wheel: pip wheel --no-deps -w wheels <workbench source>"
 _BINARY_UNITS = {"Ki": "k", "Mi": "m", "Gi": "g", "Ti": "t"}
 _DECIMAL_UNITS = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 
@@ -70,8 +69,7 @@ def _torch_step(torch_requirement: str | None) -> str:
 # CPU wheel index. Not PyPI's: its Linux torch wheel bundles CUDA (GBs). Later installs find
 # it satisfied (2.x.y+cpu is 2.x.y).
 ARG TORCH_INDEX_URL={TORCH_CPU_INDEX}
-RUN {_MOUNTS} \\
-    if ls /tmp/wheels/torch-*.whl >/dev/null 2>&1; \\
+RUN if ls /tmp/wheels/torch-*.whl >/dev/null 2>&1; \\
     then pip install --find-links /tmp/wheels "{torch_requirement}"; \\
     else pip install --index-url "$TORCH_INDEX_URL" "{torch_requirement}"; fi
 
@@ -101,27 +99,30 @@ def dockerfile(spec: DeploySpec, extras: list[str], torch_requirement: str | Non
 # Run: {run_command(spec)}
 # (/dev/shm: the runtimes' default is 64 MiB; Python-backend models and shared-memory
 # clients need more, hence --shm-size; Kubernetes: the memory emptyDir of k8s/deployment.yaml)
-FROM {spec.python_image}
-
+# Two stages: "build" installs into the virtual environment {VENV} from wheels/ (COPY:
+# a new wheel invalidates the cached layers, where a RUN --mount bind does not with buildah);
+# the image copies only that environment, not the wheels, pip's settings or the build ARGs.
+FROM {spec.python_image} AS build
 # pip's certificate bundle and index (e.g. PIP_CERT, PIP_INDEX_URL) for the build only:
-# `--build-arg PIP_CERT=...`; not kept in the image
+# `--build-arg PIP_CERT=...`
 ARG PIP_CERT
 ARG SSL_CERT_FILE
 ARG PIP_INDEX_URL
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \\
+ENV PYTHONDONTWRITEBYTECODE=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \\
     VIRTUAL_ENV={VENV} PATH={VENV}/bin:$PATH
 RUN python3 -m venv {VENV}
-
-# wheels/ and {REQUIREMENTS_FILE} are bind-mounted for the installs (BuildKit / buildah
-# `RUN --mount`), not copied: no layer keeps the wheels
-{_torch_step(torch_requirement)}# workbench from its wheel file in wheels/ (the newest there), never by name from an index:
-# PyPI's workbench is another project. Then the packages the Python-backend models import
-# ({REQUIREMENTS_FILE}).
-RUN {_MOUNTS} \\
-    wheel=$(ls -v /tmp/wheels/workbench-*.whl | tail -n 1) \\
-    && {{ [ -n "$wheel" ] || {{ echo "wheels/ has no workbench wheel: pip wheel --no-deps -w wheels <workbench source>" >&2; exit 1; }}; }} \\
+COPY wheels/ /tmp/wheels/
+COPY {REQUIREMENTS_FILE} /tmp/{REQUIREMENTS_FILE}
+{_torch_step(torch_requirement)}# workbench from its wheel file in wheels/ (the newest there), never by name from an
+# index: PyPI's workbench is another project. Then the packages the Python-backend models
+# import ({REQUIREMENTS_FILE}).
+RUN wheel=$(ls -v /tmp/wheels/workbench-*.whl | tail -n 1) \\
+    && {{ [ -n "$wheel" ] || {{ echo "{_NO_WHEEL}" >&2; exit 1; }}; }} \\
     && pip install --find-links /tmp/wheels "{package}" -r /tmp/{REQUIREMENTS_FILE}
 
+FROM {spec.python_image}
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 VIRTUAL_ENV={VENV} PATH={VENV}/bin:$PATH
+COPY --from=build {VENV} {VENV}
 RUN useradd --uid {UID} --user-group --create-home {USER}
 COPY --chown={USER}:{USER} models/ /models/
 USER {USER}
