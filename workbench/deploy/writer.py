@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from google.protobuf import text_format
@@ -76,7 +76,7 @@ def _requirements_text(requirements: PythonRequirements) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _ignored(repository: Path):
+def _ignored() -> Callable[[str, list[str]], set[str]]:
     """copytree's ``ignore``: :data:`_IGNORED`, and links to the repository or a folder above a
     copied one (``ln -s REPO REPO/repository``): followed, they copy the tree again at every
     level until the path is too long (ELOOP)."""
@@ -139,7 +139,7 @@ def write_deployment(spec: DeploySpec, repository: Path, out: Path, copy_models:
         models = out / "models"
         if models.exists():
             shutil.rmtree(models)
-        shutil.copytree(repository, models, ignore=_ignored(repository))
+        shutil.copytree(repository, models, ignore=_ignored())
         written.append(models)
     # local wheels for the image (`workbench deploy --wheel`)
     for wheel in wheels:
