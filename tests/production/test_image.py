@@ -94,6 +94,27 @@ def base_image(tools: None) -> str:
     return BASE_IMAGE
 
 
+#: what the workbench wheel is built from (pyproject's packages, readme and data-files)
+_WHEEL_SOURCES = ("pyproject.toml", "README.md", "workbench", "jupyter-config", "extensions/jupyterlab/labextension")
+
+
+def _build_wheel(source: Path, wheels: Path) -> Path:
+    """The workbench wheel, built from a copy of this checkout's sources (an in-place build
+    leaves build/ and *.egg-info in the checkout: ruff then sorts ``import build`` as first-party,
+    and a stale build/lib puts deleted modules into the wheel). SOURCE_DATE_EPOCH: the same code
+    gives the same wheel bytes, so podman's cached layers hold."""
+    for name in _WHEEL_SOURCES:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif (ROOT / name).is_file():
+            shutil.copy2(ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+                    "-w", str(wheels), str(source)], check=True, timeout=600,
+                   env={**os.environ, "SOURCE_DATE_EPOCH": "315532800"})
+    return next(wheels.glob("workbench-*.whl"))
+
+
 def _cpu_torch_wheel(folder: Path) -> Path | None:
     """A CPU torch wheel for the image's Python where pip can find one (``+cpu``: never PyPI's
     CUDA build), else None."""
@@ -117,11 +138,7 @@ def context(tmp_path_factory: pytest.TempPathFactory, sample_repository: Path, b
     repository less its torch models."""
     work = tmp_path_factory.mktemp("image")
     wheels = work / "wheels"
-    # SOURCE_DATE_EPOCH: the same code gives the same wheel bytes, so podman's cached layers hold
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-                    "-w", str(wheels), str(ROOT)], check=True, timeout=600,
-                   env={**os.environ, "SOURCE_DATE_EPOCH": "315532800"})
-    workbench_wheel = next(wheels.glob("workbench-*.whl"))
+    workbench_wheel = _build_wheel(work / "source", wheels)
     torch_wheel = _cpu_torch_wheel(wheels)
     repository = sample_repository
     if torch_wheel is None:
