@@ -132,7 +132,7 @@ lint: $(STAMP)
 # missing ones as root; elsewhere their tests skip naming the tool): TEST_TOOLS for `make test`,
 # PRODUCTION_TOOLS for the heavier `make test-production` tier (tests/production)
 TEST_TOOLS := prometheus
-PRODUCTION_TOOLS := nginx libb64-0d
+PRODUCTION_TOOLS := nginx libb64-0d podman runc debootstrap
 test: setup labextension browser lint
 	@bash scripts/debian_tools.sh $(TEST_TOOLS)
 	$(PY) -m pytest -m "not production"

@@ -3,12 +3,14 @@ with PyYAML; the CLI writes them with a copy of the repository."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from workbench.deploy import DeploySpec, render, required_extras
+from workbench.deploy.dockerfile import docker_shm_size
 from workbench.deploy.yaml_text import dump, dump_all
 from workbench.hosts.cli import build_parser, main, options_from_args
 from workbench.testing.reload import write_add_sub
@@ -83,7 +85,11 @@ def test_dockerfile_serves_the_copied_repository(repository: Path) -> None:
     assert 'ENTRYPOINT ["workbench", "serve"]' in text
     assert '"--model-control-mode=explicit"' in text and '"--load-model=*"' in text
     assert "EXPOSE 8000 8001 8002" in text
-    assert 'pip install --find-links /tmp/wheels "workbench"' in text  # add_sub: no extra
+    # the wheel in wheels/ itself, never the name: PyPI's "workbench" is another project
+    # (0.8.x), which `pip install --find-links /tmp/wheels workbench` took as the newer version
+    assert 'wheel=$(ls -v /tmp/wheels/workbench-*.whl | tail -n 1)' in text
+    assert 'pip install --find-links /tmp/wheels "$wheel"' in text  # add_sub: no extra
+    assert not re.search(r'pip install[^\n]*"workbench', text)
 
 
 def test_extras_follow_the_models_backends(tmp_path: Path, repository: Path) -> None:
@@ -93,7 +99,7 @@ def test_extras_follow_the_models_backends(tmp_path: Path, repository: Path) -> 
     (repository / "vino").mkdir()
     (repository / "vino" / "config.pbtxt").write_text('backend: "openvino"\n')
     assert required_extras(repository) == ["openvino", "pytorch"]
-    assert '"workbench[openvino,pytorch]"' in render(DeploySpec(), repository)["Dockerfile"]
+    assert '"$wheel[openvino,pytorch]"' in render(DeploySpec(), repository)["Dockerfile"]
 
 
 def test_a_config_that_is_not_utf8_leaves_the_extras_to_the_files(repository: Path) -> None:
@@ -103,7 +109,7 @@ def test_a_config_that_is_not_utf8_leaves_the_extras_to_the_files(repository: Pa
     (repository / "scripted" / "1" / "model.pt").write_bytes(b"")
     (repository / "scripted" / "config.pbtxt").write_bytes(b'name: "scripted\xe9"\n')
     assert required_extras(repository) == ["pytorch"]
-    assert '"workbench[pytorch]"' in render(DeploySpec(), repository)["Dockerfile"]
+    assert '"$wheel[pytorch]"' in render(DeploySpec(), repository)["Dockerfile"]
 
 
 def test_cli_writes_the_build_context(tmp_path: Path, repository: Path, capsys) -> None:
@@ -165,3 +171,56 @@ def test_deployment_restricts_the_repository_api_with_a_secret_key(repository: P
     assert "env" not in open_container and not any("restricted" in a for a in open_container["args"])
     with pytest.raises(ValueError, match="unknown restricted api"):
         DeploySpec(restricted_api=("repository",))
+
+
+def test_a_link_looping_back_into_the_repository_is_not_copied(tmp_path: Path, repository: Path) -> None:
+    """A symlink in the repository to the repository itself (``ln -s REPO REPO/repository``, as
+    a repeated ``ln -s`` makes) is left out of ``models/``: the copy followed it until ELOOP,
+    writing the repository again at every level (7 GB from the sample repository)."""
+    (repository / "repository").symlink_to(repository)
+    (repository / "add_sub" / "again").symlink_to(repository / "add_sub")
+    out = tmp_path / "deploy"
+    assert main(["deploy", f"--model-repository={repository}", f"--out={out}"]) == 0
+    copied = {p.relative_to(out / "models").as_posix() for p in (out / "models").rglob("*")}
+    assert copied == {"add_sub", "add_sub/config.pbtxt", "add_sub/1", "add_sub/1/model.onnx"}
+
+
+def test_the_image_builds_on_the_named_base_with_local_wheels(tmp_path: Path, repository: Path) -> None:
+    wheel = tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    wheel.write_bytes(b"not really a wheel")
+    out = tmp_path / "deploy"
+    assert main(["deploy", f"--model-repository={repository}", f"--out={out}", "--shm-size=512Mi",
+                 "--base-image=localhost/debian-base:bookworm", f"--wheel={wheel}"]) == 0
+    assert (out / "wheels" / wheel.name).read_bytes() == b"not really a wheel"
+    text = (out / "Dockerfile").read_text()
+    assert "RUN python3 -m venv /opt/workbench" in text and "PATH=/opt/workbench/bin:$PATH" in text
+    assert "\nUSER workbench\n" in text and "useradd --uid 1000" in text
+    assert "\nHEALTHCHECK " in text and "/v2/health/ready" in text
+    # two stages: the wheels are COPYed (content-hashed: a new wheel rebuilds the layers; a
+    # RUN --mount bind kept buildah's stale layer with the old wheel), the image takes only the venv
+    build, image = text.split("\nFROM localhost/debian-base:bookworm\n")
+    assert "FROM localhost/debian-base:bookworm AS build\n" in build and "COPY wheels/ /tmp/wheels/" in build
+    assert "COPY --from=build /opt/workbench /opt/workbench" in image
+    assert "wheels" not in image and "ARG " not in image and "PIP_" not in image
+    assert "docker run --rm --shm-size=512m " in text
+    assert "--shm-size=512m" in (out / "README.md").read_text()
+
+
+def test_deploy_refuses_a_wheel_that_is_not_one(tmp_path: Path, repository: Path, capsys) -> None:
+    for bad in (tmp_path / "missing.whl", tmp_path / "README.md"):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["deploy", f"--model-repository={repository}", f"--out={tmp_path / 'deploy'}",
+                  f"--wheel={bad}"])
+        assert exit_info.value.code == 2
+        assert str(bad) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("quantity", "docker"), [("1Gi", "1g"), ("512Mi", "512m"), ("2G", "2000000000"),
+                                                  ("1048576", "1048576")])
+def test_shm_size_for_docker_run(quantity: str, docker: str) -> None:
+    assert docker_shm_size(quantity) == docker
+
+
+def test_shm_size_docker_cannot_take_is_refused(repository: Path) -> None:
+    with pytest.raises(ValueError, match="whole number of bytes"):
+        render(DeploySpec(shm_size="1.5Gi"), repository)

@@ -102,7 +102,7 @@ def test_torch_comes_from_the_cpu_index_directly_or_through_a_package(tmp_path: 
     found = python_requirements(repo)
     assert "torch" not in found.packages and found.needs_torch
     dockerfile = render(DeploySpec(), repo, found)["Dockerfile"]
-    cpu_step = 'RUN pip install --index-url "$TORCH_INDEX_URL" "torch=='
+    cpu_step = 'else pip install --index-url "$TORCH_INDEX_URL" "torch=='
     assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" in dockerfile
     # before anything that could pull PyPI's CUDA torch
     assert dockerfile.index(cpu_step) < dockerfile.index("-r /tmp/requirements-models.txt")
@@ -118,7 +118,7 @@ def test_pytorch_models_get_a_cpu_torch_pinned_as_the_extra(tmp_path: Path) -> N
     assert requires is not None  # the installed package's metadata lists its requirements
     pins = [r.partition(";")[0].replace(" ", "") for r in requires if r.startswith("torch") and "pytorch" in r]
     assert f'--index-url "$TORCH_INDEX_URL" "{pins[0]}"' in dockerfile
-    assert dockerfile.index("$TORCH_INDEX_URL") < dockerfile.index('"workbench[pytorch]"')
+    assert dockerfile.index("$TORCH_INDEX_URL") < dockerfile.index('"$wheel[pytorch]"')
 
 
 def test_unreadable_model_file_is_a_warning_not_a_crash(tmp_path: Path) -> None:

@@ -65,6 +65,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                              "%(default)s)")
     deploy.add_argument("--no-models", action="store_true",
                         help="write the files only, do not copy the repository into OUT/models")
+    # the image: its base, and local wheels it installs from (the workbench wheel, a CPU torch)
+    deploy.add_argument("--base-image", default=defaults.python_image,
+                        help="the Dockerfile's FROM: any image with python3 and its venv module "
+                             f"(default {defaults.python_image})")
+    deploy.add_argument("--wheel", action="append", default=[], metavar="FILE",
+                        help="a wheel copied into OUT/wheels, which the image installs from "
+                             "first (repeatable; e.g. the workbench wheel, a local torch+cpu wheel)")
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -80,6 +87,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             shm_size=args.shm_size, api_key_secret=args.api_key_secret,
             restricted_api=tuple(g.strip() for g in args.restricted_api.split(",") if g.strip()),
             **_alert_fields(args),
+            python_image=args.base_image,
         )
         nginx = NginxSpec(replicas=tuple(Replica.parse(r) for r in args.nginx_replicas.split(",")
                                          if r.strip()), http_port=spec.http_port,
@@ -87,7 +95,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         repository, out = check_folders(Path(args.model_repository), Path(args.out))
         requirements = python_requirements(repository)
         written = write_deployment(spec, repository, out, copy_models=not args.no_models,
-                                   requirements=requirements, nginx=nginx)
+                                   requirements=requirements, nginx=nginx,
+                                   wheels=[Path(wheel) for wheel in args.wheel])
     except (ValueError, OSError) as exc:
         parser.error(str(exc))
     for path in written:

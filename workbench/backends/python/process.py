@@ -36,6 +36,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from workbench.backends.python import shm_space
 from workbench.backends.python.transport import (
     SHM_PREFIX,
     Channel,
@@ -108,6 +109,7 @@ class StubProcess:
         finally:
             stub_sock.close()
             stub_call.close()
+        shm_space.BUDGET.started()  # warns once when /dev/shm is small for the live stubs
         #: events: stub-initiated messages (read by the reader thread) and BLS responses
         self.channel = Channel(server_sock)
         #: calls and their replies (read by the calling thread)
@@ -214,6 +216,7 @@ class StubProcess:
         self._reap()
         self.pool.close()
         remove_segments(self.segment_base)
+        shm_space.BUDGET.stopped()
         self.channel.close()
         try:  # before a waiting call fails: the instance learns of the crash first
             self._on_exit(self)
