@@ -212,3 +212,17 @@ async def stub_for():
     for grpc_server, channel in started:
         await channel.close()
         await grpc_server.stop(None)
+
+
+@pytest.fixture(params=["process_vm", "descriptor"])
+def copy_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each system shared-memory test once per copy path of :mod:`workbench.engine.shm_copy`:
+    ``process_vm`` (skipped where the kernel has no process_vm_readv) and ``descriptor``
+    (pread / pwrite forced)."""
+    from workbench.engine import shm_copy
+
+    if request.param == "descriptor":
+        monkeypatch.setattr(shm_copy, "USE_PROCESS_VM", False)
+    elif not shm_copy.process_vm_in_use():
+        pytest.skip("no process_vm_readv here")
+    return str(request.param)

@@ -28,16 +28,6 @@ def region_object():
     os.unlink(path)
 
 
-@pytest.fixture(params=["process_vm", "descriptor"])
-def copy_path(request, monkeypatch) -> str:
-    """Each test once per copy path (process_vm skipped where the kernel has none)."""
-    if request.param == "descriptor":
-        monkeypatch.setattr(shm_copy, "USE_PROCESS_VM", False)
-    elif not shm_copy.process_vm_in_use():
-        pytest.skip("no process_vm_readv here")
-    return request.param
-
-
 def test_a_large_read_uses_two_threads_and_gives_the_same_bytes(region_object, copy_path,
                                                                 monkeypatch) -> None:
     key, _, data = region_object

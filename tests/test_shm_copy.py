@@ -37,15 +37,6 @@ def shm_object():
     os.unlink(path)
 
 
-@pytest.fixture(params=["process_vm", "descriptor"])
-def copy_path(request, monkeypatch) -> str:
-    if request.param == "descriptor":
-        monkeypatch.setattr(shm_copy, "USE_PROCESS_VM", False)
-    elif not shm_copy.process_vm_in_use():
-        pytest.skip("no process_vm_readv here")
-    return request.param
-
-
 @pytest.fixture
 def registry():
     registry = SharedMemoryRegistry(allow_client_shm=True)

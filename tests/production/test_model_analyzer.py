@@ -101,18 +101,25 @@ def _check_reports(run: subprocess.CompletedProcess[str], export: Path, model: s
     return rows
 
 
+
+def _remote_config(models: list[str], repository: Path, server: ServerProcess, export: Path,
+                   tmp_path: Path, tools: Path) -> dict[str, object]:
+    """The small remote-mode search every remote test runs (c <= 2, one instance, batch <= 2)."""
+    return profile_config(models, str(repository), launch_mode="remote",
+                          http_endpoint=server.url, grpc_endpoint=server.grpc_url,
+                          metrics_url=server.metrics_url, export_path=str(export),
+                          output_model_repository=str(tmp_path / "output-repository"),
+                          max_concurrency=2, max_instance_count=1, max_batch_size=2,
+                          perf_analyzer_path=str(tools / "bin" / "perf_analyzer"),
+                          perf_analyzer_flags=PA_FLAGS)
+
+
 def test_remote_mode_profiles_a_running_server(tools: Path, repository: Path, tmp_path: Path) -> None:
     server = ServerProcess([f"--model-repository={repository}", "--model-control-mode=explicit",
                             f"--load-model={MODEL}"])
     try:
         export = tmp_path / "export"
-        config = profile_config([MODEL], str(repository), launch_mode="remote",
-                                http_endpoint=server.url, grpc_endpoint=server.grpc_url,
-                                metrics_url=server.metrics_url, export_path=str(export),
-                                output_model_repository=str(tmp_path / "output-repository"),
-                                max_concurrency=2, max_instance_count=1, max_batch_size=2,
-                                perf_analyzer_path=str(tools / "bin" / "perf_analyzer"),
-                                perf_analyzer_flags=PA_FLAGS)
+        config = _remote_config([MODEL], repository, server, export, tmp_path, tools)
         run = _profile(tools, config, tmp_path)
         _check_reports(run, export)
         # each candidate was loaded into the running server (the startup load, then one per config)
@@ -156,13 +163,7 @@ def test_remote_mode_profiles_an_ensemble_and_its_composing_models(tools: Path, 
     server = ServerProcess([f"--model-repository={repository}", "--model-control-mode=explicit"])
     try:
         export = tmp_path / "export"
-        config = profile_config(["ens_chain"], str(repository), launch_mode="remote",
-                                http_endpoint=server.url, grpc_endpoint=server.grpc_url,
-                                metrics_url=server.metrics_url, export_path=str(export),
-                                output_model_repository=str(tmp_path / "output-repository"),
-                                max_concurrency=2, max_instance_count=1, max_batch_size=2,
-                                perf_analyzer_path=str(tools / "bin" / "perf_analyzer"),
-                                perf_analyzer_flags=PA_FLAGS)
+        config = _remote_config(["ens_chain"], repository, server, export, tmp_path, tools)
         # ensembles are searched in quick mode, which varies the composing models too
         config.update(run_config_search_mode="quick", cpu_only_composing_models=["add_sub", "identity16"])
         run = _profile(tools, config, tmp_path)
