@@ -25,9 +25,14 @@ def shut_listeners(port: int) -> int:
         return 0
     for name in names:
         try:
-            sock = socket.socket(fileno=os.dup(int(name)))
+            copy = os.dup(int(name))
         except (OSError, ValueError):
-            continue  # not a socket (or already closed)
+            continue  # closed since the listing
+        try:
+            sock = socket.socket(fileno=copy)
+        except OSError:
+            os.close(copy)  # not a socket
+            continue
         with sock:
             try:
                 if (sock.type == socket.SOCK_STREAM
