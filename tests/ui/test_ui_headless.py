@@ -170,3 +170,13 @@ async def test_a_cleared_deployment_number_is_asked_for(store: EngineStore, tmp_
     await view.write_deployment()
     assert view.deploy_error.object == "enter the HPA queue time target (µs)"
     assert not (tmp_path / "out").exists()
+
+
+async def test_a_paste_that_sets_value_and_value_input_at_once_enables_start(store: EngineStore) -> None:
+    """A paste (the browser sends ``value_input`` and ``value`` in one batch) calls the watcher
+    with both events at once: the buttons must follow the field, not fail with a TypeError."""
+    view = HeadlessView(store)
+    view.repository.param.update(value="", value_input="")
+    assert view.start_button.disabled
+    view.repository.param.update(value="sample_models/repository", value_input="sample_models/repository")
+    assert not view.start_button.disabled and not view.deploy_button.disabled

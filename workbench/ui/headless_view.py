@@ -96,7 +96,8 @@ class HeadlessView(pn.viewable.Viewer):
         self.stop_button.on_click(self.store.starter(self.stop))
         self.deploy_button.on_click(self.store.starter(self.write_deployment))
         for widget in (self.repository, self.out_dir):
-            widget.param.watch(lambda _e: self._enable(), ["value", "value_input"])
+            # a paste changes both at once: the watcher gets one event per changed parameter
+            widget.param.watch(lambda *_events: self._enable(), ["value", "value_input"])
         self._enable()
 
     def __panel__(self) -> pn.viewable.Viewable:
