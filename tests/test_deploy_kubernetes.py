@@ -256,6 +256,10 @@ def test_kubectl_kustomize_renders_the_example_overlay(tmp_path: Path, repositor
     assert sorted(doc["kind"] for doc in documents) == sorted(
         yaml.safe_load((out / "k8s" / name).read_text())["kind"] for name in base)
     assert {doc["metadata"]["namespace"] for doc in documents} == {"models"}
+    # `kubectl apply -k` on a cluster without the Prometheus operator would fail on its kinds
+    assert not {"ServiceMonitor", "PrometheusRule"} & {doc["kind"] for doc in documents}
+    assert {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"} <= \
+        {doc["kind"] for doc in documents}
     [deployment] = [doc for doc in documents if doc["kind"] == "Deployment"]
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == \
         "registry.example.com/digits:1.0"
