@@ -89,7 +89,7 @@ from workbench.frontends.latency_metrics import (
     LatencyObserver,
     parse_quantiles,
 )
-from workbench.frontends.metrics_text import FamilySpec, ModelFamiliesText, Sample
+from workbench.frontends.metrics_text import FamilySpec, ModelFamiliesText, Sample, gauge_text
 from workbench.frontends.system_metrics import SystemReading, SystemSampler
 from workbench.switches import parse_switch
 
@@ -317,6 +317,16 @@ def system_families(reading: SystemReading) -> Iterator[Metric]:
         yield family
 
 
+#: ``workbench_model_ready``'s name and help (:func:`workbench_families`)
+READY_FAMILY = ("workbench_model_ready", "Whether a model version is READY (1) or not (0: loading, "
+                "unloading, unavailable or unloaded)")
+
+
+def _readiness_rows(server: Server) -> list[tuple[list[str], float]]:
+    return [([name, version], 1.0 if is_ready else 0.0)
+            for name, version, is_ready in server.model_readiness()]
+
+
 def workbench_families(server: Server) -> Iterator[Metric]:
     """The families beyond Triton's (Triton exports neither; the alert rules of
     :mod:`workbench.deploy.alerts` need them):
@@ -327,15 +337,17 @@ def workbench_families(server: Server) -> Iterator[Metric]:
       failed before any version loaded). Unlike the ``nv_inference_*`` series,
       an unloaded model stays in the scrape, at 0.
     - ``workbench_repository_polls_total`` / ``workbench_repository_poll_failures_total``
-      (counters, ``poll`` mode only): repository polls and those that failed (scan, sync
-      or apply raised).
+      (counters, ``poll`` mode only): :func:`poll_families`.
     """
-    ready = GaugeMetricFamily("workbench_model_ready",
-                              "Whether a model version is READY (1) or not (0: loading, "
-                              "unloading, unavailable or unloaded)", labels=MODEL_LABELS)
-    for name, version, is_ready in server.model_readiness():
-        ready.add_metric([name, version], 1.0 if is_ready else 0.0)
+    ready = GaugeMetricFamily(*READY_FAMILY, labels=MODEL_LABELS)
+    for labels, value in _readiness_rows(server):
+        ready.add_metric(labels, value)
     yield ready
+    yield from poll_families(server)
+
+
+def poll_families(server: Server) -> Iterator[Metric]:
+    """Repository polls and those that failed (scan, sync or apply raised), ``poll`` mode only."""
     counts = server.poll_counts()
     if counts is not None:
         yield CounterMetricFamily("workbench_repository_polls", "Model repository polls "
@@ -376,17 +388,22 @@ class TritonMetricsCollector(Collector):
         per-model families written by the cached :attr:`model_text` (issue 20: a scrape of
         100 models took ~30 ms on the event loop through ``generate_latest``)."""
         all_stats = self.server.model_statistics()
-        others = _Families(list(self._other_families(all_stats)))
-        return self.model_text.render(all_stats).encode() + generate_latest(others)
+        between = _Families(list(self._latency_and_system_families(all_stats)))
+        ready = gauge_text(*READY_FAMILY, MODEL_LABELS, _readiness_rows(self.server))
+        return b"".join((self.model_text.render(all_stats).encode(), generate_latest(between),
+                         ready.encode(), generate_latest(_Families(list(poll_families(self.server))))))
 
     def _other_families(self, all_stats: list[ModelStatistics]) -> Iterator[Metric]:
+        yield from self._latency_and_system_families(all_stats)
+        yield from workbench_families(self.server)
+
+    def _latency_and_system_families(self, all_stats: list[ModelStatistics]) -> Iterator[Metric]:
         if self.latency is not None and self.latency.buckets_ms:
             yield self.latency.histogram_family(all_stats)
         if self.latency is not None and self.latency.quantiles:
             yield from self.latency.summary_families(all_stats)
         if self.settings.cpu or self.settings.gpu:
             yield from system_families(self.system.latest or self.system.sample())
-        yield from workbench_families(self.server)
 
 
 class _Families:
@@ -464,4 +481,4 @@ def create_metrics_app(render: Callable[[], bytes]) -> Starlette:
 
 
 __all__ = ["CONTENT_TYPE", "MetricsFrontend", "MetricsSettings", "TritonMetricsCollector",
-           "create_metrics_app", "model_families", "system_families", "workbench_families"]
+           "create_metrics_app", "model_families", "poll_families", "system_families", "workbench_families"]
