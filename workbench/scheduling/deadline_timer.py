@@ -120,6 +120,7 @@ class DeadlineTimer:
         self._watched = False
         self._handle: asyncio.TimerHandle | None = None
         self._finalizer: weakref.finalize[[int], DeadlineTimer] | None = None
+        self._due_ns = 0  # the deadline last armed
 
     @property
     def armed(self) -> bool:
@@ -128,6 +129,7 @@ class DeadlineTimer:
 
     def arm(self, due_ns: int) -> None:
         """Fire at ``due_ns`` (``time.monotonic_ns()`` nanoseconds; a past one fires at once)."""
+        self._due_ns = due_ns
         loop = asyncio.get_running_loop()
         if TIMERFD is None:
             if not fallback_warned[0]:
@@ -147,6 +149,13 @@ class DeadlineTimer:
         if not self._watched:
             loop.add_reader(self._fd, self._fired)
             self._loop, self._watched = loop, True
+
+    def arm_earlier(self, due_ns: int) -> None:
+        """:meth:`arm` ``due_ns`` unless the timer is already armed for it or earlier: what a
+        batcher needs when several requests each bring a deadline."""
+        if self.armed and self._due_ns <= due_ns:
+            return
+        self.arm(due_ns)
 
     def cancel(self) -> None:
         """Drop the deadline, if any; the callback will not run for it."""

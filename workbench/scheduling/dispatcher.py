@@ -125,7 +125,6 @@ class Dispatcher(Scheduler):
         self._drained: asyncio.Event | None = None
         #: the policy's next dispatch (:meth:`dispatch_at`), at microsecond precision
         self._dispatch_timer = DeadlineTimer(self._on_dispatch_timer)
-        self._dispatch_due_ns = 0
         #: removed runners still executing, by id: they unload when their execution ends
         self._leaving: dict[int, asyncio.Future[None]] = {}
         #: removed runners the policy still holds (work pinned to them), by id
@@ -238,10 +237,7 @@ class Dispatcher(Scheduler):
         set for an earlier time comes first: how a policy waits out a queue delay without
         blocking the loop. Precise to microseconds where the platform has a timerfd
         (:mod:`~workbench.scheduling.deadline_timer`), as Triton's batcher thread waits."""
-        if self._dispatch_timer.armed and self._dispatch_due_ns <= due_ns:
-            return
-        self._dispatch_due_ns = due_ns
-        self._dispatch_timer.arm(due_ns)
+        self._dispatch_timer.arm_earlier(due_ns)
 
     def _on_dispatch_timer(self) -> None:
         self.dispatch()

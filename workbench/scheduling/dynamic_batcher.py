@@ -72,7 +72,6 @@ class DynamicBatchPolicy(BatchPolicy):
         self._order: deque[Pending] = deque()
         self._held: dict[int, tuple[BackendResponse, ExecutionTimes | None, str]] = {}
         self._timeout_timer = DeadlineTimer(self._on_timeout)
-        self._timeout_due_ns = 0
         self._hold_until = hook_count(DELAY_SCHEDULER)  # queued requests; 0 = not holding
 
     # ------------------------------------------------------------------ admission
@@ -173,10 +172,7 @@ class DynamicBatchPolicy(BatchPolicy):
         due_ns = self._queue.next_deadline_ns()
         if not due_ns:
             return
-        if self._timeout_timer.armed and self._timeout_due_ns <= due_ns:
-            return
-        self._timeout_due_ns = due_ns
-        self._timeout_timer.arm(due_ns)
+        self._timeout_timer.arm_earlier(due_ns)
 
     def _on_timeout(self) -> None:
         self._expire(time.monotonic_ns())
