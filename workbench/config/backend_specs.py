@@ -167,6 +167,10 @@ BUILTIN_BACKENDS: tuple[BackendSpec, ...] = (
                 gpu_capable=True, cpu_instance_count=2),
     BackendSpec("openvino", (ModelFile("model.xml", kind="any"),),
                 "workbench.backends.openvino:OpenVinoBackend"),
+    # no model file: Triton's core detects no fil model from its files, and FIL itself picks
+    # the file from the model_type parameter (workbench.backends.fil_options.MODEL_FILES);
+    # GPU FIL is not served, so KIND_AUTO stays on CPU
+    BackendSpec("fil", (), "workbench.backends.fil:FilBackend"),
     BackendSpec("pytorch", (ModelFile("model.pt", "pytorch_libtorch", aliases=("libtorch",)),
                             ModelFile("model.pt2", "torch_aoti")),
                 "workbench.backends.pytorch:PyTorchBackend", _pytorch_autocomplete,

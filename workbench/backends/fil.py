@@ -1,0 +1,210 @@
+"""FIL backend (``backend: "fil"``): tree models (XGBoost, LightGBM, scikit-learn via Treelite) on CPU.
+
+Follows Triton's fil_backend for the repository layout, the config and the outputs, and runs
+each library's own CPU predictor (:mod:`workbench.backends.fil_predictors`) instead of GPU FIL
+(which needs cuML's FIL, not served here): the outputs equal ``xgboost`` / ``lightgbm`` /
+``treelite.gtil`` predictions cast to float32, bit for bit. Triton's FIL converts every model
+to Treelite and predicts in float32, so for float64 models (LightGBM, scikit-learn) its numbers
+may differ from these in the last bits.
+
+* Files: ``model_type`` (:mod:`workbench.backends.fil_options`) names the format and the
+  default file in the version folder (``xgboost.json``, ``model.txt``, ``checkpoint.tl`` ...);
+  ``default_model_filename`` overrides it. The library is imported on the first load of its
+  type, so the server runs without any of them; a load without it says what to install.
+* Tensors, as FIL: one input ``input__0`` TYPE_FP32 ``[n_features]`` (batch dimension first;
+  with ``max_batch_size: 0`` ``[rows, n_features]``), one output ``output__0`` TYPE_FP32:
+  ``[1]`` the class index (``is_classifier``; a binary one is 1 where ``p > threshold``) or the
+  regression value; with ``predict_proba`` ``[n_classes]`` probabilities, a binary classifier
+  ``[1]`` (the positive class's, FIL's default) or ``[2]`` (``[1 - p, p]``, as
+  ``predict_proba``). FIL's ``treeshap_output`` is not served (the load says so).
+* The load checks the config against the model: names, FP32, the number of features and the
+  output width; a mismatch fails the load with the text of what differs.
+* KIND_GPU fails the load (no GPU FIL here); KIND_CPU and KIND_AUTO run on CPU. No
+  auto-complete: Triton's FIL backend has none, the config gives the tensors.
+* A batch of requests is joined along the batch dimension, predicted once and split back
+  (:mod:`workbench.backends.batching`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from tritonclient.grpc.model_config_pb2 import DataType, ModelConfig
+
+from workbench.backends.base import (
+    Backend,
+    BackendRequest,
+    BackendResponse,
+    ExecutionTimes,
+    InstanceSpec,
+    ModelInstance,
+)
+from workbench.backends.batching import gather_inputs, split_outputs
+from workbench.backends.fil_options import FilOptions, fil_options
+from workbench.backends.fil_predictors import TreePredictor, load_predictor
+from workbench.errors import InternalError, ModelLoadError
+
+log = logging.getLogger("workbench.backends.fil")
+
+INPUT_NAME = "input__0"
+OUTPUT_NAME = "output__0"
+SHAP_OUTPUT = "treeshap_output"
+
+
+class FilBackend(Backend):
+    """Creates :class:`FilInstance` objects; logs the config's GPU-layout hints once per load."""
+
+    def __init__(self) -> None:
+        self._logged = False
+        self._lock = threading.Lock()
+
+    def load_instance(
+        self, config: ModelConfig, version_dir: Path, spec: InstanceSpec
+    ) -> ModelInstance:
+        options = fil_options(config)
+        with self._lock:
+            first, self._logged = not self._logged, True
+        if first:
+            _log_options(config.name, options)
+        return FilInstance(config, version_dir, spec, options)
+
+
+def _log_options(model: str, options: FilOptions) -> None:
+    if options.hints:
+        log.info(
+            "model '%s': FIL GPU-layout parameters %s accepted with no effect: the fil backend "
+            "runs the libraries' CPU predictors, which pick their own layout",
+            model, ", ".join(f"{k}={v}" for k, v in sorted(options.hints.items())),
+        )
+
+
+class FilInstance(ModelInstance):
+    """One tree model loaded with its library, predicting on CPU.
+
+    Raises (at construction):
+        ModelLoadError: KIND_GPU; the library missing; the model file missing or unreadable;
+            a config whose tensors disagree with FIL's names, FP32 or the model (features,
+            output width).
+    """
+
+    def __init__(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec,
+                 options: FilOptions) -> None:
+        super().__init__(spec)
+        name = config.name
+        if spec.kind == "KIND_GPU":
+            raise ModelLoadError(
+                f"unable to load model '{name}': instance group '{spec.group_name}' is KIND_GPU "
+                "but the fil backend runs the tree libraries' CPU predictors (GPU FIL needs "
+                "cuML's FIL, not served here); use KIND_CPU or KIND_AUTO"
+            )
+        self._model_name = name
+        self._options = options
+        _check_names_and_types(config)
+        path = version_dir / (config.default_model_filename or options.model_filename)
+        self._predictor: TreePredictor = load_predictor(
+            name, options.model_type, path, options.cpu_nthread)
+        probe = self._predictor.predict(np.zeros((1, self._predictor.n_features), np.float32))
+        self._width = int(probe.shape[1])
+        self._out_width = _check_dims(config, options, self._predictor.n_features, self._width)
+
+    def execute(
+        self, requests: Sequence[BackendRequest], times: ExecutionTimes
+    ) -> list[BackendResponse]:
+        feed, sizes = gather_inputs(requests, (INPUT_NAME,), model=self._model_name)
+        x = np.ascontiguousarray(feed[INPUT_NAME], dtype=np.float32)
+        times.mark_input_done()
+        try:
+            raw = self._predictor.predict(x)
+        except Exception as exc:  # noqa: BLE001 - each library raises its own error types
+            raise InternalError(
+                f"fil backend failed to run model '{self._model_name}': {type(exc).__name__}: {exc}"
+            ) from None
+        outputs = {OUTPUT_NAME: fil_output(raw, self._options, self._out_width)}
+        times.mark_infer_done()
+        return split_outputs(requests, outputs, sizes)
+
+    def unload(self) -> None:
+        self.__dict__.pop("_predictor", None)
+
+
+def fil_output(raw: np.ndarray, options: FilOptions, out_width: int) -> np.ndarray:
+    """FIL's ``output__0`` from a library prediction ``raw`` ``[rows, width]``, FP32 ``[rows, out_width]``.
+
+    Computed in ``raw``'s dtype and cast to float32 last, so it equals the library's
+    ``predict_proba`` / ``predict`` cast to float32: a classifier without ``predict_proba``
+    gives the class index (binary: ``p > threshold``; else the argmax), a binary one with it
+    ``[p]`` or ``[1 - p, p]`` (``out_width`` 2), everything else ``raw`` itself.
+    """
+    if options.is_classifier and not options.predict_proba:
+        if raw.shape[1] == 1:
+            out = (raw > options.threshold).astype(np.float32)
+        else:
+            out = np.argmax(raw, axis=1).astype(np.float32).reshape(-1, 1)
+    elif options.is_classifier and raw.shape[1] == 1 and out_width == 2:
+        out = np.concatenate([1 - raw, raw], axis=1)
+    else:
+        out = raw
+    return out.astype(np.float32, copy=False)
+
+
+def _check_names_and_types(config: ModelConfig) -> None:
+    """One FP32 input ``input__0``, one FP32 output ``output__0`` (FIL's fixed names).
+
+    Raises:
+        ModelLoadError: another name, count or datatype; ``treeshap_output`` (not served).
+    """
+    name = config.name
+    for kind, entries, expected in (("input", config.input, INPUT_NAME),
+                                    ("output", config.output, OUTPUT_NAME)):
+        names = [e.name for e in entries]
+        if SHAP_OUTPUT in names:
+            raise ModelLoadError(
+                f"unable to load model '{name}': output '{SHAP_OUTPUT}' (FIL's SHAP values) is "
+                "not served by this fil backend; remove it from the model configuration"
+            )
+        if names != [expected]:
+            raise ModelLoadError(
+                f"unable to load model '{name}': the fil backend takes exactly one {kind} named "
+                f"'{expected}', the model configuration has {names}"
+            )
+        data_type = DataType.Name(entries[0].data_type)
+        if data_type != "TYPE_FP32":
+            raise ModelLoadError(
+                f"unable to load model '{name}', configuration expects datatype {data_type} for "
+                f"{kind} '{expected}', the fil backend provides TYPE_FP32"
+            )
+
+
+def _check_dims(config: ModelConfig, options: FilOptions, n_features: int, width: int) -> int:
+    """The input's dims hold the model's feature count, the output's the width FIL writes.
+
+    Returns the output's width (its last dim). Raises ModelLoadError on a mismatch.
+    """
+    name = config.name
+    batching = config.max_batch_size > 0
+    rank = 1 if batching else 2
+    where = "" if batching else " (max_batch_size 0: [rows, columns])"
+    in_dims, out_dims = list(config.input[0].dims), list(config.output[0].dims)
+    if len(in_dims) != rank or in_dims[-1] != n_features:
+        raise ModelLoadError(
+            f"unable to load model '{name}': input '{INPUT_NAME}' has dims {in_dims} but the model "
+            f"takes {n_features} features: dims must be {[n_features] if batching else [-1, n_features]}"
+            f"{where}"
+        )
+    if not options.is_classifier or not options.predict_proba:
+        allowed = [1] if options.is_classifier else [width]
+        what = "the class index" if options.is_classifier else "the prediction"
+    else:
+        allowed = [1, 2] if width == 1 else [width]
+        what = f"{'binary' if width == 1 else width}-class probabilities (predict_proba)"
+    if len(out_dims) != rank or out_dims[-1] not in allowed:
+        shown = " or ".join(str([w] if batching else [-1, w]) for w in allowed)
+        raise ModelLoadError(
+            f"unable to load model '{name}': output '{OUTPUT_NAME}' has dims {out_dims} but the "
+            f"model returns {what}: dims must be {shown}{where}"
+        )
+    return int(out_dims[-1])
