@@ -23,7 +23,7 @@ from workbench import InferenceRequest, Server, ServerOptions, Tensor
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
 treelite = pytest.importorskip("treelite")
-import treelite.gtil  # noqa: E402
+import treelite.gtil  # noqa: E402, F811  # the submodule (importorskip gave the package)
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris  # noqa: E402
 from sklearn.ensemble import GradientBoostingClassifier  # noqa: E402
 
