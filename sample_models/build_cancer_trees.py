@@ -103,7 +103,7 @@ def _train_lightgbm(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, path: Path
                                deterministic=True, force_row_wise=True, verbose=-1)
     model.fit(x, y)
     model.booster_.save_model(str(path))
-    return model.predict_proba(x_test), f"lightgbm {lgb.__version__}"
+    return np.asarray(model.predict_proba(x_test)), f"lightgbm {lgb.__version__}"
 
 
 def _train_sklearn(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, path: Path) -> tuple[np.ndarray, str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ def _f32(a) -> np.ndarray:
     return np.asarray(a).astype(np.float32)
 
 
-def _gtil(model) -> np.ndarray:
+def _gtil(model) -> Callable[[np.ndarray], np.ndarray]:
     return lambda x: np.asarray(treelite.gtil.predict(model, x)).reshape(len(x), -1)
 
 
@@ -212,7 +213,7 @@ async def test_default_model_filename_and_max_batch_size_0(tmp_path: Path, train
     assert np.array_equal(response.outputs[0].data, _f32(trained.xgb_bin.predict_proba(trained.x_bin)))
 
 
-LOAD_ERRORS = [
+LOAD_ERRORS: list[tuple[dict[str, str | None], dict[str, str], str]] = [
     ({"model_type": "catboost"}, {},
      "catboost not recognized as a valid serialization format; the fil backend's model_type is one of"),
     ({"is_classifier": None}, {}, "needs the parameter 'is_classifier' (or the older 'output_class')"),
@@ -235,13 +236,19 @@ LOAD_ERRORS = [
 
 async def test_load_errors_are_clear(tmp_path: Path, trained) -> None:
     for index, (params, io, _) in enumerate(LOAD_ERRORS):
-        full = {"model_type": "xgboost_json", "is_classifier": "true", "predict_proba": "true", **params}
+        full: dict[str, str | None] = {"model_type": "xgboost_json", "is_classifier": "true",
+                                       "predict_proba": "true", **params}
         kw = {"in_dims": "30", "out_dims": "2", **io}
         text = kw.pop("write", None)
-        writer = ((lambda p, text=text: p.write_text(text)) if text is not None
-                  else (lambda p: trained.xgb_bin.get_booster().save_model(str(p))))
+
+        def writer(p: Path, text: str | None = text) -> None:
+            if text is not None:
+                p.write_text(text)
+            else:
+                trained.xgb_bin.get_booster().save_model(str(p))
+
         write_fil(tmp_path, f"bad{index}", "xgboost.json", writer,
-                  {k: v for k, v in full.items() if v is not None}, **kw)
+                  {k: v for k, v in full.items() if v is not None}, **kw)  # type: ignore[arg-type]
     async with Server(ServerOptions(model_repository=[str(tmp_path)], exit_on_error=False)) as server:
         rows = {row["name"]: row for row in await server.repository_index()}
     for index, (_, _, reason) in enumerate(LOAD_ERRORS):
@@ -330,3 +337,19 @@ def test_samples_through_tritonclient(fil_server, sample_repository: Path, model
     assert proba.dtype == np.float32 and proba.shape == (len(x_test), 2)
     assert np.array_equal(proba, _library_proba(model, x_test, sample_repository))
     assert float((proba.argmax(axis=1) == y_test).mean()) >= MIN_ACCURACY
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_classify_cancer_example(fil_server, protocol: str, capsys) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "classify_cancer.py"
+    spec = importlib.util.spec_from_file_location("classify_cancer", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    url = fil_server.url if protocol == "http" else fil_server.grpc_url
+    assert example.main(["--url", url, "--protocol", protocol]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == list(SAMPLES)
+    assert all("on 143 held-out rows (ok" in line for line in lines), lines
