@@ -353,3 +353,65 @@ def test_classify_cancer_example(fil_server, protocol: str, capsys) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines] == list(SAMPLES)
     assert all("on 143 held-out rows (ok" in line for line in lines), lines
+
+
+def test_predictor_threads_default_leaves_two_cpus_and_the_config_wins(monkeypatch) -> None:
+    from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+    from workbench.backends import fil_options as fo
+
+    def config(**params: str) -> ModelConfig:
+        c = ModelConfig(name="m")
+        for k, v in {"is_classifier": "true", **params}.items():
+            c.parameters[k].string_value = v
+        return c
+
+    monkeypatch.setattr(fo.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert fo.fil_options(config()).cpu_nthread == 1  # 2 CPUs: one predictor thread
+    monkeypatch.setattr(fo.os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert fo.fil_options(config()).cpu_nthread == 14
+    assert fo.fil_options(config(cpu_nthread="-1")).cpu_nthread == -1  # FIL's "all cores"
+    assert fo.fil_options(config(cpu_nthread="3")).cpu_nthread == 3
+
+
+#: a config laid out as Triton fil_backend's own QA writes them (parameters as a list, no
+#: count, KIND_CPU, a large max_batch_size, GPU-only layout keys)
+FIL_QA_CONFIG = """name: "qa_layout"
+backend: "fil"
+max_batch_size: 8192
+input [
+ {
+    name: "input__0"
+    data_type: TYPE_FP32
+    dims: [ 4 ]
+  }
+]
+output [
+ {
+    name: "output__0"
+    data_type: TYPE_FP32
+    dims: [ 3 ]
+  }
+]
+instance_group [{ kind: KIND_CPU }]
+parameters [
+  { key: "model_type" value: { string_value: "lightgbm" } },
+  { key: "predict_proba" value: { string_value: "true" } },
+  { key: "is_classifier" value: { string_value: "true" } },
+  { key: "threshold" value: { string_value: "0.5" } },
+  { key: "layout" value: { string_value: "depth_first" } },
+  { key: "xgboost_allow_unknown_field" value: { string_value: "true" } }
+]
+
+dynamic_batching { }"""
+
+
+async def test_a_config_in_fil_backends_own_layout_loads_unchanged(tmp_path: Path, trained) -> None:
+    folder = tmp_path / "qa_layout"
+    (folder / "1").mkdir(parents=True)
+    trained.lgb_multi.booster_.save_model(str(folder / "1" / "model.txt"))
+    (folder / "config.pbtxt").write_text(FIL_QA_CONFIG)
+    options = ServerOptions(model_repository=[str(tmp_path)], exit_on_error=False, strict_model_config=True)
+    async with Server(options) as server:
+        response = await server.infer(InferenceRequest("qa_layout", [Tensor("input__0", "FP32", trained.x_multi)]))
+    assert np.array_equal(response.outputs[0].data, _f32(trained.lgb_multi.predict_proba(trained.x_multi)))

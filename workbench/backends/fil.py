@@ -74,6 +74,9 @@ class FilBackend(Backend):
 
 
 def _log_options(model: str, options: FilOptions) -> None:
+    threads = "the library's default (all cores)" if options.cpu_nthread <= 0 else options.cpu_nthread
+    log.info("model '%s': model_type %s on the library's CPU predictor, threads %s", model,
+             options.model_type, threads)
     if options.hints:
         log.info(
             "model '%s': FIL GPU-layout parameters %s accepted with no effect: the fil backend "
