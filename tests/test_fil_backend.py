@@ -93,6 +93,15 @@ def trained() -> Trained:
     )
 
 
+def save_booster(model, path: Path) -> None:
+    """An xgboost model as ``path``: JSON / UBJSON by the suffix, else UBJSON bytes (the
+    format xgboost writes for any other name, without its warning about it)."""
+    if path.suffix in (".json", ".ubj"):
+        model.get_booster().save_model(str(path))
+    else:
+        path.write_bytes(model.get_booster().save_raw("ubj"))
+
+
 def _f32(a) -> np.ndarray:
     return np.asarray(a).astype(np.float32)
 
@@ -104,7 +113,7 @@ def _gtil(model) -> Callable[[np.ndarray], np.ndarray]:
 def _cases(t: Trained) -> list[tuple[str, str, str, Any, dict[str, str], str, np.ndarray, np.ndarray]]:
     """(model name, model_type, file, writer, params, output dims, rows, expected FP32 output)."""
     def booster(model):
-        return lambda p: model.get_booster().save_model(str(p))
+        return lambda p: save_booster(model, p)
 
     def lgb_writer(model):
         return lambda p: model.booster_.save_model(str(p))
@@ -205,7 +214,7 @@ async def test_concurrent_requests_are_batched(tmp_path: Path, trained) -> None:
 
 
 async def test_default_model_filename_and_max_batch_size_0(tmp_path: Path, trained) -> None:
-    write_fil(tmp_path, "nobatch", "trees.bin", lambda p: trained.xgb_bin.get_booster().save_model(str(p)),
+    write_fil(tmp_path, "nobatch", "trees.bin", lambda p: save_booster(trained.xgb_bin, p),
         {"model_type": "xgboost_ubj", "is_classifier": "true", "predict_proba": "true"},
         in_dims="-1, 30", out_dims="-1, 2", mbs=0, extra='default_model_filename: "trees.bin"\n')
     async with Server(ServerOptions(model_repository=[str(tmp_path)], exit_on_error=False)) as server:
@@ -310,6 +319,7 @@ def _library_proba(model: str, x: np.ndarray, repo: Path) -> np.ndarray:
     return _f32(np.stack([1 - p, p], axis=1))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 @pytest.mark.parametrize("model", SAMPLES)
 def test_samples_through_tritonclient(fil_server, sample_repository: Path, model: str, protocol: str) -> None:
@@ -339,6 +349,7 @@ def test_samples_through_tritonclient(fil_server, sample_repository: Path, model
     assert float((proba.argmax(axis=1) == y_test).mean()) >= MIN_ACCURACY
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_classify_cancer_example(fil_server, protocol: str, capsys) -> None:
     import importlib.util
