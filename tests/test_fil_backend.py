@@ -334,6 +334,8 @@ def test_samples_through_tritonclient(fil_server, sample_repository: Path, model
     client = module.InferenceServerClient(fil_server.url if protocol == "http" else fil_server.grpc_url)
     try:
         assert client.is_model_ready(model)
+        metadata = client.get_model_metadata(model)
+        assert (metadata["platform"] if protocol == "http" else metadata.platform) == "fil"
         chunks = []
         for start in range(0, len(x_test), 64):
             rows = x_test[start : start + 64]
@@ -426,3 +428,20 @@ async def test_a_config_in_fil_backends_own_layout_loads_unchanged(tmp_path: Pat
     async with Server(options) as server:
         response = await server.infer(InferenceRequest("qa_layout", [Tensor("input__0", "FP32", trained.x_multi)]))
     assert np.array_equal(response.outputs[0].data, _f32(trained.lgb_multi.predict_proba(trained.x_multi)))
+
+
+def test_auto_complete_leaves_the_file_to_model_type(tmp_path: Path) -> None:
+    """Triton's core detects no fil model from its files and fills no default_model_filename for
+    ``backend: "fil"``: FIL takes the file name from model_type (else lightgbm's model.txt
+    would be looked up as xgboost.model)."""
+    from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+    from workbench import InvalidModelConfig
+    from workbench.config import autocomplete_model_config
+
+    (tmp_path / "trees" / "1").mkdir(parents=True)
+    (tmp_path / "trees" / "1" / "model.txt").write_text("tree\n")
+    completed = autocomplete_model_config(ModelConfig(backend="fil"), "trees", tmp_path / "trees")
+    assert completed.backend == "fil" and completed.default_model_filename == "" and not completed.platform
+    with pytest.raises(InvalidModelConfig, match="Could not determine backend"):
+        autocomplete_model_config(None, "trees", tmp_path / "trees")
