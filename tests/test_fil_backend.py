@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from workbench import InferenceRequest, Server, ServerOptions, Tensor
+from workbench.types import RequestedOutput
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -33,7 +34,7 @@ name: "{name}"
 backend: "fil"
 max_batch_size: {mbs}
 input [ {{ name: "input__0" data_type: {in_type} dims: [ {in_dims} ] }} ]
-output [ {{ name: "{out_name}" data_type: TYPE_FP32 dims: [ {out_dims} ] }} ]
+output [ {{ name: "{out_name}" data_type: TYPE_FP32 dims: [ {out_dims} ] }}{shap} ]
 instance_group [ {{ count: 1 kind: {kind} }} ]
 dynamic_batching {{ max_queue_delay_microseconds: 20000 }}
 {params}
@@ -42,8 +43,10 @@ dynamic_batching {{ max_queue_delay_microseconds: 20000 }}
 
 def write_fil(repo: Path, name: str, filename: str, write, params: dict[str, str], *,
               in_dims: str, out_dims: str, mbs: int = 64, in_type: str = "TYPE_FP32",
-              out_name: str = "output__0", kind: str = "KIND_CPU", extra: str = "") -> None:
-    """A fil model folder: ``config.pbtxt`` and ``1/<filename>`` written by ``write(path)``."""
+              out_name: str = "output__0", kind: str = "KIND_CPU", extra: str = "",
+              shap_dims: str = "") -> None:
+    """A fil model folder: ``config.pbtxt`` and ``1/<filename>`` written by ``write(path)``;
+    with ``shap_dims`` a second output ``treeshap_output`` of those dims."""
     folder = repo / name
     (folder / "1").mkdir(parents=True)
     if write is not None:
@@ -52,7 +55,9 @@ def write_fil(repo: Path, name: str, filename: str, write, params: dict[str, str
                    for k, v in params.items())
     (folder / "config.pbtxt").write_text(CONFIG.format(
         name=name, mbs=mbs, in_type=in_type, in_dims=in_dims, out_name=out_name,
-        out_dims=out_dims, kind=kind, params=text) + extra)
+        out_dims=out_dims, kind=kind, params=text,
+        shap=(f', {{ name: "treeshap_output" data_type: TYPE_FP32 dims: [ {shap_dims} ] }}'
+              if shap_dims else "")) + extra)
 
 
 @dataclass
@@ -234,9 +239,11 @@ LOAD_ERRORS: list[tuple[dict[str, str | None], dict[str, str], str]] = [
     ({"predict_proba": "false"}, {}, "output 'output__0' has dims [2] but the model returns the class index"),
     ({}, {"in_type": "TYPE_FP64"}, "configuration expects datatype TYPE_FP64 for input 'input__0', "
                                    "the fil backend provides TYPE_FP32"),
-    ({}, {"out_name": "probabilities"}, "takes exactly one output named 'output__0', the model "
-                                        "configuration has ['probabilities']"),
-    ({}, {"out_name": "treeshap_output"}, "output 'treeshap_output' (FIL's SHAP values) is not served"),
+    ({}, {"out_name": "probabilities"}, "takes an output named 'output__0' and optionally one named "
+                                        "'treeshap_output', the model configuration has ['probabilities']"),
+    ({}, {"out_name": "treeshap_output"}, "the model configuration has ['treeshap_output']"),
+    ({}, {"shap_dims": "30"}, "output 'treeshap_output' has dims [30] but the model's SHAP values are "
+                              "[31] (the features and the bias)"),
     ({}, {"kind": "KIND_GPU"}, "is KIND_GPU but the fil backend runs the tree libraries' CPU predictors"),
     ({"model_type": "lightgbm"}, {}, "model file not found: "),
     ({}, {"write": "not a model"}, "xgboost cannot read 'xgboost.json' as model_type 'xgboost_json'"),
@@ -445,3 +452,40 @@ def test_auto_complete_leaves_the_file_to_model_type(tmp_path: Path) -> None:
     assert completed.backend == "fil" and completed.default_model_filename == "" and not completed.platform
     with pytest.raises(InvalidModelConfig, match="Could not determine backend"):
         autocomplete_model_config(None, "trees", tmp_path / "trees")
+
+
+async def test_treeshap_output_is_the_librarys_own_shap(tmp_path: Path, trained) -> None:
+    """FIL's optional ``treeshap_output``: xgboost ``pred_contribs`` / lightgbm ``pred_contrib``
+    exactly, [n_features + 1] (binary) or [n_classes, n_features + 1]; only when requested."""
+    t = trained
+    proba = {"is_classifier": "true", "predict_proba": "true"}
+    xgb_shap = lambda m, x: m.get_booster().predict(xgb.DMatrix(x), pred_contribs=True)  # noqa: E731
+    cases = [
+        ("xgb_bin", "xgboost_json", "xgboost.json", lambda p: save_booster(t.xgb_bin, p), "2", "31",
+         t.x_bin, _f32(xgb_shap(t.xgb_bin, t.x_bin))),
+        ("xgb_multi", "xgboost_json", "xgboost.json", lambda p: save_booster(t.xgb_multi, p), "3", "3, 5",
+         t.x_multi, _f32(xgb_shap(t.xgb_multi, t.x_multi))),
+        ("lgb_bin", "lightgbm", "model.txt", lambda p: t.lgb_bin.booster_.save_model(str(p)), "2", "31",
+         t.x_bin, _f32(t.lgb_bin.booster_.predict(t.x_bin, pred_contrib=True))),
+        ("lgb_multi", "lightgbm", "model.txt", lambda p: t.lgb_multi.booster_.save_model(str(p)), "3",
+         "3, 5", t.x_multi, _f32(t.lgb_multi.booster_.predict(t.x_multi, pred_contrib=True)).reshape(-1, 3, 5)),
+    ]
+    for name, model_type, filename, writer, out_dims, shap_dims, x, _ in cases:
+        write_fil(tmp_path, name, filename, writer, {**proba, "model_type": model_type},
+                  in_dims=str(x.shape[1]), out_dims=out_dims, shap_dims=shap_dims)
+    write_fil(tmp_path, "skl", "checkpoint.tl",
+              lambda p: treelite.sklearn.import_model(t.skl_bin).serialize(str(p)),
+              {**proba, "model_type": "treelite_checkpoint"}, in_dims="30", out_dims="2", shap_dims="31")
+    async with Server(ServerOptions(model_repository=[str(tmp_path)], exit_on_error=False)) as server:
+        rows = {row["name"]: row for row in await server.repository_index()}
+        for name, *_, x, expected in cases:
+            request = InferenceRequest(name, [Tensor("input__0", "FP32", x)])
+            out = {o.name: o.data for o in (await server.infer(request)).outputs}
+            assert set(out) == {"output__0", "treeshap_output"}, name
+            assert out["treeshap_output"].shape == expected.shape, name
+            assert np.array_equal(out["treeshap_output"], expected), name
+            only = InferenceRequest(name, [Tensor("input__0", "FP32", x)], outputs=[RequestedOutput("output__0")])
+            assert [o.name for o in (await server.infer(only)).outputs] == ["output__0"]
+    assert rows["skl"]["state"] == "UNAVAILABLE"
+    assert ("output 'treeshap_output' needs SHAP values, which model_type 'treelite_checkpoint' "
+            "does not give") in rows["skl"]["reason"]

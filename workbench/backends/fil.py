@@ -16,7 +16,11 @@ may differ from these in the last bits.
   ``[1]`` the class index (``is_classifier``; a binary one is 1 where ``p > threshold``) or the
   regression value; with ``predict_proba`` ``[n_classes]`` probabilities, a binary classifier
   ``[1]`` (the positive class's, FIL's default) or ``[2]`` (``[1 - p, p]``, as
-  ``predict_proba``). FIL's ``treeshap_output`` is not served (the load says so).
+  ``predict_proba``). FIL's optional second output ``treeshap_output`` FP32 (SHAP values,
+  ``[n_features + 1]`` for a binary classifier or a regressor, ``[n_classes, n_features + 1]``
+  else; the last column the bias) is the library's own TreeSHAP (xgboost ``pred_contribs``,
+  lightgbm ``pred_contrib``), computed only for requests that ask for it; Treelite's GTIL has
+  none, so a ``treelite_checkpoint`` model with it fails the load.
 * The load checks the config against the model: names, FP32, the number of features and the
   output width; a mismatch fails the load with the text of what differs.
 * KIND_GPU fails the load (no GPU FIL here); KIND_CPU and KIND_AUTO run on CPU. No
@@ -33,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from tritonclient.grpc.model_config_pb2 import DataType, ModelConfig
+from tritonclient.grpc.model_config_pb2 import DataType, ModelConfig, ModelOutput
 
 from workbench.backends.base import (
     Backend,
@@ -43,7 +47,7 @@ from workbench.backends.base import (
     InstanceSpec,
     ModelInstance,
 )
-from workbench.backends.batching import gather_inputs, split_outputs
+from workbench.backends.batching import gather_inputs, requested_union, split_outputs
 from workbench.backends.fil_options import FilOptions, fil_options
 from workbench.backends.fil_predictors import TreePredictor, load_predictor
 from workbench.errors import InternalError, ModelLoadError
@@ -91,7 +95,7 @@ class FilInstance(ModelInstance):
     Raises (at construction):
         ModelLoadError: KIND_GPU; the library missing; the model file missing or unreadable;
             a config whose tensors disagree with FIL's names, FP32 or the model (features,
-            output width).
+            output width, SHAP dims; SHAP for a treelite_checkpoint).
     """
 
     def __init__(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec,
@@ -113,20 +117,29 @@ class FilInstance(ModelInstance):
         probe = self._predictor.predict(np.zeros((1, self._predictor.n_features), np.float32))
         self._width = int(probe.shape[1])
         self._out_width = _check_dims(config, options, self._predictor.n_features, self._width)
+        self._outputs = [o.name for o in config.output]
+        if SHAP_OUTPUT in self._outputs:
+            _check_shap(config, options, self._predictor)
 
     def execute(
         self, requests: Sequence[BackendRequest], times: ExecutionTimes
     ) -> list[BackendResponse]:
         feed, sizes = gather_inputs(requests, (INPUT_NAME,), model=self._model_name)
         x = np.ascontiguousarray(feed[INPUT_NAME], dtype=np.float32)
+        names = requested_union(requests, self._outputs)
         times.mark_input_done()
+        outputs = {}
         try:
-            raw = self._predictor.predict(x)
+            if OUTPUT_NAME in names:
+                raw = self._predictor.predict(x)
+                outputs[OUTPUT_NAME] = fil_output(raw, self._options, self._out_width)
+            if SHAP_OUTPUT in names:
+                shap = self._predictor.contributions(x).astype(np.float32, copy=False)
+                outputs[SHAP_OUTPUT] = shap[:, 0] if shap.shape[1] == 1 else shap
         except Exception as exc:  # noqa: BLE001 - each library raises its own error types
             raise InternalError(
                 f"fil backend failed to run model '{self._model_name}': {type(exc).__name__}: {exc}"
             ) from None
-        outputs = {OUTPUT_NAME: fil_output(raw, self._options, self._out_width)}
         times.mark_infer_done()
         return split_outputs(requests, outputs, sizes)
 
@@ -155,31 +168,71 @@ def fil_output(raw: np.ndarray, options: FilOptions, out_width: int) -> np.ndarr
 
 
 def _check_names_and_types(config: ModelConfig) -> None:
-    """One FP32 input ``input__0``, one FP32 output ``output__0`` (FIL's fixed names).
+    """One FP32 input ``input__0``; FP32 outputs ``output__0`` and optionally ``treeshap_output``
+    (FIL's fixed names), in any order.
 
     Raises:
-        ModelLoadError: another name, count or datatype; ``treeshap_output`` (not served).
+        ModelLoadError: another name, count or datatype.
     """
     name = config.name
-    for kind, entries, expected in (("input", config.input, INPUT_NAME),
-                                    ("output", config.output, OUTPUT_NAME)):
-        names = [e.name for e in entries]
-        if SHAP_OUTPUT in names:
-            raise ModelLoadError(
-                f"unable to load model '{name}': output '{SHAP_OUTPUT}' (FIL's SHAP values) is "
-                "not served by this fil backend; remove it from the model configuration"
-            )
-        if names != [expected]:
-            raise ModelLoadError(
-                f"unable to load model '{name}': the fil backend takes exactly one {kind} named "
-                f"'{expected}', the model configuration has {names}"
-            )
-        data_type = DataType.Name(entries[0].data_type)
-        if data_type != "TYPE_FP32":
-            raise ModelLoadError(
-                f"unable to load model '{name}', configuration expects datatype {data_type} for "
-                f"{kind} '{expected}', the fil backend provides TYPE_FP32"
-            )
+    inputs = [e.name for e in config.input]
+    if inputs != [INPUT_NAME]:
+        raise ModelLoadError(
+            f"unable to load model '{name}': the fil backend takes exactly one input named "
+            f"'{INPUT_NAME}', the model configuration has {inputs}"
+        )
+    outputs = [e.name for e in config.output]
+    if OUTPUT_NAME not in outputs or len(outputs) != len(set(outputs)) or not set(outputs) <= {
+            OUTPUT_NAME, SHAP_OUTPUT}:
+        raise ModelLoadError(
+            f"unable to load model '{name}': the fil backend takes an output named "
+            f"'{OUTPUT_NAME}' and optionally one named '{SHAP_OUTPUT}', the model configuration "
+            f"has {outputs}"
+        )
+    for kind, entries in (("input", config.input), ("output", config.output)):
+        for entry in entries:
+            data_type = DataType.Name(entry.data_type)
+            if data_type != "TYPE_FP32":
+                raise ModelLoadError(
+                    f"unable to load model '{name}', configuration expects datatype {data_type} "
+                    f"for {kind} '{entry.name}', the fil backend provides TYPE_FP32"
+                )
+
+
+def _output(config: ModelConfig, output: str) -> ModelOutput:
+    """The config's output entry named ``output`` (checked to exist)."""
+    return next(o for o in config.output if o.name == output)
+
+
+def _check_shap(config: ModelConfig, options: FilOptions, predictor: TreePredictor) -> None:
+    """``treeshap_output``'s dims are FIL's: ``[n_features + 1]``, or ``[n_classes,
+    n_features + 1]`` for a multi-class classifier (batch dim first / ``[rows, ...]`` with
+    ``max_batch_size: 0``), and the library computes SHAP values.
+
+    Raises:
+        ModelLoadError: other dims, or a model_type without SHAP (treelite_checkpoint).
+    """
+    name = config.name
+    try:
+        groups = predictor.contributions(np.zeros((1, predictor.n_features), np.float32)).shape[1]
+    except NotImplementedError:
+        raise ModelLoadError(
+            f"unable to load model '{name}': output '{SHAP_OUTPUT}' needs SHAP values, which "
+            f"model_type '{options.model_type}' does not give here (Treelite's GTIL has no "
+            "TreeSHAP); the xgboost and lightgbm model types have them"
+        ) from None
+    expected = [predictor.n_features + 1] if groups == 1 else [groups, predictor.n_features + 1]
+    if config.max_batch_size == 0:
+        expected = [-1, *expected]
+    dims = [int(d) for d in _output(config, SHAP_OUTPUT).dims]
+    fits = len(dims) == len(expected) and all(
+        d == e or (i == 0 and config.max_batch_size == 0) for i, (d, e) in enumerate(zip(dims, expected, strict=True)))
+    if not fits:
+        raise ModelLoadError(
+            f"unable to load model '{name}': output '{SHAP_OUTPUT}' has dims {dims} but the "
+            f"model's SHAP values are {expected} (the features and the bias"
+            f"{'' if groups == 1 else ', per class'})"
+        )
 
 
 def _check_dims(config: ModelConfig, options: FilOptions, n_features: int, width: int) -> int:
@@ -191,7 +244,7 @@ def _check_dims(config: ModelConfig, options: FilOptions, n_features: int, width
     batching = config.max_batch_size > 0
     rank = 1 if batching else 2
     where = "" if batching else " (max_batch_size 0: [rows, columns])"
-    in_dims, out_dims = list(config.input[0].dims), list(config.output[0].dims)
+    in_dims, out_dims = list(config.input[0].dims), list(_output(config, OUTPUT_NAME).dims)
     if len(in_dims) != rank or in_dims[-1] != n_features:
         raise ModelLoadError(
             f"unable to load model '{name}': input '{INPUT_NAME}' has dims {in_dims} but the model "

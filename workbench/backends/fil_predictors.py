@@ -45,6 +45,16 @@ class TreePredictor(ABC):
         library's dtype: probabilities for classifiers (one column for a binary one), the
         prediction for regressors (after the objective's transform, as the library's predict)."""
 
+    def contributions(self, x: np.ndarray) -> np.ndarray:
+        """SHAP values of ``x`` (FP32 ``[rows, n_features]``) by the library's own TreeSHAP:
+        ``[rows, groups, n_features + 1]`` (the last column the bias; ``groups`` 1 for binary
+        classifiers and regressors, else the number of classes), the library's dtype.
+
+        Raises:
+            NotImplementedError: the library has no SHAP (Treelite's GTIL).
+        """
+        raise NotImplementedError
+
 
 class XGBoostPredictor(TreePredictor):
     """An xgboost ``Booster`` (JSON, UBJSON or the binary format; xgboost detects which)."""
@@ -54,11 +64,17 @@ class XGBoostPredictor(TreePredictor):
         self._booster.load_model(bytearray(path.read_bytes()))
         if nthread > 0:
             self._booster.set_param({"nthread": nthread})
+        self._xgb, self._nthread = xgb, nthread
         self.n_features = int(self._booster.num_features())
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         out = self._booster.inplace_predict(x, validate_features=False)
         return out.reshape(len(x), -1)
+
+    def contributions(self, x: np.ndarray) -> np.ndarray:
+        matrix = self._xgb.DMatrix(x, nthread=self._nthread if self._nthread > 0 else None)
+        out = self._booster.predict(matrix, pred_contribs=True, validate_features=False)
+        return out.reshape(len(x), -1, self.n_features + 1)
 
 
 class LightGBMPredictor(TreePredictor):
@@ -71,6 +87,10 @@ class LightGBMPredictor(TreePredictor):
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         return np.asarray(self._booster.predict(x, **self._kwargs)).reshape(len(x), -1)
+
+    def contributions(self, x: np.ndarray) -> np.ndarray:
+        out = np.asarray(self._booster.predict(x, pred_contrib=True, **self._kwargs))
+        return out.reshape(len(x), -1, self.n_features + 1)
 
 
 class TreelitePredictor(TreePredictor):
