@@ -489,3 +489,25 @@ async def test_treeshap_output_is_the_librarys_own_shap(tmp_path: Path, trained)
     assert rows["skl"]["state"] == "UNAVAILABLE"
     assert ("output 'treeshap_output' needs SHAP values, which model_type 'treelite_checkpoint' "
             "does not give") in rows["skl"]["reason"]
+
+
+async def test_a_request_of_zero_rows_gets_empty_outputs(tmp_path: Path, trained) -> None:
+    """A [0, n_features] request (a valid shape) was a 500: the libraries' [0]-row results did
+    not reshape. Now empty outputs of the configured widths; the model keeps serving."""
+    for name, model_type, filename, writer in (
+            ("xgb", "xgboost_json", "xgboost.json", lambda p: save_booster(trained.xgb_bin, p)),
+            ("lgb", "lightgbm", "model.txt", lambda p: trained.lgb_bin.booster_.save_model(str(p))),
+            ("skl", "treelite_checkpoint", "checkpoint.tl",
+             lambda p: treelite.sklearn.import_model(trained.skl_bin).serialize(str(p)))):
+        write_fil(tmp_path, name, filename, writer, {"model_type": model_type, "is_classifier": "true",
+                  "predict_proba": "true"}, in_dims="30", out_dims="2",
+                  shap_dims="" if name == "skl" else "31")
+    empty = np.zeros((0, 30), np.float32)
+    async with Server(ServerOptions(model_repository=[str(tmp_path)], exit_on_error=False)) as server:
+        for name in ("xgb", "lgb", "skl"):
+            response = await server.infer(InferenceRequest(name, [Tensor("input__0", "FP32", empty)]))
+            shapes = {o.name: o.data.shape for o in response.outputs}
+            assert shapes == ({"output__0": (0, 2)} if name == "skl" else
+                              {"output__0": (0, 2), "treeshap_output": (0, 31)}), name
+            again = await server.infer(InferenceRequest(name, [Tensor("input__0", "FP32", trained.x_bin[:3])]))
+            assert again.outputs[0].data.shape == (3, 2)

@@ -118,8 +118,10 @@ class FilInstance(ModelInstance):
         self._width = int(probe.shape[1])
         self._out_width = _check_dims(config, options, self._predictor.n_features, self._width)
         self._outputs = [o.name for o in config.output]
+        #: each output's dims per row (what a request of 0 rows gets 0 of)
+        self._row_dims = {OUTPUT_NAME: (self._out_width,)}
         if SHAP_OUTPUT in self._outputs:
-            _check_shap(config, options, self._predictor)
+            self._row_dims[SHAP_OUTPUT] = _check_shap(config, options, self._predictor)
 
     def execute(
         self, requests: Sequence[BackendRequest], times: ExecutionTimes
@@ -128,6 +130,10 @@ class FilInstance(ModelInstance):
         x = np.ascontiguousarray(feed[INPUT_NAME], dtype=np.float32)
         names = requested_union(requests, self._outputs)
         times.mark_input_done()
+        if len(x) == 0:  # the libraries' 0-row results do not reshape: nothing to predict
+            times.mark_infer_done()
+            return split_outputs(requests, {n: np.zeros((0, *self._row_dims[n]), np.float32)
+                                            for n in names}, sizes)
         outputs = {}
         try:
             if OUTPUT_NAME in names:
@@ -204,10 +210,10 @@ def _output(config: ModelConfig, output: str) -> ModelOutput:
     return next(o for o in config.output if o.name == output)
 
 
-def _check_shap(config: ModelConfig, options: FilOptions, predictor: TreePredictor) -> None:
+def _check_shap(config: ModelConfig, options: FilOptions, predictor: TreePredictor) -> tuple[int, ...]:
     """``treeshap_output``'s dims are FIL's: ``[n_features + 1]``, or ``[n_classes,
     n_features + 1]`` for a multi-class classifier (batch dim first / ``[rows, ...]`` with
-    ``max_batch_size: 0``), and the library computes SHAP values.
+    ``max_batch_size: 0``), and the library computes SHAP values. Returns the dims per row.
 
     Raises:
         ModelLoadError: other dims, or a model_type without SHAP (treelite_checkpoint).
@@ -233,6 +239,7 @@ def _check_shap(config: ModelConfig, options: FilOptions, predictor: TreePredict
             f"model's SHAP values are {expected} (the features and the bias"
             f"{'' if groups == 1 else ', per class'})"
         )
+    return (predictor.n_features + 1,) if groups == 1 else (groups, predictor.n_features + 1)
 
 
 def _check_dims(config: ModelConfig, options: FilOptions, n_features: int, width: int) -> int:
