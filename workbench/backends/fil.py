@@ -119,7 +119,7 @@ class FilInstance(ModelInstance):
         self._out_width = _check_dims(config, options, self._predictor.n_features, self._width)
         self._outputs = [o.name for o in config.output]
         #: each output's dims per row (what a request of 0 rows gets 0 of)
-        self._row_dims = {OUTPUT_NAME: (self._out_width,)}
+        self._row_dims: dict[str, tuple[int, ...]] = {OUTPUT_NAME: (self._out_width,)}
         if SHAP_OUTPUT in self._outputs:
             self._row_dims[SHAP_OUTPUT] = _check_shap(config, options, self._predictor)
 
