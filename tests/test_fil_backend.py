@@ -134,48 +134,48 @@ def _cases(t: Trained) -> list[tuple[str, str, str, Any, dict[str, str], str, np
     return [
         # xgboost: JSON, UBJSON and the default type (xgboost.model, read by xgboost's own loader)
         ("xgb_json_class", "xgboost_json", "xgboost.json", booster(t.xgb_bin), clf, "1",
-         xb, _f32(t.xgb_bin.predict(xb)).reshape(-1, 1)),
+         xb, _f32(t.xgb_bin.predict(xb)).reshape(-1)),
         ("xgb_json_proba2", "xgboost_json", "xgboost.json", booster(t.xgb_bin), proba, "2",
          xb, _f32(xgb_p)),
         ("xgb_ubj_proba1", "xgboost_ubj", "xgboost.ubj", booster(t.xgb_bin), proba, "1",
-         xb, _f32(xgb_p[:, 1:])),
+         xb, _f32(xgb_p[:, 1])),
         ("xgb_threshold", "xgboost_ubj", "xgboost.ubj", booster(t.xgb_bin),
-         {**clf, "threshold": "0.9"}, "1", xb, _f32(xgb_p[:, 1:] > 0.9)),
+         {**clf, "threshold": "0.9"}, "1", xb, _f32(xgb_p[:, 1] > 0.9)),
         ("xgb_default_type", "", "xgboost.model", booster(t.xgb_bin), clf, "1",
-         xb, _f32(t.xgb_bin.predict(xb)).reshape(-1, 1)),
+         xb, _f32(t.xgb_bin.predict(xb)).reshape(-1)),
         ("xgb_multi_class", "xgboost_json", "xgboost.json", booster(t.xgb_multi), clf, "1",
-         xm, _f32(t.xgb_multi.predict(xm)).reshape(-1, 1)),
+         xm, _f32(t.xgb_multi.predict(xm)).reshape(-1)),
         ("xgb_multi_proba", "xgboost_json", "xgboost.json", booster(t.xgb_multi), proba, "3",
          xm, _f32(t.xgb_multi.predict_proba(xm))),
         ("xgb_regressor", "xgboost_json", "xgboost.json", booster(t.xgb_reg),
-         {"is_classifier": "false"}, "1", xr, _f32(t.xgb_reg.predict(xr)).reshape(-1, 1)),
+         {"is_classifier": "false"}, "1", xr, _f32(t.xgb_reg.predict(xr)).reshape(-1)),
         # lightgbm (float64 predictions: cast to float32 last)
         ("lgb_class", "lightgbm", "model.txt", lgb_writer(t.lgb_bin), clf, "1",
-         xb, _f32(t.lgb_bin.predict(xb)).reshape(-1, 1)),
+         xb, _f32(t.lgb_bin.predict(xb)).reshape(-1)),
         ("lgb_proba2", "lightgbm", "model.txt", lgb_writer(t.lgb_bin), proba, "2",
          xb, _f32(t.lgb_bin.predict_proba(xb))),
         ("lgb_proba1", "lightgbm", "model.txt", lgb_writer(t.lgb_bin), proba, "1",
-         xb, _f32(t.lgb_bin.predict_proba(xb)[:, 1:])),
+         xb, _f32(t.lgb_bin.predict_proba(xb)[:, 1])),
         ("lgb_multi_proba", "lightgbm", "model.txt", lgb_writer(t.lgb_multi), proba, "3",
          xm, _f32(t.lgb_multi.predict_proba(xm))),
         ("lgb_multi_class", "lightgbm", "model.txt", lgb_writer(t.lgb_multi), clf, "1",
-         xm, _f32(t.lgb_multi.predict(xm)).reshape(-1, 1)),
+         xm, _f32(t.lgb_multi.predict(xm)).reshape(-1)),
         ("lgb_regressor", "lightgbm", "model.txt", lgb_writer(t.lgb_reg),
-         {"is_classifier": "false"}, "1", xr, _f32(t.lgb_reg.predict(xr)).reshape(-1, 1)),
+         {"is_classifier": "false"}, "1", xr, _f32(t.lgb_reg.predict(xr)).reshape(-1)),
         # scikit-learn through a Treelite checkpoint (GTIL is the library's predictor)
         ("skl_proba2", "treelite_checkpoint", "checkpoint.tl", tl_writer(t.skl_bin), proba, "2",
          xb, _f32(np.concatenate([1 - skl_bin_p, skl_bin_p], axis=1))),
         ("skl_class", "treelite_checkpoint", "checkpoint.tl", tl_writer(t.skl_bin), clf, "1",
-         xb, _f32(t.skl_bin.predict(xb)).reshape(-1, 1)),
+         xb, _f32(t.skl_bin.predict(xb)).reshape(-1)),
         ("skl_multi_proba", "treelite_checkpoint", "checkpoint.tl", tl_writer(t.skl_multi), proba,
          "3", xm, _f32(skl_multi_p)),
         ("skl_multi_class", "treelite_checkpoint", "checkpoint.tl", tl_writer(t.skl_multi), clf,
-         "1", xm, _f32(t.skl_multi.predict(xm)).reshape(-1, 1)),
+         "1", xm, _f32(t.skl_multi.predict(xm)).reshape(-1)),
         # FIL's older parameter name, and the FIL GPU-layout hints (accepted, no effect)
         ("xgb_output_class", "xgboost_json", "xgboost.json", booster(t.xgb_bin),
          {"output_class": "true", "storage_type": "SPARSE", "algo": "TREE_REORG",
           "blocks_per_sm": "2", "threads_per_tree": "4", "use_experimental_optimizations": "true",
-          "cpu_nthread": "1"}, "1", xb, _f32(t.xgb_bin.predict(xb)).reshape(-1, 1)),
+          "cpu_nthread": "1"}, "1", xb, _f32(t.xgb_bin.predict(xb)).reshape(-1)),
     ]
 
 
@@ -294,7 +294,7 @@ async def test_wrong_feature_count_in_a_request_is_a_client_error(tmp_path: Path
         with pytest.raises(InvalidArgument):
             await server.infer(InferenceRequest("xgb", [Tensor("input__0", "FP32", np.zeros((2, 29), np.float32))]))
         ok = await server.infer(InferenceRequest("xgb", [Tensor("input__0", "FP32", trained.x_bin[:2])]))
-    assert np.array_equal(ok.outputs[0].data, _f32(trained.xgb_bin.predict(trained.x_bin[:2])).reshape(-1, 1))
+    assert np.array_equal(ok.outputs[0].data, _f32(trained.xgb_bin.predict(trained.x_bin[:2])).reshape(-1))
 
 
 # --- the samples end to end (tritonclient HTTP and gRPC against `workbench serve`) ------------------

@@ -20,7 +20,9 @@ may differ from these in the last bits.
   ``[n_features + 1]`` for a binary classifier or a regressor, ``[n_classes, n_features + 1]``
   else; the last column the bias) is the library's own TreeSHAP (xgboost ``pred_contribs``,
   lightgbm ``pred_contrib``), computed only for requests that ask for it; Treelite's GTIL has
-  none, so a ``treelite_checkpoint`` model with it fails the load.
+  none, so a ``treelite_checkpoint`` model with it fails the load. Outputs are squeezed as
+  FIL's are (rapids-triton's ``squeeze_output``): dims of 1 are dropped, so ``dims: [ 1 ]``
+  answers ``[rows]`` and ``[2]`` answers ``[rows, 2]`` (FIL's own QA, ``qa/L0_e2e``, checks it).
 * The load checks the config against the model: names, FP32, the number of features and the
   output width; a mismatch fails the load with the text of what differs.
 * KIND_GPU fails the load (no GPU FIL here); KIND_CPU and KIND_AUTO run on CPU. No
@@ -127,6 +129,9 @@ class FilInstance(ModelInstance):
         self._row_dims: dict[str, tuple[int, ...]] = {OUTPUT_NAME: (self._out_width,)}
         if SHAP_OUTPUT in self._outputs:
             self._row_dims[SHAP_OUTPUT] = _check_shap(config, options, self._predictor)
+        # FIL squeezes its outputs: dims of 1 are dropped, so `dims: [ 1 ]` answers [rows]
+        # (rapids-triton's squeeze_output, which fil_backend sets for legacy compatibility)
+        self._row_dims = {n: tuple(d for d in dims if d != 1) for n, dims in self._row_dims.items()}
 
     def execute(
         self, requests: Sequence[BackendRequest], times: ExecutionTimes
@@ -151,6 +156,7 @@ class FilInstance(ModelInstance):
             raise InternalError(
                 f"fil backend failed to run model '{self._model_name}': {type(exc).__name__}: {exc}"
             ) from None
+        outputs = {n: a.reshape(len(x), *self._row_dims[n]) for n, a in outputs.items()}
         times.mark_infer_done()
         return split_outputs(requests, outputs, sizes)
 
