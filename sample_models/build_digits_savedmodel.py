@@ -8,7 +8,8 @@ input key ``pixels`` FP32 [-1, 64], output key ``logits`` FP32 [-1, 10] (Triton'
 backend names tensors by these keys). Verified here: the reloaded SavedModel's logits on the held-out
 split equal onnxruntime's on the ONNX export of the same torch model within ``MAX_ABS_DIFF``, batch
 sizes 1 and 64 run, and the accuracy is at least 0.9. Needs ``tensorflow`` (``workbench[tensorflow]``,
-tensorflow-cpu). Deterministic: the weights are the torch recipe's, so a rebuild gives the same outputs.
+tensorflow-cpu). Deterministic: the weights are the torch recipe's and the files repeat byte for byte
+(``fingerprint.pb``'s random uuid is fixed to the model's checksum).
 Used by ``build.py``; see ``sample_models/README.md``.
 """
 
@@ -84,6 +85,21 @@ def save_savedmodel(model, path: Path) -> None:
 
     module = DigitsMlp()
     tf.saved_model.save(module, str(path), signatures={SIGNATURE: module.serve})
+    _fixed_fingerprint_uuid(path)
+
+
+def _fixed_fingerprint_uuid(path: Path) -> None:
+    """Make the build byte for byte repeatable: ``fingerprint.pb``'s ``uuid`` is random per save
+    (everything else in the folder already repeats); it becomes the model's own checksum."""
+    from tensorflow.core.protobuf import fingerprint_pb2
+
+    fingerprint_path = path / "fingerprint.pb"
+    if not fingerprint_path.is_file():
+        return
+    fingerprint = fingerprint_pb2.FingerprintDef()
+    fingerprint.ParseFromString(fingerprint_path.read_bytes())
+    fingerprint.uuid = str(fingerprint.saved_model_checksum)
+    fingerprint_path.write_bytes(fingerprint.SerializeToString(deterministic=True))
 
 
 def tf_logits(path: Path, x: np.ndarray) -> np.ndarray:

@@ -30,7 +30,9 @@ _IGNORED = ("*.bak", ".*", "__pycache__", "*.tmp")
 def required_extras(repository: Path) -> list[str]:
     """The workbench extras the models of ``repository`` need: ``pytorch`` for TorchScript
     models (``platform: "pytorch_libtorch"``, ``backend: "pytorch"`` or a ``model.pt``),
-    ``openvino`` for OpenVINO ones (``backend: "openvino"`` or a ``model.xml``). The packages
+    ``openvino`` for OpenVINO ones (``backend: "openvino"`` or a ``model.xml``), ``tensorflow``
+    for SavedModels (``platform: "tensorflow_savedmodel"``, ``backend: "tensorflow"`` or a
+    ``model.savedmodel`` folder). The packages
     Python-backend models import are :func:`python_requirements`'s."""
     extras = set()
     for folder in sorted(p for p in repository.iterdir() if p.is_dir()):
@@ -43,6 +45,9 @@ def required_extras(repository: Path) -> list[str]:
             extras.add("pytorch")
         if config.backend == "openvino" or "model.xml" in files:
             extras.add("openvino")
+        if config.platform == "tensorflow_savedmodel" or config.backend == "tensorflow" \
+                or "model.savedmodel" in files:
+            extras.add("tensorflow")
     return sorted(extras)
 
 
