@@ -4,13 +4,13 @@
 # and gRPC; then each library called directly in a loop (batch 1, one thread) as the peer line.
 #   flock /tmp/bench.lock bash bench/backend_tensorflow.sh [OUT_DIR]
 # Env: PYTHON (default /work/main/.venv/bin/python), REPO (the sample repository), PA (perf_analyzer wrapper),
-# INTERVAL (ms per window, 2000), WINDOWS (3). Prints one markdown row per model x protocol x concurrency.
+# INTERVAL (ms per window, 2000), WINDOWS (max windows until 3 agree, 6). Prints one markdown row per model x protocol x concurrency.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-/work/main/.venv/bin/python}
 REPO=${REPO:-$ROOT/sample_models/repository}
 PA=${PA:-/tmp/bench_bin/perf_analyzer}
-INTERVAL=${INTERVAL:-2000} WINDOWS=${WINDOWS:-3}
+INTERVAL=${INTERVAL:-2000} WINDOWS=${WINDOWS:-6}
 OUT=${1:-/tmp/bench_work/results/tensorflow-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 export PYTHONPATH=$ROOT PYTHONDONTWRITEBYTECODE=1 TF_CPP_MIN_LOG_LEVEL=2
