@@ -253,7 +253,8 @@ def test_tensorflow_is_imported_only_when_a_tensorflow_model_loads() -> None:
 def test_tf_and_onnx_models_then_torch_triton_in_one_process(tmp_path: Path, add_sub_savedmodel) -> None:
     """A TensorFlow model and an ONNX model load and serve in one server; torch's triton
     (loaded by a torch.optim optimizer) after TensorFlow does not kill the process
-    (tensorflow/tensorflow#124205), and the thread settings of the first model apply."""
+    (tensorflow/tensorflow#124205) whichever path imports TensorFlow first (here the loader's
+    framework import: strict config, no auto-complete), and the first model's thread settings apply."""
     config = TF_CONFIG.replace("instance_group", "".join(
         f'parameters {{ key: "{k}" value {{ string_value: "{v}" }} }}\n'
         for k, v in (("TF_NUM_INTRA_THREADS", "1"), ("TF_NUM_INTER_THREADS", "2"))) + "instance_group")
@@ -265,7 +266,8 @@ def test_tf_and_onnx_models_then_torch_triton_in_one_process(tmp_path: Path, add
         from workbench import InferenceRequest, Server, ServerOptions, Tensor
 
         async def main():
-            server = Server(ServerOptions(model_repository=[{str(tmp_path)!r}]))
+            # strict: no auto-complete, so the loader's framework import is the first TF import
+            server = Server(ServerOptions(model_repository=[{str(tmp_path)!r}], strict_model_config=True))
             await server.start()
             a = np.ones((2, 16), np.float32)
             for name in ("tf_add_sub", "onnx_add_sub"):

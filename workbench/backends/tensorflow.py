@@ -70,7 +70,10 @@ _threads_lock = threading.Lock()
 class TensorFlowBackend(Backend):
     """Creates :class:`TensorFlowInstance` objects."""
 
-    framework_modules = ("tensorflow",)
+    #: libtriton before tensorflow, when torch's triton is installed (a missing one is skipped):
+    #: the loader imports these in order, and libtriton after TensorFlow crashes the process
+    #: (see :func:`~workbench.config.tensorflow_signature.import_tensorflow`)
+    framework_modules = ("triton._C.libtriton", "tensorflow")
 
     def load_instance(
         self, config: ModelConfig, version_dir: Path, spec: InstanceSpec
