@@ -145,6 +145,29 @@ async def test_autocomplete_from_the_signature(tmp_path: Path, add_sub_savedmode
         ("OUTPUT0", ["16"]), ("OUTPUT1", ["16"])]
 
 
+async def test_no_config_selects_tensorflow_from_the_folder_and_a_broken_savedmodel_fails(
+        tmp_path: Path, add_sub_savedmodel) -> None:
+    """Triton core's detection: a ``model.savedmodel`` folder is tensorflow_savedmodel; the
+    signature completes the rest. A saved_model.pb that is no protobuf fails auto-complete
+    with Triton's text."""
+    write_tf_model(tmp_path, add_sub_savedmodel, None)
+    broken = tmp_path / "broken" / "1" / "model.savedmodel"
+    broken.mkdir(parents=True)
+    (broken / "saved_model.pb").write_bytes(b"\xff\xff\xff")
+    server = await _start(tmp_path)
+    try:
+        config = await server.model_config("add_sub")
+        rows = {row["name"]: row for row in await server.repository_index()}
+    finally:
+        await server.stop()
+    assert (config.backend, config.platform, config.default_model_filename) == (
+        "tensorflow", "tensorflow_savedmodel", "model.savedmodel")
+    assert [t.name for t in config.input] == ["INPUT0", "INPUT1"] and config.max_batch_size == 4
+    assert rows["add_sub"]["state"] == "READY" and rows["broken"]["state"] == "UNAVAILABLE"
+    assert ("unable to auto-complete model configuration for 'broken', failed to load model: "
+            "unable to load model 'broken': cannot read SavedModel" in rows["broken"]["reason"]), rows
+
+
 async def test_autocomplete_keeps_listed_outputs_and_rejects_batching_for_a_fixed_signature(
         tmp_path: Path) -> None:
     class Fixed(tf.Module):
