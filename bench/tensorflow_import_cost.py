@@ -10,7 +10,7 @@ import asyncio
 import sys
 import time
 
-import psutil
+import psutil  # type: ignore[import-untyped]
 
 from workbench import Server, ServerOptions
 
