@@ -128,6 +128,30 @@ async def test_tf_signature_def_chooses_the_signature(tmp_path: Path, add_sub_sa
     np.testing.assert_array_equal(response.outputs[0].data, a * b)
 
 
+async def test_without_serving_default_the_first_other_signature_serves(tmp_path: Path, caplog) -> None:
+    """Triton's TRITONTF_ModelCreateFromSavedModel: no TF_SIGNATURE_DEF and no
+    serving_default -> the first signature that is not an init/train op, with a warning."""
+    class Doubler(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="X")])
+        def double(self, x):
+            return {"Y": x * 2}
+
+    module = Doubler()
+    saved = tmp_path / "saved"
+    tf.saved_model.save(module, str(saved), signatures={"predict": module.double})
+    repo = tmp_path / "repo"
+    write_tf_model(repo, saved, 'platform: "tensorflow_savedmodel"\nmax_batch_size: 2\n', name="doubler")
+    server = await _start(repo)
+    try:
+        x = np.ones((1, 4), np.float32)
+        response = await server.infer(InferenceRequest("doubler", [Tensor("X", "FP32", x)]))
+    finally:
+        await server.stop()
+    np.testing.assert_array_equal(response.outputs[0].data, x * 2)
+    assert "unable to find serving signature 'serving_default' in model 'doubler'; using signature " \
+           "'predict'" in caplog.text
+
+
 async def test_autocomplete_from_the_signature(tmp_path: Path, add_sub_savedmodel) -> None:
     """Triton's tensorflow auto-complete: a batching signature and max_batch_size 0 -> the
     default max batch size (4), dynamic batching, inputs/outputs with the batch dim dropped."""
