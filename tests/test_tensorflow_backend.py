@@ -152,6 +152,30 @@ async def test_without_serving_default_the_first_other_signature_serves(tmp_path
            "'predict'" in caplog.text
 
 
+async def test_bytes_in_and_out_as_tf_string(tmp_path: Path) -> None:
+    class Text(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 1], tf.string, name="TEXT")])
+        def serve(self, text):
+            return {"UPPER": tf.strings.upper(text), "LENGTH": tf.strings.length(text)}
+
+    module = Text()
+    saved = tmp_path / "saved"
+    tf.saved_model.save(module, str(saved), signatures=module.serve)
+    repo = tmp_path / "repo"
+    write_tf_model(repo, saved, 'platform: "tensorflow_savedmodel"\nmax_batch_size: 4\n', name="text")
+    server = await _start(repo)
+    try:
+        config = await server.model_config("text")
+        text = np.array([[b"abc"], [b"hello"]], dtype=object)
+        response = await server.infer(InferenceRequest("text", [Tensor("TEXT", "BYTES", text)]))
+    finally:
+        await server.stop()
+    assert [(t.name, t.data_type) for t in config.input] == [("TEXT", 13)]  # TYPE_STRING
+    out = {t.name: t.data for t in response.outputs}
+    assert out["UPPER"].tolist() == [[b"ABC"], [b"HELLO"]]
+    assert out["LENGTH"].tolist() == [[3], [5]]
+
+
 async def test_autocomplete_from_the_signature(tmp_path: Path, add_sub_savedmodel) -> None:
     """Triton's tensorflow auto-complete: a batching signature and max_batch_size 0 -> the
     default max batch size (4), dynamic batching, inputs/outputs with the batch dim dropped."""
@@ -334,6 +358,29 @@ def test_tf_and_onnx_models_then_torch_triton_in_one_process(tmp_path: Path, add
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
     assert lines == ["tf_add_sub 64.0", "onnx_add_sub 64.0", "threads 1 2", "torch ok"], result.stdout
+
+
+def test_the_first_model_setting_tensorflow_threads_wins() -> None:
+    """TF2's thread pools are one per process: two models setting them before TensorFlow ran
+    (parallel loads) -> the first one's values, and the second one is told (it set them
+    silently, last one winning, before the runtime was started under the lock)."""
+    result = _run("""
+        import logging
+        from tritonclient.grpc.model_config_pb2 import ModelConfig
+        from workbench.backends.tensorflow import apply_thread_settings
+        from workbench.config.tensorflow_signature import import_tensorflow
+
+        logging.basicConfig()
+        tf = import_tensorflow()
+        for name, intra in (("first", "1"), ("second", "3")):
+            config = ModelConfig(name=name)
+            config.parameters["TF_NUM_INTRA_THREADS"].string_value = intra
+            apply_thread_settings(tf, config)
+        print("intra", tf.config.threading.get_intra_op_parallelism_threads())
+        """)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["intra", "1"], result.stdout
+    assert "model 'second': TF_NUM_INTRA_THREADS=3 not applied" in result.stderr, result.stderr[-3000:]
 
 
 async def test_digits_savedmodel_sample_autocompletes_from_a_minimal_config(

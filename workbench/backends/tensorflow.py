@@ -120,7 +120,7 @@ class TensorFlowInstance(ModelInstance):
         if not path.is_dir():
             raise ModelLoadError(
                 f"unable to load model '{name}', unable to find '{path}' (a SavedModel folder)")
-        _apply_thread_settings(tf, config)
+        apply_thread_settings(tf, config)
         self._signature = read_signature(config, path)
         self._layout = batch_layout(config)
         _check_io(config, self._signature, self._layout)
@@ -177,9 +177,13 @@ def _int_parameter(config: ModelConfig, key: str) -> int | None:
                              f"an integer, got '{value}'") from None
 
 
-def _apply_thread_settings(tf: Any, config: ModelConfig) -> None:
+def apply_thread_settings(tf: Any, config: ModelConfig) -> None:
     """Set TensorFlow's process-wide thread pools from ``TF_NUM_INTRA_THREADS`` /
     ``TF_NUM_INTER_THREADS`` if TensorFlow has not run yet; else warn when they differ.
+
+    A call that sets either starts TensorFlow's runtime (under a lock), which fixes the pools:
+    the first model that sets them wins even when several load at once. ``tf``: the
+    ``tensorflow`` module.
 
     Raises:
         ModelLoadError: a value that is not an integer, or a negative intra-op count
@@ -207,6 +211,10 @@ def _apply_thread_settings(tf: Any, config: ModelConfig) -> None:
                     "model '%s': %s=%d not applied: TensorFlow's thread pools are one per process "
                     "and were created already with %d (0 = TensorFlow's choice) by the first "
                     "TensorFlow model loaded", config.name, key, wanted, get())
+        if intra is not None or inter is not None:
+            # start TensorFlow's runtime now, inside the lock: the pools are fixed from here on,
+            # so the first model wins even when models load on parallel threads
+            tf.config.list_logical_devices()
 
 
 def _check_io(config: ModelConfig, signature: Signature, layout: BatchLayout) -> None:
