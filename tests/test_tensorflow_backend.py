@@ -21,10 +21,18 @@ from workbench import InferenceRequest, Server, ServerOptions, Tensor
 from workbench.config.tensorflow_signature import import_tensorflow
 from workbench.testing.models import ADD_SUB_CONFIG, add_sub_graph, write_model
 
-try:  # not pytest.importorskip: TensorFlow goes in after torch's libtriton (see import_tensorflow)
-    tf: Any = import_tensorflow()
-except ImportError:
-    pytest.skip("tensorflow is not installed", allow_module_level=True)
+#: the tensorflow module, imported by the first test here (not at collection: ~7 s, ~660 MiB)
+tf: Any = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tensorflow() -> None:
+    """Not pytest.importorskip: TensorFlow goes in after torch's libtriton (import_tensorflow)."""
+    global tf
+    try:
+        tf = import_tensorflow()
+    except ImportError:
+        pytest.skip("tensorflow is not installed")
 ROOT = Path(__file__).resolve().parents[1]
 
 TF_CONFIG = """\
