@@ -330,7 +330,7 @@ def test_tensorflow_is_imported_only_when_a_tensorflow_model_loads() -> None:
 
 
 def test_tf_and_onnx_models_then_torch_triton_in_one_process(tmp_path: Path, add_sub_savedmodel) -> None:
-    """A TensorFlow model and an ONNX model load and serve in one server; torch's triton
+    """A TensorFlow, an ONNX and an OpenVINO model load and serve in one server; torch's triton
     (loaded by a torch.optim optimizer) after TensorFlow does not kill the process
     (tensorflow/tensorflow#124205) whichever path imports TensorFlow first (here the loader's
     framework import: strict config, no auto-complete), and the first model's thread settings apply."""
@@ -340,6 +340,11 @@ def test_tf_and_onnx_models_then_torch_triton_in_one_process(tmp_path: Path, add
     write_tf_model(tmp_path, add_sub_savedmodel, config, name="tf_add_sub")
     write_model(tmp_path, "onnx_add_sub", ADD_SUB_CONFIG.replace('name: "add_sub"', 'name: "onnx_add_sub"'),
                 add_sub_graph())
+    ov = pytest.importorskip("openvino")
+    vino = write_model(tmp_path, "ov_add_sub", ADD_SUB_CONFIG.replace('name: "add_sub"', 'name: "ov_add_sub"')
+                       .replace('backend: "onnxruntime"', 'backend: "openvino"'), add_sub_graph())
+    ov.save_model(ov.convert_model(str(vino / "1" / "model.onnx")), str(vino / "1" / "model.xml"))
+    (vino / "1" / "model.onnx").unlink()
     result = _run(f"""
         import asyncio, numpy as np
         from workbench import InferenceRequest, Server, ServerOptions, Tensor
@@ -349,7 +354,7 @@ def test_tf_and_onnx_models_then_torch_triton_in_one_process(tmp_path: Path, add
             server = Server(ServerOptions(model_repository=[{str(tmp_path)!r}], strict_model_config=True))
             await server.start()
             a = np.ones((2, 16), np.float32)
-            for name in ("tf_add_sub", "onnx_add_sub"):
+            for name in ("tf_add_sub", "onnx_add_sub", "ov_add_sub"):
                 response = await server.infer(InferenceRequest(name, [Tensor("INPUT0", "FP32", a),
                                                                       Tensor("INPUT1", "FP32", a)]))
                 print(name, float(response.outputs[0].data.sum()))
@@ -365,7 +370,8 @@ def test_tf_and_onnx_models_then_torch_triton_in_one_process(tmp_path: Path, add
         """)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    assert lines == ["tf_add_sub 64.0", "onnx_add_sub 64.0", "threads 1 2", "torch ok"], result.stdout
+    assert lines == ["tf_add_sub 64.0", "onnx_add_sub 64.0", "ov_add_sub 64.0", "threads 1 2", "torch ok"], \
+        result.stdout
 
 
 def test_the_first_model_setting_tensorflow_threads_wins() -> None:
