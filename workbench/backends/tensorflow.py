@@ -13,11 +13,12 @@ Model config ``parameters`` (Triton's names; string values):
 
 * ``TF_SIGNATURE_DEF``, ``TF_GRAPH_TAG``: the signature and meta graph served.
 * ``TF_NUM_INTRA_THREADS`` (>= 0), ``TF_NUM_INTER_THREADS``: TensorFlow's thread pools
-  (0 = TensorFlow's choice). Beyond Triton's per-session options, TF2 keeps *one* pair of
-  pools per process, fixed when TensorFlow first runs: the first TensorFlow model loaded
-  that sets them wins; a later model asking for other values loads with a warning saying
-  the values in force (Triton's sessions without ``TF_USE_PER_SESSION_THREADS`` share the
-  first session's pools the same way).
+  (0 = TensorFlow's choice). Triton sets them per session; TF2's Python runtime keeps *one*
+  pair of pools per process, fixed when TensorFlow first runs: the first TensorFlow model
+  that sets them wins (even among models loading at once, see
+  :func:`apply_thread_settings`); a later model asking for other values loads with a warning
+  saying the values in force. (Triton's sessions without ``TF_USE_PER_SESSION_THREADS`` share
+  the first session's global pools much the same way.)
 * ``TF_USE_PER_SESSION_THREADS``, ``MAX_SESSION_SHARE_COUNT``, ``TF_INIT_OPS_FILE``:
   accepted and ignored (GraphDef/session options: each instance here loads its own copy).
 
