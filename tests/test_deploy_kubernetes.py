@@ -84,14 +84,14 @@ def test_kserve_manifests_validate_against_kserves_models(repository: Path, vari
 
 
 def test_the_sample_repository_manifests_validate() -> None:
-    """The sample repository (ONNX, TorchScript, OpenVINO, Python models, ensembles)."""
+    """The sample repository (ONNX, TorchScript, OpenVINO, SavedModel, Python models, ensembles)."""
     repository = Path(__file__).parent.parent / "sample_models" / "repository"
     if not (repository / ".built").exists():
         pytest.skip("sample models not built (make models)")
     files = objects(render(DeploySpec(name="samples"), repository))
     runtime = files["k8s/kserve/servingruntime.yaml"]
     assert [f["name"] for f in runtime["spec"]["supportedModelFormats"]] == [
-        "triton", "onnx", "openvino", "pytorch"]
+        "triton", "onnx", "openvino", "pytorch", "tensorflow"]
     version = kube_schemas.kubernetes_versions()[-1]
     for document in files.values():
         if not _is_kserve(document) or kube_schemas.kserve_wheel():
@@ -202,12 +202,14 @@ def test_kserve_runtime_serves_the_repository_formats_over_v2(repository: Path) 
     (repository / "vino" / "config.pbtxt").write_text('backend: "openvino"\n')
     (repository / "trees").mkdir()  # a fil model is the triton format only
     (repository / "trees" / "config.pbtxt").write_text('backend: "fil"\n')
+    (repository / "saved").mkdir()
+    (repository / "saved" / "config.pbtxt").write_text('platform: "tensorflow_savedmodel"\n')
     files = objects(render(DeploySpec(name="digits", image="reg/digits:1"), repository))
     runtime = files["k8s/kserve/servingruntime.yaml"]
     service = files["k8s/kserve/inferenceservice.yaml"]
     assert runtime["spec"]["protocolVersions"] == ["v2", "grpc-v2"]
     assert [f["name"] for f in runtime["spec"]["supportedModelFormats"]] == [
-        "triton", "onnx", "openvino", "pytorch"]
+        "triton", "onnx", "openvino", "pytorch", "tensorflow"]
     [container] = runtime["spec"]["containers"]
     assert container["image"] == "reg/digits:1" and container["name"] == "kserve-container"
     assert {"--http-port=8080", "--grpc-port=9000", "--model-repository=/models"} <= set(

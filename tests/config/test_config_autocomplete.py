@@ -294,12 +294,7 @@ def test_unsupported_onnx_type(write_model: Any, graphs: SimpleNamespace) -> Non
         ({"1/model.pt2": b"pt2"}, "pytorch", "torch_aoti", "model.pt2"),
         ({"1/model.plan": b"plan"}, "tensorrt", "tensorrt_plan", "model.plan"),
         ({"1/model.xml": "<xml/>", "1/model.bin": b""}, "openvino", "", "model.xml"),
-        (
-            {"1/model.savedmodel/saved_model.pb": b""},
-            "tensorflow",
-            "tensorflow_savedmodel",
-            "model.savedmodel",
-        ),
+        # a model.savedmodel folder: tests/test_tensorflow_backend.py (its auto-complete reads it)
         ({"1/model.graphdef": b""}, "tensorflow", "tensorflow_graphdef", "model.graphdef"),
         (
             {"1/model.py": "", "2/model.plan": b""},

@@ -150,9 +150,9 @@ CASES: list[tuple[str, str]] = [
         'name: "m" backend: "pytorch" platform: ""',
         "unexpected 'platform' and 'backend' pair, got:, pytorch",
     ),
-    (
-        'name: "m" backend: "tensorflow" platform: "tensorflow_savedmodel"',
-        "unable to find backend library for backend 'tensorflow', try specifying runtime on the model configuration.",
+    (  # tensorflow is served since issue 22: a backend no row names
+        'name: "m" backend: "custom"',
+        "unable to find backend library for backend 'custom', try specifying runtime on the model configuration.",
     ),
     # max batch size, version policy
     (PY + "max_batch_size: -1", "'max_batch_size' must be non-negative value for m"),

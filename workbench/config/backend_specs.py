@@ -10,8 +10,9 @@ Read by auto-complete (:mod:`.autocomplete`: backend / platform / default_model_
 the backend's own auto-complete), validation (:mod:`.validate`: backend-platform pairs, the
 backends known by default), normalization (:mod:`.normalize`: KIND_AUTO and default instance
 counts) and the backends' registry (``workbench.backends.registry``: the class of a row, the
-backend of a platform). Rows without a class (``tensorflow``) are backends Triton knows and
-this server does not serve: they keep Triton's detection order and pair checks.
+backend of a platform). A row without a class would be a backend Triton knows and this
+server does not serve (keeping Triton's detection order and pair checks); the tensorflow row
+serves SavedModels and fails GraphDef loads with a clear error.
 
 :func:`add_backend_spec` adds a row at run time (plugins, tests); rows added later are
 detected after the built-in ones.
@@ -58,7 +59,9 @@ class AutocompleteOptions:
 
     Attributes:
         default_max_batch_size: onnxruntime ``default-max-batch-size``, for batchable graphs
-            whose config says ``max_batch_size: 0``.
+            whose config says ``max_batch_size: 0``; the tensorflow auto-complete reads the
+            same value (Triton's tensorflow default is 4 too; its own
+            ``tensorflow,default-max-batch-size`` is not a separate setting here).
     """
 
     default_max_batch_size: int = 4
@@ -147,6 +150,25 @@ def _pytorch_autocomplete(config: ModelConfig, _: Path, __: AutocompleteOptions)
         )
 
 
+def _tensorflow_autocomplete(config: ModelConfig, model_dir: Path,
+                             options: AutocompleteOptions) -> None:
+    """Inputs, outputs and batching from a SavedModel's signature (GraphDef files carry no
+    metadata: nothing to do, as Triton); a version without the SavedModel is the backend's
+    load error."""
+    if config.platform == "tensorflow_graphdef":
+        return
+    model_file = _model_file_or_none(config, model_dir)
+    if model_file is None or not model_file.is_dir():
+        return
+    from workbench.config.tensorflow_signature import autocomplete_from_savedmodel
+
+    try:
+        autocomplete_from_savedmodel(config, model_file, options.default_max_batch_size)
+    except ImportError:  # no tensorflow: the backend's load says what to install
+        logger.warning("skipping model configuration auto-complete for '%s': tensorflow is "
+                       "not installed", config.name)
+
+
 def _model_file_or_none(config: ModelConfig, model_dir: Path) -> Path | None:
     try:
         return find_model_file(config, model_dir)
@@ -158,6 +180,7 @@ def _model_file_or_none(config: ModelConfig, model_dir: Path) -> Path | None:
 BUILTIN_BACKENDS: tuple[BackendSpec, ...] = (
     BackendSpec("tensorflow", (ModelFile("model.savedmodel", "tensorflow_savedmodel", "dir"),
                                ModelFile("model.graphdef", "tensorflow_graphdef")),
+                "workbench.backends.tensorflow:TensorFlowBackend", _tensorflow_autocomplete,
                 gpu_capable=True, cpu_instance_count=2),
     BackendSpec("tensorrt", (ModelFile("model.plan", "tensorrt_plan"),),
                 "workbench.backends.tensorrt:TensorRTBackend", _tensorrt_autocomplete,

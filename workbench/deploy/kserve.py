@@ -41,6 +41,7 @@ _FORMATS = {
     "onnx": {"name": "onnx", "version": "1"},
     "pytorch": {"name": "pytorch", "version": "1"},
     "openvino": {"name": "openvino"},
+    "tensorflow": {"name": "tensorflow", "version": "2"},
 }
 
 
@@ -52,13 +53,16 @@ def _model_format(config: ModelConfig, files: set[str]) -> str | None:
         return "pytorch"
     if config.backend == "openvino" or "model.xml" in files:
         return "openvino"
+    if config.platform == "tensorflow_savedmodel" or config.backend == "tensorflow" \
+            or "model.savedmodel" in files:
+        return "tensorflow"
     return None
 
 
 def model_formats(repository: Path) -> list[dict]:
     """The ``supportedModelFormats`` of the runtime for ``repository``: ``triton`` v2 (the
     repository itself, auto-selected) first, then KServe's name for each backend format its
-    models hold (``onnx``, ``pytorch``, ``openvino``; from ``config.pbtxt``'s platform or
+    models hold (``onnx``, ``pytorch``, ``openvino``, ``tensorflow``; from ``config.pbtxt``'s platform or
     backend, else the model files), sorted. A missing or unreadable config leaves it to the
     files."""
     found = set()

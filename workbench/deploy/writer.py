@@ -31,7 +31,9 @@ def required_extras(repository: Path) -> list[str]:
     """The workbench extras the models of ``repository`` need: ``pytorch`` for TorchScript
     models (``platform: "pytorch_libtorch"``, ``backend: "pytorch"`` or a ``model.pt``),
     ``openvino`` for OpenVINO ones (``backend: "openvino"`` or a ``model.xml``), ``fil`` for
-    tree models (``backend: "fil"``; no file name is FIL's alone, the config says). The packages
+    tree models (``backend: "fil"``; no file name is FIL's alone, the config says), ``tensorflow``
+    for SavedModels (``platform: "tensorflow_savedmodel"``, ``backend: "tensorflow"`` or a
+    ``model.savedmodel`` folder). The packages
     Python-backend models import are :func:`python_requirements`'s."""
     extras = set()
     for folder in sorted(p for p in repository.iterdir() if p.is_dir()):
@@ -46,6 +48,9 @@ def required_extras(repository: Path) -> list[str]:
             extras.add("openvino")
         if config.backend == "fil":
             extras.add("fil")
+        if config.platform == "tensorflow_savedmodel" or config.backend == "tensorflow" \
+                or "model.savedmodel" in files:
+            extras.add("tensorflow")
     return sorted(extras)
 
 
