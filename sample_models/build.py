@@ -17,7 +17,9 @@ Models (see sample_models/README.md):
                   (ONNX: INT64 token ids [-1] -> LOGITS FP32 [3])
   tokenizer, postprocessor, token_streamer (decoupled), digits_router (BLS)
                   Python-backend models copied from python_models/
-  text_embedder, ensemble_pipeline
+  digits_jpeg_preprocess  DALI pipeline: JPEG bytes -> decode, resize 8x8, scale -> digits_mlp's pixels
+                  (IMAGE UINT8 [-1] -> PIXELS FP32 [64])
+  text_embedder, ensemble_pipeline, digits_jpeg (digits_jpeg_preprocess -> digits_mlp)
                   ensembles copied from ensembles/
 
 Each model is built and verified in a staging folder next to the repository and then renamed into
@@ -47,6 +49,7 @@ if str(HERE) not in sys.path:
 
 import build_accumulator  # noqa: E402
 import build_digits  # noqa: E402
+import build_digits_dali  # noqa: E402
 import build_digits_openvino  # noqa: E402
 import build_digits_torchscript  # noqa: E402
 import build_minilm  # noqa: E402
@@ -60,6 +63,7 @@ BUILDERS: dict[str, ModuleType | build_sources.SourceModel] = {
     build_digits.MODEL_NAME: build_digits,
     build_digits_torchscript.MODEL_NAME: build_digits_torchscript,
     build_digits_openvino.MODEL_NAME: build_digits_openvino,
+    build_digits_dali.MODEL_NAME: build_digits_dali,
     build_minilm.MODEL_NAME: build_minilm,
     build_accumulator.MODEL_NAME: build_accumulator,
     build_text_classifier.MODEL_NAME: build_text_classifier,
@@ -73,6 +77,8 @@ TOOL_PACKAGES = (
     "onnx",
     "onnxruntime",
     "openvino",
+    "nvidia-dali-cuda120",  # digits_jpeg_preprocess's pipeline
+    "pillow",  # the JPEGs digits_jpeg_preprocess is verified on
     "scikit-learn",
     "transformers",
     "sentence-transformers",
@@ -145,7 +151,7 @@ def tool_versions() -> dict[str, str]:
 
 #: the file each version folder needs, by backend (ensembles need an empty version folder only)
 VERSION_FILES = {"onnxruntime": "model.onnx", "python": "model.py", "pytorch": "model.pt",
-                 "openvino": "model.xml"}
+                 "openvino": "model.xml", "dali": "model.dali"}
 #: platforms that name their backend (a config may give the platform alone)
 PLATFORM_BACKENDS = {"onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch"}
 

@@ -174,6 +174,9 @@ BUILTIN_BACKENDS: tuple[BackendSpec, ...] = (
     BackendSpec("python", (ModelFile("model.py", kind="any"),),
                 "workbench.backends.python:PythonBackend", _python_autocomplete,
                 gpu_capable=True),
+    # Triton's dali_backend: a serialized pipeline; no platform name
+    BackendSpec("dali", (ModelFile("model.dali"),), "workbench.backends.dali:DaliBackend",
+                gpu_capable=True),
 )
 
 _table: tuple[BackendSpec, ...] = BUILTIN_BACKENDS
