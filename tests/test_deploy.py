@@ -100,6 +100,10 @@ def test_extras_follow_the_models_backends(tmp_path: Path, repository: Path) -> 
     (repository / "vino" / "config.pbtxt").write_text('backend: "openvino"\n')
     assert required_extras(repository) == ["openvino", "pytorch"]
     assert '"$wheel[openvino,pytorch]"' in render(DeploySpec(), repository)["Dockerfile"]
+    (repository / "preprocess" / "1").mkdir(parents=True)
+    (repository / "preprocess" / "1" / "model.dali").write_bytes(b"")  # a DALI pipeline
+    assert required_extras(repository) == ["dali", "openvino", "pytorch"]
+    assert '"$wheel[dali,openvino,pytorch]"' in render(DeploySpec(), repository)["Dockerfile"]
 
 
 def test_a_config_that_is_not_utf8_leaves_the_extras_to_the_files(repository: Path) -> None:

@@ -200,6 +200,8 @@ def test_probes_and_shm_of_both_pod_specs(repository: Path, path: str) -> None:
 def test_kserve_runtime_serves_the_repository_formats_over_v2(repository: Path) -> None:
     (repository / "vino").mkdir()
     (repository / "vino" / "config.pbtxt").write_text('backend: "openvino"\n')
+    (repository / "dali").mkdir()  # a DALI pipeline: KServe names no DALI format, only triton
+    (repository / "dali" / "config.pbtxt").write_text('backend: "dali"\n')
     files = objects(render(DeploySpec(name="digits", image="reg/digits:1"), repository))
     runtime = files["k8s/kserve/servingruntime.yaml"]
     service = files["k8s/kserve/inferenceservice.yaml"]

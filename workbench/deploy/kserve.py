@@ -34,7 +34,8 @@ KSERVE_GRPC_PORT = 9000
 #: the model format of a whole Triton model repository, as KServe's Triton runtime names it
 TRITON_FORMAT = {"name": "triton", "version": "2"}
 #: KServe's names (and versions, as its Triton runtime lists them) of the formats of the
-#: workbench's backends; Python-backend models and ensembles are only ``triton``
+#: workbench's backends; Python-backend models, DALI pipelines (KServe names no DALI format)
+#: and ensembles are only ``triton``
 _FORMATS = {
     "onnx": {"name": "onnx", "version": "1"},
     "pytorch": {"name": "pytorch", "version": "1"},

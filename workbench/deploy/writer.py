@@ -30,7 +30,8 @@ _IGNORED = ("*.bak", ".*", "__pycache__", "*.tmp")
 def required_extras(repository: Path) -> list[str]:
     """The workbench extras the models of ``repository`` need: ``pytorch`` for TorchScript
     models (``platform: "pytorch_libtorch"``, ``backend: "pytorch"`` or a ``model.pt``),
-    ``openvino`` for OpenVINO ones (``backend: "openvino"`` or a ``model.xml``). The packages
+    ``openvino`` for OpenVINO ones (``backend: "openvino"`` or a ``model.xml``), ``dali`` for
+    DALI pipelines (``backend: "dali"`` or a ``model.dali``). The packages
     Python-backend models import are :func:`python_requirements`'s."""
     extras = set()
     for folder in sorted(p for p in repository.iterdir() if p.is_dir()):
@@ -43,6 +44,8 @@ def required_extras(repository: Path) -> list[str]:
             extras.add("pytorch")
         if config.backend == "openvino" or "model.xml" in files:
             extras.add("openvino")
+        if config.backend == "dali" or "model.dali" in files:
+            extras.add("dali")
     return sorted(extras)
 
 
