@@ -212,12 +212,36 @@ def _config_change(old: str, new: str) -> str:
                     'string_value: "PIXELS" } }\ndynamic_batching'), None, "'split_along_outer_axis' is not supported"),
     (_config_change("dynamic_batching", 'parameters { key: "num_threads" value { '
                     'string_value: "many" } }\ndynamic_batching'), None, "'num_threads' must be an integer"),
-    (_config_change("TYPE_UINT8", "TYPE_STRING"), None, "DALI takes numeric tensors"),
+    (_config_change("TYPE_UINT8", "TYPE_INT8"), None,
+     'Mismatch of data_type config for "IMAGE". Data type defined in config: TYPE_INT8, data type '
+     "defined in pipeline: TYPE_UINT8"),
+    (_config_change("TYPE_FP32", "TYPE_FP16"), None, None),  # the output declares no type: loads
 ])
-async def test_load_errors_are_clear(tmp_path: Path, config: str, data, reason: str) -> None:
+async def test_load_errors_are_clear(tmp_path: Path, config: str, data, reason: str | None) -> None:
     write_dali(tmp_path, "jpeg", config, gray8_pipeline() if data is None else None,
                data=data or None)
+    if reason is None:
+        server = await _start(tmp_path)
+        try:
+            assert (await server.repository_index())[0]["state"] == "READY"
+        finally:
+            await server.stop()
+        return
     assert reason in await _reason(tmp_path)
+
+
+async def test_a_string_input_is_refused(tmp_path: Path) -> None:
+    """DALI takes numeric tensors (the external source declares no dtype here, so the config's
+    TYPE_STRING gets past the type comparison to the backend's own rule)."""
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        return fn.external_source(name="IMAGE", ndim=1)
+
+    config = """name: "s" backend: "dali" max_batch_size: 2
+input [ { name: "IMAGE" data_type: TYPE_STRING dims: [ -1 ] } ]
+output [ { name: "OUT" data_type: TYPE_UINT8 dims: [ -1 ] } ]"""
+    write_dali(tmp_path, "s", config, pipe())
+    assert "DALI takes numeric tensors" in await _reason(tmp_path)
 
 
 async def test_a_pipeline_source_missing_from_the_config_fails_the_load(tmp_path: Path) -> None:
@@ -229,7 +253,16 @@ async def test_a_pipeline_source_missing_from_the_config_fails_the_load(tmp_path
 input [ { name: "A" data_type: TYPE_FP32 dims: [ 1 ] } ]
 output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]"""
     write_dali(tmp_path, "ab", config, pipe())
-    assert 'Missing config for "B" input.' in await _reason(tmp_path)
+    # auto-complete adds B, but the pipeline declares no type for it (Triton's autofill text)
+    assert 'Missing data_type config for "B"' in await _reason(tmp_path)
+    # without auto-complete the backend's own check
+    server = Server(ServerOptions(model_repository=[str(tmp_path)], exit_on_error=False,
+                                  strict_model_config=True))
+    await server.start()
+    try:
+        assert 'Missing config for "B" input.' in (await server.repository_index())[0]["reason"]
+    finally:
+        await server.stop()
 
 
 async def test_an_autoserialize_file_only_says_it_is_not_supported(tmp_path: Path) -> None:
@@ -327,3 +360,71 @@ async def test_digits_jpeg_ensemble_accuracy_equals_digits_mlp(sample_repository
     assert accuracy >= 0.95, accuracy
     np.testing.assert_allclose(piped[:64], raw.outputs[0].data, atol=0.5)
     assert stats["execution_count"] < stats["inference_count"] == len(pixels)
+
+
+def declared_pipeline():
+    """The sample's recipe declaring its types and ranks (what Triton's auto-complete reads)."""
+    @pipeline_def(batch_size=16, num_threads=1, device_id=None, output_dtype=[types.FLOAT],
+                  output_ndim=[1])
+    def pipe():
+        jpegs = fn.external_source(name="IMAGE", dtype=types.UINT8, ndim=1)
+        images = fn.decoders.image(jpegs, device="cpu", output_type=types.GRAY)
+        images = fn.resize(images, resize_x=8, resize_y=8, antialias=False, dtype=types.FLOAT)
+        return fn.reshape(images, shape=[64])
+    return pipe()
+
+
+@pytest.mark.parametrize("config", [None, 'backend: "dali"\noutput [ { name: "PIXELS" } ]\n'])
+async def test_auto_complete_from_the_pipeline(tmp_path: Path, config: str | None) -> None:
+    """No config, or one naming only the backend and the output: inputs, outputs,
+    max_batch_size (the pipeline's 16) and dynamic batching come from the pipeline, as in
+    Triton's dali_backend; the model then serves."""
+    folder = tmp_path / "auto"
+    (folder / "1").mkdir(parents=True)
+    declared_pipeline().serialize(filename=str(folder / "1" / "model.dali"))
+    if config is not None:
+        (folder / "config.pbtxt").write_text(config)
+    server = await _start(tmp_path)
+    try:
+        completed = await server.model_config("auto")
+        assert completed.backend == "dali" and completed.max_batch_size == 16
+        (image,) = completed.input
+        assert (image.name, image.data_type, list(image.dims), image.allow_ragged_batch) == (
+            "IMAGE", 2, [-1], True)  # TYPE_UINT8
+        (output,) = completed.output
+        assert output.name == ("PIXELS" if config else "__Reshape_2")
+        assert (output.data_type, list(output.dims)) == (11, [-1])  # TYPE_FP32
+        assert completed.HasField("dynamic_batching")
+        pixels, _ = digits_test_split()
+        response = await server.infer(_jpeg_request(digit_jpeg(pixels[0]), "auto"))
+        assert response.outputs[0].data.shape == (1, 64)
+    finally:
+        await server.stop()
+
+
+async def test_auto_complete_keeps_an_explicit_max_batch_size_0(tmp_path: Path) -> None:
+    """``max_batch_size: 0`` in the text: unbatched (Triton reads it from config.pbtxt's text),
+    so the dims get the samples' dimension first and no dynamic batching is added."""
+    folder = tmp_path / "auto"
+    (folder / "1").mkdir(parents=True)
+    declared_pipeline().serialize(filename=str(folder / "1" / "model.dali"))
+    (folder / "config.pbtxt").write_text('backend: "dali"\nmax_batch_size: 0  # unbatched\n')
+    server = await _start(tmp_path)
+    try:
+        completed = await server.model_config("auto")
+        assert completed.max_batch_size == 0 and not completed.HasField("dynamic_batching")
+        assert list(completed.input[0].dims) == [-1, -1] and list(completed.output[0].dims) == [-1, -1]
+    finally:
+        await server.stop()
+
+
+def test_the_pipeline_def_reader_knows_dalis_types() -> None:
+    """The DALIDataType values the reader maps, against DALI's own enum."""
+    from tritonclient.grpc.model_config_pb2 import DataType
+
+    from workbench.config.dali_pipeline import DALI_TO_CONFIG_DTYPE
+
+    for name, config_name in [("UINT8", "TYPE_UINT8"), ("INT32", "TYPE_INT32"), ("INT64", "TYPE_INT64"),
+                              ("FLOAT16", "TYPE_FP16"), ("FLOAT", "TYPE_FP32"), ("FLOAT64", "TYPE_FP64"),
+                              ("BOOL", "TYPE_BOOL"), ("UINT16", "TYPE_UINT16"), ("INT8", "TYPE_INT8")]:
+        assert DALI_TO_CONFIG_DTYPE[int(getattr(types, name))] == DataType.Value(config_name)

@@ -15,6 +15,9 @@ Follows Triton's dali_backend:
   dim). Variable-length inputs (JPEG bytes, ``TYPE_UINT8 [ -1 ]``) need
   ``allow_ragged_batch: true`` to be batched across requests of different lengths, as in
   Triton (its DALI backend auto-completes that flag); each request's bytes stay one sample.
+* Auto-complete (inputs, outputs, max_batch_size, dynamic batching from what the pipeline
+  declares) is the backend table row's hook, :mod:`workbench.config.dali_autocomplete`; a type
+  the pipeline declares and the config contradicts fails the load here too.
 * ``max_batch_size: 0`` (Triton's "unbatched" DALI model): each request runs alone; its inputs'
   first dimension is still the samples (DALI's reading of a request), run in chunks of the
   serialized pipeline's batch size.
@@ -49,7 +52,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.backends.batching import requested_union
-from workbench.backends.dali_pipeline_def import PipelineDef, read_pipeline_def
+from workbench.config.dali_pipeline import PipelineDef, read_pipeline_def
 from workbench.datatypes import config_to_wire, numpy_dtype
 from workbench.errors import InternalError, InvalidArgument, ModelLoadError, WorkbenchError
 
@@ -293,25 +296,35 @@ def _check_io(config: ModelConfig, definition: PipelineDef) -> None:
 
     Raises:
         ModelLoadError: a config input that is no external source, an external source
-            without a config input, another output count, or a BYTES input (DALI takes
-            numeric tensors: send encoded images as TYPE_UINT8).
+            without a config input, another output count, a data type other than the one the
+            pipeline declares (external source ``dtype``, ``pipeline_def(output_dtype=...)``),
+            or a BYTES input (DALI takes numeric tensors: send encoded images as TYPE_UINT8).
     """
     prefix = f"unable to load model '{config.name}': "
+    sources = {source.name: source for source in definition.inputs}
     for entry in config.input:
-        if entry.name not in definition.inputs:
+        if entry.name not in sources:
             raise ModelLoadError(
                 prefix + f"Configuration file contains config for {entry.name} but such input "
-                f"is not present in the pipeline (its external sources: {list(definition.inputs)})")
+                f"is not present in the pipeline (its external sources: {definition.input_names})")
         if entry.data_type == DataType.TYPE_STRING:
             raise ModelLoadError(
                 prefix + f"input '{entry.name}' is TYPE_STRING; DALI takes numeric tensors "
                 "(encoded images as TYPE_UINT8 [ -1 ])")
     names = {entry.name for entry in config.input}
     for source in definition.inputs:
-        if source not in names:
-            raise ModelLoadError(prefix + f'Missing config for "{source}" input.')
-    if len(config.output) != definition.num_outputs:
+        if source.name not in names:
+            raise ModelLoadError(prefix + f'Missing config for "{source.name}" input.')
+    if len(config.output) != len(definition.outputs):
         raise ModelLoadError(
             prefix + "The number of outputs specified in the DALI pipeline and the "
             f"configuration file do not match. Model config outputs: {len(config.output)}, "
-            f"Pipeline outputs: {definition.num_outputs}")
+            f"Pipeline outputs: {len(definition.outputs)}")
+    declared = [(e, sources[e.name]) for e in config.input]
+    declared += list(zip(config.output, definition.outputs, strict=True))
+    for entry, io in declared:
+        if io.data_type is not None and io.data_type != entry.data_type:
+            raise ModelLoadError(
+                prefix + f'Mismatch of data_type config for "{entry.name}". Data type defined in '
+                f"config: {DataType.Name(entry.data_type)}, data type defined in pipeline: "
+                f"{DataType.Name(io.data_type)}")

@@ -147,6 +147,18 @@ def _pytorch_autocomplete(config: ModelConfig, _: Path, __: AutocompleteOptions)
         )
 
 
+def _dali_autocomplete(config: ModelConfig, model_dir: Path, _: AutocompleteOptions) -> None:
+    """Inputs, outputs, max_batch_size and dynamic batching from the serialized pipeline (what
+    it declares), as Triton's dali_backend; a missing model.dali is the backend's load error."""
+    model_file = _model_file_or_none(config, model_dir)
+    if model_file is not None:
+        from workbench.config.dali_autocomplete import autocomplete_from_dali
+
+        text_path = model_dir / "config.pbtxt"
+        text = text_path.read_text(errors="replace") if text_path.is_file() else None
+        autocomplete_from_dali(config, model_file, text)
+
+
 def _model_file_or_none(config: ModelConfig, model_dir: Path) -> Path | None:
     try:
         return find_model_file(config, model_dir)
@@ -176,7 +188,7 @@ BUILTIN_BACKENDS: tuple[BackendSpec, ...] = (
                 gpu_capable=True),
     # Triton's dali_backend: a serialized pipeline; no platform name
     BackendSpec("dali", (ModelFile("model.dali"),), "workbench.backends.dali:DaliBackend",
-                gpu_capable=True),
+                _dali_autocomplete, gpu_capable=True),
 )
 
 _table: tuple[BackendSpec, ...] = BUILTIN_BACKENDS
