@@ -104,3 +104,26 @@ def test_a_corrupt_jpeg_is_a_client_error(sample_server, digits, protocol: str) 
         assert good.shape == (1, 10)
     finally:
         client.close()
+
+
+def test_the_jpeg_example_client(sample_server, tmp_path, capsys) -> None:
+    """examples/classify_digit_jpegs.py: the held-out digits (accuracy ok), then files, then a
+    file that is no JPEG (exit 2, the server's 400 as a message, no traceback)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "classify_digit_jpegs.py"
+    spec = importlib.util.spec_from_file_location("classify_digit_jpegs", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    assert example.main(["--url", sample_server.url]) == 0
+    out = capsys.readouterr().out
+    assert "450 JPEGs" in out and "ok" in out
+    x, _ = load_digits(return_X_y=True)
+    (tmp_path / "zero.jpg").write_bytes(example.digit_jpeg(x[0]))  # load_digits()'s first is a 0
+    assert example.main(["--url", sample_server.url, str(tmp_path / "zero.jpg")]) == 0
+    assert capsys.readouterr().out.strip().endswith("zero.jpg: 0")
+    (tmp_path / "notes.txt").write_text("not a picture")
+    assert example.main(["--url", sample_server.url, str(tmp_path / "notes.txt")]) == 2
+    assert "DALI failed to process" in capsys.readouterr().err
