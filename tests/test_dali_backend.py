@@ -428,3 +428,36 @@ def test_the_pipeline_def_reader_knows_dalis_types() -> None:
                               ("FLOAT16", "TYPE_FP16"), ("FLOAT", "TYPE_FP32"), ("FLOAT64", "TYPE_FP64"),
                               ("BOOL", "TYPE_BOOL"), ("UINT16", "TYPE_UINT16"), ("INT8", "TYPE_INT8")]:
         assert DALI_TO_CONFIG_DTYPE[int(getattr(types, name))] == DataType.Value(config_name)
+
+
+async def test_outputs_of_different_shapes_per_request(tmp_path: Path) -> None:
+    """A decode-only pipeline: images of different sizes in one batch come back each in its own
+    shape (DALI's non-uniform batch, split per request); one request whose two JPEGs (zero-padded
+    to one length, as Triton asks) decode to different shapes cannot be one tensor: 400."""
+    @pipeline_def(batch_size=8, num_threads=1, device_id=None)
+    def pipe():
+        return fn.decoders.image(fn.external_source(name="IMAGE", dtype=types.UINT8, ndim=1),
+                                 device="cpu", output_type=types.GRAY)
+
+    config = """name: "decode" backend: "dali" max_batch_size: 8
+input [ { name: "IMAGE" data_type: TYPE_UINT8 dims: [ -1 ] allow_ragged_batch: true } ]
+output [ { name: "GRAY" data_type: TYPE_UINT8 dims: [ -1, -1, 1 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 50000 }"""
+    write_dali(tmp_path, "decode", config, pipe())
+    pixels, _ = digits_test_split()
+    jpegs = [digit_jpeg(pixels[i], side) for i, side in enumerate((16, 24, 32))]
+    server = await _start(tmp_path)
+    try:
+        responses = await asyncio.gather(*(server.infer(_jpeg_request(j, "decode")) for j in jpegs))
+        assert [r.outputs[0].data.shape for r in responses] == [(1, 16, 16, 1), (1, 24, 24, 1),
+                                                                 (1, 32, 32, 1)]
+        stats = (await server.statistics("decode"))["model_stats"][0]
+        assert stats["execution_count"] < 3
+        width = max(len(j) for j in jpegs[:2])
+        two = np.zeros((2, width), np.uint8)
+        for row, data in enumerate(jpegs[:2]):
+            two[row, : len(data)] = np.frombuffer(data, np.uint8)
+        with pytest.raises(InvalidArgument, match="has samples of different shapes"):
+            await server.infer(InferenceRequest("decode", [Tensor("IMAGE", "UINT8", two)]))
+    finally:
+        await server.stop()

@@ -207,10 +207,11 @@ class DaliInstance(ModelInstance):
                 f"(first dimension), got {sorted(counts)}")
         return out
 
-    def _run(self, groups: list[dict[str, list[np.ndarray]]]) -> list[list[list[np.ndarray]]]:
+    def _run(self, groups: list[dict[str, list[np.ndarray]]]) -> list[list[_Samples]]:
         """Run the pipeline over every sample of ``groups`` (in chunks of its batch size).
 
-        Returns, per group, per output, its samples' arrays (host copies).
+        Returns, per group, per output, its samples (host copies): one array with the samples
+        stacked when the output's samples share a shape, else a list of arrays.
 
         Raises:
             _DaliRunError: DALI raised (the pipeline is rebuilt before this returns).
@@ -218,13 +219,13 @@ class DaliInstance(ModelInstance):
         names = [n for n, _ in self._inputs]
         flat = {n: [s for g in groups for s in g[n]] for n in names}
         total = len(flat[names[0]]) if names else 0
-        produced: list[list[np.ndarray]] = [[] for _ in self._outputs]
+        chunks: list[list[_Samples]] = [[] for _ in self._outputs]
         try:
             for start in range(0, total, self._batch_size):
                 for n in names:
                     self._pipe.feed_input(n, flat[n][start : start + self._batch_size])
                 for k, tensor_list in enumerate(self._pipe.run()):
-                    produced[k].extend(_host_samples(tensor_list))
+                    chunks[k].append(_host_samples(tensor_list))
         except (RuntimeError, ValueError, TypeError, IndexError) as exc:
             text = _short(exc)
             try:
@@ -234,6 +235,7 @@ class DaliInstance(ModelInstance):
                     f"DALI failed to rebuild the pipeline of model '{self._model_name}' after "
                     f"an error ({text}): {_short(rebuild)}") from None
             raise _DaliRunError(text) from None
+        produced = [_joined(parts) for parts in chunks]
         result, start = [], 0
         for g in groups:
             size = len(g[names[0]]) if names else 0
@@ -241,8 +243,7 @@ class DaliInstance(ModelInstance):
             start += size
         return result
 
-    def _response(self, request: BackendRequest,
-                  per_output: list[list[np.ndarray]]) -> BackendResponse:
+    def _response(self, request: BackendRequest, per_output: list[_Samples]) -> BackendResponse:
         """The request's outputs: its samples stacked on the batch dimension.
 
         A request whose samples of one output differ in shape cannot be stacked: it fails with
@@ -257,6 +258,9 @@ class DaliInstance(ModelInstance):
                 return BackendResponse(error=InternalError(
                     f"DALI model '{self._model_name}' output '{name}' is "
                     f"{samples[0].dtype}, the model configuration says {self._config_types[name]}"))
+            if isinstance(samples, np.ndarray):
+                outputs[name] = samples
+                continue
             if len({s.shape for s in samples}) > 1:
                 return BackendResponse(error=InvalidArgument(
                     f"[request id: {request.request_id or '<id_unknown>'}] DALI model "
@@ -274,11 +278,30 @@ class _DaliRunError(WorkbenchError):
     """DALI raised while running a batch (the data of some request, e.g. a corrupt JPEG)."""
 
 
-def _host_samples(tensor_list: Any) -> list[np.ndarray]:
-    """Each sample of a DALI TensorList as a numpy array on the host (GPU ones copied)."""
+#: one output's samples: stacked in one array (all of one shape), or one array each
+_Samples = np.ndarray | list[np.ndarray]
+
+
+def _host_samples(tensor_list: Any) -> _Samples:
+    """A DALI TensorList's samples on the host (GPU ones copied): one array ``[n, ...]`` when
+    they share a shape (``as_array`` copies out of DALI's buffers, which the next run reuses),
+    else a copy of each."""
     if hasattr(tensor_list, "as_cpu"):
         tensor_list = tensor_list.as_cpu()
+    if tensor_list.is_dense_tensor():
+        return np.asarray(tensor_list.as_array())
     return [np.array(tensor_list[i], copy=True) for i in range(len(tensor_list))]
+
+
+def _joined(parts: list[_Samples]) -> _Samples:
+    """One output's samples of all chunks of a run: one array when every chunk is one array of
+    the same sample shape, else a list of the samples."""
+    if len(parts) == 1:
+        return parts[0]
+    arrays = [part for part in parts if isinstance(part, np.ndarray)]
+    if len(arrays) == len(parts) and len({a.shape[1:] for a in arrays}) == 1:
+        return np.concatenate(arrays)
+    return [sample for part in parts for sample in part]
 
 
 def _short(exc: BaseException) -> str:
