@@ -461,3 +461,27 @@ dynamic_batching { max_queue_delay_microseconds: 50000 }"""
             await server.infer(InferenceRequest("decode", [Tensor("IMAGE", "UINT8", two)]))
     finally:
         await server.stop()
+
+
+async def test_an_optional_input_left_out_is_a_400_not_a_failed_batch(tmp_path: Path) -> None:
+    """Every external source is fed each run: a request without an input the config marks
+    optional gets InvalidArgument; a request with both works."""
+    @pipeline_def(batch_size=4, num_threads=1, device_id=None)
+    def pipe():
+        return fn.external_source(name="A", dtype=types.FLOAT, ndim=1) + fn.external_source(
+            name="B", dtype=types.FLOAT, ndim=1)
+
+    config = """name: "ab" backend: "dali" max_batch_size: 4
+input [ { name: "A" data_type: TYPE_FP32 dims: [ 2 ] },
+        { name: "B" data_type: TYPE_FP32 dims: [ 2 ] optional: true } ]
+output [ { name: "SUM" data_type: TYPE_FP32 dims: [ 2 ] } ]"""
+    write_dali(tmp_path, "ab", config, pipe())
+    server = await _start(tmp_path)
+    try:
+        a = np.ones((1, 2), np.float32)
+        with pytest.raises(InvalidArgument, match="needs input 'B' in every request"):
+            await server.infer(InferenceRequest("ab", [Tensor("A", "FP32", a)]))
+        both = await server.infer(InferenceRequest("ab", [Tensor("A", "FP32", a), Tensor("B", "FP32", a)]))
+        np.testing.assert_array_equal(both.outputs[0].data, a + a)
+    finally:
+        await server.stop()

@@ -189,11 +189,17 @@ class DaliInstance(ModelInstance):
         """Input name -> the request's samples (rows of its first dimension).
 
         Raises:
-            InvalidArgument: the inputs hold different numbers of samples, or none.
+            InvalidArgument: an input missing (one the config marks optional), or inputs
+                holding different numbers of samples, or none.
         """
         out: dict[str, list[np.ndarray]] = {}
         counts = set()
         for name, dtype in self._inputs:
+            if name not in request.inputs:  # an input the config marks optional
+                raise InvalidArgument(
+                    f"[request id: {request.request_id or '<id_unknown>'}] DALI model "
+                    f"'{self._model_name}' needs input '{name}' in every request (every external "
+                    "source is fed each run)")
             array = np.asarray(request.inputs[name])
             if array.dtype != dtype:
                 array = array.astype(dtype)
