@@ -265,11 +265,61 @@ output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]"""
         await server.stop()
 
 
-async def test_an_autoserialize_file_only_says_it_is_not_supported(tmp_path: Path) -> None:
+AUTOSERIALIZED = """\
+import nvidia.dali as dali
+from nvidia.dali import fn, types
+from nvidia.dali.plugin.triton import autoserialize
+from helper import SCALE  # a module beside it
+
+
+@autoserialize
+@dali.pipeline_def(batch_size=8, num_threads=1, device_id=None)
+def pipe():
+    jpegs = fn.external_source(name="IMAGE", dtype=types.UINT8, ndim=1)
+    images = fn.decoders.image(jpegs, device="cpu", output_type=types.GRAY)
+    images = fn.resize(images, resize_x=8, resize_y=8, interp_type=types.INTERP_LINEAR,
+                       antialias=False, dtype=types.FLOAT)
+    return fn.reshape(images * SCALE, shape=[64])
+"""
+
+
+@pytest.mark.parametrize("filename", ["dali.py", "my_pipeline.py"])
+async def test_a_python_pipeline_is_autoserialized(tmp_path: Path, filename: str) -> None:
+    """``dali.py`` (the fallback) or a ``default_model_filename`` ending in .py with an
+    ``@autoserialize`` pipeline_def: serialized in a child process, then served like the
+    serialized recipe (same pixels)."""
+    config = JPEG_CONFIG.format(name="jpeg")
+    if filename != "dali.py":
+        config = config.replace('backend: "dali"', f'backend: "dali"\ndefault_model_filename: "{filename}"')
+    folder = write_dali(tmp_path, "jpeg", config)
+    (folder / "1" / filename).write_text(AUTOSERIALIZED)
+    (folder / "1" / "helper.py").write_text("SCALE = 16.0 / 255.0\n")
+    write_dali(tmp_path, "serialized", JPEG_CONFIG.format(name="serialized"), gray8_pipeline())
+    pixels, _ = digits_test_split()
+    server = await _start(tmp_path)
+    try:
+        request = _jpeg_request(digit_jpeg(pixels[0]))
+        got = (await server.infer(request)).outputs[0].data
+        request.model_name = "serialized"
+        expected = (await server.infer(request)).outputs[0].data
+        np.testing.assert_array_equal(got, expected)
+    finally:
+        await server.stop()
+
+
+@pytest.mark.parametrize(("source", "reason"), [
+    ("import nvidia.dali\n", "Precisely one autoserialize function must exist in the module. Found none."),
+    ("raise ValueError('broken pipeline module')\n", "ValueError: broken pipeline module"),
+    (None, "model file not found"),
+])
+async def test_autoserialization_errors_are_clear(tmp_path: Path, source: str | None, reason: str) -> None:
     folder = write_dali(tmp_path, "jpeg", JPEG_CONFIG.format(name="jpeg"))
-    (folder / "1" / "dali.py").write_text("# @autoserialize pipeline\n")
-    reason = await _reason(tmp_path)
-    assert "model file not found" in reason and "dali.py" in reason and "not supported" in reason
+    if source is not None:
+        (folder / "1" / "dali.py").write_text(source)
+    text = await _reason(tmp_path)
+    assert reason in text, text
+    if source is not None:
+        assert "autoserialization of 'dali.py' failed" in text
 
 
 async def test_without_dali_the_load_says_what_to_install(tmp_path: Path, monkeypatch) -> None:

@@ -3,8 +3,10 @@
 Follows Triton's dali_backend:
 
 * The version folder holds ``model.dali``, a pipeline serialized with ``Pipeline.serialize``
-  (``default_model_filename`` may name another file). Autoserialization (a ``dali.py`` with an
-  ``@autoserialize`` pipeline) is not supported here: such a load fails saying so.
+  (``default_model_filename`` may name another file), or the pipeline as Python to
+  autoserialize (Triton's order: the model file if it is a serialized pipeline, else the model
+  file if its name ends in ``.py``, else ``dali.py``; a ``pipeline_def`` decorated with
+  ``@autoserialize``, serialized in a child process: :mod:`.dali_autoserialize`).
 * Inputs are the pipeline's ``fn.external_source(name=...)`` operators, matched by name: a
   config input that is no external source, or an external source without a config input,
   fails the load (Triton's texts). Outputs are matched by position: config output ``i`` is
@@ -52,6 +54,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.backends.batching import requested_union
+from workbench.backends.dali_autoserialize import autoserialize
 from workbench.config.dali_pipeline import PipelineDef, read_pipeline_def
 from workbench.datatypes import config_to_wire, numpy_dtype
 from workbench.errors import InternalError, InvalidArgument, ModelLoadError, WorkbenchError
@@ -99,21 +102,8 @@ class DaliInstance(ModelInstance):
                 f"unable to load model '{name}': the dali backend parameter "
                 "'split_along_outer_axis' is not supported by this server"
             )
-        path = version_dir / (config.default_model_filename or "model.dali")
-        if not path.is_file():
-            hint = ("; autoserialized Python pipelines (dali.py) are not supported here, "
-                    "serialize the pipeline with Pipeline.serialize(filename='model.dali')"
-                    if (version_dir / "dali.py").exists() or path.suffix == ".py" else "")
-            raise ModelLoadError(
-                f"unable to load model '{name}', model file not found: '{path}'{hint}")
-        self._serialized = path.read_bytes()
-        try:
-            definition = read_pipeline_def(self._serialized)
-        except ValueError as exc:
-            raise ModelLoadError(
-                f"unable to load model '{name}': '{path.name}' is not a serialized DALI "
-                f"pipeline ({exc})"
-            ) from None
+        self._serialized, definition = _load_pipeline(
+            name, version_dir, config.default_model_filename or "model.dali")
         _check_io(config, definition)
         self._batched = config.max_batch_size > 0
         self._batch_size = config.max_batch_size if self._batched else max(definition.batch_size, 1)
@@ -308,6 +298,38 @@ def _joined(parts: list[_Samples]) -> _Samples:
     if len(arrays) == len(parts) and len({a.shape[1:] for a in arrays}) == 1:
         return np.concatenate(arrays)
     return [sample for part in parts for sample in part]
+
+
+def _load_pipeline(model: str, version_dir: Path, filename: str) -> tuple[bytes, PipelineDef]:
+    """The serialized pipeline of a version, in Triton's dali_backend order: the model file
+    (``default_model_filename``) as a serialized pipeline; else, when its name ends in ``.py``,
+    autoserialized from it; else autoserialized from ``dali.py``.
+
+    Raises:
+        ModelLoadError: none of them gives a pipeline (the reason of the first that exists).
+    """
+    path, fallback = version_dir / filename, version_dir / "dali.py"
+    if path.is_file() and path.suffix != ".py":
+        data = path.read_bytes()
+        try:
+            return data, read_pipeline_def(data)
+        except ValueError as exc:
+            if not fallback.is_file():
+                raise ModelLoadError(
+                    f"unable to load model '{model}': '{path.name}' is not a serialized DALI "
+                    f"pipeline ({exc})") from None
+    source = path if path.is_file() and path.suffix == ".py" else fallback
+    if not source.is_file():
+        raise ModelLoadError(
+            f"unable to load model '{model}', model file not found: '{path}' (nor a Python "
+            f"pipeline to autoserialize, '{fallback.name}')")
+    data = autoserialize(model, source)
+    try:
+        return data, read_pipeline_def(data)
+    except ValueError as exc:  # DALI wrote it: not expected
+        raise ModelLoadError(
+            f"unable to load model '{model}': the autoserialized '{source.name}' is not a "
+            f"DALI pipeline ({exc})") from None
 
 
 def _short(exc: BaseException) -> str:

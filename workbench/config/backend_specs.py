@@ -151,7 +151,7 @@ def _dali_autocomplete(config: ModelConfig, model_dir: Path, _: AutocompleteOpti
     """Inputs, outputs, max_batch_size and dynamic batching from the serialized pipeline (what
     it declares), as Triton's dali_backend; a missing model.dali is the backend's load error."""
     model_file = _model_file_or_none(config, model_dir)
-    if model_file is not None:
+    if model_file is not None and model_file.suffix != ".py":  # a .py is autoserialized at load
         from workbench.config.dali_autocomplete import autocomplete_from_dali
 
         text_path = model_dir / "config.pbtxt"

@@ -19,6 +19,7 @@ pipeline declares (:mod:`.dali_pipeline`; DALI is not imported):
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from workbench.config.dali_pipeline import PipelineIO, read_pipeline_def
 from workbench.errors import InvalidModelConfig
+
+logger = logging.getLogger("workbench.config.autocomplete")
 
 #: ``max_batch_size: <int>`` outside a comment (Triton's ``ReadMBSFromPBtxt`` reads the text)
 _MAX_BATCH_SIZE = re.compile(r"^[^#\n]*?\bmax_batch_size\s*:\s*(-?\d+)", re.MULTILINE)
@@ -45,16 +48,20 @@ def autocomplete_from_dali(config: mc.ModelConfig, model_file: Path, config_text
         model_file: the serialized pipeline (``model.dali``).
         config_text: config.pbtxt's text (None without one), for the explicit max_batch_size.
 
+    A file that is not a serialized pipeline (a Python pipeline to autoserialize, say) is left
+    to the backend's load, with a warning: pipelines defined in Python are not auto-completed
+    here (Triton's backend completes from the autoserialized pipeline).
+
     Raises:
-        InvalidModelConfig: the file is not a DALI pipeline, or the config contradicts it (an
-            input the pipeline lacks, more outputs, another data type or shape); Triton's texts.
+        InvalidModelConfig: the config contradicts the pipeline (an input the pipeline lacks,
+            more outputs, another data type or rank); Triton's texts.
     """
     try:
         pipeline = read_pipeline_def(model_file.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise InvalidModelConfig(
-            f"autofill failed for model '{config.name}': '{model_file.name}' is not a serialized "
-            f"DALI pipeline ({exc})") from None
+    except (OSError, ValueError) as exc:  # the backend's load says why (or autoserializes)
+        logger.warning("skipping model configuration auto-complete for '%s': '%s' is not a "
+                       "serialized DALI pipeline (%s)", config.name, model_file.name, exc)
+        return
     explicit = explicit_max_batch_size(config_text)
     batched = explicit != 0
     names = set(pipeline.input_names)
