@@ -535,3 +535,21 @@ output [ { name: "SUM" data_type: TYPE_FP32 dims: [ 2 ] } ]"""
         np.testing.assert_array_equal(both.outputs[0].data, a + a)
     finally:
         await server.stop()
+
+
+async def test_the_configs_max_batch_size_is_the_pipelines_batch_size(tmp_path: Path) -> None:
+    """Serialized with batch_size 4, served with max_batch_size 8 (Triton's dali_backend builds
+    the pipeline with the config's): a request of 6 rows is one run of 6 samples."""
+    write_dali(tmp_path, "two", """name: "two" backend: "dali" max_batch_size: 8
+input [ { name: "X" data_type: TYPE_FP32 dims: [ 3 ] } ]
+output [ { name: "A" data_type: TYPE_FP32 dims: [ 3 ] }, { name: "B" data_type: TYPE_FP32 dims: [ 3 ] } ]
+""", two_outputs_pipeline())
+    server = await _start(tmp_path)
+    try:
+        x = np.arange(18, dtype=np.float32).reshape(6, 3)
+        response = await server.infer(InferenceRequest("two", [Tensor("X", "FP32", x)]))
+        np.testing.assert_array_equal(response.outputs[0].data, x * 2)
+        stats = (await server.statistics("two"))["model_stats"][0]
+        assert stats["execution_count"] == 1 and stats["inference_count"] == 6
+    finally:
+        await server.stop()
