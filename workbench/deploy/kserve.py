@@ -34,9 +34,10 @@ KSERVE_GRPC_PORT = 9000
 #: the model format of a whole Triton model repository, as KServe's Triton runtime names it
 TRITON_FORMAT = {"name": "triton", "version": "2"}
 #: KServe's names (and versions, as its Triton runtime lists them) of the formats of the
-#: workbench's backends; Python-backend models and ensembles are only ``triton``, and so are
-#: fil models: KServe's ``xgboost`` / ``lightgbm`` formats are its own servers' layouts (a bare
-#: model file), which KServe's Triton runtime does not list either
+#: workbench's backends; Python-backend models, DALI pipelines (KServe names no DALI format)
+#: and ensembles are only ``triton``, and so are fil models: KServe's ``xgboost`` / ``lightgbm``
+#: formats are its own servers' layouts (a bare model file), which KServe's Triton runtime does
+#: not list either
 _FORMATS = {
     "onnx": {"name": "onnx", "version": "1"},
     "pytorch": {"name": "pytorch", "version": "1"},

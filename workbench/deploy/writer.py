@@ -33,7 +33,8 @@ def required_extras(repository: Path) -> list[str]:
     ``openvino`` for OpenVINO ones (``backend: "openvino"`` or a ``model.xml``), ``fil`` for
     tree models (``backend: "fil"``; no file name is FIL's alone, the config says), ``tensorflow``
     for SavedModels (``platform: "tensorflow_savedmodel"``, ``backend: "tensorflow"`` or a
-    ``model.savedmodel`` folder). The packages
+    ``model.savedmodel`` folder), ``dali`` for DALI pipelines (``backend: "dali"`` or a
+    ``model.dali``). The packages
     Python-backend models import are :func:`python_requirements`'s."""
     extras = set()
     for folder in sorted(p for p in repository.iterdir() if p.is_dir()):
@@ -51,6 +52,8 @@ def required_extras(repository: Path) -> list[str]:
         if config.platform == "tensorflow_savedmodel" or config.backend == "tensorflow" \
                 or "model.savedmodel" in files:
             extras.add("tensorflow")
+        if config.backend == "dali" or "model.dali" in files:
+            extras.add("dali")
     return sorted(extras)
 
 
