@@ -320,6 +320,8 @@ async def test_autoserialization_errors_are_clear(tmp_path: Path, source: str | 
     assert reason in text, text
     if source is not None:
         assert "autoserialization of 'dali.py' failed" in text
+        # DALI's (or the module's) error text alone, not the child's traceback
+        assert "Traceback" not in text and 'File "' not in text, text
 
 
 async def test_without_dali_the_load_says_what_to_install(tmp_path: Path, monkeypatch) -> None:

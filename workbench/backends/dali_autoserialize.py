@@ -22,16 +22,24 @@ from workbench.errors import ModelLoadError
 #: seconds the child may take (importing DALI and the module, building the graph)
 TIMEOUT_S = 120
 
-_CHILD = """\
+#: what the child writes before its error's text (the text alone, not the traceback, goes into
+#: the load's reason; DALI and the module may print other lines before it)
+ERROR_MARK = "--workbench-autoserialize-error--"
+
+_CHILD = f"""\
 import importlib.util, os, sys
 path, target = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.dirname(path))
-from nvidia.dali._utils.autoserialize import invoke_autoserialize
-spec = importlib.util.spec_from_file_location("workbench_dali_autoserialize", path)
-module = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = module
-spec.loader.exec_module(module)
-invoke_autoserialize(module, target)
+try:
+    from nvidia.dali._utils.autoserialize import invoke_autoserialize
+    spec = importlib.util.spec_from_file_location("workbench_dali_autoserialize", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    invoke_autoserialize(module, target)
+except BaseException as exc:
+    sys.stderr.write("\\n{ERROR_MARK}\\n" + type(exc).__name__ + ": " + str(exc))
+    sys.exit(1)
 """
 
 
@@ -54,7 +62,9 @@ def autoserialize(model: str, module_path: Path, timeout_s: float = TIMEOUT_S) -
                 f"unable to load model '{model}': autoserialization of '{module_path.name}' took "
                 f"more than {timeout_s:g} s") from None
         if done.returncode != 0:
-            tail = " ".join(done.stderr.strip().splitlines()[-3:])
+            _, marked, error = done.stderr.rpartition(ERROR_MARK)
+            lines = (error if marked else done.stderr).strip().splitlines()
+            tail = " ".join(" ".join(lines if marked else lines[-3:]).split())[:600]
             raise ModelLoadError(
                 f"unable to load model '{model}': autoserialization of '{module_path.name}' "
                 f"failed: {tail}")

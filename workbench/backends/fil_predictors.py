@@ -139,7 +139,9 @@ def load_predictor(model: str, model_type: str, path: Path, nthread: int) -> Tre
     try:
         return _CLASSES[model_type](module, path, nthread)
     except Exception as exc:  # noqa: BLE001 - each library raises its own error types
+        # xgboost's text ends in its native stack ("Stack trace:\n  [bt] (0) libxgboost.so...")
+        text = str(exc).split("Stack trace:")[0].strip()
         raise ModelLoadError(
             f"unable to load model '{model}': {module_name} cannot read '{path.name}' as "
-            f"model_type '{model_type}': {type(exc).__name__}: {str(exc).strip()[:500]}"
+            f"model_type '{model_type}': {type(exc).__name__}: {' '.join(text.split())[:500]}"
         ) from None
