@@ -8,6 +8,7 @@ and the click-through that opens a model in the Config and Live tabs."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,7 +91,7 @@ def click_button(scope, name: str) -> None:
 
 
 def test_models_tab_actions_and_the_table_in_the_jupyter_dashboard(
-        browser, served: Dashboard, shots: Path) -> None:
+        browser, served: Dashboard, shots: Path, models: Path) -> None:
     from playwright.sync_api import expect
 
     page = open_dashboard(browser, served)
@@ -137,6 +138,34 @@ def test_models_tab_actions_and_the_table_in_the_jupyter_dashboard(
         assert cell(page, "add_sub", field).evaluate("e => e.scrollWidth <= e.clientWidth"), field
     page.screenshot(path=shots / "3-traffic.png", full_page=True)
 
+    # a failed load's reason, longer than its column: whole on hover and under the table when
+    # its row is selected (the column alone cut it off: the new-user trial could not read it)
+    broken = models / "broken"
+    (broken / "1").mkdir(parents=True)
+    (broken / "config.pbtxt").write_text(
+        'name: "broken"\nbackend: "onnxruntime"\nmax_batch_size: 8\n'
+        'input [ { name: "input__0" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+        'output [ { name: "output__0" data_type: TYPE_FP32 dims: [ 1 ] } ]\n')
+    (broken / "1" / "model.onnx").write_bytes(b"<not an ONNX file> * __0__")
+    status = served.get("status")
+    key = status["ports_key"]
+    with httpx.Client(base_url=f"http://127.0.0.1:{status['ports']['http']}", timeout=60,
+                      headers={key["header"]: key["value"]}) as client:
+        assert client.post("/v2/repository/models/broken/load", json={}).status_code == 400
+        [entry] = [e for e in client.post("/v2/repository/index", json={}).json()
+                   if e["name"] == "broken"]
+    reason = entry["reason"]
+    assert len(reason) > 60, reason
+    expect_state(page, "broken", "UNAVAILABLE", FOLLOW_MS)
+    reason_cell = cell(page, "broken", "reason")
+    expect(reason_cell.locator("span")).to_have_attribute("title", reason)
+    assert not reason_cell.evaluate("e => e.scrollWidth <= e.clientWidth"), "expected a cut reason"
+    cell(page, "broken", "state").click()
+    note = page.locator(".workbench-reason")
+    expect(note).to_have_text(f"broken version 1: {reason}", timeout=WAIT_MS)
+    page.screenshot(path=shots / "3b-failed-reason.png", full_page=True)
+    shutil.rmtree(broken)  # the module's repository is the inline test's too (it loads '*')
+
     # click through: digits_mlp's Config button opens it in the Config tab, Live follows
     row(page, "digits_mlp", "2").locator(".tabulator-cell", has_text="⚙ Config").click()
     expect(page.locator(".bk-tab.bk-active")).to_have_text("Config")
@@ -171,6 +200,11 @@ def test_models_tab_actions_in_the_inline_notebook_dashboard(
     click_button(output, "Unload")
     expect_state(output, "add_sub", "UNAVAILABLE")
     expect(cell(output, "add_sub", "reason")).to_have_text("unloaded")
+    # the selected row's whole reason under the table, as in the Jupyter-hosted dashboard
+    expect(cell(output, "add_sub", "reason").locator("span")).to_have_attribute("title", "unloaded")
+    cell(output, "add_sub", "state").click()
+    expect(output.locator(".workbench-reason")).to_have_text("add_sub version 1: unloaded",
+                                                            timeout=WAIT_MS)
     page.screenshot(path=shots / "inline-unloaded.png")
     click_button(output, "Load")
     expect_state(output, "add_sub", "READY")

@@ -29,6 +29,7 @@ without a server session (a notebook's comm, tests) it is made at once.
 
 from __future__ import annotations
 
+import html
 import logging
 from collections.abc import Callable
 
@@ -58,6 +59,8 @@ TITLES = {"max_batch_size": "max batch", "requests_per_s": "requests/s", "p99_ms
 #: how a button cell looks (a Bokeh-like button; the click is the table's cell click)
 _BUTTON_TEMPLATE = ('<span role="button" style="cursor:pointer;border:1px solid #ccc;'
                     'border-radius:4px;padding:1px 6px;white-space:nowrap"><%= value %></span>')
+#: the reason cell: the text, cut to the column, and all of it on hover (``<%- %>``: escaped)
+_REASON_TEMPLATE = '<span title="<%- value %>"><%- value %></span>'
 #: tab titles the buttons open
 BUTTON_TABS = {"config": "Config", "live": "Live"}
 #: header tooltips
@@ -106,8 +109,12 @@ class ModelsView(pn.viewable.Viewer):
                 "failures": NumberFormatter(format="0", nan_format="–"),
                 "memory": HTMLTemplateFormatter(
                     template='<span title="<%= memory_note %>"><%= memory_text %></span>'),
+                "reason": HTMLTemplateFormatter(template=_REASON_TEMPLATE),
                 **{field: HTMLTemplateFormatter(template=_BUTTON_TEMPLATE) for field in BUTTONS},
             })
+        #: the selected row's reason in full (the column shows the start of a long one)
+        #: (HTML of escaped text, not Markdown: a reason's `input__0` or `*` are not markup)
+        self.reason = pn.pane.HTML("", visible=False, sizing_mode="stretch_width")
         self.model = pn.widgets.Select(label="Model", options=[])
         self.refresh_button = pn.widgets.Button(label="Refresh")
         self.load_button = pn.widgets.Button(label="Load", color="primary")
@@ -139,7 +146,7 @@ class ModelsView(pn.viewable.Viewer):
         return pn.Column(
             pn.Row(self.model, self.load_button, self.unload_button, self.reload_button,
                    self.refresh_button),
-            self.error, self.status, self.table,
+            self.error, self.status, self.table, self.reason,
             pn.pane.Markdown("**Version policy** (tried with a config override; the file is "
                              "not written)"),
             policy, sizing_mode="stretch_width")
@@ -169,6 +176,7 @@ class ModelsView(pn.viewable.Viewer):
         frame = _frame(rows)
         if not frame.equals(self.table.value):
             self.table.value = frame
+        self._show_reason(self.table.selection)
         names = sorted({row.name for row in rows})
         if names != list(self.model.options):
             self.model.options = names
@@ -280,6 +288,24 @@ class ModelsView(pn.viewable.Viewer):
     def _on_selection(self, event) -> None:
         if event.new and event.new[0] < len(self.table.value):
             self.model.value = self.table.value.iloc[event.new[0]]["model"]
+        self._show_reason(event.new)
+
+    def _show_reason(self, selection: list[int]) -> None:
+        """The whole reason of the selected row (why it is not READY, a failed reload's error)
+        under the table; hidden when the row has none."""
+        frame = self.table.value
+        if not (selection and selection[0] < len(frame)):
+            self.reason.visible = False
+            return
+        row = frame.iloc[selection[0]]
+        text = str(row["reason"])
+        if text:
+            self.reason.object = (
+                '<div class="workbench-reason" style="background:#fff3cd;border:1px solid #ffe69c;'
+                'border-radius:4px;padding:6px 10px;white-space:pre-wrap;overflow-wrap:anywhere">'
+                f"<b>{html.escape(str(row['model']))} version {html.escape(str(row['version']))}</b>: "
+                f"{html.escape(text)}</div>")
+        self.reason.visible = bool(text)
 
     def _on_click(self, event) -> None:
         """A row's Config / Live button: select that model version, open the tab."""
