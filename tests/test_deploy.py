@@ -111,6 +111,19 @@ def test_extras_follow_the_models_backends(tmp_path: Path, repository: Path) -> 
     assert '"$wheel[dali,fil,openvino,pytorch,tensorflow]"' in render(DeploySpec(), repository)["Dockerfile"]
 
 
+def test_a_fil_image_installs_the_openmp_runtime_lightgbm_loads(repository: Path) -> None:
+    """lightgbm's wheel loads the system's libgomp.so.1: the image of a repository with a fil
+    model failed to load cancer_lightgbm ("libgomp.so.1: cannot open shared object file") until
+    the Dockerfile installed libgomp1; one without fil models installs nothing."""
+    assert "apt-get" not in render(DeploySpec(), repository)["Dockerfile"]
+    (repository / "trees").mkdir()
+    (repository / "trees" / "config.pbtxt").write_text('backend: "fil"\n')
+    text = render(DeploySpec(), repository)["Dockerfile"]
+    runtime = text[text.index("COPY --from=build"):]  # the image's stage, as root
+    install = runtime.index("apt-get install -y --no-install-recommends libgomp1")
+    assert install < runtime.index("USER workbench")
+
+
 def test_a_config_that_is_not_utf8_leaves_the_extras_to_the_files(repository: Path) -> None:
     """A broken config.pbtxt (here Latin-1 bytes) is read like a missing one, by both scans:
     ``required_extras`` raised UnicodeDecodeError where ``python_requirements`` went on."""

@@ -22,6 +22,10 @@ REQUIREMENTS_FILE = "requirements-models.txt"
 VENV = "/opt/workbench"
 #: the image's user and its uid (not root)
 USER, UID = "workbench", 1000
+#: Debian packages an extra's libraries load that their wheels do not bundle: lightgbm (the
+#: fil extra) needs the system's OpenMP runtime, libgomp.so.1 (xgboost's and treelite's wheels
+#: bring their own); installed into the image with apt-get
+SYSTEM_PACKAGES = {"fil": ("libgomp1",)}
 _NO_WHEEL = "wheels/ has no workbench wheel: pip wheel --no-deps -w wheels <workbench source>"
 _BINARY_UNITS = {"Ki": "k", "Mi": "m", "Gi": "g", "Ti": "t"}
 _DECIMAL_UNITS = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
@@ -76,13 +80,25 @@ RUN if ls /tmp/wheels/torch-*.whl >/dev/null 2>&1; \\
 """
 
 
+def _system_step(extras: list[str]) -> str:
+    packages = sorted({p for extra in extras for p in SYSTEM_PACKAGES.get(extra, ())})
+    if not packages:
+        return ""
+    return ("# libraries the models' packages load from the system (a Debian-based base image):\n"
+            f"# {', '.join(packages)} ({', '.join(e for e in sorted(extras) if e in SYSTEM_PACKAGES)})\n"
+            "RUN apt-get update && apt-get install -y --no-install-recommends "
+            f"{' '.join(packages)} \\\n    && rm -rf /var/lib/apt/lists/*\n")
+
+
 def dockerfile(spec: DeploySpec, extras: list[str], torch_requirement: str | None = None) -> str:
     """Dockerfile text for the build context ``workbench deploy`` writes (``models/``,
     ``wheels/``, ``requirements-models.txt``).
 
     Args:
         spec: ports, base image (``spec.python_image``), serve flags, ``/dev/shm`` size.
-        extras: workbench extras the repository's models need (``pytorch``, ``openvino``).
+        extras: workbench extras the repository's models need (``pytorch``, ``openvino``);
+            those in :data:`SYSTEM_PACKAGES` add an ``apt-get install`` of their Debian
+            packages to the image (a Debian-based ``spec.python_image``).
         torch_requirement: e.g. ``torch==2.13.0`` when a model needs torch: installed first,
             a CPU build (from ``wheels/`` when a torch wheel is there, else PyTorch's CPU wheel
             index), so that nothing after it pulls PyPI's CUDA build; None when no model
@@ -123,7 +139,7 @@ RUN wheel=$(ls -v /tmp/wheels/workbench-*.whl | tail -n 1) \\
 FROM {spec.python_image}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 VIRTUAL_ENV={VENV} PATH={VENV}/bin:$PATH
 COPY --from=build {VENV} {VENV}
-RUN useradd --uid {UID} --user-group --create-home {USER}
+{_system_step(extras)}RUN useradd --uid {UID} --user-group --create-home {USER}
 COPY --chown={USER}:{USER} models/ /models/
 USER {USER}
 WORKDIR /home/{USER}
@@ -137,5 +153,5 @@ CMD [{flags}]
 """
 
 
-__all__ = ["REQUIREMENTS_FILE", "TORCH_CPU_INDEX", "UID", "USER", "VENV", "docker_shm_size", "dockerfile",
-           "run_command"]
+__all__ = ["REQUIREMENTS_FILE", "SYSTEM_PACKAGES", "TORCH_CPU_INDEX", "UID", "USER", "VENV",
+           "docker_shm_size", "dockerfile", "run_command"]
