@@ -34,32 +34,43 @@ WEIGHT_DECAY = 1e-4
 VERSIONS: dict[int, int] = {1: 32, 2: 64}
 TRAIN_SEEDS: dict[int, int] = {1: 1, 2: 2}
 
-CONFIG_PBTXT = f"""\
-name: "{MODEL_NAME}"
-backend: "onnxruntime"
-platform: "onnxruntime_onnx"
-max_batch_size: {MAX_BATCH_SIZE}
-version_policy: {{ latest {{ num_versions: {len(VERSIONS)} }} }}
+
+def io_pbtxt(input_name: str, output_name: str, instance_note: str = "") -> str:
+    """The ``input`` / ``output`` / ``instance_group`` part of a digits sample's config.pbtxt:
+    FP32 ``[64]`` pixels in, FP32 ``[10]`` logits out, one KIND_CPU instance (``instance_note``:
+    a comment line put before the instance group). Every digits sample (ONNX, TorchScript,
+    OpenVINO, SavedModel) writes this text."""
+    return f"""\
 input [
   {{
-    name: "{INPUT_NAME}"
+    name: "{input_name}"
     data_type: TYPE_FP32
     dims: [ {N_PIXELS} ]
   }}
 ]
 output [
   {{
-    name: "{OUTPUT_NAME}"
+    name: "{output_name}"
     data_type: TYPE_FP32
     dims: [ {N_CLASSES} ]
   }}
 ]
-instance_group [
+{instance_note}instance_group [
   {{
     count: 1
     kind: KIND_CPU
   }}
 ]
+"""
+
+
+CONFIG_PBTXT = f"""\
+name: "{MODEL_NAME}"
+backend: "onnxruntime"
+platform: "onnxruntime_onnx"
+max_batch_size: {MAX_BATCH_SIZE}
+version_policy: {{ latest {{ num_versions: {len(VERSIONS)} }} }}
+{io_pbtxt(INPUT_NAME, OUTPUT_NAME)}\
 # One instance: on 2 cores a second one only adds contention. Batch whatever queued while
 # the instance was busy, with no added delay: 2x at c=16, while any delay costs c=1
 # 25-75 % (bench/RESULTS.md, issue 3).

@@ -31,26 +31,7 @@ CONFIG_PBTXT = f"""\
 name: "{MODEL_NAME}"
 backend: "openvino"
 max_batch_size: {MAX_BATCH_SIZE}
-input [
-  {{
-    name: "{build_digits.INPUT_NAME}"
-    data_type: TYPE_FP32
-    dims: [ {build_digits.N_PIXELS} ]
-  }}
-]
-output [
-  {{
-    name: "{build_digits.OUTPUT_NAME}"
-    data_type: TYPE_FP32
-    dims: [ {build_digits.N_CLASSES} ]
-  }}
-]
-instance_group [
-  {{
-    count: 1
-    kind: KIND_CPU
-  }}
-]
+{build_digits.io_pbtxt(build_digits.INPUT_NAME, build_digits.OUTPUT_NAME)}\
 dynamic_batching {{ }}
 # a 64->{HIDDEN}->10 MLP: one stream, one thread, latency first
 parameters {{ key: "NUM_STREAMS" value: {{ string_value: "1" }} }}

@@ -33,31 +33,13 @@ SIGNATURE = "serving_default"
 
 # A full config (it loads with --disable-auto-complete-config / --strict-model-config too); the same
 # inputs and outputs are what auto-complete reads from the signature (tests/test_tensorflow_backend.py).
+INSTANCE_NOTE = ("# KIND_CPU, not KIND_AUTO: tensorflow-cpu has no GPU, and on a machine with one KIND_AUTO "
+                 "would ask for it\n")
 CONFIG_PBTXT = f"""\
 name: "{MODEL_NAME}"
 platform: "tensorflow_savedmodel"
 max_batch_size: {MAX_BATCH_SIZE}
-input [
-  {{
-    name: "{build_digits.INPUT_NAME}"
-    data_type: TYPE_FP32
-    dims: [ {build_digits.N_PIXELS} ]
-  }}
-]
-output [
-  {{
-    name: "{build_digits.OUTPUT_NAME}"
-    data_type: TYPE_FP32
-    dims: [ {build_digits.N_CLASSES} ]
-  }}
-]
-# KIND_CPU, not KIND_AUTO: tensorflow-cpu has no GPU, and on a machine with one KIND_AUTO would ask for it
-instance_group [
-  {{
-    count: 1
-    kind: KIND_CPU
-  }}
-]
+{build_digits.io_pbtxt(build_digits.INPUT_NAME, build_digits.OUTPUT_NAME, INSTANCE_NOTE)}\
 dynamic_batching {{ }}
 parameters {{ key: "TF_SIGNATURE_DEF" value: {{ string_value: "{SIGNATURE}" }} }}
 """

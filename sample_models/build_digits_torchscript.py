@@ -32,26 +32,7 @@ name: "{MODEL_NAME}"
 platform: "pytorch_libtorch"
 max_batch_size: {MAX_BATCH_SIZE}
 # Triton's TorchScript naming: INPUT__<i> is forward()'s i-th argument, OUTPUT__<i> its i-th result
-input [
-  {{
-    name: "{INPUT_NAME}"
-    data_type: TYPE_FP32
-    dims: [ {build_digits.N_PIXELS} ]
-  }}
-]
-output [
-  {{
-    name: "{OUTPUT_NAME}"
-    data_type: TYPE_FP32
-    dims: [ {build_digits.N_CLASSES} ]
-  }}
-]
-instance_group [
-  {{
-    count: 1
-    kind: KIND_CPU
-  }}
-]
+{build_digits.io_pbtxt(INPUT_NAME, OUTPUT_NAME)}\
 dynamic_batching {{ }}
 # a 64->{HIDDEN}->10 MLP gains nothing from an intra-op thread pool (torch's pool is process-wide:
 # the first pytorch model that sets it wins)
