@@ -116,3 +116,9 @@ class AlreadyExists(WorkbenchError):
 
 class Cancelled(WorkbenchError):
     code = StatusCode.CANCELLED
+
+
+def request_prefix(request_id: str) -> str:
+    """Triton's prefix of a request's error text: ``[request id: <id>] `` (``<id_unknown>``
+    for a request without one), as its core and backends write it."""
+    return f"[request id: {request_id or '<id_unknown>'}] "

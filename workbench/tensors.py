@@ -13,13 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from workbench.datatypes import WIRE_ITEMSIZE, WIRE_TO_NUMPY, deserialize_bytes, serialize_bytes
-from workbench.errors import InvalidArgument, Unsupported
+from workbench.errors import InvalidArgument, Unsupported, request_prefix
 from workbench.types import Tensor
-
-
-def _prefix(request_id: str) -> str:
-    return f"[request id: {request_id or '<id_unknown>'}] "
-
 
 #: the largest element count and byte size a tensor may have (Triton's INT64_MAX; numpy's too)
 INT64_MAX = 2**63 - 1
@@ -49,7 +44,7 @@ def check_shape(name: str, shape: Sequence[int], model: str, request_id: str) ->
     if low < 0:
         got = "[" + ",".join(str(d) for d in dims) + "]"
         raise InvalidArgument(
-            _prefix(request_id) + f"All input dimensions should be specified for input "
+            request_prefix(request_id) + f"All input dimensions should be specified for input "
             f"'{name}' for model '{model}', got {got}"
         )
     if high > INT64_MAX:
@@ -124,19 +119,19 @@ def tensor_from_buffer(
         array = deserialize_bytes(buffer, name, model)
         if array.size < count:
             raise InvalidArgument(
-                _prefix(request_id) + f"expected {count} string elements for inference input "
+                request_prefix(request_id) + f"expected {count} string elements for inference input "
                 f"'{name}' for model '{model}', got {array.size}"
             )
         if array.size > count:  # Triton stops at the first element past the count
             raise InvalidArgument(
-                _prefix(request_id) + f"unexpected number of string elements {count + 1} for "
+                request_prefix(request_id) + f"unexpected number of string elements {count + 1} for "
                 f"inference input '{name}' for model '{model}', expecting {count}"
             )
         return Tensor(name, datatype, array.reshape(dims))
     expected = count * WIRE_ITEMSIZE[datatype]
     if len(buffer) != expected:
         raise InvalidArgument(
-            _prefix(request_id) + f"input byte size mismatch for input '{name}' for model "
+            request_prefix(request_id) + f"input byte size mismatch for input '{name}' for model "
             f"'{model}'. Expected {expected}, got {len(buffer)}"
         )
     array = np.frombuffer(buffer, dtype=dtype.newbyteorder("<")).reshape(dims)
@@ -176,16 +171,16 @@ def tensor_from_list(
         if datatype != "BYTES":
             itemsize = WIRE_ITEMSIZE[datatype]
             raise InvalidArgument(
-                _prefix(request_id) + f"input byte size mismatch for input '{name}' for model "
+                request_prefix(request_id) + f"input byte size mismatch for input '{name}' for model "
                 f"'{model}'. Expected {count * itemsize}, got {array.size * itemsize}"
             )
         if array.size < count:
             raise InvalidArgument(
-                _prefix(request_id) + f"expected {count} string elements for inference input "
+                request_prefix(request_id) + f"expected {count} string elements for inference input "
                 f"'{name}' for model '{model}', got {array.size}"
             )
         raise InvalidArgument(
-            _prefix(request_id) + f"unexpected number of string elements {count + 1} for "
+            request_prefix(request_id) + f"unexpected number of string elements {count + 1} for "
             f"inference input '{name}' for model '{model}', expecting {count}"
         )
     return Tensor(name, datatype, array.reshape(dims))

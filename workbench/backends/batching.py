@@ -18,7 +18,7 @@ import numpy as np
 from workbench.backends.base import BackendRequest, BackendResponse
 from workbench.backends.ragged import batch_input_array, flat_ragged, scatter
 from workbench.config.batch_io import BatchLayout
-from workbench.errors import InvalidArgument, Unsupported
+from workbench.errors import InvalidArgument, Unsupported, request_prefix
 
 _NO_LAYOUT = BatchLayout()
 
@@ -126,7 +126,7 @@ def split_outputs(
         wanted = request.requested_outputs or outputs.keys()
         broken = [unsplittable[n] for n in wanted if n in unsplittable]
         if broken:
-            prefix = f"[request id: {request.request_id or '<id_unknown>'}] "
+            prefix = request_prefix(request.request_id)
             responses.append(BackendResponse(error=Unsupported(prefix + broken[0])))
         else:
             part = {n: _part(outputs[n], scattered.get(n), index, start, size, request.batched)

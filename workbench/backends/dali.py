@@ -57,7 +57,13 @@ from workbench.backends.batching import requested_union
 from workbench.backends.dali_autoserialize import autoserialize
 from workbench.config.dali_pipeline import PipelineDef, read_pipeline_def
 from workbench.datatypes import config_to_wire, numpy_dtype
-from workbench.errors import InternalError, InvalidArgument, ModelLoadError, WorkbenchError
+from workbench.errors import (
+    InternalError,
+    InvalidArgument,
+    ModelLoadError,
+    WorkbenchError,
+    request_prefix,
+)
 
 INSTALL_HINT = ("install it with `pip install 'workbench[dali]'` (the nvidia-dali-cuda120 wheel; "
                 "nvidia-dali-cuda130 for CUDA 13)")
@@ -166,7 +172,7 @@ class DaliInstance(ModelInstance):
         except _DaliRunError as exc:
             if len(group) == 1:
                 responses[group[0]] = BackendResponse(error=InvalidArgument(
-                    f"[request id: {requests[group[0]].request_id or '<id_unknown>'}] DALI "
+                    request_prefix(requests[group[0]].request_id) + "DALI "
                     f"failed to process the request's data for model '{self._model_name}': {exc}"))
                 return
             for i in group:
@@ -187,7 +193,7 @@ class DaliInstance(ModelInstance):
         for name, dtype in self._inputs:
             if name not in request.inputs:  # an input the config marks optional
                 raise InvalidArgument(
-                    f"[request id: {request.request_id or '<id_unknown>'}] DALI model "
+                    request_prefix(request.request_id) + "DALI model "
                     f"'{self._model_name}' needs input '{name}' in every request (every external "
                     "source is fed each run)")
             array = np.asarray(request.inputs[name])
@@ -198,7 +204,7 @@ class DaliInstance(ModelInstance):
             counts.add(len(rows))
         if len(counts) > 1 or 0 in counts:
             raise InvalidArgument(
-                f"[request id: {request.request_id or '<id_unknown>'}] each input of a request to "
+                request_prefix(request.request_id) + "each input of a request to "
                 f"DALI model '{self._model_name}' must hold the same number (>= 1) of samples "
                 f"(first dimension), got {sorted(counts)}")
         return out
@@ -259,7 +265,7 @@ class DaliInstance(ModelInstance):
                 continue
             if len({s.shape for s in samples}) > 1:
                 return BackendResponse(error=InvalidArgument(
-                    f"[request id: {request.request_id or '<id_unknown>'}] DALI model "
+                    request_prefix(request.request_id) + "DALI model "
                     f"'{self._model_name}' output '{name}' has samples of different shapes "
                     f"{sorted({s.shape for s in samples})} in one request; send them in separate "
                     "requests"))

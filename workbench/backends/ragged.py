@@ -14,7 +14,7 @@ import numpy as np
 
 from workbench.backends.base import BackendRequest
 from workbench.config.batch_io import BatchInputSpec, BatchOutputSpec
-from workbench.errors import InvalidArgument, ModelLoadError
+from workbench.errors import InvalidArgument, ModelLoadError, request_prefix
 
 _DTYPES = {"TYPE_INT32": np.int32, "TYPE_FP32": np.float32}
 
@@ -129,7 +129,7 @@ def _source(request: BackendRequest, name: str, target: str) -> np.ndarray:
     array = request.inputs.get(name)
     if array is None:
         raise InvalidArgument(
-            f"[request id: {request.request_id or '<id_unknown>'}] batch input '{target}' needs "
+            request_prefix(request.request_id) + f"batch input '{target}' needs "
             f"its source input '{name}', which the request does not carry"
         )
     return array

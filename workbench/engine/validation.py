@@ -13,7 +13,7 @@ import numpy as np
 from workbench.backends.base import BackendRequest
 from workbench.engine.classification import class_count
 from workbench.engine.model_io import ModelIO, TensorSpec
-from workbench.errors import InvalidArgument
+from workbench.errors import InvalidArgument, request_prefix
 from workbench.types import InferenceRequest, Tensor
 
 BATCH_NOTE = (
@@ -23,11 +23,6 @@ BATCH_NOTE = (
     "max_batch_size to zero. See the model configuration docs for more info on "
     "max_batch_size."
 )
-
-
-def request_prefix(request_id: str) -> str:
-    """Triton's log prefix for request errors: ``[request id: <id>] ``."""
-    return f"[request id: {request_id or '<id_unknown>'}] "
 
 
 def dims_string(dims) -> str:
