@@ -167,9 +167,6 @@ def tool_versions() -> dict[str, str]:
 #: the file each version folder needs, by backend (ensembles need an empty version folder only)
 VERSION_FILES = {"onnxruntime": "model.onnx", "python": "model.py", "pytorch": "model.pt",
                  "openvino": "model.xml", "tensorflow": "model.savedmodel", "dali": "model.dali"}
-#: fil's model file by its model_type parameter (Triton fil_backend's default names)
-FIL_FILES = {"xgboost": "xgboost.model", "xgboost_json": "xgboost.json", "xgboost_ubj": "xgboost.ubj",
-             "lightgbm": "model.txt", "treelite_checkpoint": "checkpoint.tl"}
 #: platforms that name their backend (a config may give the platform alone)
 PLATFORM_BACKENDS = {"onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch",
                      "tensorflow_savedmodel": "tensorflow"}
@@ -197,9 +194,11 @@ def check_repository_layout(model_dir: Path, name: str) -> None:
         config_name = config.name
         backend = config.backend or PLATFORM_BACKENDS.get(config.platform, config.platform)
         required = "" if backend == "ensemble" else VERSION_FILES.get(backend)
-        if backend == "fil":
+        if backend == "fil":  # the file is the model_type's (the fil backend's own table)
+            from workbench.backends.fil_options import MODEL_FILES
+
             fil_type = config.parameters["model_type"].string_value if "model_type" in config.parameters else "xgboost"
-            required = FIL_FILES.get(fil_type)
+            required = MODEL_FILES.get(fil_type)
         if required is None:
             raise BuildError(f"{name}: no sample is built for backend {backend!r}")
     if config_name != name:
