@@ -24,6 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+#: model_type -> the file name FIL reads (the fil backend's own table)
+from workbench.backends.fil_options import MODEL_FILES as FILE_NAMES
+
 
 @dataclass(frozen=True)
 class Recipe:
@@ -49,8 +52,6 @@ RECIPES = (
     Recipe("regression", "lightgbm", "lightgbm", 25, 10, features=400, task="regression"),
     Recipe("sklearn", "sklearn", "treelite_checkpoint", 3, 10, features=500, predict_proba=True),
 )
-FILE_NAMES = {"xgboost_json": "xgboost.json", "xgboost_ubj": "xgboost.ubj",
-              "lightgbm": "model.txt", "treelite_checkpoint": "checkpoint.tl"}
 SAMPLES = 1000
 MAX_BATCH_SIZE = 8192
 
