@@ -2,8 +2,8 @@
 
 DALI's Python API does not list a deserialized pipeline's inputs (Triton's DALI backend asks the
 C API, ``daliGetNumExternalInput`` / ``daliGetExternalInputName``). The file is DALI's
-``PipelineDef`` protobuf (``dali/pipeline/proto/dali.proto``), so the few fields needed are read
-from the wire format here, without importing DALI:
+``PipelineDef`` protobuf (``dali/pipeline/proto/dali.proto``), so the few fields needed are
+parsed by protobuf with a schema of just those fields (built here), without importing DALI:
 
 - ``num_threads`` (1), ``batch_size`` (2);
 - ``op`` (5): an ``OpDef`` whose ``name`` (1) is the operator, ``output`` (3) its outputs (each an
@@ -22,7 +22,10 @@ Used by the dali backend (workbench/backends/dali.py: load checks) and by its au
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import message as protobuf_message
 from tritonclient.grpc import model_config_pb2 as mc
 
 _EXTERNAL_SOURCE_OPS = frozenset({"ExternalSource", "_ExternalSource"})
@@ -87,81 +90,51 @@ class PipelineDef:
         return [source.name for source in self.inputs]
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ValueError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, pos
-        if shift > 70:
-            raise ValueError("varint too long")
+def _message_classes() -> dict[str, Any]:
+    """Message classes for the subset of DALI's ``dali_proto`` schema read here (field numbers
+    and types as ``dali.proto`` declares them; the fields not listed are kept as unknown ones)."""
+    F = descriptor_pb2.FieldDescriptorProto
+    schema = {
+        "Argument": [("name", 1, F.TYPE_STRING, ""), ("ints", 4, F.TYPE_INT64, "")],
+        "InputOutput": [("name", 1, F.TYPE_STRING, ""), ("dtype", 5, F.TYPE_INT32, ""),
+                        ("ndim", 6, F.TYPE_INT32, "")],
+        "OpDef": [("name", 1, F.TYPE_STRING, ""), ("output", 3, F.TYPE_MESSAGE, "InputOutput"),
+                  ("args", 4, F.TYPE_MESSAGE, "Argument")],
+        "PipelineDef": [("num_threads", 1, F.TYPE_INT64, ""), ("batch_size", 2, F.TYPE_INT32, ""),
+                        ("op", 5, F.TYPE_MESSAGE, "OpDef"),
+                        ("pipe_outputs", 7, F.TYPE_MESSAGE, "InputOutput")],
+    }
+    repeated = {"ints", "output", "args", "op", "pipe_outputs"}
+    file = descriptor_pb2.FileDescriptorProto(name="workbench_dali_subset.proto",
+                                              package="dali_proto", syntax="proto2")
+    for message, fields in schema.items():
+        proto = file.message_type.add(name=message)
+        for field, number, kind, type_name in fields:
+            proto.field.add(name=field, number=number, type=kind,
+                            type_name=f".dali_proto.{type_name}" if type_name else None,
+                            label=F.LABEL_REPEATED if field in repeated else F.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"dali_proto.{name}"))
+            for name in schema}
 
 
-def _signed(value: int) -> int:
-    """A varint read as protobuf's int64 (two's complement)."""
-    return value - (1 << 64) if value >= 1 << 63 else value
+_CLASSES = _message_classes()
 
 
-def _fields(buf: bytes) -> list[tuple[int, int | bytes]]:
-    """The (field number, value) pairs of one protobuf message (varints as int, the rest bytes).
-
-    Raises:
-        ValueError: the bytes are not a protobuf message.
-    """
-    out: list[tuple[int, int | bytes]] = []
-    pos = 0
-    while pos < len(buf):
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        value: int | bytes
-        if number == 0:
-            raise ValueError("field number 0")
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-        elif wire == 2:
-            size, pos = _varint(buf, pos)
-            if pos + size > len(buf):
-                raise ValueError("truncated field")
-            value, pos = buf[pos : pos + size], pos + size
-        elif wire in (1, 5):
-            size = 8 if wire == 1 else 4
-            value, pos = buf[pos : pos + size], pos + size
-        else:
-            raise ValueError(f"wire type {wire}")
-        out.append((number, value))
-    return out
+def _declared(io: Any) -> tuple[int | None, int | None]:
+    """An ``InputOutput``'s declared dtype / ndim as (config DataType or None, ndim or None);
+    unset or -1 = not declared."""
+    dtype = io.dtype if io.HasField("dtype") and io.dtype >= 0 else None
+    ndim = io.ndim if io.HasField("ndim") and io.ndim >= 0 else None
+    return None if dtype is None else DALI_TO_CONFIG_DTYPE.get(dtype), ndim
 
 
-def _string(fields: list[tuple[int, int | bytes]], number: int) -> str:
-    value = next((v for n, v in fields if n == number and isinstance(v, bytes)), b"")
-    return value.decode(errors="replace")
-
-
-def _int(fields: list[tuple[int, int | bytes]], number: int) -> int | None:
-    value = next((v for n, v in fields if n == number and isinstance(v, int)), None)
-    return None if value is None else _signed(value)
-
-
-def _declared(dtype: int | None, ndim: int | None) -> tuple[int | None, int | None]:
-    """DALI's declared dtype / ndim as (config DataType or None, ndim or None); -1 = none."""
-    data_type = None if dtype is None or dtype < 0 else DALI_TO_CONFIG_DTYPE.get(dtype)
-    return data_type, None if ndim is None or ndim < 0 else ndim
-
-
-def _external_sources(op: list[tuple[int, int | bytes]]) -> list[PipelineIO]:
-    args = {}
-    for number, value in op:
-        if number == 4 and isinstance(value, bytes):
-            arg = _fields(value)
-            args[_string(arg, 1)] = _int(arg, 4)
-    data_type, ndim = _declared(args.get("dtype"), args.get("ndim"))
-    return [PipelineIO(_string(_fields(v), 1), data_type, ndim)
-            for n, v in op if n == 3 and isinstance(v, bytes)]
+def _external_sources(op: Any) -> list[PipelineIO]:
+    args = {arg.name: arg.ints[0] for arg in op.args if arg.ints}
+    dtype, ndim = args.get("dtype", -1), args.get("ndim", -1)
+    data_type = DALI_TO_CONFIG_DTYPE.get(dtype) if dtype >= 0 else None
+    return [PipelineIO(out.name, data_type, ndim if ndim >= 0 else None) for out in op.output]
 
 
 def read_pipeline_def(data: bytes) -> PipelineDef:
@@ -171,27 +144,17 @@ def read_pipeline_def(data: bytes) -> PipelineDef:
         ValueError: ``data`` is not a DALI ``PipelineDef`` (not protobuf, or no operators or
             outputs).
     """
-    inputs: list[PipelineIO] = []
-    outputs: list[PipelineIO] = []
-    batch_size = num_threads = ops = 0
-    for number, value in _fields(data):
-        if number == 1 and isinstance(value, int):
-            num_threads = _signed(value)
-        elif number == 2 and isinstance(value, int):
-            batch_size = _signed(value)
-        elif number == 5 and isinstance(value, bytes):
-            ops += 1
-            op = _fields(value)
-            if _string(op, 1) in _EXTERNAL_SOURCE_OPS:
-                inputs.extend(_external_sources(op))
-        elif number == 7 and isinstance(value, bytes):
-            out = _fields(value)
-            outputs.append(PipelineIO(_string(out, 1), *_declared(_int(out, 5), _int(out, 6))))
-        elif number in (1, 2, 5, 7):
-            raise ValueError(f"field {number} has the wrong wire type")
-    if not ops or not outputs:
+    pipeline = _CLASSES["PipelineDef"]()
+    try:
+        pipeline.ParseFromString(data)
+    except protobuf_message.DecodeError as exc:
+        raise ValueError(f"not a protobuf message: {exc}") from None
+    if not pipeline.op or not pipeline.pipe_outputs:
         raise ValueError("no operators or no outputs")
-    return PipelineDef(tuple(inputs), tuple(outputs), batch_size, num_threads)
+    inputs = [source for op in pipeline.op if op.name in _EXTERNAL_SOURCE_OPS
+              for source in _external_sources(op)]
+    outputs = [PipelineIO(out.name, *_declared(out)) for out in pipeline.pipe_outputs]
+    return PipelineDef(tuple(inputs), tuple(outputs), pipeline.batch_size, pipeline.num_threads)
 
 
 __all__ = ["DALI_TO_CONFIG_DTYPE", "PipelineDef", "PipelineIO", "read_pipeline_def"]
