@@ -109,7 +109,15 @@ class ServerOptions(BaseSettings):
     sizes a C++ response-object pool there and has no effect here."""
 
     grpc_max_message_size: int = Field(default=2**31 - 1, gt=0, le=2**31 - 1)
-    """Largest gRPC message received or sent, bytes (default INT32_MAX, as tritonserver)."""
+    """Largest gRPC message received or sent, bytes (default INT32_MAX, as tritonserver); a
+    compressed message is also bounded by ``grpc_max_decompressed_size`` once inflated."""
+
+    grpc_max_decompressed_size: int = Field(default=64 * 1024 * 1024, gt=0, le=2**31 - 1)
+    """Largest gRPC request message once decompressed, bytes (one sent with ``grpc-encoding:
+    gzip`` or ``deflate``): inflating stops there and the call is answered RESOURCE_EXHAUSTED,
+    so a small compressed message cannot make the server hold gigabytes. Default 64 MiB, as
+    ``--http-max-input-size``; uncompressed messages are bounded by ``grpc_max_message_size``
+    alone. Not a tritonserver flag (its gRPC library inflates up to the message size)."""
 
     grpc_keepalive_time: int = Field(default=7_200_000, gt=0)
     """Milliseconds between keepalive pings on idle connections (``--grpc-keepalive-time``)."""

@@ -20,9 +20,12 @@ def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
     """grpc server arguments: message sizes (bytes), keepalive (ms) and ping policy.
 
     ``grpc.so_reuseport`` is off (tritonserver's ``--reuse-grpc-port=false``) so a busy
-    port fails to bind instead of silently sharing it.
+    port fails to bind instead of silently sharing it. grpc-core's decompression is off:
+    compressed requests are inflated by the deserializers, up to
+    ``--grpc-max-decompressed-size`` (:mod:`workbench.frontends.grpc.decompression`).
     """
     return [
+        ("grpc.per_message_decompression", 0),
         ("grpc.max_receive_message_length", options.grpc_max_message_size),
         ("grpc.max_send_message_length", options.grpc_max_message_size),
         ("grpc.keepalive_time_ms", options.grpc_keepalive_time),
@@ -55,8 +58,9 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
     grpc_server = grpc.aio.server(options=channel_options(options), interceptors=interceptors)
     service = GRPCInferenceService(server, options.grpc_header_forward_pattern,
                                    options.grpc_infer_response_compression_level)
-    add_service(service, grpc_server)
-    add_health_service(server, grpc_server)
+    limit = min(options.grpc_max_decompressed_size, options.grpc_max_message_size)
+    add_service(service, grpc_server, limit)
+    add_health_service(server, grpc_server, limit)
     address = options.grpc_address
     host = f"[{address}]" if ":" in address else address
     port = grpc_server.add_insecure_port(f"{host}:{options.grpc_port}")

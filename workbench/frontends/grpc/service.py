@@ -31,7 +31,8 @@ from tritonclient.grpc import service_pb2_grpc
 
 from workbench import DecoupledNotSupported, InvalidArgument, Server, Unsupported, WorkbenchError
 from workbench.frontends.grpc.codec import decode_request, encode_raw_response
-from workbench.frontends.grpc.decoding import Undecodable
+from workbench.frontends.grpc.decoding import resolve
+from workbench.frontends.grpc.decompression import Compressed, Undecodable
 from workbench.frontends.grpc.raw_wire import RawInferRequest, RawInferResponse
 from workbench.frontends.grpc.rpc import Context, rpc
 from workbench.frontends.grpc.settings import SettingsServicer
@@ -179,15 +180,19 @@ class GRPCInferenceService(
         return pb.RepositoryModelUnloadResponse()
 
     # ------------------------------------------------------------- inference
-    async def ModelInfer(self, request: pb.ModelInferRequest | RawInferRequest | Undecodable,
+    async def ModelInfer(self, request: pb.ModelInferRequest | RawInferRequest | Undecodable | Compressed,
                          context: Context) -> RawInferResponse:
         """One inference (the hot path): decode, ``Server.infer``, encode outputs raw (the
-        request and the answer skip protobuf's copies of tensor bytes: ``raw_wire``); bytes
-        that did not parse (:class:`~workbench.frontends.grpc.decoding.Undecodable`) are
-        INVALID_ARGUMENT."""
-        if isinstance(request, Undecodable):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
-            raise AssertionError("unreachable: context.abort raises")
+        request and the answer skip protobuf's copies of tensor bytes: ``raw_wire``). A
+        compressed request is inflated and parsed first, off the loop
+        (:mod:`~workbench.frontends.grpc.decompression`); bytes that did not parse or inflate
+        (:class:`~workbench.frontends.grpc.decompression.Undecodable`) are INVALID_ARGUMENT,
+        too large once inflated RESOURCE_EXHAUSTED."""
+        if isinstance(request, (Undecodable, Compressed)):
+            request = await resolve(request)
+            if isinstance(request, Undecodable):
+                await context.abort(request.code, request.message)
+                raise AssertionError("unreachable: context.abort raises")
         if self.compression is not None:
             context.set_compression(self.compression)
             await context.send_initial_metadata(())  # grpc.aio applies it only then
