@@ -119,6 +119,14 @@ class ServerOptions(BaseSettings):
     ``--http-max-input-size``; uncompressed messages are bounded by ``grpc_max_message_size``
     alone. Not a tritonserver flag (its gRPC library inflates up to the message size)."""
 
+    grpc_max_stream_unsent_size: int = Field(default=64 * 1024 * 1024, gt=0)
+    """Most bytes of ``ModelStreamInfer`` responses that may wait on one stream for its client to
+    read them (each counted as its serialized size plus 128 bytes; the one being written and one
+    more may be of any size). Beyond it the stream is cancelled: its requests in flight are
+    cancelled, the waiting responses dropped, and the client gets RESOURCE_EXHAUSTED once it reads
+    what was sent. Default 64 MiB. Not a tritonserver flag (its ``--grpc-max-response-pool-size``,
+    unbounded by default, makes the model wait instead)."""
+
     grpc_keepalive_time: int = Field(default=7_200_000, gt=0)
     """Milliseconds between keepalive pings on idle connections (``--grpc-keepalive-time``)."""
 

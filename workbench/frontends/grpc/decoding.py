@@ -106,19 +106,28 @@ def add_service(servicer: service_pb2_grpc.GRPCInferenceServiceServicer, server:
     gets an :class:`Undecodable` or a :class:`Compressed` as its request, to resolve itself
     (one coroutine less on the hot path than the wrapper the other RPCs get)."""
     add_lenient(service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server, servicer, server, limit,
-                raw={"ModelInfer"})
+                raw={"ModelInfer"}, serialized={"ModelStreamInfer"})
+
+
+def _passed_through(message: Any) -> bytes:
+    """The response serializer of a method whose responses may come serialized already."""
+    return message if type(message) is bytes else message.SerializeToString()
 
 
 def add_lenient(add_to_server: Callable[[Any, Any], None], servicer: Any, server: grpc.aio.Server,
-                limit: int, raw: frozenset[str] | set[str] = frozenset()) -> None:
+                limit: int, raw: frozenset[str] | set[str] = frozenset(),
+                serialized: frozenset[str] | set[str] = frozenset()) -> None:
     """Register ``servicer`` with a generated ``add_..._to_server`` function, every method's
     request deserializer lenient (see :func:`add_service`; ``raw``: methods whose handler
-    resolves its request itself and that use :mod:`~workbench.frontends.grpc.raw_wire`)."""
+    resolves its request itself and that use :mod:`~workbench.frontends.grpc.raw_wire`;
+    ``serialized``: methods whose responses may be bytes already)."""
     recorder = _Recorder()
     add_to_server(servicer, recorder)
     handlers = {}
     for name, handler in recorder.handlers.items():
         fields: dict[str, Any] = {"request_deserializer": _lenient(handler.request_deserializer, limit)}
+        if name in serialized:
+            fields["response_serializer"] = _passed_through
         if name in raw:  # raw_wire skips protobuf's copies of tensor bytes; the hot path
             # resolves its request itself (no wrapper coroutine)
             fields = {"request_deserializer": _lenient(parse_infer_request, limit),

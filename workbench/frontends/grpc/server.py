@@ -57,7 +57,8 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
     interceptors = [RestrictedProtocolInterceptor(restrictions)] if restrictions else []
     grpc_server = grpc.aio.server(options=channel_options(options), interceptors=interceptors)
     service = GRPCInferenceService(server, options.grpc_header_forward_pattern,
-                                   options.grpc_infer_response_compression_level)
+                                   options.grpc_infer_response_compression_level,
+                                   options.grpc_max_stream_unsent_size)
     limit = min(options.grpc_max_decompressed_size, options.grpc_max_message_size)
     add_service(service, grpc_server, limit)
     add_health_service(server, grpc_server, limit)
