@@ -19,7 +19,6 @@ from tritonclient.grpc import service_pb2_grpc
 
 from workbench import Server, ServerOptions
 from workbench.backends.registry import register_backend
-from workbench.frontends.grpc import create_grpc_server
 from workbench.frontends.grpc.stream import UNREAD_TEXT
 from workbench.testing.repeat_backend import RepeatBackend, write_repeat_model
 from workbench.testing.waits import until
@@ -33,13 +32,6 @@ async def engine(tmp_path: Path) -> AsyncIterator[Server]:
     write_repeat_model(tmp_path, "repeat")
     async with Server(ServerOptions(model_repository=[str(tmp_path)])) as server:
         yield server
-
-
-async def serve(engine: Server, **options: object) -> tuple[grpc.aio.Server, int]:
-    grpc_server, port = create_grpc_server(
-        engine, ServerOptions(grpc_address="127.0.0.1", grpc_port=0, **options))  # type: ignore[arg-type]
-    await grpc_server.start()
-    return grpc_server, port
 
 
 def repeat(count: int, request_id: str = "") -> pb.ModelInferRequest:
@@ -76,47 +68,42 @@ def cancelled() -> Iterator[Cancelled]:
     logger.removeHandler(handler)
 
 
-async def test_a_stream_the_client_does_not_read_is_cancelled(engine: Server, cancelled: Cancelled) -> None:
-    grpc_server, port = await serve(engine, grpc_max_stream_unsent_size=LIMIT)
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-            call = stub.ModelStreamInfer()
-            # 400,000 responses (~25 MB on the wire): far more than the connection's flow-control
-            # windows (a few MB) and the 256 KiB bound
-            await call.write(repeat(400_000, "flood"))
-            await asyncio.wait_for(cancelled.event.wait(), 120)  # the client has read nothing
-            await until(lambda: not stream_tasks(), "the stream's tasks to end")
-            read = 0
-            with pytest.raises(grpc.aio.AioRpcError) as error:
-                async for _ in call:  # what was sent before the cancellation, then the status
-                    read += 1
-            assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-            assert error.value.details() == UNREAD_TEXT.format(limit=LIMIT)
-            assert 0 < read < 400_000
-            # the server goes on serving streams
-            call = stub.ModelStreamInfer()
-            await call.write(repeat(3, "next"))
-            await call.done_writing()
-            assert len([r async for r in call]) == 3
-        assert all(s.pending == 0 for s in engine.model_statistics())
-    finally:
-        await grpc_server.stop(None)
+async def test_a_stream_the_client_does_not_read_is_cancelled(engine: Server, cancelled: Cancelled,
+                                                             grpc_serving) -> None:
+    async with grpc_serving(engine, grpc_max_stream_unsent_size=LIMIT) as port, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        call = stub.ModelStreamInfer()
+        # 400,000 responses (~25 MB on the wire): far more than the connection's flow-control
+        # windows (a few MB) and the 256 KiB bound
+        await call.write(repeat(400_000, "flood"))
+        await asyncio.wait_for(cancelled.event.wait(), 120)  # the client has read nothing
+        await until(lambda: not stream_tasks(), "the stream's tasks to end")
+        read = 0
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            async for _ in call:  # what was sent before the cancellation, then the status
+                read += 1
+        assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert error.value.details() == UNREAD_TEXT.format(limit=LIMIT)
+        assert 0 < read < 400_000
+        # the server goes on serving streams
+        call = stub.ModelStreamInfer()
+        await call.write(repeat(3, "next"))
+        await call.done_writing()
+        assert len([r async for r in call]) == 3
+    assert all(s.pending == 0 for s in engine.model_statistics())
 
 
-async def test_a_client_that_reads_gets_a_burst_with_the_default_bound(engine: Server, cancelled: Cancelled) -> None:
+async def test_a_client_that_reads_gets_a_burst_with_the_default_bound(engine: Server, cancelled: Cancelled,
+                                                                      grpc_serving) -> None:
     """5,000 responses sent at once stay within the default 64 MiB while the client reads them."""
-    grpc_server, port = await serve(engine)
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            call = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelStreamInfer()
-            await call.write(repeat(5_000))
-            await call.done_writing()
-            responses = [r async for r in call]
-        assert len(responses) == 5_000 and not any(r.error_message for r in responses)
-        assert not cancelled.event.is_set()
-    finally:
-        await grpc_server.stop(None)
+    async with grpc_serving(engine) as port, grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelStreamInfer()
+        await call.write(repeat(5_000))
+        await call.done_writing()
+        responses = [r async for r in call]
+    assert len(responses) == 5_000 and not any(r.error_message for r in responses)
+    assert not cancelled.event.is_set()
 
 
 def test_the_flag(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import grpc
 
 from workbench import Server, ServerOptions
+from workbench.frontends.fd_budget import GRPC_SHARE, auto_max_connections
 from workbench.frontends.grpc.decoding import add_service
 from workbench.frontends.grpc.health import add_health_service
 from workbench.frontends.grpc.restricted import RestrictedProtocolInterceptor
@@ -17,7 +18,9 @@ from workbench.frontends.grpc.service import GRPCInferenceService
 
 
 def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
-    """grpc server arguments: message sizes (bytes), keepalive (ms) and ping policy.
+    """grpc server arguments: message sizes (bytes), keepalive (ms) and ping policy, the
+    connection cap (``--grpc-max-connections``, 0: a quarter of the open-file limit,
+    :mod:`workbench.frontends.fd_budget`) and the streams per connection.
 
     ``grpc.so_reuseport`` is off (tritonserver's ``--reuse-grpc-port=false``) so a busy
     port fails to bind instead of silently sharing it. grpc-core's decompression is off:
@@ -36,6 +39,9 @@ def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
          options.grpc_http2_min_recv_ping_interval_without_data),
         ("grpc.http2.max_ping_strikes", options.grpc_http2_max_ping_strikes),
         ("grpc.so_reuseport", 0),
+        ("grpc.max_allowed_incoming_connections",
+         options.grpc_max_connections or auto_max_connections(GRPC_SHARE)),
+        ("grpc.max_concurrent_streams", options.grpc_max_concurrent_streams),
     ]
 
 
