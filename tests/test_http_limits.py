@@ -88,10 +88,12 @@ async def test_at_the_connection_cap_the_longest_idle_connection_makes_room(tmp_
 def test_limit_flags_map_to_options() -> None:
     args = build_parser().parse_args([
         "serve", "--model-repository=r", "--http-max-connections=10", "--http-keepalive-timeout=2.5",
-        "--http-header-timeout=4", "--http-body-timeout=6", "--http-max-header-size=2048"])
+        "--http-header-timeout=4", "--http-body-timeout=6", "--http-max-header-size=2048",
+        "--http-max-control-body-size=1024"])
     options = options_from_args(args)
     assert (options.http_max_connections, options.http_keepalive_timeout, options.http_header_timeout,
-            options.http_body_timeout, options.http_max_header_size) == (10, 2.5, 4.0, 6.0, 2048)
+            options.http_body_timeout, options.http_max_header_size,
+            options.http_max_control_body_size) == (10, 2.5, 4.0, 6.0, 2048, 1024)
     defaults = options_from_args(build_parser().parse_args(["serve", "--model-repository=r"]))
     assert defaults.http_max_connections == 0  # automatic
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]

@@ -213,6 +213,14 @@ class ServerOptions(BaseSettings):
     budget of JSON bytes decoded or encoded at once on worker threads. Not a tritonserver
     flag."""
 
+    http_max_control_body_size: int = Field(default=64 * 1024, gt=0)
+    """Largest request body of the HTTP routes other than infer, generate and model load
+    (logging and trace settings, repository index and unload, shared-memory registration,
+    health, metadata), bytes: their bodies are a few hundred bytes of JSON. A larger one gets
+    413 and the connection is closed, before the body is read when ``Content-Length`` tells,
+    else as soon as the bytes read pass the limit. Not a tritonserver flag (tritonserver bounds
+    these bodies by ``--http-max-input-size``)."""
+
     # --- HTTP connection limits (beyond tritonserver, which has no such flags) ---
     http_max_connections: int = Field(default=0, ge=0)
     """Most HTTP connections open at once; 0 = automatic: half the process's open-file limit
