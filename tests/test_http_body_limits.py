@@ -1,6 +1,8 @@
 """Bodies of the routes other than infer and generate (frontends/http/body_limits.py), on a
 real uvicorn listener with raw sockets: a body over its route's limit is refused before it is
-read on, announced (``Content-Length``) or chunked, and the connection is closed."""
+read on, announced (``Content-Length``) or chunked, and the connection ends after the answer
+(frontends/http/connection_guard.py: a FIN, the rest dropped for at most the keep-alive
+timeout)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ LIMIT = 4096
 
 
 def listening(repository: Path, **options):
+    """A listener with small body limits; keep-alive connections stay open 60 s unless told,
+    so a connection that ends at once after an answer was ended on purpose."""
+    options = {"http_keepalive_timeout": 60.0, **options}
     return http_listener(ServerOptions(model_repository=[str(repository)], model_control_mode="explicit",
                                        http_max_control_body_size=LIMIT, http_max_input_size=64 * 1024,
                                        **options))
@@ -55,12 +60,11 @@ async def test_an_announced_body_over_the_limit_is_refused_before_it_is_read(tes
         for method, path in ROUTES:
             reader, writer = await clients.connect()
             writer.write(head(method, path, b"content-length: 536870912"))
-            status, response_head, error = await answer(reader)  # no byte of the body was sent
+            status, _, error = await answer(reader)  # no byte of the body was sent
             assert status == 413, (path, status, error)
             assert error == {"error": "request body of 536870912 bytes exceeds the 4096 bytes "
                                       "allowed for this route (--http-max-control-body-size)"}
-            assert b"connection: close" in response_head
-            assert await asyncio.wait_for(reader.read(), 10) == b""  # closed: the rest never read
+            assert await asyncio.wait_for(reader.read(), 10) == b""  # ended: the rest never read
 
 
 async def test_a_chunked_body_is_refused_as_soon_as_it_passes_the_limit(test_repository: Path) -> None:
@@ -80,11 +84,11 @@ async def test_a_load_body_is_bounded_by_max_input_size_with_tritons_answer(test
         reader, writer = await clients.connect()
         writer.write(head("POST", "/v2/repository/models/big/load", b"transfer-encoding: chunked"))
         writer.write(chunk(b" " * 40_000) + chunk(b" " * 40_000))  # past 64 KiB, never ends
-        status, response_head, error = await answer(reader)
+        status, _, error = await answer(reader)
         assert (status, error) == (400, {"error": "request JSON size of 80000 bytes exceeds the maximum "
                                                   "allowed input size of 65536 bytes. Use "
                                                   "--http-max-input-size to increase the limit."})
-        assert b"connection: close" in response_head
+        assert await asyncio.wait_for(reader.read(), 10) == b""
         # a load body of 8 KiB (over the control routes' limit) is the load route's to judge
         reader, writer = await clients.connect()
         body = orjson.dumps({"parameters": {"config": "{}", "file:1/model.onnx": "A" * 8000}})
@@ -109,3 +113,38 @@ async def test_a_body_within_the_limit_is_served_and_the_connection_kept(test_re
             status, response_head, settings = await answer(reader)
             assert status == 200 and settings["log_verbose_level"] == 0
             assert b"connection: close" not in response_head
+
+
+@pytest.mark.parametrize("path", ["/v2/models/identity_fp32/infer", "/v2/models/identity_fp32/generate"])
+async def test_an_infer_body_refused_for_its_size_closes_the_connection(test_repository: Path, path: str) -> None:
+    """Answered 400 before the whole body arrived: the connection is closed, not kept to read
+    and drop the rest of the announced 512 MiB."""
+    options = ServerOptions(model_repository=[str(test_repository)], http_max_input_size=64 * 1024,
+                            http_keepalive_timeout=60.0)
+    async with http_listener(options) as clients:
+        reader, writer = await clients.connect()
+        # generate reads and drops up to twice the limit before it answers; infer reads nothing
+        writer.write(head("POST", path, b"content-length: 536870912") + b"{" + b" " * 140_000)
+        status, _, error = await answer(reader)
+        assert status == 400, error
+        assert await asyncio.wait_for(reader.read(), 10) == b""
+
+
+async def test_a_client_that_goes_on_sending_after_the_answer_is_cut_off(test_repository: Path) -> None:
+    """After an early answer the rest of the body is dropped for at most the keep-alive
+    timeout, then the connection is closed: a chunked body that never ends cannot keep it
+    (uvicorn alone reads it for ever, to keep the connection alive)."""
+    async with listening(test_repository, http_keepalive_timeout=0.2) as clients:
+        reader, writer = await clients.connect()
+        writer.write(head("POST", "/v2/logging", b"transfer-encoding: chunked") + chunk(b" " * 5000))
+
+        async def send_on() -> None:
+            while True:
+                writer.write(chunk(b" " * 65536))
+                await writer.drain()
+
+        sender = asyncio.create_task(send_on())
+        status, _, _ = await answer(reader)
+        assert status == 413
+        with pytest.raises(ConnectionError):  # a reset once the server stops dropping
+            await asyncio.wait_for(sender, 10)

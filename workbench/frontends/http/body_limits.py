@@ -15,8 +15,9 @@ limit that fits it:
   Triton, which bounds them by ``--http-max-input-size`` too).
 
 A body over its limit is refused before any of it is read when ``Content-Length`` announces
-it, else (chunked) as soon as the bytes read pass the limit; the answer carries
-``Connection: close`` and the connection is closed, so the rest is never read. A body within
+it, else (chunked) as soon as the bytes read pass the limit; the connection ends after the
+answer, the rest of the body unread (the protocol's lingering close:
+:meth:`~workbench.frontends.http.connection_guard.GuardedHttpToolsProtocol._linger`). A body within
 its limit is read whole before the route runs and handed to it as one message. Requests
 without a body (no ``Content-Length`` or ``Transfer-Encoding``, or a length of 0) pass
 untouched. The infer and generate routes bound their own bodies
@@ -137,12 +138,12 @@ async def read_within(receive: Receive, limit: int, declared: int | None,
 
 
 async def refuse(send: Send, error: BodyTooLarge) -> None:
-    """Answer ``error`` in Triton's shape with ``Connection: close`` (the rest of the body is
-    never read: the ASGI server closes the connection after the answer)."""
+    """Answer ``error`` in Triton's shape. No ``Connection: close``: uvicorn would close the
+    socket at once, and a client still sending would get a reset instead of the answer; the
+    protocol ends the connection itself, gracefully, when its request's body is incomplete."""
     payload = orjson.dumps({"error": error.message})
     await send({"type": "http.response.start", "status": error.status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
-        (b"connection", b"close")]})
+        (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
     await send({"type": "http.response.body", "body": payload})
 
 

@@ -9,6 +9,10 @@ descriptor until health checks fail. :class:`GuardedHttpToolsProtocol` adds, per
   opens or the first byte of a later request arrives: 408, or a silent close when no byte came;
 * an inactivity timeout while a body is read (``http_body_timeout``): 408 and close;
 * a head-size cap (``http_max_header_size``, request line plus headers): 431 and close;
+* a response sent before its request's body has arrived (a body refused for its size) ends
+  the connection: a FIN after it, the rest of the body dropped unparsed for at most the
+  keep-alive timeout (:meth:`GuardedHttpToolsProtocol._linger`), instead of uvicorn reading
+  all of it to keep the connection alive;
 
 and for the listener a cap on open connections (``http_max_connections``): at the cap a new
 connection closes the connection idle longest (no request in progress), so a flood of idle or
@@ -238,9 +242,24 @@ class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
                           "(--http-body-timeout)")
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        cycle = self.cycle
+        early = cycle is not None and cycle.more_body and not self.pipeline and not self._rejected
+        super().on_response_complete()  # arms the keep-alive timer: the lingering's bound
+        if early and not self.transport.is_closing():
+            self._linger()
         if not self.busy():
             self.idle_since = self.loop.time()
+
+    def _linger(self) -> None:
+        """Answered before its body arrived (a body over its limit, a 405): end the connection
+        (uvicorn would read and parse the whole rest, GBs maybe, to keep it alive). The answer
+        is followed by a FIN (half-close); what the client still sends is dropped unparsed
+        until it closes or the keep-alive timeout ends the connection, so a client that sends
+        its whole body before reading reads the answer instead of a reset (nginx's lingering
+        close)."""
+        self._rejected = True  # no further request on this connection: input dropped
+        self._cancel_timers()
+        self.transport.write_eof()
 
     # --- answering --------------------------------------------------------------------------
 
