@@ -13,6 +13,8 @@ import orjson
 import pytest
 
 from workbench import ServerOptions
+from workbench.testing.attack import chunk
+from workbench.testing.attack import request_head as head
 from workbench.testing.http_listener import http_listener
 
 #: the routes that buffered a 512 MiB chunked body whole (issue 30, finding 6), and two that
@@ -43,16 +45,6 @@ async def answer(reader: asyncio.StreamReader) -> tuple[int, bytes, dict]:
     length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
     body = await asyncio.wait_for(reader.readexactly(length), 10)
     return int(head.split(b" ")[1]), head.lower(), orjson.loads(body) if body else {}
-
-
-def chunk(data: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-def head(method: str, path: str, framing: bytes) -> bytes:
-    """A JSON-typed request head whose last header is ``framing``."""
-    return (b"%s %s HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n%s\r\n\r\n"
-            % (method.encode(), path.encode(), framing))
 
 
 async def test_an_announced_body_over_the_limit_is_refused_before_it_is_read(test_repository: Path) -> None:

@@ -26,6 +26,7 @@ from workbench.frontends.http.connection_guard import (
     body_deficit,
 )
 from workbench.hosts.cli import build_parser, options_from_args
+from workbench.testing.attack import request_head
 from workbench.testing.http_listener import http_listener
 from workbench.testing.process import ServerProcess, _HostProcess
 
@@ -92,8 +93,7 @@ async def test_at_the_connection_cap_the_longest_idle_connection_makes_room(tmp_
 
 def slow_body(index: int) -> bytes:
     """A request head announcing 1000 bytes of body, then ``index + 1`` bytes of it."""
-    return (b"POST /v2/repository/index HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-            b"content-length: 1000\r\n\r\n" + b" " * (index + 1))
+    return request_head("POST", "/v2/repository/index", b"content-length: 1000") + b" " * (index + 1)
 
 
 async def test_at_the_connection_cap_the_slowest_body_makes_room(tmp_path: Path) -> None:
