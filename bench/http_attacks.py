@@ -31,12 +31,11 @@ import socket
 import tempfile
 import threading
 import time
-from pathlib import Path
 
 import httpx
 
 from workbench.testing.attack import chunk, request_head
-from workbench.testing.process import ServerProcess
+from workbench.testing.process import ServerProcess, memory_kib, reset_peak_memory
 
 #: the routes that buffered a 512 MiB chunked body whole (issue 30, finding 6)
 ROUTES = [
@@ -45,15 +44,6 @@ ROUTES = [
     ("POST", "/v2/systemsharedmemory/region/r/register"), ("POST", "/v2/models/m/trace/setting"),
     ("POST", "/v2/health/live"),
 ]
-
-
-def memory_kib(pid: int) -> dict[str, int]:
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmHWM", "VmRSS"):
-            fields[key] = int(value.split()[0])
-    return fields
 
 
 def status_of(answer: bytes) -> str:
@@ -112,7 +102,7 @@ def slow_bodies(server: ServerProcess, connections: int, trickle_s: float, durat
 def chunked(server: ServerProcess, method: str, path: str, mib: int, send_all: bool) -> None:
     pid = server.process.pid
     before = memory_kib(pid)["VmRSS"]
-    Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM := VmRSS
+    reset_peak_memory(pid)
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=120)
     received: list[bytes] = []
     answered_at: list[float] = []
