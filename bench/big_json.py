@@ -23,7 +23,7 @@ import httpx
 import numpy as np
 
 from workbench.testing.models import build_test_repository
-from workbench.testing.process import ServerProcess
+from workbench.testing.process import ServerProcess, memory_kib, reset_peak_memory
 
 
 def body(mib: float) -> bytes:
@@ -32,20 +32,6 @@ def body(mib: float) -> bytes:
     values = ",".join(f"{v:.6f}" for v in np.random.default_rng(0).random(n))
     return (b'{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,%d],"data":[' % n
             + values.encode() + b"]}]}")
-
-
-def memory_kib(pid: int) -> dict[str, int]:
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmHWM", "VmRSS"):
-            fields[key] = int(value.split()[0])
-    return fields
-
-
-def reset_peak(pid: int) -> None:
-    """Writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0)."""
-    Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
 class HealthPoller(threading.Thread):
@@ -77,7 +63,7 @@ def scenario(server: ServerProcess, payload: bytes, concurrency: int, binary_out
     if binary_out:  # ask for binary outputs through the request parameter
         payload = payload[:-1] + b',"parameters":{"binary_data_output":true}}'
     before = memory_kib(server.process.pid)["VmRSS"]
-    reset_peak(server.process.pid)
+    reset_peak_memory(server.process.pid)
     poller = HealthPoller(f"{url}/v2/health/ready")
     poller.start()
     started = time.perf_counter()

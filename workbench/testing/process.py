@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 _STARTED = re.compile(r"Started HTTPService at (\S+):(\d+)")
 _METRICS_STARTED = re.compile(r"Started Metrics Service at (\S+):(\d+)")
@@ -30,6 +31,22 @@ def free_ports(count: int) -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """``{"VmHWM": peak, "VmRSS": now}`` of process ``pid``, KiB (from ``/proc/PID/status``)."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmHWM", "VmRSS"):
+            fields[key] = int(value.split()[0])
+    return fields
+
+
+def reset_peak_memory(pid: int) -> None:
+    """Reset process ``pid``'s ``VmHWM`` to its current RSS (writing 5 to ``clear_refs``,
+    Linux >= 4.0)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
 class _HostProcess:
