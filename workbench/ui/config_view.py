@@ -77,6 +77,7 @@ class ConfigView(pn.viewable.Viewer):
         self.served = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.model = pn.widgets.Select(label="Model", options=[])
         self.editor = self._new_editor("")
+        #: holds the open model's editor (replaced by another model's, see :meth:`open`)
         self.editor_box = pn.Column(self.editor, sizing_mode="stretch_width")
         self.problem_list = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.diff = pn.pane.Markdown("", sizing_mode="stretch_width")

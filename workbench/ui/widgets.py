@@ -18,8 +18,9 @@ or, with widgets driven from code: ``controls.max_queue_delay.value = 500`` then
 ``await controls.settle()``. A slider whose knob does not apply to the selected model (the
 dynamic batcher's on a sequence-batched model whose strategy has no such field,
 :func:`~workbench.ui.config_knobs.knob_reasons`) is disabled, with the reason as its
-tooltip and in the status line; ``apply`` of such a knob is refused with the reason. Build it on the engine's loop (a notebook cell that started the
-engine); slider changes made elsewhere are handed to that loop.
+tooltip and in the status line; ``apply`` of such a knob is refused with the reason. Build
+it on the engine's loop (a notebook cell that started the engine); slider changes made
+elsewhere are handed to that loop.
 """
 
 from __future__ import annotations
