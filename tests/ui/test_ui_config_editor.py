@@ -6,7 +6,6 @@ the clicks, is in tests/browser/test_config_editor_browser.py.)"""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -185,12 +184,6 @@ async def test_apply_of_a_stale_text_is_refused_and_the_edits_can_be_kept_on_the
     view.apply_button.clicks += 1
     await store.settle()
     assert path.read_text() == mine and view.status.object.endswith("; reloaded")
-
-
-@pytest.fixture
-def with_accumulator(repository: Path, sample_repository: Path) -> Path:
-    shutil.copytree(sample_repository / "accumulator", repository / "accumulator")
-    return repository
 
 
 async def test_knobs_that_do_not_apply_are_disabled_with_the_reason(

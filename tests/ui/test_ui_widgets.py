@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-
-import pytest
 
 from tests.ui.ui_helpers import index_states
 from workbench import Server
@@ -70,12 +67,6 @@ async def test_errors_go_to_the_status_line(server: Server) -> None:
     assert "Traceback" not in controls.status.value
     assert "InvalidModelConfig:" not in controls.status.value and "InvalidArgument:" not in controls.status.value
     assert (await server.model_config("add_sub")).max_batch_size == 8  # still serving as before
-
-
-@pytest.fixture
-def with_accumulator(repository: Path, sample_repository: Path) -> Path:
-    shutil.copytree(sample_repository / "accumulator", repository / "accumulator")
-    return repository
 
 
 async def test_the_batcher_sliders_of_a_sequence_batched_model_are_disabled_with_the_reason(
