@@ -23,7 +23,7 @@ import httpx
 import numpy as np
 
 from workbench.testing.models import build_test_repository
-from workbench.testing.process import ServerProcess, memory_kib, reset_peak
+from workbench.testing.process import ServerProcess, memory_kib, reset_peak_memory
 
 
 def body(mib: float) -> bytes:
@@ -63,7 +63,7 @@ def scenario(server: ServerProcess, payload: bytes, concurrency: int, binary_out
     if binary_out:  # ask for binary outputs through the request parameter
         payload = payload[:-1] + b',"parameters":{"binary_data_output":true}}'
     before = memory_kib(server.process.pid)["VmRSS"]
-    reset_peak(server.process.pid)
+    reset_peak_memory(server.process.pid)
     poller = HealthPoller(f"{url}/v2/health/ready")
     poller.start()
     started = time.perf_counter()

@@ -45,7 +45,7 @@ from tritonclient.grpc import service_pb2_grpc
 
 from workbench.testing.grpc_wire import RawGrpcConnection, compress, frame, varint, zeros
 from workbench.testing.models import build_test_repository
-from workbench.testing.process import ServerProcess, memory_kib, reset_peak
+from workbench.testing.process import ServerProcess, memory_kib, reset_peak_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
@@ -84,7 +84,7 @@ def bomb(args: argparse.Namespace) -> None:
             with RawGrpcConnection(server.grpc_port, timeout_s=600) as connection:
                 for n in range(args.bombs):
                     before = memory_kib(pid)["VmRSS"]
-                    reset_peak(pid)
+                    reset_peak_memory(pid)
                     started = time.perf_counter()
                     reply = connection.call(MODEL_INFER, frame(payload, compressed=True), "gzip")
                     took = time.perf_counter() - started

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from workbench import (
+    ConfigConflict,
     ConfigProblem,
     InferenceRequest,
     InvalidArgument,
@@ -20,6 +21,7 @@ from workbench import (
     Tensor,
 )
 from workbench.config.problems import locate_message, parse_config_text
+from workbench.engine.config_files import config_version
 from workbench.testing.ensembles import build_ensemble_repository
 from workbench.testing.reload import add_sub_config, write_add_sub
 
@@ -97,7 +99,9 @@ async def test_write_is_validated_backed_up_and_hot_reloaded(explicit) -> None:
     edited = before.replace("max_batch_size: 8", "max_batch_size: 4")
     result = await server.config_files.write_model_config("add_sub", edited)
     assert result == {"name": "add_sub", "path": str(folder / "config.pbtxt"),
-                      "backup": str(folder / "config.pbtxt.bak"), "reloaded": True, "reason": ""}
+                      "backup": str(folder / "config.pbtxt.bak"), "restored_from": None,
+                      "version": config_version("add_sub", edited.encode()), "reloaded": True,
+                      "reason": ""}
     assert (folder / "config.pbtxt").read_text() == edited
     assert (folder / "config.pbtxt.bak").read_text() == before
     assert [p.name for p in folder.iterdir() if p.name.startswith(".")] == []
@@ -108,7 +112,64 @@ async def test_write_is_validated_backed_up_and_hot_reloaded(explicit) -> None:
     reverted = await server.config_files.revert_model_config("add_sub")
     assert reverted["reloaded"] is True
     assert (await server.model_config("add_sub")).max_batch_size == 8
-    assert (folder / "config.pbtxt.bak").read_text() == edited  # reverting twice redoes
+
+
+async def test_revert_restores_the_backup_once(explicit) -> None:
+    """Revert was a toggle: the replaced file became the backup, so a second revert
+    re-applied the edit (issue 30). Now the backup is used up."""
+    server, folder = explicit
+    before = (folder / "config.pbtxt").read_text()
+    edited = before.replace("max_batch_size: 8", "max_batch_size: 4")
+    await server.config_files.write_model_config("add_sub", edited)
+    reverted = await server.config_files.revert_model_config("add_sub")
+    assert reverted["restored_from"] == str(folder / "config.pbtxt.bak") and reverted["backup"] is None
+    assert reverted["version"] == config_version("add_sub", before.encode())
+    assert (folder / "config.pbtxt").read_text() == before
+    assert not (folder / "config.pbtxt.bak").exists()
+    assert not (await server.config_files.model_config_file("add_sub"))["backup_exists"]
+    with pytest.raises(ModelNotFound, match="no config backup"):
+        await server.config_files.revert_model_config("add_sub")
+    assert (folder / "config.pbtxt").read_text() == before
+    assert (await server.model_config("add_sub")).max_batch_size == 8
+
+
+async def test_a_write_based_on_a_stale_file_is_refused(explicit) -> None:
+    """Apply after the file changed (another tab applied, an editor saved) wrote over the
+    change; with the version the text was read from it is refused and nothing is written."""
+    server, folder = explicit
+    read = await server.config_files.model_config_file("add_sub")
+    assert read["version"] == config_version("add_sub", read["text"].encode())
+    theirs = read["text"].replace("max_batch_size: 8", "max_batch_size: 6")
+    mine = read["text"].replace("max_batch_size: 8", "max_batch_size: 2")
+    await server.config_files.write_model_config("add_sub", theirs, expected_version=read["version"])
+    with pytest.raises(ConfigConflict, match=r"changed since this text was read from it") as refused:
+        await server.config_files.write_model_config("add_sub", mine, expected_version=read["version"])
+    assert str(folder / "config.pbtxt") in refused.value.message
+    assert (folder / "config.pbtxt").read_text() == theirs
+    assert (folder / "config.pbtxt.bak").read_text() == read["text"]  # the backup of theirs
+    (folder / "config.pbtxt").write_text(theirs + "# an editor saved\n")
+    now = await server.config_files.model_config_file("add_sub")
+    with pytest.raises(ConfigConflict):
+        await server.config_files.revert_model_config("add_sub", expected_version=read["version"])
+    assert (folder / "config.pbtxt.bak").exists()  # not used up by the refused revert
+    result = await server.config_files.write_model_config("add_sub", mine, expected_version=now["version"])
+    assert result["reloaded"] and (folder / "config.pbtxt").read_text() == mine
+
+
+async def test_a_text_read_from_another_model_is_refused(tmp_path: Path) -> None:
+    """The editor held model A's text while B was selected, and Apply wrote A's config into
+    B's file (issue 30): the version names the model it was read from."""
+    write_add_sub(tmp_path, name="a")
+    write_add_sub(tmp_path, name="b")
+    async with Server(ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit",
+                                    load_model=["a", "b"])) as server:
+        a = await server.config_files.model_config_file("a")
+        b_before = (tmp_path / "b" / "config.pbtxt").read_text()
+        foreign = a["text"].replace('name: "a"', 'name: "b"')
+        with pytest.raises(ConfigConflict, match="read from the config of model 'a', not of 'b'"):
+            await server.config_files.write_model_config("b", foreign, expected_version=a["version"])
+        assert (tmp_path / "b" / "config.pbtxt").read_text() == b_before
+        assert not (tmp_path / "b" / "config.pbtxt.bak").exists()
 
 
 async def test_a_write_that_fails_to_load_keeps_the_old_version_serving(explicit) -> None:

@@ -18,8 +18,14 @@ from pathlib import Path
 import httpx
 
 from workbench import ServerOptions
-from workbench.frontends.http.connection_guard import AUTO_MAX_CONNECTIONS, auto_max_connections
+from workbench.frontends.http.connection_guard import (
+    AUTO_MAX_CONNECTIONS,
+    MIN_RATE_GRACE_S,
+    auto_max_connections,
+    body_deficit,
+)
 from workbench.hosts.cli import build_parser, options_from_args
+from workbench.testing.attack import request_head
 from workbench.testing.http_listener import http_listener
 from workbench.testing.process import LimitedServerProcess
 
@@ -84,15 +90,63 @@ async def test_at_the_connection_cap_the_longest_idle_connection_makes_room(tmp_
         assert (await idle[1][0].readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 ")
 
 
+def slow_body(index: int) -> bytes:
+    """A request head announcing 1000 bytes of body, then ``index + 1`` bytes of it."""
+    return request_head("POST", "/v2/repository/index", b"content-length: 1000") + b" " * (index + 1)
+
+
+async def test_at_the_connection_cap_the_slowest_body_makes_room(tmp_path: Path) -> None:
+    """Connections that send a head and then trickle their bodies (issue 30: 4,200 of them
+    held every slot, health checks answered 503): at the cap, the body furthest behind
+    --http-body-min-rate is closed with 408 and the health check is served."""
+    async with listening(tmp_path, http_max_connections=3, http_body_min_rate=500) as clients:
+        slow = [await clients.connect() for _ in range(3)]
+        for index, (_, writer) in enumerate(slow):
+            writer.write(slow_body(index))
+            await writer.drain()
+        # the rate counts once a body is MIN_RATE_GRACE_S old: waiting longer can only put
+        # these bodies (1-3 bytes) further behind 500 bytes/s, so this wait cannot flake
+        await asyncio.sleep(MIN_RATE_GRACE_S + 0.5)
+        assert await health(clients.port) == 200
+        answer = await until_closed(slow[0][0])  # the oldest, with the fewest bytes
+        assert answer.startswith(b"HTTP/1.1 408 ") and b"--http-body-min-rate" in answer
+        reader, writer = slow[1]  # the others keep their place: a body completed is served
+        writer.write(b" " * 998)
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 ")
+
+
+async def test_without_a_minimum_body_rate_slow_bodies_keep_their_place(tmp_path: Path) -> None:
+    async with listening(tmp_path, http_max_connections=2, http_body_min_rate=0) as clients:
+        for index in range(2):
+            _, writer = await clients.connect()
+            writer.write(slow_body(index))
+            await writer.drain()
+        async with httpx.AsyncClient(timeout=10) as client:
+            connections = clients.service.server_state.connections
+            while len(connections) < 2 or not all(c.busy() for c in connections):  # both in body
+                await asyncio.sleep(0.01)
+            refused = await client.get(f"http://127.0.0.1:{clients.port}/v2/health/ready")
+        assert refused.status_code == 503
+
+
+def test_body_deficit_counts_after_the_grace() -> None:
+    assert body_deficit(0, MIN_RATE_GRACE_S / 2, 500) < 0  # a body's first second is free
+    assert body_deficit(1, MIN_RATE_GRACE_S + 24, 500) == 500 * 24 - 1  # a byte in 25 s
+    assert body_deficit(20_000, MIN_RATE_GRACE_S + 24, 500) < 0  # 800 bytes/s: fast enough
+
+
 def test_limit_flags_map_to_options() -> None:
     args = build_parser().parse_args([
         "serve", "--model-repository=r", "--http-max-connections=10", "--http-keepalive-timeout=2.5",
-        "--http-header-timeout=4", "--http-body-timeout=6", "--http-max-header-size=2048"])
+        "--http-header-timeout=4", "--http-body-timeout=6", "--http-max-header-size=2048",
+        "--http-max-control-body-size=1024", "--http-body-min-rate=100"])
     options = options_from_args(args)
     assert (options.http_max_connections, options.http_keepalive_timeout, options.http_header_timeout,
-            options.http_body_timeout, options.http_max_header_size) == (10, 2.5, 4.0, 6.0, 2048)
+            options.http_body_timeout, options.http_max_header_size,
+            options.http_max_control_body_size, options.http_body_min_rate) == (10, 2.5, 4.0, 6.0, 2048, 1024, 100)
     defaults = options_from_args(build_parser().parse_args(["serve", "--model-repository=r"]))
     assert defaults.http_max_connections == 0  # automatic
+    assert defaults.http_body_min_rate == 500  # mod_reqtimeout's MinRate default
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     assert 16 <= auto_max_connections() <= max(16, min(AUTO_MAX_CONNECTIONS, soft // 2))
 

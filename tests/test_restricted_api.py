@@ -99,6 +99,9 @@ async def test_http_restricted_groups_need_their_key(test_repository: Path, asgi
     {"Sec-Fetch-Mode": "no-cors", "Content-Type": "application/x-www-form-urlencoded"},
     # DNS rebinding: evil.example now resolves to this server; Origin and Host agree
     {"Origin": "http://evil.example:8000", "Host": "evil.example:8000", "Content-Type": "application/json"},
+    # ... under .localhost: a name, not this server's address (only 'localhost' itself is)
+    {"Origin": "http://evil.localhost:8000", "Host": "evil.localhost:8000", "Content-Type": "application/json"},
+    {"Sec-Fetch-Site": "same-origin", "Host": "a.b.localhost", "Content-Type": "application/json"},
 ])
 async def test_cross_site_browser_request_is_refused_and_runs_nothing(
         headers: dict, test_repository: Path, asgi_client, tmp_path) -> None:

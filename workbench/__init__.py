@@ -12,6 +12,7 @@ from workbench.engine.server import Server
 from workbench.errors import (
     AlreadyExists,
     Cancelled,
+    ConfigConflict,
     DecoupledNotSupported,
     InternalError,
     InvalidArgument,
@@ -47,6 +48,7 @@ from workbench.types import (
 __all__ = [
     "AlreadyExists",
     "Cancelled",
+    "ConfigConflict",
     "ConfigProblem",
     "DecoupledNotSupported",
     "InferenceRequest",

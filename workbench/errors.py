@@ -13,7 +13,8 @@ Every error carries one of Triton's eight status codes (``tritonserver.h``:
     ├── NotFound                      (NOT_FOUND)
     │   └── ModelNotFound             (NOT_FOUND)  unknown model / version
     ├── InvalidArgument               (INVALID_ARG)
-    │   └── InvalidModelConfig        (INVALID_ARG) config.pbtxt parse / validation error
+    │   ├── InvalidModelConfig        (INVALID_ARG) config.pbtxt parse / validation error
+    │   └── ConfigConflict            (INVALID_ARG) a config write based on another file version
     ├── Unavailable                   (UNAVAILABLE)
     │   ├── ModelNotReady             (UNAVAILABLE) version exists but is not READY
     │   └── ServerNotReady            (UNAVAILABLE)
@@ -87,6 +88,13 @@ class InvalidModelConfig(InvalidArgument):
 
     The message names the file and, for parse errors, the line and column.
     """
+
+
+class ConfigConflict(InvalidArgument):
+    """A config write (or revert) refused because the file is not the one its text was read
+    from: it changed since (another tab, an editor), or the text was read from another
+    model's file. Nothing is written. A workbench error (Triton has no config-write API);
+    the Jupyter handlers answer it with 409 Conflict."""
 
 
 class Unavailable(WorkbenchError):

@@ -242,6 +242,14 @@ class ServerOptions(BaseSettings):
     budget of JSON bytes decoded or encoded at once on worker threads. Not a tritonserver
     flag."""
 
+    http_max_control_body_size: int = Field(default=64 * 1024, gt=0)
+    """Largest request body of the HTTP routes other than infer, generate and model load
+    (logging and trace settings, repository index and unload, shared-memory registration,
+    health, metadata), bytes: their bodies are a few hundred bytes of JSON. A larger one gets
+    413 and the connection is closed, before the body is read when ``Content-Length`` tells,
+    else as soon as the bytes read pass the limit. Not a tritonserver flag (tritonserver bounds
+    these bodies by ``--http-max-input-size``)."""
+
     # --- HTTP connection limits (beyond tritonserver, which has no such flags) ---
     http_max_connections: int = Field(default=0, ge=0)
     """Most HTTP connections open at once; 0 = automatic: half the process's open-file limit
@@ -262,6 +270,14 @@ class ServerOptions(BaseSettings):
     http_body_timeout: float = Field(default=60.0, gt=0)
     """Seconds a request body may go without a new byte arriving (while the server is
     reading it); then 408 and the connection is closed. Not a tritonserver flag."""
+
+    http_body_min_rate: float = Field(default=500.0, ge=0)
+    """Bytes/s a request body must arrive at, after its first second, for its connection to
+    keep its place when the connections are at ``http_max_connections`` and none is idle: a
+    new connection then closes the one whose body is furthest behind (408), so connections
+    that trickle their bodies cannot lock out health checks and new clients (as Apache
+    mod_reqtimeout's ``MinRate``, which defaults to 500). Below the cap no body is closed for
+    its rate (``http_body_timeout`` still bounds pauses); 0 = never. Not a tritonserver flag."""
 
     http_max_header_size: int = Field(default=64 * 1024, gt=0)
     """Largest request head (request line and headers), bytes; larger heads get 431 and the

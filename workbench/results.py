@@ -217,6 +217,9 @@ class ConfigFile(TypedDict):
     writable: bool
     reason: str
     """Why it is not writable ("" when it is)."""
+    version: str
+    """This model's file as read now (``<model>:<sha256 of its bytes>``, ``<model>:none``
+    without a file): pass it back as ``expected_version`` when writing a text based on it."""
 
 
 class ConfigWriteResult(TypedDict):
@@ -225,7 +228,13 @@ class ConfigWriteResult(TypedDict):
     name: str
     path: str
     backup: str | None
-    """The backup's path, or None (there was no previous file)."""
+    """The backup's path, or None (there was no previous file; a revert keeps none)."""
+    restored_from: str | None
+    """The backup a revert put back (it is gone after: a revert is done once); None for a
+    write."""
+    version: str
+    """The file's version now (as ``ConfigFile.version``): the next write's
+    ``expected_version``."""
     reloaded: bool
     """True when the model serves the new config."""
     reason: str

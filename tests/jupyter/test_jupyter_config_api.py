@@ -62,8 +62,40 @@ async def test_put_writes_keeps_a_backup_and_reloads(workbench: EngineHost, api,
 
     status, reverted = await api("models", "add_sub", "config", "revert", method="POST")
     assert status == 200 and reverted["reloaded"]
+    assert reverted["restored_from"] == result["backup"] and reverted["backup"] is None
     assert path.read_text() == before
-    assert (await api("models", "add_sub", "config"))[1]["config"]["max_batch_size"] == 8
+    after = (await api("models", "add_sub", "config"))[1]
+    assert after["config"]["max_batch_size"] == 8 and not after["file"]["backup_exists"]
+    status, again = await api("models", "add_sub", "config", "revert", method="POST")
+    assert status == 404 and "no config backup" in again["message"]  # once: it is used up
+    assert path.read_text() == before
+
+
+async def test_a_put_based_on_a_stale_version_is_409_and_writes_nothing(
+        workbench: EngineHost, api, model_repository: Path) -> None:
+    path = model_repository / "add_sub" / "config.pbtxt"
+    read = (await api("models", "add_sub", "config"))[1]["file"]
+    theirs, mine = add_sub_config("add_sub", 6, 1), add_sub_config("add_sub", 2, 1)
+    status, written = await api("models", "add_sub", "config", method="PUT",
+                                body={"text": theirs, "version": read["version"]})
+    assert status == 200 and written["version"] != read["version"]
+    status, body = await api("models", "add_sub", "config", method="PUT",
+                             body={"text": mine, "version": read["version"]})
+    assert status == 409 and body["reason"] == "INVALID_ARG"
+    assert "changed since this text was read" in body["message"]
+    assert path.read_text() == theirs
+    status, body = await api("models", "add_sub", "config", "revert", method="POST",
+                             body={"version": read["version"]})
+    assert status == 409 and path.read_text() == theirs
+    digits = (await api("models", "digits_mlp", "config"))[1]["file"]
+    status, body = await api("models", "add_sub", "config", method="PUT",
+                             body={"text": mine, "version": digits["version"]})
+    assert status == 409 and "model 'digits_mlp', not of 'add_sub'" in body["message"]
+    assert (await api("models", "add_sub", "config", method="PUT",
+                      body={"text": mine, "version": 3}))[0] == 400
+    status, _ = await api("models", "add_sub", "config", method="PUT",
+                          body={"text": mine, "version": written["version"]})
+    assert status == 200 and path.read_text() == mine
 
 
 async def test_invalid_put_writes_nothing_and_lists_the_problems(workbench: EngineHost, api,

@@ -24,6 +24,14 @@ def repository(tmp_path: Path, sample_repository: Path) -> Path:
     return repo
 
 
+@pytest.fixture
+def with_accumulator(repository: Path, sample_repository: Path) -> Path:
+    """The repository with a copy of the sample accumulator too (sequence-batched, not
+    loaded)."""
+    shutil.copytree(sample_repository / "accumulator", repository / "accumulator")
+    return repository
+
+
 def explicit_options(repository: Path, **extra) -> ServerOptions:
     return ServerOptions(model_repository=[str(repository)], model_control_mode="explicit",
                          load_model=["add_sub", "digits_mlp"], **extra)

@@ -1,5 +1,8 @@
 """The Config tab against the real engine: live validation with line numbers, form controls
-rewriting the text, the diff against disk, Apply (atomic write + backup + hot reload), Revert."""
+rewriting the text, the diff against disk, Apply (atomic write + backup + hot reload), Revert
+(once), one editor per model opened, the unsaved-edits prompt, stale writes refused, knobs
+that do not apply disabled with the reason. (What only a browser shows, the undo history and
+the clicks, is in tests/browser/test_config_editor_browser.py.)"""
 
 from __future__ import annotations
 
@@ -100,7 +103,107 @@ async def test_form_rewrites_the_text_and_apply_writes_backup_and_reloads(
     await store.settle()
     assert path.read_text() == original == view.editor.value
     assert (await server.model_config("add_sub")).max_batch_size == 8
-    assert view.status.object.startswith("reverted to the backup")
+    assert view.status.object == f"restored {path} from {path}.bak; reloaded"
+    assert view.revert_button.disabled and view.revert_button.description == config_view.NO_BACKUP
+    view.revert_button.clicks += 1  # a click that gets through anyway restores nothing
+    await store.settle()
+    assert path.read_text() == original and "no config backup" in view.error.object
+
+
+async def test_revert_is_disabled_until_there_is_a_backup(store: EngineStore) -> None:
+    view = await opened(store)
+    assert view.revert_button.disabled and not view.backup_exists
+    view.apply_button.clicks += 1
+    await store.settle()
+    assert not view.revert_button.disabled
+
+
+async def test_another_model_opens_in_an_editor_of_its_own(store: EngineStore, repository: Path) -> None:
+    """The browser's undo history belongs to the editor: a new one per model, so Ctrl+Z
+    cannot bring back another model's text (issue 30); a late change from the old editor
+    is ignored."""
+    view = await opened(store)
+    first = view.editor
+    view.model.value = "digits_mlp"
+    await store.settle()
+    assert view.editor is not first and view.editor_box.objects == [view.editor]
+    assert view.editor.value == (repository / "digits_mlp" / "config.pbtxt").read_text()
+    first.value = first.value.replace("max_batch_size: 8", "max_batch_size: 2")  # a late echo
+    await store.settle()
+    assert view.diff.object == "*No changes.*" and view.model_name == "digits_mlp"
+    same = view.editor
+    await view.open("digits_mlp")  # the same model again (after a revert, a change on disk)
+    assert view.editor is same
+
+
+async def test_switching_with_unsaved_edits_asks_keep_or_discard(store: EngineStore, repository: Path) -> None:
+    """A's edit was dropped silently when B was chosen (issue 30): now the tab asks."""
+    view = await opened(store)
+    edited = view.disk_text.replace("max_batch_size: 8", "max_batch_size: 4")
+    view.editor.value = edited
+    view.model.value = "digits_mlp"
+    await store.settle()
+    assert view.prompt.visible and view.pending == "digits_mlp"
+    assert view.question.object == ("add_sub has unsaved edits. Keep editing add_sub, or discard "
+                                    "the edits and open digits_mlp?")
+    assert view.editor.value == edited and view.model_name == "add_sub"
+    assert view.apply_button.disabled and view.revert_button.disabled  # until answered
+    assert store.selection.name == "digits_mlp"
+    view.keep_button.clicks += 1
+    await store.settle()
+    assert not view.prompt.visible and view.model.value == "add_sub" == store.selection.name
+    assert view.editor.value == edited and not view.apply_button.disabled
+
+    view.model.value = "digits_mlp"
+    await store.settle()
+    assert view.switch_button.label == "Discard edits, open digits_mlp"
+    view.switch_button.clicks += 1
+    await store.settle()
+    assert not view.prompt.visible and view.model_name == "digits_mlp"
+    assert view.editor.value == (repository / "digits_mlp" / "config.pbtxt").read_text()
+    assert "max_batch_size: 8" in (repository / "add_sub" / "config.pbtxt").read_text()
+
+
+async def test_apply_of_a_stale_text_is_refused_and_the_edits_can_be_kept_on_the_new_file(
+        server: Server, store: EngineStore, repository: Path) -> None:
+    path = repository / "add_sub" / "config.pbtxt"
+    view = await opened(store)
+    mine = view.disk_text.replace("max_batch_size: 8", "max_batch_size: 2")
+    theirs = view.disk_text.replace("max_batch_size: 8", "max_batch_size: 6")
+    view.editor.value = mine
+    await server.config_files.write_model_config("add_sub", theirs)  # another tab's Apply
+    view.apply_button.clicks += 1
+    await store.settle()
+    assert path.read_text() == theirs
+    assert view.error.visible and "changed since this text was read" in view.error.object
+    assert view.keep_new_button.visible and "Apply is refused" in view.status.object
+    assert view.editor.value == mine  # nothing lost
+    view.keep_new_button.clicks += 1
+    await store.settle()
+    assert "-max_batch_size: 6\n+max_batch_size: 2" in view.diff.object
+    view.apply_button.clicks += 1
+    await store.settle()
+    assert path.read_text() == mine and view.status.object.endswith("; reloaded")
+
+
+async def test_knobs_that_do_not_apply_are_disabled_with_the_reason(
+        with_accumulator: Path, store: EngineStore) -> None:
+    """The queue-delay knob of the sequence-batched accumulator inserted `dynamic_batching {}`
+    beside `sequence_batching` (issue 30)."""
+    view = await opened(store, "accumulator")
+    form = view.form
+    assert form.delay.disabled and "direct strategy" in str(form.delay.description)
+    assert form.dynamic_batching.disabled and form.preferred.disabled and form.cache.disabled
+    assert not form.max_batch_size.disabled and not form.count.disabled
+    assert form.not_applicable.visible and "sequence-batched model" in form.not_applicable.object
+    form.count.value = 2  # a knob that applies still rewrites its value only
+    assert "count: 2 kind: KIND_CPU" in view.editor.value and "dynamic_batching" not in view.editor.value
+    view.model.value = "add_sub"
+    await store.settle()
+    assert view.prompt.visible
+    view.switch_button.clicks += 1
+    await store.settle()
+    assert not form.delay.disabled and not form.not_applicable.visible
 
 
 async def test_apply_of_an_invalid_text_shows_the_error_and_writes_nothing(

@@ -1,21 +1,28 @@
-"""Form knobs <-> config.pbtxt text: only the changed fields are rewritten, comments stay."""
+"""Form knobs <-> config.pbtxt text: only the changed values are rewritten; comments, indent
+and list style stay, inside rewritten blocks too; knobs that do not apply to a model (a
+sequence-batched one, an ensemble) are refused with the reason or map to the field that
+applies."""
 
 from __future__ import annotations
 
 import difflib
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
 
 from workbench.ui.config_knobs import (
+    SEQUENCE_SCHEDULED,
     ConfigKnobs,
     apply_knobs,
+    knob_reasons,
     parse_text,
     read_knobs,
     set_knobs,
     with_knob,
 )
-from workbench.ui.pbtxt_spans import replace_fields, top_level_spans
+from workbench.ui.pbtxt_spans import top_level_spans
 
 TEXT = """\
 name: "m"  # the model
@@ -50,10 +57,99 @@ def test_one_knob_rewrites_one_line_and_keeps_comments() -> None:
 
 def test_batcher_knobs_rewrite_the_batcher_block_only() -> None:
     after = with_knob(TEXT, preferred_batch_sizes=(4, 8), max_queue_delay_us=250)
-    assert changed_lines(TEXT, after) == [
-        "-dynamic_batching { }", "+dynamic_batching {", "+  preferred_batch_size: 4",
-        "+  preferred_batch_size: 8", "+  max_queue_delay_microseconds: 250", "+}"]
+    assert changed_lines(TEXT, after) == [  # the empty block opens; lists as the file writes them
+        "-dynamic_batching { }", "+dynamic_batching {", "+  preferred_batch_size: [ 4, 8 ]",
+        "+  max_queue_delay_microseconds: 250", "+}"]
     assert "# two instances: one per core" in after and "# the model" in after
+
+
+#: a hand-written config: 4-space indent, a comment inside the batcher, a list of sizes
+HAND_WRITTEN = """\
+name: "m"
+backend: "onnxruntime"
+max_batch_size: 8
+dynamic_batching {
+    # full batches first: the GPU is idle between them
+    preferred_batch_size: [ 4, 8 ]
+    max_queue_delay_microseconds: 100  # measured on the T4
+}
+instance_group [ { count: 2 kind: KIND_CPU } ]
+"""
+
+
+def test_a_rewritten_block_keeps_its_comments_indent_and_list_style() -> None:
+    """Tuning's Apply best wrote this block as text_format prints it: the comment inside it
+    deleted, 4-space indent made 2, `[ 4, 8 ]` made repeated fields (issue 30)."""
+    after = with_knob(HAND_WRITTEN, max_queue_delay_us=200, preferred_batch_sizes=(2, 4))
+    assert changed_lines(HAND_WRITTEN, after) == [
+        "-    preferred_batch_size: [ 4, 8 ]", "-    max_queue_delay_microseconds: 100  # measured on the T4",
+        "+    preferred_batch_size: [ 2, 4 ]", "+    max_queue_delay_microseconds: 200  # measured on the T4"]
+    added = with_knob(HAND_WRITTEN, priority_levels=2, instance_count=3)
+    assert changed_lines(HAND_WRITTEN, added) == [  # new fields at the block's own indent
+        "+    priority_levels: 2", "+    default_priority_level: 2",
+        "-instance_group [ { count: 2 kind: KIND_CPU } ]", "+instance_group [ { count: 3 kind: KIND_CPU } ]"]
+    assert read_knobs(parse_text(added)).priority_levels == 2
+
+
+def test_repeated_field_style_stays_repeated_fields() -> None:
+    text = 'name: "m"\nmax_batch_size: 8\ndynamic_batching {\n  preferred_batch_size: 4\n  preferred_batch_size: 8\n}\n'
+    after = with_knob(text, preferred_batch_sizes=(2, 4, 8))
+    assert after == text.replace("  preferred_batch_size: 4\n",
+                                 "  preferred_batch_size: 2\n  preferred_batch_size: 4\n")
+    assert read_knobs(parse_text(after)).preferred_batch_sizes == (2, 4, 8)
+
+
+ACCUMULATOR = """\
+name: "accumulator"
+max_batch_size: 8
+instance_group [ { count: 1 kind: KIND_CPU } ]
+sequence_batching {
+  max_sequence_idle_microseconds: 5000000
+}
+"""
+
+
+def test_dynamic_batcher_knobs_do_not_apply_to_a_sequence_batched_model() -> None:
+    """The queue-delay knob inserted `dynamic_batching {}` beside `sequence_batching` (which
+    the validator refused, issue 30): refused with the reason now, nothing inserted."""
+    config = parse_text(ACCUMULATOR)
+    reasons = knob_reasons(config)
+    assert reasons["dynamic_batching"] == SEQUENCE_SCHEDULED
+    assert {"max_queue_delay_us", "preferred_batch_sizes", "priority_levels",
+            "response_cache"} <= set(reasons)
+    assert "max_batch_size" not in reasons and "instance_count" not in reasons
+    for knob in ({"max_queue_delay_us": 100}, {"dynamic_batching": True}, {"response_cache": True}):
+        with pytest.raises(ValueError, match="does not apply to model 'accumulator'"):
+            with_knob(ACCUMULATOR, **knob)
+    after = with_knob(ACCUMULATOR, max_batch_size=4, instance_count=2)  # these apply
+    assert "dynamic_batching" not in after and parse_text(after).sequence_batching.max_sequence_idle_microseconds
+
+
+def test_queue_delay_maps_to_the_sequence_batchers_oldest_strategy() -> None:
+    oldest = ACCUMULATOR.replace("sequence_batching {\n",
+                                 "sequence_batching {\n  oldest { max_candidate_sequences: 4 }\n")
+    assert "max_queue_delay_us" not in knob_reasons(parse_text(oldest))
+    after = with_knob(oldest, max_queue_delay_us=300, preferred_batch_sizes=(4,))
+    assert changed_lines(oldest, after) == [
+        "-  oldest { max_candidate_sequences: 4 }",
+        "+  oldest { max_candidate_sequences: 4 preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 300 }"]
+    config = parse_text(after)
+    assert config.sequence_batching.oldest.max_queue_delay_microseconds == 300
+    assert not config.HasField("dynamic_batching")
+    assert read_knobs(config).max_queue_delay_us == 300
+    direct = ACCUMULATOR.replace("sequence_batching {\n",
+                                 "sequence_batching {\n  direct { minimum_slot_utilization: 0.5 }\n")
+    after = with_knob(direct, max_queue_delay_us=50)
+    assert parse_text(after).sequence_batching.direct.max_queue_delay_microseconds == 50
+
+
+def test_an_ensemble_has_no_batcher_or_instance_knobs() -> None:
+    text = 'name: "e"\nplatform: "ensemble"\nmax_batch_size: 8\nensemble_scheduling { step [ ] }\n'
+    reasons = knob_reasons(parse_text(text))
+    assert {"dynamic_batching", "max_queue_delay_us", "instance_count", "instance_kind"} <= set(reasons)
+    assert with_knob(text, max_batch_size=4) == text.replace("max_batch_size: 8", "max_batch_size: 4")
+    with pytest.raises(ValueError, match="ensemble"):
+        with_knob(text, instance_count=2)
 
 
 def test_every_knob_round_trips() -> None:
@@ -98,7 +194,7 @@ def test_text_that_does_not_parse_is_refused() -> None:
     with pytest.raises(ValueError, match="unbalanced"):
         top_level_spans("a { b: 1")
     with pytest.raises(ValueError):
-        replace_fields('a: "open', {"a": "a: 1\n"})
+        top_level_spans('a: "open')
 
 
 def test_unknown_instance_kind_is_an_error() -> None:
@@ -116,3 +212,28 @@ def test_knob_values_name_every_knob_with_its_type() -> None:
 
     assert get_type_hints(KnobValues) == get_type_hints(ConfigKnobs)
     assert list(KnobValues.__annotations__) == [f.name for f in fields(ConfigKnobs)]
+
+
+#: knob changes tried on every sample config (those that apply to it)
+CHANGES = (
+    {"max_batch_size": 4}, {"max_queue_delay_us": 250}, {"preferred_batch_sizes": (2, 4)},
+    {"priority_levels": 2, "instance_count": 3}, {"instance_kind": "KIND_CPU", "response_cache": True},
+    {"dynamic_batching": False, "max_batch_size": 0}, {"preferred_batch_sizes": (), "max_queue_delay_us": 0},
+)
+
+
+def test_every_rewritten_sample_config_parses_to_exactly_the_changed_config(sample_repository: Path) -> None:
+    """The in-place rewrite is exact: the text parses to the message the knobs ask for, for
+    every sample's hand-written config (lists, one-line blocks, nested blocks, comments)."""
+    tried = 0
+    for path in sorted(sample_repository.glob("*/config.pbtxt")):
+        text = path.read_text()
+        config = parse_text(text)
+        reasons, current = knob_reasons(config), read_knobs(config)
+        for change in CHANGES:
+            if reasons.keys() & change.keys():
+                continue
+            knobs = replace(current, **change)
+            assert parse_text(set_knobs(text, knobs)) == apply_knobs(config, knobs), (path.parent.name, change)
+            tried += 1
+    assert tried > 50

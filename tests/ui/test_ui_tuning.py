@@ -172,6 +172,30 @@ async def test_apply_best_writes_the_candidate_into_config_pbtxt(
     assert view.status.alert_type == "success" and "reloaded" in view.status.object
 
 
+async def test_apply_best_keeps_a_hand_written_blocks_comment_indent_and_list_style(
+        server: Server, store: EngineStore, repository: Path) -> None:
+    """Apply best rewrote a hand-written dynamic_batching block as text_format prints it:
+    its comment deleted, 4-space indent made 2, `[ 4, 8 ]` made repeated fields (issue 30)."""
+    path = repository / "add_sub" / "config.pbtxt"
+    hand_written = path.read_text().replace("dynamic_batching { }", (
+        "dynamic_batching {\n"
+        "    # full batches first\n"
+        "    preferred_batch_size: [ 4, 8 ]\n"
+        "    max_queue_delay_microseconds: 100\n"
+        "}"))
+    path.write_text(hand_written)
+    await server.load_model("add_sub")
+    view = await tab(store, levels="1")
+    view.form.include_served.value = False
+    view.form.candidates.value = "max_queue_delay_us=300 preferred_batch_sizes=2,4"
+    await run(view, store)
+    view.apply_button.clicks += 1
+    await store.settle()
+    assert view.status.alert_type == "success", (view.status.object, view.error.object)
+    assert path.read_text() == hand_written.replace("[ 4, 8 ]", "[ 2, 4 ]").replace(
+        "max_queue_delay_microseconds: 100", "max_queue_delay_microseconds: 300")
+
+
 async def test_after_apply_best_the_config_tab_shows_the_tuned_model_with_its_new_file(
         server: Server, store: EngineStore) -> None:
     config = ConfigView(store)

@@ -67,3 +67,23 @@ async def test_errors_go_to_the_status_line(server: Server) -> None:
     assert "Traceback" not in controls.status.value
     assert "InvalidModelConfig:" not in controls.status.value and "InvalidArgument:" not in controls.status.value
     assert (await server.model_config("add_sub")).max_batch_size == 8  # still serving as before
+
+
+async def test_the_batcher_sliders_of_a_sequence_batched_model_are_disabled_with_the_reason(
+        with_accumulator: Path, server: Server) -> None:
+    """A delay tried on the sequence-batched accumulator loaded it with dynamic_batching set,
+    which (one of Triton's scheduling_choice) dropped its sequence_batching (issue 30)."""
+    await server.load_model("accumulator")
+    controls = ModelControls(server)
+    await controls.refresh()
+    controls.model.value = ("accumulator", "1")
+    await controls.settle()
+    assert controls.max_queue_delay.disabled and controls.preferred_batch_size.disabled
+    assert "direct strategy" in str(controls.max_queue_delay.tooltip)
+    assert "not for accumulator" in controls.status.value
+    assert await controls.apply(max_queue_delay_us=100) is None
+    assert "does not apply to model &#x27;accumulator&#x27;" in controls.status.value
+    assert (await server.model_config("accumulator")).HasField("sequence_batching")
+    controls.model.value = ("add_sub", "1")
+    await controls.settle()
+    assert not controls.max_queue_delay.disabled and controls.status.value == ""

@@ -9,6 +9,13 @@ normalize, validate; warmup samples; an ensemble's steps against the composing m
 now), so a text that validates here fails to load only for reasons outside the config (a
 broken model file, a missing device).
 
+Stale and foreign writes: every file read is stamped with a version
+(:func:`config_version`: the model's name and the sha256 of the file's bytes); a write or
+revert given the ``expected_version`` its text was based on is refused with
+:class:`~workbench.errors.ConfigConflict`, writing nothing, when the file changed since (another
+tab, Tuning's Apply best, an editor) or the version is another model's. The check and the
+write run under one lock, so two writes through the server never both pass it.
+
 ``ConfigFileService`` reads the repositories and the loaded configs through the model
 lifecycle (:class:`~workbench.engine.lifecycle.ModelLifecycle`) and applies a change with its
 ``load_model`` (explicit mode) or the server's poll (poll mode).
@@ -17,6 +24,7 @@ lifecycle (:class:`~workbench.engine.lifecycle.ModelLifecycle`) and applies a ch
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import shutil
 from collections.abc import Awaitable, Callable
@@ -32,6 +40,7 @@ from workbench.engine.lifecycle import ModelLifecycle
 from workbench.engine.loader import prepare_config
 from workbench.engine.warmup import prepare_warmup
 from workbench.errors import (
+    ConfigConflict,
     InvalidArgument,
     InvalidModelConfig,
     ModelNotFound,
@@ -59,15 +68,19 @@ class ConfigFileService:
         self.options = lifecycle.options
         self._lifecycle = lifecycle
         self._poll = poll
+        #: held from the version check to the end of a write (see the module docstring)
+        self._writing = asyncio.Lock()
 
     async def model_config_file(self, name: str) -> ConfigFile:
         """The config file of model ``name`` as it is on disk now.
 
         Returns:
-            ``{"name", "path", "exists", "text", "backup_exists", "writable", "reason"}``:
-            ``path`` is the file loading reads (``<model>/config.pbtxt``); ``text`` is "" when it does not exist (the
-            model is auto-completed); ``writable`` is False, with ``reason``, for a model
-            mirrored from a remote repository (the mirror is overwritten at the next sync).
+            ``{"name", "path", "exists", "text", "backup_exists", "writable", "reason",
+            "version"}``: ``path`` is the file loading reads (``<model>/config.pbtxt``);
+            ``text`` is "" when it does not exist (the model is auto-completed); ``writable``
+            is False, with ``reason``, for a model mirrored from a remote repository (the
+            mirror is overwritten at the next sync); ``version`` stamps what was read
+            (:func:`config_version`).
 
         Raises:
             ModelNotFound: ``name`` is not a model folder in the repositories.
@@ -109,7 +122,8 @@ class ConfigFileService:
             return [semantic_problem(text, exc.message)]
         return []
 
-    async def write_model_config(self, name: str, text: str, *, reload: bool = True) -> ConfigWriteResult:
+    async def write_model_config(self, name: str, text: str, *, reload: bool = True,
+                                 expected_version: str | None = None) -> ConfigWriteResult:
         """Validate ``text``, write it as ``name``'s config file and apply it.
 
         The write is atomic (a temporary file in the same folder, fsynced, then renamed over
@@ -119,15 +133,22 @@ class ConfigFileService:
         load beside the serving ones and no in-flight request is dropped, see ``load_model``),
         ``poll`` polls the repository now; ``none`` applies nothing until the next start.
 
+        Args:
+            expected_version: the ``version`` of the file ``text`` was based on
+                (:meth:`model_config_file`); None: no check (a new text).
+
         Returns:
-            ``{"name", "path", "backup", "reloaded", "reason"}``: ``backup`` is the backup's
-            path or None (no previous file); ``reloaded`` is True when the model serves the
-            new config; otherwise ``reason`` says why (mode ``none``, or the load error: the
-            previous versions keep serving then, and the file stays written).
+            ``{"name", "path", "backup", "restored_from", "version", "reloaded", "reason"}``:
+            ``backup`` is the backup's path or None (no previous file); ``restored_from`` is
+            None; ``version`` is the written file's; ``reloaded`` is True when the model
+            serves the new config; otherwise ``reason`` says why (mode ``none``, or the load
+            error: the previous versions keep serving then, and the file stays written).
 
         Raises:
             InvalidModelConfig: ``text`` has problems (each on its own line of the message,
                 ``line N: ...``); nothing is written.
+            ConfigConflict: ``expected_version`` is not the file's version now (it changed
+                since, or it is another model's); nothing is written.
             ModelNotFound: ``name`` is not a model folder in the repositories.
             Unsupported: the model comes from a remote repository.
             InvalidArgument: ``text`` is larger than 1 MiB.
@@ -138,39 +159,56 @@ class ConfigFileService:
         if problems:
             listed = "\n".join(str(p) for p in problems)
             raise InvalidModelConfig(f"model config for '{name}' is not valid:\n{listed}")
-        return await self._replace_config(name, text, reload, path, reason)
+        if reason:
+            raise Unsupported(f"cannot write the config of '{name}': {reason}")
+        async with self._writing:
+            await asyncio.to_thread(_check_version, name, path, expected_version)
+            backup = await asyncio.to_thread(_atomic_write, path, text)
+            version = config_version(name, text.encode("utf-8"))
+        result: ConfigWriteResult = {
+            "name": name, "path": str(path), "backup": str(backup) if backup else None,
+            "restored_from": None, "version": version, "reloaded": False, "reason": ""}
+        return await self._apply(name, reload, result)
 
-    async def revert_model_config(self, name: str, *, reload: bool = True) -> ConfigWriteResult:
-        """Put the backup written by :meth:`write_model_config` back, and apply it.
+    async def revert_model_config(self, name: str, *, reload: bool = True,
+                                  expected_version: str | None = None) -> ConfigWriteResult:
+        """Put the backup written by :meth:`write_model_config` back, once, and apply it.
 
-        The file being replaced becomes the new backup (reverting twice restores the edit).
-        The backup is not re-validated: it is what served before.
+        The backup is moved over the file (atomically): afterwards there is no backup, so a
+        second revert has nothing to revert to (it does not re-apply the edit). The backup
+        is not re-validated: it is what served before.
+
+        Args:
+            expected_version: the ``version`` of the file the caller shows (as for
+                :meth:`write_model_config`); None: no check.
 
         Returns:
-            As :meth:`write_model_config`.
+            As :meth:`write_model_config`, with ``restored_from`` the backup's path and
+            ``backup`` None.
 
         Raises:
             NotFound (ModelNotFound): no such model, or it has no backup to revert to.
+            ConfigConflict: ``expected_version`` is not the file's version now.
             Unsupported: the model comes from a remote repository.
         """
         path, reason = await asyncio.to_thread(self._config_location, name)
-        backup = path.with_name(path.name + BACKUP_SUFFIX)
-        try:
-            text = await asyncio.to_thread(backup.read_text, encoding="utf-8")
-        except FileNotFoundError:
-            raise ModelNotFound(f"model '{name}' has no config backup to revert to") from None
-        return await self._replace_config(name, text, reload, path, reason)
-
-    # ----------------------------------------------------------------- internals
-    async def _replace_config(self, name: str, text: str, reload: bool, path: Path,
-                              reason: str) -> ConfigWriteResult:
-        """Write ``text`` at ``path`` (``reason``: why it may not be written, "" if it may)
-        and apply it as the control mode allows."""
         if reason:
             raise Unsupported(f"cannot write the config of '{name}': {reason}")
-        backup = await asyncio.to_thread(_atomic_write, path, text)
-        result: ConfigWriteResult = {"name": name, "path": str(path), "backup": str(backup) if backup else None,
-                  "reloaded": False, "reason": ""}
+        backup = path.with_name(path.name + BACKUP_SUFFIX)
+        async with self._writing:
+            await asyncio.to_thread(_check_version, name, path, expected_version)
+            try:
+                data = await asyncio.to_thread(_restore, backup, path)
+            except FileNotFoundError:
+                raise ModelNotFound(f"model '{name}' has no config backup to revert to") from None
+        result: ConfigWriteResult = {
+            "name": name, "path": str(path), "backup": None, "restored_from": str(backup),
+            "version": config_version(name, data), "reloaded": False, "reason": ""}
+        return await self._apply(name, reload, result)
+
+    # ----------------------------------------------------------------- internals
+    async def _apply(self, name: str, reload: bool, result: ConfigWriteResult) -> ConfigWriteResult:
+        """Apply the file just written as the control mode allows; ``result`` completed."""
         if not reload:
             result["reason"] = "not reloaded (reload=False)"
             return result
@@ -227,18 +265,62 @@ def _prepare(name: str, model_dir: Path, options: ServerOptions, config: ModelCo
     return prepared
 
 
+def config_version(name: str, data: bytes | None) -> str:
+    """The version stamp of model ``name``'s config file holding ``data`` (None: no file):
+    ``<name>:<sha256 hex of data>`` (``<name>:none``). It names the model, so a text read
+    from one model's file is not taken as based on another's, even with the same bytes."""
+    return f"{name}:{hashlib.sha256(data).hexdigest() if data is not None else 'none'}"
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    """Blocking: the file's bytes, None when it is not a file."""
+    try:
+        return path.read_bytes() if path.is_file() else None
+    except FileNotFoundError:
+        return None
+
+
+def _check_version(name: str, path: Path, expected: str | None) -> None:
+    """Blocking: raise :class:`ConfigConflict` unless ``expected`` (when given) is the
+    version of ``name``'s file at ``path`` now."""
+    if expected is None or expected == config_version(name, _read_bytes(path)):
+        return
+    owner = expected.rpartition(":")[0]
+    if owner != name:
+        raise ConfigConflict(
+            f"not written: the text was read from the config of model '{owner}', not of "
+            f"'{name}'; open '{name}' and edit its own file ({path} is unchanged)")
+    raise ConfigConflict(
+        f"not written: {path} changed since this text was read from it (another tab, "
+        "Tuning's Apply best or an editor wrote it); read it again before writing over it "
+        "(the file is unchanged)")
+
+
 def _describe(name: str, path: Path, reason: str) -> ConfigFile:
     """Blocking: what :meth:`ConfigFileService.model_config_file` returns."""
-    exists = path.is_file()
+    data = _read_bytes(path)
     return {
         "name": name,
         "path": str(path),
-        "exists": exists,
-        "text": path.read_text(encoding="utf-8") if exists else "",
+        "exists": data is not None,
+        # newlines as reading in text mode gives them (\r\n and \r read as \n)
+        "text": data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n") if data is not None else "",
         "backup_exists": path.with_name(path.name + BACKUP_SUFFIX).is_file(),
         "writable": not reason,
         "reason": reason,
+        "version": config_version(name, data),
     }
+
+
+def _restore(backup: Path, path: Path) -> bytes:
+    """Blocking: move ``backup`` over ``path`` (atomic); the restored bytes.
+
+    Raises:
+        FileNotFoundError: there is no backup.
+    """
+    data = backup.read_bytes()
+    os.replace(backup, path)
+    return data
 
 
 def _atomic_write(path: Path, text: str) -> Path | None:
@@ -259,4 +341,4 @@ def _atomic_write(path: Path, text: str) -> Path | None:
     return backup
 
 
-__all__ = ["BACKUP_SUFFIX", "ConfigFileService"]
+__all__ = ["BACKUP_SUFFIX", "ConfigFileService", "config_version"]

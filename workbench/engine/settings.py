@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from workbench import results
-from workbench.errors import InvalidArgument, Unavailable, Unsupported
+from workbench.errors import InvalidArgument, Unsupported
 from workbench.options import ServerOptions
 
 #: ``observer(settings)``: told the log settings at registration and after every update
@@ -59,9 +59,10 @@ class LogSettings:
         Raises:
             Unsupported: a ``log_file`` value ("log file location can not be updated
                 through network protocol").
-            InvalidArgument: a value of the wrong JSON type (TritonJson's texts).
-            Unavailable: a ``log_format`` other than default/ISO8601 (Triton answers 503:
-                "invalid argument for --log_format, got: <v>").
+            InvalidArgument: a value of the wrong JSON type (TritonJson's texts), or a
+                ``log_format`` other than default/ISO8601 (Triton's text "invalid argument for
+                --log_format, got: <v>"; Triton answers it 503 UNAVAILABLE, a client's mistake
+                is 400 here, as its gRPC frontend's INVALID_ARGUMENT).
         """
         new = {k: v for k, v in changes.items() if k in self._values and v is not None}
         if "log_file" in new:
@@ -76,7 +77,7 @@ class LogSettings:
         if not isinstance(fmt, str):
             raise InvalidArgument(_NOT_STRING)
         if fmt not in ("default", "ISO8601"):
-            raise Unavailable(f"invalid argument for --log_format, got: {fmt}")
+            raise InvalidArgument(f"invalid argument for --log_format, got: {fmt}")
         self._values.update(new)
         for observer in self._observers:
             observer(self.snapshot())

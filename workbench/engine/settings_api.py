@@ -46,8 +46,9 @@ class SettingsService:
 
         Raises:
             Unsupported: ``log_file`` set (not changeable at runtime, HTTP 501).
-            InvalidArgument: a value of the wrong type (TritonJson's texts).
-            Unavailable: an unknown ``log_format`` (Triton's text and HTTP 503).
+            InvalidArgument: a value of the wrong type (TritonJson's texts), or an unknown
+                ``log_format`` (Triton's text; Triton answers that one 503, here 400: a
+                client's mistake).
         """
         return self._log_settings.update(settings)
 

@@ -1,5 +1,6 @@
-"""What an attacker uploads: a Python model whose ``initialize`` writes a marker file, so a
-test can tell whether uploaded code ran (the security tests of the load API)."""
+"""What an attacker sends: a Python model whose ``initialize`` writes a marker file, so a test
+can tell whether uploaded code ran (the security tests of the load API); raw HTTP/1.1 request
+heads and chunks for the body attacks (slow bodies, endless chunked bodies)."""
 
 from __future__ import annotations
 
@@ -34,4 +35,16 @@ def load_body(marker: Path) -> bytes:
     return json.dumps({"parameters": {"config": CONFIG, "file:1/model.py": encoded}}).encode()
 
 
-__all__ = ["CONFIG", "load_body", "marker_model"]
+def request_head(method: str, path: str, framing: bytes) -> bytes:
+    """A raw HTTP/1.1 request head, JSON-typed, whose last header is ``framing``
+    (``b"content-length: N"`` or ``b"transfer-encoding: chunked"``)."""
+    return (b"%s %s HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n%s\r\n\r\n"
+            % (method.encode(), path.encode(), framing))
+
+
+def chunk(data: bytes) -> bytes:
+    """``data`` as one chunk of a chunked body (``b"0\\r\\n\\r\\n"`` ends the body)."""
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+__all__ = ["CONFIG", "chunk", "load_body", "marker_model", "request_head"]

@@ -34,8 +34,7 @@ def free_ports(count: int) -> list[int]:
 
 
 def memory_kib(pid: int) -> dict[str, int]:
-    """A process's resident memory from ``/proc/<pid>/status``, KiB: ``VmRSS`` (now) and
-    ``VmHWM`` (the peak since start or since :func:`reset_peak`)."""
+    """``{"VmHWM": peak, "VmRSS": now}`` of process ``pid``, KiB (from ``/proc/PID/status``)."""
     fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, value = line.partition(":")
@@ -44,8 +43,9 @@ def memory_kib(pid: int) -> dict[str, int]:
     return fields
 
 
-def reset_peak(pid: int) -> None:
-    """Reset the process's ``VmHWM`` to its current RSS (writing 5 to ``clear_refs``, Linux >= 4.0)."""
+def reset_peak_memory(pid: int) -> None:
+    """Reset process ``pid``'s ``VmHWM`` to its current RSS (writing 5 to ``clear_refs``,
+    Linux >= 4.0)."""
     Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 

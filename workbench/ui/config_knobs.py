@@ -3,8 +3,22 @@
 :class:`ConfigKnobs` is what the config editor's form controls and the notebook widgets show:
 max batch size, dynamic batching (preferred batch sizes, max queue delay in µs, priority
 levels), the first instance group's count and kind, and the response cache.
-:func:`set_knobs` rewrites only the top-level fields whose value changed, so comments and the
-layout of every other line survive (:mod:`workbench.ui.pbtxt_spans`).
+:func:`set_knobs` rewrites only the values that changed, so comments, the indent and the list
+style of every block survive, inside the rewritten ones too (:mod:`workbench.ui.pbtxt_edit`).
+
+Not every knob applies to every model (:func:`knob_reasons` says why one does not):
+
+* a sequence-batched model (``sequence_batching``, e.g. the sample ``accumulator``) has no
+  dynamic batcher: Triton's ``scheduling_choice`` is one of the two, so dynamic batching and
+  priority levels do not apply, nor the response cache (Triton refuses it with sequence
+  batching). The queue delay and preferred batch sizes map to the sequence batcher's own
+  fields where its strategy has them: ``sequence_batching.oldest.max_queue_delay_microseconds``
+  and ``.oldest.preferred_batch_size``; ``direct.max_queue_delay_microseconds`` where
+  ``direct.minimum_slot_utilization`` is set (the direct strategy waits only then);
+* an ensemble has no batcher and no instance groups of its own (its composing models have).
+
+Changing a knob that does not apply raises ``ValueError`` with the reason (nothing is
+written); the form shows such knobs disabled, with the reason.
 
 Parsing and printing use ``google.protobuf.text_format`` with the ``ModelConfig`` message
 ``tritonclient`` ships, as the engine does; nothing here validates (the engine's
@@ -17,17 +31,38 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypedDict
 
 from google.protobuf import text_format
-from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelInstanceGroup
+from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelInstanceGroup, ModelSequenceBatching
 
-from workbench.ui.pbtxt_spans import replace_fields
+from workbench.ui.pbtxt_edit import rewrite_message
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 #: instance group kinds offered by the form (Triton's names)
 INSTANCE_KINDS = ("KIND_AUTO", "KIND_CPU", "KIND_GPU")
-#: the top-level fields :func:`set_knobs` may rewrite
-KNOB_FIELDS = ("max_batch_size", "dynamic_batching", "instance_group", "response_cache")
+#: what a person reads for each knob (the form's labels)
+KNOB_LABELS = {
+    "max_batch_size": "max_batch_size", "dynamic_batching": "dynamic batching",
+    "preferred_batch_sizes": "preferred batch sizes", "max_queue_delay_us": "max queue delay (µs)",
+    "priority_levels": "priority levels", "instance_count": "instance count",
+    "instance_kind": "instance kind", "response_cache": "response cache",
+}
+#: why the dynamic batcher's knobs do not apply to a sequence-batched model
+SEQUENCE_SCHEDULED = ("sequence-batched model: the sequence batcher schedules it, and "
+                      "dynamic_batching cannot be set beside sequence_batching")
+#: why the queue delay does not apply to a direct-strategy sequence batcher
+DIRECT_NO_DELAY = ("sequence batching, direct strategy: it waits for no queue delay unless "
+                   "sequence_batching.direct.minimum_slot_utilization is set (or use the "
+                   "oldest strategy, which has its own max_queue_delay_microseconds)")
+#: why preferred batch sizes do not apply to a direct-strategy sequence batcher
+DIRECT_NO_PREFERRED = ("sequence batching, direct strategy: it has no preferred batch sizes "
+                       "(the oldest strategy has)")
+#: why the response cache does not apply to a sequence-batched model (Triton's rule)
+SEQUENCE_NO_CACHE = "sequence-batched model: Triton's response cache does not support sequence batching"
+#: why batching knobs do not apply to an ensemble
+ENSEMBLE_NO_BATCHER = "an ensemble: its composing models batch, the ensemble has no batcher"
+#: why instance knobs do not apply to an ensemble
+ENSEMBLE_NO_INSTANCES = "an ensemble: its composing models have instance groups, the ensemble has none"
 
 
 @dataclass(frozen=True)
@@ -83,14 +118,20 @@ def parse_text(text: str) -> ModelConfig:
 
 
 def read_knobs(config: ModelConfig) -> ConfigKnobs:
-    """The knobs as ``config`` sets them (defaults for what it leaves out)."""
+    """The knobs as ``config`` sets them (defaults for what it leaves out); for a
+    sequence-batched model the queue delay and preferred batch sizes of its strategy."""
     batcher = config.dynamic_batching
     group = config.instance_group[0] if config.instance_group else None
+    preferred, delay = tuple(batcher.preferred_batch_size), batcher.max_queue_delay_microseconds
+    if config.HasField("sequence_batching"):
+        sequence = config.sequence_batching
+        preferred = tuple(sequence.oldest.preferred_batch_size)
+        delay = (sequence.oldest if sequence.HasField("oldest") else sequence.direct).max_queue_delay_microseconds
     return ConfigKnobs(
         max_batch_size=config.max_batch_size,
         dynamic_batching=config.HasField("dynamic_batching"),
-        preferred_batch_sizes=tuple(batcher.preferred_batch_size),
-        max_queue_delay_us=batcher.max_queue_delay_microseconds,
+        preferred_batch_sizes=preferred,
+        max_queue_delay_us=delay,
         priority_levels=batcher.priority_levels,
         instance_count=group.count if group is not None and group.count else 1,
         instance_kind=ModelInstanceGroup.Kind.Name(group.kind) if group is not None else "KIND_AUTO",
@@ -98,37 +139,49 @@ def read_knobs(config: ModelConfig) -> ConfigKnobs:
     )
 
 
+def knob_reasons(config: ModelConfig) -> dict[str, str]:
+    """Knob name (a :class:`ConfigKnobs` field) -> why it does not apply to ``config``; a
+    knob not listed applies (see the module docstring)."""
+    if config.HasField("sequence_batching"):
+        sequence = config.sequence_batching
+        reasons = {"dynamic_batching": SEQUENCE_SCHEDULED, "priority_levels": SEQUENCE_SCHEDULED,
+                   "response_cache": SEQUENCE_NO_CACHE}
+        if not sequence.HasField("oldest"):
+            reasons["preferred_batch_sizes"] = DIRECT_NO_PREFERRED
+            if not sequence.direct.minimum_slot_utilization:
+                reasons["max_queue_delay_us"] = DIRECT_NO_DELAY
+        return reasons
+    if config.HasField("ensemble_scheduling") or config.platform == "ensemble":
+        batching = ("dynamic_batching", "preferred_batch_sizes", "max_queue_delay_us", "priority_levels")
+        return {**dict.fromkeys(batching, ENSEMBLE_NO_BATCHER),
+                **dict.fromkeys(("instance_count", "instance_kind"), ENSEMBLE_NO_INSTANCES)}
+    return {}
+
+
 def apply_knobs(config: ModelConfig, knobs: ConfigKnobs) -> ModelConfig:
     """A copy of ``config`` with ``knobs`` set. Batcher settings turn dynamic batching on;
     a default priority level outside ``1..priority_levels`` becomes the lowest priority
-    (``priority_levels``), as Triton requires one in range.
+    (``priority_levels``), as Triton requires one in range. On a sequence-batched model the
+    queue delay and preferred sizes go to its strategy (see the module docstring).
 
     Raises:
-        ValueError: an instance kind Triton does not know.
+        ValueError: a knob that does not apply to ``config`` is changed (the message says
+            why, :func:`knob_reasons`); an instance kind Triton does not know.
     """
+    reasons = knob_reasons(config)
+    current = read_knobs(config)
+    for name, reason in reasons.items():
+        if getattr(knobs, name) != getattr(current, name):
+            raise ValueError(f"{KNOB_LABELS[name]} does not apply to model '{config.name}': {reason}")
     updated = ModelConfig()
     updated.CopyFrom(config)
     updated.max_batch_size = knobs.max_batch_size
-    wants_batcher = (knobs.dynamic_batching or bool(knobs.preferred_batch_sizes)
-                     or knobs.max_queue_delay_us > 0 or knobs.priority_levels > 0)
-    if wants_batcher:
-        batcher = updated.dynamic_batching
-        batcher.SetInParent()
-        del batcher.preferred_batch_size[:]
-        batcher.preferred_batch_size.extend(knobs.preferred_batch_sizes)
-        batcher.max_queue_delay_microseconds = knobs.max_queue_delay_us
-        batcher.priority_levels = knobs.priority_levels
-        if knobs.priority_levels and not 1 <= batcher.default_priority_level <= knobs.priority_levels:
-            batcher.default_priority_level = knobs.priority_levels
-        if not knobs.priority_levels:
-            batcher.default_priority_level = 0
-    else:
-        updated.ClearField("dynamic_batching")
-    if not updated.instance_group:
-        updated.instance_group.add()
-    group = updated.instance_group[0]
-    group.count = knobs.instance_count
-    group.kind = ModelInstanceGroup.Kind.Value(knobs.instance_kind)
+    if config.HasField("sequence_batching"):
+        _apply_sequence(updated.sequence_batching, knobs, reasons)
+    elif "dynamic_batching" not in reasons:
+        _apply_dynamic(updated, knobs)
+    if "instance_count" not in reasons:
+        _apply_instances(updated, knobs)
     if knobs.response_cache:
         updated.response_cache.enable = True
     else:
@@ -136,21 +189,57 @@ def apply_knobs(config: ModelConfig, knobs: ConfigKnobs) -> ModelConfig:
     return updated
 
 
+def _apply_dynamic(updated: ModelConfig, knobs: ConfigKnobs) -> None:
+    wants_batcher = (knobs.dynamic_batching or bool(knobs.preferred_batch_sizes)
+                     or knobs.max_queue_delay_us > 0 or knobs.priority_levels > 0)
+    if not wants_batcher:
+        updated.ClearField("dynamic_batching")
+        return
+    batcher = updated.dynamic_batching
+    batcher.SetInParent()
+    del batcher.preferred_batch_size[:]
+    batcher.preferred_batch_size.extend(knobs.preferred_batch_sizes)
+    batcher.max_queue_delay_microseconds = knobs.max_queue_delay_us
+    batcher.priority_levels = knobs.priority_levels
+    if knobs.priority_levels and not 1 <= batcher.default_priority_level <= knobs.priority_levels:
+        batcher.default_priority_level = knobs.priority_levels
+    if not knobs.priority_levels:
+        batcher.default_priority_level = 0
+
+
+def _apply_sequence(sequence: ModelSequenceBatching, knobs: ConfigKnobs, reasons: dict[str, str]) -> None:
+    """The queue delay and preferred sizes into the strategy that has them."""
+    if sequence.HasField("oldest"):
+        del sequence.oldest.preferred_batch_size[:]
+        sequence.oldest.preferred_batch_size.extend(knobs.preferred_batch_sizes)
+        sequence.oldest.max_queue_delay_microseconds = knobs.max_queue_delay_us
+    elif "max_queue_delay_us" not in reasons:
+        sequence.direct.max_queue_delay_microseconds = knobs.max_queue_delay_us
+
+
+def _apply_instances(updated: ModelConfig, knobs: ConfigKnobs) -> None:
+    """The first instance group's count and kind (none added for the defaults)."""
+    if not updated.instance_group:
+        if (knobs.instance_count, knobs.instance_kind) == (1, "KIND_AUTO"):
+            return
+        updated.instance_group.add()
+    group = updated.instance_group[0]
+    group.count = knobs.instance_count
+    group.kind = ModelInstanceGroup.Kind.Value(knobs.instance_kind)
+
+
 def set_knobs(text: str, knobs: ConfigKnobs) -> str:
-    """``text`` with ``knobs`` applied: only the top-level fields whose value changes are
-    rewritten (printed by ``text_format``), every other line is kept as it is.
+    """``text`` with ``knobs`` applied: only the values that change are rewritten, every
+    comment, indent and list style is kept (:func:`~workbench.ui.pbtxt_edit.rewrite_message`).
 
     Raises:
         google.protobuf.text_format.ParseError: ``text`` does not parse.
-        ValueError: an unknown instance kind.
+        ValueError: a knob that does not apply to the model is changed; an unknown instance
+            kind.
     """
     before = parse_text(text)
     after = apply_knobs(before, knobs)
-    changed = {}
-    for name in KNOB_FIELDS:
-        if _field_text(before, name) != _field_text(after, name):
-            changed[name] = _field_text(after, name)
-    return replace_fields(text, changed) if changed else text
+    return rewrite_message(text, before, after) if after != before else text
 
 
 def with_knob(text: str, **values: Unpack[KnobValues]) -> str:
@@ -162,26 +251,13 @@ def with_knob(text: str, **values: Unpack[KnobValues]) -> str:
     return set_knobs(text, replace(read_knobs(parse_text(text)), **values))
 
 
-def _field_text(config: ModelConfig, name: str) -> str:
-    """One top-level field as ``text_format`` prints it ("" when unset)."""
-    only = ModelConfig()
-    field = ModelConfig.DESCRIPTOR.fields_by_name[name]
-    if field.is_repeated:
-        getattr(only, name).extend(getattr(config, name))
-    elif field.message_type is not None:
-        if config.HasField(name):
-            getattr(only, name).CopyFrom(getattr(config, name))
-    else:
-        setattr(only, name, getattr(config, name))
-    return text_format.MessageToString(only)
-
-
 __all__ = [
     "INSTANCE_KINDS",
-    "KNOB_FIELDS",
+    "KNOB_LABELS",
     "ConfigKnobs",
     "KnobValues",
     "apply_knobs",
+    "knob_reasons",
     "parse_text",
     "read_knobs",
     "set_knobs",

@@ -6,11 +6,20 @@ the common knobs, a diff against the file on disk, Apply and Revert.
   problems become editor annotations on their lines and a list under the editor.
 * Form: max batch size, dynamic batching, preferred batch sizes, max queue delay (µs),
   priority levels, instance count and kind, response cache. A change rewrites only the
-  fields it touches in the text (:mod:`workbench.ui.config_knobs`); an edit of the text moves
-  the form to match. The form is refused while the text has a syntax error.
+  values it touches in the text (:mod:`workbench.ui.config_knobs`); an edit of the text moves
+  the form to match. The form is refused while the text has a syntax error; knobs that do not
+  apply to the model are disabled with the reason (:mod:`workbench.ui.config_form`).
+* One model's text at a time: each model opened gets an editor of its own, so the browser's
+  undo history (Ctrl+Z) starts at that model's text and can never bring back another
+  model's. Choosing another model while the editor holds edits asks first: keep editing
+  (the dropdown goes back) or discard the edits and open the other model.
 * Apply: ``write_model_config`` (validated atomic write keeping ``config.pbtxt.bak``, then a
-  hot reload in explicit mode without dropped requests); the result or the error is shown.
-  Revert: ``revert_model_config`` (the backup goes back, and is applied).
+  hot reload in explicit mode without dropped requests) of the open model's text, with the
+  version of the file it was read from: the engine refuses it, writing nothing, when the file
+  changed since (another tab, Tuning's Apply best, an editor); the tab then offers to keep the
+  edits on the new file (the diff then shows them against it, and Apply writes over it).
+  Revert: ``revert_model_config`` puts the backup back once (it is used up: the button is
+  disabled until the next Apply makes one) and says which file came from which.
 * Banners: each action (an edit, Apply, Revert, another model) replaces the last one's; Apply
   is disabled while the text has problems (its tooltip says so), and errors are shown in
   words without Python exception names (:func:`~workbench.ui.store.user_text`).
@@ -18,7 +27,8 @@ the common knobs, a diff against the file on disk, Apply and Revert.
   completed config: e.g. an empty ``preferred_batch_size`` is served as ``[max_batch_size]``).
 * Following the disk: :meth:`ConfigView.tick` (the dashboard's beat) reopens the file when it
   changed on disk (Tuning's Apply best, another tab, an editor) and the editor holds no
-  edits; with edits, it says the file changed instead.
+  edits; with edits, it says the file changed instead (Apply is refused until the edits are
+  discarded or kept on the new file).
 """
 
 from __future__ import annotations
@@ -30,15 +40,17 @@ import panel as pn
 from google.protobuf import text_format
 
 from workbench import ConfigProblem
-from workbench.ui.config_knobs import INSTANCE_KINDS, ConfigKnobs, parse_text, read_knobs, set_knobs
+from workbench.results import ConfigFile, ConfigWriteResult
+from workbench.ui.config_form import FORM_WIDTH, KnobForm
+from workbench.ui.config_knobs import knob_reasons, parse_text, read_knobs, set_knobs
 from workbench.ui.store import AlertKind, EngineStore, Spawned, user_text
 
 #: seconds of quiet typing before the text is validated
 DEBOUNCE_S = 0.4
-#: width of the knob widgets, pixels
-FORM_WIDTH = 240
 #: Apply's tooltip while the text has problems
 FIX_FIRST = "fix the problems listed under the editor first"
+#: Revert's tooltip while there is no backup
+NO_BACKUP = "no backup to revert to: Apply keeps the file it replaces as one"
 
 
 class ConfigView(pn.viewable.Viewer):
@@ -48,50 +60,68 @@ class ConfigView(pn.viewable.Viewer):
     def __init__(self, store: EngineStore, **params) -> None:
         super().__init__(**params)
         self.store = store
-        self.model_name = ""
-        self.disk_text = ""
-        self._changed_on_disk = ""
-        self.path = ""
+        #: the open model, its file, the text read from it and that file's version
+        self.model_name = self.path = self.disk_text = self.version = ""
+        #: the file as it changed on disk since it was opened (while the editor holds edits)
+        self.disk_now: ConfigFile | None = None
+        #: the model chosen while the editor held edits (the prompt asks about it)
+        self.pending = ""
         self.problems: list[ConfigProblem] = []
         self._validation: Spawned | None = None
         self._following: Spawned | None = None
         self._syncing = False
         self.writable = True
         self.read_only_reason = ""
+        self.backup_exists = False
         #: the knobs the model is served with now (effective values)
         self.served = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.model = pn.widgets.Select(label="Model", options=[])
-        self.editor = pn.widgets.CodeEditor(value="", language="text", height=420,
-                                            sizing_mode="stretch_width", label="config.pbtxt")
+        self.editor = self._new_editor("")
+        #: holds the open model's editor (replaced by another model's, see :meth:`open`)
+        self.editor_box = pn.Column(self.editor, sizing_mode="stretch_width")
         self.problem_list = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.diff = pn.pane.Markdown("", sizing_mode="stretch_width")
-        self.form = _Form()
+        self.form = KnobForm()
         self.apply_button = pn.widgets.Button(label="Apply (write + reload)", color="primary")
-        self.revert_button = pn.widgets.Button(label="Revert to backup")
+        self.revert_button = pn.widgets.Button(label="Revert to backup", disabled=True,
+                                               description=NO_BACKUP)
         self.discard_button = pn.widgets.Button(label="Discard edits")
         self.status = pn.pane.Alert("", alert_type="success", visible=False)
         self.error = pn.pane.Alert("", alert_type="danger", visible=False)
+        self.keep_new_button = pn.widgets.Button(label="Keep my edits on the new file", visible=False)
+        # the unsaved-edits prompt
+        self.question = pn.pane.Alert("", alert_type="warning")
+        self.keep_button = pn.widgets.Button(label="Keep editing")
+        self.switch_button = pn.widgets.Button(label="Discard edits and switch", color="danger")
+        self.prompt = pn.Column(self.question, pn.Row(self.keep_button, self.switch_button),
+                                visible=False, sizing_mode="stretch_width")
         self._wire()
 
     def _wire(self) -> None:
-        self.model.param.watch(lambda e: self.store.spawn(self.open(e.new)), "value")
-        self.editor.param.watch(self._on_text, "value")
+        self.model.param.watch(self._on_model, "value")
         for widget in self.form.widgets():
             widget.param.watch(self._on_form, "value")
         self.apply_button.on_click(self.store.starter(self.apply))
         self.revert_button.on_click(self.store.starter(self.revert))
         self.discard_button.on_click(lambda _e: setattr(self.editor, "value", self.disk_text))
+        self.keep_new_button.on_click(lambda _e: self.keep_edits_on_new_file())
+        self.keep_button.on_click(lambda _e: self.keep_editing())
+        self.switch_button.on_click(lambda _e: self.discard_and_switch())
         self.store.selection.bind(self.model)  # opens on the session's selected model
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Column(
             pn.Row(self.model, self.apply_button, self.revert_button, self.discard_button),
-            self.error, self.status,
-            pn.Row(pn.Column(self.editor, self.problem_list, sizing_mode="stretch_width"),
-                   pn.Column(pn.pane.Markdown("**Knobs**"), *self.form.widgets(), self.served,
-                             width=FORM_WIDTH + 20)),
+            self.prompt, self.error, self.status, self.keep_new_button,
+            pn.Row(pn.Column(self.editor_box, self.problem_list, sizing_mode="stretch_width"),
+                   pn.Column(pn.pane.Markdown("**Knobs**"), *self.form.widgets(),
+                             self.form.not_applicable, self.served, width=FORM_WIDTH + 20)),
             pn.pane.Markdown("**Diff against the file on disk**"), self.diff,
-            sizing_mode="stretch_width")
+            sizing_mode="stretch_width", css_classes=["workbench-config"])
+
+    def has_edits(self) -> bool:
+        """The editor holds text that is not the open model's file as read."""
+        return bool(self.model_name) and self.editor.value != self.disk_text
 
     # ----------------------------------------------------------------- engine calls
     async def refresh_models(self) -> None:
@@ -108,21 +138,30 @@ class ConfigView(pn.viewable.Viewer):
             await self.open(self.model.value)
 
     async def open(self, name: str) -> None:
-        """Load ``name``'s config file into the editor (edits of another model are dropped)."""
+        """Load ``name``'s config file into the editor: another model's in an editor of its
+        own (a fresh undo history), the open model's again in place (its edits stay in the
+        browser's undo history)."""
         if not name:
             return
         described = await self.store.attempt(
             lambda: self.store.server.config_files.model_config_file(name), self.show_error, user_text)
         if described is None or name != self.model.value:
             return  # the selection moved on meanwhile: that model's open shows it
-        self.model_name, self.path, self.disk_text = name, described["path"], described["text"]
+        another = name != self.model_name
+        self.model_name, self.path = name, described["path"]
+        self.disk_text, self.version = described["text"], described["version"]
+        self.pending, self.disk_now = "", None
+        self.prompt.visible = self.keep_new_button.visible = False
         self.error.visible = self.status.visible = False
         self.writable, self.read_only_reason = described["writable"], described["reason"]
-        self._enable_apply()
-        self.revert_button.disabled = not (described["writable"] and described["backup_exists"])
+        self.backup_exists = described["backup_exists"]
+        self._enable_buttons()
         if not described["writable"]:
             self.show_error(f"read only: {described['reason']}")
-        self.editor.value = described["text"]
+        if another:
+            self._replace_editor(described["text"])
+        else:
+            self.editor.value = described["text"]
         self._update_diff()  # also when the text did not change (no watcher call then)
         self._update_form(described["text"])
         await self.show_served()
@@ -154,22 +193,38 @@ class ConfigView(pn.viewable.Viewer):
 
     async def follow_disk(self) -> None:
         """Reopen the file when it changed on disk and the editor holds no edits; with
-        edits, say that it changed (once per change)."""
+        edits, say that it changed (once per change) and offer to keep them on it."""
         name = self.model_name
         try:
             described = await self.store.server.config_files.model_config_file(name)
         except Exception:  # noqa: BLE001 - folder gone: the next open says so
             return
-        if name != self.model_name or described["text"] == self.disk_text:
+        if name != self.model_name or described["version"] == self.version:
             return
-        if self.editor.value == self.disk_text:
+        if not self.has_edits():
             await self.open(name)
             self._say("info", f"{self.path} changed on disk (Tuning's Apply best, another tab or an "
                               "editor): the editor shows it now")
-        elif self._changed_on_disk != described["text"]:
-            self._changed_on_disk = described["text"]
-            self._say("warning", f"{self.path} changed on disk since it was opened: Discard edits "
-                                 "to see it, or Apply to write over it")
+        elif self.disk_now is None or self.disk_now["version"] != described["version"]:
+            self.disk_now = described
+            self.keep_new_button.visible = True
+            self._say("warning", f"{self.path} changed on disk since it was opened: Apply is refused "
+                                 "so as not to write over that change. Discard edits to see it, or "
+                                 "keep your edits on the new file (then Apply writes them over it)")
+
+    def keep_edits_on_new_file(self) -> None:
+        """Take the file as it changed on disk as the base of the editor's text: the diff
+        shows the edits against it, and Apply writes them over it."""
+        now = self.disk_now
+        if now is None:
+            return
+        self.disk_text, self.version, self.disk_now = now["text"], now["version"], None
+        self.backup_exists = now["backup_exists"]
+        self.keep_new_button.visible = self.error.visible = False
+        self._enable_buttons()
+        self._update_diff()
+        self._say("info", f"the diff is against {self.path} as it is on disk now; Apply writes "
+                          "your text over it")
 
     async def validate(self, text: str | None = None) -> list[ConfigProblem]:
         """Validate ``text`` (default: the editor's) and show the problems, unless the editor
@@ -184,30 +239,90 @@ class ConfigView(pn.viewable.Viewer):
         return problems or []
 
     async def apply(self) -> None:
-        """Write the editor's text (validated, atomic, with backup) and hot-reload the model."""
-        name, text = self.model_name, self.editor.value
+        """Write the editor's text into the open model's file (validated, atomic, with
+        backup, refused when the file changed since it was read) and hot-reload the model."""
+        name, text, version = self.model_name, self.editor.value, self.version
+        if self.pending:
+            return  # the buttons are disabled until the prompt is answered
         self.error.visible = self.status.visible = False
         result = await self.store.attempt(
-            lambda: self.store.server.config_files.write_model_config(name, text), self.show_error, user_text)
-        if result is not None:
-            self._show_result("written", result)
-            self.disk_text = text
-            self.revert_button.disabled = result["backup"] is None
+            lambda: self.store.server.config_files.write_model_config(
+                name, text, expected_version=version), self.show_error, user_text)
+        if result is None:
+            await self.follow_disk()  # a refused stale write: offer to keep the edits on it
+            return
+        if name == self.model_name:
+            self._show_result(f"written {result['path']}", result)
+            self.disk_text, self.version = text, result["version"]
+            self.backup_exists = result["backup"] is not None
+            self._enable_buttons()
             self._update_diff()
             await self.show_served()
 
     async def revert(self) -> None:
-        """Put ``config.pbtxt.bak`` back, apply it, and reopen the file."""
+        """Put ``config.pbtxt.bak`` back (once), apply it, and reopen the file."""
         name = self.model_name
+        if self.pending:
+            return
         self.error.visible = self.status.visible = False
         result = await self.store.attempt(
-            lambda: self.store.server.config_files.revert_model_config(name), self.show_error, user_text)
-        if result is not None:
-            await self.open(name)
-            self._show_result("reverted to the backup", result)
+            lambda: self.store.server.config_files.revert_model_config(
+                name, expected_version=self.version), self.show_error, user_text)
+        if result is None:
+            await self.follow_disk()
+            return
+        await self.open(name)
+        self._show_result(f"restored {result['path']} from {result['restored_from']}", result)
+
+    # ----------------------------------------------------------------- the prompt
+    def _on_model(self, event) -> None:
+        name = event.new
+        if not name:
+            return
+        if name == self.model_name:  # back on the open model (Keep editing)
+            self.pending, self.prompt.visible = "", False
+            self._enable_buttons()
+        elif self.has_edits():
+            self._ask(name)
+        else:
+            self.store.spawn(self.open(name))
+
+    def _ask(self, name: str) -> None:
+        """Ask whether to drop the open model's edits to open ``name``."""
+        self.pending, current = name, self.model_name
+        self.question.object = (f"{current} has unsaved edits. Keep editing {current}, or discard "
+                                f"the edits and open {name}?")
+        self.keep_button.label = f"Keep editing {current}"
+        self.switch_button.label = f"Discard edits, open {name}"
+        self.prompt.visible = True
+        self._enable_buttons()
+
+    def keep_editing(self) -> None:
+        """The prompt's Keep: the dropdown goes back to the open model, the edits stay."""
+        self.model.value = self.model_name  # the watcher closes the prompt
+
+    def discard_and_switch(self) -> None:
+        """The prompt's Discard: the edits are dropped and the chosen model opens."""
+        if self.pending:
+            name, self.pending, self.prompt.visible = self.pending, "", False
+            self.store.spawn(self.open(name))
 
     # ----------------------------------------------------------------- reactions
+    def _new_editor(self, text: str) -> pn.widgets.CodeEditor:
+        editor = pn.widgets.CodeEditor(value=text, language="text", height=420,
+                                       sizing_mode="stretch_width", label="config.pbtxt",
+                                       css_classes=["workbench-config-editor"])
+        editor.param.watch(self._on_text, "value")
+        return editor
+
+    def _replace_editor(self, text: str) -> None:
+        """Show ``text`` in a new editor: the browser's undo history starts at it."""
+        self.editor = self._new_editor(text)
+        self.editor_box.objects = [self.editor]
+
     def _on_text(self, event) -> None:
+        if event.obj is not self.editor:
+            return  # a late change of an editor replaced since (another model's)
         if event.new != self.disk_text:  # an edit: the last action's banners are about the past
             self.status.visible = False
             if self.writable:
@@ -235,12 +350,12 @@ class ConfigView(pn.viewable.Viewer):
 
     def _update_form(self, text: str) -> None:
         try:
-            knobs = read_knobs(parse_text(text))
+            config = parse_text(text)
         except text_format.ParseError:
             return
         self._syncing = True
         try:
-            self.form.show(knobs)
+            self.form.show(read_knobs(config), knob_reasons(config))
         finally:
             self._syncing = False
 
@@ -257,27 +372,33 @@ class ConfigView(pn.viewable.Viewer):
              "type": "error"} for p in problems]
         self.problem_list.object = "\n".join(
             f"- {_where(p)} ({p.kind}): {p.message}" for p in problems) or "✓ valid"
-        self._enable_apply()
+        self._enable_buttons()
 
-    def _enable_apply(self) -> None:
-        """Apply runs only on a writable file and a text without problems; its tooltip says
-        why not."""
-        self.apply_button.disabled = not self.writable or bool(self.problems)
+    def _enable_buttons(self) -> None:
+        """Apply runs only on a writable file and a text without problems, Revert only where
+        there is a backup, and neither while the unsaved-edits prompt waits; their tooltips
+        say why not."""
+        waiting = f"keep or discard the edits of {self.model_name} first" if self.pending else None
+        self.apply_button.disabled = not self.writable or bool(self.problems) or bool(waiting)
         self.apply_button.description = (
             f"read only: {self.read_only_reason}" if not self.writable
-            else FIX_FIRST if self.problems else None)
+            else waiting or (FIX_FIRST if self.problems else None))
+        self.revert_button.disabled = not (self.writable and self.backup_exists) or bool(waiting)
+        self.revert_button.description = (
+            None if not self.revert_button.disabled
+            else waiting or (f"read only: {self.read_only_reason}" if not self.writable else NO_BACKUP))
 
     def _say(self, kind: AlertKind, text: str) -> None:
         self.status.alert_type, self.status.object, self.status.visible = kind, text, True
 
-    def _show_result(self, what: str, result: dict) -> None:
+    def _show_result(self, what: str, result: ConfigWriteResult) -> None:
         self.error.visible = False
         backup = f"; previous file kept as {result['backup']}" if result["backup"] else ""
         if result["reloaded"]:
-            self.status.alert_type, text = "success", f"{what} {result['path']}{backup}; reloaded"
+            self.status.alert_type, text = "success", f"{what}{backup}; reloaded"
         else:
             self.status.alert_type = "warning"
-            text = f"{what} {result['path']}{backup}; not reloaded: {result['reason']}"
+            text = f"{what}{backup}; not reloaded: {result['reason']}"
         self.status.object, self.status.visible = text, True
 
     def show_error(self, text: str) -> None:
@@ -292,50 +413,4 @@ def _where(problem: ConfigProblem) -> str:
     return f"line {problem.line}" + (f", column {problem.column}" if problem.column else "")
 
 
-class _Form:
-    """The knob widgets."""
-
-    def __init__(self) -> None:
-        width = {"width": FORM_WIDTH}
-        self.max_batch_size = pn.widgets.IntInput(label="max_batch_size", start=0, **width)
-        self.dynamic_batching = pn.widgets.Checkbox(label="dynamic batching", **width)
-        self.preferred = pn.widgets.TextInput(label="preferred batch sizes", placeholder="empty",
-                                              **width)
-        self.delay = pn.widgets.IntInput(label="max queue delay (µs)", start=0, step=100, **width)
-        self.priorities = pn.widgets.IntInput(label="priority levels", start=0, **width)
-        self.count = pn.widgets.IntInput(label="instance count", start=1, value=1, **width)
-        self.kind = pn.widgets.Select(label="instance kind", options=list(INSTANCE_KINDS), **width)
-        self.cache = pn.widgets.Checkbox(label="response cache", **width)
-
-    def widgets(self) -> list:
-        return [self.max_batch_size, self.dynamic_batching, self.preferred, self.delay,
-                self.priorities, self.count, self.kind, self.cache]
-
-    def knobs(self) -> ConfigKnobs:
-        """Raises:
-            ValueError: preferred batch sizes are not positive integers."""
-        try:
-            preferred = tuple(int(v) for v in (self.preferred.value or "").replace(",", " ").split())
-        except ValueError:
-            raise ValueError(f"preferred batch sizes '{self.preferred.value}' are not "
-                             "integers") from None
-        if any(size < 1 for size in preferred):
-            raise ValueError("preferred batch sizes must be at least 1")
-        return ConfigKnobs(
-            max_batch_size=self.max_batch_size.value or 0, dynamic_batching=self.dynamic_batching.value,
-            preferred_batch_sizes=preferred, max_queue_delay_us=self.delay.value or 0,
-            priority_levels=self.priorities.value or 0, instance_count=self.count.value or 1,
-            instance_kind=self.kind.value, response_cache=self.cache.value)
-
-    def show(self, knobs: ConfigKnobs) -> None:
-        self.max_batch_size.value = knobs.max_batch_size
-        self.dynamic_batching.value = knobs.dynamic_batching
-        self.preferred.value = ", ".join(str(s) for s in knobs.preferred_batch_sizes)
-        self.delay.value = knobs.max_queue_delay_us
-        self.priorities.value = knobs.priority_levels
-        self.count.value = knobs.instance_count
-        self.kind.value = knobs.instance_kind
-        self.cache.value = knobs.response_cache
-
-
-__all__ = ["DEBOUNCE_S", "ConfigView"]
+__all__ = ["DEBOUNCE_S", "FIX_FIRST", "NO_BACKUP", "ConfigView"]

@@ -2,10 +2,13 @@
 while every other line (comments, layout) stays as the user wrote it.
 
 ``google.protobuf.text_format`` parses and prints whole messages and drops comments; the
-config editor's form controls change a few fields, and the diff against the file should show
-only those lines. :func:`top_level_spans` walks the text with the lexical rules of the text
-format (``#`` comments, quoted strings, ``{}`` / ``<>`` / ``[]`` nesting) and returns the span
-of each top-level ``field: value`` / ``field { ... }``; :func:`replace_fields` swaps spans.
+config editor's form controls and Tuning's Apply best change a few fields, and the diff
+against the file should show only those values. :func:`top_level_spans` walks the text with
+the lexical rules of the text format (``#`` comments, quoted strings, ``{}`` / ``<>`` /
+``[]`` nesting) and returns the span of each top-level ``field: value`` /
+``field { ... }``; :func:`field_spans` does the same
+inside one message's brackets, and :func:`list_items` inside a ``[...]`` list, so
+:mod:`workbench.ui.pbtxt_edit` can change one value deep inside a block.
 """
 
 from __future__ import annotations
@@ -20,12 +23,23 @@ _CLOSING = {"{": "}", "<": ">", "[": "]"}
 
 @dataclass(frozen=True, slots=True)
 class Span:
-    """One top-level field occurrence: ``text[start:end]`` is ``name ...value`` (with a
-    trailing ``,`` / ``;`` separator when there is one)."""
+    """One field occurrence: ``text[start:end]`` is ``name ...value`` (with a trailing ``,``
+    / ``;`` separator when there is one); ``text[value_start:value_end]`` is its value (a
+    scalar token, strings, or a whole ``{...}`` / ``<...>`` / ``[...]``)."""
 
     name: str
     start: int
     end: int
+    value_start: int
+    value_end: int
+
+    def is_block(self, text: str) -> bool:
+        """Its value is a message (``{...}`` or ``<...>``)."""
+        return text[self.value_start] in "{<"
+
+    def is_list(self, text: str) -> bool:
+        """Its value is a ``[...]`` list."""
+        return text[self.value_start] == "["
 
 
 def top_level_spans(text: str) -> list[Span]:
@@ -35,63 +49,61 @@ def top_level_spans(text: str) -> list[Span]:
         ValueError: ``text`` is not lexically a text-format message (unbalanced brackets, an
             unterminated string, a value missing); parse it with ``text_format`` first.
     """
-    spans = []
-    i = _skip(text, 0)
-    while i < len(text):
-        match = _NAME.match(text, i)
-        if match is None:
-            raise ValueError(f"expected a field name at offset {i}")
-        j = _skip(text, match.end())
-        if j < len(text) and text[j] == ":":
-            j = _skip(text, j + 1)
-        end = _value_end(text, j)
-        k = _skip(text, end)
-        if k < len(text) and text[k] in ",;":
-            end = k + 1
-        spans.append(Span(match.group(), i, end))
-        i = _skip(text, end)
-    return spans
+    return field_spans(text, 0, len(text))
 
 
-def replace_fields(text: str, fields: dict[str, str]) -> str:
-    """``text`` with each named top-level field replaced by new text.
-
-    Args:
-        text: a config text that parses.
-        fields: field name -> its new text (one or more complete ``name ...`` entries ending
-            with a newline, as ``text_format.MessageToString`` prints them; "" removes the
-            field). The first occurrence is replaced in place and later ones (a repeated
-            field written as several entries) are removed, whole lines where they sit alone;
-            a field not in ``text`` is appended at the end.
+def field_spans(text: str, start: int, end: int) -> list[Span]:
+    """The fields written in ``text[start:end]`` (the whole text, or the inside of a
+    message's brackets, :func:`inside`) in order.
 
     Raises:
         ValueError: as :func:`top_level_spans`.
     """
-    spans = [s for s in top_level_spans(text) if s.name in fields]
-    placed: set[str] = set()
-    pieces = []
-    cursor = 0
-    for span in spans:
-        start, end = _whole_lines(text, span.start, span.end)
-        pieces.append(text[cursor:start])
-        if span.name not in placed:
-            replacement = fields[span.name]
-            if start == span.start and end == span.end:  # shares its line with other text
-                replacement = replacement.rstrip("\n")
-            pieces.append(replacement)
-            placed.add(span.name)
-        cursor = end
-    pieces.append(text[cursor:])
-    result = "".join(pieces)
-    for name, replacement in fields.items():
-        if name not in placed and replacement:
-            if result and not result.endswith("\n"):
-                result += "\n"
-            result += replacement
-    return result
+    spans = []
+    i = _skip(text, start, end)
+    while i < end:
+        match = _NAME.match(text, i, end)
+        if match is None:
+            raise ValueError(f"expected a field name at offset {i}")
+        j = _skip(text, match.end(), end)
+        if j < end and text[j] == ":":
+            j = _skip(text, j + 1, end)
+        value_end = _value_end(text, j, end)
+        span_end = value_end
+        k = _skip(text, value_end, end)
+        if k < end and text[k] in ",;":
+            span_end = k + 1
+        spans.append(Span(match.group(), i, span_end, j, value_end))
+        i = _skip(text, span_end, end)
+    return spans
 
 
-def _whole_lines(text: str, start: int, end: int) -> tuple[int, int]:
+def inside(span: Span) -> tuple[int, int]:
+    """Where the inside of a bracketed value is: between its opening and closing bracket."""
+    return span.value_start + 1, span.value_end - 1
+
+
+def list_items(text: str, span: Span) -> list[tuple[int, int]]:
+    """The ``(start, end)`` of each item of a ``[...]`` value (without the commas).
+
+    Raises:
+        ValueError: the value is not a list, or an item is not lexically a value.
+    """
+    if not span.is_list(text):
+        raise ValueError(f"'{span.name}' is not written as a list")
+    start, end = inside(span)
+    items = []
+    i = _skip(text, start, end)
+    while i < end:
+        item_end = _value_end(text, i, end)
+        items.append((i, item_end))
+        i = _skip(text, item_end, end)
+        if i < end and text[i] == ",":
+            i = _skip(text, i + 1, end)
+    return items
+
+
+def whole_lines(text: str, start: int, end: int) -> tuple[int, int]:
     """Widen ``[start, end)`` to whole lines (with the newline) when nothing but blanks
     shares them; otherwise return it as it is."""
     line_start = text.rfind("\n", 0, start) + 1
@@ -103,14 +115,27 @@ def _whole_lines(text: str, start: int, end: int) -> tuple[int, int]:
     return line_start, line_end
 
 
-def _skip(text: str, i: int) -> int:
-    """Past blanks and ``#`` comments."""
-    while i < len(text):
+def line_indent(text: str, position: int) -> str:
+    """The blanks that start the line holding ``position``."""
+    line_start = text.rfind("\n", 0, position) + 1
+    line = text[line_start:position]
+    return line[:len(line) - len(line.lstrip(" \t"))]
+
+
+def starts_line(text: str, position: int) -> bool:
+    """Only blanks stand before ``position`` on its line."""
+    return not text[text.rfind("\n", 0, position) + 1:position].strip()
+
+
+def _skip(text: str, i: int, end: int | None = None) -> int:
+    """Past blanks and ``#`` comments (up to ``end``)."""
+    end = len(text) if end is None else end
+    while i < end:
         if text[i].isspace():
             i += 1
         elif text[i] == "#":
-            newline = text.find("\n", i)
-            i = len(text) if newline < 0 else newline + 1
+            newline = text.find("\n", i, end)
+            i = end if newline < 0 else newline + 1
         else:
             break
     return i
@@ -131,22 +156,25 @@ def _string_end(text: str, i: int) -> int:
     raise ValueError("unterminated string")
 
 
-def _value_end(text: str, i: int) -> int:
-    """The end of the value starting at ``i``: a bracketed block, adjacent strings, or one
-    scalar token (number, enum name, identifier)."""
-    if i >= len(text):
+def _value_end(text: str, i: int, end: int) -> int:
+    """The end of the value starting at ``i`` (before ``end``): a bracketed block, adjacent
+    strings, or one scalar token (number, enum name, identifier)."""
+    if i >= end:
         raise ValueError("a field without a value")
     if text[i] in _CLOSING:
-        return _block_end(text, i)
-    if text[i] in "\"'":
-        end = _string_end(text, i)
-        while (j := _skip(text, end)) < len(text) and text[j] in "\"'":
-            end = _string_end(text, j)  # "a" "b" concatenates
-        return end
-    match = _SCALAR.match(text, i)
-    if match is None:
-        raise ValueError(f"expected a value at offset {i}")
-    return match.end()
+        stop = _block_end(text, i)
+    elif text[i] in "\"'":
+        stop = _string_end(text, i)
+        while (j := _skip(text, stop, end)) < end and text[j] in "\"'":
+            stop = _string_end(text, j)  # "a" "b" concatenates
+    else:
+        match = _SCALAR.match(text, i, end)
+        if match is None:
+            raise ValueError(f"expected a value at offset {i}")
+        stop = match.end()
+    if stop > end:
+        raise ValueError("unbalanced brackets")
+    return stop
 
 
 def _block_end(text: str, i: int) -> int:
@@ -168,4 +196,5 @@ def _block_end(text: str, i: int) -> int:
     return i
 
 
-__all__ = ["Span", "replace_fields", "top_level_spans"]
+__all__ = ["Span", "field_spans", "inside", "line_indent", "list_items", "starts_line",
+           "top_level_spans", "whole_lines"]

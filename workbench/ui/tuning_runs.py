@@ -131,8 +131,10 @@ def best_setting(series: Mapping[str, Sequence[StepResult]],
 
 
 async def keep_candidate(server: Server, name: str, candidate: Candidate) -> ConfigWriteResult:
-    """Write ``candidate``'s knobs into ``name``'s ``config.pbtxt`` (only the fields they
-    change are rewritten; comments stay) and apply it (hot reload in explicit mode).
+    """Write ``candidate``'s knobs into ``name``'s ``config.pbtxt`` (only the values they
+    change are rewritten; comments, indent and list style stay, inside the rewritten blocks
+    too) and apply it (hot reload in explicit mode). The write is refused when the file
+    changed between reading and writing it (``expected_version``).
 
     Returns:
         ``write_model_config``'s result: ``{"name", "path", "backup", "reloaded", "reason"}``.
@@ -141,11 +143,14 @@ async def keep_candidate(server: Server, name: str, candidate: Candidate) -> Con
         ModelNotFound: no such model folder.
         google.protobuf.text_format.ParseError: the file on disk does not parse.
         InvalidModelConfig: the changed text does not validate (nothing is written).
+        ConfigConflict: the file changed meanwhile (nothing is written).
+        ValueError: a knob that does not apply to the model.
         Unsupported: a model mirrored from a remote repository.
     """
     described = await server.config_files.model_config_file(name)
     text = with_knob(described["text"], **candidate.values)
-    return await server.config_files.write_model_config(name, text)
+    return await server.config_files.write_model_config(name, text,
+                                                        expected_version=described["version"])
 
 
 __all__ = [

@@ -15,8 +15,12 @@ methods, so a tuning loop needs no widget at all::
         ...                                    # measure, e.g. with workbench perf
 
 or, with widgets driven from code: ``controls.max_queue_delay.value = 500`` then
-``await controls.settle()``. Build it on the engine's loop (a notebook cell that started the
-engine); slider changes made elsewhere are handed to that loop.
+``await controls.settle()``. A slider whose knob does not apply to the selected model (the
+dynamic batcher's on a sequence-batched model whose strategy has no such field,
+:func:`~workbench.ui.config_knobs.knob_reasons`) is disabled, with the reason as its
+tooltip and in the status line; ``apply`` of such a knob is refused with the reason. Build
+it on the engine's loop (a notebook cell that started the engine); slider changes made
+elsewhere are handed to that loop.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as w
 
 from workbench import Server
-from workbench.ui.config_knobs import KnobValues, read_knobs
+from workbench.ui.config_knobs import KnobValues, knob_reasons, read_knobs
 from workbench.ui.overrides import current_config, load_with
 from workbench.ui.store import EngineStore, user_text
 
@@ -94,10 +98,11 @@ class ModelControls:
         if not self.name:
             return
         try:
-            knobs = read_knobs(await current_config(self.store.server, self.name))
+            config = await current_config(self.store.server, self.name)
         except Exception as exc:  # noqa: BLE001 - shown in the status line
             self._show(exc)
             return
+        knobs, reasons = read_knobs(config), knob_reasons(config)
         self._syncing = True
         try:
             self.preferred_batch_size.max = max(knobs.max_batch_size, 1)
@@ -105,6 +110,11 @@ class ModelControls:
             self.preferred_batch_size.value = (knobs.preferred_batch_sizes or (0,))[0]
         finally:
             self._syncing = False
+        sliders = {"max_queue_delay_us": self.max_queue_delay, "preferred_batch_sizes": self.preferred_batch_size}
+        for knob, slider in sliders.items():
+            slider.disabled, slider.tooltip = knob in reasons, reasons.get(knob)
+        shown = sorted({reasons[knob] for knob in sliders if knob in reasons})
+        self.status.value = escape(f"not for {self.name}: {'; '.join(shown)}") if shown else ""
 
     async def apply(self, **knob_values: Unpack[KnobValues]) -> dict | None:
         """Reload the selected model with knobs changed (``max_queue_delay_us=100``,

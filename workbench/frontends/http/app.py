@@ -18,6 +18,7 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from workbench import InvalidArgument, Server, WorkbenchError, model_config_to_json
+from workbench.frontends.http.body_limits import BodyLimits
 from workbench.frontends.http.codec import parse_json_object
 from workbench.frontends.http.generate import GeneratePath
 from workbench.frontends.http.guards import RequestGuard
@@ -46,7 +47,8 @@ def create_app(server: Server) -> RequestGuard:
     :class:`RequestGuard` comes first (cross-site browser requests, non-JSON POST bodies and
     restricted API groups without their key get 403 before anything else runs); infer
     requests are then served by :class:`InferFastPath` (the hot path: checked first), generate
-    requests by :class:`GeneratePath`, everything else by a FastAPI app.
+    requests by :class:`GeneratePath`, everything else by a FastAPI app behind
+    :class:`BodyLimits` (each route's body bounded, refused before it is read on).
     The app does not start or stop the engine: its host does.
     """
     app = FastAPI(title="Model Serving Workbench", docs_url=None, redoc_url=None, openapi_url=None)
@@ -65,7 +67,9 @@ def create_app(server: Server) -> RequestGuard:
     app.include_router(_repository_routes(server))
     app.include_router(shared_memory_routes(server))
     app.include_router(_settings_routes(server))
-    routes = InferFastPath(server, GeneratePath(server, app))  # infer, the hot path, first
+    options = server.options
+    bounded = BodyLimits(app, options.http_max_input_size, options.http_max_control_body_size)
+    routes = InferFastPath(server, GeneratePath(server, bounded))  # infer, the hot path, first
     return RequestGuard(routes, server.options.http_restrictions())
 
 
@@ -151,8 +155,8 @@ def _repository_routes(server: Server) -> APIRouter:
     async def load(request: Request, model: str) -> Response:
         """Load (explicit mode): ``config`` (a JSON string) and ``file:<path>`` parameters
         (base64-encoded file contents, Triton's repository extension). The body is bounded
-        by ``--http-max-input-size``, as Triton's."""
-        body = await _limited_body(request, server.options.http_max_input_size)
+        by ``--http-max-input-size``, as Triton's (:class:`BodyLimits`)."""
+        body = await request.body()
         params = _parameters(parse_json_object(body) if body.strip() else {})
         config = params.get("config")
         if config is not None and not isinstance(config, str):
@@ -226,33 +230,6 @@ def _decode_files(encoded: dict[str, object]) -> dict[str, bytes]:
         except (binascii.Error, ValueError) as exc:
             raise InvalidArgument(f"Unable to decode file parameter '{key}' as base64: {exc}") from None
     return files
-
-
-async def _limited_body(request: Request, limit: int) -> bytes:
-    """The request body, refused past ``limit`` bytes without reading the rest.
-
-    Raises:
-        InvalidArgument: Triton's "request JSON size of N bytes exceeds the maximum allowed
-            input size of M bytes. Use --http-max-input-size to increase the limit." (N is
-            the Content-Length, or the bytes read when the body is chunked).
-    """
-
-    def too_large(size: int) -> InvalidArgument:
-        return InvalidArgument(
-            f"request JSON size of {size} bytes exceeds the maximum allowed input size of "
-            f"{limit} bytes. Use --http-max-input-size to increase the limit."
-        )
-
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large(int(declared))
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_large(size)
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _parameters(body: dict) -> dict:

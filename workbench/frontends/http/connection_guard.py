@@ -9,11 +9,19 @@ descriptor until health checks fail. :class:`GuardedHttpToolsProtocol` adds, per
   opens or the first byte of a later request arrives: 408, or a silent close when no byte came;
 * an inactivity timeout while a body is read (``http_body_timeout``): 408 and close;
 * a head-size cap (``http_max_header_size``, request line plus headers): 431 and close;
+* a response sent before its request's body has arrived (a body refused for its size) ends
+  the connection: a FIN after it, the rest of the body dropped unparsed for at most the
+  keep-alive timeout (:meth:`GuardedHttpToolsProtocol._linger`), instead of uvicorn reading
+  all of it to keep the connection alive;
 
 and for the listener a cap on open connections (``http_max_connections``): at the cap a new
 connection closes the connection idle longest (no request in progress), so a flood of idle or
-slow connections cannot lock out a health check; when every connection is busy the new one
-gets 503 and is closed.
+slowloris connections cannot lock out a health check; when none is idle, it closes the
+connection whose request body is furthest behind ``http_body_min_rate`` bytes/s (408; a
+body gets :data:`MIN_RATE_GRACE_S` before the rate counts, as mod_reqtimeout's
+``body=...,MinRate=...``), so a flood of connections that trickle a body cannot either; when
+every connection is busy otherwise (a body arriving fast enough, a request being served) the
+new one gets 503 and is closed.
 
 tritonserver has no such flags (its libevent server has fixed limits); these go beyond it.
 
@@ -41,6 +49,10 @@ from workbench.frontends.http.protocol import CoalescingHttpToolsProtocol
 #: seconds an idle keep-alive connection stays open once the server drains (see above)
 DRAIN_IDLE_GRACE_S = 1.0
 
+#: seconds a request body may take before ``http_body_min_rate`` counts (its first bytes'
+#: latency); after that it must have arrived at the rate since its head ended
+MIN_RATE_GRACE_S = 1.0
+
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large",
             503: b"Service Unavailable"}
 
@@ -53,6 +65,8 @@ class ConnectionLimits:
     header_timeout_s: float
     body_timeout_s: float
     max_header_size: int
+    body_min_rate: float = 0.0
+    """bytes/s (0: no slow-body eviction)"""
 
     @classmethod
     def from_options(cls, options: Any) -> ConnectionLimits:
@@ -62,7 +76,15 @@ class ConnectionLimits:
             header_timeout_s=options.http_header_timeout,
             body_timeout_s=options.http_body_timeout,
             max_header_size=options.http_max_header_size,
+            body_min_rate=options.http_body_min_rate,
         )
+
+
+def body_deficit(received: int, elapsed: float, min_rate: float) -> float:
+    """Bytes a request body is behind ``min_rate`` (bytes/s) after ``elapsed`` seconds since
+    its head ended, with ``received`` bytes of it read; more than 0: too slow. The first
+    :data:`MIN_RATE_GRACE_S` seconds are free."""
+    return min_rate * (elapsed - MIN_RATE_GRACE_S) - received
 
 
 def auto_max_connections() -> int:
@@ -84,6 +106,9 @@ class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
         self._last_body = 0.0
+        self._body_started = 0.0  # loop time when the current request's head ended
+        self._body_bytes = 0  # bytes of the current request's body received so far
+        self._in_body = False  # head complete, body not yet
         self._in_head = True  # waiting for (the rest of) a request head
         self._head_bytes = 0  # bytes received since the head began (an upper bound)
         self._head_begun = False
@@ -95,7 +120,8 @@ class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.limits.max_connections and not self._close_longest_idle():
+        if (len(self.connections) > self.limits.max_connections and not self._close_longest_idle()
+                and not self._close_slowest_body()):
             self._reject(503, "too many connections: every connection has a request in progress")
             return
         self._head_timer = self.loop.call_later(self.limits.header_timeout_s, self._head_timeout)
@@ -112,6 +138,25 @@ class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         victim = min(idle, key=lambda c: c.idle_since)
         self.connections.discard(victim)  # gone now, for the next connection's count
         victim.transport.close()
+        return True
+
+    def _close_slowest_body(self) -> bool:
+        """Close (408) the connection whose request body is furthest behind the minimum rate
+        (:func:`body_deficit`), if one is behind; a body the server is not reading (flow
+        control paused) is never the client's fault."""
+        rate = self.limits.body_min_rate
+        if rate <= 0:
+            return False
+        now = self.loop.time()
+        behind = [(body_deficit(c._body_bytes, now - c._body_started, rate), c) for c in self.connections
+                  if isinstance(c, GuardedHttpToolsProtocol) and c is not self and c._in_body
+                  and not c._rejected and not c.flow.read_paused]
+        deficit, victim = max(behind, key=lambda pair: pair[0], default=(0.0, None))
+        if victim is None or deficit <= 0:
+            return False
+        self.connections.discard(victim)
+        victim._abandon(408, f"request body slower than {rate:g} bytes/s while every connection "
+                             "was in use (--http-body-min-rate)")
         return True
 
     # --- graceful shutdown ------------------------------------------------------------------
@@ -182,7 +227,8 @@ class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         super().on_headers_complete()
         if self._draining and self.cycle is not None:
             self.cycle.keep_alive = False  # the last request of this connection
-        self._last_body = self.loop.time()
+        self._last_body = self._body_started = self.loop.time()
+        self._body_bytes, self._in_body = 0, True
         self._body_timer = self.loop.call_later(self.limits.body_timeout_s, self._body_timeout)
 
     def _reject_oversized_head(self) -> None:
@@ -206,12 +252,14 @@ class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
         if self._rejected:
             return
         self._last_body = self.loop.time()
+        self._body_bytes += len(body)
         super().on_body(body)
 
     def on_message_complete(self) -> None:
         if self._rejected:
             return
         super().on_message_complete()
+        self._in_body = False
         if self._body_timer is not None:
             self._body_timer.cancel()
             self._body_timer = None
@@ -227,15 +275,37 @@ class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
             delay = max(self.limits.body_timeout_s - waited, 0.05)
             self._body_timer = self.loop.call_later(delay, self._body_timeout)
             return
-        cycle.disconnected = True  # the application sees http.disconnect and sends nothing
-        cycle.message_event.set()
-        self._reject(408, f"request body paused for more than {self.limits.body_timeout_s:g} s "
-                          "(--http-body-timeout)")
+        self._abandon(408, f"request body paused for more than {self.limits.body_timeout_s:g} s "
+                           "(--http-body-timeout)")
+
+    def _abandon(self, status: int, message: str) -> None:
+        """:meth:`_reject` a request whose body is being read: its application sees
+        ``http.disconnect`` and sends nothing."""
+        cycle = self.cycle
+        if cycle is not None:
+            cycle.disconnected = True
+            cycle.message_event.set()
+        self._reject(status, message)
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        cycle = self.cycle
+        early = cycle is not None and cycle.more_body and not self.pipeline and not self._rejected
+        super().on_response_complete()  # arms the keep-alive timer: the lingering's bound
+        if early and not self.transport.is_closing():
+            self._linger()
         if not self.busy():
             self.idle_since = self.loop.time()
+
+    def _linger(self) -> None:
+        """Answered before its body arrived (a body over its limit, a 405): end the connection
+        (uvicorn would read and parse the whole rest, GBs maybe, to keep it alive). The answer
+        is followed by a FIN (half-close); what the client still sends is dropped unparsed
+        until it closes or the keep-alive timeout ends the connection, so a client that sends
+        its whole body before reading reads the answer instead of a reset (nginx's lingering
+        close)."""
+        self._rejected = True  # no further request on this connection: input dropped
+        self._cancel_timers()
+        self.transport.write_eof()
 
     # --- answering --------------------------------------------------------------------------
 

@@ -11,8 +11,8 @@ shape ``{"error": "..."}`` when:
    of another site can send a "simple" POST (``text/plain``, a form) without asking the
    server first; browsers always mark such requests with these headers. A browser request
    whose ``Host`` is a name other than ``localhost`` is refused too (DNS rebinding: a page of
-   another site whose name was made to resolve to this server), so browsers reach the v2
-   port only by IP address or ``localhost``.
+   another site whose name was made to resolve to this server; a name under ``.localhost``
+   too), so browsers reach the v2 port only by IP address or ``localhost`` itself.
 2. **A POST body is not JSON- or binary-typed**: ``Content-Type: text/plain`` or
    ``multipart/form-data`` is refused from any client; ``application/x-www-form-urlencoded``
    is refused from a browser (``Origin`` or ``Sec-Fetch-*`` present) and accepted otherwise,
@@ -149,9 +149,11 @@ def _body_type_refusal(headers: dict[bytes, str], method: str, from_browser: boo
 
 
 def _local_or_ip(host: str) -> bool:
-    """True for ``localhost``, ``*.localhost`` and IP literals (with or without a port)."""
+    """True for ``localhost`` itself and IP literals (with or without a port). A name under
+    ``.localhost`` is not: browsers do resolve it to loopback, but a resolver or ``/etc/hosts``
+    may map it anywhere, and a page served under one (``evil.localhost``) is another site."""
     name = urlsplit(f"//{host}").hostname or ""
-    if name == "localhost" or name.endswith(".localhost"):
+    if name == "localhost":
         return True
     try:
         ipaddress.ip_address(name)

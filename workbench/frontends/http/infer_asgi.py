@@ -32,6 +32,7 @@ import orjson
 
 from workbench import DecoupledNotSupported, InvalidArgument, Server, WorkbenchError
 from workbench.frontends.header_forward import compile_forward_pattern, forwarded_parameters
+from workbench.frontends.http.body_limits import read_within
 from workbench.frontends.http.codec import (
     HEADER_LENGTH,
     decode_request,
@@ -118,7 +119,9 @@ class InferFastPath:
             compressed = content_encoding is not None and request_encoding(content_encoding)
             if declared is not None and not compressed:  # refused before the body is read
                 check_json_size(json_part_size(header_length, declared), self.json_limit)
-            body = await _read_body(receive, self.limit, declared)
+            body = await read_within(receive, self.limit, declared, _too_large)
+            if body is None:
+                raise InvalidArgument("client disconnected before the request body arrived")
             if compressed:
                 body = await decompress(body, self.limit)
             json_size = json_part_size(header_length, len(body))
@@ -255,26 +258,6 @@ def _headers(scope: Scope) -> tuple[str | None, str | None, str | None, int | No
         elif key == _CONTENT_LENGTH and value.isdigit():
             declared = int(value)
     return length, content, accept, declared
-
-
-async def _read_body(receive: Receive, limit: int, declared: int | None = None) -> bytes:
-    """The request body, at most ``limit`` bytes; a ``declared`` Content-Length over it is
-    refused before anything is read. Memory grows only with the bytes that arrive (no buffer
-    is sized from the client's word)."""
-    if declared is not None and declared > limit:
-        raise _too_large(declared, limit)
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise InvalidArgument("client disconnected before the request body arrived")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(size, limit)
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _too_large(size: int, limit: int) -> InvalidArgument:

@@ -80,9 +80,11 @@ class WorkbenchHandler(APIHandler):
         self.set_status(status)
         self.finish(json.dumps(payload))
 
-    def reply_error(self, error: WorkbenchError, **extra: object) -> None:
-        """Finish with the engine error's status and Jupyter's error body (plus ``extra``)."""
-        self.reply({"message": error.message, "reason": error.code.value, **extra}, http_status(error.code))
+    def reply_error(self, error: WorkbenchError, status: int | None = None, **extra: object) -> None:
+        """Finish with the engine error's status (or ``status``) and Jupyter's error body
+        (plus ``extra``)."""
+        self.reply({"message": error.message, "reason": error.code.value, **extra},
+                   status or http_status(error.code))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc_info = kwargs.get("exc_info")

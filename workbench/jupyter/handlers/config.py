@@ -1,20 +1,27 @@
 """A model's config file: read, validate, write (with backup and hot reload), revert.
 
 ``GET  api/models/<m>/config``            ``{"file": {"name", "path", "exists", "text",
-                                          "backup_exists", "writable", "reason"}, "config":
-                                          <the served, normalized config as Triton's /config
-                                          JSON, or null>, "config_reason": "<why null>"}``
+                                          "backup_exists", "writable", "reason", "version"},
+                                          "config": <the served, normalized config as
+                                          Triton's /config JSON, or null>, "config_reason":
+                                          "<why null>"}``
 ``POST api/models/<m>/config/validate``   body ``{"text"}`` -> ``{"problems": [{"message",
                                           "kind", "line", "column"}]}`` (``[]`` = valid)
-``PUT  api/models/<m>/config``            body ``{"text", "reload": true}``: validated atomic
-                                          write keeping ``config.pbtxt.bak``, then hot reload
-                                          as the control mode allows -> ``{"name", "path",
-                                          "backup", "reloaded", "reason"}``; an invalid text
-                                          writes nothing: 400 with ``problems``
-``POST api/models/<m>/config/revert``     put the backup back and reload (same answer as PUT)
+``PUT  api/models/<m>/config``            body ``{"text", "reload": true, "version": "<the
+                                          file's version the text is based on>"}``: validated
+                                          atomic write keeping ``config.pbtxt.bak``, then hot
+                                          reload as the control mode allows -> ``{"name",
+                                          "path", "backup", "restored_from", "version",
+                                          "reloaded", "reason"}``; an invalid text writes
+                                          nothing: 400 with ``problems``
+``POST api/models/<m>/config/revert``     body ``{"version"}`` (optional): put the backup back
+                                          (once: it is gone after) and reload (same answer as
+                                          PUT, with ``restored_from``)
 
 All of them run the engine's ``model_config_file`` / ``validate_model_config_text`` /
-``write_model_config`` / ``revert_model_config``; an unknown model is 404.
+``write_model_config`` / ``revert_model_config``; an unknown model is 404. A ``version``
+that is not the file's now (it changed since, or it is another model's) is refused with 409
+Conflict and the engine's message; nothing is written.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from workbench import (
+    ConfigConflict,
     InvalidArgument,
     InvalidModelConfig,
     ModelNotFound,
@@ -30,6 +38,9 @@ from workbench import (
     model_config_to_json,
 )
 from workbench.jupyter.handlers.base import WorkbenchHandler
+
+#: the status of a write based on another version of the file (HTTP's stale-write answer)
+CONFLICT = 409
 
 
 class ModelConfigHandler(WorkbenchHandler):
@@ -56,7 +67,11 @@ class ModelConfigHandler(WorkbenchHandler):
         if not isinstance(reload, bool):
             raise InvalidArgument("'reload' must be true or false")
         try:
-            result = await server.config_files.write_model_config(name, text, reload=reload)
+            result = await server.config_files.write_model_config(
+                name, text, reload=reload, expected_version=_version(body))
+        except ConfigConflict as exc:
+            self.reply_error(exc, status=CONFLICT)
+            return
         except InvalidModelConfig as exc:
             problems = await server.config_files.validate_model_config_text(name, text)
             self.reply_error(exc, problems=[p.as_dict() for p in problems])
@@ -81,7 +96,19 @@ class RevertConfigHandler(WorkbenchHandler):
     @web.authenticated
     @authorized
     async def post(self, name: str) -> None:
-        self.reply(await self.engine().config_files.revert_model_config(name))
+        version = _version(self.json_body())
+        try:
+            self.reply(await self.engine().config_files.revert_model_config(
+                name, expected_version=version))
+        except ConfigConflict as exc:
+            self.reply_error(exc, status=CONFLICT)
+
+
+def _version(body: dict) -> str | None:
+    version = body.get("version")
+    if version is not None and not isinstance(version, str):
+        raise InvalidArgument("'version' must be the file's version string from GET")
+    return version
 
 
 def _config_text(body: dict) -> str:

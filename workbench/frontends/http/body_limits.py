@@ -1,0 +1,162 @@
+"""Request bodies of the v2 routes other than infer and generate: a limit per route, refused early.
+
+Starlette's ``Request.body()`` buffers whatever arrives, and a route that never reads its body
+(``GET /v2/health/live``, a 405) leaves uvicorn to read and drop all of it after the answer on
+a keep-alive connection. :class:`BodyLimits`, in front of the FastAPI app, gives each route a
+limit that fits it:
+
+* ``POST /v2/repository/models/{m}/load``: ``--http-max-input-size`` (64 MiB; its ``file:``
+  parameters carry base64 model files), answered as Triton answers it: 400 "request JSON size
+  of N bytes exceeds the maximum allowed input size of M bytes. Use --http-max-input-size to
+  increase the limit.";
+* every other route (logging and trace settings, repository index and unload, shared-memory
+  registration, health, metadata, unknown paths): ``--http-max-control-body-size`` (64 KiB;
+  their bodies are a few hundred bytes of JSON), answered 413 ``{"error": "..."}`` (beyond
+  Triton, which bounds them by ``--http-max-input-size`` too).
+
+A body over its limit is refused before any of it is read when ``Content-Length`` announces
+it, else (chunked) as soon as the bytes read pass the limit; the connection ends after the
+answer, the rest of the body unread (the protocol's lingering close:
+:meth:`~workbench.frontends.http.connection_guard.GuardedHttpToolsProtocol._linger`). A body within
+its limit is read whole before the route runs and handed to it as one message. Requests
+without a body (no ``Content-Length`` or ``Transfer-Encoding``, or a length of 0) pass
+untouched. The infer and generate routes bound their own bodies
+(:class:`~workbench.frontends.http.infer_asgi.InferFastPath`,
+:class:`~workbench.frontends.http.generate.GeneratePath`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import orjson
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+LOAD_PATH = re.compile(r"^/v2/repository/models/[^/]+/load$")
+
+
+class BodyTooLarge(Exception):
+    """A request body over its route's limit: ``status`` and the ``{"error": ...}`` text."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def load_too_large(size: int, limit: int) -> BodyTooLarge:
+    """Triton's answer to a load body over ``--http-max-input-size`` (400, its text; ``size``:
+    the Content-Length, or the bytes read of a chunked body)."""
+    return BodyTooLarge(400, f"request JSON size of {size} bytes exceeds the maximum allowed "
+                             f"input size of {limit} bytes. Use --http-max-input-size to "
+                             "increase the limit.")
+
+
+def control_too_large(size: int, limit: int) -> BodyTooLarge:
+    """413 for a body over ``--http-max-control-body-size`` (``size``: the Content-Length, or
+    the bytes read so far of a chunked body)."""
+    return BodyTooLarge(413, f"request body of {size} bytes exceeds the {limit} bytes allowed "
+                             "for this route (--http-max-control-body-size)")
+
+
+class BodyLimits:
+    """ASGI middleware: each request's body within its route's limit (the module docstring).
+
+    Args:
+        app: the ASGI app of the routes (the FastAPI app).
+        load_limit: bytes, ``--http-max-input-size``.
+        control_limit: bytes, ``--http-max-control-body-size``.
+    """
+
+    def __init__(self, app: ASGIApp, load_limit: int, control_limit: int) -> None:
+        self.app = app
+        self.load_limit = load_limit
+        self.control_limit = control_limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        declared = body_length(scope) if scope["type"] == "http" else 0
+        if declared == 0:
+            await self.app(scope, receive, send)
+            return
+        if LOAD_PATH.match(scope["path"]):
+            limit, refusal = self.load_limit, load_too_large
+        else:
+            limit, refusal = self.control_limit, control_too_large
+        try:
+            body = await read_within(receive, limit, declared, refusal)
+        except BodyTooLarge as exc:
+            await refuse(send, exc)
+            return
+        if body is None:
+            return  # the client left before its body arrived: nobody to answer
+        await self.app(scope, _replay(body, receive), send)
+
+
+def body_length(scope: Scope) -> int | None:
+    """The body's announced length: ``Content-Length`` as an int, None when chunked
+    (``Transfer-Encoding`` wins over ``Content-Length``, as the protocol reads it) or when
+    the length is not a number (the route or the parser refuses it), 0 without either."""
+    length: int | None = 0
+    for key, value in scope["headers"]:
+        if key == b"transfer-encoding":
+            return None
+        if key == b"content-length":
+            length = int(value) if value.isdigit() else None
+    return length
+
+
+async def read_within(receive: Receive, limit: int, declared: int | None,
+                      refusal: Callable[[int, int], Exception]) -> bytes | None:
+    """The whole body, at most ``limit`` bytes; None when the client disconnects first.
+    Memory grows only with the bytes that arrive (no buffer is sized from the client's word).
+
+    Raises:
+        Exception: ``refusal(size, limit)`` when ``declared`` (the Content-Length) is over the
+            limit (nothing read) or as soon as the bytes read pass it (the rest left unread).
+    """
+    if declared is not None and declared > limit:
+        raise refusal(declared, limit)
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise refusal(size, limit)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def refuse(send: Send, error: BodyTooLarge) -> None:
+    """Answer ``error`` in Triton's shape. No ``Connection: close``: uvicorn would close the
+    socket at once, and a client still sending would get a reset instead of the answer; the
+    protocol ends the connection itself, gracefully, when its request's body is incomplete."""
+    payload = orjson.dumps({"error": error.message})
+    await send({"type": "http.response.start", "status": error.status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
+    await send({"type": "http.response.body", "body": payload})
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives ``body`` as the one request message, then defers to
+    ``receive`` (``http.disconnect`` once the client leaves or the response is complete)."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+__all__ = ["LOAD_PATH", "BodyLimits", "BodyTooLarge", "body_length", "control_too_large",
+           "load_too_large", "read_within", "refuse"]
