@@ -166,7 +166,7 @@ async def grpc_cost(n: int) -> tuple[float, bytes]:
     from workbench.frontends.grpc.service import GRPCInferenceService
 
     recorder = Recorder()
-    add_service(GRPCInferenceService(StubServer()), recorder)  # type: ignore
+    add_service(GRPCInferenceService(StubServer()), recorder, 64 << 20)  # type: ignore
     handler = recorder.handlers["ModelInfer"]
     message = pb.ModelInferRequest(model_name="mlp", inputs=[pb.ModelInferRequest.InferInputTensor(
         name="INPUT0", datatype="FP32", shape=[1, 64])], raw_input_contents=[INPUT.tobytes()])

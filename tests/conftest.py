@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
@@ -179,14 +180,26 @@ async def client(server: Server):
 
 
 @contextlib.asynccontextmanager
-async def _grpc_stub(server: Server) -> AsyncIterator[service_pb2_grpc.GRPCInferenceServiceStub]:
-    grpc_server, port = create_grpc_server(server, ServerOptions(grpc_address="127.0.0.1", grpc_port=0))
+async def _grpc_serving(server: Server, **options: Any) -> AsyncIterator[int]:
+    grpc_server, port = create_grpc_server(server, ServerOptions(grpc_address="127.0.0.1", grpc_port=0, **options))
     await grpc_server.start()
     try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            yield service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        yield port
     finally:
         await grpc_server.stop(None)
+
+
+@pytest.fixture
+def grpc_serving():
+    """``async with grpc_serving(server, **options) as port``: a grpc.aio server for ``server``
+    with those ``ServerOptions`` fields (gRPC flags), on a free port of 127.0.0.1."""
+    return _grpc_serving
+
+
+@contextlib.asynccontextmanager
+async def _grpc_stub(server: Server) -> AsyncIterator[service_pb2_grpc.GRPCInferenceServiceStub]:
+    async with _grpc_serving(server) as port, grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        yield service_pb2_grpc.GRPCInferenceServiceStub(channel)
 
 
 @pytest.fixture

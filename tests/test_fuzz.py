@@ -5,7 +5,10 @@ Hypothesis builds requests for the real ONNX test models (``add_sub``, ``fixed_s
 app (JSON bodies, binary-extension bodies with ``Inference-Header-Content-Length``,
 compressed bodies, arbitrary JSON, byte-mutated valid bodies) and a grpc.aio server on port
 0 (``ModelInferRequest`` messages: raw and typed contents, parameters, requested outputs;
-byte-mutated messages; undecodable bytes). The generator is model-aware: most requests name
+byte-mutated messages; undecodable bytes; and, on raw HTTP/2 frames, messages sent with
+``grpc-encoding: gzip`` / ``deflate``: compressed requests, compressed bytes mutated, truncated or
+followed by junk, bombs that inflate past ``--grpc-max-decompressed-size``, uncompressed messages
+under the header). The generator is model-aware: most requests name
 the model's real inputs with near-right datatypes, shapes and element counts, so they reach
 the engine's validation, the batcher and ONNX Runtime instead of stopping at the parser.
 
@@ -18,6 +21,7 @@ test, no per-example deadline (a shared machine), about ten seconds in all.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import math
@@ -37,6 +41,7 @@ from tritonclient.utils import serialize_byte_tensor
 
 from workbench import Server, ServerOptions
 from workbench.frontends.http import create_app
+from workbench.testing.grpc_wire import RawGrpcConnection, compress, frame, varint, zeros
 from workbench.testing.models import build_datatype_repository, build_test_repository
 
 HEADER = "Inference-Header-Content-Length"
@@ -84,16 +89,21 @@ async def http(engine: Server):
         assert (await client.post("/v2/models/add_sub/infer", json=_add_sub_body())).status_code == 200
 
 
-@pytest_asyncio.fixture
-async def stub(engine: Server, stub_for):
-    stub = await stub_for(engine)
-    yield stub
+async def _still_serving(stub: service_pb2_grpc.GRPCInferenceServiceStub) -> None:
+    """The server is ready and answers a valid add_sub request."""
     assert (await stub.ServerReady(pb.ServerReadyRequest())).ready
     a = np.ones((1, 16), np.float32).tobytes()
     request = pb.ModelInferRequest(model_name="add_sub", raw_input_contents=[a, a])
     for i in range(2):
         request.inputs.add(name=f"INPUT{i}", datatype="FP32", shape=[1, 16])
     assert len((await stub.ModelInfer(request)).raw_output_contents) == 2
+
+
+@pytest_asyncio.fixture
+async def stub(engine: Server, stub_for):
+    stub = await stub_for(engine)
+    yield stub
+    await _still_serving(stub)
 
 
 # --------------------------------------------------------------------------- strategies
@@ -436,3 +446,61 @@ async def test_fuzz_grpc_raw_bytes(raw_model_infer, raw: bytes) -> None:
         await raw_model_infer(raw)
     except grpc.aio.AioRpcError as error:
         assert error.code() in CLIENT_CODES, f"{error.code()} {error.details()!r} for {raw!r}"
+
+
+# --------------------------------------------------------------------------- compressed gRPC
+#: the fuzzed server's bound on an inflated message (bombs inflate to 1-3 MiB)
+DECOMPRESSED_LIMIT = 1 << 20
+
+
+@pytest_asyncio.fixture
+async def compressed_port(engine: Server, grpc_serving):
+    """The port of a gRPC server for the engine with a 1 MiB decompressed bound; after the test
+    it still answers a valid request."""
+    async with grpc_serving(engine, grpc_max_decompressed_size=DECOMPRESSED_LIMIT) as port:
+        yield port
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            await _still_serving(service_pb2_grpc.GRPCInferenceServiceStub(channel))
+
+
+def _bomb(inflated: int, encoding: str) -> bytes:
+    """A compressed add_sub request whose raw input is ``inflated`` zero bytes."""
+    head = pb.ModelInferRequest(model_name="add_sub").SerializeToString() + bytes([7 << 3 | 2]) + varint(inflated)
+    return compress([head, *zeros(inflated)], encoding)
+
+
+@st.composite
+def compressed_calls(draw) -> tuple[bytes, str, bool]:
+    """(message bytes, grpc-encoding, the message's compressed flag)."""
+    encoding = draw(st.sampled_from(["gzip", "deflate"]))
+    kind = draw(st.sampled_from(["request", "mutated", "truncated", "junk", "bomb", "plain"]))
+    if kind == "bomb":
+        return _bomb(draw(st.integers(DECOMPRESSED_LIMIT + 1, 3 * DECOMPRESSED_LIMIT)), encoding), encoding, True
+    message = draw(grpc_requests()).SerializeToString() if draw(st.booleans()) else VALID_GRPC
+    if kind == "plain":  # the header, an uncompressed message
+        return message, encoding, False
+    data = compress([message], encoding)
+    if kind == "mutated":
+        data = _mutate(data, draw(edits))
+    elif kind == "truncated":
+        data = data[: draw(st.integers(0, len(data) - 1))]
+    elif kind == "junk":
+        data += draw(st.binary(min_size=1, max_size=8))
+    return data, encoding, True
+
+
+def _raw_model_infer(port: int, data: bytes, encoding: str, compressed: bool):
+    with RawGrpcConnection(port, timeout_s=30) as connection:
+        return connection.call("/inference.GRPCInferenceService/ModelInfer", frame(data, compressed), encoding)
+
+
+@FUZZ
+@given(call=compressed_calls())
+async def test_fuzz_grpc_compressed_messages(compressed_port: int, call: tuple[bytes, str, bool]) -> None:
+    """Every answer is OK or a client-error status (RESOURCE_EXHAUSTED for a bomb), never
+    INTERNAL or UNKNOWN."""
+    data, encoding, compressed = call
+    reply = await asyncio.to_thread(_raw_model_infer, compressed_port, data, encoding, compressed)
+    codes = {code.value[0]: code for code in grpc.StatusCode}
+    assert reply.status is not None, f"stream reset {reply.reset} for {call!r}"
+    assert reply.status == 0 or codes[reply.status] in CLIENT_CODES, f"{codes[reply.status]} {reply.message!r}"

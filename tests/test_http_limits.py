@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import resource
 import socket
-import sys
 import time
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from workbench.frontends.http.connection_guard import (
 from workbench.hosts.cli import build_parser, options_from_args
 from workbench.testing.attack import request_head
 from workbench.testing.http_listener import http_listener
-from workbench.testing.process import ServerProcess, _HostProcess
+from workbench.testing.process import LimitedServerProcess
 
 HEALTH = b"GET /v2/health/ready HTTP/1.1\r\nhost: x\r\n\r\n"
 
@@ -150,18 +149,6 @@ def test_limit_flags_map_to_options() -> None:
     assert defaults.http_body_min_rate == 500  # mod_reqtimeout's MinRate default
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     assert 16 <= auto_max_connections() <= max(16, min(AUTO_MAX_CONNECTIONS, soft // 2))
-
-
-class LimitedServerProcess(ServerProcess):
-    """``workbench serve`` with its open-file limit lowered to ``nofile`` (as a container's
-    ``ulimit -n`` would)."""
-
-    def __init__(self, args: list[str], nofile: int) -> None:
-        launcher = ("import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, "
-                    f"({nofile}, {nofile})); from workbench.hosts.cli import main; sys.exit(main())")
-        command = [sys.executable, "-c", launcher, "serve", *args,
-                   "--http-port=0", "--grpc-port=0", "--metrics-port=0"]
-        _HostProcess.__init__(self, command, 120.0)
 
 
 def test_slowloris_connections_cannot_make_health_ready_fail(tmp_path: Path) -> None:

@@ -109,7 +109,36 @@ class ServerOptions(BaseSettings):
     sizes a C++ response-object pool there and has no effect here."""
 
     grpc_max_message_size: int = Field(default=2**31 - 1, gt=0, le=2**31 - 1)
-    """Largest gRPC message received or sent, bytes (default INT32_MAX, as tritonserver)."""
+    """Largest gRPC message received or sent, bytes (default INT32_MAX, as tritonserver); a
+    compressed message is also bounded by ``grpc_max_decompressed_size`` once inflated."""
+
+    grpc_max_decompressed_size: int = Field(default=64 * 1024 * 1024, gt=0, le=2**31 - 1)
+    """Largest gRPC request message once decompressed, bytes (one sent with ``grpc-encoding:
+    gzip`` or ``deflate``): inflating stops there and the call is answered RESOURCE_EXHAUSTED,
+    so a small compressed message cannot make the server hold gigabytes. Default 64 MiB, as
+    ``--http-max-input-size``; uncompressed messages are bounded by ``grpc_max_message_size``
+    alone. Not a tritonserver flag (its gRPC library inflates up to the message size)."""
+
+    grpc_max_connections: int = Field(default=0, ge=0)
+    """Most gRPC connections open at once; 0 = automatic: a quarter of the process's open-file
+    limit (``RLIMIT_NOFILE``; HTTP's automatic cap takes half), at most 4096. A connection beyond
+    it is closed as soon as it is accepted (grpc-core's ``grpc.max_allowed_incoming_connections``),
+    so idle connections cannot take the descriptors the HTTP port and the models need. Not a
+    tritonserver flag."""
+
+    grpc_max_concurrent_streams: int = Field(default=128, gt=0)
+    """Most calls (HTTP/2 streams) open at once on one gRPC connection: the server's HTTP/2
+    ``SETTINGS_MAX_CONCURRENT_STREAMS``. A client queues its calls beyond it until one ends; a
+    stream opened beyond it anyway is refused (RST_STREAM). Default 128. Not a tritonserver flag
+    (its gRPC library allows any number)."""
+
+    grpc_max_stream_unsent_size: int = Field(default=64 * 1024 * 1024, gt=0)
+    """Most bytes of ``ModelStreamInfer`` responses that may wait on one stream for its client to
+    read them (each counted as its serialized size plus 128 bytes; the one being written and one
+    more may be of any size). Beyond it the stream is cancelled: its requests in flight are
+    cancelled, the waiting responses dropped, and the client gets RESOURCE_EXHAUSTED once it reads
+    what was sent. Default 64 MiB. Not a tritonserver flag (its ``--grpc-max-response-pool-size``,
+    unbounded by default, makes the model wait instead)."""
 
     grpc_keepalive_time: int = Field(default=7_200_000, gt=0)
     """Milliseconds between keepalive pings on idle connections (``--grpc-keepalive-time``)."""
@@ -224,10 +253,10 @@ class ServerOptions(BaseSettings):
     # --- HTTP connection limits (beyond tritonserver, which has no such flags) ---
     http_max_connections: int = Field(default=0, ge=0)
     """Most HTTP connections open at once; 0 = automatic: half the process's open-file limit
-    (``RLIMIT_NOFILE``), at most 4096. At the limit a new connection closes the one that has been
-    idle longest (no request in progress: waiting for a head or between keep-alive requests);
-    when every connection has a request in progress the new one gets 503 and is closed. Not a
-    tritonserver flag."""
+    (``RLIMIT_NOFILE``; gRPC's automatic cap takes a quarter), at most 4096. At the limit a new
+    connection closes the one that has been idle longest (no request in progress: waiting for a
+    head or between keep-alive requests); when every connection has a request in progress the new
+    one gets 503 and is closed. Not a tritonserver flag."""
 
     http_keepalive_timeout: float = Field(default=5.0, gt=0)
     """Seconds an idle keep-alive HTTP connection stays open after a response (uvicorn's

@@ -189,6 +189,18 @@ class ServerProcess(_HostProcess):
         return _STARTED.search(line) is not None
 
 
+class LimitedServerProcess(ServerProcess):
+    """``workbench serve`` with its open-file limit lowered to ``nofile`` (as a container's
+    ``ulimit -n`` would); otherwise as :class:`ServerProcess`."""
+
+    def __init__(self, args: Sequence[str], nofile: int, timeout_s: float = 120.0) -> None:
+        launcher = ("import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, "
+                    f"({nofile}, {nofile})); from workbench.hosts.cli import main; sys.exit(main())")
+        command = [sys.executable, "-c", launcher, "serve", *args,
+                   "--http-port=0", "--grpc-port=0", "--metrics-port=0"]
+        _HostProcess.__init__(self, command, timeout_s)
+
+
 _JUPYTER_URL = re.compile(r"http://127\.0\.0\.1:(\d+)/")
 _ENGINE_UP = re.compile(r"workbench engine (running|did not start)")
 

@@ -12,6 +12,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from workbench import Server
+from workbench.frontends.grpc.decoding import add_lenient
 
 
 class HealthService(health_pb2_grpc.HealthServicer):
@@ -32,9 +33,11 @@ class HealthService(health_pb2_grpc.HealthServicer):
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not implemented!")
 
 
-def add_health_service(server: Server, grpc_server: grpc.aio.Server) -> None:
-    """Register :class:`HealthService` for ``server`` on ``grpc_server``."""
-    health_pb2_grpc.add_HealthServicer_to_server(HealthService(server), grpc_server)
+def add_health_service(server: Server, grpc_server: grpc.aio.Server, limit: int) -> None:
+    """Register :class:`HealthService` for ``server`` on ``grpc_server``; requests that do not
+    decode are INVALID_ARGUMENT, compressed ones inflate to at most ``limit`` bytes
+    (:func:`~workbench.frontends.grpc.decoding.add_lenient`)."""
+    add_lenient(health_pb2_grpc.add_HealthServicer_to_server, HealthService(server), grpc_server, limit)
 
 
 __all__ = ["HealthService", "add_health_service"]

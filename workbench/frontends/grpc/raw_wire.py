@@ -144,7 +144,8 @@ class RawInferResponse:
         return message
 
 
-def _varint_bytes(value: int) -> bytes:
+def varint_bytes(value: int) -> bytes:
+    """Protobuf's base-128 varint of ``value`` (>= 0)."""
     out = bytearray()
     while value >= 0x80:
         out.append(value & 0x7F | 0x80)
@@ -161,9 +162,9 @@ def serialize_infer_response(response: pb.ModelInferResponse | RawInferResponse)
         return response.SerializeToString()
     parts: list[bytes | memoryview] = [response.message.SerializeToString()]
     for buffer in response.raw:
-        parts += (_RAW_OUTPUT_TAG, _varint_bytes(len(buffer)), buffer)
+        parts += (_RAW_OUTPUT_TAG, varint_bytes(len(buffer)), buffer)
     return b"".join(parts)
 
 
 __all__ = ["MIN_WALK_BYTES", "RawInferRequest", "RawInferResponse", "parse_infer_request",
-           "serialize_infer_response"]
+           "serialize_infer_response", "varint_bytes"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import grpc
 
 from workbench import Server, ServerOptions
+from workbench.frontends.fd_budget import GRPC_SHARE, auto_max_connections
 from workbench.frontends.grpc.decoding import add_service
 from workbench.frontends.grpc.health import add_health_service
 from workbench.frontends.grpc.restricted import RestrictedProtocolInterceptor
@@ -17,12 +18,17 @@ from workbench.frontends.grpc.service import GRPCInferenceService
 
 
 def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
-    """grpc server arguments: message sizes (bytes), keepalive (ms) and ping policy.
+    """grpc server arguments: message sizes (bytes), keepalive (ms) and ping policy, the
+    connection cap (``--grpc-max-connections``, 0: a quarter of the open-file limit,
+    :mod:`workbench.frontends.fd_budget`) and the streams per connection.
 
     ``grpc.so_reuseport`` is off (tritonserver's ``--reuse-grpc-port=false``) so a busy
-    port fails to bind instead of silently sharing it.
+    port fails to bind instead of silently sharing it. grpc-core's decompression is off:
+    compressed requests are inflated by the deserializers, up to
+    ``--grpc-max-decompressed-size`` (:mod:`workbench.frontends.grpc.decompression`).
     """
     return [
+        ("grpc.per_message_decompression", 0),
         ("grpc.max_receive_message_length", options.grpc_max_message_size),
         ("grpc.max_send_message_length", options.grpc_max_message_size),
         ("grpc.keepalive_time_ms", options.grpc_keepalive_time),
@@ -33,6 +39,9 @@ def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
          options.grpc_http2_min_recv_ping_interval_without_data),
         ("grpc.http2.max_ping_strikes", options.grpc_http2_max_ping_strikes),
         ("grpc.so_reuseport", 0),
+        ("grpc.max_allowed_incoming_connections",
+         options.grpc_max_connections or auto_max_connections(GRPC_SHARE)),
+        ("grpc.max_concurrent_streams", options.grpc_max_concurrent_streams),
     ]
 
 
@@ -54,9 +63,11 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
     interceptors = [RestrictedProtocolInterceptor(restrictions)] if restrictions else []
     grpc_server = grpc.aio.server(options=channel_options(options), interceptors=interceptors)
     service = GRPCInferenceService(server, options.grpc_header_forward_pattern,
-                                   options.grpc_infer_response_compression_level)
-    add_service(service, grpc_server)
-    add_health_service(server, grpc_server)
+                                   options.grpc_infer_response_compression_level,
+                                   options.grpc_max_stream_unsent_size)
+    limit = min(options.grpc_max_decompressed_size, options.grpc_max_message_size)
+    add_service(service, grpc_server, limit)
+    add_health_service(server, grpc_server, limit)
     address = options.grpc_address
     host = f"[{address}]" if ":" in address else address
     port = grpc_server.add_insecure_port(f"{host}:{options.grpc_port}")

@@ -31,12 +31,13 @@ from tritonclient.grpc import service_pb2_grpc
 
 from workbench import DecoupledNotSupported, InvalidArgument, Server, Unsupported, WorkbenchError
 from workbench.frontends.grpc.codec import decode_request, encode_raw_response
-from workbench.frontends.grpc.decoding import Undecodable
+from workbench.frontends.grpc.decoding import resolve
+from workbench.frontends.grpc.decompression import Compressed, Undecodable
 from workbench.frontends.grpc.raw_wire import RawInferRequest, RawInferResponse
 from workbench.frontends.grpc.rpc import Context, rpc
 from workbench.frontends.grpc.settings import SettingsServicer
 from workbench.frontends.grpc.shared_memory import SharedMemoryServicer
-from workbench.frontends.grpc.stream import StreamSession
+from workbench.frontends.grpc.stream import StreamCancelled, StreamSession
 from workbench.frontends.header_forward import compile_forward_pattern, forwarded_parameters
 from workbench.frontends.status import grpc_status
 from workbench.tracing import RequestTrace
@@ -94,13 +95,16 @@ class GRPCInferenceService(
             become request parameters; "" = none).
         compression_level: ``--grpc-infer-response-compression-level``; other than "none",
             infer responses are gzip-compressed.
+        max_stream_unsent: ``--grpc-max-stream-unsent-size``: bytes of ``ModelStreamInfer``
+            responses that may wait for the client to read them (:mod:`~workbench.frontends.grpc.stream`).
     """
 
     def __init__(self, server: Server, header_forward_pattern: str = "",
-                 compression_level: str = "none") -> None:
+                 compression_level: str = "none", max_stream_unsent: int = 64 * 1024 * 1024) -> None:
         self.server = server
         self.forward = compile_forward_pattern(header_forward_pattern)
         self.compression = None if compression_level == "none" else grpc.Compression.Gzip
+        self.max_stream_unsent = max_stream_unsent
 
     # ------------------------------------------------------------- health & metadata
     async def ServerLive(self, request: pb.ServerLiveRequest, context: Context) -> pb.ServerLiveResponse:
@@ -179,15 +183,19 @@ class GRPCInferenceService(
         return pb.RepositoryModelUnloadResponse()
 
     # ------------------------------------------------------------- inference
-    async def ModelInfer(self, request: pb.ModelInferRequest | RawInferRequest | Undecodable,
+    async def ModelInfer(self, request: pb.ModelInferRequest | RawInferRequest | Undecodable | Compressed,
                          context: Context) -> RawInferResponse:
         """One inference (the hot path): decode, ``Server.infer``, encode outputs raw (the
-        request and the answer skip protobuf's copies of tensor bytes: ``raw_wire``); bytes
-        that did not parse (:class:`~workbench.frontends.grpc.decoding.Undecodable`) are
-        INVALID_ARGUMENT."""
-        if isinstance(request, Undecodable):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
-            raise AssertionError("unreachable: context.abort raises")
+        request and the answer skip protobuf's copies of tensor bytes: ``raw_wire``). A
+        compressed request is inflated and parsed first, off the loop
+        (:mod:`~workbench.frontends.grpc.decompression`); bytes that did not parse or inflate
+        (:class:`~workbench.frontends.grpc.decompression.Undecodable`) are INVALID_ARGUMENT,
+        too large once inflated RESOURCE_EXHAUSTED."""
+        if isinstance(request, (Undecodable, Compressed)):
+            request = await resolve(request)
+            if isinstance(request, Undecodable):
+                await context.abort(request.code, request.message)
+                raise AssertionError("unreachable: context.abort raises")
         if self.compression is not None:
             context.set_compression(self.compression)
             await context.send_initial_metadata(())  # grpc.aio applies it only then
@@ -216,7 +224,9 @@ class GRPCInferenceService(
     async def ModelStreamInfer(
         self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Context
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
-        """Bidirectional stream, decoupled models included (``workbench.frontends.grpc.stream``)."""
+        """Bidirectional stream, decoupled models included (``workbench.frontends.grpc.stream``);
+        responses come serialized. A stream whose client leaves too many bytes of responses
+        unread is cancelled: RESOURCE_EXHAUSTED."""
         if self.compression is not None:
             context.set_compression(self.compression)
             await context.send_initial_metadata(())  # grpc.aio applies it only then
@@ -227,5 +237,9 @@ class GRPCInferenceService(
             except InvalidArgument as exc:  # every request of the stream fails, as in Triton
                 forwarded = exc
         carrier = metadata_carrier(context) if self.server.tracer.propagates else None
-        async for message in StreamSession(self.server, forwarded, carrier).run(request_iterator):
-            yield message
+        session = StreamSession(self.server, forwarded, carrier, self.max_stream_unsent)
+        try:
+            async for message in session.run(request_iterator):
+                yield message
+        except StreamCancelled as exc:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))

@@ -16,6 +16,16 @@ stream began waiting for this message: at the start, or when the previous one wa
 response), then ``GRPC_SEND_START`` / ``GRPC_SEND_END`` around each response written (a
 decoupled request's 0..n responses each; an empty final response that is not sent has none).
 The trace is written once the request's last response is written (or the stream ends).
+
+A client that does not read (beyond Triton, whose ``--grpc-max-response-pool-size`` is unbounded
+by default and then blocks the model): responses wait in the stream's outbox, serialized, until
+grpc.aio takes each (it takes the next once the last passed HTTP/2 flow control, i.e. the client
+made room). When more than ``--grpc-max-stream-unsent-size`` bytes wait (each response counted
+as its serialized size plus :data:`RESPONSE_OVERHEAD`; the one being written and one more may be
+of any size), the stream is cancelled: the reader and every request in flight are cancelled (the
+engine drops their queued work and closes their response streams), the waiting responses are
+dropped, and once the client reads what was already sent it gets RESOURCE_EXHAUSTED with
+:data:`UNREAD_TEXT`.
 """
 
 from __future__ import annotations
@@ -36,6 +46,20 @@ from workbench.tracing import RequestTrace
 log = logging.getLogger(__name__)
 
 _END = object()
+_CANCELLED = object()
+
+#: bytes each waiting response counts beyond its serialized size (the Python object holding it
+#: and its queue slot), so many tiny responses are bounded too
+RESPONSE_OVERHEAD = 128
+
+#: the RESOURCE_EXHAUSTED text of a stream cancelled for responses not read (``{limit}`` bytes)
+UNREAD_TEXT = ("ModelStreamInfer cancelled: more than {limit} bytes of responses were waiting for "
+               "the client to read them (--grpc-max-stream-unsent-size)")
+
+
+class StreamCancelled(Exception):
+    """Raised by :meth:`StreamSession.run` once the stream was cancelled for responses the client
+    did not read; the text is the status message to send (RESOURCE_EXHAUSTED)."""
 
 
 class _Traced:
@@ -44,60 +68,119 @@ class _Traced:
 
     __slots__ = ("last", "message", "trace")
 
-    def __init__(self, message: pb.ModelStreamInferResponse | None, trace: RequestTrace, last: bool) -> None:
+    def __init__(self, message: bytes | None, trace: RequestTrace, last: bool) -> None:
         self.message = message
         self.trace = trace
         self.last = last
 
 
-#: what the outbox holds: a message to write, a traced one, or _END
-_Out: TypeAlias = "pb.ModelStreamInferResponse | _Traced"
+#: what the outbox holds: a serialized ``ModelStreamInferResponse``, a traced one, _END or
+#: _CANCELLED
+_Out: TypeAlias = "bytes | _Traced"
 
 
 class StreamSession:
     """The state of one ``ModelStreamInfer`` call: in-flight requests and their outbox."""
 
     def __init__(self, server: Server, forwarded: dict[str, str] | WorkbenchError | None = None,
-                 carrier: Mapping[str, str] | None = None) -> None:
+                 carrier: Mapping[str, str] | None = None, max_unsent: int = 64 * 1024 * 1024) -> None:
         """``forwarded``: the stream's metadata forwarded as parameters of each request
         (``--grpc-header-forward-pattern``), or the error that fails each request;
         ``carrier``: the stream's metadata for the trace sampling (an OpenTelemetry
-        ``traceparent``; None when no setting reads it)."""
+        ``traceparent``; None when no setting reads it); ``max_unsent``: the bytes of responses
+        that may wait for the client (``--grpc-max-stream-unsent-size``, see the module
+        docstring)."""
         self.server = server
         self._forwarded = forwarded
         self._carrier = carrier
+        self._max_unsent = max_unsent
         self._outbox: asyncio.Queue = asyncio.Queue()
         self._tasks: set[asyncio.Task] = set()
+        self._reader: asyncio.Task | None = None
         self._next_ordered = 0
         self._held: dict[int, _Out | None] = {}
         self._reading = True
+        #: bytes and count of the responses not yet taken by grpc.aio (held, queued or being written)
+        self._unsent = 0
+        self._waiting = 0
+        self.cancelled = False
         #: traces not released yet (released when the stream ends early)
         self._traces: set[RequestTrace] = set()
 
     async def run(self, request_iterator: AsyncIterator[pb.ModelInferRequest]):
-        """Yield every ``ModelStreamInferResponse`` until the client closes its side and every
-        request has finished; a broken request stream ends the RPC with its error."""
-        reader = asyncio.create_task(self._read(request_iterator))
+        """Yield every ``ModelStreamInferResponse`` (serialized) until the client closes its
+        side and every request has finished; a broken request stream ends the RPC with its
+        error.
+
+        Raises:
+            StreamCancelled: too many response bytes waited for the client (module docstring).
+        """
+        self._reader = reader = asyncio.create_task(self._read(request_iterator))
         try:
             while (item := await self._outbox.get()) is not _END:
+                if item is _CANCELLED:
+                    raise StreamCancelled(UNREAD_TEXT.format(limit=self._max_unsent))
                 if not isinstance(item, _Traced):
-                    yield item
+                    yield item  # grpc.aio resumes this generator once it is written
+                    self._sent(item)
                     continue
                 if item.message is not None:
                     item.trace.stamp("GRPC_SEND_START", time.monotonic_ns())
-                    yield item.message  # grpc.aio resumes this generator once it is written
+                    yield item.message
                     item.trace.stamp("GRPC_SEND_END", time.monotonic_ns())
+                    self._sent(item.message)
                 if item.last:
                     self._traces.discard(item.trace)
                     item.trace.release()
             await reader
         finally:
-            reader.cancel()
-            for task in self._tasks:
-                task.cancel()
-            for trace in self._traces:  # the stream ended before these requests did
-                trace.release()
-            self._traces.clear()
+            self._stop()
+
+    def _stop(self) -> None:
+        """Cancel the reader and the requests in flight; release the traces left."""
+        if self._reader is not None:
+            self._reader.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for trace in self._traces:  # the stream ended before these requests did
+            trace.release()
+        self._traces.clear()
+
+    # --- the unsent responses ---------------------------------------------------------------
+
+    def _counted(self, message: bytes | None) -> bool:
+        """Count a response now waiting; False (and the stream cancelled) when that makes more
+        than ``max_unsent`` bytes wait beyond two responses."""
+        if self.cancelled:
+            return False
+        if message is None:
+            return True
+        self._unsent += len(message) + RESPONSE_OVERHEAD
+        self._waiting += 1
+        if self._unsent > self._max_unsent and self._waiting > 2:
+            self._cancel()
+            return False
+        return True
+
+    def _sent(self, message: bytes) -> None:
+        self._unsent -= len(message) + RESPONSE_OVERHEAD
+        self._waiting -= 1
+
+    def _cancel(self) -> None:
+        log.warning("ModelStreamInfer cancelled: %d responses (%d bytes) waiting for the client to "
+                    "read them, more than --grpc-max-stream-unsent-size=%d", self._waiting,
+                    self._unsent, self._max_unsent)
+        self.cancelled = True
+        self._stop()
+        self._held.clear()
+        while not self._outbox.empty():
+            self._outbox.get_nowait()
+        self._outbox.put_nowait(_CANCELLED)
+
+    def _put(self, item: _Out) -> None:
+        """Queue an unordered response (a decoupled model's)."""
+        if self._counted(item.message if isinstance(item, _Traced) else item):
+            self._outbox.put_nowait(item)
 
     async def _read(self, request_iterator: AsyncIterator[pb.ModelInferRequest]) -> None:
         try:
@@ -123,7 +206,7 @@ class StreamSession:
         self._maybe_end()
 
     def _maybe_end(self) -> None:
-        if not self._reading and not self._tasks:
+        if not self._reading and not self._tasks and not self.cancelled:
             self._outbox.put_nowait(_END)
 
     def _sample(self, model: str, read: tuple[int, int]) -> RequestTrace | None:
@@ -155,7 +238,8 @@ class StreamSession:
                 await self._stream_decoupled(request, empty_final, trace)
                 return
             response = await self.server.infer(request)
-            answer = pb.ModelStreamInferResponse(infer_response=encode_response(response, final=True))
+            answer = pb.ModelStreamInferResponse(
+                infer_response=encode_response(response, final=True)).SerializeToString()
             if trace is not None:
                 trace.stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
                 self._release(index, _Traced(answer, trace, True))
@@ -171,13 +255,12 @@ class StreamSession:
             id=message.id, model_name=message.model_name, model_version=message.model_version
         )
         failed.parameters["triton_final_response"].bool_param = True
-        reply: _Out = pb.ModelStreamInferResponse(error_message=error, infer_response=failed)
-        if trace is not None:
-            reply = _Traced(reply, trace, True)
+        serialized = pb.ModelStreamInferResponse(error_message=error, infer_response=failed).SerializeToString()
+        reply: _Out = serialized if trace is None else _Traced(serialized, trace, True)
         if ordered:
             self._release(index, reply)
         else:
-            self._outbox.put_nowait(reply)
+            self._put(reply)
 
     async def _stream_decoupled(self, request, empty_final: bool, trace: RequestTrace | None) -> None:
         first = True
@@ -188,12 +271,16 @@ class StreamSession:
                     first = False
                 if response.outputs or not response.final or empty_final:
                     message = _stream_response(response)
-                    self._outbox.put_nowait(message if trace is None else _Traced(message, trace, False))
+                    self._put(message if trace is None else _Traced(message, trace, False))
         if trace is not None:  # released once the responses before are written
-            self._outbox.put_nowait(_Traced(None, trace, True))
+            self._put(_Traced(None, trace, True))
 
     def _release(self, index: int, message: _Out | None) -> None:
         """Hand over request ``index``'s ordered response (None: it has none to order)."""
+        if self.cancelled:
+            return
+        if message is not None and not self._counted(message.message if isinstance(message, _Traced) else message):
+            return
         self._held[index] = message
         while self._next_ordered in self._held:
             held = self._held.pop(self._next_ordered)
@@ -202,5 +289,8 @@ class StreamSession:
             self._next_ordered += 1
 
 
-def _stream_response(response: InferenceResponse) -> pb.ModelStreamInferResponse:
-    return pb.ModelStreamInferResponse(infer_response=encode_response(response, final=response.final))
+def _stream_response(response: InferenceResponse) -> bytes:
+    """The serialized ``ModelStreamInferResponse`` of one engine response (bytes take a
+    twentieth of the memory of a waiting protobuf message)."""
+    return pb.ModelStreamInferResponse(
+        infer_response=encode_response(response, final=response.final)).SerializeToString()

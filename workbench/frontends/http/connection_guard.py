@@ -36,17 +36,15 @@ refused and go to another replica.
 from __future__ import annotations
 
 import asyncio
-import resource
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
 import orjson
 
+from workbench.frontends import fd_budget
+from workbench.frontends.fd_budget import AUTO_MAX_CONNECTIONS
 from workbench.frontends.http.protocol import CoalescingHttpToolsProtocol
-
-#: the automatic connection cap never exceeds this many connections
-AUTO_MAX_CONNECTIONS = 4096
 
 #: seconds an idle keep-alive connection stays open once the server drains (see above)
 DRAIN_IDLE_GRACE_S = 1.0
@@ -90,12 +88,9 @@ def body_deficit(received: int, elapsed: float, min_rate: float) -> float:
 
 
 def auto_max_connections() -> int:
-    """Half the soft ``RLIMIT_NOFILE`` (the other half for models, gRPC, metrics and logs), at
-    least 16, at most :data:`AUTO_MAX_CONNECTIONS`."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return AUTO_MAX_CONNECTIONS
-    return max(16, min(AUTO_MAX_CONNECTIONS, soft // 2))
+    """Half the soft ``RLIMIT_NOFILE`` (a quarter is gRPC's, the rest for models, metrics and
+    logs: :mod:`workbench.frontends.fd_budget`), at least 16, at most :data:`AUTO_MAX_CONNECTIONS`."""
+    return fd_budget.auto_max_connections(fd_budget.HTTP_SHARE)
 
 
 class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
