@@ -36,7 +36,7 @@ one that no longer fits is UNAVAILABLE with the reason, and READY again once it 
 A scan (the remote sync, then the snapshot) runs on a daemon thread of its own, never on the
 loop's default executor: a file system that stops answering can block it forever, and
 nothing may then wait for it at shutdown. Each file read and folder listing of a snapshot is
-bounded in time (:data:`~workbench.repository.snapshot.READ_TIMEOUT_S`: one that does not
+bounded in time (:data:`~workbench.model_files.READ_TIMEOUT_S`: one that does not
 answer counts as unreadable), a scan still running after ``overrun_s`` is logged as a
 warning (and its end, with how long it took), and :meth:`RepositoryPoller.stop` abandons a
 scan under way instead of waiting for it. At most one scan thread runs at a time.
@@ -54,10 +54,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
+from workbench.bounded_calls import BoundedCalls
 from workbench.engine.ensembles import stop_waves
-from workbench.repository.bounded import BoundedCalls
+from workbench.model_files import READ_TIMEOUT_S
 from workbench.repository.repository import ModelRepository
-from workbench.repository.snapshot import READ_TIMEOUT_S, ModelSnapshot, snapshot_repository
+from workbench.repository.snapshot import ModelSnapshot, snapshot_repository
 
 if TYPE_CHECKING:
     from workbench.engine.lifecycle import ModelLifecycle
