@@ -13,6 +13,11 @@ loading; a backend can opt out with ``Backend.parallel_instance_loading``); one 
 makes the version UNAVAILABLE and the others are unloaded again.
 A serving version whose reload changes only its instances is updated in place instead
 (:mod:`workbench.engine.instance_update`): only the instances it lacks are created here.
+
+Every file read here is opened as the poll's scan opens it (:mod:`workbench.model_files`:
+regular files only, non-blocking, the small ones bounded in time and size), and a version
+folder holding anything but regular files and folders is refused before a backend gets it
+(:func:`check_files`): a FIFO never blocks a load thread, it fails that model with the reason.
 """
 
 from __future__ import annotations
@@ -48,8 +53,9 @@ from workbench.engine.instance_update import (
     plan_instances,
 )
 from workbench.engine.warmup import WarmupSample, prepare_warmup, run_warmup
-from workbench.errors import WorkbenchError
+from workbench.errors import ModelLoadError, WorkbenchError
 from workbench.gpu_memory import gpu_memory_growth, read_gpu_memory
+from workbench.model_files import check_model_tree
 from workbench.options import ServerOptions
 from workbench.scheduling.rate_limiter import ResourceKey, check_resources, explicit_pools
 from workbench.statistics import MemoryUsage, host_rss_bytes, merge_memory, sum_memory
@@ -108,9 +114,12 @@ def prepare_config(
     """Read (or take the override), auto-complete, fill defaults and validate a model config.
 
     Raises:
-        InvalidModelConfig: the config cannot be parsed or fails validation.
+        InvalidModelConfig: the config cannot be read (a FIFO, larger than
+            ``options.model_config_max_size``, no answer in time), parsed, or fails validation.
     """
-    config = override if override is not None else read_model_config(model_dir) if model_dir else None
+    config = override
+    if config is None and model_dir is not None:
+        config = read_model_config(model_dir, max_bytes=options.model_config_max_size)
     config = autocomplete_model_config(
         config,
         name,
@@ -195,7 +204,11 @@ def load_model(
     config_ns = time.monotonic_ns() - start
     for version in to_load:
         version_start = time.monotonic_ns()
-        fingerprint = files_fingerprint(available[version]) if model_dir is not None else ""
+        try:
+            fingerprint = files_fingerprint(available[version]) if model_dir is not None else ""
+        except OSError as exc:  # a tree too deep or too large to walk: that version's failure
+            result.versions[version] = LoadedVersion(error=_version_error(name, version, exc))
+            continue
         current = (serving or {}).get(version)
         if can_update(current, fingerprint, result.config):
             assert current is not None
@@ -246,6 +259,7 @@ def _create_instances(
 ) -> LoadedVersion:
     loaded = LoadedVersion()
     try:
+        check_files(version_dir)
         backend = backend_for(config, context)
         import_frameworks(backend.framework_modules)
         loads = [partial(backend.load_instance, config, version_dir, spec) for spec in specs]
@@ -267,6 +281,28 @@ def _create_instances(
         return LoadedVersion(error=message)
     loaded.memory = sum_memory(usage for usages in loaded.instance_memory for usage in usages)
     return loaded
+
+
+def check_files(version_dir: Path) -> None:
+    """Refuse a version folder holding anything a backend's framework could block on (it
+    opens the files itself, blocking): every file below it must be a regular file
+    (:func:`workbench.model_files.check_model_tree`). Beyond Triton, which hands the folder over
+    as it is.
+
+    Raises:
+        ModelLoadError: "'<path>' is not a regular file (a FIFO)", the tree is too deep or
+            too large to walk, or a folder does not answer in time.
+    """
+    try:
+        check_model_tree(version_dir)
+    except OSError as exc:
+        raise ModelLoadError(str(exc)) from None
+
+
+def _version_error(name: str, version: int, exc: OSError) -> str:
+    message = f"failed to load '{name}' version {version}: {exc}"
+    log.error("%s", message)
+    return message
 
 
 def measure_load(
