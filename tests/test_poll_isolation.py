@@ -28,6 +28,8 @@ from workbench.testing.attack import (
     remove_tree,
     write_victim,
 )
+from workbench.testing.fake_backend import write_fake_model
+from workbench.testing.log_records import watching
 from workbench.testing.reload import add_sub_config, atomic_write, write_add_sub
 
 
@@ -99,6 +101,29 @@ async def test_a_config_larger_than_the_limit_fails_that_model_before_it_is_read
         await change_other_and_poll(server, tmp_path)
     async with poll_server(tmp_path, model_config_max_size=2 << 20) as server:  # the flag lets it in
         assert await rows(server, "big") == [("1", "READY", "")]
+
+
+async def test_a_load_that_never_ends_holds_up_no_other_model(tmp_path: Path, fake_backend) -> None:
+    write_fake_model(tmp_path, "stuck", count=1)
+    write_add_sub(tmp_path, "other", 8, 1)
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="poll",
+                            repository_poll_secs=0.05)
+    with watching("workbench.engine.entries", "successfully loaded 'other'") as other_loaded:
+        async with Server(options) as server:
+            fake_backend.load_gate.clear()  # stuck's next load blocks until the gate opens
+            try:
+                write_fake_model(tmp_path, "stuck", count=1, extra="dynamic_batching { }\n")
+                assert await asyncio.to_thread(fake_backend.loading.wait, 30)
+                other_loaded.seen.clear()
+                atomic_write(tmp_path / "other" / "config.pbtxt", add_sub_config("other", 4, 1))
+                # before the fix: the periodic poll waited for stuck's load, and never saw this
+                assert await asyncio.to_thread(other_loaded.seen.wait, 60), other_loaded.messages
+                assert (await server.model_config("other")).max_batch_size == 4
+                assert not fake_backend.load_gate.is_set()  # stuck was loading all along
+            finally:
+                fake_backend.load_gate.set()
+            await asyncio.wait_for(server.poll_repository(), 60)  # waits for stuck's load
+            assert (await server.model_config("stuck")).HasField("dynamic_batching")
 
 
 async def test_config_text_is_never_parsed_on_the_event_loop(tmp_path: Path) -> None:

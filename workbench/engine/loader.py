@@ -22,11 +22,12 @@ folder holding anything but regular files and folders is refused before a backen
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -65,6 +66,9 @@ log = logging.getLogger(__name__)
 #: held while one instance loads and its memory is read: loads on other model-load threads
 #: wait, so they do not blur each other's numbers (the measurement section)
 _MEASURING = threading.Lock()
+#: seconds a load waits for another one's measurement before it goes on without it: a load
+#: that never ends (a framework blocked on a file) must not hold up every other model's
+MEASURING_WAIT_S = 10.0
 
 
 @dataclass(slots=True)
@@ -321,8 +325,9 @@ def measure_load(
     instance's own device is listed even at 0); the first instance on a device also carries
     the CUDA context (hundreds of MiB). Loads on other model-load threads wait while one is
     measured (a lock around the load and its readings), so they do not blur each other's
-    numbers; requests served meanwhile still can: the measured entries are marked
-    ``estimate``.
+    numbers, for at most :data:`MEASURING_WAIT_S` seconds (a load that never ends holds up no
+    other: past that they load beside it); requests served meanwhile still can blur them: the
+    measured entries are marked ``estimate``.
 
     :meth:`ModelInstance.reported_memory` entries replace the measured entry of the same
     (kind, device) (:func:`~workbench.statistics.merge_memory`): a backend that knows its
@@ -332,7 +337,7 @@ def measure_load(
     """
     kind, device_id = (spec.kind, spec.device_id) if spec is not None else ("KIND_CPU", 0)
     on_gpu = kind in ("KIND_GPU", "KIND_MODEL")
-    with _MEASURING:
+    with _measuring():
         gpu_before = read_gpu_memory() if on_gpu else {}
         before = host_rss_bytes()
         instance = load()
@@ -367,7 +372,7 @@ def measure_loads(
     created = [] if created is None else created
     kinds = {spec.kind for spec in specs}
     on_gpu = bool(kinds & {"KIND_GPU", "KIND_MODEL"})
-    with _MEASURING:
+    with _measuring():
         gpu_before = read_gpu_memory() if on_gpu else {}
         before = host_rss_bytes()
         results: list[ModelInstance | BaseException] = []
@@ -399,6 +404,21 @@ def measure_loads(
         for index, share in enumerate(shares):
             share.append(MemoryUsage(usage.kind, usage.id, part + (index < left), estimate=True))
     return created, [share + report for share, report in zip(shares, reports, strict=True)]
+
+
+@contextlib.contextmanager
+def _measuring() -> Iterator[None]:
+    """The measurement section: alone, unless another load held it longer than
+    :data:`MEASURING_WAIT_S` (then beside it, logged: the memory figures may blur)."""
+    alone = _MEASURING.acquire(timeout=MEASURING_WAIT_S)
+    if not alone:
+        log.warning("another model load has been measured for more than %.0fs; this load goes on "
+                    "beside it (the memory figures of both may blur)", MEASURING_WAIT_S)
+    try:
+        yield
+    finally:
+        if alone:
+            _MEASURING.release()
 
 
 def _attempt(load: Callable[[], ModelInstance]) -> ModelInstance | BaseException:
