@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from workbench.testing.attack import CONFIG, OPENED_AT_LOAD, plant_fifo, release_fifo, write_victim
+from workbench.testing.attack import CONFIG, ENDLESS_MODEL, OPENED_AT_LOAD, plant_fifo, release_fifo, write_victim
 from workbench.testing.process import ServerProcess
 from workbench.testing.python_backend import copy_python_model
 from workbench.testing.reload import add_sub_config, atomic_write, write_add_sub
@@ -57,24 +57,6 @@ def test_fifos_in_model_folders_stop_neither_polling_nor_sigterm(tmp_path: Path)
     assert status == 0, process.log[-4000:]
 
 
-#: a Python model whose ``initialize`` returns only once the server process is gone (its
-#: stub is then re-parented): a load that never ends while the server runs
-ENDLESS_INITIALIZE = """
-import os
-import time
-
-
-class TritonPythonModel:
-    def initialize(self, args):
-        server = os.getppid()
-        while os.getppid() == server:
-            time.sleep(0.05)
-
-    def execute(self, requests):
-        return []
-"""
-
-
 def test_a_load_that_never_ends_stops_neither_polling_nor_sigterm(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     write_add_sub(repo, "other", 8, 1)
@@ -84,7 +66,7 @@ def test_a_load_that_never_ends_stops_neither_polling_nor_sigterm(tmp_path: Path
     try:
         staging = tmp_path / "endless"
         atomic_write(staging / "config.pbtxt", CONFIG)
-        atomic_write(staging / "1" / "model.py", ENDLESS_INITIALIZE)
+        atomic_write(staging / "1" / "model.py", ENDLESS_MODEL)
         staging.rename(repo / "endless")
         process.wait_for_log(r"poll: added \['endless'\]", timeout_s=60)
         since = len(process.lines)

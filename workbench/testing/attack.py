@@ -25,7 +25,23 @@ class TritonPythonModel:
     def execute(self, requests):
         return []
 """
-#: the config of that model (one FP32 input and output)
+#: a Python model (``model.py``) whose ``initialize`` returns only once the server process is
+#: gone (its stub is then re-parented): a load that never ends while the server runs
+ENDLESS_MODEL = """
+import os
+import time
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        server = os.getppid()
+        while os.getppid() == server:
+            time.sleep(0.05)
+
+    def execute(self, requests):
+        return []
+"""
+#: the config of those models (one FP32 input and output)
 CONFIG = ('backend: "python"\ninput [{name: "IN" data_type: TYPE_FP32 dims: [1]}]\n'
           'output [{name: "OUT" data_type: TYPE_FP32 dims: [1]}]\n')
 
@@ -113,5 +129,5 @@ def remove_tree(root: Path) -> None:
     subprocess.run(["rm", "-rf", "--", str(root)], check=True)
 
 
-__all__ = ["CONFIG", "OPENED_AT_LOAD", "chunk", "load_body", "marker_model", "nested_folders", "plant_fifo",
-           "release_fifo", "remove_tree", "request_head", "write_victim"]
+__all__ = ["CONFIG", "ENDLESS_MODEL", "OPENED_AT_LOAD", "chunk", "load_body", "marker_model", "nested_folders",
+           "plant_fifo", "release_fifo", "remove_tree", "request_head", "write_victim"]
