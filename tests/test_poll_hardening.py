@@ -6,8 +6,6 @@ holds up the server's shutdown. Real snapshot code, real engine, real server pro
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import os
 import shutil
 import signal
@@ -17,47 +15,14 @@ from pathlib import Path
 import pytest
 
 from workbench import Server, ServerOptions
+from workbench.bounded_calls import BoundedCalls
 from workbench.engine.poller import RepositoryPoller
-from workbench.repository.bounded import BoundedCalls
 from workbench.repository.repository import ModelRepository
 from workbench.repository.snapshot import snapshot_repository
+from workbench.testing.attack import release_fifo
+from workbench.testing.log_records import watching
 from workbench.testing.process import ServerProcess
 from workbench.testing.reload import add_sub_config, atomic_write, write_add_sub
-
-
-def release(fifo: Path) -> None:
-    """Let a reader blocked on ``fifo`` go: open and close its writing end (EOF)."""
-    with contextlib.suppress(OSError):
-        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-
-
-class Records(logging.Handler):
-    """Log records of one logger, with an event per message fragment awaited."""
-
-    def __init__(self, fragment: str) -> None:
-        super().__init__(logging.DEBUG)
-        self.fragment = fragment
-        self.seen = threading.Event()
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-        if self.fragment in record.getMessage():
-            self.seen.set()
-
-
-@contextlib.contextmanager
-def watching(logger: str, fragment: str):
-    handler = Records(fragment)
-    target = logging.getLogger(logger)
-    target.addHandler(handler)
-    old = target.level
-    target.setLevel(logging.DEBUG)
-    try:
-        yield handler
-    finally:
-        target.removeHandler(handler)
-        target.setLevel(old)
 
 
 def test_snapshot_skips_a_fifo_with_a_warning_and_sees_other_changes(tmp_path: Path) -> None:
@@ -82,7 +47,7 @@ def test_snapshot_skips_a_fifo_with_a_warning_and_sees_other_changes(tmp_path: P
             assert done.wait(20), "the snapshot blocked on a FIFO"
         finally:
             for fifo in (folder / "notes.fifo", folder / "1" / "weights.fifo"):
-                release(fifo)
+                release_fifo(fifo)
     assert result["first"]["add_sub"].model_digest != result["second"]["add_sub"].model_digest
     assert any("notes.fifo" in m and "not a regular file" in m for m in records.messages)
     assert any("weights.fifo" in m for m in records.messages)
@@ -104,7 +69,7 @@ def test_every_bounded_call_returns_in_time(tmp_path: Path) -> None:
             calls.call("hung", read_fifo)
         assert calls.call("other", lambda: 42) == 42  # other calls are served meanwhile
     finally:
-        release(fifo)
+        release_fifo(fifo)
 
 
 async def test_a_stuck_poll_is_logged_and_does_not_hold_up_stop(tmp_path: Path) -> None:
@@ -127,7 +92,7 @@ async def test_a_stuck_poll_is_logged_and_does_not_hold_up_stop(tmp_path: Path) 
                 assert await asyncio.to_thread(records.seen.wait, 20), records.messages
                 await asyncio.wait_for(poller.stop(), 10)  # before: waited for the poll forever
     finally:
-        release(fifo)
+        release_fifo(fifo)
         fifo.unlink()
 
 
@@ -148,5 +113,5 @@ def test_a_poll_server_with_a_fifo_polls_on_and_stops_on_sigterm(tmp_path: Path)
     finally:
         status = process.stop(signal.SIGTERM, timeout_s=15)  # exit timeout 5 s, plus start-up slack
         for fifo in fifos:
-            release(fifo)
+            release_fifo(fifo)
     assert status == 0, process.log

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from workbench.flags import Flag, port
+from workbench.model_files import MAX_CONFIG_BYTES
 from workbench.restrictions import GRPC_KEY_PREFIX, Restriction, parse_restrictions
 
 #: the ``--metrics-config`` keys this server understands (tritonserver's names).
@@ -230,6 +231,13 @@ class ServerOptions(BaseSettings):
 
     model_load_thread_count: int = Field(default=4, ge=1)
     """Threads that load models in parallel (tritonserver ``--model-load-thread-count``)."""
+
+    model_config_max_size: Annotated[int, Flag(metavar="BYTES")] = Field(default=MAX_CONFIG_BYTES, gt=0)
+    """Largest model config file read from a model repository (``config.pbtxt``), and largest
+    config text the config editor validates or writes, bytes (default 1 MiB). A larger file
+    fails that model's load ("failed to read text proto from <path>: <n> bytes, more than
+    the <limit> bytes allowed"), before it is read. Not a tritonserver flag: Triton reads any
+    size, and parsing a config costs seconds per MiB here."""
 
     http_max_input_size: int = Field(default=64 * 1024 * 1024, gt=0)
     """Largest accepted HTTP request body, bytes (tritonserver ``--http-max-input-size``)."""

@@ -64,6 +64,7 @@ from workbench.errors import (
     WorkbenchError,
     request_prefix,
 )
+from workbench.model_files import read_model_bytes
 
 INSTALL_HINT = ("install it with `pip install 'workbench[dali]'` (the nvidia-dali-cuda120 wheel; "
                 "nvidia-dali-cuda130 for CUDA 13)")
@@ -316,7 +317,7 @@ def _load_pipeline(model: str, version_dir: Path, filename: str) -> tuple[bytes,
     """
     path, fallback = version_dir / filename, version_dir / "dali.py"
     if path.is_file() and path.suffix != ".py":
-        data = path.read_bytes()
+        data = read_model_bytes(path)
         try:
             return data, read_pipeline_def(data)
         except ValueError as exc:

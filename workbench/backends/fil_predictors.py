@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from workbench.errors import ModelLoadError
+from workbench.model_files import read_model_bytes
 
 #: model_type -> (the import, the pip package) it needs
 LIBRARIES = {
@@ -61,7 +62,7 @@ class XGBoostPredictor(TreePredictor):
 
     def __init__(self, xgb: Any, path: Path, nthread: int) -> None:
         self._booster = xgb.Booster()
-        self._booster.load_model(bytearray(path.read_bytes()))
+        self._booster.load_model(bytearray(read_model_bytes(path)))
         if nthread > 0:
             self._booster.set_param({"nthread": nthread})
         self._xgb, self._nthread = xgb, nthread

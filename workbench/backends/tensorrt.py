@@ -74,6 +74,7 @@ from workbench.config.tensorrt_profiles import check_profiles, choose_profile, i
 from workbench.datatypes import WIRE_TO_NUMPY
 from workbench.devices import gpu_count
 from workbench.errors import InternalError, InvalidArgument, ModelLoadError
+from workbench.model_files import read_model_bytes
 from workbench.statistics import MemoryUsage
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ class TensorRTInstance(ModelInstance):
         _log_ignored_options(config)
         self._device = CudaDevice(self._cuda, spec.device_id)
         self._device.activate()
-        data = path.read_bytes()
+        data = read_model_bytes(path)
         self._runtime = trt.Runtime(trt_logger(trt))
         self._engine = deserialize(trt, self._runtime, data, model=config.name, path=path,
                                    device_id=spec.device_id)

@@ -30,6 +30,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.config.versions import find_model_file
 from workbench.errors import InvalidModelConfig
+from workbench.model_files import read_text
 
 #: the hooks' messages are auto-complete's (its logger name, as before the table existed)
 logger = logging.getLogger("workbench.config.autocomplete")
@@ -174,8 +175,10 @@ def _dali_autocomplete(config: ModelConfig, model_dir: Path, _: AutocompleteOpti
     if model_file is not None and model_file.suffix != ".py":  # a .py is autoserialized at load
         from workbench.config.dali_autocomplete import autocomplete_from_dali
 
-        text_path = model_dir / "config.pbtxt"
-        text = text_path.read_text(errors="replace") if text_path.is_file() else None
+        try:
+            text: str | None = read_text(model_dir / "config.pbtxt")
+        except OSError:  # none (or unreadable: then the load reports it)
+            text = None
         autocomplete_from_dali(config, model_file, text)
 
 

@@ -27,6 +27,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from workbench.config.dali_pipeline import PipelineIO, read_pipeline_def
 from workbench.errors import InvalidModelConfig
+from workbench.model_files import read_model_bytes
 
 logger = logging.getLogger("workbench.config.autocomplete")
 
@@ -57,7 +58,7 @@ def autocomplete_from_dali(config: mc.ModelConfig, model_file: Path, config_text
             more outputs, another data type or rank); Triton's texts.
     """
     try:
-        pipeline = read_pipeline_def(model_file.read_bytes())
+        pipeline = read_pipeline_def(read_model_bytes(model_file))
     except (OSError, ValueError) as exc:  # the backend's load says why (or autoserializes)
         logger.warning("skipping model configuration auto-complete for '%s': '%s' is not a "
                        "serialized DALI pipeline (%s)", config.name, model_file.name, exc)

@@ -20,6 +20,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.errors import InvalidModelConfig
+from workbench.model_files import MAX_CONFIG_BYTES, read_file
 
 #: file name of a model's configuration inside its directory.
 CONFIG_FILENAME = "config.pbtxt"
@@ -90,29 +91,39 @@ def model_config_path(model_dir: Path, config_name: str | None = None) -> Path:
     return Path(model_dir) / CONFIG_FILENAME
 
 
-def read_model_config(model_dir: Path, config_name: str | None = None) -> ModelConfig | None:
+def read_model_config(model_dir: Path, config_name: str | None = None,
+                      max_bytes: int = MAX_CONFIG_BYTES) -> ModelConfig | None:
     """Read and parse a model's configuration file.
 
     Follows Triton: ``configs/<config_name>.pbtxt`` wins when it exists, else
     ``config.pbtxt``; a missing file is not an error here (auto-complete may
-    build the config from the model files).
+    build the config from the model files). The file is read as the poll's scan reads it
+    (:func:`workbench.model_files.read_file`: a regular file only, opened non-blocking,
+    bounded in time) and refused beyond ``max_bytes`` before it is read (beyond Triton,
+    which reads any size: a huge config costs minutes of parsing).
 
     Args:
         model_dir: the model's directory in the repository.
         config_name: the ``--model-config-name`` value, or None.
+        max_bytes: the largest file read (``--model-config-max-size``).
 
     Returns:
         The parsed config, or None when no config file exists.
 
     Raises:
-        InvalidModelConfig: when the file cannot be read or parsed.
+        InvalidModelConfig: when the file cannot be read ("failed to read text proto from
+            <path>: <why>": a FIFO, too large, no answer in time, not UTF-8) or parsed.
     """
     path = model_config_path(model_dir, config_name)
-    if not path.exists():
-        return None
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = read_file(path, max_bytes, "--model-config-max-size")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InvalidModelConfig(f"failed to read text proto from {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise InvalidModelConfig(f"failed to read text proto from {path}: {exc}") from None
     return parse_model_config(text, source=str(path))
 

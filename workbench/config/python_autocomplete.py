@@ -26,6 +26,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.config.model_config import model_config_to_json
 from workbench.errors import InvalidModelConfig
+from workbench.model_files import read_text
 
 #: the Python backend's stub program (run as a file: a process boundary, not an import)
 STUB_PROGRAM = Path(__file__).resolve().parents[1] / "backends" / "python" / "stub.py"
@@ -54,9 +55,9 @@ def autocomplete_from_python(config: ModelConfig, model_file: Path) -> None:
             pb.ModelConfig object.").
     """
     try:
-        source = model_file.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InvalidModelConfig(f"unable to read '{model_file}': {exc}") from None
+        source = read_text(model_file)
+    except OSError as exc:  # a FIFO, too large, no answer in time (workbench.model_files)
+        raise InvalidModelConfig(f"unable to read '{model_file}': {exc.strerror or exc}") from None
     if "auto_complete_config" not in source:
         return
     answer = _run_stub(config, model_file)

@@ -25,6 +25,7 @@ from google.protobuf import message as protobuf_message
 from tritonclient.grpc import model_config_pb2 as mc
 
 from workbench.errors import InvalidModelConfig, ModelLoadError
+from workbench.model_files import read_model_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ def read_signature(config: mc.ModelConfig, model_path: Path) -> Signature:
     pb_path = model_path / "saved_model.pb"
     saved = saved_model_pb2.SavedModel()
     try:
-        saved.ParseFromString(pb_path.read_bytes())
+        saved.ParseFromString(read_model_bytes(pb_path))
     except (OSError, protobuf_message.DecodeError) as exc:
         raise ModelLoadError(f"unable to load model '{name}': cannot read SavedModel "
                              f"'{pb_path}': {exc}") from None

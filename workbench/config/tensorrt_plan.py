@@ -26,6 +26,7 @@ from workbench.config.tensorrt_io import EngineTensor, ProfileRange, autocomplet
 from workbench.config.tensorrt_profiles import profile_indices
 from workbench.devices import gpu_count
 from workbench.errors import InvalidModelConfig, ModelLoadError
+from workbench.model_files import read_model_bytes
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +236,7 @@ def autocomplete_from_plan(config: mc.ModelConfig, plan_path: Path) -> None:
         return
     runtime = trt.Runtime(trt_logger(trt))
     try:
-        engine = deserialize(trt, runtime, plan_path.read_bytes(), model=config.name,
+        engine = deserialize(trt, runtime, read_model_bytes(plan_path), model=config.name,
                              path=plan_path, device_id=0)
     except ModelLoadError as exc:
         raise InvalidModelConfig(exc.message) from None

@@ -15,6 +15,7 @@ from pathlib import Path
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.errors import InvalidModelConfig
+from workbench.model_files import check_model_path
 
 logger = logging.getLogger(__name__)
 
@@ -87,10 +88,13 @@ def find_model_file(config: ModelConfig, model_dir: Path) -> Path | None:
 
     The newest version the version policy serves that holds the file (the one
     clients reach by default). None when the model has no version folder at all
-    (loading then fails with Triton's "no version is available").
+    (loading then fails with Triton's "no version is available"). The file must be a
+    regular file or a folder (:func:`workbench.model_files.check_model_path`): the callers
+    read it.
 
     Raises:
-        InvalidModelConfig: versions exist but none of them holds the file.
+        InvalidModelConfig: versions exist but none of them holds the file, or it is a FIFO,
+            socket or device, or does not answer in time.
     """
     versions = scan_version_dirs(model_dir, warn=False)
     if not versions:
@@ -98,8 +102,13 @@ def find_model_file(config: ModelConfig, model_dir: Path) -> Path | None:
     selected = select_versions(config, versions) or sorted(versions)
     for version in reversed(selected):
         path = versions[version] / str(config.default_model_filename)
-        if path.exists():
-            return path
+        try:
+            if check_model_path(path):
+                return path
+        except OSError as exc:  # a FIFO, socket or device: never handed to a reader
+            raise InvalidModelConfig(
+                f"autofill failed for model '{config.name}': cannot read '{path}': {exc.strerror or exc}"
+            ) from None
     raise InvalidModelConfig(
         f"autofill failed for model '{config.name}': unable to find "
         f"'{config.default_model_filename}' in any version directory of '{model_dir}'"

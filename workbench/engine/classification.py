@@ -18,6 +18,7 @@ import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.errors import InternalError, InvalidArgument, Unsupported
+from workbench.model_files import read_text
 
 #: wire datatypes Triton can classify (BOOL, FP16, BF16 and BYTES cannot)
 CLASSIFIABLE = frozenset({"UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32",
@@ -86,11 +87,16 @@ def classify(scores: np.ndarray, datatype: str, k: int, batched: bool,
 def read_labels(config: ModelConfig, model_dir: Path | None) -> dict[str, list[str]]:
     """Labels of every output with a ``label_filename`` (path relative to the model folder).
 
-    Lines are split as ``std::getline`` does (on ``\\n``; a final newline adds no label).
+    Lines are split as ``std::getline`` does (on ``\\n``; a final newline adds no label); the
+    first :data:`MAX_CLASSIFICATION_ELEMENTS` are kept (no class index reaches further). The
+    file is read as the poll's scan reads it (:func:`workbench.model_files.read_file`: a
+    regular file only, opened non-blocking, bounded in time), at most
+    :data:`~workbench.model_files.MAX_TEXT_FILE_BYTES` bytes (Triton reads any size).
 
     Raises:
         Unsupported: the path leaves the model folder (Triton's text).
-        InternalError: the file cannot be read ("failed to open text file for read ...").
+        InternalError: the file cannot be read ("failed to open text file for read <path>:
+            <why>": missing, a FIFO, too large, no answer in time).
     """
     labels: dict[str, list[str]] = {}
     for output in config.output:
@@ -101,9 +107,10 @@ def read_labels(config: ModelConfig, model_dir: Path | None) -> dict[str, list[s
             raise Unsupported(f"label file path '{model_dir / output.label_filename}' for output "
                               f"'{output.name}' in model '{config.name}' is outside model directory")
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = read_text(path)
         except OSError as exc:
-            raise InternalError(f"failed to open text file for read {path}: {exc.strerror}") from None
-        lines = text.split("\n")
-        labels[output.name] = lines[:-1] if lines and lines[-1] == "" else lines
+            raise InternalError(f"failed to open text file for read {path}: {exc.strerror or exc}") from None
+        lines = text.split("\n", MAX_CLASSIFICATION_ELEMENTS)[:MAX_CLASSIFICATION_ELEMENTS + 1]
+        lines = lines[:-1] if lines and lines[-1] == "" else lines
+        labels[output.name] = lines[:MAX_CLASSIFICATION_ELEMENTS]
     return labels

@@ -47,13 +47,12 @@ from workbench.errors import (
     Unsupported,
     WorkbenchError,
 )
+from workbench.model_files import read_file
 from workbench.options import ServerOptions
 from workbench.results import ConfigFile, ConfigWriteResult
 
 #: suffix of the previous config file kept by :meth:`ConfigFileService.write_model_config`
 BACKUP_SUFFIX = ".bak"
-#: the largest config text accepted for validation or writing, bytes
-MAX_CONFIG_BYTES = 1 << 20
 
 
 class ConfigFileService:
@@ -84,8 +83,11 @@ class ConfigFileService:
 
         Raises:
             ModelNotFound: ``name`` is not a model folder in the repositories.
+            InvalidModelConfig: the file cannot be read (a FIFO, larger than
+                ``--model-config-max-size``, no answer in time).
         """
-        return await asyncio.to_thread(lambda: _describe(name, *self._config_location(name)))
+        limit = self.options.model_config_max_size
+        return await asyncio.to_thread(lambda: _describe(name, *self._config_location(name), limit))
 
     async def validate_model_config_text(self, name: str, text: str) -> list[ConfigProblem]:
         """Every problem loading ``text`` as model ``name``'s config would hit ([] = none).
@@ -99,28 +101,17 @@ class ConfigFileService:
 
         Raises:
             ModelNotFound: ``name`` is not a model folder in the repositories.
-            InvalidArgument: ``text`` is larger than 1 MiB.
+            InvalidArgument: ``text`` is larger than ``--model-config-max-size`` (1 MiB).
         """
-        _check_size(text)
+        _check_size(text, self.options.model_config_max_size)
         path, _ = await asyncio.to_thread(self._config_location, name)
         return await self._problems(name, text, path)
 
     async def _problems(self, name: str, text: str, path: Path) -> list[ConfigProblem]:
-        """:meth:`validate_model_config_text` for the config file at ``path``."""
-        config, problems = parse_config_text(text)
-        if config is None:
-            return problems
-        try:
-            prepared = await asyncio.to_thread(_prepare, name, _model_dir(path), self.options, config)
-            if is_ensemble(prepared):
-                models = self._lifecycle.models
-                loaded = {m: models[m].config for m in composing_models(prepared)
-                          if m in models and models[m].config is not None}
-                if len(loaded) == len(composing_models(prepared)):
-                    check_ensemble_steps(prepared, loaded)
-        except WorkbenchError as exc:
-            return [semantic_problem(text, exc.message)]
-        return []
+        """:meth:`validate_model_config_text` for the config file at ``path``: parsed and
+        checked on a worker thread (a 1 MiB text takes seconds to parse: never on the loop)."""
+        loaded = {m: e.config for m, e in self._lifecycle.models.items() if e.config is not None}
+        return await asyncio.to_thread(_problems_of, name, text, _model_dir(path), self.options, loaded)
 
     async def write_model_config(self, name: str, text: str, *, reload: bool = True,
                                  expected_version: str | None = None) -> ConfigWriteResult:
@@ -151,9 +142,10 @@ class ConfigFileService:
                 since, or it is another model's); nothing is written.
             ModelNotFound: ``name`` is not a model folder in the repositories.
             Unsupported: the model comes from a remote repository.
-            InvalidArgument: ``text`` is larger than 1 MiB.
+            InvalidArgument: ``text`` is larger than ``--model-config-max-size`` (1 MiB).
         """
-        _check_size(text)
+        limit = self.options.model_config_max_size
+        _check_size(text, limit)
         path, reason = await asyncio.to_thread(self._config_location, name)
         problems = await self._problems(name, text, path)
         if problems:
@@ -162,7 +154,7 @@ class ConfigFileService:
         if reason:
             raise Unsupported(f"cannot write the config of '{name}': {reason}")
         async with self._writing:
-            await asyncio.to_thread(_check_version, name, path, expected_version)
+            await asyncio.to_thread(_check_version, name, path, expected_version, limit)
             backup = await asyncio.to_thread(_atomic_write, path, text)
             version = config_version(name, text.encode("utf-8"))
         result: ConfigWriteResult = {
@@ -190,15 +182,17 @@ class ConfigFileService:
             NotFound (ModelNotFound): no such model, or it has no backup to revert to.
             ConfigConflict: ``expected_version`` is not the file's version now.
             Unsupported: the model comes from a remote repository.
+            InvalidModelConfig: the file or its backup cannot be read (as
+                :meth:`model_config_file`).
         """
         path, reason = await asyncio.to_thread(self._config_location, name)
         if reason:
             raise Unsupported(f"cannot write the config of '{name}': {reason}")
-        backup = path.with_name(path.name + BACKUP_SUFFIX)
+        backup, limit = path.with_name(path.name + BACKUP_SUFFIX), self.options.model_config_max_size
         async with self._writing:
-            await asyncio.to_thread(_check_version, name, path, expected_version)
+            await asyncio.to_thread(_check_version, name, path, expected_version, limit)
             try:
-                data = await asyncio.to_thread(_restore, backup, path)
+                data = await asyncio.to_thread(_restore, backup, path, limit)
             except FileNotFoundError:
                 raise ModelNotFound(f"model '{name}' has no config backup to revert to") from None
         result: ConfigWriteResult = {
@@ -252,9 +246,26 @@ def _model_dir(config_path: Path) -> Path:
     return parent.parent if parent.name == "configs" else parent
 
 
-def _check_size(text: str) -> None:
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
-        raise InvalidArgument(f"model config text is larger than {MAX_CONFIG_BYTES} bytes")
+def _check_size(text: str, limit: int) -> None:
+    if len(text.encode("utf-8", "surrogatepass")) > limit:
+        raise InvalidArgument(f"model config text is larger than {limit} bytes")
+
+
+def _problems_of(name: str, text: str, model_dir: Path, options: ServerOptions,
+                 loaded: dict[str, ModelConfig]) -> list[ConfigProblem]:
+    """Blocking: the problems of ``text`` as model ``name``'s config (see
+    :meth:`ConfigFileService.validate_model_config_text`); ``loaded``: the configs of the
+    models loaded now, for an ensemble's steps."""
+    config, problems = parse_config_text(text)
+    if config is None:
+        return problems
+    try:
+        prepared = _prepare(name, model_dir, options, config)
+        if is_ensemble(prepared) and all(m in loaded for m in composing_models(prepared)):
+            check_ensemble_steps(prepared, {m: loaded[m] for m in composing_models(prepared)})
+    except WorkbenchError as exc:
+        return [semantic_problem(text, exc.message)]
+    return []
 
 
 def _prepare(name: str, model_dir: Path, options: ServerOptions, config: ModelConfig) -> ModelConfig:
@@ -272,18 +283,27 @@ def config_version(name: str, data: bytes | None) -> str:
     return f"{name}:{hashlib.sha256(data).hexdigest() if data is not None else 'none'}"
 
 
-def _read_bytes(path: Path) -> bytes | None:
-    """Blocking: the file's bytes, None when it is not a file."""
+def _read_bytes(path: Path, limit: int) -> bytes | None:
+    """Blocking: the config file's bytes as loading reads them (:mod:`workbench.model_files`:
+    a regular file only, opened non-blocking, bounded in time, at most ``limit`` bytes), None
+    when there is none.
+
+    Raises:
+        InvalidModelConfig: it cannot be read ("cannot read the model config '<path>': not a
+            regular file (a FIFO)", too large, no answer in time).
+    """
     try:
-        return path.read_bytes() if path.is_file() else None
+        return read_file(path, limit, "--model-config-max-size")
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise InvalidModelConfig(f"cannot read the model config '{path}': {exc.strerror or exc}") from None
 
 
-def _check_version(name: str, path: Path, expected: str | None) -> None:
+def _check_version(name: str, path: Path, expected: str | None, limit: int) -> None:
     """Blocking: raise :class:`ConfigConflict` unless ``expected`` (when given) is the
-    version of ``name``'s file at ``path`` now."""
-    if expected is None or expected == config_version(name, _read_bytes(path)):
+    version of ``name``'s file at ``path`` now (``limit``: as :func:`_read_bytes`)."""
+    if expected is None or expected == config_version(name, _read_bytes(path, limit)):
         return
     owner = expected.rpartition(":")[0]
     if owner != name:
@@ -296,9 +316,9 @@ def _check_version(name: str, path: Path, expected: str | None) -> None:
         "(the file is unchanged)")
 
 
-def _describe(name: str, path: Path, reason: str) -> ConfigFile:
+def _describe(name: str, path: Path, reason: str, limit: int) -> ConfigFile:
     """Blocking: what :meth:`ConfigFileService.model_config_file` returns."""
-    data = _read_bytes(path)
+    data = _read_bytes(path, limit)
     return {
         "name": name,
         "path": str(path),
@@ -312,13 +332,16 @@ def _describe(name: str, path: Path, reason: str) -> ConfigFile:
     }
 
 
-def _restore(backup: Path, path: Path) -> bytes:
+def _restore(backup: Path, path: Path, limit: int) -> bytes:
     """Blocking: move ``backup`` over ``path`` (atomic); the restored bytes.
 
     Raises:
         FileNotFoundError: there is no backup.
+        InvalidModelConfig: it cannot be read (as :func:`_read_bytes`).
     """
-    data = backup.read_bytes()
+    data = _read_bytes(backup, limit)
+    if data is None:
+        raise FileNotFoundError(backup)
     os.replace(backup, path)
     return data
 

@@ -23,15 +23,18 @@ from workbench.config.validate_ensemble import (
 )
 from workbench.engine.registry import ModelEntry
 from workbench.errors import InvalidModelConfig, WorkbenchError
+from workbench.model_files import MAX_CONFIG_BYTES
 
 
-def declared_dependencies(model_dir: Path | None, override: ModelConfig | None) -> list[str]:
+def declared_dependencies(model_dir: Path | None, override: ModelConfig | None,
+                          max_bytes: int = MAX_CONFIG_BYTES) -> list[str]:
     """The composing models a model's config file (or ``override``) names; [] for models
-    that are not ensembles or whose config cannot be read (their load reports that)."""
+    that are not ensembles or whose config cannot be read (their load reports that).
+    ``max_bytes``: the largest config file read (``--model-config-max-size``)."""
     config = override
     if config is None and model_dir is not None:
         try:
-            config = read_model_config(model_dir)
+            config = read_model_config(model_dir, max_bytes=max_bytes)
         except WorkbenchError:
             return []
     if config is None or not is_ensemble(config):

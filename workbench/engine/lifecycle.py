@@ -24,7 +24,6 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from workbench.engine.ensembles import (
 )
 from workbench.engine.entries import continued_metrics, entry_from_result
 from workbench.engine.instance_update import InstanceUpdate, ServingVersion
+from workbench.engine.load_threads import LoadThreads
 from workbench.engine.loader import LoadedVersion, LoadResult, load_model
 from workbench.engine.model import LoadedModel
 from workbench.engine.registry import ModelEntry, VersionState, drain_versions
@@ -104,9 +104,7 @@ class ModelLifecycle:
         self._repository: ModelRepository | None = None
         #: remote repositories (s3://, gs://, ...) and their local mirrors
         self._remotes: list[RemoteRepository] = []
-        self._load_executor = ThreadPoolExecutor(
-            options.model_load_thread_count, thread_name_prefix="model-load"
-        )
+        self._load_threads = LoadThreads(options.model_load_thread_count)
         self._stopping = False
         self._observers: list[SuccessObserver] = []
         size = options.response_cache_byte_size
@@ -244,16 +242,17 @@ class ModelLifecycle:
 
     async def stop(self) -> None:
         """Drain and unload every model: retiring versions stop waiting for their sequences,
-        background drains finish, then ensembles stop before the models they call; the
+        background drains finish, loads still running on the load threads end (also those
+        whose caller stopped waiting), then ensembles stop before the models they call; the
         load threads and override folders go. Idempotent."""
         self._stopping = True
         self._retiring.end()
         await self._retiring.finished()
         while self._drains:
             await self._drained(*self._drains)
+        await self._load_threads.finish()  # a load whose caller stopped waiting still runs
         for entries in stop_waves(dict(self._models), self._dependencies):
             await asyncio.gather(*(e.stop() for e in entries))
-        self._load_executor.shutdown(wait=False)
         await asyncio.to_thread(self._overrides.close)
 
     # ----------------------------------------------------------------- resolving requests
@@ -544,10 +543,7 @@ class ModelLifecycle:
         try:
             if override is None:
                 raise InvalidArgument("Load parameter 'config' must be specified for model file override")
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(
-                self._load_executor, self._overrides.create, name, override, files
-            )
+            return await self._load_threads.run(self._overrides.create, name, override, files)
         except (InvalidArgument, InternalError) as exc:
             raise _poll_failure(name, exc) from None
 
@@ -567,6 +563,7 @@ class ModelLifecycle:
         directories: dict[str, OverrideDirectory] | None = None,
         keep: dict[str, frozenset[int]] | None = None,
         sync_remotes: bool = False,
+        loaded: Callable[[str], object] | None = None,
     ) -> dict[str, ModelEntry]:
         """Load ``names`` and the composing models of the ensembles among them that are not
         READY yet, non-ensembles first, then each ensemble once the models it calls are
@@ -578,6 +575,9 @@ class ModelLifecycle:
         ``keep``: per model, versions whose files did not change (poll mode): those that are
         READY keep serving as they are instead of loading again. ``sync_remotes``: sync the
         composing models to load from the remote repositories first (explicit load).
+        ``loaded(model)``: called once that model's load is over (switched, or failed with its
+        reason as its state), while the others may still load: how a poll knows which changes
+        are applied (:mod:`workbench.engine.poller`).
 
         Raises:
             InvalidArgument: a model is in no repository (and has no override config).
@@ -591,11 +591,11 @@ class ModelLifecycle:
         self._dependencies.update(planned)
         entries: dict[str, ModelEntry] = {}
         for wave in load_waves(planned):
-            loaded = await asyncio.gather(
-                *(self._load(n, overrides.get(n), directories.get(n), keep.get(n, frozenset()))
+            done = await asyncio.gather(
+                *(self._load(n, overrides.get(n), directories.get(n), keep.get(n, frozenset()), loaded)
                   for n in wave)
             )
-            entries.update(zip(wave, loaded, strict=True))
+            entries.update(zip(wave, done, strict=True))
         await recheck_dependents(self, entries)
         return entries
 
@@ -620,7 +620,8 @@ class ModelLifecycle:
                 continue
             location = found.get(name)
             path = location.path if location is not None and not location.error else None
-            planned[name] = tuple(declared_dependencies(path, overrides.get(name)))
+            planned[name] = tuple(declared_dependencies(path, overrides.get(name),
+                                                        self.options.model_config_max_size))
             wanted = [m for m in planned[name] if m not in ready and m not in planned]
             if sync is not None and wanted:
                 for model in wanted:
@@ -635,13 +636,15 @@ class ModelLifecycle:
         override: ModelConfig | None,
         directory: OverrideDirectory | None = None,
         keep: frozenset[int] = frozenset(),
+        loaded: Callable[[str], object] | None = None,
     ) -> ModelEntry:
         """(Re)load ``name`` from its repository folder, or from ``directory`` (file
         overrides; the entry then owns it, and it is removed at once when nothing was
         loaded), beside what serves, then switch (:mod:`workbench.engine.switching`).
 
         The versions of ``keep`` that are READY now are not loaded again: they move to the
-        new entry as they are. Returns the new entry, also when the switch kept the old one.
+        new entry as they are. Returns the new entry, also when the switch kept the old one;
+        ``loaded(name)`` is called first.
         """
         try:
             entry = await self._load_entry(name, override, directory, keep)
@@ -651,6 +654,8 @@ class ModelLifecycle:
             raise
         if directory is not None and not entry.holds_instances():
             await asyncio.to_thread(entry.release_directory)
+        if loaded is not None:
+            loaded(name)
         return entry
 
     async def _load_entry(
@@ -725,8 +730,8 @@ class ModelLifecycle:
 
         resources = self._rate_limiter.resource_keys() if self._rate_limiter is not None else frozenset()
         try:
-            return await loop.run_in_executor(
-                self._load_executor, load_model, name, path, self.options, override,
+            return await self._load_threads.run(
+                load_model, name, path, self.options, override,
                 self._backend_context, keep, on_versions, serving, resources,
             )
         finally:

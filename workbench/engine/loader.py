@@ -13,15 +13,21 @@ loading; a backend can opt out with ``Backend.parallel_instance_loading``); one 
 makes the version UNAVAILABLE and the others are unloaded again.
 A serving version whose reload changes only its instances is updated in place instead
 (:mod:`workbench.engine.instance_update`): only the instances it lacks are created here.
+
+Every file read here is opened as the poll's scan opens it (:mod:`workbench.model_files`:
+regular files only, non-blocking, the small ones bounded in time and size), and a version
+folder holding anything but regular files and folders is refused before a backend gets it
+(:func:`check_files`): a FIFO never blocks a load thread, it fails that model with the reason.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -48,8 +54,9 @@ from workbench.engine.instance_update import (
     plan_instances,
 )
 from workbench.engine.warmup import WarmupSample, prepare_warmup, run_warmup
-from workbench.errors import WorkbenchError
+from workbench.errors import ModelLoadError, WorkbenchError
 from workbench.gpu_memory import gpu_memory_growth, read_gpu_memory
+from workbench.model_files import check_model_tree
 from workbench.options import ServerOptions
 from workbench.scheduling.rate_limiter import ResourceKey, check_resources, explicit_pools
 from workbench.statistics import MemoryUsage, host_rss_bytes, merge_memory, sum_memory
@@ -59,6 +66,9 @@ log = logging.getLogger(__name__)
 #: held while one instance loads and its memory is read: loads on other model-load threads
 #: wait, so they do not blur each other's numbers (the measurement section)
 _MEASURING = threading.Lock()
+#: seconds a load waits for another one's measurement before it goes on without it: a load
+#: that never ends (a framework blocked on a file) must not hold up every other model's
+MEASURING_WAIT_S = 10.0
 
 
 @dataclass(slots=True)
@@ -108,9 +118,12 @@ def prepare_config(
     """Read (or take the override), auto-complete, fill defaults and validate a model config.
 
     Raises:
-        InvalidModelConfig: the config cannot be parsed or fails validation.
+        InvalidModelConfig: the config cannot be read (a FIFO, larger than
+            ``options.model_config_max_size``, no answer in time), parsed, or fails validation.
     """
-    config = override if override is not None else read_model_config(model_dir) if model_dir else None
+    config = override
+    if config is None and model_dir is not None:
+        config = read_model_config(model_dir, max_bytes=options.model_config_max_size)
     config = autocomplete_model_config(
         config,
         name,
@@ -195,7 +208,11 @@ def load_model(
     config_ns = time.monotonic_ns() - start
     for version in to_load:
         version_start = time.monotonic_ns()
-        fingerprint = files_fingerprint(available[version]) if model_dir is not None else ""
+        try:
+            fingerprint = files_fingerprint(available[version]) if model_dir is not None else ""
+        except OSError as exc:  # a tree too deep or too large to walk: that version's failure
+            result.versions[version] = LoadedVersion(error=_version_error(name, version, exc))
+            continue
         current = (serving or {}).get(version)
         if can_update(current, fingerprint, result.config):
             assert current is not None
@@ -246,6 +263,7 @@ def _create_instances(
 ) -> LoadedVersion:
     loaded = LoadedVersion()
     try:
+        check_files(version_dir)
         backend = backend_for(config, context)
         import_frameworks(backend.framework_modules)
         loads = [partial(backend.load_instance, config, version_dir, spec) for spec in specs]
@@ -269,6 +287,28 @@ def _create_instances(
     return loaded
 
 
+def check_files(version_dir: Path) -> None:
+    """Refuse a version folder holding anything a backend's framework could block on (it
+    opens the files itself, blocking): every file below it must be a regular file
+    (:func:`workbench.model_files.check_model_tree`). Beyond Triton, which hands the folder over
+    as it is.
+
+    Raises:
+        ModelLoadError: "'<path>' is not a regular file (a FIFO)", the tree is too deep or
+            too large to walk, or a folder does not answer in time.
+    """
+    try:
+        check_model_tree(version_dir)
+    except OSError as exc:
+        raise ModelLoadError(str(exc)) from None
+
+
+def _version_error(name: str, version: int, exc: OSError) -> str:
+    message = f"failed to load '{name}' version {version}: {exc}"
+    log.error("%s", message)
+    return message
+
+
 def measure_load(
     load: Callable[[], ModelInstance], spec: InstanceSpec | None = None
 ) -> tuple[ModelInstance, list[MemoryUsage]]:
@@ -285,8 +325,9 @@ def measure_load(
     instance's own device is listed even at 0); the first instance on a device also carries
     the CUDA context (hundreds of MiB). Loads on other model-load threads wait while one is
     measured (a lock around the load and its readings), so they do not blur each other's
-    numbers; requests served meanwhile still can: the measured entries are marked
-    ``estimate``.
+    numbers, for at most :data:`MEASURING_WAIT_S` seconds (a load that never ends holds up no
+    other: past that they load beside it); requests served meanwhile still can blur them: the
+    measured entries are marked ``estimate``.
 
     :meth:`ModelInstance.reported_memory` entries replace the measured entry of the same
     (kind, device) (:func:`~workbench.statistics.merge_memory`): a backend that knows its
@@ -296,7 +337,7 @@ def measure_load(
     """
     kind, device_id = (spec.kind, spec.device_id) if spec is not None else ("KIND_CPU", 0)
     on_gpu = kind in ("KIND_GPU", "KIND_MODEL")
-    with _MEASURING:
+    with _measuring():
         gpu_before = read_gpu_memory() if on_gpu else {}
         before = host_rss_bytes()
         instance = load()
@@ -331,7 +372,7 @@ def measure_loads(
     created = [] if created is None else created
     kinds = {spec.kind for spec in specs}
     on_gpu = bool(kinds & {"KIND_GPU", "KIND_MODEL"})
-    with _MEASURING:
+    with _measuring():
         gpu_before = read_gpu_memory() if on_gpu else {}
         before = host_rss_bytes()
         results: list[ModelInstance | BaseException] = []
@@ -363,6 +404,21 @@ def measure_loads(
         for index, share in enumerate(shares):
             share.append(MemoryUsage(usage.kind, usage.id, part + (index < left), estimate=True))
     return created, [share + report for share, report in zip(shares, reports, strict=True)]
+
+
+@contextlib.contextmanager
+def _measuring() -> Iterator[None]:
+    """The measurement section: alone, unless another load held it longer than
+    :data:`MEASURING_WAIT_S` (then beside it, logged: the memory figures may blur)."""
+    alone = _MEASURING.acquire(timeout=MEASURING_WAIT_S)
+    if not alone:
+        log.warning("another model load has been measured for more than %.0fs; this load goes on "
+                    "beside it (the memory figures of both may blur)", MEASURING_WAIT_S)
+    try:
+        yield
+    finally:
+        if alone:
+            _MEASURING.release()
 
 
 def _attempt(load: Callable[[], ModelInstance]) -> ModelInstance | BaseException:

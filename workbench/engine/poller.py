@@ -33,10 +33,20 @@ request, so reloading a composing model keeps its ensembles serving; after each 
 ensembles that call a changed model are checked again (:mod:`workbench.engine.dependents`):
 one that no longer fits is UNAVAILABLE with the reason, and READY again once it fits.
 
+One model never stops the polling of the others: its snapshot becomes known once its own
+change is applied (``load_models``' ``loaded`` callback), and a periodic poll waits for the
+changes it found at most ``overrun_s`` seconds (logged as a warning); the next polls go on
+comparing and applying the other models, leaving the models still being applied for a poll
+after their apply ends. A model folder that cannot be scanned (a tree too deep or too large
+to walk: :mod:`workbench.model_files`) is that model's failure, not the scan's; what a load
+opens is opened as the scan opens it (regular files only, non-blocking, bounded in time), so
+a FIFO or a file that never answers fails that model's load with the reason instead of
+blocking it.
+
 A scan (the remote sync, then the snapshot) runs on a daemon thread of its own, never on the
 loop's default executor: a file system that stops answering can block it forever, and
 nothing may then wait for it at shutdown. Each file read and folder listing of a snapshot is
-bounded in time (:data:`~workbench.repository.snapshot.READ_TIMEOUT_S`: one that does not
+bounded in time (:data:`~workbench.model_files.READ_TIMEOUT_S`: one that does not
 answer counts as unreadable), a scan still running after ``overrun_s`` is logged as a
 warning (and its end, with how long it took), and :meth:`RepositoryPoller.stop` abandons a
 scan under way instead of waiting for it. At most one scan thread runs at a time.
@@ -54,10 +64,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
+from workbench.bounded_calls import BoundedCalls
 from workbench.engine.ensembles import stop_waves
-from workbench.repository.bounded import BoundedCalls
+from workbench.model_files import READ_TIMEOUT_S
 from workbench.repository.repository import ModelRepository
-from workbench.repository.snapshot import READ_TIMEOUT_S, ModelSnapshot, snapshot_repository
+from workbench.repository.snapshot import ModelSnapshot, snapshot_repository
 
 if TYPE_CHECKING:
     from workbench.engine.lifecycle import ModelLifecycle
@@ -88,6 +99,10 @@ class RepositoryChanges:
 
     def __bool__(self) -> bool:
         return bool(self.added or self.removed or self.reload or self.versions)
+
+    def models(self) -> set[str]:
+        """Every model these changes touch."""
+        return {*self.added, *self.removed, *self.reload, *self.versions}
 
 
 def diff_snapshots(
@@ -135,6 +150,10 @@ class RepositoryPoller:
         self.overrun_s = overrun_s if overrun_s is not None else max(interval_s, OVERRUN_S)
         self._calls = BoundedCalls(READ_TIMEOUT_S)
         self._known: dict[str, ModelSnapshot] = {}
+        #: models a change is being applied to (left out of the comparisons until it is done)
+        self._busy: set[str] = set()
+        #: the applies under way
+        self._applying: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()
         self._stopped = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -163,25 +182,40 @@ class RepositoryPoller:
             self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
-        """Stop polling. A poll applying changes finishes first; one still scanning the
-        repository is abandoned (its thread may be blocked on a file that never answers)."""
+        """Stop polling. Changes being applied finish first (the host's exit timeout bounds
+        the wait); a scan under way is abandoned (its thread may be blocked on a file that
+        never answers)."""
         self._stopped.set()
         if self._task is not None:
-            if self._scanning:
-                self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+            task, self._task = self._task, None
+            task.cancel()
+            await asyncio.wait({task})
+        if self._applying:
+            await asyncio.wait(set(self._applying))
 
     async def poll(self) -> RepositoryChanges:
-        """Scan now and apply the changes since the last poll; returns them. One poll at a
-        time (a call during a poll waits for it, then scans again).
+        """Scan now and apply the changes since the last poll; returns them once applied.
+        Changes an earlier poll is still applying are waited for first, so that everything on
+        disk when this is called is applied when it returns. One scan at a time.
 
         Errors of one model's load are that model's state (index reason), never raised.
         If applying fails otherwise (a model folder vanished half-way), the error is
-        logged and the next poll compares against the previous snapshot again, so
-        nothing is missed.
+        logged and the next poll compares that model against its previous snapshot again,
+        so nothing is missed.
+
+        Raises:
+            Exception: the scan failed (the repository folder is gone or unreadable).
         """
+        if self._applying:
+            await asyncio.wait(set(self._applying))
+        changes, applying = await self._poll_once()
+        if applying is not None:
+            await asyncio.shield(applying)
+        return changes
+
+    async def _poll_once(self) -> tuple[RepositoryChanges, asyncio.Task[None] | None]:
+        """Scan, and start applying what changed (the task returned); a model an earlier
+        poll is still applying is left out, for a poll after that apply."""
         async with self._lock:
             self.polls += 1
             try:
@@ -189,19 +223,18 @@ class RepositoryPoller:
             except Exception:
                 self._failures += 1
                 raise
-            changes = diff_snapshots(self._known, after)
+            busy = self._busy
+            changes = diff_snapshots({n: s for n, s in self._known.items() if n not in busy},
+                                     {n: s for n, s in after.items() if n not in busy})
             if not changes:
-                return changes
+                return changes, None
             log.info("poll: added %s, removed %s, reloaded %s, versions changed %s",
                      changes.added, changes.removed, changes.reload, sorted(changes.versions))
-            try:
-                await self._apply(changes)
-            except Exception:
-                self._failures += 1
-                log.exception("failed to apply model repository changes")
-                return changes
-            self._known = after
-            return changes
+            busy.update(changes.models())
+            applying = asyncio.ensure_future(self._apply(changes, after))
+            self._applying.add(applying)
+            applying.add_done_callback(self._applying.discard)
+            return changes, applying
 
     async def _scan(self, sync: bool) -> dict[str, ModelSnapshot]:
         """Sync (when asked and set up) and snapshot on the scan thread; log an overrun."""
@@ -232,14 +265,35 @@ class RepositoryPoller:
                 log.exception("failed to sync remote model repository")
         return snapshot_repository(self._repository, self._calls)
 
-    async def _apply(self, changes: RepositoryChanges) -> None:
+    async def _apply(self, changes: RepositoryChanges, after: dict[str, ModelSnapshot]) -> None:
+        """Apply ``changes`` (found in the snapshot ``after``): each model's snapshot is known
+        once its own change is applied. A failure is logged and counted; the models it left
+        unapplied are compared against their previous snapshot again at the next poll."""
         lifecycle = self._lifecycle
-        gone = {n: lifecycle.models[n] for n in changes.removed if n in lifecycle.models}
-        for wave in stop_waves(gone, lifecycle.dependencies):
-            await asyncio.gather(*(lifecycle.remove_model(entry.name) for entry in wave))
-        names = changes.added + changes.reload + list(changes.versions)
-        if names and not lifecycle.stopping:
-            await lifecycle.load_models(sorted(names), keep=changes.versions)
+        try:
+            for name in changes.removed:
+                if name not in lifecycle.models:
+                    self._known.pop(name, None)
+            gone = {n: lifecycle.models[n] for n in changes.removed if n in lifecycle.models}
+            for wave in stop_waves(gone, lifecycle.dependencies):
+                await asyncio.gather(*(self._remove(entry.name) for entry in wave))
+            names = changes.added + changes.reload + list(changes.versions)
+            if names and not lifecycle.stopping:
+                await lifecycle.load_models(sorted(names), keep=changes.versions,
+                                            loaded=partial(self._applied, after))
+        except Exception:
+            self._failures += 1
+            log.exception("failed to apply model repository changes")
+        finally:
+            self._busy.difference_update(changes.models())
+
+    async def _remove(self, name: str) -> None:
+        await self._lifecycle.remove_model(name)
+        self._known.pop(name, None)
+
+    def _applied(self, after: dict[str, ModelSnapshot], name: str) -> None:
+        if name in after:
+            self._known[name] = after[name]
 
     async def _run(self) -> None:
         while not self._stopped.is_set():
@@ -249,9 +303,21 @@ class RepositoryPoller:
             except TimeoutError:
                 pass
             try:
-                await self.poll()
+                changes, applying = await self._poll_once()
             except Exception:  # never let one bad poll end polling
                 log.exception("failed to poll model repository")
+                continue
+            if applying is not None:
+                await self._wait_applied(changes, applying)
+
+    async def _wait_applied(self, changes: RepositoryChanges, applying: asyncio.Task[None]) -> None:
+        """Wait for ``applying`` at most ``overrun_s`` seconds; past that, log it and go on
+        (the next polls leave the models it applies alone until it ends)."""
+        done, _ = await asyncio.wait({applying}, timeout=self.overrun_s)
+        if not done:
+            log.warning("poll: applying the changes of %s is still running after %.1fs (a load that "
+                        "does not finish?); polling goes on for the other models",
+                        sorted(changes.models()), self.overrun_s)
 
 
 def _on_daemon_thread(fn: Callable[[], T]) -> asyncio.Future[T]:

@@ -15,7 +15,10 @@ Follows Triton core (``backend_model_instance.cc``: ``GenerateWarmupData``,
   model folder, not the version folder: Triton's ``kWarmupDataFolder``); a longer file is
   cut to the tensor's size, a shorter one fails ("warmup setting expects 64 bytes, but the
   data provided from raw only has 10 bytes"); BYTES files hold 4-byte little-endian
-  length-prefixed elements, exactly as many as the dims give. Sequence batcher control
+  length-prefixed elements, exactly as many as the dims give (at most
+  :data:`~workbench.model_files.MAX_TEXT_FILE_BYTES` bytes). Files are read as the poll's
+  scan reads them (:mod:`workbench.model_files`: regular files only, opened non-blocking,
+  bounded in time; only the bytes the tensor takes). Sequence batcher control
   inputs (START, READY, ...) may be given too; they reach the backend as given.
 - Model inputs are shaped and reshaped as a client request would be
   (:func:`workbench.engine.validation.validate_request`); every model output is requested.
@@ -47,6 +50,7 @@ from workbench.datatypes import config_to_wire, numpy_dtype
 from workbench.engine.model_io import ModelIO
 from workbench.engine.validation import validate_request
 from workbench.errors import InvalidModelConfig, ModelLoadError, WorkbenchError
+from workbench.model_files import MAX_TEXT_FILE_BYTES, read_file, read_prefix
 from workbench.types import InferenceRequest, Tensor
 
 log = logging.getLogger(__name__)
@@ -162,14 +166,15 @@ def _file_data(
     if model_dir is None:
         raise InvalidModelConfig(f"input '{name}' reads '{file}' but the model has no folder")
     path = model_dir / WARMUP_FOLDER / file
-    try:
-        data = path.read_bytes()
+    count = int(np.prod(shape, dtype=np.int64))
+    need = count * dtype.itemsize
+    try:  # as the poll's scan reads files: a FIFO is never opened, a hung mount answers in time
+        data = read_file(path, MAX_TEXT_FILE_BYTES) if wire == "BYTES" else read_prefix(path, need)
     except OSError as exc:
         raise InvalidModelConfig(
             f"failed to read input_data_file '{WARMUP_FOLDER}/{file}' of input '{name}': "
             f"{exc.strerror or exc}"
         ) from None
-    count = int(np.prod(shape, dtype=np.int64))
     if wire == "BYTES":
         try:
             elements = decode_bytes(data)
@@ -181,7 +186,6 @@ def _file_data(
                 f"data provided from {file} has {elements.size}"
             )
         return elements.reshape(shape)
-    need = count * dtype.itemsize
     if len(data) < need:
         raise InvalidModelConfig(
             f"warmup setting expects {need} bytes, but the data provided from {file} only has "

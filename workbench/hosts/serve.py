@@ -65,17 +65,22 @@ async def serve(options: ServerOptions) -> int:
                 # RPCs on the gRPC connections still open are served until the gRPC stop
                 await asyncio.sleep(max(0.0, http.exit_started + GRPC_DRAIN_GRACE_S - time.monotonic()))
             drained = await drain_engine(server, options, http.exit_started)
-    return 0 if drained else 1
+            if not drained:  # a thread may never return (a native call, a mount that hangs):
+                exit_now(1)  # exit before asyncio's shutdown would wait for its threads
+    return 0
 
 
 def run(options: ServerOptions) -> int:
     """Blocking entry: configure logging, run :func:`serve` on uvloop when available.
 
     A failed run (status 1: a busy port, a model failing with ``--exit-on-error``, or a drain
-    cut short by ``--exit-timeout-secs``) ends the process here with ``os._exit`` once the
+    cut short by ``--exit-timeout-secs``) ends the process with ``os._exit`` once the
     logs are flushed: after an exit timeout, backend threads may still be inside a native
     library (ONNX Runtime, torch), and finalizing the interpreter under them aborts the process
-    ("terminate called without an active exception", SIGABRT) instead of exiting with 1.
+    ("terminate called without an active exception", SIGABRT) instead of exiting with 1. A
+    drain cut short exits from within :func:`serve` already: the event loop's shutdown would
+    otherwise wait for its worker threads, one of which may never return (a load stuck in a
+    framework's read of a hung mount), and SIGTERM would never stop the server.
     """
     configure_logging(options.log_verbose)
     try:
@@ -88,11 +93,17 @@ def run(options: ServerOptions) -> int:
     except KeyboardInterrupt:
         return 130
     if status != 0:
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
+        exit_now(status)
     return status
+
+
+def exit_now(status: int) -> None:
+    """End the process with ``status`` once the logs are flushed, without waiting for any
+    thread (``os._exit``; see :func:`run`)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 if __name__ == "__main__":

@@ -19,27 +19,32 @@ so that big model files are never read on every poll. Hidden names (``.foo``: ed
 files, ``.ipynb_checkpoints``, a temporary file about to be renamed into place) are
 ignored, as the repository scan ignores hidden model folders.
 
-Files that are not regular files (a FIFO, socket or device, even through a symlink) are
-never opened, and skipped with a warning (once per path): reading a FIFO blocks forever.
-Every file read and folder listing runs through :class:`~workbench.repository.bounded.BoundedCalls`
-(:data:`READ_TIMEOUT_S` each): one that does not answer (a hung mount) is digested as
-unreadable, with a warning, and the scan goes on with the other files.
+Files are read as loading reads them (:mod:`workbench.model_files`): files that are not
+regular files (a FIFO, socket or device, even through a symlink) are never opened, and
+skipped with a warning (once per path): reading a FIFO blocks forever. Every file read and
+folder listing runs through :class:`~workbench.bounded_calls.BoundedCalls`
+(:data:`~workbench.model_files.READ_TIMEOUT_S` each): one that does not answer (a hung mount)
+is digested as unreadable, with a warning, and the scan goes on with the other files. Folder
+trees are walked without recursion (:func:`~workbench.model_files.walk_tree`); a model folder
+nested deeper than :data:`~workbench.model_files.MAX_TREE_DEPTH` folders or holding more than
+:data:`~workbench.model_files.MAX_TREE_ENTRIES` entries in one tree, or that fails to scan
+for any other reason, gets that reason as its snapshot's ``error``: one model never fails
+the scan of the others.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import stat
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from workbench.bounded_calls import BoundedCalls
 from workbench.config.versions import scan_version_dirs
-from workbench.repository.bounded import BoundedCalls
+from workbench.model_files import NotRegularFile, calls_of_this_thread, read_head, walk_tree
 from workbench.repository.repository import ModelRepository
 
 log = logging.getLogger(__name__)
@@ -52,10 +57,6 @@ class _Digest(Protocol):
 
 #: files up to this many bytes are digested by content, larger ones by size and mtime
 CONTENT_HASH_LIMIT = 1 << 20
-#: seconds one file read (or folder listing) of a scan may take before it counts as unreadable
-READ_TIMEOUT_S = 10.0
-#: the bounded calls of scans that are given none
-_CALLS = BoundedCalls(READ_TIMEOUT_S)
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
@@ -82,22 +83,30 @@ def snapshot_repository(repository: ModelRepository,
     """Every model folder now in ``repository``, by name, with its digests.
 
     A folder that vanishes or cannot be read while it is scanned gets the digests of
-    what could be read (the next scan sees it settled). ``calls`` bounds each file read
-    and folder listing (default: a shared one with :data:`READ_TIMEOUT_S`).
+    what could be read (the next scan sees it settled); one that cannot be scanned at all (a
+    tree too deep or too large to walk) gets the reason as its ``error``. ``calls`` bounds each
+    file read and folder listing (default: the calling thread's,
+    :func:`~workbench.model_files.calls_of_this_thread`).
     """
-    calls = calls or _CALLS
     snapshots = {}
     for name, location in repository.scan().items():
         if location.error or location.path is None:
             snapshots[name] = ModelSnapshot(location.path, location.error or "unreadable")
             continue
-        snapshots[name] = snapshot_model(location.path, calls)
+        try:
+            snapshots[name] = snapshot_model(location.path, calls)
+        except Exception as exc:  # noqa: BLE001  # that model's state; the scan goes on with the others
+            log.warning("poll: cannot scan the model folder '%s': %s", location.path, exc)
+            snapshots[name] = ModelSnapshot(location.path, f"cannot scan the model folder: {exc}")
     return snapshots
 
 
 def snapshot_model(model_dir: Path, calls: BoundedCalls | None = None) -> ModelSnapshot:
-    """Digests of one model folder (see the module docstring)."""
-    calls = calls or _CALLS
+    """Digests of one model folder (see the module docstring).
+
+    Raises:
+        TreeTooLarge: a folder of it is nested too deep or holds too many entries.
+    """
     versions = scan_version_dirs(model_dir, warn=False)
     version_names = {path.name for path in versions.values()}
     model_hash = hashlib.blake2b(digest_size=16)
@@ -120,8 +129,11 @@ def version_fingerprint(model_dir: Path, version_dir: Path, calls: BoundedCalls 
     those of ``model_dir`` outside its version folders and ``config.pbtxt`` (labels,
     ``configs/``, warmup files), digested as a snapshot digests them. Equal before and after a
     reload: the version's files did not change (Triton's ``IsModelVersionModified``, which
-    compares the version folder's and the non-config files' modification times)."""
-    calls = calls or _CALLS
+    compares the version folder's and the non-config files' modification times).
+
+    Raises:
+        TreeTooLarge: as :func:`snapshot_model`.
+    """
     digest = hashlib.blake2b(digest_size=16)
     digest.update(_tree_digest(version_dir, calls).encode() + b"\0")
     version_names = {path.name for path in scan_version_dirs(model_dir, warn=False).values()}
@@ -135,52 +147,32 @@ def version_fingerprint(model_dir: Path, version_dir: Path, calls: BoundedCalls 
     return digest.hexdigest()
 
 
-def _tree_digest(root: Path, calls: BoundedCalls) -> str:
+def _tree_digest(root: Path, calls: BoundedCalls | None) -> str:
     digest = hashlib.blake2b(digest_size=16)
     _digest_tree(root, root, digest, calls)
     return digest.hexdigest()
 
 
-def _digest_tree(path: Path, base: Path, digest: _Digest, calls: BoundedCalls) -> None:
+def _digest_tree(path: Path, base: Path, digest: _Digest, calls: BoundedCalls | None) -> None:
     """Add ``path`` (a file, or a folder walked in sorted order) to ``digest``. Symlinks to
     folders below ``path`` are not followed (as ``os.walk`` does not)."""
     if not path.is_dir():
         _digest_file(path, base, digest, calls)
         return
-    digest.update(b"D" + str(path.relative_to(base)).encode() + b"\0")
+    for entry in walk_tree(path, calls):
+        if entry.kind != "folder":
+            _digest_file(entry.path, base, digest, calls)
+            continue
+        digest.update(b"D" + str(entry.path.relative_to(base)).encode() + b"\0")
+        if isinstance(entry.error, TimeoutError):
+            _warn_once(str(entry.path), f"poll: skipping the folder '{entry.path}': {entry.error} (hung mount?)")
+        if entry.error is not None:  # vanished, unreadable or hung while scanned
+            digest.update(b"?")
+
+
+def _digest_file(path: Path, base: Path, digest: _Digest, calls: BoundedCalls | None) -> None:
     try:
-        folders, files = calls.call(str(path), _list_folder, path)
-    except TimeoutError as exc:
-        _warn_once(str(path), f"poll: skipping the folder '{path}': {exc} (hung mount?)")
-        digest.update(b"?")
-        return
-    except OSError:  # vanished or unreadable while scanned
-        digest.update(b"?")
-        return
-    for name in files:
-        _digest_file(path / name, base, digest, calls)
-    for name in folders:
-        _digest_tree(path / name, base, digest, calls)
-
-
-def _list_folder(path: Path) -> tuple[list[str], list[str]]:
-    """(sub-folders, files) of ``path``, sorted; hidden names and symlinks to folders are
-    left out, "files" are all other entries (FIFOs too: :func:`_read_for_digest` sorts them)."""
-    folders, files = [], []
-    with os.scandir(path) as entries:
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                folders.append(entry.name)
-            elif not entry.is_dir():
-                files.append(entry.name)
-    return sorted(folders), sorted(files)
-
-
-def _digest_file(path: Path, base: Path, digest: _Digest, calls: BoundedCalls) -> None:
-    try:
-        content = calls.call(str(path), _read_for_digest, path)
+        content = (calls or calls_of_this_thread()).call(str(path), _read_for_digest, path)
     except TimeoutError as exc:
         _warn_once(str(path), f"poll: cannot read '{path}': {exc} (hung mount?); it counts as "
                    "unreadable until it answers")
@@ -197,28 +189,13 @@ def _digest_file(path: Path, base: Path, digest: _Digest, calls: BoundedCalls) -
 
 def _read_for_digest(path: Path) -> bytes | None:
     """What a file adds to a digest: its content up to :data:`CONTENT_HASH_LIMIT` bytes, else
-    its size and mtime; None for anything but a regular file (never opened: a FIFO blocks).
-    Opened non-blocking and checked again on the descriptor, so a file swapped for a FIFO
-    between the two looks cannot block either."""
-    found = path.stat()
-    if not stat.S_ISREG(found.st_mode):
-        return None
-    if found.st_size > CONTENT_HASH_LIMIT:
-        return f"{found.st_size}:{found.st_mtime_ns}".encode()
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    its size and mtime; None for anything but a regular file (never opened: a FIFO blocks;
+    :func:`~workbench.model_files.read_head`)."""
     try:
-        opened = os.fstat(fd)
-        if not stat.S_ISREG(opened.st_mode):
-            return None
-        chunks, size = [], 0
-        while size <= CONTENT_HASH_LIMIT and (chunk := os.read(fd, CONTENT_HASH_LIMIT + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > CONTENT_HASH_LIMIT:  # grew since the stat
-            return f"{opened.st_size}:{opened.st_mtime_ns}".encode()
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        head = read_head(path, CONTENT_HASH_LIMIT)
+    except NotRegularFile:
+        return None
+    return head.data if head.complete else f"{head.size}:{head.mtime_ns}".encode()
 
 
 def _warn_once(path: str, message: str) -> None:
@@ -229,5 +206,5 @@ def _warn_once(path: str, message: str) -> None:
     log.warning("%s", message)
 
 
-__all__ = ["CONTENT_HASH_LIMIT", "READ_TIMEOUT_S", "ModelSnapshot", "snapshot_model", "snapshot_repository",
+__all__ = ["CONTENT_HASH_LIMIT", "ModelSnapshot", "snapshot_model", "snapshot_repository",
            "version_fingerprint"]

@@ -173,17 +173,20 @@ class ServerProcess(_HostProcess):
         timeout_s: seconds to wait for the "Started HTTPService" line.
         new_session: start the server in its own session and process group (its process id
             is the group id), so a test can signal the group as a shell or ``make`` does.
+        env: the process's environment (default: this one's), e.g. another ``PYTHONPATH``
+            to run other code.
 
     Raises:
         RuntimeError: the process exited or did not start in time (its log is in the message).
     """
 
-    def __init__(self, args: Sequence[str], timeout_s: float = 120.0, new_session: bool = False) -> None:
+    def __init__(self, args: Sequence[str], timeout_s: float = 120.0, new_session: bool = False,
+                 env: Mapping[str, str] | None = None) -> None:
         command = [sys.executable, "-m", "workbench.hosts.cli", "serve", *args]
         for flag in ("--http-port", "--metrics-port", "--grpc-port"):
             if not any(a.startswith(flag) for a in args):
                 command.append(f"{flag}=0")
-        super().__init__(command, timeout_s, new_session)
+        super().__init__(command, timeout_s, new_session, env)
 
     def _ready(self, line: str) -> bool:
         return _STARTED.search(line) is not None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -51,7 +52,8 @@ class _Worker:
 class BoundedCalls:
     """Runs blocking calls on a daemon worker thread, each bounded to ``timeout_s`` seconds.
 
-    Thread-safe; calls run one at a time, in the order they are made.
+    Thread-safe; calls run one at a time, in the order they are made. The worker ends once
+    this object is gone (its calls done).
 
     Args:
         timeout_s: seconds a caller waits for one call.
@@ -81,6 +83,7 @@ class BoundedCalls:
                 del self._stuck[key]
             if self._worker is None:
                 self._worker = _Worker()
+                weakref.finalize(self, self._worker.jobs.put, None)  # no caller left: it ends
             worker = self._worker
             worker.jobs.put(job)
         if not job.done.wait(self.timeout_s):
