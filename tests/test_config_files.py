@@ -101,7 +101,7 @@ async def test_write_is_validated_backed_up_and_hot_reloaded(explicit) -> None:
     assert result == {"name": "add_sub", "path": str(folder / "config.pbtxt"),
                       "backup": str(folder / "config.pbtxt.bak"), "restored_from": None,
                       "version": config_version("add_sub", edited.encode()), "reloaded": True,
-                      "reason": ""}
+                      "reason": "", "kept": True, "dependents": []}
     assert (folder / "config.pbtxt").read_text() == edited
     assert (folder / "config.pbtxt.bak").read_text() == before
     assert [p.name for p in folder.iterdir() if p.name.startswith(".")] == []
@@ -173,13 +173,61 @@ async def test_a_text_read_from_another_model_is_refused(tmp_path: Path) -> None
 
 
 async def test_a_write_that_fails_to_load_keeps_the_old_version_serving(explicit) -> None:
+    """... and the file that served is put back: the new text left on disk would stop the next
+    start under --exit-on-error (it did stay; new-user trial of issue 30)."""
     server, folder = explicit
-    text = (folder / "config.pbtxt").read_text().replace("max_batch_size: 8", "max_batch_size: 4")
+    original = (folder / "config.pbtxt").read_text()
+    text = original.replace("max_batch_size: 8", "max_batch_size: 4")
     (folder / "1" / "model.onnx").write_bytes(b"not an onnx model")  # the file, not the config
     result = await server.config_files.write_model_config("add_sub", text)
     assert result["reloaded"] is False and "add_sub" in result["reason"]
+    assert result["kept"] is False and result["reason"].endswith(f"not kept: {folder / 'config.pbtxt'} holds "
+                                                                 "the file that served before again")
+    assert (folder / "config.pbtxt").read_text() == original
+    assert not (folder / "config.pbtxt.bak").exists() and result["backup"] is None  # none before
+    assert result["version"] == config_version("add_sub", original.encode())
     assert (await server.model_config("add_sub")).max_batch_size == 8
     await server.infer(add_sub_request())
+
+
+async def test_a_write_that_fails_to_load_is_taken_back_with_its_backup(explicit) -> None:
+    """A config that validates but does not load (KIND_GPU without a GPU in the new-user trial;
+    here an ONNX Runtime thread count that is no integer): the file and its backup are as
+    before the write, so Revert still reaches the original."""
+    server, folder = explicit
+    path, backup = folder / "config.pbtxt", folder / "config.pbtxt.bak"
+    original = path.read_text()
+    first = await server.config_files.write_model_config(
+        "add_sub", original.replace("max_batch_size: 8", "max_batch_size: 4"))
+    served = path.read_text()
+    bad = served + 'parameters { key: "intra_op_thread_count" value { string_value: "abc" } }\n'
+    assert await server.config_files.validate_model_config_text("add_sub", bad) == []
+    result = await server.config_files.write_model_config("add_sub", bad, expected_version=first["version"])
+    assert result["kept"] is False and "failed to convert 'intra_op_thread_count'" in result["reason"]
+    assert path.read_text() == served and backup.read_text() == original
+    assert result["version"] == first["version"] and result["backup"] == str(backup)
+    assert (await server.model_config("add_sub")).max_batch_size == 4
+    await server.infer(add_sub_request())
+    reverted = await server.config_files.revert_model_config("add_sub", expected_version=result["version"])
+    assert reverted["reloaded"] and path.read_text() == original
+
+
+async def test_a_write_names_the_ensembles_it_leaves_unavailable(tmp_path: Path) -> None:
+    """identity16's max_batch_size below its ensembles' takes them out of service: the write's
+    result says which and why (the Apply banner said only "reloaded"; new-user trial)."""
+    build_ensemble_repository(tmp_path)
+    async with Server(ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit",
+                                    load_model=["*"])) as server:
+        text = (tmp_path / "identity16" / "config.pbtxt").read_text()
+        result = await server.config_files.write_model_config(
+            "identity16", text.replace("max_batch_size: 8", "max_batch_size: 2"))
+        assert result["reloaded"] and result["kept"]
+        named = [line.split("'")[1] for line in result["dependents"]]
+        assert "ens_chain" in named and "ens_diamond" in named
+        chain = next(line for line in result["dependents"] if "'ens_chain'" in line)
+        assert chain.startswith("ensemble 'ens_chain' is unavailable: ") and "identity16" in chain
+        again = await server.config_files.write_model_config("identity16", text)
+        assert again["dependents"] == []
 
 
 async def test_write_without_reload_and_in_none_mode(tmp_path: Path) -> None:
@@ -202,6 +250,26 @@ async def test_write_in_poll_mode_applies_through_a_poll(tmp_path: Path) -> None
         result = await server.config_files.write_model_config("add_sub", add_sub_config("add_sub", 2, 1))
         assert result["reloaded"] is True
         assert (await server.model_config("add_sub")).max_batch_size == 2
+
+
+async def test_a_write_that_fails_to_load_in_poll_mode_is_taken_back(tmp_path: Path) -> None:
+    """In poll mode a failed reload was answered "reloaded" (the old versions kept serving,
+    with the failure as their reason), and the text stayed in the file."""
+    folder = write_add_sub(tmp_path)
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="poll",
+                            repository_poll_secs=0)
+    async with Server(options) as server:
+        original = (folder / "config.pbtxt").read_text()
+        bad = (original.replace("max_batch_size: 8", "max_batch_size: 4")
+               + 'parameters { key: "intra_op_thread_count" value { string_value: "abc" } }\n')
+        result = await server.config_files.write_model_config("add_sub", bad)
+        assert result["reloaded"] is False and result["kept"] is False
+        assert result["reason"].startswith("load failed for model 'add_sub': ")
+        assert "failed to convert 'intra_op_thread_count'" in result["reason"]
+        assert (folder / "config.pbtxt").read_text() == original
+        await server.poll_repository()
+        assert (await server.model_config("add_sub")).max_batch_size == 8
+        await server.infer(add_sub_request())
 
 
 async def test_revert_without_backup(explicit) -> None:

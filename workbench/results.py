@@ -239,6 +239,12 @@ class ConfigWriteResult(TypedDict):
     """True when the model serves the new config."""
     reason: str
     """Why it was not reloaded ("" when it was)."""
+    kept: bool
+    """False when the reload of a written text failed and the file that served before was put
+    back (with its backup); True otherwise."""
+    dependents: list[str]
+    """Each ensemble calling the model that cannot serve now, with why
+    (``"ensemble 'e' is unavailable: ..."``); [] when none."""
 
 
 __all__ = [

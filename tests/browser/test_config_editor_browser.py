@@ -11,7 +11,9 @@ notebook dashboard (a kernel's engine, in JupyterLab). Each check reads what the
 * a stale write refused: Apply of a text read before another tab applied (or the file was
   written on disk) is refused and the file keeps the other change (it was written over);
 * revert once: Revert restores the backup once, says which file came from which, and is
-  disabled after (it was a toggle: a second click re-applied the edit).
+  disabled after (it was a toggle: a second click re-applied the edit);
+* an Apply whose reload fails leaves the file as it served (the new text stayed in the file,
+  where it would stop the next start) and keeps the text in the editor (new-user trial).
 
 Issue 30; the engine's side is in tests/test_config_files.py, the view's in
 tests/ui/test_ui_config_editor.py.
@@ -200,6 +202,26 @@ def revert_restores_the_backup_once(page, scope, models: Path) -> None:
     assert path.read_text() == original and not path.with_name("config.pbtxt.bak").exists()
 
 
+def a_failed_reload_leaves_the_file(page, scope, models: Path) -> None:
+    """The model's file was replaced by a broken export: an Apply reloads and fails."""
+    from playwright.sync_api import expect
+
+    path, model_file = models / "add_sub" / "config.pbtxt", models / "add_sub" / "1" / "model.onnx"
+    original, onnx = path.read_text(), model_file.read_bytes()
+    model_file.write_bytes(b"not an onnx model")
+    try:
+        edit_batch_size(page, scope, 8, 4)
+        mine = editor_text(scope)
+        apply(scope)
+        banner(scope, f"{path} is unchanged: the reload failed, so the file that served before was put back")
+        assert path.read_text() == original and not path.with_name("config.pbtxt.bak").exists()
+        assert editor_text(scope) == mine  # the text stays, as edits against the file
+        scope.get_by_text("+max_batch_size: 4").first.wait_for(timeout=WAIT_MS)
+        expect(scope.get_by_role("button", name="Revert to backup")).to_be_disabled()
+    finally:
+        model_file.write_bytes(onnx)
+
+
 # ----------------------------------------------------------------- the Jupyter-hosted dashboard
 @pytest.fixture
 def hosted(browser, dashboard, models: Path, sample_repository: Path) -> Iterator[Any]:
@@ -241,6 +263,10 @@ def test_apply_after_another_tab_applied_is_refused_in_the_jupyter_dashboard(
 
 def test_revert_once_in_the_jupyter_dashboard(hosted, models: Path) -> None:
     revert_restores_the_backup_once(hosted, hosted, models)
+
+
+def test_a_failed_reload_leaves_the_file_in_the_jupyter_dashboard(hosted, models: Path) -> None:
+    a_failed_reload_leaves_the_file(hosted, hosted, models)
 
 
 # ----------------------------------------------------------------- the inline notebook dashboard
@@ -305,3 +331,7 @@ def test_apply_after_the_file_changed_on_disk_is_refused_in_the_inline_dashboard
 
 def test_revert_once_in_the_inline_dashboard(inline, models: Path) -> None:
     revert_restores_the_backup_once(inline[0], inline[1], models)
+
+
+def test_a_failed_reload_leaves_the_file_in_the_inline_dashboard(inline, models: Path) -> None:
+    a_failed_reload_leaves_the_file(inline[0], inline[1], models)

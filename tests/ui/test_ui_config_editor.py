@@ -186,6 +186,53 @@ async def test_apply_of_a_stale_text_is_refused_and_the_edits_can_be_kept_on_the
     assert path.read_text() == mine and view.status.object.endswith("; reloaded")
 
 
+async def test_an_apply_whose_reload_fails_leaves_the_file_and_keeps_the_edits(
+        server: Server, store: EngineStore, repository: Path) -> None:
+    """A text that validates but does not load stayed in the file, and the tab took it as the
+    file's text (new-user trial of issue 30): the file that served is back, the banner says
+    so, and the text stays in the editor as edits against that file."""
+    path = repository / "add_sub" / "config.pbtxt"
+    original = path.read_text()
+    view = await opened(store)
+    mine = original + 'parameters { key: "intra_op_thread_count" value { string_value: "abc" } }\n'
+    view.editor.value = mine
+    await store.settle()
+    assert view.problems == [] and not view.apply_button.disabled
+    view.apply_button.clicks += 1
+    await store.settle()
+    assert path.read_text() == original and not path.with_name("config.pbtxt.bak").exists()
+    assert view.status.alert_type == "danger"
+    assert view.status.object.startswith(f"{path} is unchanged: the reload failed, so the file that "
+                                         "served before was put back (your text stays in the editor)")
+    assert view.editor.value == mine and view.has_edits() and view.disk_text == original
+    assert '+parameters { key: "intra_op_thread_count"' in view.diff.object
+    assert view.revert_button.disabled  # nothing to revert: the file is as it was
+
+
+async def test_an_apply_that_takes_ensembles_out_of_service_says_which(
+        server: Server, store: EngineStore, repository: Path) -> None:
+    """The banner said only "reloaded" while an ensemble calling the model became UNAVAILABLE
+    (new-user trial: digits_mlp's max_batch_size below digits_jpeg's)."""
+    chain = ('name: "chain"\nplatform: "ensemble"\nmax_batch_size: 8\n'
+             'input [ { name: "A" data_type: TYPE_FP32 dims: [ 16 ] }, '
+             '{ name: "B" data_type: TYPE_FP32 dims: [ 16 ] } ]\n'
+             'output [ { name: "S" data_type: TYPE_FP32 dims: [ 16 ] } ]\n'
+             'ensemble_scheduling { step [ { model_name: "add_sub" model_version: -1 '
+             'input_map { key: "INPUT0" value: "A" } input_map { key: "INPUT1" value: "B" } '
+             'output_map { key: "OUTPUT0" value: "S" } } ] }\n')
+    (repository / "chain" / "1").mkdir(parents=True)
+    (repository / "chain" / "config.pbtxt").write_text(chain)
+    await server.load_model("chain")
+    view = await opened(store)
+    view.editor.value = view.disk_text.replace("max_batch_size: 8", "max_batch_size: 4")
+    await store.settle()
+    view.apply_button.clicks += 1
+    await store.settle()
+    assert view.status.alert_type == "warning"
+    assert "; reloaded; but ensemble 'chain' is unavailable: " in view.status.object
+    assert "add_sub which only allows maximum batch size to be 4" in view.status.object
+
+
 async def test_knobs_that_do_not_apply_are_disabled_with_the_reason(
         with_accumulator: Path, store: EngineStore) -> None:
     """The queue-delay knob of the sequence-batched accumulator inserted `dynamic_batching {}`

@@ -9,6 +9,13 @@ normalize, validate; warmup samples; an ensemble's steps against the composing m
 now), so a text that validates here fails to load only for reasons outside the config (a
 broken model file, a missing device).
 
+A write whose reload fails is taken back (beyond a plain file write: Triton has no config-write
+API, and a file it cannot load would stop the next start under ``--exit-on-error``): the file
+that served before is put back, with the backup it had, and the result says so (``kept``
+False); the failed load's reason stays on the model, whose last good versions keep serving.
+After every write or revert, the result lists the ensembles that call the model and cannot
+serve now (``dependents``: a ``max_batch_size`` below an ensemble's, a renamed output, ...).
+
 Stale and foreign writes: every file read is stamped with a version
 (:func:`config_version`: the model's name and the sha256 of the file's bytes); a write or
 revert given the ``expected_version`` its text was based on is refused with
@@ -36,6 +43,7 @@ from workbench.config.model_config import model_config_path
 from workbench.config.normalize import is_ensemble
 from workbench.config.problems import ConfigProblem, parse_config_text, semantic_problem
 from workbench.config.validate_ensemble import check_ensemble_steps, composing_models
+from workbench.engine.dependents import dependents
 from workbench.engine.lifecycle import ModelLifecycle
 from workbench.engine.loader import prepare_config
 from workbench.engine.warmup import prepare_warmup
@@ -129,11 +137,14 @@ class ConfigFileService:
                 (:meth:`model_config_file`); None: no check (a new text).
 
         Returns:
-            ``{"name", "path", "backup", "restored_from", "version", "reloaded", "reason"}``:
-            ``backup`` is the backup's path or None (no previous file); ``restored_from`` is
-            None; ``version`` is the written file's; ``reloaded`` is True when the model
-            serves the new config; otherwise ``reason`` says why (mode ``none``, or the load
-            error: the previous versions keep serving then, and the file stays written).
+            ``{"name", "path", "backup", "restored_from", "version", "reloaded", "reason",
+            "kept", "dependents"}``: ``backup`` is the backup's path or None (no previous
+            file); ``restored_from`` is None; ``version`` is the file's now; ``reloaded`` is
+            True when the model serves the new config; otherwise ``reason`` says why (mode
+            ``none``: the file stays written; or the load error: the previous versions keep
+            serving, and the file that served before is put back with its backup, ``kept``
+            False, unless the file changed again meanwhile); ``dependents``: each ensemble
+            calling the model that cannot serve now, with why.
 
         Raises:
             InvalidModelConfig: ``text`` has problems (each on its own line of the message,
@@ -155,12 +166,17 @@ class ConfigFileService:
             raise Unsupported(f"cannot write the config of '{name}': {reason}")
         async with self._writing:
             await asyncio.to_thread(_check_version, name, path, expected_version, limit)
+            before = await asyncio.to_thread(_Before.read, path, limit)
             backup = await asyncio.to_thread(_atomic_write, path, text)
             version = config_version(name, text.encode("utf-8"))
         result: ConfigWriteResult = {
             "name": name, "path": str(path), "backup": str(backup) if backup else None,
-            "restored_from": None, "version": version, "reloaded": False, "reason": ""}
-        return await self._apply(name, reload, result)
+            "restored_from": None, "version": version, "reloaded": False, "reason": "",
+            "kept": True, "dependents": []}
+        result = await self._apply(name, reload, result)
+        if reload and not result["reloaded"] and self.options.model_control_mode != "none":
+            await self._take_back(name, path, before, result)
+        return result
 
     async def revert_model_config(self, name: str, *, reload: bool = True,
                                   expected_version: str | None = None) -> ConfigWriteResult:
@@ -197,7 +213,8 @@ class ConfigFileService:
                 raise ModelNotFound(f"model '{name}' has no config backup to revert to") from None
         result: ConfigWriteResult = {
             "name": name, "path": str(path), "backup": None, "restored_from": str(backup),
-            "version": config_version(name, data), "reloaded": False, "reason": ""}
+            "version": config_version(name, data), "reloaded": False, "reason": "",
+            "kept": True, "dependents": []}
         return await self._apply(name, reload, result)
 
     # ----------------------------------------------------------------- internals
@@ -222,8 +239,39 @@ class ConfigFileService:
         entry = self._lifecycle.entry(name)
         if entry is not None and entry.failed():
             result["reason"] = entry.failure_reason()
+        elif entry is not None and entry.load_error:  # a failed reload: the old versions serve
+            result["reason"] = f"load failed for model '{name}': {entry.load_error}"
         result["reloaded"] = not result["reason"]
+        result["dependents"] = self._unavailable_dependents(name)
         return result
+
+    async def _take_back(self, name: str, path: Path, before: _Before,
+                         result: ConfigWriteResult) -> None:
+        """The reload of the text just written failed: put the file that served before back,
+        with its backup, unless the file changed again since; ``result`` says which."""
+        limit = self.options.model_config_max_size
+        async with self._writing:
+            try:
+                await asyncio.to_thread(_check_version, name, path, result["version"], limit)
+            except ConfigConflict:
+                result["reason"] = f"{_clause(result['reason'])}; {path} changed again since, and was left as it is"
+                return
+            await asyncio.to_thread(before.restore, path)
+        backup = path.with_name(path.name + BACKUP_SUFFIX)
+        result["kept"], result["version"] = False, config_version(name, before.file)
+        result["backup"] = str(backup) if before.backup is not None else None
+        put_back = "the file that served before" if before.file is not None else "no file (as before)"
+        result["reason"] = f"{_clause(result['reason'])}; not kept: {path} holds {put_back} again"
+
+    def _unavailable_dependents(self, name: str) -> list[str]:
+        """Each ensemble calling ``name`` (directly or through others) that its composing
+        models, as loaded now, keep from serving: ``"ensemble 'e' is unavailable: <why>"``."""
+        found = []
+        for caller in sorted(dependents([name], self._lifecycle.dependencies)):
+            entry = self._lifecycle.entry(caller)
+            if entry is not None and entry.blocked_versions is not None:
+                found.append(f"ensemble '{caller}' is unavailable: {entry.failure_reason()}")
+        return found
 
     def _config_location(self, name: str) -> tuple[Path, str]:
         """Blocking: the config file loading reads for ``name``, and why it may not be
@@ -238,6 +286,11 @@ class ConfigFileService:
                 return path, (f"it is mirrored from the remote repository '{remote.url}'; "
                               "edit it there")
         return path, ""
+
+
+def _clause(reason: str) -> str:
+    """``reason`` without its closing ``;`` (Triton's load errors end with one)."""
+    return reason.rstrip("; ")
 
 
 def _model_dir(config_path: Path) -> Path:
@@ -352,16 +405,43 @@ def _atomic_write(path: Path, text: str) -> Path | None:
     backup = path.with_name(path.name + BACKUP_SUFFIX) if path.exists() else None
     if backup is not None:
         shutil.copy2(path, backup)
+    _replace_with(path, text.encode("utf-8"))
+    return backup
+
+
+def _replace_with(path: Path, data: bytes | None) -> None:
+    """Blocking: ``path`` holds ``data`` (a temporary file in the same folder, fsynced, then
+    renamed over it), or does not exist (None)."""
+    if data is None:
+        path.unlink(missing_ok=True)
+        return
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(temporary, "w", encoding="utf-8") as file:
-            file.write(text)
+        with open(temporary, "wb") as file:
+            file.write(data)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
-    return backup
+
+
+class _Before:
+    """A config file and its backup as they were before a write (bytes, None: no file)."""
+
+    def __init__(self, file: bytes | None, backup: bytes | None) -> None:
+        self.file, self.backup = file, backup
+
+    @classmethod
+    def read(cls, path: Path, limit: int) -> _Before:
+        """Blocking: read both (as :func:`_read_bytes`; InvalidModelConfig when one cannot be
+        read: nothing is written then)."""
+        return cls(_read_bytes(path, limit), _read_bytes(path.with_name(path.name + BACKUP_SUFFIX), limit))
+
+    def restore(self, path: Path) -> None:
+        """Blocking: put both back, atomically each."""
+        _replace_with(path, self.file)
+        _replace_with(path.with_name(path.name + BACKUP_SUFFIX), self.backup)
 
 
 __all__ = ["BACKUP_SUFFIX", "ConfigFileService", "config_version"]

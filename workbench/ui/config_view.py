@@ -43,6 +43,7 @@ from workbench import ConfigProblem
 from workbench.results import ConfigFile, ConfigWriteResult
 from workbench.ui.config_form import FORM_WIDTH, KnobForm
 from workbench.ui.config_knobs import knob_reasons, parse_text, read_knobs, set_knobs
+from workbench.ui.config_results import result_text
 from workbench.ui.store import AlertKind, EngineStore, Spawned, user_text
 
 #: seconds of quiet typing before the text is validated
@@ -251,13 +252,32 @@ class ConfigView(pn.viewable.Viewer):
         if result is None:
             await self.follow_disk()  # a refused stale write: offer to keep the edits on it
             return
-        if name == self.model_name:
-            self._show_result(f"written {result['path']}", result)
-            self.disk_text, self.version = text, result["version"]
-            self.backup_exists = result["backup"] is not None
-            self._enable_buttons()
-            self._update_diff()
-            await self.show_served()
+        if name != self.model_name:
+            return
+        if not result["kept"]:  # the reload failed: the file that served before is back
+            await self._reread()
+            self._show_result(f"not kept {result['path']}", result)
+            return
+        self._show_result(f"written {result['path']}", result)
+        self.disk_text, self.version = text, result["version"]
+        self.backup_exists = result["backup"] is not None
+        self._enable_buttons()
+        self._update_diff()
+        await self.show_served()
+
+    async def _reread(self) -> None:
+        """Take the open model's file as it is on disk now as the base of the editor's text
+        (the text stays: edits against it)."""
+        name = self.model_name
+        described = await self.store.attempt(
+            lambda: self.store.server.config_files.model_config_file(name), self.show_error, user_text)
+        if described is None or name != self.model_name:
+            return
+        self.disk_text, self.version = described["text"], described["version"]
+        self.backup_exists = described["backup_exists"]
+        self._enable_buttons()
+        self._update_diff()
+        await self.show_served()
 
     async def revert(self) -> None:
         """Put ``config.pbtxt.bak`` back (once), apply it, and reopen the file."""
@@ -393,13 +413,8 @@ class ConfigView(pn.viewable.Viewer):
 
     def _show_result(self, what: str, result: ConfigWriteResult) -> None:
         self.error.visible = False
-        backup = f"; previous file kept as {result['backup']}" if result["backup"] else ""
-        if result["reloaded"]:
-            self.status.alert_type, text = "success", f"{what}{backup}; reloaded"
-        else:
-            self.status.alert_type = "warning"
-            text = f"{what}{backup}; not reloaded: {result['reason']}"
-        self.status.object, self.status.visible = text, True
+        self.status.object, self.status.alert_type = result_text(what, result, "your text stays in the editor")
+        self.status.visible = True
 
     def show_error(self, text: str) -> None:
         """Show ``text`` in the error pane (and hide the status)."""

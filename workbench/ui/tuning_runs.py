@@ -137,7 +137,8 @@ async def keep_candidate(server: Server, name: str, candidate: Candidate) -> Con
     changed between reading and writing it (``expected_version``).
 
     Returns:
-        ``write_model_config``'s result: ``{"name", "path", "backup", "reloaded", "reason"}``.
+        ``write_model_config``'s result (``ConfigWriteResult``: ``kept`` False when the reload
+        failed and the file that served was put back).
 
     Raises:
         ModelNotFound: no such model folder.

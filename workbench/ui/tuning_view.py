@@ -37,6 +37,7 @@ from google.protobuf import text_format
 
 from workbench.perf import InProcessClient, PerfError, StepResult, json_records, knee, prepare_workload, sweep
 from workbench.ui.config_knobs import read_knobs
+from workbench.ui.config_results import result_text
 from workbench.ui.store import AlertKind, EngineStore, Spawned, user_text
 from workbench.ui.tuning_form import SweepPlan, TuningForm
 from workbench.ui.tuning_plot import TuningPlot
@@ -236,10 +237,8 @@ class TuningView(pn.viewable.Viewer):
             if self.store.selection.name != self.model_name:  # (its version kept when it is)
                 self.store.selection.choose(self.model_name)
             await self.show_served(self.form.model.value)
-            backup = f"; previous file kept as {result['backup']}" if result["backup"] else ""
-            reloaded = "reloaded" if result["reloaded"] else f"not reloaded: {result['reason']}"
-            self._say(f"wrote {candidate.label} into {result['path']}{backup}; {reloaded}",
-                      "success" if result["reloaded"] else "warning")
+            self._say(*result_text(f"wrote {candidate.label} into {result['path']}", result,
+                                   "the candidate stays in the results table"))
 
     # ----------------------------------------------------------------- run steps
     async def _sweep(self, client: InProcessClient, plan: SweepPlan, label: str) -> None:

@@ -12,7 +12,9 @@
                                           atomic write keeping ``config.pbtxt.bak``, then hot
                                           reload as the control mode allows -> ``{"name",
                                           "path", "backup", "restored_from", "version",
-                                          "reloaded", "reason"}``; an invalid text writes
+                                          "reloaded", "reason", "kept", "dependents"}``
+                                          (``kept`` false: the reload failed, the file that
+                                          served was put back); an invalid text writes
                                           nothing: 400 with ``problems``
 ``POST api/models/<m>/config/revert``     body ``{"version"}`` (optional): put the backup back
                                           (once: it is gone after) and reload (same answer as
