@@ -91,6 +91,18 @@ def test_a_rewritten_block_keeps_its_comments_indent_and_list_style() -> None:
     assert read_knobs(parse_text(added)).priority_levels == 2
 
 
+def test_a_one_item_list_says_nothing_of_the_separator() -> None:
+    """`dims: [ 16 ]` and `[ 8 ]` made the knobs write `[ 4,8 ]` beside the file's `[ 0, 1 ]`
+    (new-user trial of issue 30): a list of one item has no separator to copy."""
+    text = ('name: "m"\nmax_batch_size: 8\ninput [ { name: "I" data_type: TYPE_FP32 dims: [ 16 ] } ]\n'
+            "dynamic_batching {\n  preferred_batch_size: [ 8 ]\n}\n")
+    assert "preferred_batch_size: [ 4, 8 ]" in with_knob(text, preferred_batch_sizes=(4, 8))
+    added = with_knob(text.replace("  preferred_batch_size: [ 8 ]\n", ""), preferred_batch_sizes=(4, 8))
+    assert "preferred_batch_size: [ 4, 8 ]" in added
+    tight = text.replace("[ 16 ]", "[ 16,2 ]").replace("[ 8 ]", "[8]")
+    assert "preferred_batch_size: [4,8]" in with_knob(tight, preferred_batch_sizes=(4, 8))
+
+
 def test_repeated_field_style_stays_repeated_fields() -> None:
     text = 'name: "m"\nmax_batch_size: 8\ndynamic_batching {\n  preferred_batch_size: 4\n  preferred_batch_size: 8\n}\n'
     after = with_knob(text, preferred_batch_sizes=(2, 4, 8))

@@ -92,8 +92,7 @@ def _style_of(text: str) -> _Style:
     match = _SCALAR_LIST.search(text)
     if match is None:
         return _Style(unit)
-    listed = match.group()
-    return _Style(unit, match.group(1), ", " if ", " in listed else ",")
+    return _Style(unit, match.group(1), _separator(match.group(), _Style.separator))
 
 
 class _Rewriter:
@@ -270,7 +269,15 @@ def _list_like(text: str, span: Span, items: list[str], style: _Style) -> str:
     match = _SCALAR_LIST.fullmatch(written)
     if match is None:  # `[ ]` or a list over lines: the file's style
         return style.values(items)
-    return _Style(style.unit, match.group(1), ", " if ", " in written else ",").values(items)
+    return _Style(style.unit, match.group(1), _separator(written, style.separator)).values(items)
+
+
+def _separator(listed: str, default: str) -> str:
+    """The separator of the scalar list ``listed`` (``[ 4, 8 ]`` -> ``", "``); ``default``
+    when it has one item (``[ 8 ]`` says nothing of how the file separates items)."""
+    if "," not in listed:
+        return default
+    return ", " if ", " in listed else ","
 
 
 def _field_lines(message: Message, field: FieldDescriptor, indent: str, style: _Style) -> list[str]:
