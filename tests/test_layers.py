@@ -9,7 +9,7 @@ import workbench
 
 PACKAGE = Path(workbench.__file__).parent
 #: packages that may only use the public names re-exported by `workbench`
-ADAPTERS = ("frontends", "hosts", "ui", "jupyter", "perf", "deploy", "serving")
+ADAPTERS = ("frontends", "hosts", "ui", "jupyter", "perf", "deploy", "serving", "config_edits", "tuning")
 #: the engine's internals, which adapters must never reach
 INTERNALS = ("workbench.backends", "workbench.scheduling", "workbench.engine", "workbench.config",
              "workbench.repository")
@@ -33,9 +33,15 @@ def modules_under(folder: str) -> list[Path]:
     return sorted((PACKAGE / folder).rglob("*.py"))
 
 
+def is_under(name: str, packages: tuple[str, ...]) -> bool:
+    """``name`` is one of ``packages`` or a module inside one (``workbench.config_edits`` is
+    not inside ``workbench.config``)."""
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
 def test_adapters_use_only_the_public_api() -> None:
     offenders = {
-        str(path.relative_to(PACKAGE)): sorted(n for n in imports_of(path) if n.startswith(INTERNALS))
+        str(path.relative_to(PACKAGE)): sorted(n for n in imports_of(path) if is_under(n, INTERNALS))
         for folder in ADAPTERS
         for path in modules_under(folder)
     }
@@ -59,7 +65,7 @@ def test_lower_layers_never_import_upper_ones() -> None:
         upper = (
             *(f"workbench.{name}" for name in order[rank + 1 :]),
             "workbench.frontends", "workbench.hosts", "workbench.ui", "workbench.jupyter",
-            "workbench.perf",
+            "workbench.perf", "workbench.config_edits", "workbench.tuning",
         )
         for path in modules_under(folder):
             bad = sorted(n for n in imports_of(path) if n.startswith(upper))
@@ -68,10 +74,10 @@ def test_lower_layers_never_import_upper_ones() -> None:
 
 def test_public_surface_is_exactly_all() -> None:
     public = {name for name in dir(workbench) if not name.startswith("_")}
-    modules = {"backends", "bounded_calls", "bytes_codec", "config", "datatypes", "deploy", "devices", "engine",
+    modules = {"backends", "bounded_calls", "bytes_codec", "config", "config_edits", "datatypes", "deploy", "devices", "engine",
                "errors", "flags", "frontends", "gpu_memory", "gpu_readings", "hosts", "jupyter", "model_files",
                "options", "perf", "repository", "restrictions", "results", "scheduling", "serving", "statistics",
-               "switches", "tensors", "testing", "tools", "tracing", "types", "ui", "live_stats"}
+               "switches", "tensors", "testing", "tools", "tracing", "tuning", "types", "ui", "live_stats"}
     assert public - modules == set(workbench.__all__) - {"__version__"}
 
 

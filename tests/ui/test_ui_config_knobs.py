@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
-from workbench.ui.config_knobs import (
+from workbench.config_edits.knobs import (
     SEQUENCE_SCHEDULED,
     ConfigKnobs,
     apply_knobs,
@@ -22,7 +22,7 @@ from workbench.ui.config_knobs import (
     set_knobs,
     with_knob,
 )
-from workbench.ui.pbtxt_spans import top_level_spans
+from workbench.config_edits.pbtxt_spans import top_level_spans
 
 TEXT = """\
 name: "m"  # the model
@@ -220,7 +220,7 @@ def test_knob_values_name_every_knob_with_its_type() -> None:
     from dataclasses import fields
     from typing import get_type_hints
 
-    from workbench.ui.config_knobs import KnobValues
+    from workbench.config_edits.knobs import KnobValues
 
     assert get_type_hints(KnobValues) == get_type_hints(ConfigKnobs)
     assert list(KnobValues.__annotations__) == [f.name for f in fields(ConfigKnobs)]

@@ -1,7 +1,7 @@
-"""The Config tab's knob form: one widget per :class:`~workbench.ui.config_knobs.ConfigKnobs`
+"""The Config tab's knob form: one widget per :class:`~workbench.config_edits.knobs.ConfigKnobs`
 field, and the knobs that do not apply to the open model disabled, each with its reason (in
 its tooltip and in a note under the form: e.g. the dynamic batcher's knobs on a
-sequence-batched model, :func:`~workbench.ui.config_knobs.knob_reasons`)."""
+sequence-batched model, :func:`~workbench.config_edits.knobs.knob_reasons`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import panel as pn
 
-from workbench.ui.config_knobs import INSTANCE_KINDS, KNOB_LABELS, ConfigKnobs
+from workbench.config_edits.knobs import INSTANCE_KINDS, KNOB_LABELS, ConfigKnobs
 
 #: width of the knob widgets, pixels
 FORM_WIDTH = 240

@@ -6,7 +6,7 @@ the common knobs, a diff against the file on disk, Apply and Revert.
   problems become editor annotations on their lines and a list under the editor.
 * Form: max batch size, dynamic batching, preferred batch sizes, max queue delay (µs),
   priority levels, instance count and kind, response cache. A change rewrites only the
-  values it touches in the text (:mod:`workbench.ui.config_knobs`); an edit of the text moves
+  values it touches in the text (:mod:`workbench.config_edits.knobs`); an edit of the text moves
   the form to match. The form is refused while the text has a syntax error; knobs that do not
   apply to the model are disabled with the reason (:mod:`workbench.ui.config_form`).
 * One model's text at a time: each model opened gets an editor of its own, so the browser's
@@ -42,7 +42,7 @@ from google.protobuf import text_format
 from workbench import ConfigProblem
 from workbench.results import ConfigFile, ConfigWriteResult
 from workbench.ui.config_form import FORM_WIDTH, KnobForm
-from workbench.ui.config_knobs import knob_reasons, parse_text, read_knobs, set_knobs
+from workbench.config_edits.knobs import knob_reasons, parse_text, read_knobs, set_knobs
 from workbench.ui.config_results import result_text
 from workbench.ui.store import AlertKind, EngineStore, Spawned, user_text
 

@@ -17,7 +17,7 @@ load and unload, and its message ("explicit model load / unload is not allowed i
 enabled") is shown in the tab's error pane, as every failure is: never a traceback.
 
 Version policy: applied as a load of the model with a config override (its current config
-with ``version_policy`` replaced, :mod:`workbench.ui.overrides`). The file is not written; a
+with ``version_policy`` replaced, :mod:`workbench.config_edits.overrides`). The file is not written; a
 later Reload reads ``config.pbtxt`` again (Triton's load API behaves the same). To keep a
 policy, edit ``version_policy`` in the Config tab.
 
@@ -39,7 +39,7 @@ from panel.io.state import set_curdoc
 
 from workbench.live_stats import LiveSample, LiveStatistics
 from workbench.ui.model_rows import ModelRow, model_rows
-from workbench.ui.overrides import POLICY_KINDS, VersionPolicy, current_config, load_with, read_policy
+from workbench.config_edits.overrides import POLICY_KINDS, VersionPolicy, current_config, load_with, read_policy
 from workbench.ui.store import EngineStore, Spawned, user_text
 
 log = logging.getLogger(__name__)

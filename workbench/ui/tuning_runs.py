@@ -3,7 +3,7 @@ file's config back, choose the best tested setting, and keep it.
 
 * Try (:func:`try_candidate`): a load of the model with the served config changed by the
   candidate's knobs (Triton's load API with a ``config`` override, as the Models tab tries a
-  version policy, :mod:`workbench.ui.overrides`); ``config.pbtxt`` is not written.
+  version policy, :mod:`workbench.config_edits.overrides`); ``config.pbtxt`` is not written.
 * Restore (:func:`restore_file_config`): a plain load, which reads ``config.pbtxt`` again
   (an override tried earlier, in this tab or the Models tab, is dropped with it).
 * Choose (:func:`best_setting`): per setting, the best step under the p99 target
@@ -13,7 +13,7 @@ file's config back, choose the best tested setting, and keep it.
   sequence nor decoupled: ``workbench perf`` sends no sequences and reads no streams), and
   why each other one is not offered.
 * Keep (:func:`keep_candidate`): the candidate's knobs written into ``config.pbtxt`` by the
-  Config tab's comment-preserving rewrite (:func:`~workbench.ui.config_knobs.with_knob`) and
+  Config tab's comment-preserving rewrite (:func:`~workbench.config_edits.knobs.with_knob`) and
   ``write_model_config`` (validated atomic write, ``.bak`` backup, hot reload).
 """
 
@@ -27,8 +27,8 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 from workbench import Server
 from workbench.perf import StepResult, best_under_sla
 from workbench.results import ConfigWriteResult
-from workbench.ui.config_knobs import read_knobs, with_knob
-from workbench.ui.overrides import override_config
+from workbench.config_edits.knobs import read_knobs, with_knob
+from workbench.config_edits.overrides import override_config
 from workbench.ui.tuning_settings import Candidate
 
 

@@ -5,7 +5,7 @@ config settings of a comparison.
   (``1, 2, 4, 8``), in concurrency (requests in flight, whole numbers) or request rate
   (requests per second); at most :data:`MAX_LEVELS`.
 * Candidates: one per line, ``knob=value`` pairs separated by spaces, with the names of
-  :class:`~workbench.ui.config_knobs.ConfigKnobs` (``max_queue_delay_us=200
+  :class:`~workbench.config_edits.knobs.ConfigKnobs` (``max_queue_delay_us=200
   preferred_batch_sizes=4,8 instance_count=2``); blank lines and ``#`` comments are skipped.
   Values are integers (``max_queue_delay_us`` in **microseconds**), ``true`` / ``false`` for
   the switches, comma-separated integers for ``preferred_batch_sizes`` and a Triton kind for
@@ -23,7 +23,7 @@ from typing import cast
 
 from workbench.perf import LoadLevel, PerfError, levels_from_range
 from workbench.switches import parse_switch
-from workbench.ui.config_knobs import INSTANCE_KINDS, ConfigKnobs, KnobValues
+from workbench.config_edits.knobs import INSTANCE_KINDS, ConfigKnobs, KnobValues
 
 #: the most levels one sweep may have (a sweep of n levels takes n * (warm-up + window))
 MAX_LEVELS = 50

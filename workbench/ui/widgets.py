@@ -4,7 +4,7 @@
 max queue delay (µs) and preferred batch size, and Load / Unload buttons. Each control calls
 the engine as the dashboard does: the sliders reload the model with its current config
 changed (a load with a config override: the file is not written, see
-:mod:`workbench.ui.overrides`), the buttons load and unload. The same calls are coroutine
+:mod:`workbench.config_edits.overrides`), the buttons load and unload. The same calls are coroutine
 methods, so a tuning loop needs no widget at all::
 
     controls = ModelControls(server)
@@ -17,7 +17,7 @@ methods, so a tuning loop needs no widget at all::
 or, with widgets driven from code: ``controls.max_queue_delay.value = 500`` then
 ``await controls.settle()``. A slider whose knob does not apply to the selected model (the
 dynamic batcher's on a sequence-batched model whose strategy has no such field,
-:func:`~workbench.ui.config_knobs.knob_reasons`) is disabled, with the reason as its
+:func:`~workbench.config_edits.knobs.knob_reasons`) is disabled, with the reason as its
 tooltip and in the status line; ``apply`` of such a knob is refused with the reason. Build
 it on the engine's loop (a notebook cell that started the engine); slider changes made
 elsewhere are handed to that loop.
@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as w
 
 from workbench import Server
-from workbench.ui.config_knobs import KnobValues, knob_reasons, read_knobs
-from workbench.ui.overrides import current_config, load_with
+from workbench.config_edits.knobs import KnobValues, knob_reasons, read_knobs
+from workbench.config_edits.overrides import current_config, load_with
 from workbench.ui.store import EngineStore, user_text
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class ModelControls:
 
     async def apply(self, **knob_values: Unpack[KnobValues]) -> dict | None:
         """Reload the selected model with knobs changed (``max_queue_delay_us=100``,
-        ``preferred_batch_sizes=(8,)``, any :class:`~workbench.ui.config_knobs.ConfigKnobs`
+        ``preferred_batch_sizes=(8,)``, any :class:`~workbench.config_edits.knobs.ConfigKnobs`
         field). Returns the config JSON loaded, or None after showing the error."""
         try:
             loaded = await load_with(self.store.server, self.name, **knob_values)

@@ -5,7 +5,7 @@ wrote stay, inside rewritten blocks too.
 ``google.protobuf.text_format`` prints a whole message its own way (2-space indent, repeated
 fields one per line, no comments). The config editor's form and Tuning's Apply best change a
 few knobs, so :func:`rewrite_message` compares the message parsed from the text with the
-changed one field by field and edits the text in place (:mod:`workbench.ui.pbtxt_spans`
+changed one field by field and edits the text in place (:mod:`workbench.config_edits.pbtxt_spans`
 finds where each field is written):
 
 * a changed scalar: its value token is replaced (``max_queue_delay_microseconds: 100`` ->
@@ -34,7 +34,7 @@ from google.protobuf import text_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from workbench.ui.pbtxt_spans import (
+from workbench.config_edits.pbtxt_spans import (
     Span,
     field_spans,
     inside,

@@ -8,7 +8,7 @@ the lexical rules of the text format (``#`` comments, quoted strings, ``{}`` / `
 ``[]`` nesting) and returns the span of each top-level ``field: value`` /
 ``field { ... }``; :func:`field_spans` does the same
 inside one message's brackets, and :func:`list_items` inside a ``[...]`` list, so
-:mod:`workbench.ui.pbtxt_edit` can change one value deep inside a block.
+:mod:`workbench.config_edits.pbtxt_edit` can change one value deep inside a block.
 """
 
 from __future__ import annotations

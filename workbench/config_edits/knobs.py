@@ -4,7 +4,7 @@
 max batch size, dynamic batching (preferred batch sizes, max queue delay in µs, priority
 levels), the first instance group's count and kind, and the response cache.
 :func:`set_knobs` rewrites only the values that changed, so comments, the indent and the list
-style of every block survive, inside the rewritten ones too (:mod:`workbench.ui.pbtxt_edit`).
+style of every block survive, inside the rewritten ones too (:mod:`workbench.config_edits.pbtxt_edit`).
 
 Not every knob applies to every model (:func:`knob_reasons` says why one does not):
 
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, TypedDict
 from google.protobuf import text_format
 from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelInstanceGroup, ModelSequenceBatching
 
-from workbench.ui.pbtxt_edit import rewrite_message
+from workbench.config_edits.pbtxt_edit import rewrite_message
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -230,7 +230,7 @@ def _apply_instances(updated: ModelConfig, knobs: ConfigKnobs) -> None:
 
 def set_knobs(text: str, knobs: ConfigKnobs) -> str:
     """``text`` with ``knobs`` applied: only the values that change are rewritten, every
-    comment, indent and list style is kept (:func:`~workbench.ui.pbtxt_edit.rewrite_message`).
+    comment, indent and list style is kept (:func:`~workbench.config_edits.pbtxt_edit.rewrite_message`).
 
     Raises:
         google.protobuf.text_format.ParseError: ``text`` does not parse.

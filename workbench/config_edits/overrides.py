@@ -17,7 +17,7 @@ from google.protobuf import json_format
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench import ModelNotFound, ModelNotReady, Server
-from workbench.ui.config_knobs import ConfigKnobs, KnobValues, apply_knobs, parse_text, read_knobs
+from workbench.config_edits.knobs import ConfigKnobs, KnobValues, apply_knobs, parse_text, read_knobs
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
