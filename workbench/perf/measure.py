@@ -95,7 +95,8 @@ async def run_step(client: PerfClient, workload: Workload, level: LoadLevel,
     sent = sum(start <= t <= end for t in load.send_times_ns)
     result = summarize(level, options.batch_size, load.records, (start, end), sent,
                        percentile=options.percentile,
-                       stability_percentage=options.stability_percentage, server=server)
+                       stability_percentage=options.stability_percentage, server=server,
+                       latency_bound_us=options.goodput_latency_us)
     if result is None:
         failed = f" ({load.first_error})" if load.first_error else ""
         raise PerfError(f"{level}: No valid requests recorded within time interval{failed}. "

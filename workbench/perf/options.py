@@ -142,6 +142,10 @@ class PerfOptions:
         drain_timeout_s: seconds a step waits for its in-flight requests once its window
             closed, before cancelling them.
         seed: seed of the random input data and of Poisson spacing (None = unseeded).
+        goodput_latency_us: count the successful requests of each window whose latency is at
+            most this many **microseconds** (:attr:`StepResult.within_bound_count`, the
+            numerator of goodput); None = not counted. Not a perf_analyzer flag (the tuner's
+            goodput objective, :mod:`workbench.tuning`).
     """
 
     model_name: str
@@ -162,6 +166,7 @@ class PerfOptions:
     server_stats: bool = True
     drain_timeout_s: float = 30.0
     seed: int | None = None
+    goodput_latency_us: float | None = None
 
     def __post_init__(self) -> None:
         checks = [

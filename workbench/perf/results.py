@@ -8,6 +8,7 @@ percentiles are reported in whole **microseconds**, truncated.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -72,6 +73,9 @@ class StepResult:
         stable: throughput and stabilizing latency of the window's thirds within
             ``stability_percentage`` of each other.
         errors: distinct failure messages seen in the window (at most 5).
+        within_bound_count: successful requests of the window whose latency was at most
+            ``PerfOptions.goodput_latency_us`` (None when no bound was given): goodput is
+            ``within_bound_count * batch_size / window_s``.
     """
 
     level: LoadLevel
@@ -97,6 +101,7 @@ class StepResult:
     server: ServerStats | None = None
     stable: bool = True
     errors: tuple[str, ...] = field(default_factory=tuple)
+    within_bound_count: int | None = None
 
     @property
     def p50_us(self) -> int:
@@ -135,13 +140,15 @@ class StepResult:
             "response_wait_us": self.response_wait_us, "network_us": self.network_us,
             "server": self.server.as_dict() if self.server else None,
             "stable": self.stable, "errors": list(self.errors),
+            "within_bound_count": self.within_bound_count,
         }
 
 
 def summarize(level: LoadLevel, batch_size: int, records: Sequence[RequestRecord],
               window_ns: tuple[int, int], sent_count: int, *, percentile: int | None = None,
               stability_percentage: float = 10.0,
-              server: ServerStats | None = None) -> StepResult | None:
+              server: ServerStats | None = None,
+              latency_bound_us: float | None = None) -> StepResult | None:
     """A :class:`StepResult` from the records of the requests that ended in the window.
 
     Args:
@@ -149,6 +156,8 @@ def summarize(level: LoadLevel, batch_size: int, records: Sequence[RequestRecord
         window_ns: (start, end) of the window, ``time.monotonic_ns()``.
         sent_count: requests sent during the window.
         percentile: the stabilizing percentile (None = average latency).
+        latency_bound_us: count the successful requests at most this slow, **µs**
+            (:attr:`StepResult.within_bound_count`); None = not counted.
 
     Returns:
         None when no request succeeded in the window (perf_analyzer: "No valid requests
@@ -180,6 +189,8 @@ def summarize(level: LoadLevel, batch_size: int, records: Sequence[RequestRecord
         network_us=_network_us(avg_ns - send_ns - recv_ns, server), server=server,
         stable=_stable(good, window_ns, percentile, stability_percentage),
         errors=tuple(dict.fromkeys(r.error for r in inside if not r.ok))[:5],
+        within_bound_count=(None if latency_bound_us is None else
+                            bisect.bisect_right(latencies, latency_bound_us * 1000)),
     )
 
 
