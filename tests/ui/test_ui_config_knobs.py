@@ -249,3 +249,33 @@ def test_every_rewritten_sample_config_parses_to_exactly_the_changed_config(samp
             assert parse_text(set_knobs(text, knobs)) == apply_knobs(config, knobs), (path.parent.name, change)
             tried += 1
     assert tried > 50
+
+
+#: a hand-written ONNX Runtime config: comments around and inside its parameters, a
+#: multi-line entry, other parameters the knobs do not own
+ORT_PARAMETERS = """\
+name: "m"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+# ORT tuning, measured on 4 cores
+parameters { key: "intra_op_thread_count" value: { string_value: "1" } }  # one core each
+parameters {
+    key: "execution_mode"  # sequential
+    value: { string_value: "0" }
+}
+# memory: arena off for the small model
+parameters { key: "enable_mem_arena" value: { string_value: "false" } }
+"""
+
+
+def test_a_changed_parameter_is_rewritten_inside_its_entry_only() -> None:
+    """A map (``parameters``) is edited entry by entry: it was printed whole, every entry on
+    lines of its own, and the comments between the entries lost."""
+    from workbench.config_edits.pbtxt_edit import rewrite_message
+
+    before = parse_text(ORT_PARAMETERS)
+    after = parse_text(ORT_PARAMETERS)
+    after.parameters["execution_mode"].string_value = "1"
+    rewritten = rewrite_message(ORT_PARAMETERS, before, after)
+    assert changed_lines(ORT_PARAMETERS, rewritten) == [
+        '-    value: { string_value: "0" }', '+    value: { string_value: "1" }']
