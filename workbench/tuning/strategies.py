@@ -173,7 +173,8 @@ async def _sweep_up(lab: Lab, setting: Setting, levels: Sequence[LoadLevel], jum
                 i -= 1  # overshot: the level between
                 continue
             break
-        before = measured.get(i - 1)
+        lower = [k for k in measured if k < i]
+        before = measured[max(lower)] if lower else None
         if before is not None and point.throughput < before.throughput * MIN_GAIN:
             break  # saturated
         i = _next_level(i, point, levels, sla, goals.percentile) if jump else i + 1
