@@ -12,6 +12,7 @@ from workbench.tuning.decide import decide
 from workbench.tuning.goals import Goals
 from workbench.tuning.memory import estimate
 from workbench.tuning.points import meets, score, stability
+from workbench.tuning.space import Setting
 
 SERVED = setting(instance_count=1)
 TWO = setting(instance_count=2)
@@ -93,14 +94,18 @@ def test_the_batch_model_fits_a_line_through_the_server_statistics() -> None:
     assert fit(points[:1]) is None
 
 
+def count(setting_: Setting) -> int:
+    return int(setting_.get("instance_count", 1))  # type: ignore[call-overload]
+
+
 def test_memory_per_instance_is_the_slope_over_instance_counts() -> None:
     readings = {"instance_count=1": 500.0, "instance_count=2": 550.0, "instance_count=4": 650.0}
     settings = [setting(instance_count=c) for c in (1, 2, 4)]
-    found = estimate(readings, settings, 480.0)
+    found = estimate(readings, settings, 480.0, count)
     assert found is not None
     assert found.per_instance_mb == pytest.approx(50) and found.base_mb == pytest.approx(450)
     assert "least-squares" in found.method
-    one = estimate({"instance_count=1": 530.0}, settings[:1], 480.0)
+    one = estimate({"instance_count=1": 530.0}, settings[:1], 480.0, count)
     assert one is not None and one.per_instance_mb == pytest.approx(50) and "upper bound" in one.method
 
 

@@ -39,17 +39,22 @@ class Decision:
 
 
 def best_point(points: Sequence[Point], goals: Goals, memory: Mapping[str, float | None],
-               stable_only: bool = True) -> Point | None:
+               stable_only: bool = True, gpu_memory: Mapping[str, float | None] | None = None) -> Point | None:
     """The highest-scoring point meeting the constraints (stable ones only by default); on
-    a tie the lower load."""
+    a tie the lower load. ``memory`` / ``gpu_memory``: label -> the setting's host / GPU
+    memory, **MiB**."""
+    gpu = gpu_memory or {}
     eligible = [p for p in points if (p.stable or not stable_only)
-                and not meets(p, goals, memory.get(p.setting.label))]
+                and not meets(p, goals, memory.get(p.setting.label), gpu.get(p.setting.label))]
     return max(eligible, key=lambda p: (score(p, goals), -p.level.value), default=None)
 
 
 def decide(points: Sequence[Point], baseline_setting: Setting, goals: Goals,
-           memory: Mapping[str, float | None], tolerance_pct: float) -> Decision:
-    """The recommendation of a run (see the module docstring)."""
+           memory: Mapping[str, float | None], tolerance_pct: float,
+           gpu_memory: Mapping[str, float | None] | None = None) -> Decision:
+    """The recommendation of a run (see the module docstring); ``memory`` / ``gpu_memory``:
+    label -> the setting's host / GPU memory, **MiB**."""
+
     if not points:
         return Decision(None, None, False, "nothing was measured")
     unstable = [p for p in points if not p.stable]
@@ -60,10 +65,10 @@ def decide(points: Sequence[Point], baseline_setting: Setting, goals: Goals,
                         f"tolerance {tolerance_pct:g} %): nothing is recommended. Use longer windows "
                         "(--measurement-interval), more windows (--max-windows), a larger "
                         "--stability-percentage, or a quieter machine.")
-    chosen = best_point(points, goals, memory)
-    baseline = best_point([p for p in points if p.setting == baseline_setting], goals, memory)
+    chosen = best_point(points, goals, memory, gpu_memory=gpu_memory)
+    baseline = best_point([p for p in points if p.setting == baseline_setting], goals, memory, gpu_memory=gpu_memory)
     if chosen is None:
-        near = best_point(points, goals, memory, stable_only=False)
+        near = best_point(points, goals, memory, stable_only=False, gpu_memory=gpu_memory)
         hint = (f" The best unstable point ({near.setting.label} at {near.level}) is not trusted."
                 if near is not None else "")
         return Decision(None, baseline, False,
@@ -71,7 +76,7 @@ def decide(points: Sequence[Point], baseline_setting: Setting, goals: Goals,
                         "the load range, or add instances / hardware.")
     lines = [f"{chosen.setting.label} at {chosen.level}: {_figures(chosen, goals)}, the best stable "
              f"point meeting {goals.text()}."]
-    passed = best_point(points, goals, memory, stable_only=False)
+    passed = best_point(points, goals, memory, stable_only=False, gpu_memory=gpu_memory)
     if passed is not None and not passed.stable and score(passed, goals) > score(chosen, goals):
         lines.append(f"{passed.setting.label} at {passed.level} measured higher "
                      f"({_figures(passed, goals)}) but its windows spread "
@@ -88,7 +93,7 @@ def decide(points: Sequence[Point], baseline_setting: Setting, goals: Goals,
                      f"within the {tolerance_pct:g} % measurement tolerance: keeping the served config.")
         return Decision(chosen, baseline, False, " ".join(lines))
     served_best = best_point([p for p in points if p.setting == baseline_setting], goals, memory,
-                             stable_only=False)
+                             stable_only=False, gpu_memory=gpu_memory)
     if served_best is not None and not served_best.stable and _gain_pct(chosen, served_best, goals) <= tolerance_pct:
         lines.append(f"The served config measured {_figures(served_best, goals)} at {served_best.level} in "
                      f"unstable windows: the gain is not proven, keeping the served config (measure again "

@@ -98,6 +98,7 @@ class Lab:
     resume_path: str | None = None
     points: list[Point] = field(default_factory=list)
     memory_mb: dict[str, float | None] = field(default_factory=dict)
+    gpu_memory_mb: dict[str, float | None] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     windows_measured: int = 0
@@ -149,6 +150,7 @@ class Lab:
         self.loaded = setting
         if setting.label not in self.memory_mb:
             self.memory_mb[setting.label] = await self.target.memory_mb()
+            self.gpu_memory_mb[setting.label] = await self.target.gpu_memory_mb()
         return True
 
     async def measure(self, setting: Setting, level: LoadLevel) -> Point | None:
@@ -216,6 +218,13 @@ class Lab:
                                  time.monotonic() - started, self.instance_counts(setting))
         probe = SpeedProbe.take().kloops_per_s  # ~10 ms, the load stopped
         return Point(setting, level, tuple(windows), stable, spread_t, spread_l, cpu, steps=steps, probe=probe)
+
+    def total_instances(self, setting: Setting) -> int:
+        """Instances ``setting`` runs: the tuned model's, or all its steps' for an ensemble
+        (the ensemble itself has none)."""
+        counts = self.instance_counts(setting)
+        steps = [name for name in counts if name != self.model]
+        return sum(counts[n] for n in steps) if steps else counts[self.model]
 
     def instance_counts(self, setting: Setting) -> dict[str, int]:
         """Instances of every model ``setting`` serves with (the served configs' where it

@@ -12,7 +12,7 @@ process), so figures are rounded to whole MiB and the method is printed beside t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from workbench.tuning.space import Setting
@@ -36,15 +36,15 @@ class MemoryEstimate:
 
 
 def estimate(readings: Mapping[str, float | None], settings: Sequence[Setting], start_mb: float | None,
-             key: str = "instance_count") -> MemoryEstimate | None:
-    """Fit the RSS readings (label -> MiB after loading that setting) against the instance
-    count of each setting (see the module docstring); None without readings."""
+             instances: Callable[[Setting], int]) -> MemoryEstimate | None:
+    """Fit the RSS readings (label -> MiB after loading that setting) against the instances
+    each setting runs (``instances``; for an ensemble, all its steps') - see the module
+    docstring; None without readings."""
     pairs = []
     for setting in settings:
         rss = readings.get(setting.label)
-        count = setting.get(key, 1)
-        if rss is not None and isinstance(count, int):
-            pairs.append((count, rss))
+        if rss is not None:
+            pairs.append((instances(setting), rss))
     if not pairs:
         return None
     counts = {c for c, _ in pairs}

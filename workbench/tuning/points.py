@@ -156,10 +156,10 @@ class Point:
         }
 
 
-def meets(point: Point, goals: Goals, memory_mb: float | None = None) -> list[str]:
+def meets(point: Point, goals: Goals, memory_mb: float | None = None, gpu_memory_mb: float | None = None) -> list[str]:
     """Why ``point`` fails the goals' constraints (empty: it meets them): failed requests,
-    the SLA, the minimum throughput, the host memory budget (``memory_mb``: the setting's
-    measured memory, **MiB**)."""
+    the SLA, the minimum throughput, the host and GPU memory budgets (``memory_mb``,
+    ``gpu_memory_mb``: the setting's measured memory, **MiB**; None: not measured)."""
     why = []
     if point.errors:
         why.append(f"{point.errors} failed request(s)")
@@ -169,6 +169,8 @@ def meets(point: Point, goals: Goals, memory_mb: float | None = None) -> list[st
         why.append(f"{point.throughput:.1f} infer/s < {goals.min_throughput:g}")
     if goals.host_memory_mb is not None and memory_mb is not None and memory_mb > goals.host_memory_mb:
         why.append(f"memory {memory_mb:,.0f} MiB > budget {goals.host_memory_mb:,.0f} MiB")
+    if goals.gpu_memory_mb is not None and gpu_memory_mb is not None and gpu_memory_mb > goals.gpu_memory_mb:
+        why.append(f"GPU memory {gpu_memory_mb:,.0f} MiB > budget {goals.gpu_memory_mb:,.0f} MiB")
     return why
 
 

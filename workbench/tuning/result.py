@@ -37,8 +37,11 @@ class TuneResult:
         points: every point, in the order measured.
         decision: the recommendation (:class:`~workbench.tuning.decide.Decision`).
         machine, probes: the machine, and a speed probe at the start and the end.
-        memory_mb: host RSS after each setting's load, **MiB** (None: not readable);
-            ``memory``: the per-instance estimate and its method.
+        memory_mb: the host memory each setting's instances take by the estimate
+            (``per-instance × instances``), **MiB**, what the host budget is checked against;
+            ``rss_mb``: the serving process's RSS after each setting's load (the readings the
+            estimate fits); ``gpu_memory_mb``: the process's GPU memory after each load (empty
+            without a GPU); ``memory``: the per-instance estimate and its method.
         batch_model: the fitted compute model (None: not enough variety).
         failures: settings that failed to load or measure, and why; ``skipped``: settings
             left out, and why.
@@ -58,6 +61,8 @@ class TuneResult:
     machine: Machine
     probes: list[SpeedProbe]
     memory_mb: Mapping[str, float | None] = field(default_factory=dict)
+    rss_mb: Mapping[str, float | None] = field(default_factory=dict)
+    gpu_memory_mb: Mapping[str, float | None] = field(default_factory=dict)
     memory: MemoryEstimate | None = None
     batch_model: BatchModel | None = None
     failures: Mapping[str, str] = field(default_factory=dict)
@@ -92,7 +97,7 @@ class TuneResult:
         pareto = {id(p) for p in self.pareto()}
         out = []
         for p in self.points:
-            fails = meets(p, self.goals, self.memory_mb.get(p.setting.label))
+            fails = meets(p, self.goals, self.memory_mb.get(p.setting.label), self.gpu_memory_mb.get(p.setting.label))
             out.append({
                 "setting": p.setting.label, "mode": p.level.mode, "level": p.level.value,
                 "throughput_infer_per_s": round(p.throughput, 2),
@@ -134,6 +139,8 @@ class TuneResult:
             "baseline": None if self.decision.baseline is None else self.decision.baseline.as_dict(self.goals),
             "memory": None if self.memory is None else self.memory.as_dict(),
             "memory_mb": {k: _round(v) for k, v in self.memory_mb.items()},
+            "rss_mb": {k: _round(v) for k, v in self.rss_mb.items()},
+            "gpu_memory_mb": {k: _round(v) for k, v in self.gpu_memory_mb.items()},
             "batch_model": None if self.batch_model is None else self.batch_model.as_dict(),
             "failures": dict(self.failures), "skipped": dict(self.skipped),
             "config_text": self.config_text,

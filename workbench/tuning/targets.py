@@ -24,6 +24,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 from workbench import Server
 from workbench.config_edits.knobs import read_knobs
 from workbench.config_edits.overrides import override_config
+from workbench.gpu_memory import read_gpu_memory
 from workbench.perf import InProcessClient, PerfClient, remote_client
 from workbench.tuning.machine import process_cpu_seconds, process_rss_mb
 
@@ -50,6 +51,10 @@ class Target(Protocol):
     async def memory_mb(self) -> float | None:
         """Resident memory of the serving process after a collection, **MiB** (None where
         it cannot be read)."""
+
+    async def gpu_memory_mb(self) -> float | None:
+        """GPU memory the serving process uses on all devices, **MiB** (None without a GPU
+        or where it cannot be read)."""
 
     async def close(self) -> None:
         """Release the target's clients (the server keeps running)."""
@@ -106,6 +111,10 @@ class EngineTarget:
         gc.collect()
         return process_rss_mb()
 
+    async def gpu_memory_mb(self) -> float | None:
+        readings = await asyncio.to_thread(read_gpu_memory)
+        return sum(r.byte_size for r in readings.values()) / 2**20 if readings else None
+
     async def close(self) -> None:
         return None
 
@@ -153,6 +162,9 @@ class RemoteTarget:
             return None
         await asyncio.sleep(0)  # the remote server collects on its own
         return process_rss_mb(self.pid)
+
+    async def gpu_memory_mb(self) -> float | None:
+        return None  # another process's GPU memory: read on the server's side (its metrics)
 
     async def close(self) -> None:
         await self.client.close()

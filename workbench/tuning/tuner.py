@@ -137,12 +137,15 @@ class Tuner:
             await self._restore(lab)
         probes.append(await asyncio.to_thread(SpeedProbe.take))
         tolerance = options.stability_percentage
-        decision = decide(lab.points, space.baseline(), spec.goals, lab.memory_mb, tolerance)
         settings = list({p.setting: None for p in lab.points})
+        memory = estimate(lab.memory_mb, settings, start_mb, lab.total_instances)
+        model_mb = ({s.label: memory.per_instance_mb * lab.total_instances(s) for s in settings}
+                    if memory is not None else {})
+        decision = decide(lab.points, space.baseline(), spec.goals, model_mb, tolerance, lab.gpu_memory_mb)
         result = TuneResult(
             model=name, target=self.target.label, strategy=spec.strategy, space=space, goals=spec.goals,
             points=list(lab.points), decision=decision, machine=machine, probes=probes,
-            memory_mb=dict(lab.memory_mb), memory=estimate(lab.memory_mb, settings, start_mb),
+            memory_mb=model_mb, rss_mb=dict(lab.memory_mb), gpu_memory_mb=dict(lab.gpu_memory_mb), memory=memory,
             batch_model=batch_model(lab), failures=dict(lab.failures), skipped=dict(lab.skipped),
             windows=lab.windows_measured, wall_s=time.monotonic() - started, stopped=stopped)
         if decision.apply and decision.chosen is not None:
