@@ -8,7 +8,8 @@
 
   1. **Load targeting by Little's law.** At a stable point with throughput X and latency L
      under an SLA S, more load can raise throughput at most ~S/L-fold before the SLA binds,
-     so the next level measured is the one near ``concurrency × S / L`` (at most two steps
+     so the next level measured is the one near ``concurrency × S / L`` (L the median
+     latency here, steadier than the tail; at most two steps
      of the axis up; one step back down when it overshoots), not every level in turn.
   2. **Early stopping.** After each point of a candidate, its optimistic bound (throughput ×
      S / L; with no SLA, × the remaining load factor) is compared with the best stable result
@@ -177,15 +178,17 @@ async def _sweep_up(lab: Lab, setting: Setting, levels: Sequence[LoadLevel], jum
         before = measured[max(lower)] if lower else None
         if before is not None and point.throughput < before.throughput * MIN_GAIN:
             break  # saturated
-        i = _next_level(i, point, levels, sla, goals.percentile) if jump else i + 1
+        i = _next_level(i, point, levels, sla) if jump else i + 1
     return [measured[k] for k in sorted(measured)]
 
 
-def _next_level(i: int, point: Point, levels: Sequence[LoadLevel], sla: float | None, percentile: int) -> int:
-    """The next level index: near ``level × SLA / latency`` (Little's law), one to two steps up."""
+def _next_level(i: int, point: Point, levels: Sequence[LoadLevel], sla: float | None) -> int:
+    """The next level index: near ``level × SLA / median latency`` (Little's law; the median,
+    steadier than the tail, for the jump; the SLA itself is checked on the percentile), one
+    to two steps up."""
     if sla is None:
         return i + 1
-    target = point.level.value * sla / max(point.latency_us(percentile), 1.0)
+    target = point.level.value * sla / max(point.latency_us(50), 1.0)
     j = i + 1
     while j + 1 < len(levels) and j + 1 <= i + 2 and levels[j + 1].value <= target:
         j += 1
