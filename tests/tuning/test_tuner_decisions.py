@@ -34,3 +34,13 @@ async def test_an_sla_nothing_meets_is_said_not_blamed_on_noise(server: Server) 
     assert result.decision.why.startswith("no measurement meets p99 ≤ 0.001 ms")
     assert "> SLA 0.001 ms" in result.decision.why and "unstable" not in result.decision.why
 
+
+async def test_a_space_without_the_served_value_is_still_searched(server: Server) -> None:
+    """``--space instance_count=2`` on a model serving one instance: the served config is
+    measured first (the baseline), then the space (the quick search found no neighbour of a
+    value off the axis and stopped after the baseline; brute force skipped the baseline)."""
+    for strategy in ("quick", "brute"):
+        result = await tune(server, "digits_mlp", space="instance_count=2", levels="1", strategy=strategy,
+                            stability_percentage=1000, **QUICK)
+        assert [p.setting.label for p in result.points] == ["instance_count=1", "instance_count=2"], strategy
+
