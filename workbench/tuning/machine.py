@@ -18,9 +18,14 @@ import numpy as np
 
 from workbench.gpu_readings import GpuSampler
 
-#: the probe's work: this many float32 matrix products of 128 x 128, single-threaded numpy
-#: would be BLAS-threaded, so the probe times a fixed Python + numpy loop instead
+#: the probe's work: this many rounds of element-wise float32 arithmetic on
+#: :data:`PROBE_VALUES` values (numpy's element-wise operations run on one thread; a matrix
+#: product would be BLAS-threaded, and BLAS threads spinning against a busy machine's load
+#: made one probe take 0.05-4.4 s and read 90-8,000 ops/s on one 2-core VM within a minute)
 PROBE_ROUNDS = 400
+PROBE_VALUES = 16384
+#: the most one probe runs, **s**: on a busy machine it times the rounds done by then
+PROBE_MAX_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,17 +84,18 @@ class SpeedProbe:
 
     @classmethod
     def take(cls) -> SpeedProbe:
-        """Time :data:`PROBE_ROUNDS` products of two 128 x 128 float32 matrices (about 20 ms
-        on a 2-core VM); blocking, so call it off an event loop that serves traffic, or
-        between measurements as the tuner does."""
-        rng = np.random.default_rng(0)
-        a = rng.random((128, 128), dtype=np.float32)
-        b = rng.random((128, 128), dtype=np.float32)
+        """Time :data:`PROBE_ROUNDS` rounds of single-threaded float32 arithmetic (about
+        25 ms on a quiet 2-core VM, at most :data:`PROBE_MAX_S`); blocking, so call it off an
+        event loop that serves traffic, or between measurements as the tuner does."""
+        values = np.random.default_rng(0).random(PROBE_VALUES, dtype=np.float32)
+        one, half = np.float32(1.0), np.float32(0.5)
         start = time.perf_counter()
-        for _ in range(PROBE_ROUNDS):
-            a = (a @ b) * np.float32(1e-2)
-        elapsed = time.perf_counter() - start
-        return cls(time.strftime("%H:%M:%S", time.gmtime()), PROBE_ROUNDS / elapsed, _loadavg())
+        rounds, elapsed = 0, 0.0
+        while rounds < PROBE_ROUNDS and elapsed < PROBE_MAX_S:
+            values = np.sqrt(values * values + one) * half
+            rounds += 1
+            elapsed = time.perf_counter() - start
+        return cls(time.strftime("%H:%M:%S", time.gmtime()), rounds / elapsed, _loadavg())
 
     def as_dict(self) -> dict:
         return asdict(self)
