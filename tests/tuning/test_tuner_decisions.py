@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest_asyncio
 
@@ -13,7 +14,7 @@ from workbench import Server, ServerOptions
 from workbench.tuning import tune
 
 #: short windows, at most three per point: enough to exercise the decision, not to trust it
-QUICK = {"measurement_interval_ms": 200, "warmup_ms": 50, "max_windows": 3, "progress": False}
+QUICK: dict[str, Any] = {"measurement_interval_ms": 200, "warmup_ms": 50, "max_windows": 3, "progress": False}
 
 
 @pytest_asyncio.fixture
