@@ -13,6 +13,7 @@ three windows agree.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import shutil
 import signal
@@ -23,6 +24,8 @@ from pathlib import Path
 import pytest
 
 from workbench.hosts.cli import main
+from workbench.tuning import TuneEvent
+from workbench.tuning.progress import ProgressLine
 from workbench.tuning.space import parse_space
 
 QUICK = ("--measurement-interval", "300", "--warmup", "100", "--max-windows", "3")
@@ -170,3 +173,25 @@ def test_ctrl_c_stops_cleanly_and_resume_measures_only_the_missing_points(capsys
     # windows that never agree within 0.01 %: every point unstable, nothing recommended, status 1
     assert status == 1 and not any(p["stable"] for p in report["points"])
     assert "result: every measurement was unstable" in out and "nothing is recommended" in out
+
+
+def test_progress_rewrites_one_line_on_a_terminal_and_writes_lines_elsewhere() -> None:
+    events = [TuneEvent("load", "loading instance_count=2", 1, 4),
+              TuneEvent("window", "instance_count=2 at c=1: window 1", 1, 4),
+              TuneEvent("point", "instance_count=2 at c=1: 812.0 infer/s", 2, 4)]
+    terminal, log = io.StringIO(), io.StringIO()
+    on_terminal, in_a_log = ProgressLine(terminal, tty=True), ProgressLine(log, tty=False)
+    for event in events:
+        on_terminal(event)
+        in_a_log(event)
+    on_terminal(TuneEvent("window", "instance_count=1 at c=2: window 1", 2, 4))
+    on_terminal.close()
+    # the status line is rewritten in place; a finished point stays as a line of its own
+    assert terminal.getvalue().count("\r\x1b[K") == 5
+    kept = terminal.getvalue().split("\n")
+    assert len(kept) == 2 and kept[0].endswith("point: instance_count=2 at c=1: 812.0 infer/s")
+    assert "\r" not in log.getvalue()
+    assert [line.split("] ", 1)[1] for line in log.getvalue().splitlines()] == [
+        "load: loading instance_count=2", "window: instance_count=2 at c=1: window 1",
+        "point: instance_count=2 at c=1: 812.0 infer/s"]
+    assert log.getvalue().startswith("tune [1/4 points, ")
