@@ -1,10 +1,12 @@
 """``workbench serve`` (the headless host, with tritonserver-style flags), ``workbench perf``
-(the load generator, with perf_analyzer's flags: :mod:`workbench.perf.cli`) and ``workbench
+(the load generator, with perf_analyzer's flags: :mod:`workbench.perf.cli`), ``workbench tune``
+(the config search under an SLA: :mod:`workbench.tuning.cli`) and ``workbench
 build-plan`` (a TensorRT plan from an ONNX model: :mod:`workbench.hosts.build_plan_cli`), ``workbench
 deploy`` (Dockerfile and Kubernetes manifests: :mod:`workbench.hosts.deploy_command`).
 
     workbench serve --model-repository=sample_models/repository --http-port=8000
     workbench perf -m digits_mlp -u localhost:8000 --concurrency-range 1:16:4
+    workbench tune -m digits_mlp --model-repository=sample_models/repository --sla-ms=10
 
 Flags follow tritonserver's names and ``--flag=value`` spelling; boolean flags
 accept ``--flag``, ``--flag=true`` or ``--flag=false``. ``serve``'s flags are generated from
@@ -21,10 +23,12 @@ from workbench.hosts import deploy_command
 from workbench.hosts.build_plan_cli import add_build_plan_command, run_build_plan
 from workbench.hosts.server_flags import add_server_flags, options_from_args
 from workbench.perf import cli as perf_cli
+from workbench.tuning import cli as tune_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``workbench`` argument parser (``serve``, ``perf`` and ``build-plan`` sub-commands)."""
+    """The ``workbench`` argument parser (``serve``, ``perf``, ``tune``, ``build-plan`` and
+    ``deploy`` sub-commands)."""
     parser = argparse.ArgumentParser(prog="workbench", description="Model Serving Workbench")
     parser.add_argument("--version", action="version", version=f"workbench {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -33,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     perf = commands.add_parser("perf", help="measure a model's throughput and latency "
                                             "(perf_analyzer's flags and reports)")
     perf_cli.add_arguments(perf)
+    tune = commands.add_parser("tune", help="search a model's config (instances, batching, queue delay) for "
+                                            "the best throughput under a latency SLA")
+    tune_cli.add_arguments(tune)
     add_build_plan_command(commands)
     deploy_command.add_parser(commands)
     return parser
@@ -46,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_build_plan(args)
     if args.command == "perf":
         return perf_cli.main(args)
+    if args.command == "tune":
+        return tune_cli.main(args)
     if args.command == "deploy":
         return deploy_command.run(args, parser)
     try:

@@ -6,8 +6,11 @@ Only a *stable* point that meets every constraint is ever recommended
 better-looking point was passed over because it was unstable. A candidate that does not beat
 the served config's best stable point by more than the stability tolerance is not worth a
 config change: the served config is kept ("nothing to apply"); nor one that does not beat
-the served config's best *unstable* point either (the gain would not be proven). When no point is stable the
-run recommends nothing and says what to do (longer windows, more windows, a quieter machine).
+the served config's best *unstable* point either (the gain would not be proven). When no point meets the
+constraints, stable or not, the run recommends nothing and says so (a point over the SLA is
+cut short, never repeated until stable: its instability is not the reason). When no point is
+stable the run recommends nothing and says what to do (longer windows, more windows, a quieter
+machine).
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ def decide(points: Sequence[Point], baseline_setting: Setting, goals: Goals,
     if not points:
         return Decision(None, None, False, "nothing was measured")
     unstable = [p for p in points if not p.stable]
+    if len(unstable) == len(points) and all(meets(p, goals, memory.get(p.setting.label)) for p in points):
+        return Decision(None, None, False, _none_meets(points, goals, memory))
     if len(unstable) == len(points):
         worst = max(max(p.throughput_spread_pct, p.latency_spread_pct) for p in points)
         return Decision(None, None, False,
@@ -101,6 +106,18 @@ def decide(points: Sequence[Point], baseline_setting: Setting, goals: Goals,
         return Decision(chosen, baseline, False, " ".join(lines))
     lines.append(f"It beats the served config ({_figures(baseline, goals)}) by {gain:.0f} %.")
     return Decision(chosen, baseline, True, " ".join(lines))
+
+
+def _none_meets(points: Sequence[Point], goals: Goals, memory: Mapping[str, float | None]) -> str:
+    """Why nothing is recommended when no point meets the constraints, stable or not (the
+    closest point's reasons): not an unstable machine - a point over the SLA is cut after
+    two windows, never repeated until stable."""
+    closest = min(points, key=lambda p: (len(meets(p, goals, memory.get(p.setting.label))),
+                                         p.latency_us(goals.percentile)))
+    why = "; ".join(meets(closest, goals, memory.get(closest.setting.label)))
+    return (f"no measurement meets {goals.text()} (the closest, {closest.setting.label} at "
+            f"{closest.level}: {why}): nothing is recommended. Relax the SLA, lower the load "
+            "range, or add instances / hardware.")
 
 
 def _gain_pct(chosen: Point, baseline: Point, goals: Goals) -> float:

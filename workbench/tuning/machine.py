@@ -19,6 +19,8 @@ from workbench.gpu_readings import GpuSampler
 #: the probe's work: a fixed pure-Python loop of this many iterations, one thread (the
 #: engine's request path is Python: what slows it, a busy or throttled core, slows this)
 PROBE_ITERATIONS = 200_000
+#: the most one probe runs, **s**: on a busy machine it times the iterations done by then
+PROBE_MAX_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,13 +80,16 @@ class SpeedProbe:
     @classmethod
     def take(cls) -> SpeedProbe:
         """Time :data:`PROBE_ITERATIONS` iterations of a fixed Python loop (about 10 ms on
-        an idle core); blocking, so the tuner takes it between points."""
+        an idle core, at most :data:`PROBE_MAX_S`); blocking, so the tuner takes it between
+        points."""
         start = time.perf_counter()
-        total = 0
-        for i in range(PROBE_ITERATIONS):
-            total += i * i % 7
-        elapsed = time.perf_counter() - start
-        return cls(time.strftime("%H:%M:%S", time.gmtime()), PROBE_ITERATIONS / elapsed / 1000, _loadavg())
+        done, elapsed, total = 0, 0.0, 0
+        while done < PROBE_ITERATIONS and elapsed < PROBE_MAX_S:
+            for i in range(10_000):
+                total += i * i % 7
+            done += 10_000
+            elapsed = time.perf_counter() - start
+        return cls(time.strftime("%H:%M:%S", time.gmtime()), done / elapsed / 1000, _loadavg())
 
     def as_dict(self) -> dict:
         return asdict(self)

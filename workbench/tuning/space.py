@@ -127,18 +127,16 @@ class SearchSpace:
         return Setting(tuple((k, self.served.get(k, values[0])) for k, values in self.axes.items()))
 
     def neighbours(self, setting: Setting) -> list[Setting]:
-        """The valid settings one step away along one axis (the next lower or higher value)."""
+        """The valid settings one step away along one axis (the next lower or higher value;
+        from a value off the axis - the served config's, when the space leaves it out - the
+        nearest value below and above it, or every value of an axis without an order)."""
         out = []
         for key, values in self.axes.items():
             current = setting.get(key)
-            if current not in values:
-                continue
-            i = values.index(current)
-            for j in (i - 1, i + 1):
-                if 0 <= j < len(values):
-                    other = setting.with_value(key, values[j])
-                    if valid_setting(other):
-                        out.append(other)
+            for value in _steps_from(current, values):
+                other = setting.with_value(key, value)
+                if valid_setting(other):
+                    out.append(other)
         return out
 
     def size(self) -> int:
@@ -157,6 +155,19 @@ class SearchSpace:
         return {"axes": {k: [list(v) if isinstance(v, tuple) else v for v in vs] for k, vs in self.axes.items()},
                 "levels": [{"mode": lv.mode, "value": lv.value} for lv in self.levels],
                 "served": {k: list(v) if isinstance(v, tuple) else v for k, v in self.served.items()}}
+
+
+def _steps_from(current: object, values: tuple[object, ...]) -> list[object]:
+    """The values of an axis one step from ``current`` (see :meth:`SearchSpace.neighbours`)."""
+    if current in values:
+        i = values.index(current)
+        return [values[j] for j in (i - 1, i + 1) if 0 <= j < len(values)]
+    try:
+        below = [v for v in values if v < current]  # type: ignore[operator]
+        above = [v for v in values if v > current]  # type: ignore[operator]
+    except TypeError:  # no order (preferred batch size sets against None): all of them
+        return list(values)
+    return [*([max(below)] if below else []), *([min(above)] if above else [])]  # type: ignore[type-var]
 
 
 def axis_text(key: str, values: Iterable[object]) -> str:

@@ -40,8 +40,11 @@ MIN_GAIN = 1.05
 
 
 async def brute_force(lab: Lab) -> None:
-    """Measure every setting (see the module docstring)."""
+    """Measure every setting (see the module docstring), after the served config (also
+    when the space leaves its values out: the baseline every result is judged against)."""
     settings = lab.space.settings()
+    if lab.space.baseline() not in settings:
+        settings.insert(0, lab.space.baseline())
     lab.planned = len(settings) * len(lab.space.levels)
     try:
         for setting in settings:

@@ -127,6 +127,8 @@ class Tuner:
         stopped = False
         try:
             self._inner = asyncio.ensure_future(run_strategy(spec.strategy, lab))
+            if self._stop:  # stopped while the run was preparing: no point is measured
+                self._inner.cancel()
             try:
                 await self._inner
             except asyncio.CancelledError:
@@ -152,6 +154,26 @@ class Tuner:
             result.config_text = await self._config_text(base, decision.chosen.setting.by_model(name).get(name, {}))
         self.on_event(TuneEvent("done", result.decision.why, len(lab.points), lab.planned))
         return result
+
+    async def search_space(self) -> SearchSpace:
+        """The space and load levels :meth:`run` would search (the given space, or one derived
+        from the served config and the machine; an ensemble's or a Python model's steps are
+        found by a short probe load, :data:`~workbench.tuning.ensembles.PROBE_MS`), without
+        measuring or changing anything.
+
+        Raises:
+            PerfError: the model is not ready (a composite's inputs cannot be built).
+            ValueError: a malformed space or levels.
+        """
+        name = self.spec.model
+        base = await self.target.served_config(name)
+        bases: dict[str, ModelConfig] = {name: base}
+        if is_composite(base):
+            perf = replace(self.spec.measure_options().perf, model_name=name)
+            workload = await prepare_workload(self.target.client, perf)
+            for step in await step_models(self.target, base, workload, perf):
+                bases[step] = await self.target.served_config(step)
+        return self._space(base, bases, Machine.read())
 
     def _space(self, base: ModelConfig, bases: dict[str, ModelConfig], machine: Machine) -> SearchSpace:
         spec = self.spec
