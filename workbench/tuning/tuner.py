@@ -127,6 +127,8 @@ class Tuner:
         stopped = False
         try:
             self._inner = asyncio.ensure_future(run_strategy(spec.strategy, lab))
+            if self._stop:  # stopped while the run was preparing: no point is measured
+                self._inner.cancel()
             try:
                 await self._inner
             except asyncio.CancelledError:
