@@ -74,8 +74,9 @@ def test_lower_layers_never_import_upper_ones() -> None:
 
 def test_public_surface_is_exactly_all() -> None:
     public = {name for name in dir(workbench) if not name.startswith("_")}
-    modules = {"backends", "bounded_calls", "bytes_codec", "config", "config_edits", "datatypes", "deploy", "devices", "engine",
-               "errors", "flags", "frontends", "gpu_memory", "gpu_readings", "hosts", "jupyter", "model_files",
+    modules = {"backends", "bounded_calls", "bytes_codec", "config", "config_edits", "datatypes", "deploy",
+               "devices", "engine", "errors", "flags", "frontends", "gpu_memory", "gpu_readings", "hosts",
+               "jupyter", "model_files",
                "options", "perf", "repository", "restrictions", "results", "scheduling", "serving", "statistics",
                "switches", "tensors", "testing", "tools", "tracing", "tuning", "types", "ui", "live_stats"}
     assert public - modules == set(workbench.__all__) - {"__version__"}

@@ -6,6 +6,7 @@ the clicks, is in tests/browser/test_config_editor_browser.py.)"""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -250,7 +251,29 @@ async def test_knobs_that_do_not_apply_are_disabled_with_the_reason(
     assert view.prompt.visible
     view.switch_button.clicks += 1
     await store.settle()
-    assert not form.delay.disabled and not form.not_applicable.visible
+    assert not form.delay.disabled and "sequence-batched" not in form.not_applicable.object
+
+
+async def test_backend_thread_knobs_rewrite_the_parameters_or_say_why_not(
+        repository: Path, sample_repository: Path, store: EngineStore) -> None:
+    """digits_mlp (onnxruntime) has intra- and inter-op threads but no streams; postprocessor
+    (python) has none of them, each disabled with the reason."""
+    shutil.copytree(sample_repository / "postprocessor", repository / "postprocessor")
+    view = await opened(store, "digits_mlp")
+    form = view.form
+    assert (form.intra_op.value, form.inter_op.value, form.streams.value) == (1, 0, 0)
+    assert not form.intra_op.disabled and not form.inter_op.disabled
+    assert form.streams.disabled and "openvino models only" in str(form.streams.description)
+    text = view.editor.value
+    form.intra_op.value = 2
+    assert view.editor.value == text.replace('"intra_op_thread_count" value: { string_value: "1" }',
+                                             '"intra_op_thread_count" value: { string_value: "2" }')
+    form.inter_op.value = 1
+    assert view.editor.value.endswith(
+        'parameters { key: "inter_op_thread_count" value: { string_value: "1" } }\n')
+    form = (await opened(store, "postprocessor")).form
+    assert form.intra_op.disabled and form.inter_op.disabled and form.streams.disabled
+    assert "the python backend has no intra-op threads parameter" in form.not_applicable.object
 
 
 async def test_apply_of_an_invalid_text_shows_the_error_and_writes_nothing(

@@ -1,7 +1,7 @@
 """Form knobs <-> config.pbtxt text: only the changed values are rewritten; comments, indent
 and list style stay, inside rewritten blocks too; knobs that do not apply to a model (a
-sequence-batched one, an ensemble) are refused with the reason or map to the field that
-applies."""
+sequence-batched one, an ensemble, another backend's parameters) are refused with the reason
+or map to the field that applies."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
+from workbench import Server
 from workbench.config_edits.knobs import (
     SEQUENCE_SCHEDULED,
     ConfigKnobs,
@@ -231,6 +232,8 @@ CHANGES = (
     {"max_batch_size": 4}, {"max_queue_delay_us": 250}, {"preferred_batch_sizes": (2, 4)},
     {"priority_levels": 2, "instance_count": 3}, {"instance_kind": "KIND_CPU", "response_cache": True},
     {"dynamic_batching": False, "max_batch_size": 0}, {"preferred_batch_sizes": (), "max_queue_delay_us": 0},
+    {"intra_op_threads": 3}, {"intra_op_threads": 0}, {"inter_op_threads": 2}, {"streams": 4},
+    {"intra_op_threads": 0, "streams": 0},
 )
 
 
@@ -249,3 +252,140 @@ def test_every_rewritten_sample_config_parses_to_exactly_the_changed_config(samp
             assert parse_text(set_knobs(text, knobs)) == apply_knobs(config, knobs), (path.parent.name, change)
             tried += 1
     assert tried > 50
+
+
+# ----------------------------------------------------------------- backend knobs (parameters)
+#: a hand-written ONNX Runtime config: comments around and inside its parameters, a
+#: multi-line entry, other parameters the knobs do not own
+ORT_PARAMETERS = """\
+name: "m"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+# ORT tuning, measured on 4 cores
+parameters { key: "intra_op_thread_count" value: { string_value: "1" } }  # one core each
+parameters {
+    key: "execution_mode"  # sequential
+    value: { string_value: "0" }
+}
+# memory: arena off for the small model
+parameters { key: "enable_mem_arena" value: { string_value: "false" } }
+"""
+
+
+def test_thread_knobs_are_the_backends_own_parameters() -> None:
+    cases = {  # backend / platform line -> the keys the engine reads for intra-, inter-op threads
+        'backend: "onnxruntime"': ("intra_op_thread_count", "inter_op_thread_count"),
+        'platform: "onnxruntime_onnx"': ("intra_op_thread_count", "inter_op_thread_count"),
+        'backend: "pytorch"': ("INTRA_OP_THREAD_COUNT", "INTER_OP_THREAD_COUNT"),
+        'platform: "pytorch_libtorch"': ("INTRA_OP_THREAD_COUNT", "INTER_OP_THREAD_COUNT"),
+    }
+    for line, (intra, inter) in cases.items():
+        text = f'name: "m"\n{line}\nmax_batch_size: 8\n'
+        after = with_knob(text, intra_op_threads=2, inter_op_threads=1)
+        assert after == text + (f'parameters {{ key: "{inter}" value: {{ string_value: "1" }} }}\n'
+                                f'parameters {{ key: "{intra}" value: {{ string_value: "2" }} }}\n'), line
+        knobs = read_knobs(parse_text(after))
+        assert (knobs.intra_op_threads, knobs.inter_op_threads, knobs.streams) == (2, 1, 0)
+        assert with_knob(after, intra_op_threads=0, inter_op_threads=0) == text  # back to the default
+
+
+def test_openvino_has_intra_op_threads_and_streams_under_either_name() -> None:
+    text = 'name: "m"\nbackend: "openvino"\nparameters { key: "CPU_THROUGHPUT_STREAMS" value: { string_value: "2" } }\n'
+    knobs = read_knobs(parse_text(text))
+    assert (knobs.streams, knobs.intra_op_threads) == (2, 0)
+    after = with_knob(text, streams=4, intra_op_threads=3)  # the file's older name stays
+    assert changed_lines(text, after) == [
+        '-parameters { key: "CPU_THROUGHPUT_STREAMS" value: { string_value: "2" } }',
+        '+parameters { key: "CPU_THROUGHPUT_STREAMS" value: { string_value: "4" } }',
+        '+parameters { key: "INFERENCE_NUM_THREADS" value: { string_value: "3" } }']
+    fresh = with_knob('name: "m"\nbackend: "openvino"\n', streams=1)
+    assert parse_text(fresh).parameters["NUM_STREAMS"].string_value == "1"
+    both = text + 'parameters { key: "NUM_STREAMS" value: { string_value: "3" } }\n'
+    assert read_knobs(parse_text(both)).streams == 3  # the current name first
+    written = parse_text(with_knob(both, streams=5)).parameters  # one spelling left, the value the engine gets
+    assert {k: v.string_value for k, v in written.items()} == {"NUM_STREAMS": "5"}
+
+
+def test_a_commented_configs_other_parameters_stay_byte_for_byte() -> None:
+    after = with_knob(ORT_PARAMETERS, intra_op_threads=4, inter_op_threads=2)
+    assert changed_lines(ORT_PARAMETERS, after) == [
+        '-parameters { key: "intra_op_thread_count" value: { string_value: "1" } }  # one core each',
+        '+parameters { key: "intra_op_thread_count" value: { string_value: "4" } }  # one core each',
+        '+parameters { key: "inter_op_thread_count" value: { string_value: "2" } }']
+    assert after.endswith('string_value: "false" } }\n'  # the new entry goes after the last one
+                          'parameters { key: "inter_op_thread_count" value: { string_value: "2" } }\n')
+    removed = with_knob(ORT_PARAMETERS, intra_op_threads=0)
+    assert changed_lines(ORT_PARAMETERS, removed) == [
+        '-parameters { key: "intra_op_thread_count" value: { string_value: "1" } }  # one core each',
+        "+  # one core each"]  # a comment after the entry stays, as after other removed fields
+    config = parse_text(removed)
+    assert "intra_op_thread_count" not in config.parameters
+    assert {k: v.string_value for k, v in config.parameters.items()} == {
+        "execution_mode": "0", "enable_mem_arena": "false"}
+
+
+def test_a_value_that_is_not_a_count_stays_unless_the_knob_changes() -> None:
+    text = 'name: "m"\nbackend: "openvino"\nparameters { key: "NUM_STREAMS" value: { string_value: "AUTO" } }\n'
+    assert read_knobs(parse_text(text)).streams == 0
+    assert with_knob(text, streams=0) == text and "AUTO" in with_knob(text, intra_op_threads=2)
+    assert 'string_value: "2" }' in with_knob(text, streams=2).splitlines()[2]
+    with pytest.raises(ValueError, match="streams must be >= 0"):
+        with_knob(text, streams=-1)
+
+
+def test_backend_knobs_do_not_apply_to_other_backends_nor_ensembles() -> None:
+    python = parse_text('name: "m"\nbackend: "python"\n')
+    reasons = knob_reasons(python)
+    assert reasons["intra_op_threads"] == ("the python backend has no intra-op threads parameter: "
+                                           "it is a knob of onnxruntime, pytorch and openvino models only")
+    assert "onnxruntime and pytorch models only" in reasons["inter_op_threads"]
+    assert reasons["streams"].endswith("it is a knob of openvino models only")
+    assert set(knob_reasons(parse_text('name: "m"\nbackend: "onnxruntime"\n'))) == {"streams"}
+    assert set(knob_reasons(parse_text('name: "m"\nbackend: "openvino"\n'))) == {"inter_op_threads"}
+    assert "platform tensorflow_savedmodel has no" in knob_reasons(
+        parse_text('name: "m"\nplatform: "tensorflow_savedmodel"\n'))["streams"]
+    with pytest.raises(ValueError, match="inter-op threads does not apply to model 'm': the python backend"):
+        with_knob('name: "m"\nbackend: "python"\n', inter_op_threads=2)
+    ensemble = parse_text('name: "e"\nplatform: "ensemble"\nensemble_scheduling { step [ ] }\n')
+    assert {knob_reasons(ensemble)[k] for k in ("intra_op_threads", "inter_op_threads", "streams")} == {
+        "an ensemble: its composing models have backends and their parameters, the ensemble has none"}
+
+
+def test_a_map_entry_in_a_list_or_written_twice_is_rewritten_whole() -> None:
+    listed = ('name: "m"\nbackend: "onnxruntime"\nparameters [ { key: "a" value: { string_value: "x" } }, '
+              '{ key: "intra_op_thread_count" value: { string_value: "1" } } ]\n')
+    after = with_knob(listed, intra_op_threads=2)
+    assert {k: v.string_value for k, v in parse_text(after).parameters.items()} == {
+        "a": "x", "intra_op_thread_count": "2"}
+    twice = ('name: "m"\nbackend: "onnxruntime"\n'
+             'parameters { key: "intra_op_thread_count" value: { string_value: "1" } }\n'
+             'parameters { key: "intra_op_thread_count" value: { string_value: "3" } }\n')
+    assert read_knobs(parse_text(twice)).intra_op_threads == 3  # the last one, as the parser keeps
+    assert parse_text(with_knob(twice, intra_op_threads=5)).parameters["intra_op_thread_count"].string_value == "5"
+
+
+def test_a_changed_parameter_is_rewritten_inside_its_entry_only() -> None:
+    """A map (``parameters``) is edited entry by entry: it was printed whole, every entry on
+    lines of its own, and the comments between the entries lost."""
+    from workbench.config_edits.pbtxt_edit import rewrite_message
+
+    before = parse_text(ORT_PARAMETERS)
+    after = parse_text(ORT_PARAMETERS)
+    after.parameters["execution_mode"].string_value = "1"
+    rewritten = rewrite_message(ORT_PARAMETERS, before, after)
+    assert changed_lines(ORT_PARAMETERS, rewritten) == [
+        '-    value: { string_value: "0" }', '+    value: { string_value: "1" }']
+
+
+async def test_a_thread_knob_is_a_load_time_override_the_engine_serves(server: Server) -> None:
+    """The tuner's path: the served digits_mlp reloaded with other thread counts, the file
+    untouched; 0 takes the parameter out (ORT's default)."""
+    from workbench.config_edits.overrides import load_with
+
+    await load_with(server, "digits_mlp", intra_op_threads=2, inter_op_threads=1)
+    served = await server.model_config("digits_mlp")
+    assert {k: served.parameters[k].string_value
+            for k in ("intra_op_thread_count", "inter_op_thread_count")} == {
+        "intra_op_thread_count": "2", "inter_op_thread_count": "1"}
+    await load_with(server, "digits_mlp", intra_op_threads=0)
+    assert "intra_op_thread_count" not in (await server.model_config("digits_mlp")).parameters

@@ -12,8 +12,8 @@ import pytest
 
 from tests.ui.ui_helpers import add_sub_request, render_root
 from workbench import Server
-from workbench.perf import best_under_sla, knee
 from workbench.config_edits.knobs import parse_text, read_knobs
+from workbench.perf import best_under_sla, knee
 from workbench.ui.config_view import ConfigView
 from workbench.ui.store import EngineStore
 from workbench.ui.tuning_view import SERVED, TuningView

@@ -42,6 +42,13 @@ def test_candidates_one_per_line_with_typed_values() -> None:
     assert parse_candidates("") == []
 
 
+def test_candidates_may_set_the_backend_thread_knobs() -> None:
+    [candidate] = parse_candidates("intra_op_threads=2 inter_op_threads=0 streams=4")
+    assert candidate.values == {"intra_op_threads": 2, "inter_op_threads": 0, "streams": 4}
+    with pytest.raises(ValueError, match="intra_op_threads must be >= 0"):
+        parse_candidates("intra_op_threads=-1")
+
+
 @pytest.mark.parametrize("text, message", [
     ("max_queue_delay_us", "is not knob=value"),
     ("queue_delay=3", "unknown knob 'queue_delay'"),

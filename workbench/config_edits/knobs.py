@@ -2,7 +2,8 @@
 
 :class:`ConfigKnobs` is what the config editor's form controls and the notebook widgets show:
 max batch size, dynamic batching (preferred batch sizes, max queue delay in µs, priority
-levels), the first instance group's count and kind, and the response cache.
+levels), the first instance group's count and kind, the response cache, and the backend's
+thread and stream counts (config ``parameters``, :data:`BACKEND_PARAMETERS`).
 :func:`set_knobs` rewrites only the values that changed, so comments, the indent and the list
 style of every block survive, inside the rewritten ones too (:mod:`workbench.config_edits.pbtxt_edit`).
 
@@ -15,7 +16,24 @@ Not every knob applies to every model (:func:`knob_reasons` says why one does no
   fields where its strategy has them: ``sequence_batching.oldest.max_queue_delay_microseconds``
   and ``.oldest.preferred_batch_size``; ``direct.max_queue_delay_microseconds`` where
   ``direct.minimum_slot_utilization`` is set (the direct strategy waits only then);
-* an ensemble has no batcher and no instance groups of its own (its composing models have).
+* an ensemble has no batcher and no instance groups of its own (its composing models have),
+  nor a backend;
+* the backend knobs are config ``parameters`` of their backend's own names, as Triton's
+  backends read them (``parameters { key: "intra_op_thread_count" value: { string_value:
+  "2" } }``); a model of another backend has no such parameter (:data:`BACKEND_PARAMETERS`):
+
+  - onnxruntime (``onnxruntime_onnx``): intra-op threads ``intra_op_thread_count``, inter-op
+    threads ``inter_op_thread_count``;
+  - pytorch (``pytorch_libtorch``): ``INTRA_OP_THREAD_COUNT`` (``NUM_THREADS``),
+    ``INTER_OP_THREAD_COUNT`` (``NUM_INTEROP_THREADS``);
+  - openvino: intra-op threads ``INFERENCE_NUM_THREADS`` (``CPU_THREADS_NUM``), streams
+    ``NUM_STREAMS`` (``CPU_THROUGHPUT_STREAMS``).
+
+  The older names in brackets are read too (the engine accepts them); a changed value is
+  written under the name the file already has (its other spellings removed), else the first
+  one. 0 is the backend's default: the parameter is removed. A value that is not a count
+  (OpenVINO's ``NUM_STREAMS: "AUTO"``, a negative one) reads as 0 and stays as written unless
+  the knob is changed.
 
 Changing a knob that does not apply raises ``ValueError`` with the reason (nothing is
 written); the form shows such knobs disabled, with the reason.
@@ -46,7 +64,23 @@ KNOB_LABELS = {
     "preferred_batch_sizes": "preferred batch sizes", "max_queue_delay_us": "max queue delay (µs)",
     "priority_levels": "priority levels", "instance_count": "instance count",
     "instance_kind": "instance kind", "response_cache": "response cache",
+    "intra_op_threads": "intra-op threads", "inter_op_threads": "inter-op threads",
+    "streams": "streams",
 }
+#: backend -> backend knob -> the config ``parameters`` keys the engine reads for it, the
+#: current name first (see the module docstring)
+BACKEND_PARAMETERS: dict[str, dict[str, tuple[str, ...]]] = {
+    "onnxruntime": {"intra_op_threads": ("intra_op_thread_count",),
+                    "inter_op_threads": ("inter_op_thread_count",)},
+    "pytorch": {"intra_op_threads": ("INTRA_OP_THREAD_COUNT", "NUM_THREADS"),
+                "inter_op_threads": ("INTER_OP_THREAD_COUNT", "NUM_INTEROP_THREADS")},
+    "openvino": {"intra_op_threads": ("INFERENCE_NUM_THREADS", "CPU_THREADS_NUM"),
+                 "streams": ("NUM_STREAMS", "CPU_THROUGHPUT_STREAMS")},
+}
+#: the knobs that are backend parameters
+BACKEND_KNOBS = ("intra_op_threads", "inter_op_threads", "streams")
+#: platform -> its backend, for configs that name only the platform (Triton's table)
+_PLATFORM_BACKENDS = {"onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch"}
 #: why the dynamic batcher's knobs do not apply to a sequence-batched model
 SEQUENCE_SCHEDULED = ("sequence-batched model: the sequence batcher schedules it, and "
                       "dynamic_batching cannot be set beside sequence_batching")
@@ -63,6 +97,9 @@ SEQUENCE_NO_CACHE = "sequence-batched model: Triton's response cache does not su
 ENSEMBLE_NO_BATCHER = "an ensemble: its composing models batch, the ensemble has no batcher"
 #: why instance knobs do not apply to an ensemble
 ENSEMBLE_NO_INSTANCES = "an ensemble: its composing models have instance groups, the ensemble has none"
+#: why backend knobs do not apply to an ensemble
+ENSEMBLE_NO_BACKEND = ("an ensemble: its composing models have backends and their parameters, "
+                       "the ensemble has none")
 
 
 @dataclass(frozen=True)
@@ -79,6 +116,9 @@ class ConfigKnobs:
         instance_count, instance_kind: the first instance group (``KIND_AUTO`` / ``KIND_CPU`` /
             ``KIND_GPU``).
         response_cache: ``response_cache { enable: true }``.
+        intra_op_threads, inter_op_threads: threads of the backend's intra-op and inter-op
+            thread pools (0: the backend's default), ``parameters`` of the backend's names.
+        streams: OpenVINO's ``NUM_STREAMS``, inference streams (0: OpenVINO's default).
     """
 
     max_batch_size: int = 0
@@ -89,6 +129,9 @@ class ConfigKnobs:
     instance_count: int = 1
     instance_kind: str = "KIND_AUTO"
     response_cache: bool = False
+    intra_op_threads: int = 0
+    inter_op_threads: int = 0
+    streams: int = 0
 
 
 class KnobValues(TypedDict, total=False):
@@ -103,6 +146,9 @@ class KnobValues(TypedDict, total=False):
     instance_count: int
     instance_kind: str
     response_cache: bool
+    intra_op_threads: int
+    inter_op_threads: int
+    streams: int
 
 
 def parse_text(text: str) -> ModelConfig:
@@ -136,12 +182,64 @@ def read_knobs(config: ModelConfig) -> ConfigKnobs:
         instance_count=group.count if group is not None and group.count else 1,
         instance_kind=ModelInstanceGroup.Kind.Name(group.kind) if group is not None else "KIND_AUTO",
         response_cache=config.response_cache.enable,
+        **{name: _parameter_count(config, keys) for name, keys in _parameters_of(config).items()},
     )
+
+
+def backend_of(config: ModelConfig) -> str:
+    """The backend ``config`` names (its ``backend``, else the backend of its ``platform``:
+    ``onnxruntime_onnx`` -> ``onnxruntime``), "" for none or another platform."""
+    return config.backend or _PLATFORM_BACKENDS.get(config.platform, "")
+
+
+def _parameters_of(config: ModelConfig) -> dict[str, tuple[str, ...]]:
+    """The backend knobs that apply to ``config`` -> their parameter keys."""
+    if _is_ensemble(config):
+        return {}
+    return BACKEND_PARAMETERS.get(backend_of(config), {})
+
+
+def _parameter_count(config: ModelConfig, keys: tuple[str, ...]) -> int:
+    """The count the first of ``keys`` in ``config.parameters`` sets; 0 for none, or for a
+    value that is not a count."""
+    for key in keys:
+        if key in config.parameters:
+            try:
+                return max(0, int(config.parameters[key].string_value))
+            except ValueError:
+                return 0
+    return 0
+
+
+def _is_ensemble(config: ModelConfig) -> bool:
+    return config.HasField("ensemble_scheduling") or config.platform == "ensemble"
 
 
 def knob_reasons(config: ModelConfig) -> dict[str, str]:
     """Knob name (a :class:`ConfigKnobs` field) -> why it does not apply to ``config``; a
     knob not listed applies (see the module docstring)."""
+    return {**_scheduling_reasons(config), **_backend_reasons(config)}
+
+
+def _backend_reasons(config: ModelConfig) -> dict[str, str]:
+    if _is_ensemble(config):
+        return dict.fromkeys(BACKEND_KNOBS, ENSEMBLE_NO_BACKEND)
+    backend, applies = backend_of(config), _parameters_of(config)
+    if backend:
+        who = f"the {backend} backend"
+    else:
+        who = f"platform {config.platform}" if config.platform else "a config that names no backend or platform"
+    reasons = {}
+    for knob in BACKEND_KNOBS:
+        if knob not in applies:
+            having = [name for name, knobs in BACKEND_PARAMETERS.items() if knob in knobs]
+            listed = " and ".join((", ".join(having[:-1]), having[-1])) if len(having) > 1 else having[0]
+            reasons[knob] = (f"{who} has no {KNOB_LABELS[knob]} parameter: it is a knob of "
+                             f"{listed} models only")
+    return reasons
+
+
+def _scheduling_reasons(config: ModelConfig) -> dict[str, str]:
     if config.HasField("sequence_batching"):
         sequence = config.sequence_batching
         reasons = {"dynamic_batching": SEQUENCE_SCHEDULED, "priority_levels": SEQUENCE_SCHEDULED,
@@ -151,7 +249,7 @@ def knob_reasons(config: ModelConfig) -> dict[str, str]:
             if not sequence.direct.minimum_slot_utilization:
                 reasons["max_queue_delay_us"] = DIRECT_NO_DELAY
         return reasons
-    if config.HasField("ensemble_scheduling") or config.platform == "ensemble":
+    if _is_ensemble(config):
         batching = ("dynamic_batching", "preferred_batch_sizes", "max_queue_delay_us", "priority_levels")
         return {**dict.fromkeys(batching, ENSEMBLE_NO_BATCHER),
                 **dict.fromkeys(("instance_count", "instance_kind"), ENSEMBLE_NO_INSTANCES)}
@@ -166,13 +264,18 @@ def apply_knobs(config: ModelConfig, knobs: ConfigKnobs) -> ModelConfig:
 
     Raises:
         ValueError: a knob that does not apply to ``config`` is changed (the message says
-            why, :func:`knob_reasons`); an instance kind Triton does not know.
+            why, :func:`knob_reasons`); an instance kind Triton does not know; a negative
+            thread or stream count.
     """
     reasons = knob_reasons(config)
     current = read_knobs(config)
     for name, reason in reasons.items():
         if getattr(knobs, name) != getattr(current, name):
             raise ValueError(f"{KNOB_LABELS[name]} does not apply to model '{config.name}': {reason}")
+    for name in BACKEND_KNOBS:
+        if getattr(knobs, name) < 0:
+            raise ValueError(f"{KNOB_LABELS[name]} must be >= 0 (0: the backend's default), "
+                             f"got {getattr(knobs, name)}")
     updated = ModelConfig()
     updated.CopyFrom(config)
     updated.max_batch_size = knobs.max_batch_size
@@ -186,7 +289,20 @@ def apply_knobs(config: ModelConfig, knobs: ConfigKnobs) -> ModelConfig:
         updated.response_cache.enable = True
     else:
         updated.ClearField("response_cache")
+    for name, keys in _parameters_of(config).items():
+        if getattr(knobs, name) != getattr(current, name):  # else as written, e.g. "AUTO"
+            _set_parameter(updated, keys, getattr(knobs, name))
     return updated
+
+
+def _set_parameter(updated: ModelConfig, keys: tuple[str, ...], count: int) -> None:
+    """``count`` under the first of ``keys`` the config has (else the first), its other
+    spellings removed; 0 removes them all (the backend's default)."""
+    written = [key for key in keys if key in updated.parameters]
+    for key in written:
+        del updated.parameters[key]
+    if count:
+        updated.parameters[(written or list(keys))[0]].string_value = str(count)
 
 
 def _apply_dynamic(updated: ModelConfig, knobs: ConfigKnobs) -> None:
@@ -252,11 +368,14 @@ def with_knob(text: str, **values: Unpack[KnobValues]) -> str:
 
 
 __all__ = [
+    "BACKEND_KNOBS",
+    "BACKEND_PARAMETERS",
     "INSTANCE_KINDS",
     "KNOB_LABELS",
     "ConfigKnobs",
     "KnobValues",
     "apply_knobs",
+    "backend_of",
     "knob_reasons",
     "parse_text",
     "read_knobs",

@@ -15,24 +15,33 @@ finds where each field is written):
 * a changed message: its block is rewritten the same way, recursively (so a comment inside
   ``dynamic_batching { ... }`` stays), as are the elements of a repeated message
   (``instance_group [ { count: 1 } ]``) when their number is unchanged;
+* a changed map (``parameters``): entry by entry, where each entry is written as its own
+  block (``parameters { key: "k" value: { ... } }``) with a key of its own: a changed entry's
+  value rewritten inside its block, a removed key's entry removed, a new key written on a line
+  after the map's last entry, as Triton writes one (``parameters { key: "k" value: {
+  string_value: "2" } }``); the other entries, and the comments between them, stay
+  byte-for-byte;
 * a field added: inserted at the end of its block, indented as the block's other fields
   (an empty one-line block ``{ }`` opens onto lines, indented one unit more than its line;
   the unit is the file's own), lists written in the file's list style;
 * a field removed (a message cleared, a list emptied): its text is removed, with its line
   where it stood alone.
 
-Anything the lexer cannot place (a repeated message whose number of elements changed) is
-written whole at the place of its first occurrence.
+Anything the lexer cannot place (a repeated message whose number of elements changed, a map
+written as a ``[...]`` list whose keys changed) is written whole at the place of its first
+occurrence.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from google.protobuf import text_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
 
 from workbench.config_edits.pbtxt_spans import (
     Span,
@@ -46,8 +55,6 @@ from workbench.config_edits.pbtxt_spans import (
 
 #: a list of scalars as written in a file: ``[``, its padding, items, ``]``
 _SCALAR_LIST = re.compile(r"\[( *)[^\[\]{}<>\n]*?[\w\"'.]( *)\]")
-#: the indent ``text_format`` prints, 2 spaces a level
-_PRINTED_INDENT = re.compile(r"^(?:  )+")
 
 
 @dataclass(frozen=True)
@@ -135,8 +142,11 @@ class _Rewriter:
             self.remove(written)
         elif field.message_type is None:
             self.scalars(written, field, after)
-        elif _is_map(field) or not self.elements(written, list(getattr(before, field.name)),
-                                                 list(getattr(after, field.name))):
+        elif _is_map(field):
+            if not self.entries(written, field, before, after):
+                self.rewrite_whole(written, field, after)
+        elif not self.elements(written, list(getattr(before, field.name)),
+                               list(getattr(after, field.name))):
             self.rewrite_whole(written, field, after)
 
     def scalars(self, written: list[Span], field: FieldDescriptor, after: Message) -> None:
@@ -170,6 +180,47 @@ class _Rewriter:
             if old != new:
                 self.block(start, end, old, new)
         return True
+
+    def entries(self, written: list[Span], field: FieldDescriptor, before: Message,
+                after: Message) -> bool:
+        """Edit a map entry by entry (see the module docstring); False (nothing done) when
+        an entry is not written as a block of its own or a key is written twice."""
+        entry_type = GetMessageClass(field.message_type)
+        keys = []
+        for span in written:
+            if not span.is_block(self.text):
+                return False
+            entry = entry_type()
+            try:
+                text_format.Parse(self.text[slice(*inside(span))], entry)
+            except text_format.ParseError:
+                return False
+            keys.append(entry.key)
+        if len(set(keys)) != len(keys):
+            return False
+        old, new = getattr(before, field.name), getattr(after, field.name)
+        for span, key in zip(written, keys, strict=True):
+            if key not in new:
+                self.remove([span])
+            elif new[key] != old[key]:
+                self.block(*inside(span), _entry(entry_type, key, old), _entry(entry_type, key, new))
+        added = [_entry_line(field.name, _entry(entry_type, key, new)) for key in sorted(new) if key not in old]
+        if added:
+            self.after_entry(written[-1], added)
+        return True
+
+    def after_entry(self, last: Span, lines: list[str]) -> None:
+        """Write ``lines`` after the entry ``last``: each on a line of its own, indented as
+        it, where it has its line (a comment after it may share it); else on its line."""
+        text = self.text
+        eol = text.find("\n", last.end)
+        rest = text[last.end:len(text) if eol < 0 else eol].strip()
+        if not starts_line(text, last.start) or (rest and not rest.startswith("#")):
+            self.edits.append(_Edit(last.end, last.end, " " + " ".join(lines)))
+            return
+        indent = line_indent(text, last.start)
+        at, gap = (len(text), "\n") if eol < 0 else (eol + 1, "")
+        self.edits.append(_Edit(at, at, gap + "".join(f"{indent}{line}\n" for line in lines)))
 
     def rewrite_whole(self, written: list[Span], field: FieldDescriptor, after: Message) -> None:
         """The field printed whole where it first stood; its other occurrences removed."""
@@ -288,17 +339,39 @@ def _field_lines(message: Message, field: FieldDescriptor, indent: str, style: _
             return [f"{indent}{name}: {_scalar(message, field)}"]
         items = [_scalar(message, field, i) for i in range(len(getattr(message, name)))]
         return [f"{indent}{name}: {style.values(items)}"] if items else []
-    if _is_map(field):  # printed by the text format, each 2-space level as the file's unit
-        only = type(message)()
-        getattr(only, name).MergeFrom(getattr(message, name))
-        return [indent + _PRINTED_INDENT.sub(lambda m: style.unit * (len(m.group()) // 2), line)
-                for line in text_format.MessageToString(only).splitlines()]
+    if _is_map(field):  # one line per entry, in key order, as Triton's docs write them
+        entry_type, entries = GetMessageClass(field.message_type), getattr(message, name)
+        return [indent + _entry_line(name, _entry(entry_type, key, entries)) for key in sorted(entries)]
     if field.label == FieldDescriptor.LABEL_REPEATED:
         return [line for entry in getattr(message, name)
                 for line in _message_lines(name, entry, indent, style)]
     if not message.HasField(name):
         return []
     return _message_lines(name, getattr(message, name), indent, style)
+
+
+def _entry(entry_type: type[Message], key: Any, entries: Any) -> Message:
+    """The entry ``key`` of the map ``entries`` as a message of the map's entry type."""
+    entry = entry_type()
+    entry.key = key
+    value = entries[key]
+    if isinstance(value, Message):
+        entry.value.CopyFrom(value)
+    else:
+        entry.value = value
+    return entry
+
+
+def _entry_line(name: str, entry: Message) -> str:
+    """A map entry on one line: ``parameters { key: "k" value: { string_value: "2" } }``."""
+    fields = entry.DESCRIPTOR.fields_by_name
+    value = fields["value"]
+    if value.message_type is None:
+        shown = _scalar(entry, value)
+    else:
+        inner = text_format.MessageToString(entry.value, as_one_line=True)
+        shown = f"{{ {inner} }}" if inner else "{ }"
+    return f"{name} {{ key: {_scalar(entry, fields['key'])} value: {shown} }}"
 
 
 def _message_lines(name: str, message: Message, indent: str, style: _Style) -> list[str]:

@@ -17,12 +17,14 @@ exports, :mod:`workbench.perf` and :mod:`workbench.config_edits`.
 """
 
 from workbench.tuning.apply import NothingToApply, apply_result
+from workbench.tuning.budget import BudgetPlan, ModelOption, options_from_result, plan_budget
 from workbench.tuning.decide import Decision, decide
 from workbench.tuning.goals import OBJECTIVES, Goals
 from workbench.tuning.lab import MeasureOptions, TuneEvent
 from workbench.tuning.machine import Machine, SpeedProbe
 from workbench.tuning.points import Point
 from workbench.tuning.result import TuneResult
+from workbench.tuning.several import tune_models
 from workbench.tuning.space import SearchSpace, Setting, default_space, parse_space
 from workbench.tuning.strategies import STRATEGIES
 from workbench.tuning.targets import EngineTarget, RemoteTarget, Target
@@ -31,11 +33,13 @@ from workbench.tuning.tuner import Tuner, TuneSpec, make_target, tune
 __all__ = [
     "OBJECTIVES",
     "STRATEGIES",
+    "BudgetPlan",
     "Decision",
     "EngineTarget",
     "Goals",
     "Machine",
     "MeasureOptions",
+    "ModelOption",
     "NothingToApply",
     "Point",
     "RemoteTarget",
@@ -51,6 +55,9 @@ __all__ = [
     "decide",
     "default_space",
     "make_target",
+    "options_from_result",
     "parse_space",
+    "plan_budget",
     "tune",
+    "tune_models",
 ]

@@ -20,6 +20,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.perf import LoadLevel, PerfOptions, StepResult, Workload, prepare_workload, run_step
 from workbench.tuning.goals import Goals
+from workbench.tuning.machine import SpeedProbe
 from workbench.tuning.points import Point, stability
 from workbench.tuning.resume import point_key, save_points
 from workbench.tuning.space import SearchSpace, Setting
@@ -213,7 +214,8 @@ class Lab:
         if self.track_steps:
             steps = step_figures(stats_before, await all_statistics(self.target.client),
                                  time.monotonic() - started, self.instance_counts(setting))
-        return Point(setting, level, tuple(windows), stable, spread_t, spread_l, cpu, steps=steps)
+        probe = SpeedProbe.take().kloops_per_s  # ~10 ms, the load stopped
+        return Point(setting, level, tuple(windows), stable, spread_t, spread_l, cpu, steps=steps, probe=probe)
 
     def instance_counts(self, setting: Setting) -> dict[str, int]:
         """Instances of every model ``setting`` serves with (the served configs' where it

@@ -14,13 +14,11 @@ import os
 import time
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
 from workbench.gpu_readings import GpuSampler
 
-#: the probe's work: this many float32 matrix products of 128 x 128, single-threaded numpy
-#: would be BLAS-threaded, so the probe times a fixed Python + numpy loop instead
-PROBE_ROUNDS = 400
+#: the probe's work: a fixed pure-Python loop of this many iterations, one thread (the
+#: engine's request path is Python: what slows it, a busy or throttled core, slows this)
+PROBE_ITERATIONS = 200_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,28 +66,25 @@ class SpeedProbe:
 
     Attributes:
         time_utc: when, ``HH:MM:SS``.
-        ops_per_s: rounds of the fixed numpy loop per second (higher: faster; compare probes
-            of one run, not across machines).
+        kloops_per_s: thousands of the probe loop's iterations per second (higher: faster;
+            compare probes of one run, not across machines).
         loadavg_1m: the 1-minute load average (``/proc/loadavg``).
     """
 
     time_utc: str
-    ops_per_s: float
+    kloops_per_s: float
     loadavg_1m: float
 
     @classmethod
     def take(cls) -> SpeedProbe:
-        """Time :data:`PROBE_ROUNDS` products of two 128 x 128 float32 matrices (about 20 ms
-        on a 2-core VM); blocking, so call it off an event loop that serves traffic, or
-        between measurements as the tuner does."""
-        rng = np.random.default_rng(0)
-        a = rng.random((128, 128), dtype=np.float32)
-        b = rng.random((128, 128), dtype=np.float32)
+        """Time :data:`PROBE_ITERATIONS` iterations of a fixed Python loop (about 10 ms on
+        an idle core); blocking, so the tuner takes it between points."""
         start = time.perf_counter()
-        for _ in range(PROBE_ROUNDS):
-            a = (a @ b) * np.float32(1e-2)
+        total = 0
+        for i in range(PROBE_ITERATIONS):
+            total += i * i % 7
         elapsed = time.perf_counter() - start
-        return cls(time.strftime("%H:%M:%S", time.gmtime()), PROBE_ROUNDS / elapsed, _loadavg())
+        return cls(time.strftime("%H:%M:%S", time.gmtime()), PROBE_ITERATIONS / elapsed / 1000, _loadavg())
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -69,6 +69,9 @@ class Point:
             point -> ``executions``, ``inferences``, ``compute_us_per_execution`` (**µs**) and
             ``utilization`` (the share of the point's wall time its instances were busy,
             0..1 per instance): what shows the bottleneck step.
+        probe: the machine's speed probe right after the point
+            (:attr:`workbench.tuning.machine.SpeedProbe.kloops_per_s`): a slow probe beside a
+            slow point says the machine, not the config, was slow.
     """
 
     setting: Setting
@@ -80,6 +83,7 @@ class Point:
     cpu_s_per_inference: float | None = None
     from_resume: bool = False
     steps: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    probe: float | None = None
 
     def _median(self, read) -> float:
         return float(statistics.median(read(w) for w in self.windows[-STABLE_WINDOWS:]))
@@ -147,6 +151,7 @@ class Point:
             "cpu_s_per_inference": self.cpu_s_per_inference,
             "from_resume": self.from_resume,
             "steps": {k: dict(v) for k, v in self.steps.items()},
+            "probe_kops": None if self.probe is None else round(self.probe, 1),
             "window_results": [w.as_dict() for w in self.windows],
         }
 

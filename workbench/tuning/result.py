@@ -104,6 +104,7 @@ class TuneResult:
                 "memory_mb": _round(self.memory_mb.get(p.setting.label)),
                 "cpu_ms_per_inference": (None if p.cpu_s_per_inference is None
                                          else round(p.cpu_s_per_inference * 1000, 3)),
+                "probe_kops": None if p.probe is None else round(p.probe, 1),
                 "meets_goals": not fails, "why_not": "; ".join(fails),
                 "pareto": id(p) in pareto, "chosen": p is self.chosen,
             })
@@ -148,8 +149,8 @@ class TuneResult:
                  f"({self.windows} windows) in {self.wall_s:.0f} s{' (stopped)' if self.stopped else ''}",
                  f"goals: {self.goals.text()}", f"machine: {self.machine.text()}"]
         if self.probes:
-            lines.append("speed probe: " + ", ".join(f"{p.time_utc} {p.ops_per_s:.0f} ops/s (load {p.loadavg_1m:.2f})"
-                                                     for p in self.probes))
+            lines.append("speed probe: " + ", ".join(f"{p.time_utc} {p.kloops_per_s:,.0f} k loops/s (load "
+                                                     f"{p.loadavg_1m:.2f})" for p in self.probes))
         if self.memory is not None:
             lines.append(f"memory: {self.memory.base_mb:,.0f} MiB + {self.memory.per_instance_mb:,.1f} MiB "
                          f"per instance ({self.memory.method})")
@@ -181,7 +182,8 @@ class TuneResult:
         rows = self.rows()
         if rows:
             heads = ["setting", "level", "throughput_infer_per_s", f"p{self.goals.percentile}_us",
-                     "stable", "spread_pct", "windows", "avg_batch", "memory_mb", "meets_goals", "why_not"]
+                     "stable", "spread_pct", "windows", "avg_batch", "memory_mb", "probe_kops",
+                     "meets_goals", "why_not"]
             table = ["<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in heads) + "</tr>"]
             for row in rows:
                 style = " style='font-weight:bold;background:#e8f5e9'" if row["chosen"] else ""

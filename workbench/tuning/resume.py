@@ -55,7 +55,8 @@ def point_from_dict(data: dict) -> Point:
     level = LoadLevel(data["level"]["mode"], data["level"]["value"])
     return Point(Setting.from_dict(data["setting"]), level, windows, data["stable"],
                  data["throughput_spread_pct"], data["latency_spread_pct"],
-                 data.get("cpu_s_per_inference"), from_resume=True, steps=data.get("steps", {}))
+                 data.get("cpu_s_per_inference"), from_resume=True, steps=data.get("steps", {}),
+                 probe=data.get("probe_kops"))
 
 
 def point_key(setting: Setting, level: LoadLevel) -> str:

@@ -81,9 +81,11 @@ def setting_score(lab: Lab, setting: Setting) -> float | None:
 
 
 def ordered_neighbours(lab: Lab, setting: Setting, tried: set[Setting]) -> list[Setting]:
-    """The untried neighbours of ``setting`` worth measuring, most promising first: more
-    instances, larger batches, longer queue delays, then the smaller values; a larger
-    ``max_batch_size`` the batch model says cannot matter is skipped (and said so)."""
+    """The untried neighbours of ``setting`` worth measuring, most promising first: for an
+    ensemble, the knobs of its busiest step first (the utilization its statistics showed at
+    ``setting``'s highest load); then more instances, larger batches, longer queue delays,
+    then the smaller values. A larger ``max_batch_size`` the batches measured say cannot
+    matter is skipped (and said so)."""
     found = []
     for other in lab.space.neighbours(setting):
         if other in tried:
@@ -96,15 +98,19 @@ def ordered_neighbours(lab: Lab, setting: Setting, tried: set[Setting]) -> list[
             continue
         found.append(other)
 
-    def rank(other: Setting) -> tuple[int, str]:
+    points = lab.points_of(setting)
+    steps = points[-1].steps if points else {}
+
+    def rank(other: Setting) -> tuple[float, int, str]:
         for key, value in other.values:
             before = setting.get(key)
             if before != value:
                 up = _greater(value, before)
                 order = ("instance_count", "max_batch_size", "max_queue_delay_us")
-                knob = key.rpartition("/")[2]
-                return (order.index(knob) if knob in order and up else len(order) + (0 if up else 1), key)
-        return (99, "")
+                owner, _, knob = key.rpartition("/")
+                busy = steps.get(owner, {}).get("utilization", 0.0) if owner else 0.0
+                return (-busy, order.index(knob) if knob in order and up else len(order) + (0 if up else 1), key)
+        return (0.0, 99, "")
 
     return sorted(found, key=rank)
 
@@ -167,7 +173,8 @@ async def _sweep_up(lab: Lab, setting: Setting, levels: Sequence[LoadLevel], jum
                 i -= 1  # overshot: the level between
                 continue
             break
-        before = measured.get(i - 1)
+        lower = [k for k in measured if k < i]
+        before = measured[max(lower)] if lower else None
         if before is not None and point.throughput < before.throughput * MIN_GAIN:
             break  # saturated
         i = _next_level(i, point, levels, sla, goals.percentile) if jump else i + 1

@@ -105,6 +105,7 @@ class Tuner:
         """
         spec, started = self.spec, time.monotonic()
         name = spec.model
+        saved = load_points(spec.resume, name) if spec.resume else {}  # a wrong file: before any work
         machine = Machine.read()
         base = await self.target.served_config(name)
         bases: dict[str, ModelConfig] = {name: base}
@@ -116,7 +117,6 @@ class Tuner:
             for step in await step_models(self.target, base, workload, options.perf):
                 bases[step] = await self.target.served_config(step)
         space = self._space(base, bases, machine)
-        saved = load_points(spec.resume, name) if spec.resume else {}
         lab = self.lab = Lab(self.target, name, bases, space, spec.goals, options, self.on_event,
                              saved=saved, resume_path=spec.resume, track_steps=composite)
         lab.workload = workload

@@ -30,6 +30,10 @@ class KnobForm:
         self.count = pn.widgets.IntInput(label=labels["instance_count"], start=1, value=1, **width)
         self.kind = pn.widgets.Select(label=labels["instance_kind"], options=list(INSTANCE_KINDS), **width)
         self.cache = pn.widgets.Checkbox(label=labels["response_cache"], **width)
+        #: the backend's thread and stream counts (0: the backend's default)
+        self.intra_op = pn.widgets.IntInput(label=labels["intra_op_threads"], start=0, **width)
+        self.inter_op = pn.widgets.IntInput(label=labels["inter_op_threads"], start=0, **width)
+        self.streams = pn.widgets.IntInput(label=labels["streams"], start=0, **width)
         #: the knobs that do not apply to the open model, and why
         self.not_applicable = pn.pane.Markdown("", width=FORM_WIDTH, visible=False,
                                                css_classes=["workbench-knobs-not-applicable"])
@@ -40,7 +44,9 @@ class KnobForm:
         return {"max_batch_size": self.max_batch_size, "dynamic_batching": self.dynamic_batching,
                 "preferred_batch_sizes": self.preferred, "max_queue_delay_us": self.delay,
                 "priority_levels": self.priorities, "instance_count": self.count,
-                "instance_kind": self.kind, "response_cache": self.cache}
+                "instance_kind": self.kind, "response_cache": self.cache,
+                "intra_op_threads": self.intra_op, "inter_op_threads": self.inter_op,
+                "streams": self.streams}
 
     def widgets(self) -> list[pn.widgets.Widget]:
         return list(self.by_knob().values())
@@ -59,7 +65,9 @@ class KnobForm:
             max_batch_size=self.max_batch_size.value or 0, dynamic_batching=self.dynamic_batching.value,
             preferred_batch_sizes=preferred, max_queue_delay_us=self.delay.value or 0,
             priority_levels=self.priorities.value or 0, instance_count=self.count.value or 1,
-            instance_kind=self.kind.value, response_cache=self.cache.value)
+            instance_kind=self.kind.value, response_cache=self.cache.value,
+            intra_op_threads=self.intra_op.value or 0, inter_op_threads=self.inter_op.value or 0,
+            streams=self.streams.value or 0)
 
     def show(self, knobs: ConfigKnobs, reasons: dict[str, str]) -> None:
         """Show ``knobs``; disable the knobs named in ``reasons`` (knob -> why it does not
@@ -72,6 +80,9 @@ class KnobForm:
         self.count.value = knobs.instance_count
         self.kind.value = knobs.instance_kind
         self.cache.value = knobs.response_cache
+        self.intra_op.value = knobs.intra_op_threads
+        self.inter_op.value = knobs.inter_op_threads
+        self.streams.value = knobs.streams
         for name, widget in self.by_knob().items():
             widget.disabled = name in reasons
             widget.description = reasons.get(name)

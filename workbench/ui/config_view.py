@@ -40,9 +40,9 @@ import panel as pn
 from google.protobuf import text_format
 
 from workbench import ConfigProblem
+from workbench.config_edits.knobs import knob_reasons, parse_text, read_knobs, set_knobs
 from workbench.results import ConfigFile, ConfigWriteResult
 from workbench.ui.config_form import FORM_WIDTH, KnobForm
-from workbench.config_edits.knobs import knob_reasons, parse_text, read_knobs, set_knobs
 from workbench.ui.config_results import result_text
 from workbench.ui.store import AlertKind, EngineStore, Spawned, user_text
 

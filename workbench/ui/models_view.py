@@ -37,9 +37,9 @@ import panel as pn
 from bokeh.models.widgets.tables import HTMLTemplateFormatter, NumberFormatter
 from panel.io.state import set_curdoc
 
+from workbench.config_edits.overrides import POLICY_KINDS, VersionPolicy, current_config, load_with, read_policy
 from workbench.live_stats import LiveSample, LiveStatistics
 from workbench.ui.model_rows import ModelRow, model_rows
-from workbench.config_edits.overrides import POLICY_KINDS, VersionPolicy, current_config, load_with, read_policy
 from workbench.ui.store import EngineStore, Spawned, user_text
 
 log = logging.getLogger(__name__)

@@ -25,10 +25,10 @@ from dataclasses import replace
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench import Server
-from workbench.perf import StepResult, best_under_sla
-from workbench.results import ConfigWriteResult
 from workbench.config_edits.knobs import read_knobs, with_knob
 from workbench.config_edits.overrides import override_config
+from workbench.perf import StepResult, best_under_sla
+from workbench.results import ConfigWriteResult
 from workbench.ui.tuning_settings import Candidate
 
 

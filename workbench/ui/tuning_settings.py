@@ -21,9 +21,9 @@ import re
 from dataclasses import dataclass, fields
 from typing import cast
 
+from workbench.config_edits.knobs import INSTANCE_KINDS, ConfigKnobs, KnobValues
 from workbench.perf import LoadLevel, PerfError, levels_from_range
 from workbench.switches import parse_switch
-from workbench.config_edits.knobs import INSTANCE_KINDS, ConfigKnobs, KnobValues
 
 #: the most levels one sweep may have (a sweep of n levels takes n * (warm-up + window))
 MAX_LEVELS = 50

@@ -35,8 +35,8 @@ import panel as pn
 import param
 from google.protobuf import text_format
 
-from workbench.perf import InProcessClient, PerfError, StepResult, json_records, knee, prepare_workload, sweep
 from workbench.config_edits.knobs import read_knobs
+from workbench.perf import InProcessClient, PerfError, StepResult, json_records, knee, prepare_workload, sweep
 from workbench.ui.config_results import result_text
 from workbench.ui.store import AlertKind, EngineStore, Spawned, user_text
 from workbench.ui.tuning_form import SweepPlan, TuningForm
