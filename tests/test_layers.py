@@ -301,10 +301,6 @@ PRIVATE_READS: dict[str, tuple[set[str], str]] = {
         {"_task"},
         "the tuning view's run task: no read API yet",
     ),
-    "tests/ui/test_ui_tuning.py": (
-        {"_task"},
-        "as test_jupyter_tuning.py",
-    ),
     "tests/ui/test_ui_config_editor.py": (
         {"_validation"},
         "the editor's pending validation: no read API yet",

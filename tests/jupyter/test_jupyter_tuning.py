@@ -1,7 +1,8 @@
 """The Tuning tab inside a real dashboard session of the Jupyter host (a Bokeh server
-session, with its document lock): a sweep started by the Run button plots every step, fills
-the table and ends "done", with no Bokeh model changed outside the document's lock (which
-Bokeh refuses: "_pending_writes should be non-None when we have a document lock")."""
+session, with its document lock): a run of the tuner started by the Run button plots every
+point, fills the table and ends "done" with a verdict, with no Bokeh model changed outside
+the document's lock (which Bokeh refuses: "_pending_writes should be non-None when we have a
+document lock")."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from panel.io.state import set_curdoc
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from workbench.jupyter.dashboard import DashboardMount
-from workbench.ui.tuning_view import SERVED, TuningView
+from workbench.ui.tuning_view import TuningView
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ async def until(check, what: str, timeout_s: float = 60.0):
     return value
 
 
-async def test_a_sweep_in_a_jupyter_session_plots_every_step(
+async def test_a_run_in_a_jupyter_session_plots_every_point(
         workbench, jp_serverapp, jupyter_url: str, jp_auth_header: dict) -> None:
     mount: DashboardMount = jp_serverapp.web_app.settings["workbench_dashboard"]
     page = await AsyncHTTPClient().fetch(HTTPRequest(f"{jupyter_url}workbench/", headers=jp_auth_header))
@@ -53,14 +54,19 @@ async def test_a_sweep_in_a_jupyter_session_plots_every_step(
     await until(lambda: view.plot.figure.document is doc, "the Tuning tab rendered in the session")
     await until(lambda: "add_sub" in view.form.model.options, "the model list")
     form = view.form
-    form.model.value, form.levels.value = "add_sub", "1, 2, 4"
-    form.warmup_ms.value, form.interval_ms.value = 50, 250
+    await locked(lambda: setattr(form.model, "value", "add_sub"))
+    await until(lambda: (form.space.value or "").startswith("instance_count="), "the space filled from add_sub")
+    form.space.value, form.levels.value = "max_queue_delay_us=0,100", "1, 2"
+    form.warmup_ms.value, form.interval_ms.value, form.max_windows.value = 50, 250, 3
     await locked(lambda: setattr(view.run_button, "clicks", 1))
     await until(lambda: view._task is not None, "the run started")
     await app.store.settle()
     assert view._task is not None and view._task.exception() is None
     assert not view.error.visible, view.error.object
-    assert view.status.object.startswith("done: 3 steps"), view.status.object
-    await until(lambda: SERVED in view.plot.sources and len(view.plot.sources[SERVED].data["level"]) == 3,
-                "three points on the plot")
-    assert list(view.table.value["Concurrency"]) == [1, 2, 4]
+    result = view.outcome.result
+    assert result is not None and len(result.points) >= 2
+    assert view.status.object.startswith(f"done: {len(result.points)} points"), view.status.object
+    await until(lambda: sum(len(s.data["throughput"]) for s in view.plot.sources.values()) == len(result.points),
+                "every point on the plot")
+    assert len(view.table.value) == len(result.points)
+    assert result.decision.why in view.outcome.verdict.object

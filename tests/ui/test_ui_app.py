@@ -45,7 +45,7 @@ async def test_the_tuning_slot_goes_between_live_and_headless(server: Server) ->
         board.close()
 
 
-async def test_no_tuning_tab_when_asked_and_closing_stops_a_running_sweep(server: Server) -> None:
+async def test_no_tuning_tab_when_asked_and_closing_stops_a_running_search(server: Server) -> None:
     board = dashboard(server, tuning=None, interval_s=60)
     board.close()
     assert rendered_tab_titles(board) == ["Models", "Config", "Live", "Headless"]
@@ -56,13 +56,17 @@ async def test_no_tuning_tab_when_asked_and_closing_stops_a_running_sweep(server
         view = board.tuning
         assert isinstance(view, TuningView)
         form = view.form
-        form.levels.value, form.warmup_ms.value, form.interval_ms.value = "1:20:1", 0, 250
-        view.param.watch(lambda _e: board.close(), "steps_done")  # after the first step
+        form.model.value = "add_sub"
+        await board.store.settle()  # the space filled from the model
+        form.space.value, form.levels.value = "max_queue_delay_us=0,100", "1:20:1"
+        form.warmup_ms.value, form.interval_ms.value, form.max_windows.value = 0, 250, 3
+        view.param.watch(lambda _e: board.close(), "points_done")  # after the first point
         task = view.start()
         await board.store.settle()
     finally:
         board.close()
-    assert task is not None and task.cancelled() and view.steps_done == 1
+    assert task is not None and view.points_done == 1 and not view.running
+    assert view.outcome.result is not None and view.outcome.result.stopped
 
 
 async def test_one_periodic_callback_feeds_the_live_plots(server: Server) -> None:

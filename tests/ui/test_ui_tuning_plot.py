@@ -1,5 +1,6 @@
 """The Tuning plot as a person reads it: both axes start at 0 and end above the largest
-value plotted (the p99 target included), refitted as points stream in; the legend lies
+value plotted (the SLA line included), refitted as points stream in; an unstable point is
+hollow, the chosen one starred; the latency is at the run's percentile; the legend lies
 outside the plot area (right of it), holding every setting; Reset returns to the fit."""
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from bokeh.models import Range1d
 from bokeh.models.annotations import Legend, LegendItem  # not in the __all__ mypy reads of bokeh.models
 
 from workbench.perf import LoadLevel, StepResult
-from workbench.ui.tuning_plot import LEGEND_NAME, PAD, TuningPlot
+from workbench.tuning import Point, Setting
+from workbench.ui.tuning_plot import CHOSEN, LEGEND_NAME, PAD, TuningPlot
 
 
 def step(level: int, throughput: float, p99_us: int) -> StepResult:
@@ -22,6 +24,13 @@ def step(level: int, throughput: float, p99_us: int) -> StepResult:
                       latency_min_us=1, latency_max_us=p99_us, percentiles_us=latencies,
                       stabilizing_latency_us=p99_us // 2, percentile=None, client_send_us=0,
                       client_recv_us=0, response_wait_us=p99_us // 2)
+
+
+def measured(setting: str, level: int, throughput: float, p99_us: int, stable: bool = True) -> Point:
+    """A point of ``setting`` (``knob=value``) at concurrency ``level``: three equal windows."""
+    knob, _, value = setting.partition("=")
+    return Point(Setting(((knob, int(value)),)), LoadLevel("concurrency", level),
+                 (step(level, throughput, p99_us),) * 3, stable, 0.0, 0.0)
 
 
 def fitted(axis: object) -> Range1d:
@@ -51,49 +60,59 @@ def legend_labels(legend: Legend) -> list[object]:
 def test_the_axes_start_at_zero_and_fit_every_point_as_they_stream_in() -> None:
     plot = TuningPlot()
     assert (ends(plot.figure.y_range)[0], ends(plot.figure.x_range)[0]) == (0, 0)
-    plot.add("a", step(1, 600.0, 7200))
-    plot.add("a", step(2, 1300.0, 4100))
-    plot.add("b", step(1, 3100.0, 2100))
+    plot.add(measured("max_queue_delay_us=1", 1, 600.0, 7200))
+    plot.add(measured("max_queue_delay_us=1", 2, 1300.0, 4100))
+    plot.add(measured("max_queue_delay_us=2", 1, 3100.0, 2100))
     (y_start, y_end), (x_start, x_end) = ends(plot.figure.y_range), ends(plot.figure.x_range)
     assert y_start == 0 and y_end >= 7.2 * (1 + PAD) - 1e-9  # the highest p99, padded
     assert y_end <= 7.2 * 1.5  # fitted, not squashed
     assert x_start == 0 and x_end >= 3100 * (1 + PAD) - 1e-9
     y = fitted(plot.figure.y_range)
     assert (y.reset_start, y.reset_end) == (0, y.end)  # Reset comes back to the fit
-    plot.add("b", step(2, 3500.0, 9000))  # a higher point: the axis follows
+    plot.add(measured("max_queue_delay_us=2", 2, 3500.0, 9000))  # a higher point: the axis follows
     assert ends(plot.figure.y_range)[1] >= 9.0 * (1 + PAD) - 1e-9
 
 
-def test_the_p99_target_line_is_inside_the_y_range() -> None:
+def test_unstable_points_are_hollow_the_chosen_one_starred_and_the_sla_inside_the_range() -> None:
     plot = TuningPlot()
-    plot.add("a", step(1, 600.0, 2000))
-    plot.mark({"a": None}, {"a": None}, 15.0)
-    assert plot.sla.visible and ends(plot.figure.y_range)[1] >= 15.0
+    plot.reset(95, 15.0)
+    stable, unstable = measured("instance_count=1", 1, 600.0, 2000), measured("instance_count=1", 2, 900.0, 3000, False)
+    plot.add(stable)
+    plot.add(unstable)
+    assert list(plot.sources["instance_count=1"].data["fill_alpha"]) == [1.0, 0.0]
+    assert list(plot.sources["instance_count=1"].data["state"]) == ["stable", "unstable"]
+    plot.mark(stable)
+    assert list(plot.chosen.data["level"]) == ["Concurrency: 1"]
+    assert plot.sla.visible and plot.sla.location == 15.0 and ends(plot.figure.y_range)[1] >= 15.0
+    assert plot.figure.yaxis[0].axis_label == "p95 latency (ms)"  # the run's percentile
+    plot.mark(None)
+    assert list(plot.chosen.data["level"]) == []
 
 
 def test_the_legend_lies_outside_the_plot_area_and_lists_each_setting() -> None:
     plot = TuningPlot()
-    plot.add("max_queue_delay_us=100", step(1, 600.0, 2000))
-    plot.add("max_queue_delay_us=700", step(1, 700.0, 2500))
+    plot.add(measured("max_queue_delay_us=100", 1, 600.0, 2000))
+    plot.add(measured("max_queue_delay_us=700", 1, 700.0, 2500))
     legends = [m for m in plot.figure.select(type=Legend) if isinstance(m, Legend)]  # typed as any Model
     assert len(legends) == 1 and legends[0].name == LEGEND_NAME
     assert legends[0] in plot.figure.right and legends[0] not in plot.figure.center
     assert legends[0].click_policy == "hide"
     labels = legend_labels(legends[0])
-    assert labels == ["knee", "best under target", "max_queue_delay_us=100", "max_queue_delay_us=700"]
+    assert labels == [CHOSEN, "max_queue_delay_us=100", "max_queue_delay_us=700"]
 
 
 def test_reset_empties_the_one_figure_for_the_next_run() -> None:
     plot = TuningPlot()
     figure = plot.figure
-    plot.add("max_queue_delay_us=100", step(1, 600.0, 9000))
-    plot.mark({"max_queue_delay_us=100": step(1, 600.0, 9000)}, {}, 12.0)
-    plot.reset()
-    plot.add("max_queue_delay_us=100", step(1, 300.0, 2000))
+    first = measured("max_queue_delay_us=100", 1, 600.0, 9000)
+    plot.add(first)
+    plot.mark(first)
+    plot.reset(99, None)
+    plot.add(measured("max_queue_delay_us=100", 1, 300.0, 2000))
     assert plot.figure is figure and list(plot.sources) == ["max_queue_delay_us=100"]
     named = [m for m in figure.select({"name": "tuning_series:max_queue_delay_us=100"})]
     assert named == [plot.sources["max_queue_delay_us=100"]]  # the last run's only
     labels = legend_labels(plot.legend)
-    assert labels == ["knee", "best under target", "max_queue_delay_us=100"]
-    assert list(plot.knees.data["level"]) == [] and not plot.sla.visible
+    assert labels == [CHOSEN, "max_queue_delay_us=100"]
+    assert list(plot.chosen.data["level"]) == [] and not plot.sla.visible
     assert ends(plot.figure.y_range)[1] < 9.0  # fitted to this run's points only

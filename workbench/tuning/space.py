@@ -283,7 +283,7 @@ def levels_from_text(mode: str, text: str) -> tuple[LoadLevel, ...]:
     """
     parts = text.split(":")
     if ":" in text and len(parts) == 2:
-        start, end = float(parts[0]), float(parts[1])
+        start, end = _number(parts[0]), _number(parts[1])
         if start <= 0 or end < start:
             raise ValueError(f"'{text}': need 0 < start <= end")
         values, v = [], start
@@ -293,8 +293,16 @@ def levels_from_text(mode: str, text: str) -> tuple[LoadLevel, ...]:
         return tuple(_level(mode, v) for v in values)
     if ":" in text:
         return tuple(sorted(levels_from_range(mode, text), key=lambda lv: lv.value))  # type: ignore[arg-type]
-    return tuple(sorted((_level(mode, float(v)) for v in re.split(r"[,\s]+", text.strip()) if v),
+    return tuple(sorted((_level(mode, _number(v)) for v in re.split(r"[,\s]+", text.strip()) if v),
                         key=lambda lv: lv.value))
+
+
+def _number(word: str) -> float:
+    try:
+        return float(word)
+    except ValueError:
+        raise ValueError(f"'{word.strip()}' is not a number (levels: 1,2,8 or start:end or "
+                         "start:end:step)") from None
 
 
 def _level(mode: str, value: float) -> LoadLevel:

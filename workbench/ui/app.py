@@ -1,9 +1,9 @@
 """The whole workbench dashboard: ``dashboard(server)`` for a notebook cell, ``create_app``
 for a Bokeh/Panel server session (the Jupyter host mounts it at ``{base_url}/workbench/``).
 
-Tabs, in order: Models, Config, Live, Tuning, Headless. The Tuning tab (a concurrency or
-request-rate sweep over the load generator of ``workbench perf``, and a comparison of
-candidate settings) is built by a builder, ``tuning(store) -> Viewable``: by default
+Tabs, in order: Models, Config, Live, Tuning, Headless. The Tuning tab (a config search by
+the tuner of :mod:`workbench.tuning`, the one behind ``workbench tune``) is built by a
+builder, ``tuning(store) -> Viewable``: by default
 :func:`workbench.ui.tuning_view.tuning_tab`; pass another as ``tuning=``, or ``tuning=None``
 for no Tuning tab.
 

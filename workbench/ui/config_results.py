@@ -1,5 +1,5 @@
 """The banner that says what a config write or revert did (the Config tab's Apply and
-Revert, the Tuning tab's Apply best), from the engine's ``ConfigWriteResult``."""
+Revert, the Tuning tab's Apply), from the engine's ``ConfigWriteResult``."""
 
 from __future__ import annotations
 

@@ -1,11 +1,20 @@
-"""The Tuning tab's form: the model, the load (concurrency or request rate and its levels),
-the input data (random, zeros, or a JSON file in perf_analyzer's ``--input-data`` format,
-typed as a path or uploaded), batch size, warm-up and measurement window (**ms**), the
-candidate settings to compare, and the p99 target (**ms**); :meth:`TuningForm.plan` reads
-it into a :class:`SweepPlan`.
+"""The Tuning tab's form: what a run of the tuner (:class:`workbench.tuning.Tuner`) searches and
+how it measures, read into a :class:`~workbench.tuning.TuneSpec` by :meth:`TuningForm.spec`.
 
-An uploaded file is saved in a temporary folder owned by the form (removed when the form is
-garbage collected) and its path put in the path field.
+* the model, the strategy (``quick`` / ``brute``) and the search space, shown *before* the
+  run as editable text (``knob=v1,v2 ...``, :func:`workbench.tuning.parse_space`), filled from
+  the served config and this machine (:func:`workbench.tuning.default_space`) when a model
+  is chosen;
+* the load: concurrency or request rate and its levels (``1, 2, 4``, ``1:16`` doubling,
+  ``1:16:4``);
+* the goals: an SLA at p99 or p95 (**ms**), the objective, a minimum throughput
+  (inferences/s) and a host memory budget (**MiB**), each optional (0: none);
+* the measurement: window and warm-up (**ms**), the stability tolerance (**%**, windows
+  agree when within it of their mean) and the most windows a point may take; batch size and
+  input data (random, zeros, or a JSON file in perf_analyzer's ``--input-data`` format,
+  typed as a path or uploaded into a temporary folder owned by the form).
+
+Nothing here touches the engine.
 """
 
 from __future__ import annotations
@@ -14,67 +23,61 @@ import os
 import shutil
 import tempfile
 import weakref
-from dataclasses import dataclass
 
 import panel as pn
+from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.perf import LoadLevel, PerfOptions
-from workbench.ui.tuning_settings import Candidate, parse_candidates, parse_levels
+from workbench.perf import PerfOptions
+from workbench.tuning import (
+    OBJECTIVES,
+    STRATEGIES,
+    Goals,
+    Machine,
+    MeasureOptions,
+    TuneSpec,
+    default_space,
+    parse_space,
+)
+from workbench.tuning.space import levels_from_text
 
-#: level lists offered when the mode changes (doubling steps: the knee rule compares neighbours)
+#: level lists offered when the mode changes (a request-rate axis has no default of its own)
 DEFAULT_LEVELS = {"concurrency": "1, 2, 4, 8, 16", "request_rate": "100, 200, 400, 800, 1600"}
 #: input data choices -> PerfOptions.input_data ("file": the path field)
 INPUTS = {"random": "random", "zeros": "zero", "JSON file": "file"}
 MODES = {"concurrency": "concurrency", "request rate": "request_rate"}
-#: how a candidate is written, for the placeholder (an example, said to be one: no candidate
-#: is swept until one is typed)
-CANDIDATE_HINT = ("for example (none is swept until typed):\nmax_queue_delay_us=200\n"
-                  "max_queue_delay_us=1000 preferred_batch_sizes=4,8\ninstance_count=2")
-
-
-@dataclass(frozen=True)
-class SweepPlan:
-    """One run of the tab.
-
-    Attributes:
-        options: the measurement options (model, batch size, input data, window, warm-up).
-        levels: the load levels, in order.
-        candidates: settings to try after (or without) the served config.
-        include_served: sweep the config as served now first.
-        sla_p99_us: the p99 target, **µs** (None: no target).
-    """
-
-    options: PerfOptions
-    levels: tuple[LoadLevel, ...]
-    candidates: tuple[Candidate, ...]
-    include_served: bool
-    sla_p99_us: float | None
+#: the percentiles the SLA may be on
+PERCENTILES = {"p99": 99, "p95": 95}
+#: the space field's label (a person finds the field by it)
+SPACE_LABEL = "Search space (knob=v1,v2 ..., filled from the model and this machine)"
 
 
 class TuningForm:
-    """The form's widgets."""
+    """The form's widgets (see the module docstring)."""
 
     def __init__(self) -> None:
         self.model = pn.widgets.Select(label="Model", options=[], width=200)
+        self.strategy = pn.widgets.RadioButtonGroup(options=list(STRATEGIES), value="quick")
+        self.space = pn.widgets.TextAreaInput(label=SPACE_LABEL, height=70, sizing_mode="stretch_width")
         self.mode = pn.widgets.RadioButtonGroup(options=list(MODES), value="concurrency")
-        self.levels = pn.widgets.TextInput(label="Levels (start:end:step or a list)",
-                                           value=DEFAULT_LEVELS["concurrency"], width=220)
-        self.input = pn.widgets.Select(label="Input data", options=list(INPUTS), value="random",
-                                       width=120)
+        self.levels = pn.widgets.TextInput(label="Load levels (1, 2, 4 or start:end or start:end:step)",
+                                           value=DEFAULT_LEVELS["concurrency"], width=260)
+        self.sla_ms = pn.widgets.FloatInput(label="SLA (ms, 0 = none)", value=0.0, start=0.0, width=130)
+        self.percentile = pn.widgets.Select(label="at", options=list(PERCENTILES), value="p99", width=70)
+        self.objective = pn.widgets.Select(label="Objective", options=list(OBJECTIVES), value="throughput",
+                                           width=190)
+        self.min_throughput = pn.widgets.FloatInput(label="Min throughput (infer/s, 0 = none)", value=0.0,
+                                                    start=0.0, width=220)
+        self.host_memory_mb = pn.widgets.FloatInput(label="Host memory budget (MiB, 0 = none)", value=0.0,
+                                                    start=0.0, width=220)
+        self.interval_ms = pn.widgets.IntInput(label="Window (ms)", value=2000, start=50, step=250, width=110)
+        self.warmup_ms = pn.widgets.IntInput(label="Warm-up (ms)", value=500, start=0, step=250, width=110)
+        self.stability = pn.widgets.FloatInput(label="Stability (%)", value=10.0, start=0.0, width=110)
+        self.max_windows = pn.widgets.IntInput(label="Max windows", value=6, start=3, width=110)
+        self.batch_size = pn.widgets.IntInput(label="Batch size", value=1, start=1, width=100)
+        self.input = pn.widgets.Select(label="Input data", options=list(INPUTS), value="random", width=120)
         self.path = pn.widgets.TextInput(label="JSON file (--input-data format)",
                                          placeholder="/path/to/data.json", width=260)
         self.upload = pn.widgets.FileInput(accept=".json", multiple=False)
-        self.batch_size = pn.widgets.IntInput(label="Batch size", value=1, start=1, width=100)
-        self.interval_ms = pn.widgets.IntInput(label="Window (ms)", value=2000, start=50,
-                                               step=250, width=110)
-        self.warmup_ms = pn.widgets.IntInput(label="Warm-up (ms)", value=500, start=0, step=250,
-                                             width=110)
-        self.sla_ms = pn.widgets.FloatInput(label="p99 target (ms, 0 = none)", value=0.0,
-                                            start=0.0, step=1.0, width=170)
-        self.include_served = pn.widgets.Checkbox(label="sweep the served config", value=True)
-        self.candidates = pn.widgets.TextAreaInput(
-            label="Candidate settings to compare (one per line; knobs of the Config tab)",
-            placeholder=CANDIDATE_HINT, height=90, sizing_mode="stretch_width")
         self._folder = tempfile.mkdtemp(prefix="workbench-tuning-")
         weakref.finalize(self, shutil.rmtree, self._folder, True)
         self.mode.param.watch(self._on_mode, "value")
@@ -84,47 +87,69 @@ class TuningForm:
         # rows that wrap: a narrow output (a notebook cell) moves the last fields to the next
         # line instead of cutting them off at its right edge
         def row(*widgets: pn.viewable.Viewable) -> pn.FlexBox:
-            return pn.FlexBox(*widgets, flex_wrap="wrap", align_items="flex-end",
-                              sizing_mode="stretch_width")
+            return pn.FlexBox(*widgets, flex_wrap="wrap", align_items="flex-end", sizing_mode="stretch_width")
 
         return pn.Column(
-            row(self.model, self.mode, self.levels, self.batch_size, self.interval_ms,
-                self.warmup_ms),
-            row(self.input, self.path, self.upload),
-            row(self.include_served, self.sla_ms),
-            self.candidates, sizing_mode="stretch_width")
+            row(self.model, self.strategy), self.space,
+            row(self.mode, self.levels, self.sla_ms, self.percentile, self.objective),
+            row(self.min_throughput, self.host_memory_mb),
+            row(self.interval_ms, self.warmup_ms, self.stability, self.max_windows, self.batch_size),
+            row(self.input, self.path, self.upload), sizing_mode="stretch_width")
 
-    def sla_p99_us(self) -> float | None:
-        """The p99 target in **µs** (None when 0 or empty)."""
-        return self.sla_ms.value * 1000 if self.sla_ms.value else None
+    def prefill(self, config: ModelConfig, machine: Machine) -> None:
+        """The space (and, in concurrency mode, the levels) :func:`default_space` derives from
+        the served ``config`` and ``machine``."""
+        space = default_space(config, machine)
+        self.space.value = space.text()
+        if MODES[self.mode.value] == "concurrency":
+            self.levels.value = ", ".join(f"{level.value:g}" for level in space.levels)
 
-    def plan(self) -> SweepPlan:
-        """The run the form describes.
+    def goals(self) -> Goals:
+        """The goals of the form.
 
         Raises:
-            PerfError: no model, bad levels, a batch size / window / warm-up out of range, or
-                an input data path that is not a file.
-            ValueError: a malformed candidate line (:func:`parse_candidates`), or neither
-                the served config nor a candidate to sweep.
+            ValueError: a bound < 0 (0 is none).
         """
-        mode = MODES[self.mode.value]
-        levels = parse_levels(mode, self.levels.value or "")
+        for widget in (self.sla_ms, self.min_throughput, self.host_memory_mb):
+            if (widget.value or 0) < 0:
+                raise ValueError(f"{widget.name.split(' (')[0]} must be >= 0 (0 = none)")
+        return Goals(sla_ms=self.sla_ms.value or None, percentile=PERCENTILES[self.percentile.value],
+                     min_throughput=self.min_throughput.value or None,
+                     host_memory_mb=self.host_memory_mb.value or None, objective=self.objective.value)
+
+    def spec(self, resume: str | None = None) -> TuneSpec:
+        """The run the form describes (``resume``: the resume file it reads and keeps).
+
+        Raises:
+            PerfError: a level, batch size, window or warm-up out of range, an input data path
+                that is not a file.
+            ValueError: no model, no level, a malformed space (:func:`parse_space`), a bad
+                goal, a stability <= 0 or fewer than 3 windows.
+        """
+        if not self.model.value:
+            raise ValueError("choose a model")
+        mode, text = MODES[self.mode.value], (self.levels.value or "").strip()
+        if not text:
+            raise ValueError("name at least one load level")
+        levels = levels_from_text(mode, text)
+        space = (self.space.value or "").strip()
+        if not space:
+            raise ValueError("the search space is empty: name at least one knob=v1,v2")
+        parse_space(space, levels)  # its errors now, before anything runs
+        measure = MeasureOptions(self.perf_options(), self.stability.value or 0, self.max_windows.value or 0)
+        return TuneSpec(self.model.value, self.goals(), space, text, mode, self.strategy.value,
+                        measure, resume)
+
+    def perf_options(self) -> PerfOptions:
         chosen = INPUTS[self.input.value]
         input_data = (self.path.value or "").strip() if chosen == "file" else chosen
         if chosen == "file" and not input_data:
             raise ValueError("choose a JSON file (a path on the server, or upload one)")
-        options = PerfOptions(self.model.value or "", batch_size=self.batch_size.value or 0,
-                              input_data=input_data,
-                              measurement_interval_ms=self.interval_ms.value or 0,
-                              warmup_ms=self.warmup_ms.value or 0)
-        candidates = parse_candidates(self.candidates.value or "")
-        if not candidates and not self.include_served.value:
-            raise ValueError("nothing to sweep: tick 'sweep the served config' or add a candidate")
-        return SweepPlan(options, tuple(levels), tuple(candidates), self.include_served.value,
-                         self.sla_p99_us())
+        return PerfOptions(self.model.value or "", batch_size=self.batch_size.value or 0, input_data=input_data,
+                           measurement_interval_ms=self.interval_ms.value or 0, warmup_ms=self.warmup_ms.value or 0)
 
     def _on_mode(self, event) -> None:
-        if self.levels.value in DEFAULT_LEVELS.values():
+        if self.levels.value in DEFAULT_LEVELS.values() or MODES[event.new] == "request_rate":
             self.levels.value = DEFAULT_LEVELS[MODES[event.new]]
 
     def _on_upload(self, event) -> None:
@@ -138,4 +163,4 @@ class TuningForm:
         self.input.value = "JSON file"
 
 
-__all__ = ["DEFAULT_LEVELS", "INPUTS", "MODES", "SweepPlan", "TuningForm"]
+__all__ = ["DEFAULT_LEVELS", "INPUTS", "MODES", "PERCENTILES", "SPACE_LABEL", "TuningForm"]

@@ -1,11 +1,12 @@
-"""The Tuning tab's plot: throughput (x, inferences per second) against p99 latency (y,
-**milliseconds**), one line per setting tried, streamed a point per measured step, with the
-knee of each setting, the best step under the p99 target and the target itself marked.
+"""The Tuning tab's plot: throughput (x, inferences per second) against latency at the goals'
+percentile (y, **milliseconds**), one line per setting the tuner measured, streamed a point
+per measured point; an unstable point (its windows never agreed) is drawn hollow, the chosen
+point is starred, the SLA is a dashed line.
 
 As a person reads it: both axes start at 0 and end :data:`PAD` above the largest value
-plotted (the p99 target line included), refitted with every change, so no point is cut off
-and the curves fill the plot; the legend sits right of the plot area, never over a curve
-(click an entry to hide that setting).
+plotted (the SLA line included), refitted with every change, so no point is cut off and the
+curves fill the plot; the legend sits right of the plot area, never over a curve (click an
+entry to hide that setting).
 
 One :class:`TuningPlot` (one figure) serves every run of a tab: :meth:`TuningPlot.reset`
 empties it for the next run (its series, legend entries and marks go), so the document never
@@ -22,7 +23,6 @@ server session (applied on the session's next tick), at once elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import panel as pn
@@ -31,12 +31,12 @@ from bokeh.models import ColumnDataSource, HoverTool, Range1d
 
 # bokeh.models re-exports these through a computed __all__ mypy cannot read: imported from
 # their subpackages (the same classes)
-from bokeh.models.annotations import Legend, LegendItem, Span
+from bokeh.models.annotations import Legend, LegendItem, Span, Title
 from bokeh.models.renderers import GlyphRenderer
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
-from workbench.perf import StepResult
+from workbench.tuning import Point
 from workbench.ui.bokeh_doc import change_models
 
 if TYPE_CHECKING:
@@ -44,8 +44,9 @@ if TYPE_CHECKING:
 
 #: the name of a setting's source in the document: this prefix, then the setting's label
 SERIES_NAME = "tuning_series:"
-#: the columns of every source (a series, the knees, the best steps)
-COLUMNS = ("throughput", "p99_ms", "p50_ms", "level", "setting")
+#: the columns of every source (a series, the chosen point): ``latency_ms`` is at the goals'
+#: percentile, ``fill_alpha`` 1 for a stable point and 0 (hollow) for an unstable one
+COLUMNS = ("throughput", "latency_ms", "level", "setting", "state", "fill_alpha")
 #: the names of the figure and its legend in the document (a browser finds them by name)
 FIGURE_NAME, LEGEND_NAME = "tuning_plot", "tuning_legend"
 #: room left above the largest value on each axis, as a fraction of it
@@ -63,10 +64,10 @@ class MarkStyle(TypedDict, total=False):
     line_width: float
 
 
-#: how the knee of each setting (▲) and its best step under the target (★) are drawn
-KNEE_STYLE: MarkStyle = {"marker": "triangle", "size": 16, "fill_color": None, "line_color": "black",
-              "line_width": 2}
-BEST_STYLE: MarkStyle = {"marker": "star", "size": 18, "fill_color": "gold", "line_color": "black"}
+#: how the chosen point (★) is drawn
+CHOSEN_STYLE: MarkStyle = {"marker": "star", "size": 20, "fill_color": "gold", "line_color": "black"}
+#: the chosen point's legend entry
+CHOSEN = "chosen"
 
 
 def fitted_end(values: list[float]) -> float:
@@ -76,20 +77,15 @@ def fitted_end(values: list[float]) -> float:
     return top * (1 + PAD) if top > 0 else 1.0
 
 
-def point(setting: str, result: StepResult) -> DataDict:
-    """One step as a row of :data:`COLUMNS` (latencies converted from µs to ms)."""
-    return {"throughput": [result.throughput_infer_per_s], "p99_ms": [result.p99_us / 1000],
-            "p50_ms": [result.p50_us / 1000], "level": [str(result.level)],
-            "setting": [setting]}
+def point_row(point: Point, percentile: int) -> DataDict:
+    """One point as a row of :data:`COLUMNS` (latency at ``percentile``, from µs to ms)."""
+    return {"throughput": [point.throughput], "latency_ms": [point.latency_us(percentile) / 1000],
+            "level": [str(point.level)], "setting": [point.setting.label],
+            "state": ["stable" if point.stable else "unstable"], "fill_alpha": [1.0 if point.stable else 0.0]}
 
 
-def _rows(marks: Mapping[str, StepResult | None]) -> dict[str, list]:
-    data: dict[str, list] = {column: [] for column in COLUMNS}
-    for setting, result in marks.items():
-        if result is not None:
-            for column, values in point(setting, result).items():
-                data[column] += values
-    return data
+def _empty() -> dict[str, list]:
+    return {column: [] for column in COLUMNS}
 
 
 class TuningPlot:
@@ -100,14 +96,15 @@ class TuningPlot:
 
     Attributes:
         figure: the Bokeh figure.
-        sources: setting label -> its steps, in the order measured.
-        knees: one row per setting with a knee (:func:`workbench.perf.knee`).
-        best: one row per setting with a best step (under the target, if any).
-        sla: the p99 target line (hidden without a target).
+        sources: setting label -> its points, in the order measured.
+        chosen: the chosen point (one row, or none).
+        sla: the SLA line (hidden without an SLA).
+        percentile: the latency percentile plotted (the goals' of the run).
     """
 
     def __init__(self, shown_in: pn.viewable.Viewable | None = None) -> None:
         self.shown_in = shown_in
+        self.percentile = 99
         self.figure = figure(title="Throughput vs p99 latency", height=380,
                              sizing_mode="stretch_width", name=FIGURE_NAME,
                              x_range=Range1d(start=0, end=1), y_range=Range1d(start=0, end=1),
@@ -117,25 +114,23 @@ class TuningPlot:
         self.figure.add_layout(self.legend, "right")
         self.figure.xaxis.axis_label = "throughput (inferences / s)"
         self.figure.yaxis.axis_label = "p99 latency (ms)"
-        self.figure.add_tools(HoverTool(tooltips=[
-            ("setting", "@setting"), ("load", "@level"), ("infer/s", "@throughput{0.0}"),
-            ("p99 ms", "@p99_ms{0.000}"), ("p50 ms", "@p50_ms{0.000}")]))
+        self.hover = HoverTool(tooltips=self._tooltips())
+        self.figure.add_tools(self.hover)
         self.sources: dict[str, ColumnDataSource] = {}
-        self.knees = ColumnDataSource({column: [] for column in COLUMNS})
-        self.best = ColumnDataSource({column: [] for column in COLUMNS})
-        self.sla = Span(location=0, dimension="width", line_dash="dashed", line_color="gray",
+        self.chosen = ColumnDataSource(_empty())
+        self.sla = Span(location=0, dimension="width", line_dash="dashed", line_color="red",
                         visible=False)
         self.figure.add_layout(self.sla)
-        self.legend.items = [self._mark("knee", self.knees, KNEE_STYLE),
-                             self._mark("best under target", self.best, BEST_STYLE)]
-        #: the legend's entries of the marks (kept by :meth:`reset`)
+        self.legend.items = [self._mark(CHOSEN, self.chosen, CHOSEN_STYLE)]
+        #: the legend's entry of the chosen mark (kept by :meth:`reset`)
         self._mark_items = list(self.legend.items)
         #: the drawn (empty) series, each taken by a setting in turn (source, renderers, entry)
         self._slots = [self._draw(color) for color in Category10_10]
 
-    def reset(self) -> None:
-        """Empty the plot for a new run: no series (their lines, points and legend entries
-        go), no marks, no target line, axes back to 0..1."""
+    def reset(self, percentile: int = 99, sla_ms: float | None = None) -> None:
+        """Empty the plot for a new run measuring latency at ``percentile`` against
+        ``sla_ms`` (**ms**, None: no SLA line): no series (their lines, points and legend
+        entries go), no chosen point, axes back to fit."""
         def clear() -> None:
             slots = {slot[0] for slot in self._slots}
             extra = set(self.sources.values()) - slots
@@ -143,76 +138,80 @@ class TuningPlot:
                                      if getattr(r, "data_source", None) not in extra]
             self.legend.items = list(self._mark_items)
             for source, renderers, _item in self._slots:
-                source.update(name=None, data={column: [] for column in COLUMNS})
+                source.update(name=None, data=_empty())
                 for renderer in renderers:
                     renderer.visible = True  # as a click on its legend entry may have left it
             self.sources = {}
-            self.knees.data = {column: [] for column in COLUMNS}
-            self.best.data = {column: [] for column in COLUMNS}
-            self.sla.visible = False
+            self.chosen.data = _empty()
+            self.percentile = percentile
+            if isinstance(self.figure.title, Title):
+                self.figure.title.text = f"Throughput vs p{percentile} latency"
+            self.figure.yaxis.axis_label = f"p{percentile} latency (ms)"
+            self.hover.tooltips = self._tooltips()
+            self.sla.visible = sla_ms is not None
+            self.sla.location = sla_ms or 0
             self._fit()
 
         self._change(clear)
 
-    def series(self, setting: str) -> None:
-        """Draw ``setting``'s (empty) line and points, unless drawn: its source is in
-        :attr:`sources` once the change is applied."""
-        self._change(lambda: self._series(setting))
+    def add(self, point: Point) -> None:
+        """Stream one measured point into its setting's series (drawn on first use)."""
+        row = point_row(point, self.percentile)
 
-    def add(self, setting: str, result: StepResult) -> None:
-        """Stream one measured step into ``setting``'s series (drawn on first use)."""
         def stream() -> None:
-            self._series(setting).stream(point(setting, result))
+            self._series(point.setting.label).stream(row)
             self._fit()
 
         self._change(stream)
 
-    def mark(self, knees: Mapping[str, StepResult | None], best: Mapping[str, StepResult | None],
-             sla_p99_ms: float | None) -> None:
-        """Replace the knee and best markers, and move (or hide) the target line."""
-        knee_rows, best_rows = _rows(knees), _rows(best)
+    def mark(self, chosen: Point | None) -> None:
+        """Star ``chosen`` (None: no star)."""
+        rows = _empty() if chosen is None else point_row(chosen, self.percentile)
 
-        def marks() -> None:
-            self.knees.data = knee_rows
-            self.best.data = best_rows
-            self.sla.visible = sla_p99_ms is not None
-            self.sla.location = sla_p99_ms or 0
+        def star() -> None:
+            self.chosen.data = dict(rows)
             self._fit()
 
-        self._change(marks)
+        self._change(star)
+
+    def _tooltips(self) -> list[tuple[str, str]]:
+        return [("setting", "@setting"), ("load", "@level"), ("infer/s", "@throughput{0.0}"),
+                (f"p{self.percentile} ms", "@latency_ms{0.000}"), ("windows", "@state")]
 
     def _change(self, change) -> None:
         change_models(self.figure, change, self.shown_in)
 
     def _fit(self) -> None:
-        """Both axes from 0 to :func:`fitted_end` of what is plotted (the target line
+        """Both axes from 0 to :func:`fitted_end` of what is plotted (the SLA line
         included); Reset goes back to this fit."""
         throughput = [v for s in self.sources.values() for v in s.data["throughput"]]
-        p99 = [v for s in self.sources.values() for v in s.data["p99_ms"]]
+        latency = [v for s in self.sources.values() for v in s.data["latency_ms"]]
         if self.sla.visible:
-            p99.append(self.sla.location)
-        for axis, values in ((self.figure.x_range, throughput), (self.figure.y_range, p99)):
+            latency.append(self.sla.location)
+        for axis, values in ((self.figure.x_range, throughput), (self.figure.y_range, latency)):
             end = fitted_end(values)
             axis.update(start=0, end=end, reset_start=0, reset_end=end)
 
     def _mark(self, label: str, source: ColumnDataSource, style: MarkStyle) -> LegendItem:
         """The marks of ``source`` drawn with ``style``, and their legend entry. BokehJS draws
-        no icon in the legend for a renderer without data (a run without a knee, the plot
-        before a run), so the entry also holds a one-point copy of the style whose point is
-        NaN: never plotted, never hovered, always drawn in the legend."""
+        no icon in the legend for a renderer without data (the plot before a run), so the
+        entry also holds a one-point copy of the style whose point is NaN: never plotted,
+        never hovered, always drawn in the legend."""
         # GlyphRenderer[Any]: bokeh's stubs make the glyph type invariant, a legend item takes
         # any glyph's renderer
-        marks: GlyphRenderer[Any] = self.figure.scatter("throughput", "p99_ms", source=source, **style)
-        icon: GlyphRenderer[Any] = self.figure.scatter("throughput", "p99_ms", **style, source=ColumnDataSource(
-            {"throughput": [float("nan")], "p99_ms": [float("nan")]}))
+        marks: GlyphRenderer[Any] = self.figure.scatter("throughput", "latency_ms", source=source, **style)
+        icon: GlyphRenderer[Any] = self.figure.scatter("throughput", "latency_ms", **style, source=ColumnDataSource(
+            {"throughput": [float("nan")], "latency_ms": [float("nan")]}))
         return LegendItem(label=value(label), renderers=[marks, icon])
 
     def _draw(self, color: str) -> tuple[ColumnDataSource, tuple[GlyphRenderer[Any], ...], LegendItem]:
-        """One series' (empty) source, its line and points, and its legend entry (not listed)."""
-        source = ColumnDataSource({column: [] for column in COLUMNS})
+        """One series' (empty) source, its line and points (hollow where unstable), and its
+        legend entry (not listed)."""
+        source = ColumnDataSource(_empty())
         renderers: tuple[GlyphRenderer[Any], ...] = (
-            self.figure.line("throughput", "p99_ms", source=source, color=color),
-            self.figure.scatter("throughput", "p99_ms", source=source, color=color, size=8))
+            self.figure.line("throughput", "latency_ms", source=source, color=color),
+            self.figure.scatter("throughput", "latency_ms", source=source, line_color=color, fill_color=color,
+                                fill_alpha="fill_alpha", size=9, line_width=2))
         return source, renderers, LegendItem(label=value(""), renderers=list(renderers))
 
     def _series(self, setting: str) -> ColumnDataSource:
@@ -231,14 +230,14 @@ class TuningPlot:
 
 
 __all__ = [
-    "BEST_STYLE",
+    "CHOSEN",
+    "CHOSEN_STYLE",
     "COLUMNS",
     "FIGURE_NAME",
-    "KNEE_STYLE",
     "LEGEND_NAME",
     "PAD",
     "SERIES_NAME",
     "TuningPlot",
     "fitted_end",
-    "point",
+    "point_row",
 ]

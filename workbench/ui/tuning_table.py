@@ -1,133 +1,96 @@
-"""The Tuning tab's table of measured steps, as a person reads it at a glance.
+"""The Tuning tab's table: one row per point the tuner measured, as a person reads a tuning
+decision: the setting and its load, the throughput (inferences/s), the latency at the goals'
+percentile (**ms**), whether the windows agreed (stable, their spread in **%** and how many
+windows were measured), failed requests, and why a point does not meet the goals; after the
+run, the chosen point is marked ★.
 
-Its rows are :func:`workbench.perf.json_records` (perf_analyzer's CSV columns, latencies in
-whole **µs**, throughput in infer/s) after the setting each step measured. perf_analyzer's
-report has some twenty columns, more than fit beside each other in a browser window: the
-table shows the ones a tuning decision reads (:data:`SHOWN`: the setting, the load, the
-throughput, the latency percentiles and average, the server's queue and compute time,
-errors, stability) under short headers (perf_analyzer's name and the unit in each header's
-tooltip; the units said once above the table), in columns that share the table's width, so
-that every header and value is shown whole inside the table at a 1400 px wide window, in the
-Jupyter-hosted dashboard and in a notebook's narrower output alike. The "all perf_analyzer
-columns" checkbox shows the rest too (columns then sized to their data, the table scrolling
-sideways, the setting column frozen at its left). The data behind the table always holds
-every column.
+Rows come from :meth:`workbench.tuning.TuneResult.rows` (the same rows as the CSV export;
+latencies in **µs** there) or, while a run goes on, from :func:`live_row` (the same fields
+for one point, without the Pareto and chosen marks only the finished result knows).
 """
 
 from __future__ import annotations
-
-import re
 
 import pandas as pd
 import panel as pn
 from bokeh.models.widgets.tables import BooleanFormatter, NumberFormatter
 
-#: perf_analyzer's column -> the header shown (short, with its unit); shown by default, in
-#: this order (the table's columns follow it; the others come after, hidden)
-SHOWN = {
-    "Setting": "setting", "Concurrency": "in flight", "Request Rate": "rate /s",
-    "Inferences/Second": "infer/s", "p50 latency": "p50", "p99 latency": "p99",
-    "Avg latency": "avg", "Server Queue": "queue", "Server Compute Infer": "compute",
-    "Errors": "errors", "Stable": "stable",
-}
+from workbench.tuning import Goals, Point
+from workbench.tuning.points import meets
+
+#: a row's field (TuneResult.rows()) -> the header shown; ``latency`` is the goals' percentile
+HEADERS = {"setting": "setting", "load": "load", "throughput_infer_per_s": "infer/s", "latency_ms": "p99 ms",
+           "stable": "stable", "spread_pct": "spread %", "windows": "windows", "errors": "errors",
+           "why_not": "why not", "chosen": "chosen"}
 #: the setting column's width, pixels (a longer setting wraps)
-SETTING_WIDTH = 240
-#: what the short headers leave out, said once above the table
-UNITS = ("Latencies (p50, p99, avg, queue, compute) in **µs**, throughput in inferences/s; "
-         "hover a header for perf_analyzer's column.")
-
-#: a latency percentile's column (``p90 latency``): its header
-PERCENTILE = re.compile(r"^p(\d+) latency$")
-#: the checkbox's label
-ALL_COLUMNS = "all perf_analyzer columns"
+SETTING_WIDTH = 260
 
 
-def shown(column: str) -> bool:
-    """Whether ``column`` (perf_analyzer's name) is shown without "all columns"."""
-    return column in SHOWN
+def live_row(point: Point, goals: Goals, memory_mb: float | None) -> dict:
+    """The fields of :meth:`~workbench.tuning.TuneResult.rows` a table shows, for one point
+    measured during a run (``memory_mb``: its setting's measured memory, **MiB**)."""
+    fails = meets(point, goals, memory_mb)
+    pct = goals.percentile
+    return {"setting": point.setting.label, "mode": point.level.mode, "level": point.level.value,
+            "throughput_infer_per_s": round(point.throughput, 2), f"p{pct}_us": round(point.latency_us(pct)),
+            "stable": point.stable, "spread_pct": round(max(point.throughput_spread_pct, point.latency_spread_pct), 1),
+            "windows": len(point.windows), "errors": point.errors, "why_not": "; ".join(fails), "chosen": False}
 
 
-def ordered(columns: list[str]) -> list[str]:
-    """``columns`` with the shown ones first, in :data:`SHOWN`'s order."""
-    first = [c for c in SHOWN if c in columns]
-    return first + [c for c in columns if c not in SHOWN]
+def shown_row(row: dict, percentile: int) -> dict:
+    """A result row as the table shows it (the load in words, the latency in ms, ★)."""
+    mode = "concurrency" if row["mode"] == "concurrency" else "rate"
+    return {"setting": row["setting"], "load": f"{mode} {row['level']:g}",
+            "throughput_infer_per_s": row["throughput_infer_per_s"],
+            "latency_ms": row[f"p{percentile}_us"] / 1000, "stable": row["stable"],
+            "spread_pct": row["spread_pct"], "windows": row["windows"], "errors": row["errors"],
+            "why_not": row["why_not"], "chosen": "★" if row["chosen"] else ""}
 
 
-def title(column: str) -> str:
-    """The header of ``column``: :data:`SHOWN`'s, ``pN`` for another percentile,
-    else perf_analyzer's name."""
-    match = PERCENTILE.match(column)
-    return SHOWN.get(column) or (f"p{match.group(1)}" if match else column)
-
-
-class StepTable:
-    """The table widget and its "all columns" checkbox.
+class PointTable:
+    """The table widget.
 
     Attributes:
-        widget: the Tabulator (its ``value`` holds every column of :attr:`rows`).
-        all_columns: the checkbox that shows the columns left out by default.
-        rows: one dict per measured step, in the order measured.
+        widget: the Tabulator (its ``value``: one row per point, the columns of
+            :data:`HEADERS`).
+        rows: the result rows shown, in the order measured.
     """
 
     def __init__(self) -> None:
         self.rows: list[dict] = []
+        self.percentile = 99
         self.widget = pn.widgets.Tabulator(
-            pd.DataFrame(), disabled=True, show_index=False, sizing_mode="stretch_width",
-            height=260, layout="fit_columns", frozen_columns=["Setting"], sortable=False,
-            widths={"Setting": SETTING_WIDTH})
-        self.all_columns = pn.widgets.Checkbox(label=ALL_COLUMNS, value=False)
-        self.all_columns.param.watch(lambda _e: self._columns(), "value")
+            pd.DataFrame(columns=list(HEADERS)), disabled=True, show_index=False, sizing_mode="stretch_width",
+            height=260, layout="fit_columns", sortable=False, widths={"setting": SETTING_WIDTH},
+            titles=dict(HEADERS), formatters=_formatters())
 
     def layout(self) -> pn.viewable.Viewable:
-        return pn.Column(pn.Row(self.all_columns, pn.pane.Markdown(UNITS, margin=(0, 10))), self.widget,
-                         sizing_mode="stretch_width")
+        return self.widget
 
-    def clear(self) -> None:
-        """No rows (a new run)."""
-        self.rows = []
-        self.widget.value = pd.DataFrame()
+    def reset(self, percentile: int) -> None:
+        """No rows; latency at ``percentile`` (a new run)."""
+        self.percentile = percentile
+        self.widget.titles = {**HEADERS, "latency_ms": f"p{percentile} ms"}
+        self.show([])
 
-    def add(self, setting: str, record: dict) -> None:
-        """Add one step: ``record`` is its :func:`~workbench.perf.json_records` row."""
-        self.rows.append({"Setting": setting, **record})
-        frame = pd.DataFrame(self.rows)
-        columns = ordered(list(frame.columns))
-        frame = frame[columns]
-        if columns != list(self.widget.value.columns):  # the column set changed (a first row)
-            self.widget.titles = {c: title(c) for c in columns}
-            self.widget.header_tooltips = {c: f"{c} (perf_analyzer's column){_unit(c)}" for c in columns}
-            self.widget.formatters = _formatters(columns)
-            self._columns(columns)
+    def add(self, row: dict) -> None:
+        """Add one row (:func:`live_row`)."""
+        self.show([*self.rows, row])
+
+    def show(self, rows: list[dict]) -> None:
+        """Show ``rows`` (:meth:`~workbench.tuning.TuneResult.rows`) instead of those shown."""
+        self.rows = list(rows)
+        frame = pd.DataFrame([shown_row(r, self.percentile) for r in rows], columns=list(HEADERS))
         self.widget.value = frame
 
-    def _columns(self, columns: list[str] | None = None) -> None:
-        columns = list(self.widget.value.columns) if columns is None else columns
-        every = self.all_columns.value
-        # all columns do not fit beside each other: sized to their data, scrolling sideways
-        self.widget.layout = "fit_data_table" if every else "fit_columns"
-        self.widget.hidden_columns = [] if every else [c for c in columns if not shown(c)]
+
+def _formatters() -> dict:
+    """Rates and ms with decimals, yes/no as ticks, long texts wrapped."""
+    return {"setting": {"type": "textarea"}, "why_not": {"type": "textarea"},
+            "throughput_infer_per_s": NumberFormatter(format="0,0.0", text_align="right"),
+            "latency_ms": NumberFormatter(format="0,0.000", text_align="right"),
+            "spread_pct": NumberFormatter(format="0.0", text_align="right"),
+            "stable": BooleanFormatter()}
 
 
-def _unit(column: str) -> str:
-    if column in ("Inferences/Second", "Send Rate", "Request Rate"):
-        return ", per second"
-    if column in ("Setting", "Concurrency", "Errors", "Stable", "Batch Size", "Request Count",
-                  "Delayed Requests"):
-        return ""
-    return ", µs"
-
-
-def _formatters(columns: list[str]) -> dict:
-    """Whole µs with thousands separators, rates with one decimal, yes/no as ticks."""
-    formatters: dict = {"Setting": {"type": "textarea"}}  # a long setting wraps
-    for column in columns:
-        if column in ("Inferences/Second", "Send Rate", "Request Rate"):
-            formatters[column] = NumberFormatter(format="0,0.0", text_align="right")
-        elif column == "Stable":
-            formatters[column] = BooleanFormatter()
-        elif column not in ("Setting", "Concurrency"):
-            formatters[column] = NumberFormatter(format="0,0", text_align="right")
-    return formatters
-
-
-__all__ = ["ALL_COLUMNS", "SETTING_WIDTH", "SHOWN", "UNITS", "StepTable", "ordered", "shown", "title"]
+__all__ = ["HEADERS", "SETTING_WIDTH", "PointTable", "live_row", "shown_row"]
