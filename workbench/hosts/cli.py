@@ -1,6 +1,7 @@
 """``workbench serve`` (the headless host, with tritonserver-style flags), ``workbench perf``
 (the load generator, with perf_analyzer's flags: :mod:`workbench.perf.cli`), ``workbench tune``
-(the config search under an SLA: :mod:`workbench.tuning.cli`) and ``workbench
+(the config search under an SLA: :mod:`workbench.tuning.cli`), ``workbench tune-plan``
+(several tuned models under one memory budget: :mod:`workbench.tuning.plan_cli`) and ``workbench
 build-plan`` (a TensorRT plan from an ONNX model: :mod:`workbench.hosts.build_plan_cli`), ``workbench
 deploy`` (Dockerfile and Kubernetes manifests: :mod:`workbench.hosts.deploy_command`).
 
@@ -24,11 +25,12 @@ from workbench.hosts.build_plan_cli import add_build_plan_command, run_build_pla
 from workbench.hosts.server_flags import add_server_flags, options_from_args
 from workbench.perf import cli as perf_cli
 from workbench.tuning import cli as tune_cli
+from workbench.tuning import plan_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``workbench`` argument parser (``serve``, ``perf``, ``tune``, ``build-plan`` and
-    ``deploy`` sub-commands)."""
+    """The ``workbench`` argument parser (``serve``, ``perf``, ``tune``, ``tune-plan``,
+    ``build-plan`` and ``deploy`` sub-commands)."""
     parser = argparse.ArgumentParser(prog="workbench", description="Model Serving Workbench")
     parser.add_argument("--version", action="version", version=f"workbench {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -40,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune = commands.add_parser("tune", help="search a model's config (instances, batching, queue delay) for "
                                             "the best throughput under a latency SLA")
     tune_cli.add_arguments(tune)
+    plan = commands.add_parser("tune-plan", help="choose settings for several tuned models under one "
+                                                 "memory budget (from workbench tune --json results)")
+    plan_cli.add_arguments(plan)
     add_build_plan_command(commands)
     deploy_command.add_parser(commands)
     return parser
@@ -55,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         return perf_cli.main(args)
     if args.command == "tune":
         return tune_cli.main(args)
+    if args.command == "tune-plan":
+        return plan_cli.main(args)
     if args.command == "deploy":
         return deploy_command.run(args, parser)
     try:

@@ -20,8 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workbench.tuning.decide import best_point
-from workbench.tuning.points import score
+from workbench.tuning.goals import Goals
+from workbench.tuning.points import Point, score
 from workbench.tuning.result import TuneResult
+from workbench.tuning.resume import point_from_dict
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,16 +103,47 @@ def options_from_result(result: TuneResult) -> list[ModelOption]:
     options = []
     for setting in dict.fromkeys(p.setting for p in result.points):
         best = best_point([p for p in result.points if p.setting == setting], result.goals, result.memory_mb)
-        if best is None:
-            continue
-        value = score(best, result.goals)
-        relative = value / served_score if served_score else 1.0
-        if result.goals.objective == "latency" and served_score:
-            relative = served_score / value  # both negative: lower latency -> above 1
-        instances = best.instances
-        options.append(ModelOption(result.model, setting.label, instances, per_instance * instances,
-                                   per_instance, value, relative, str(best.level)))
+        if best is not None:
+            options.append(_option(result.model, setting.label, best, result.goals, per_instance, served_score))
     return options
+
+
+def options_from_json(data: dict) -> list[ModelOption]:
+    """:func:`options_from_result` for a result saved by ``workbench tune --json``
+    (:meth:`TuneResult.as_dict`): its points, goals, memory estimate and baseline.
+
+    Raises:
+        ValueError: not a ``workbench tune --json`` document.
+    """
+    try:
+        goals = Goals(**data["goals"])
+        points = [point_from_dict(p) for p in data["points"]]
+        memory = data.get("memory")
+        baseline = point_from_dict(data["baseline"]) if data.get("baseline") else None
+        model = data["model"]
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"not a workbench tune --json result (missing {exc})") from None
+    if not memory:
+        return []
+    per_instance = float(memory["per_instance_mb"])
+    served_score = score(baseline, goals) if baseline is not None else None
+    options = []
+    for setting in dict.fromkeys(p.setting for p in points):
+        mine = [p for p in points if p.setting == setting]
+        best = best_point(mine, goals, {setting.label: per_instance * mine[0].instances})
+        if best is not None:
+            options.append(_option(model, setting.label, best, goals, per_instance, served_score))
+    return options
+
+
+def _option(model: str, label: str, best: Point, goals: Goals, per_instance: float,
+            served_score: float | None) -> ModelOption:
+    value = score(best, goals)
+    relative = value / served_score if served_score else 1.0
+    if goals.objective == "latency" and served_score:
+        relative = served_score / value  # both negative: lower latency -> above 1
+    return ModelOption(model, label, best.instances, per_instance * best.instances, per_instance, value,
+                       relative, str(best.level))
 
 
 def plan_budget(options: Sequence[Sequence[ModelOption]], budget_mb: float) -> BudgetPlan:
@@ -141,4 +174,4 @@ def plan_budget(options: Sequence[Sequence[ModelOption]], budget_mb: float) -> B
                       f"sum of each model's objective relative to its served config; {models:.2f} = all as served)")
 
 
-__all__ = ["BudgetPlan", "ModelOption", "options_from_result", "plan_budget"]
+__all__ = ["BudgetPlan", "ModelOption", "options_from_json", "options_from_result", "plan_budget"]
