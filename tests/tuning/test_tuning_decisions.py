@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.tuning.tuning_points import point, setting, step
+from workbench.perf import LoadLevel
 from workbench.tuning.batch_model import fit
 from workbench.tuning.budget import ModelOption, plan_budget
 from workbench.tuning.decide import decide
@@ -13,6 +14,7 @@ from workbench.tuning.goals import Goals
 from workbench.tuning.memory import estimate
 from workbench.tuning.points import meets, score, stability
 from workbench.tuning.space import Setting
+from workbench.tuning.strategies import ceiling
 
 SERVED = setting(instance_count=1)
 TWO = setting(instance_count=2)
@@ -124,3 +126,11 @@ def test_the_budget_plan_is_the_best_combination_that_fits() -> None:
     tight = plan_budget([a, b, c], 20_000)
     assert tight.total_mb == 19_500 and [o.instances for o in tight.chosen] == [4, 2, 1]  # 5.1 beats 4+1+1 (4.5)
     assert "infeasible" in plan_budget([a, b, c], 5_000).why
+
+
+def test_the_early_stopping_ceiling_is_little_s_law_at_the_top_of_the_axis() -> None:
+    levels = [LoadLevel.concurrency(c) for c in (1, 4, 16)]
+    here = point(TWO, [6000, 6000, 6000], 2, level=4)  # mean latency 1 ms (half the p99)
+    assert ceiling(here, levels, Goals(sla_ms=5)) == pytest.approx(16 / 0.001)
+    assert ceiling(here, levels, Goals(objective="throughput_per_instance")) == pytest.approx(16 / 0.001 / 2)
+    assert ceiling(here, levels, Goals(objective="latency")) == score(here, Goals(objective="latency"))

@@ -11,9 +11,11 @@
      so the next level measured is the one near ``concurrency × S / L`` (L the median
      latency here, steadier than the tail; at most two steps
      of the axis up; one step back down when it overshoots), not every level in turn.
-  2. **Early stopping.** After each point of a candidate, its optimistic bound (throughput ×
-     S / L; with no SLA, × the remaining load factor) is compared with the best stable result
-     so far: a candidate that cannot catch up within the tolerance is dropped.
+  2. **Early stopping.** After each point of a candidate, an upper bound of what it can
+     reach on the load axis (Little's law: at concurrency C throughput is C / mean latency,
+     and the mean latency does not fall with more load, so no level up to the top C_max
+     gives more than C_max / the mean latency measured here) is compared with the best
+     stable result so far: a candidate that cannot catch up within the tolerance is dropped.
   3. **A fitted batch model** (:mod:`workbench.tuning.batch_model`): the server's statistics
      say how full the batches were. A larger ``max_batch_size`` is skipped when the batches
      formed at the highest load measured averaged under 3/4 of the current one (nothing
@@ -25,13 +27,15 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 from workbench.perf import LoadLevel
 from workbench.tuning.batch_model import BatchModel, fit
 from workbench.tuning.decide import best_point
+from workbench.tuning.goals import Goals
 from workbench.tuning.lab import BudgetSpent, Lab
-from workbench.tuning.points import Point, meets, score
+from workbench.tuning.points import Point, score
 from workbench.tuning.space import Setting
 
 STRATEGIES = ("quick", "brute")
@@ -168,7 +172,7 @@ async def _sweep_up(lab: Lab, setting: Setting, levels: Sequence[LoadLevel], jum
         if goals.objective == "latency" and (goals.min_throughput is None or point.throughput >= goals.min_throughput):
             break  # more load only adds latency
         margin = 1 - lab.options.stability_percentage / 100
-        if jump and incumbent is not None and _bound(lab, point, i, levels) < incumbent * margin:
+        if jump and incumbent is not None and ceiling(point, levels, goals) < incumbent * margin:
             lab.skipped.setdefault(setting.label, f"stopped early at {point.level}: cannot reach the best so far")
             lab.emit("skip", f"{setting.label}: stopped early at {point.level} (cannot beat the best so far)")
             break
@@ -198,18 +202,22 @@ def _next_level(i: int, point: Point, levels: Sequence[LoadLevel], sla: float | 
     return j
 
 
-def _bound(lab: Lab, point: Point, i: int, levels: Sequence[LoadLevel]) -> float:
-    """An optimistic objective for the point's setting at any load (see the module
-    docstring): what more load could give at most."""
-    goals = lab.goals
-    if meets(point, goals, None) and goals.objective == "latency":
+def ceiling(point: Point, levels: Sequence[LoadLevel], goals: Goals) -> float:
+    """An upper bound of the objective ``point``'s setting can reach at any level of the axis
+    (see the module docstring). Under concurrency C, throughput is C / (mean latency) by
+    Little's law, and the mean latency does not fall as load rises, so no level up to the
+    axis' top C_max gives more than ``C_max × batch / mean latency here``; under a request
+    rate, no more than the top rate. The latency objective cannot improve with more load."""
+    if goals.objective == "latency":
         return score(point, goals)
-    latency = max(point.latency_us(goals.percentile), 1.0)
-    room = levels[-1].value / point.level.value
-    if goals.sla_us is not None:
-        room = min(room, max(goals.sla_us / latency, 1.0))
-    best = score(point, goals) if goals.objective != "latency" else point.throughput
-    return best * room if best > 0 else best
+    batch = point.windows[-1].batch_size
+    top = levels[-1].value
+    if point.level.mode == "concurrency":
+        mean_s = statistics.median(w.latency_avg_us for w in point.windows[-3:]) / 1e6
+        ceiling = top * batch / max(mean_s, 1e-9)
+    else:
+        ceiling = top * batch
+    return ceiling / max(point.instances, 1) if goals.objective == "throughput_per_instance" else ceiling
 
 
 def batch_model(lab: Lab) -> BatchModel | None:
@@ -231,5 +239,5 @@ async def run_strategy(name: str, lab: Lab) -> None:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got '{name}'")
 
 
-__all__ = ["STRATEGIES", "batch_model", "brute_force", "ordered_neighbours", "predicted_same",
+__all__ = ["STRATEGIES", "batch_model", "brute_force", "ceiling", "ordered_neighbours", "predicted_same",
            "quick_search", "run_strategy", "setting_score", "sweep_setting"]
