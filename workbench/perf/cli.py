@@ -18,10 +18,10 @@ import sys
 from collections.abc import AsyncIterator
 from typing import TextIO
 
-from workbench import Server, ServerOptions, WorkbenchError
 from workbench.perf.clients import InProcessClient, PerfClient
 from workbench.perf.console import settings_text, step_text, summary_text
-from workbench.perf.errors import PerfError, error_text
+from workbench.perf.engine_run import started_engine
+from workbench.perf.errors import PerfError
 from workbench.perf.export import write_csv, write_json
 from workbench.perf.inputs import shape_overrides
 from workbench.perf.measure import prepare_workload
@@ -118,17 +118,8 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[PerfClient]:
     if args.service_kind == "triton_c_api":
         if not args.model_repository:
             raise PerfError("--service-kind=triton_c_api needs --model-repository")
-        options = ServerOptions(model_repository=[args.model_repository],
-                                model_control_mode="explicit", load_model=[args.model_name])
-        try:
-            server = Server(options)
-            await server.start()
-        except (WorkbenchError, OSError, ValueError) as exc:
-            raise PerfError(f"failed to start the in-process server: {error_text(exc)}") from None
-        try:
+        async with started_engine(args.model_repository, args.model_name) as server:
             yield InProcessClient(server)
-        finally:
-            await server.stop()
         return
     client = remote_client(args.url, args.protocol)
     try:

@@ -36,8 +36,9 @@ import sys
 from collections.abc import AsyncIterator
 from typing import TextIO
 
-from workbench import Server, ServerOptions, WorkbenchError
+from workbench import WorkbenchError
 from workbench.perf import PerfError, PerfOptions, shape_overrides
+from workbench.perf.engine_run import started_engine
 from workbench.perf.errors import error_text
 from workbench.tuning.apply import apply_result
 from workbench.tuning.goals import OBJECTIVES, Goals
@@ -161,17 +162,8 @@ async def open_target(args: argparse.Namespace) -> AsyncIterator[Target]:
         finally:
             await remote.close()
         return
-    options = ServerOptions(model_repository=[args.model_repository], model_control_mode="explicit",
-                            load_model=[args.model_name])
-    try:
-        server = Server(options)
-        await server.start()
-    except (WorkbenchError, OSError, ValueError) as exc:
-        raise PerfError(f"failed to start the in-process server: {error_text(exc)}") from None
-    try:
+    async with started_engine(args.model_repository, args.model_name) as server:
         yield EngineTarget(server)
-    finally:
-        await server.stop()
 
 
 def space_text(model: str, space: SearchSpace, machine: Machine, given: bool) -> str:
