@@ -74,10 +74,15 @@ MAX_BATCH_SIZES = (1, 2, 4, 8, 16)
 CONCURRENCIES = (1, 2, 4, 8, 16)
 SPACE = "instance_count=1,2 max_batch_size=1,2,4,8,16 dynamic_batching=true"
 SLA_FACTOR = 5.0
+#: minilm_encoder's inputs: 32 tokens (bench/make_inputs.py pads its sentences to that)
+MINILM_SHAPES = tuple(f"{name}:32" for name in ("input_ids", "attention_mask", "token_type_ids"))
 #: perf_analyzer flags Model Analyzer passes on every measurement (issue 21: 50 % because this VM is noisy)
 MA_PA_FLAGS: dict[str, object] = {"measurement-mode": "time_windows", "measurement-interval": 1000,
                                   "stability-percentage": 50}
 MA_MAX_AUTO_ADJUSTS = 3
+#: workbench tune's window (ms) and stability threshold (%), as Model Analyzer's perf_analyzer gets
+TUNE_INTERVAL_MS = 1000
+TUNE_STABILITY = 50.0
 #: the neutral measurement: fixed windows, no stability wait
 NEUTRAL_PA = ["--measurement-mode", "time_windows", "-p", "2000", "-s", "999", "-r", "3", "--percentile", "99"]
 WARMUP_PA = ["--measurement-mode", "time_windows", "-p", "1000", "-s", "999", "-r", "3"]
@@ -221,8 +226,7 @@ def input_flags(model: str, data: Path) -> list[str]:
     if model == "digits_mlp":
         return ["--input-data", str(data / "digits_mlp.json")]
     if model == "minilm_encoder":
-        shapes = [f"{name}:32" for name in ("input_ids", "attention_mask", "token_type_ids")]
-        return ["--input-data", str(data / "minilm_encoder.json"), *[f"--shape={s}" for s in shapes]]
+        return ["--input-data", str(data / "minilm_encoder.json"), *[f"--shape={s}" for s in MINILM_SHAPES]]
     return ["--input-data", str(data / "sentences.json")]
 
 
@@ -230,7 +234,7 @@ def ma_input_flags(model: str, data: Path) -> dict[str, object]:
     """:func:`input_flags` as Model Analyzer's ``perf_analyzer_flags``."""
     flags: dict[str, object] = {"input-data": input_flags(model, data)[1]}
     if model == "minilm_encoder":
-        flags["shape"] = [f"{name}:32" for name in ("input_ids", "attention_mask", "token_type_ids")]
+        flags["shape"] = list(MINILM_SHAPES)
     return flags
 
 
@@ -371,6 +375,10 @@ def run_tool(argv: list[str], cwd: Path, env: dict[str, str], log_path: Path, ma
         except (TimeoutError, subprocess.TimeoutExpired):
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+        except BaseException:  # interrupted: the tool and its perf_analyzer go too
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"exit_status": process.returncode, "wall_s": round(time.monotonic() - start, 1),
             "marker_s": None if marked is None else round(marked, 1), "interrupted_looping_at_s": interrupted,
@@ -481,22 +489,69 @@ def knobs_of(text: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- workbench tune
 
 
+def tune_space(model: str, composing: list[str]) -> str:
+    """SPACE for ``model``, or for each composing model of an ensemble (``step/knob`` keys)."""
+    if not composing:
+        return SPACE
+    return " ".join(f"{name}/{pair}" for name in composing for pair in SPACE.split())
+
+
 def tune_configs(sample: Path, model: str, setting: dict[str, Any]) -> dict[str, str]:
-    """Model name -> config text for ``workbench tune``'s chosen ``setting``: knobs by name for a
-    plain model; ``{"<composing model>": {knob: value}}`` or ``"<model>.<knob>"`` keys for an ensemble."""
-    from workbench.config_edits.knobs import with_knob
+    """Model name -> config text for ``workbench tune``'s chosen ``setting`` (knob names for the tuned
+    model, ``step/knob`` for an ensemble's steps); an ensemble's max batch size is lowered to its
+    steps' smallest, as Model Analyzer does (a step with a smaller one would not fit)."""
+    from workbench.config_edits.knobs import parse_text, read_knobs, with_knob
 
     per_model: dict[str, dict[str, Any]] = {}
     for key, value in setting.items():
-        if isinstance(value, dict):
-            per_model.setdefault(key, {}).update(value)
-        elif "." in key:
-            name, knob = key.rsplit(".", 1)
-            per_model.setdefault(name, {})[knob] = value
-        else:
-            per_model.setdefault(model, {})[key] = value
-    return {name: with_knob((sample / name / "config.pbtxt").read_text(), **knobs)
-            for name, knobs in per_model.items()}
+        owner, _, knob = key.rpartition("/")
+        per_model.setdefault(owner or model, {})[knob] = tuple(value) if isinstance(value, list) else value
+    configs = {name: with_knob((sample / name / "config.pbtxt").read_text(), **knobs)
+               for name, knobs in per_model.items()}
+    steps = [read_knobs(parse_text(text)).max_batch_size for name, text in configs.items() if name != model]
+    own = configs.get(model, (sample / model / "config.pbtxt").read_text())
+    if steps and min(steps) < read_knobs(parse_text(own)).max_batch_size:
+        configs[model] = re.sub(r"^max_batch_size:\s*\d+", f"max_batch_size: {min(steps)}", own, count=1, flags=re.M)
+    return configs
+
+
+def tune_argv(tune_cmd: list[str], model: str, composing: list[str], url: str, sla_ms: float, data: Path,
+              out: Path) -> list[str]:
+    """``workbench tune`` (its CLI contract), or with ``--tune-cmd api`` this script's own call of
+    :func:`workbench.tuning.tune` with the same arguments (until the CLI lands)."""
+    flags = {"model": model, "url": url, "protocol": "grpc", "sla_ms": sla_ms, "percentile": 99,
+             "objective": "throughput", "strategy": "quick", "space": tune_space(model, composing),
+             "levels": f"{min(CONCURRENCIES)}:{max(CONCURRENCIES)}", "measurement_interval_ms": TUNE_INTERVAL_MS,
+             "stability_percentage": TUNE_STABILITY, "input_data": input_flags(model, data)[1],
+             "shapes": ({s.split(":")[0]: [int(s.split(":")[1])] for s in MINILM_SHAPES}
+                        if model == "minilm_encoder" else {}),
+             "json": str(out / "tune.json"), "csv": str(out / "tune.csv"), "html": str(out / "tune.html")}
+    if tune_cmd == ["api"]:
+        (out / "tune_args.json").write_text(json.dumps(flags, indent=1))
+        return [sys.executable, str(Path(__file__).resolve()), "--tune-api", str(out / "tune_args.json")]
+    return [*tune_cmd, "-m", model, "-u", url, "-i", "grpc", "--sla-ms", f"{sla_ms:g}", "--percentile", "99",
+            "--objective", "throughput", "--strategy", "quick", "--space", str(flags["space"]),
+            "--concurrency", str(flags["levels"]), "--measurement-interval", str(TUNE_INTERVAL_MS),
+            "--stability-percentage", f"{TUNE_STABILITY:g}", "--json", str(flags["json"]),
+            "--csv", str(flags["csv"]), "--html", str(flags["html"])]
+
+
+def tune_api(args_path: str) -> int:
+    """``--tune-api ARGS.json``: :func:`workbench.tuning.tune` against a server, exports written."""
+    import asyncio
+
+    from workbench.tuning import tune
+    from workbench.tuning.result import write_exports
+
+    a = json.loads(Path(args_path).read_text())
+    result = asyncio.run(tune(a["url"], a["model"], sla_ms=a["sla_ms"], percentile=a["percentile"],
+                              objective=a["objective"], space=a["space"], levels=a["levels"],
+                              strategy=a["strategy"], input_data=a["input_data"], shapes=a["shapes"],
+                              measurement_interval_ms=a["measurement_interval_ms"],
+                              stability_percentage=a["stability_percentage"], protocol=a["protocol"]))
+    write_exports(result, a["json"], a["csv"], a["html"])
+    print(result.summary())
+    return 0
 
 
 def run_workbench_tune(tune_cmd: list[str], tools: Path, sample: Path, model: str, sla_ms: float, data: Path,
@@ -507,27 +562,29 @@ def run_workbench_tune(tune_cmd: list[str], tools: Path, sample: Path, model: st
     report = out / "tune.json"
     result: dict[str, Any] = {"probe": speed_probe()}
     with serving(repository, model, out / "server.log") as server:
-        argv = [*tune_cmd, "-m", model, "-u", server.grpc_url, "-i", "grpc", "--sla-ms", f"{sla_ms:g}",
-                "--percentile", "99", "--objective", "throughput", "--strategy", "quick", "--space", SPACE,
-                "--concurrency", f"{min(CONCURRENCIES)}:{max(CONCURRENCIES)}", "--measurement-interval", "1000",
-                "--stability-percentage", "50", "--json", str(report), "--csv", str(out / "tune.csv")]
+        argv = tune_argv(tune_cmd, model, composing_models(sample, model), server.grpc_url, sla_ms, data, out)
         (out / "command.txt").write_text(" ".join(argv) + "\n")
         cpu0 = tree_cpu_s(server.process.pid)
-        result.update(run_tool(argv, ROOT, {**os.environ, "PYTHONPATH": str(ROOT)}, out / "tune.log"))
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+        result.update(run_tool(argv, ROOT, env, out / "tune.log"))
         result["server_cpu_s"] = round(tree_cpu_s(server.process.pid) - cpu0, 1)
     if not report.is_file():
         result["why"] = "no --json report: " + (out / "tune.log").read_text()[-1500:]
         return result
     answer = json.loads(report.read_text())
     result.update({"tool_wall_s": answer.get("wall_s"), "measurements": answer.get("measurements"),
-                   "points": len(answer.get("points") or []), "why": answer.get("why"),
-                   "chosen": answer.get("chosen")})
+                   "windows": answer.get("windows"), "why": answer.get("why"), "chosen": answer.get("chosen")})
+    if result["chosen"]:
+        result["chosen"] = {k: v for k, v in result["chosen"].items() if k != "window_results"}
     chosen = answer.get("chosen")
     if not chosen:
         return result
     configs = tune_configs(sample, model, chosen.get("setting") or {})
     result["recommended"] = {name: knobs_of(text) for name, text in configs.items()}
-    log(f"  workbench tune chose {chosen.get('setting')} at {chosen.get('level')}; neutral measurement")
+    (out / "recommended").mkdir(exist_ok=True)
+    for name, text in configs.items():
+        (out / "recommended" / f"{name}.pbtxt").write_text(text)
+    log(f"  workbench tune chose {chosen.get('label')} at {chosen.get('level')}; neutral measurement")
     result["neutral"] = neutral_measurement(tools, sample, model, configs, sla_ms, data, out / "neutral")
     return result
 
@@ -557,7 +614,7 @@ def setting_text(recommended: dict[str, dict[str, Any]] | None) -> str:
 def measurements_text(side: str, run: dict[str, Any]) -> str:
     if side == "ma":
         return f"{run.get('perf_analyzer_runs', '-')} PA runs / {run.get('measurements', '-')} kept"
-    return f"{run.get('measurements', '-')} windows / {run.get('points', '-')} points"
+    return f"{run.get('measurements', '-')} points / {run.get('windows', '-')} windows"
 
 
 def tables(results: dict[str, Any]) -> str:
@@ -611,8 +668,9 @@ def row_text(model: str, round_no: int, side: str, run: dict[str, Any]) -> str:
                  if top else run.get("why", "-"))
     else:
         chosen = run.get("chosen") or {}
-        claim = (f"{cell(chosen.get('throughput_infer_per_s'))} at {(chosen.get('level') or {}).get('value')}, "
-                 f"p99 {cell((chosen.get('p99_us') or 0) / 1e3, 2)}" if chosen else str(run.get("why", "-"))[:120])
+        p99_ms = (chosen.get("latency_us") or {}).get("99", 0) / 1e3
+        claim = (f"{cell(chosen.get('throughput_infer_per_s'))} at c={(chosen.get('level') or {}).get('value')}, "
+                 f"p99 {cell(p99_ms, 2)}" if chosen else str(run.get("why", "-"))[:120])
     measured = (f"{cell(best['infer_per_s'])} (c={best['concurrency']}, {cell(best['p99_ms'], 2)})" if best
                 else ("none within the SLA" if neutral.get("points") else neutral.get("error", "-")[:80]))
     probe = run.get("probe") or {}
@@ -695,10 +753,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-repository", default=str(ROOT / "sample_models" / "repository"))
     parser.add_argument("--tools", default=os.environ.get("MODEL_ANALYZER_ENV",
                                                           str(ROOT / ".venv-production" / "model-analyzer")))
-    parser.add_argument("--tune-cmd", default=f"{sys.executable} -m workbench.hosts.cli tune")
+    parser.add_argument("--tune-cmd", default="api",
+                        help="the workbench tune command line, or 'api': workbench.tuning.tune called by this script")
+    parser.add_argument("--tune-api", metavar="ARGS_JSON", help=argparse.SUPPRESS)
     parser.add_argument("--out", default=f"/tmp/tune_vs_ma/{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}")
     parser.add_argument("--tables-only", metavar="DIR")
     a = parser.parse_args(argv)
+    if a.tune_api:
+        return tune_api(a.tune_api)
+    # SIGTERM ends the run as Ctrl-C does: the servers and the tool running are stopped on the way out
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     if a.tables_only:
         results = json.loads((Path(a.tables_only) / "results.json").read_text())
         out = Path(a.tables_only)
