@@ -21,17 +21,23 @@ Every round, per model, first Model Analyzer then ``workbench tune`` (rounds mak
 ``workbench serve --model-control-mode=explicit`` over a copy of the model's folders (composing models
 included), each preceded by a machine-speed probe (a fixed single-threaded numpy matmul loop, loadavg):
 
-* Model Analyzer: ``model-analyzer profile`` in remote mode, ``run_config_search_mode: quick`` (for an
-  ensemble 1.58 has no other: it searches the composing models' instance counts and max batch sizes,
-  sets the ensemble's max batch size to their minimum, then sweeps concurrency over its top 3), the
-  bounds above, ``constraints: {perf_latency_p99: {max: SLA}}``, ``objectives: perf_throughput``, its
-  perf_analyzer with MA_PA_FLAGS (1 s time windows, stability 50 %: this machine is noisy) and
-  ``perf_analyzer_max_auto_adjusts: 3``; a fresh export folder (so no checkpoint is reused). Measured: wall
-  time from process start to its "Profile complete" line (and to exit, reports included), perf_analyzer
-  runs (a counting wrapper), rows of its results CSV, its top configuration under the constraint (the
-  passing row of highest throughput; the summary's sentence kept beside it).
-* ``workbench tune -u <grpc> -i grpc`` with the same space, SLA and objective (``--json``): wall time,
-  windows measured, the chosen setting.
+* Model Analyzer: ``model-analyzer profile`` in remote mode with the bounds above,
+  ``constraints: {perf_latency_p99: {max: SLA}}``, ``objectives: perf_throughput``, its perf_analyzer with
+  MA_PA_FLAGS (1 s time windows, stability 50 %: this machine is noisy) and
+  ``perf_analyzer_max_auto_adjusts: 3``, a fresh export folder (so no checkpoint is reused). A plain model
+  is searched in brute mode (--ma-mode): 1.58's quick mode with ``run_config_search_max_instance_count``
+  clamps the instance count instead of bounding it, steps past the bound onto the same configuration
+  again and again and never ends (LOOP_LIMIT stops such a run with SIGINT), and it refuses a listed
+  instance count for a top-level model. An ensemble is searched in quick mode (1.58 has no other for
+  ensembles): the composing models' instance counts (listed: 1, 2) and max batch sizes, the ensemble's
+  max batch size set to their minimum, then a concurrency sweep over its top 3. Measured: wall time from
+  process start to its "Profile complete" line (and to exit, reports included), perf_analyzer runs (a
+  counting wrapper), the measurements in its checkpoint, its top configuration under the constraint
+  (the passing measurement of highest throughput; the summary's sentence kept beside it).
+* ``workbench tune -u <grpc> -i grpc`` with the same space (an ensemble's: ``step/knob`` for each
+  composing model), SLA, objective, input data, 1 s windows and 50 % stability (``--json``); until the CLI
+  lands, ``--tune-cmd api`` (the default) calls :func:`workbench.tuning.tune` with the same arguments in
+  a process of its own. Measured: wall time, points and windows measured, the chosen setting.
 
 Then each recommendation is measured the same neutral way: a fresh ``workbench serve`` over a copy of the
 repository whose config.pbtxt files are the recommended ones, perf_analyzer (the real one) over gRPC at
@@ -604,10 +610,12 @@ def cell(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
-def setting_text(recommended: dict[str, dict[str, Any]] | None) -> str:
+def setting_text(model: str, recommended: dict[str, dict[str, Any]] | None) -> str:
+    """``m: 2×CPU, mbs 4``, per model; an ensemble's own entry shows its max batch size only."""
     if not recommended:
         return "-"
-    return "; ".join(f"{name}: {k['instance_count']}×CPU, mbs {k['max_batch_size']}"
+    return "; ".join(f"{name}: mbs {k['max_batch_size']}" if name == model and len(recommended) > 1 else
+                     f"{name}: {k['instance_count']}×CPU, mbs {k['max_batch_size']}"
                      + ("" if k["dynamic_batching"] else ", no batcher") for name, k in recommended.items())
 
 
@@ -675,7 +683,7 @@ def row_text(model: str, round_no: int, side: str, run: dict[str, Any]) -> str:
                 else ("none within the SLA" if neutral.get("points") else neutral.get("error", "-")[:80]))
     probe = run.get("probe") or {}
     return (f"| {model} | {round_no} | {SIDE_NAMES[side]} | {wall} | {measurements_text(side, run)} | "
-            f"{setting_text(run.get('recommended'))} | {claim} | {measured} | "
+            f"{setting_text(model, run.get('recommended'))} | {claim} | {measured} | "
             f"{cell(neutral.get('server_cpu_ms_per_infer'), 3)} | {cell(probe.get('matmul_ms'))} / "
             f"{probe.get('loadavg', '-')} |")
 
