@@ -28,9 +28,10 @@ included), each preceded by a machine-speed probe (a fixed single-threaded numpy
   is searched in brute mode (--ma-mode): 1.58's quick mode with ``run_config_search_max_instance_count``
   clamps the instance count instead of bounding it and can step past the bound onto the same
   configuration again and again without end (it did on digits_mlp with a 6.1 ms SLA; LOOP_LIMIT stops
-  such a run with SIGINT), and it refuses a listed instance count for a top-level model. An ensemble is searched in quick mode (1.58 has no other for
-  ensembles): the composing models' instance counts (listed: 1, 2) and max batch sizes, the ensemble's
-  max batch size set to their minimum, then a concurrency sweep over its top 3. Measured: wall time from
+  such a run with SIGINT), and it refuses a listed instance count for a top-level model. An ensemble
+  is searched in quick mode (1.58 has no other for ensembles): the composing models' instance counts
+  (listed: 1, 2) and max batch sizes, the ensemble's max batch size set to their minimum, then a
+  concurrency sweep over its top 3. Measured: wall time from
   process start to its "Profile complete" line (and to exit, reports included), perf_analyzer runs (a
   counting wrapper), the measurements in its checkpoint, its top configuration under the constraint
   (the passing measurement of highest throughput; the summary's sentence kept beside it).
