@@ -36,9 +36,10 @@ included), each preceded by a machine-speed probe (a fixed single-threaded numpy
   counting wrapper), the measurements in its checkpoint, its top configuration under the constraint
   (the passing measurement of highest throughput; the summary's sentence kept beside it).
 * ``workbench tune -u <grpc> -i grpc`` with the same space (an ensemble's: ``step/knob`` for each
-  composing model), SLA, objective, input data, 1 s windows and 50 % stability (``--json``); until the CLI
-  lands, ``--tune-cmd api`` (the default) calls :func:`workbench.tuning.tune` with the same arguments in
-  a process of its own. Measured: wall time, points and windows measured, the chosen setting.
+  composing model), SLA, objective, input data, 1 s windows and 50 % stability (``--json``;
+  ``--tune-cmd api``: :func:`workbench.tuning.tune` with the same arguments, called by this script in a
+  process of its own, as before the CLI landed). Measured: wall time, points and windows measured, the
+  chosen setting.
 
 Then each recommendation is measured the same neutral way: a fresh ``workbench serve`` over a copy of the
 repository whose config.pbtxt files are the recommended ones, perf_analyzer (the real one) over gRPC at
@@ -522,10 +523,11 @@ def tune_configs(sample: Path, model: str, setting: dict[str, Any]) -> dict[str,
     return configs
 
 
-def tune_argv(tune_cmd: list[str], model: str, composing: list[str], url: str, sla_ms: float, data: Path,
-              out: Path) -> list[str]:
-    """``workbench tune`` (its CLI contract), or with ``--tune-cmd api`` this script's own call of
-    :func:`workbench.tuning.tune` with the same arguments (until the CLI lands)."""
+def tune_argv(tune_cmd: list[str], model: str, composing: list[str], url: str, server_pid: int, sla_ms: float,
+              data: Path, out: Path) -> list[str]:
+    """``workbench tune`` (its CLI), or with ``--tune-cmd api`` this script's own call of
+    :func:`workbench.tuning.tune` with the same arguments (what the first results used, before the
+    CLI landed)."""
     flags = {"model": model, "url": url, "protocol": "grpc", "sla_ms": sla_ms, "percentile": 99,
              "objective": "throughput", "strategy": "quick", "space": tune_space(model, composing),
              "levels": f"{min(CONCURRENCIES)}:{max(CONCURRENCIES)}", "measurement_interval_ms": TUNE_INTERVAL_MS,
@@ -536,9 +538,11 @@ def tune_argv(tune_cmd: list[str], model: str, composing: list[str], url: str, s
     if tune_cmd == ["api"]:
         (out / "tune_args.json").write_text(json.dumps(flags, indent=1))
         return [sys.executable, str(Path(__file__).resolve()), "--tune-api", str(out / "tune_args.json")]
-    return [*tune_cmd, "-m", model, "-u", url, "-i", "grpc", "--sla-ms", f"{sla_ms:g}", "--percentile", "99",
-            "--objective", "throughput", "--strategy", "quick", "--space", str(flags["space"]),
-            "--concurrency", str(flags["levels"]), "--measurement-interval", str(TUNE_INTERVAL_MS),
+    shapes = [f"--shape={shape}" for shape in MINILM_SHAPES] if model == "minilm_encoder" else []
+    return [*tune_cmd, "-m", model, "-u", url, "-i", "grpc", "--server-pid", str(server_pid),
+            "--sla-ms", f"{sla_ms:g}", "--percentile", "99", "--objective", "throughput", "--strategy", "quick",
+            "--space", str(flags["space"]), "--concurrency", str(flags["levels"]),
+            "--input-data", str(flags["input_data"]), *shapes, "--measurement-interval", str(TUNE_INTERVAL_MS),
             "--stability-percentage", f"{TUNE_STABILITY:g}", "--json", str(flags["json"]),
             "--csv", str(flags["csv"]), "--html", str(flags["html"])]
 
@@ -569,7 +573,8 @@ def run_workbench_tune(tune_cmd: list[str], tools: Path, sample: Path, model: st
     report = out / "tune.json"
     result: dict[str, Any] = {"probe": speed_probe()}
     with serving(repository, model, out / "server.log") as server:
-        argv = tune_argv(tune_cmd, model, composing_models(sample, model), server.grpc_url, sla_ms, data, out)
+        argv = tune_argv(tune_cmd, model, composing_models(sample, model), server.grpc_url, server.process.pid,
+                         sla_ms, data, out)
         (out / "command.txt").write_text(" ".join(argv) + "\n")
         cpu0 = tree_cpu_s(server.process.pid)
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
@@ -762,8 +767,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-repository", default=str(ROOT / "sample_models" / "repository"))
     parser.add_argument("--tools", default=os.environ.get("MODEL_ANALYZER_ENV",
                                                           str(ROOT / ".venv-production" / "model-analyzer")))
-    parser.add_argument("--tune-cmd", default="api",
-                        help="the workbench tune command line, or 'api': workbench.tuning.tune called by this script")
+    parser.add_argument("--tune-cmd", default=f"{sys.executable} -m workbench.hosts.cli tune",
+                        help="the workbench tune command line (default: this checkout's), or 'api': "
+                             "workbench.tuning.tune called by this script")
     parser.add_argument("--tune-api", metavar="ARGS_JSON", help=argparse.SUPPRESS)
     parser.add_argument("--out", default=f"/tmp/tune_vs_ma/{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}")
     parser.add_argument("--tables-only", metavar="DIR")
