@@ -62,6 +62,7 @@ import math
 import os
 import re
 import resource
+import shlex
 import shutil
 import signal
 import statistics
@@ -459,7 +460,7 @@ def run_model_analyzer(tools: Path, sample: Path, model: str, sla_ms: float, dat
         cpu0 = tree_cpu_s(server.process.pid)
         extra = [] if "profile_models" in config else ["--profile-models", model]
         argv = [str(tools / "bin" / "model-analyzer"), "profile", "-f", str(out / "profile.yaml"), *extra]
-        (out / "command.txt").write_text(" ".join(argv) + "\n")
+        (out / "command.txt").write_text(shlex.join(argv) + "\n")
         result.update(run_tool(argv,
                                out, env, out / "model-analyzer.log", marker="Profile complete",
                                loop_guard=("Existing measurement found", "Profiling ")))
@@ -575,7 +576,7 @@ def run_workbench_tune(tune_cmd: list[str], tools: Path, sample: Path, model: st
     with serving(repository, model, out / "server.log") as server:
         argv = tune_argv(tune_cmd, model, composing_models(sample, model), server.grpc_url, server.process.pid,
                          sla_ms, data, out)
-        (out / "command.txt").write_text(" ".join(argv) + "\n")
+        (out / "command.txt").write_text(shlex.join(argv) + "\n")
         cpu0 = tree_cpu_s(server.process.pid)
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
         result.update(run_tool(argv, ROOT, env, out / "tune.log"))
