@@ -592,7 +592,15 @@ def run_workbench_tune(tune_cmd: list[str], tools: Path, sample: Path, model: st
     chosen = answer.get("chosen")
     if not chosen:
         return result
-    configs = tune_configs(sample, model, chosen.get("setting") or {})
+    # the tuner recommends its best point only when it beats the served config by more than its
+    # measurement tolerance ("apply"); otherwise it recommends keeping the served config, and that
+    # is what gets measured
+    result["applies"] = bool(answer.get("apply"))
+    if result["applies"]:
+        configs = tune_configs(sample, model, chosen.get("setting") or {})
+    else:
+        configs = {name: (sample / name / "config.pbtxt").read_text()
+                   for name in [model, *composing_models(sample, model)]}
     result["recommended"] = {name: knobs_of(text) for name, text in configs.items()}
     (out / "recommended").mkdir(exist_ok=True)
     for name, text in configs.items():
@@ -689,8 +697,11 @@ def row_text(model: str, round_no: int, side: str, run: dict[str, Any]) -> str:
     measured = (f"{cell(best['infer_per_s'])} (c={best['concurrency']}, {cell(best['p99_ms'], 2)})" if best
                 else ("none within the SLA" if neutral.get("points") else neutral.get("error", "-")[:80]))
     probe = run.get("probe") or {}
+    recommended = setting_text(model, run.get("recommended"))
+    if run.get("applies") is False:
+        recommended = f"served config kept ({recommended})"
     return (f"| {model} | {round_no} | {SIDE_NAMES[side]} | {wall} | {measurements_text(side, run)} | "
-            f"{setting_text(model, run.get('recommended'))} | {claim} | {measured} | "
+            f"{recommended} | {claim} | {measured} | "
             f"{cell(neutral.get('server_cpu_ms_per_infer'), 3)} | {cell(probe.get('matmul_ms'))} / "
             f"{probe.get('loadavg', '-')} |")
 
