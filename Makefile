@@ -26,7 +26,7 @@ PIP := $(PY) -m pip install --progress-bar off
 TORCH_VERSION := $(shell sed -nE 's/.*"torch==([0-9.]+)".*/\1/p' pyproject.toml | head -1)
 TORCH_INDEX ?=
 
-.PHONY: setup models labextension serve jupyter tutorials lint test test-production test-fast browser bench bench-triton compat clean
+.PHONY: setup models labextension serve jupyter tutorials lint test test-production test-fast browser bench bench-triton bench-tune compat clean
 
 setup: $(STAMP) $(MODELS)
 
@@ -168,6 +168,15 @@ bench: setup
 VS_TRITON_ARGS ?=
 bench-triton: setup
 	$(PYTHON) bench/vs_triton.py $(VS_TRITON_ARGS)
+
+# workbench tune next to NVIDIA's Model Analyzer 1.58 (the real perf_analyzer), same model, search space and
+# p99 SLA, alternating; each recommendation measured the same way (issue 31). Heavy: ~25 min a round for
+# digits_mlp, minilm_encoder and text_embedder; the tools' venv (.venv-production/model-analyzer) is built on
+# first use. E.g. BENCH_TUNE_ARGS="--rounds 2" or "--models digits_mlp --sla-ms digits_mlp=6"
+BENCH_TUNE_ARGS ?=
+bench-tune: setup
+	@bash scripts/debian_tools.sh libb64-0d
+	$(PY) bench/tune_vs_model_analyzer.py --sample-repository $(REPO) $(BENCH_TUNE_ARGS)
 
 # perf_analyzer over HTTP, gRPC, streaming, shared memory, request rate, async/sync on every sample model
 compat: setup
