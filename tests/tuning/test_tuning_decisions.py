@@ -134,3 +134,19 @@ def test_the_early_stopping_ceiling_is_little_s_law_at_the_top_of_the_axis() -> 
     assert ceiling(here, levels, Goals(sla_ms=5)) == pytest.approx(16 / 0.001)
     assert ceiling(here, levels, Goals(objective="throughput_per_instance")) == pytest.approx(16 / 0.001 / 2)
     assert ceiling(here, levels, Goals(objective="latency")) == score(here, Goals(objective="latency"))
+
+
+def test_a_served_config_with_only_unstable_points_still_needs_beating() -> None:
+    """New-user trial: every served-config point unstable (12.6k infer/s, spread 117 %), one
+    stable candidate at 9.0k: the candidate was recommended and applied ("the served config
+    has no stable point"); a gain that noise could explain is not proven either way."""
+    served_fast = point(SERVED, [12_600, 4_000, 21_000], 2, level=8)
+    candidate = point(TWO, [9_000, 9_100, 8_900], 3, level=8)
+    decision = decide([served_fast, candidate], SERVED, Goals(sla_ms=10), {}, 10)
+    assert decision.chosen is candidate and not decision.apply
+    assert "the gain is not proven" in decision.why
+    # a candidate beating even the served config's untrusted figure is still recommended
+    clear = point(TWO, [20_000, 20_100, 19_900], 3, level=8)
+    served_slow = point(SERVED, [9_000, 3_000, 14_000], 2, level=8)
+    decision = decide([served_slow, clear], SERVED, Goals(sla_ms=10), {}, 10)
+    assert decision.apply and "beaten beyond the 10 % tolerance" in decision.why

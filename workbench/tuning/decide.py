@@ -89,14 +89,12 @@ def decide(points: Sequence[Point], baseline_setting: Setting, goals: Goals,
     if chosen.setting == baseline_setting:
         lines.append("That is the served config: nothing to apply.")
         return Decision(chosen, baseline, False, " ".join(lines))
-    if baseline is None:
-        lines.append("The served config has no stable point meeting the goals.")
-        return Decision(chosen, baseline, True, " ".join(lines))
-    gain = _gain_pct(chosen, baseline, goals)
-    if gain <= tolerance_pct:
-        lines.append(f"It beats the served config ({_figures(baseline, goals)}) by only {gain:.1f} %, "
-                     f"within the {tolerance_pct:g} % measurement tolerance: keeping the served config.")
-        return Decision(chosen, baseline, False, " ".join(lines))
+    if baseline is not None:
+        gain = _gain_pct(chosen, baseline, goals)
+        if gain <= tolerance_pct:
+            lines.append(f"It beats the served config ({_figures(baseline, goals)}) by only {gain:.1f} %, "
+                         f"within the {tolerance_pct:g} % measurement tolerance: keeping the served config.")
+            return Decision(chosen, baseline, False, " ".join(lines))
     served_best = best_point([p for p in points if p.setting == baseline_setting], goals, memory,
                              stable_only=False, gpu_memory=gpu_memory)
     if served_best is not None and not served_best.stable and _gain_pct(chosen, served_best, goals) <= tolerance_pct:
@@ -104,6 +102,12 @@ def decide(points: Sequence[Point], baseline_setting: Setting, goals: Goals,
                      f"unstable windows: the gain is not proven, keeping the served config (measure again "
                      f"with longer windows or on a quieter machine).")
         return Decision(chosen, baseline, False, " ".join(lines))
+    if baseline is None:
+        lines.append("The served config has no stable point meeting the goals" + (
+            f", and its best unstable one ({_figures(served_best, goals)}) is beaten beyond the "
+            f"{tolerance_pct:g} % tolerance." if served_best is not None else "."))
+        return Decision(chosen, baseline, True, " ".join(lines))
+    gain = _gain_pct(chosen, baseline, goals)
     lines.append(f"It beats the served config ({_figures(baseline, goals)}) by {gain:.0f} %.")
     return Decision(chosen, baseline, True, " ".join(lines))
 
