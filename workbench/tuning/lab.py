@@ -12,6 +12,7 @@ repeated until stable (it is shown as unstable, "over the SLA").
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -216,7 +217,7 @@ class Lab:
         if self.track_steps:
             steps = step_figures(stats_before, await all_statistics(self.target.client),
                                  time.monotonic() - started, self.instance_counts(setting))
-        probe = SpeedProbe.take().kloops_per_s  # ~10 ms, the load stopped
+        probe = (await asyncio.to_thread(SpeedProbe.take)).kloops_per_s  # off the engine's loop
         return Point(setting, level, tuple(windows), stable, spread_t, spread_l, cpu, steps=steps, probe=probe)
 
     def total_instances(self, setting: Setting) -> int:
