@@ -22,7 +22,7 @@ from google.protobuf import json_format
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench import Server
-from workbench.config_edits.knobs import read_knobs
+from workbench.config_edits.knobs import ConfigKnobs, apply_knobs, read_knobs
 from workbench.config_edits.overrides import override_config
 from workbench.gpu_memory import read_gpu_memory
 from workbench.perf import InProcessClient, PerfClient, remote_client
@@ -74,14 +74,27 @@ def completed_knobs(base: ModelConfig, knobs: Mapping[str, object]) -> dict[str,
     return out
 
 
-def changed_config(base: ModelConfig, knobs: Mapping[str, object]) -> dict:
-    """The config JSON a load with ``knobs`` (:func:`completed_knobs`) applied to ``base``
-    sends.
+def changed_knobs(base: ModelConfig, knobs: Mapping[str, object]) -> ConfigKnobs:
+    """``base``'s knobs with ``knobs`` (:func:`completed_knobs`) set."""
+    return replace(read_knobs(base), **completed_knobs(base, knobs))  # type: ignore[arg-type]
+
+
+def changed_message(base: ModelConfig, knobs: Mapping[str, object]) -> ModelConfig:
+    """``base`` with ``knobs`` applied (the tuned config as a message, e.g. for its text).
 
     Raises:
         ValueError: a knob that does not apply to the model, or a value it refuses.
     """
-    return override_config(base, knobs=replace(read_knobs(base), **completed_knobs(base, knobs)))  # type: ignore[arg-type]
+    return apply_knobs(base, changed_knobs(base, knobs))
+
+
+def changed_config(base: ModelConfig, knobs: Mapping[str, object]) -> dict:
+    """The config JSON a load with ``knobs`` applied to ``base`` sends.
+
+    Raises:
+        ValueError: as :func:`changed_message`.
+    """
+    return override_config(base, knobs=changed_knobs(base, knobs))
 
 
 class EngineTarget:
@@ -172,4 +185,5 @@ class RemoteTarget:
             await self._control.close()
 
 
-__all__ = ["EngineTarget", "RemoteTarget", "Target", "changed_config", "completed_knobs"]
+__all__ = ["EngineTarget", "RemoteTarget", "Target", "changed_config", "changed_knobs", "changed_message",
+           "completed_knobs"]

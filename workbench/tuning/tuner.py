@@ -40,7 +40,7 @@ from workbench.tuning.result import TuneResult
 from workbench.tuning.resume import load_points
 from workbench.tuning.space import SearchSpace, default_space, levels_from_text, parse_space, served_values
 from workbench.tuning.strategies import STRATEGIES, batch_model, run_strategy
-from workbench.tuning.targets import EngineTarget, RemoteTarget, Target, changed_config, completed_knobs
+from workbench.tuning.targets import EngineTarget, RemoteTarget, Target, changed_message, completed_knobs
 
 
 @dataclass(frozen=True)
@@ -211,10 +211,7 @@ class Tuner:
                 return with_knob(described["text"], **completed_knobs(parse_text(described["text"]), knobs))  # type: ignore[arg-type]
             except Exception:  # noqa: BLE001 - a remote-mirrored model: no file here
                 pass
-        from google.protobuf import json_format
-
-        changed = json_format.ParseDict(changed_config(base, knobs), ModelConfig())
-        return text_format.MessageToString(changed)
+        return text_format.MessageToString(changed_message(base, knobs))
 
 
 def _served_by_key(bases: dict[str, ModelConfig], space: SearchSpace) -> dict[str, object]:
