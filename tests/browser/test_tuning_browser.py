@@ -8,8 +8,9 @@ Apply and reads what it wrote; config.pbtxt on disk holds the chosen setting wit
 the tuned model's new file.
 
 What a search recommends depends on the machine; the conditions fix it here: each host's
-temporary digits_mlp waits 50 ms for a batch (``max_queue_delay_microseconds: 50000``, far
-over the 20 ms SLA at any load), the space's other value does not wait (far under it), and a
+temporary digits_mlp waits 50 ms for a batch (``max_queue_delay_microseconds: 50000``, over
+the 40 ms SLA at any load), the space's other value does not wait (far under it, even with the
+kernel's load generator beside the engine on a busy CI machine), and a
 stability tolerance of 500 % counts any three windows as agreeing, so the verdict is to apply
 ``max_queue_delay_us=0``. Windows are 300 ms. Screenshots of each step are kept (see
 conftest)."""
@@ -44,7 +45,7 @@ PLOT_JS = f"""(names) => {{
            y_label: figure.left[0].axis_label}};
 }}"""
 #: the form's fields a person fills, and what they type
-FIELDS = {"Load levels (1, 2, 4 or start:end or start:end:step)": "1, 2", "SLA (ms, 0 = none)": "20",
+FIELDS = {"Load levels (1, 2, 4 or start:end or start:end:step)": "1, 2", "SLA (ms, 0 = none)": "40",
           "Window (ms)": "300", "Warm-up (ms)": "50", "Stability (%)": "500", "Max windows": "3"}
 
 
@@ -98,7 +99,11 @@ def search_and_apply(page, scope, models: Path, shots: Path, prefix: str) -> Non
 
     scope.get_by_role("button", name="Run", exact=True).click()
     scope.get_by_text(re.compile(r"^done: \d+ points measured")).wait_for(timeout=WAIT_MS)
-    scope.get_by_text(re.compile(r"^Recommended: max_queue_delay_us=0 at Concurrency")).wait_for(timeout=WAIT_MS)
+    verdict = scope.get_by_text(re.compile(r"^(Recommended|Result): ")).first
+    verdict.wait_for(timeout=WAIT_MS)
+    # what the tuner said, whole, when it is not the expected verdict (the machine's figures)
+    assert re.match(r"^Recommended: max_queue_delay_us=0 at Concurrency", verdict.inner_text()), \
+        verdict.inner_text()
     plot = eventually(lambda: (lambda p: p if p["points"][0] >= 1 and p["points"][1] >= 1 else None)(
         page.evaluate(PLOT_JS, ["max_queue_delay_us=50000", CHOSEN])), "both settings' points on the plot")
     assert plot["y_label"] == "p99 latency (ms)", plot

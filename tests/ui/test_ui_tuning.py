@@ -57,6 +57,19 @@ async def test_the_space_is_shown_before_the_run_filled_from_the_model_and_the_m
     assert view.outcome.apply_button.disabled
 
 
+async def test_a_space_typed_before_the_fill_lands_is_kept(server: Server, store: EngineStore) -> None:
+    """A person types the space and levels while the fill from the model is still on its way
+    (the served config is read asynchronously): the late fill keeps what they typed (it
+    overwrote it, and the run measured the default space: CI's browser test)."""
+    view = TuningView(store)
+    await view.refresh_models()
+    view.form.model.value = "digits_mlp"  # the fill is spawned, not done
+    view.form.space.value, view.form.levels.value = "max_queue_delay_us=0,50000", "1, 2"
+    await store.settle()
+    assert (view.form.space.value, view.form.levels.value) == ("max_queue_delay_us=0,50000", "1, 2")
+    assert "**digits_mlp** is served now with" in view.served.object  # the rest of it landed
+
+
 async def test_a_run_plots_every_point_fills_the_table_and_ends_with_the_verdict(
         server: Server, store: EngineStore) -> None:
     before = await server.model_config("digits_mlp")

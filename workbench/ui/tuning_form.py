@@ -96,12 +96,21 @@ class TuningForm:
             row(self.interval_ms, self.warmup_ms, self.stability, self.max_windows, self.batch_size),
             row(self.input, self.path, self.upload), sizing_mode="stretch_width")
 
-    def prefill(self, config: ModelConfig, machine: Machine) -> None:
+    def typed(self) -> tuple[str, str]:
+        """The space's and the levels' text now: what :meth:`prefill` compares with, to keep
+        what a person typed after a model was picked."""
+        return self.space.value or "", self.levels.value or ""
+
+    def prefill(self, config: ModelConfig, machine: Machine, since: tuple[str, str] | None = None) -> None:
         """The space (and, in concurrency mode, the levels) :func:`default_space` derives from
-        the served ``config`` and ``machine``."""
+        the served ``config`` and ``machine``. ``since``: :meth:`typed` when the model was
+        picked; a field whose text changed since (a person typed, or an earlier fill landed)
+        keeps it: a fill that arrives late never overwrites typing."""
         space = default_space(config, machine)
-        self.space.value = space.text()
-        if MODES[self.mode.value] == "concurrency":
+        space_then, levels_then = since if since is not None else self.typed()
+        if (self.space.value or "") == space_then:
+            self.space.value = space.text()
+        if MODES[self.mode.value] == "concurrency" and (self.levels.value or "") == levels_then:
             self.levels.value = ", ".join(f"{level.value:g}" for level in space.levels)
 
     def goals(self) -> Goals:

@@ -136,9 +136,10 @@ class TuningView(pn.viewable.Viewer):
         self.not_offered.object = ("Not offered: " + "; ".join(
             f"**{name}**: {why}" for name, why in self.reasons.items())) if self.reasons else ""
 
-    async def show_served(self, name: str | None, prefill: bool = False) -> None:
-        """Show the knobs ``name`` is served with now; with ``prefill``, fill the form's
-        search space from its served config and this machine."""
+    async def show_served(self, name: str | None, prefill: tuple[str, str] | None = None) -> None:
+        """Show the knobs ``name`` is served with now; with ``prefill`` (the form's
+        :meth:`~TuningForm.typed` text when ``name`` was picked), fill the form's search
+        space from its served config and this machine where nobody typed since."""
         if not name:
             self.served.object = ""
             return
@@ -148,13 +149,13 @@ class TuningView(pn.viewable.Viewer):
             self.served.object = f"*{name}: {user_text(exc)}*"
             return
         if self.form.model.value == name:
-            if prefill:
-                self.form.prefill(config, Machine.read())
+            if prefill is not None:
+                self.form.prefill(config, Machine.read(), since=prefill)
             self.served.object = f"**{name}** is served now with: {knobs_line(config)}"
 
     def _chosen(self, name: str | None) -> None:
         self._resume_state()
-        self.store.spawn(self.show_served(name, prefill=True))
+        self.store.spawn(self.show_served(name, prefill=self.form.typed()))
 
     # ----------------------------------------------------------------- a run
     def resume_file(self, model: str) -> Path:
