@@ -23,6 +23,7 @@ workbench_batch_fill_ratio                  histogram  formed batch size / ``max
                                                        per execution (batching models only)
 workbench_batch_preferred_executions_total  counter    executions whose batch size is one of the
                                                        dynamic batcher's preferred sizes
+                                                       (batching models only; 0 without one)
 =========================================  =========  ==========================================
 
 The duration buckets are :data:`~workbench.statistics.DURATION_BUCKETS_US`; each family's
@@ -75,7 +76,7 @@ def histogram_families(all_stats: list[ModelStatistics]) -> Iterator[Metric]:
         yield family
     yield _batch_size_family(all_stats)
     yield _fill_family([s for s in all_stats if s.batching.max_batch_size > 0])
-    yield _preferred_family([s for s in all_stats if s.batching.preferred])
+    yield _preferred_family([s for s in all_stats if s.batching.max_batch_size > 0])
 
 
 def _cumulative(bounds: Iterable[float], counts: list[int]) -> list[tuple[str, float]]:
