@@ -146,7 +146,8 @@ def _queue_cause(w: Window) -> Diagnosis:
             f"{_t(q)} of {_t(r)}) for batches that leave at {w.mean_batch:.1f} of {w.target}; "
             "lower max_queue_delay_microseconds, or send more requests at once so batches fill."))
     if batches and fill < 0.5:
-        after = f"after the {delay} µs delay" if delay is not None else "without a dynamic batcher"
+        after = ("without a dynamic batcher" if delay is None
+                 else f"after the {delay} µs delay" if delay else "with no queue delay")
         advice = ("raise the delay or lower the instance count" if delay is not None
                   else "add dynamic_batching so queued requests run together")
         return Diagnosis("small_batches", (
