@@ -52,8 +52,8 @@ CASES = {
         ["without a dynamic batcher", "add dynamic_batching"]),
     "small_batches_without_delay": (
         trace(p50=4_000, p99=30_000, queue=25_000, compute=1_500, batches={2: 50},
-              limits=BatchingLimits(max_batch_size=8, max_queue_delay_us=0, instances=2)),
-        ["batches leave at 2.0 of 8 with no queue delay", "raise the delay"]),
+              limits=BatchingLimits(max_batch_size=8, max_queue_delay_us=0, instances=1)),
+        ["batches leave at 2.0 of 8 with no queue delay", "raise the delay (max_queue_delay_microseconds)"]),
     "wait_instance": (trace(p50=20_000, p99=40_000, queue=30_000, compute=8_000, batches={16: 10},
                             pending=40),
                       ["Requests wait for an instance", "up to 40 pending", "4 instances",

@@ -148,8 +148,9 @@ def _queue_cause(w: Window) -> Diagnosis:
     if batches and fill < 0.5:
         after = ("without a dynamic batcher" if delay is None
                  else f"after the {delay} µs delay" if delay else "with no queue delay")
-        advice = ("raise the delay or lower the instance count" if delay is not None
-                  else "add dynamic_batching so queued requests run together")
+        advice = ("add dynamic_batching so queued requests run together" if delay is None
+                  else "raise the delay or lower the instance count" if limits.instances > 1
+                  else "raise the delay (max_queue_delay_microseconds) so batches fill")
         return Diagnosis("small_batches", (
             f"p99 is queue time: batches leave at {w.mean_batch:.1f} of {w.target} {after} while "
             f"requests queue {_t(q)} of {_t(r)}; {advice}."))
