@@ -4,6 +4,7 @@ engine: duration buckets and the formed batch sizes, with their fill ratio and p
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -86,3 +87,27 @@ def test_the_key_takes_true_or_false() -> None:
     with pytest.raises(ValidationError, match="workbench_histograms must be true or false"):
         ServerOptions(metrics_config={"workbench_histograms": "yes"})
     assert ServerOptions(metrics_config={"workbench_histograms": "TRUE"}).metrics_config
+
+
+async def test_histograms_continue_across_a_reload_and_follow_the_new_limits(
+        test_repository: Path, tmp_path: Path) -> None:
+    shutil.copytree(test_repository / "add_sub", tmp_path / "add_sub")
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit",
+                            load_model=["add_sub"], metrics_config={"workbench_histograms": "true"})
+    twos, one = np.ones((2, 16), np.float32), np.ones((1, 16), np.float32)
+    async with Server(options) as server:
+        frontend = MetricsFrontend(server, options)
+        for _ in range(2):
+            await server.infer(add_sub("add_sub", twos, twos))
+        config = tmp_path / "add_sub" / "config.pbtxt"
+        config.write_text(config.read_text().replace("max_batch_size: 8", "max_batch_size: 4"))
+        await server.load_model("add_sub")
+        await server.infer(add_sub("add_sub", one, one))
+        samples, _types = scrape(frontend)
+        [stats] = server.model_statistics()
+    assert stats.batching.max_batch_size == 4 and stats.metrics.batch_sizes == {2: 2, 1: 1}
+    assert value(samples, "workbench_request_duration_us_count", **LABELS) == 3
+    assert value(samples, "workbench_batch_size_sum", **LABELS) == 5
+    # the fill against the served max_batch_size (4): 2 x 2/4 + 1/4
+    assert value(samples, "workbench_batch_fill_ratio_sum", **LABELS) == 1.25
+    assert value(samples, "workbench_batch_preferred_executions_total", **LABELS) == 0
