@@ -78,11 +78,18 @@ class Diagnosis:
 
 def window_of(samples: Sequence[LiveSample], seconds: float = WINDOW_S) -> Window | None:
     """The figures of the samples with traffic in the last ``seconds`` before the latest
-    sample (None: no traffic there). Percentiles are request-weighted means of the intervals'."""
+    sample (None: no traffic there). Percentiles are request-weighted means of the intervals'.
+    ``samples`` are in time order."""
     if not samples:
         return None
     start = samples[-1].time - seconds
-    busy = [s for s in samples if s.time > start and s.busy]
+    busy = []
+    for sample in reversed(samples):  # from the latest back: only the window is read
+        if sample.time <= start:
+            break
+        if sample.busy:
+            busy.append(sample)
+    busy.reverse()
     if not busy:
         return None
     weights = [s.requests_per_s * s.interval_s for s in busy]

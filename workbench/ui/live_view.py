@@ -58,6 +58,15 @@ GPU_SERIES = ("time", "utilization_pct", "memory_used_gb")
 SWEEP_SERIES = ("time", "inferences_per_s", "p99_ms")
 #: the colours of the versions' lines, in version order
 VERSION_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+#: the latest rows per version the overlay redraws each tick (its lines are replaced, not
+#: streamed: this bounds what a tick sends to the browser)
+OVERLAY_ROWS = 120
+#: per overlay figure: the LiveSample fields drawn (one line per version each) and their labels
+OVERLAY_FIELDS = {
+    "versions_throughput": (("inferences_per_s", ""),),
+    "versions_latency": (("p50_us", " p50"), ("p99_us", " p99")),
+    "versions_queue_compute": (("queue_us", " queue"), ("compute_us", " compute")),
+}
 
 
 class LiveView(pn.viewable.Viewer):
@@ -227,27 +236,23 @@ class LiveView(pn.viewable.Viewer):
 
     def _update_versions(self) -> None:
         """Overlay every version of the chosen model: one line per version and figure (network
-        traffic only, like the plots above; idle intervals NaN)."""
+        traffic only, like the plots above; idle intervals NaN), the last :data:`OVERLAY_ROWS`."""
         key = self._selected()
         keys = sorted((k for k in self.live.history if key and k[0] == key[0]),
                       key=lambda k: (len(k[1]), k[1]))
         lines: dict[str, dict[str, list]] = {
             figure_key: {"xs": [], "ys": [], "label": [], "color": []} for figure_key in self.versions}
-        for index, (_name, version) in enumerate(keys):
-            rows = [_row(sample) for sample in self.live.history[(_name, version)]]
-            times = [row["time"][0] for row in rows]
+        for index, (name, version) in enumerate(keys):
+            kept = list(self.live.history[(name, version)])[-OVERLAY_ROWS:]
+            times = [sample.time * 1000 for sample in kept]
             color = VERSION_COLORS[index % len(VERSION_COLORS)]
-            for figure_key, columns in (("versions_throughput", ("inferences_per_s",)),
-                                        ("versions_latency", ("p50_ms", "p99_ms")),
-                                        ("versions_queue_compute", ("queue_ms", "compute_ms"))):
-                for column in columns:
+            for figure_key, fields in OVERLAY_FIELDS.items():
+                for field_name, label in fields:
                     line = lines[figure_key]
                     line["xs"].append(times)
-                    line["ys"].append([row[column][0] for row in rows])
-                    suffix = "" if figure_key == "versions_throughput" else f" {column[:-3]}"
-                    line["label"].append(f"v{version}{suffix}")
-                    line["color"].append(color if column not in ("p99_ms", "compute_ms")
-                                         else _darker(color))
+                    line["ys"].append([_overlay_value(sample, field_name) for sample in kept])
+                    line["label"].append(f"v{version}{label}")
+                    line["color"].append(_darker(color) if label in (" p99", " compute") else color)
         for figure_key, source in self.versions.items():
             source.data = lines[figure_key]
 
@@ -319,6 +324,16 @@ def _fill_text(totals: dict[int, int], limit: int, preferred: list[int]) -> str:
         hits = sum(count for size, count in totals.items() if size in preferred)
         text += f", {100 * hits / executions:.0f} % at a preferred size"
     return text
+
+
+def _overlay_value(sample: LiveSample, field_name: str) -> float:
+    """An overlay point: infer/s, or a latency in ms (NaN while idle or in an in-process
+    sweep's interval, as in the network plots)."""
+    if sample.in_process:
+        return 0.0 if field_name == "inferences_per_s" else math.nan
+    if field_name == "inferences_per_s":
+        return sample.inferences_per_s
+    return _ms(getattr(sample, field_name))
 
 
 def _darker(color: str) -> str:
