@@ -168,6 +168,16 @@ def test_the_deployment_serves_the_summary_the_p99_reads() -> None:
     container = kubernetes.deployment(spec)["spec"]["template"]["spec"]["containers"][0]
     assert "--metrics-config=summary_latencies=true" in container["args"]
     assert "--metrics-config=summary_latencies=true" in dockerfile(spec, [], None)
+    # the histogram panels' families (beyond Triton)
+    assert "--metrics-config=workbench_histograms=true" in container["args"]
+
+
+def test_dashboard_has_the_histogram_panels() -> None:
+    queries = list(grafana.panel_queries(grafana.dashboard(DeploySpec(name="digits"))))
+    families = {name for _, e in queries for name in re.findall(r"workbench_\w+", e)}
+    assert {"workbench_request_duration_us_bucket", "workbench_queue_duration_us_bucket",
+            "workbench_compute_duration_us_bucket", "workbench_batch_size_bucket",
+            "workbench_batch_fill_ratio_sum", "workbench_batch_preferred_executions_total"} <= families
 
 
 def test_no_unit_tests_for_regex_matchers() -> None:

@@ -68,3 +68,29 @@ async def test_stream_yields_each_interval_until_closed(server: Server) -> None:
             live.close()
     assert len(seen) == 3 and all(s[0].model == "add_sub" for s in seen)
     assert seen[1][0].requests_per_s > 0
+
+
+async def test_a_sample_carries_queue_and_compute_p99_and_the_batching_limits(server: Server) -> None:
+    live = LiveStatistics(server)
+    await asyncio.gather(*(server.infer(add_sub_request()) for _ in range(10)))
+    [sample] = live.sample()
+    assert sample.queue_p99_us is not None and sample.compute_p99_us is not None
+    assert sample.p99_us is not None and 0 < sample.compute_p99_us <= sample.p99_us
+    assert sample.limits.max_batch_size == 8 and sample.limits.instances == 1
+    assert sample.in_process is False  # server.infer called directly, not a load generator
+    live.close()
+
+
+async def test_intervals_with_in_process_load_are_marked(server: Server) -> None:
+    from workbench.perf import InProcessClient
+
+    live = LiveStatistics(server)
+    client = InProcessClient(server)
+    request = client.prepare("add_sub", "", add_sub_request().inputs)
+    await client.infer(request)
+    [swept] = live.sample()
+    await server.infer(add_sub_request())  # as a frontend calls it
+    [network] = live.sample()
+    assert (swept.in_process, network.in_process) == (True, False)
+    assert swept.requests_per_s > 0 and network.requests_per_s > 0
+    live.close()

@@ -6,15 +6,24 @@ nanosecond sums) and calls success observers with each request's durations. A
 Jupyter extension's statistics stream: throughput, latency percentiles (which cumulative
 counters cannot give), queue vs compute time, the batch sizes executed and pending requests.
 
-Cost on the serving path while attached: one list append per successful request (the
-observer); everything else runs once per interval on the event loop. Detach when nobody
-watches (:meth:`LiveStatistics.close`) and the cost is zero.
+Cost on the serving path while attached: three list appends per successful request (the
+observer: request, queue and compute durations); everything else runs once per interval on
+the event loop. Detach when nobody watches (:meth:`LiveStatistics.close`) and the cost is zero.
+
+In-process load (the Tuning tab, ``workbench perf`` in process, ``workbench.tuning.tune``)
+reaches the engine through ``Server.infer`` like the frontends do, so a request does not say
+where it came from; the in-process load generator says instead that it sends one
+(:class:`InProcessLoad`, around each request of ``workbench.perf.InProcessClient``), and
+a sample taken over an interval in which one ran is marked ``in_process``: the dashboards
+plot those intervals apart from network traffic (network requests arriving during a sweep are
+counted with the sweep).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections import deque
 from collections.abc import AsyncGenerator
 from dataclasses import asdict, dataclass, field
@@ -22,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from workbench import ModelStatistics, Server
+from workbench.statistics import BatchingLimits
 
 #: latencies kept per model version and interval; past it, later requests are sampled out
 MAX_LATENCIES_PER_INTERVAL = 50_000
@@ -47,6 +57,12 @@ class LiveSample:
             per successful request, **microseconds**; None without requests.
         batch_sizes: executions during the interval by batch size (``{batch size: count}``).
         pending: requests queued, not executing, at the end of the interval.
+        queue_p99_us, compute_p99_us: 99th percentile of the queue and of the compute
+            duration per request, **microseconds**; None without requests.
+        limits: the version's served batching settings (max_batch_size, preferred sizes,
+            queue delay in µs, instances).
+        in_process: an in-process load generator ran during the interval
+            (:class:`InProcessLoad`): the traffic is (mostly) a sweep, not the network's.
     """
 
     time: float
@@ -63,12 +79,52 @@ class LiveSample:
     compute_us: float | None
     batch_sizes: dict[int, int] = field(default_factory=dict)
     pending: int = 0
+    queue_p99_us: float | None = None
+    compute_p99_us: float | None = None
+    limits: BatchingLimits = field(default_factory=BatchingLimits)
+    in_process: bool = False
+
+    @property
+    def busy(self) -> bool:
+        """Requests succeeded or failed during the interval."""
+        return self.requests_per_s > 0 or self.failures > 0
 
     def as_dict(self) -> dict:
         """JSON-ready (batch sizes keyed by string)."""
         data = asdict(self)
         data["batch_sizes"] = {str(k): v for k, v in self.batch_sizes.items()}
         return data
+
+
+#: per engine: in-process requests in flight, and when the last one ended (monotonic s)
+_IN_PROCESS: weakref.WeakKeyDictionary[Server, list[float]] = weakref.WeakKeyDictionary()
+
+
+class InProcessLoad:
+    """Mark one in-process request (or a whole in-process run) on ``server`` while the
+    ``with`` block runs (see the module docstring); costs a dict lookup and two additions."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, server: Server) -> None:
+        state = _IN_PROCESS.get(server)
+        if state is None:
+            state = _IN_PROCESS[server] = [0, 0.0]
+        self._state = state
+
+    def __enter__(self) -> None:
+        self._state[0] += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._state[0] -= 1
+        self._state[1] = time.monotonic()
+
+
+def in_process_since(server: Server, start: float) -> bool:
+    """An in-process load generator ran on ``server`` at some moment since ``start``
+    (monotonic seconds)."""
+    state = _IN_PROCESS.get(server)
+    return state is not None and (state[0] > 0 or state[1] >= start)
 
 
 @dataclass(slots=True)
@@ -109,7 +165,8 @@ class LiveStatistics:
 
     def __init__(self, server: Server, history: int = 600) -> None:
         self._server = server
-        self._latencies: dict[tuple[str, str], list[int]] = {}
+        #: per version: the interval's request, queue and compute durations (ns)
+        self._latencies: dict[tuple[str, str], tuple[list[int], list[int], list[int]]] = {}
         self._previous: dict[tuple[str, str], _Totals] = {}
         self._last = time.monotonic()
         self.history: dict[tuple[str, str], deque[LiveSample]] = {}
@@ -119,16 +176,23 @@ class LiveStatistics:
             self._previous[(stats.name, stats.version)] = _Totals.of(stats)
         server.add_success_observer(self._observe)
 
-    def _observe(self, stats: ModelStatistics, request_ns: int, *_durations: int) -> None:
-        latencies = self._latencies.setdefault((stats.name, stats.version), [])
-        if len(latencies) < MAX_LATENCIES_PER_INTERVAL:
-            latencies.append(request_ns)
+    def _observe(self, stats: ModelStatistics, request_ns: int, queue_ns: int, input_ns: int,
+                 infer_ns: int, output_ns: int) -> None:
+        kept = self._latencies.get((stats.name, stats.version))
+        if kept is None:
+            kept = self._latencies[(stats.name, stats.version)] = ([], [], [])
+        requests, queues, computes = kept
+        if len(requests) < MAX_LATENCIES_PER_INTERVAL:
+            requests.append(request_ns)
+            queues.append(queue_ns)
+            computes.append(input_ns + infer_ns + output_ns)
 
     def sample(self) -> list[LiveSample]:
         """Close the current interval: one sample per READY model version, by name then
         version (versions loaded during the interval count from their load)."""
         now = time.monotonic()
         interval = max(now - self._last, 1e-6)
+        in_process = in_process_since(self._server, self._last)
         self._last = now
         wall = time.time()
         latencies, self._latencies = self._latencies, {}
@@ -138,7 +202,7 @@ class LiveStatistics:
             key = (stats.name, stats.version)
             totals = current[key] = _Totals.of(stats)
             samples.append(_sample(wall, interval, stats, totals, self._previous.get(key),
-                                   latencies.get(key, [])))
+                                   latencies.get(key, ([], [], [])), in_process))
         self._previous = current
         for sample in samples:
             key = (sample.model, sample.version)
@@ -167,15 +231,17 @@ def _sample(
     stats: ModelStatistics,
     totals: _Totals,
     before: _Totals | None,
-    latencies: list[int],
+    latencies: tuple[list[int], list[int], list[int]],
+    in_process: bool = False,
 ) -> LiveSample:
     """The sample of one version from its totals now and at the interval's start."""
     if before is None:
         before = _Totals(0, 0, 0, 0, 0, {})
     requests = totals.requests - before.requests
-    p50 = p95 = p99 = None
-    if latencies:
-        p50, p95, p99 = (float(v) / 1000 for v in np.percentile(latencies, [50, 95, 99]))
+    p50 = p95 = p99 = queue_p99 = compute_p99 = None
+    if latencies[0]:
+        p50, p95, p99 = (float(v) / 1000 for v in np.percentile(latencies[0], [50, 95, 99]))
+        queue_p99, compute_p99 = (float(np.percentile(values, 99)) / 1000 for values in latencies[1:])
     executions = {
         size: count - before.executions.get(size, 0)
         for size, count in sorted(totals.executions.items())
@@ -196,7 +262,17 @@ def _sample(
         compute_us=(totals.compute_ns - before.compute_ns) / requests / 1000 if requests else None,
         batch_sizes=executions,
         pending=stats.pending,
+        queue_p99_us=queue_p99,
+        compute_p99_us=compute_p99,
+        limits=stats.batching,
+        in_process=in_process,
     )
 
 
-__all__ = ["MAX_LATENCIES_PER_INTERVAL", "LiveSample", "LiveStatistics"]
+__all__ = [
+    "MAX_LATENCIES_PER_INTERVAL",
+    "InProcessLoad",
+    "LiveSample",
+    "LiveStatistics",
+    "in_process_since",
+]

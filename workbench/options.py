@@ -19,9 +19,12 @@ from workbench.flags import Flag, port
 from workbench.model_files import MAX_CONFIG_BYTES
 from workbench.restrictions import GRPC_KEY_PREFIX, Restriction, parse_restrictions
 
-#: the ``--metrics-config`` keys this server understands (tritonserver's names).
+#: the ``--metrics-config`` keys this server understands (tritonserver's names, and
+#: ``workbench_histograms``, beyond Triton: the duration and batch-size histograms).
 METRICS_CONFIG_KEYS = ("counter_latencies", "histogram_latencies", "summary_latencies",
-                       "summary_quantiles")
+                       "summary_quantiles", "workbench_histograms")
+#: the ``--metrics-config`` keys whose value is ``true`` or ``false``
+_SWITCH_KEYS = ("counter_latencies", "histogram_latencies", "summary_latencies", "workbench_histograms")
 
 
 #: the trace fields, all set through tritonserver's ``--trace-config [MODE,]KEY=VALUE``
@@ -374,7 +377,9 @@ class ServerOptions(BaseSettings):
         default_factory=dict)
     """tritonserver ``--metrics-config KEY=VALUE`` settings: ``counter_latencies`` (default
     true), ``histogram_latencies``, ``summary_latencies`` (default false) and
-    ``summary_quantiles`` (``0.5:0.05,0.9:0.01,...``)."""
+    ``summary_quantiles`` (``0.5:0.05,0.9:0.01,...``); beyond Triton,
+    ``workbench_histograms`` (default false): request / queue / compute duration and formed
+    batch size histograms (docs/live.md)."""
 
     @field_validator("http_restricted_api")
     @classmethod
@@ -404,7 +409,7 @@ class ServerOptions(BaseSettings):
             if key not in METRICS_CONFIG_KEYS:
                 raise ValueError(f"unknown --metrics-config key '{key}'; known: "
                                  + ", ".join(METRICS_CONFIG_KEYS))
-            if key.endswith("_latencies") and setting.strip().lower() not in ("true", "false"):
+            if key in _SWITCH_KEYS and setting.strip().lower() not in ("true", "false"):
                 raise ValueError(f"--metrics-config {key} must be true or false, got '{setting}'")
             if key == "summary_quantiles":
                 _check_quantiles(setting)

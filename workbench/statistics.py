@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import cast
@@ -31,6 +32,35 @@ INFERENCE_STAT_KEYS = (
 #: ``observer(statistics, request_ns, queue_ns, input_ns, infer_ns, output_ns)``: called once per
 #: successful request with the durations just recorded (latency histograms and summaries).
 SuccessObserver = Callable[["ModelStatistics", int, int, int, int, int], None]
+
+
+#: upper bounds of the duration histograms (request, queue, compute), **microseconds**:
+#: 50 µs .. 10 s in 1-2.5-5 steps (Triton has no such histograms; see docs/live.md)
+DURATION_BUCKETS_US = (50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000,
+                       250_000, 500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000)
+#: the same bounds in nanoseconds (what the recording compares against)
+_BUCKETS_NS = tuple(bound * 1000 for bound in DURATION_BUCKETS_US)
+#: the duration histograms of :attr:`MetricCounters.histograms`, by name
+HISTOGRAM_NAMES = ("request", "queue", "compute")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchingLimits:
+    """The served batching settings of one model version, what a formed batch is measured
+    against (fill ratio, preferred sizes) and what the Live tab's diagnosis names.
+
+    Attributes:
+        max_batch_size: the config's ``max_batch_size`` (0: the model does not batch).
+        preferred: the dynamic batcher's ``preferred_batch_size`` values (empty without one).
+        max_queue_delay_us: ``max_queue_delay_microseconds`` (µs), None without a dynamic
+            batcher.
+        instances: execution instances (the sum of the ``instance_group`` counts).
+    """
+
+    max_batch_size: int = 0
+    preferred: tuple[int, ...] = ()
+    max_queue_delay_us: int | None = None
+    instances: int = 1
 
 
 @dataclass(slots=True)
@@ -156,16 +186,23 @@ class MetricCounters:
 
     Attributes (same names and units as :class:`ModelStatistics`): ``inference_count``,
     ``execution_count``, ``stats`` (the eight :data:`INFERENCE_STAT_KEYS` durations,
-    cumulative nanoseconds) and ``failures`` (by Triton's failure reason).
+    cumulative nanoseconds) and ``failures`` (by Triton's failure reason). Beyond Triton:
+    ``histograms`` (per :data:`HISTOGRAM_NAMES`: requests per :data:`DURATION_BUCKETS_US`
+    bucket, **not** cumulative, one more slot for those above the last bound; ``compute`` is
+    input + infer + output) and ``batch_sizes`` (executions by formed batch size, the sum of
+    the requests' batch sizes).
     """
 
-    __slots__ = ("__weakref__", "execution_count", "failures", "inference_count", "stats")
+    __slots__ = ("__weakref__", "batch_sizes", "execution_count", "failures", "histograms",
+                 "inference_count", "stats")
 
     def __init__(self) -> None:
         self.inference_count = 0
         self.execution_count = 0
         self.stats = {key: Duration() for key in INFERENCE_STAT_KEYS}
         self.failures: dict[str, int] = {}
+        self.histograms = {name: [0] * (len(DURATION_BUCKETS_US) + 1) for name in HISTOGRAM_NAMES}
+        self.batch_sizes: dict[int, int] = {}
 
 
 class ModelStatistics:
@@ -185,6 +222,8 @@ class ModelStatistics:
             ``memory_usage`` field.
         metrics: the Prometheus counters to add to as well (:attr:`metrics`): those of the
             copy this one replaces in a same-version reload; None starts new ones.
+        batching: the served batching settings (:class:`BatchingLimits`), what the formed
+            batch sizes are measured against.
     """
 
     #: Triton's failure reasons, the ``reason`` label of ``nv_inference_request_failure``.
@@ -199,7 +238,9 @@ class ModelStatistics:
         observers: list[SuccessObserver] | None = None,
         memory_usage: list[MemoryUsage] | None = None,
         metrics: MetricCounters | None = None,
+        batching: BatchingLimits | None = None,
     ) -> None:
+        self.batching = batching if batching is not None else BatchingLimits()
         #: the Prometheus counters, shared with the copies of a reload (:class:`MetricCounters`)
         self.metrics = metrics if metrics is not None else MetricCounters()
         self.memory_usage = list(memory_usage or [])
@@ -220,11 +261,18 @@ class ModelStatistics:
         self._success_sinks = tuple(
             (s["success"], s["queue"], s["compute_input"], s["compute_infer"], s["compute_output"])
             for s in (self.stats, self.metrics.stats))
+        histograms = self.metrics.histograms
+        self._histograms = (histograms["request"], histograms["queue"], histograms["compute"])
 
     def record_success(
         self, request_ns: int, queue_ns: int, input_ns: int, infer_ns: int, output_ns: int
     ) -> None:
-        """One request answered: total, queue and compute durations in nanoseconds."""
+        """One request answered: total, queue and compute durations in nanoseconds (also
+        counted in the duration histograms: a bisect and an increment each)."""
+        request, queue_counts, compute = self._histograms
+        request[bisect_left(_BUCKETS_NS, request_ns)] += 1
+        queue_counts[bisect_left(_BUCKETS_NS, queue_ns)] += 1
+        compute[bisect_left(_BUCKETS_NS, input_ns + infer_ns + output_ns)] += 1
         for success, queue, compute_input, compute_infer, compute_output in self._success_sinks:
             success.count += 1
             success.ns += request_ns
@@ -242,7 +290,11 @@ class ModelStatistics:
 
     def record_cache_hit(self, request_ns: int, lookup_ns: int) -> None:
         """One request answered from the response cache (Triton: counts in success and
-        queue, not in inference/execution counts or compute durations)."""
+        queue, not in inference/execution counts or compute durations; the request and
+        queue histograms count it, the compute one does not)."""
+        request, queue_counts, _compute = self._histograms
+        request[bisect_left(_BUCKETS_NS, request_ns)] += 1
+        queue_counts[0] += 1
         for stats in (self.stats, self.metrics.stats):
             stats["success"].add(request_ns)
             stats["queue"].add(0)
@@ -271,11 +323,13 @@ class ModelStatistics:
     def record_execution(
         self, batch_size: int, input_ns: int, infer_ns: int, output_ns: int
     ) -> None:
-        """One backend execution over ``batch_size`` inferences."""
+        """One backend execution over ``batch_size`` inferences (the formed batch size)."""
         self.inference_count += batch_size
         self.execution_count += 1
-        self.metrics.inference_count += batch_size
-        self.metrics.execution_count += 1
+        metrics = self.metrics
+        metrics.inference_count += batch_size
+        metrics.execution_count += 1
+        metrics.batch_sizes[batch_size] = metrics.batch_sizes.get(batch_size, 0) + 1
         batch = self.batch_stats.get(batch_size)
         if batch is None:
             batch = self.batch_stats[batch_size] = BatchStats()

@@ -2,11 +2,13 @@
 (``{base_url}/workbench/``) and the inline notebook dashboard (a kernel's engine, in
 JupyterLab). Idle first (the page says "no traffic", axes start at 0, the time plots share
 one x-range, the histogram marks max_batch_size and the preferred sizes), then traffic
-visible on the plot and in the status line, then idle again (latency left empty, the status
-says since when). Screenshots of each step are kept (see conftest)."""
+visible on the plot and in the status line, with the diagnosis line, the histogram's bars and
+the time axis following the traffic, then idle again (latency left empty, the status says
+since when). Screenshots of each step are kept (see conftest)."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,7 +54,37 @@ def check_idle_page(page, scope, key: str, shot: Path) -> None:
                            timeout=WAIT_MS)
     assert page.evaluate(f"() => Array.from({model_js('live_batch_preferred')}.data.batch_size)") == [8]
     assert page.evaluate(f"() => {model_js('live_idle_batch_sizes')}.visible") is True
+    scope.locator(".workbench-live-diagnosis").filter(
+        has_text="Why p99: No traffic in the last 30 s").first.wait_for(timeout=WAIT_MS)
     page.screenshot(path=shot, full_page=True)
+
+
+#: JS: the time axis spans from 2 s before the first interval with traffic to the latest one
+#: (workbench.ui.live_plots.follow_window), read with the data in one go
+AXIS_FOLLOWS_JS = f"""() => {{
+  const data = {model_js('live_series')}.data, range = {model_js('live_time_range')};
+  const times = Array.from(data.time), busy = Array.from(data.requests_per_s).map(r => r > 0);
+  const first = times.find((t, i) => busy[i]);
+  return first !== undefined && Math.abs(range.start - (first - 2000)) < 1
+    && range.end >= times[times.length - 1];
+}}"""
+
+
+def check_traffic_shows(page, scope) -> None:
+    """While traffic runs: the diagnosis line names a cause (not "no traffic"), the histogram
+    has bars and says the mean batch against max_batch_size, the time axis follows the
+    traffic (idle rows before it are off the axis), the version's overlay has its legend."""
+    scope.locator(".workbench-live-diagnosis").filter(
+        has_text=re.compile(r"Why p99: (?!No traffic)")).first.wait_for(timeout=WAIT_MS)
+    page.wait_for_function(
+        f"() => Array.from({model_js('live_batches')}.data.executions).reduce((a, b) => a + b, 0) > 0",
+        timeout=WAIT_MS)
+    page.wait_for_function(
+        f"() => / mean [0-9.]+ of 8, [0-9]+ % at a preferred size/.test("
+        f"{model_js('live_batch_sizes')}.title.text)", timeout=WAIT_MS)
+    page.wait_for_function(AXIS_FOLLOWS_JS, timeout=WAIT_MS)
+    labels = page.evaluate(f"() => Array.from({model_js('live_versions_throughput_source')}.data.label)")
+    assert labels == ["v1"]
 
 
 def check_traffic_then_idle(page, scope, key: str, start, stop, shots: Path, prefix: str) -> None:
@@ -68,6 +100,7 @@ def check_traffic_then_idle(page, scope, key: str, start, stop, shots: Path, pre
                                timeout=WAIT_MS)
         page.wait_for_function(f"() => {model_js('live_idle_batch_sizes')}.visible === false",
                                timeout=WAIT_MS)
+        check_traffic_shows(page, scope)
         page.screenshot(path=shots / f"{prefix}-2-traffic.png", full_page=True)
     finally:
         stop()

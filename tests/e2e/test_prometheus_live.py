@@ -160,7 +160,7 @@ def _serve(repository: Path, ports: tuple[int, int, int], *flags: str) -> Server
     return ServerProcess([f"--model-repository={repository}", f"--http-port={http}",
                           f"--grpc-port={grpc}", f"--metrics-port={metrics}",
                           "--metrics-config=summary_latencies=true", "--metrics-interval-ms=1000",
-                          *flags])
+                          "--metrics-config=workbench_histograms=true", *flags])
 
 
 @pytest.fixture(scope="module")

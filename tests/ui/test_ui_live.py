@@ -86,7 +86,8 @@ def test_gpu_source_reads_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
 # ---- idle states, axes, stale values, batch-size marks (issue 16 item 9)
 
 def _time_figures(view: LiveView) -> list:
-    return [fig for name, fig in view.figures.items() if name != "batch_sizes"]
+    """The figures on the network traffic's time axis (not the histogram, not the sweeps)."""
+    return [fig for name, fig in view.figures.items() if name not in ("batch_sizes", "sweeps")]
 
 
 async def test_idle_plots_say_no_traffic_on_non_negative_linked_axes(store: EngineStore) -> None:
@@ -95,6 +96,7 @@ async def test_idle_plots_say_no_traffic_on_non_negative_linked_axes(store: Engi
     assert "add_sub/1: no traffic" in view.status.object
     assert all(label.visible for label in view.idle_labels.values())
     assert {id(fig.x_range) for fig in _time_figures(view)} == {id(view.time_range)}
+    assert view.figures["sweeps"].x_range is not view.time_range  # in-process sweeps: their own
     for fig in view.figures.values():  # axes drawn (an all-NaN auto range draws none) from 0
         assert (fig.y_range.start, fig.y_range.end) == (0, 1)  # not -1..1 (negative requests)
     view.close()
@@ -107,7 +109,8 @@ async def test_traffic_then_idle_drops_the_latency_and_says_since_when(
     await asyncio.gather(*(server.infer(add_sub_request()) for _ in range(10)))
     view.tick()
     assert "infer/s" in view.status.object and "no traffic" not in view.status.object
-    assert not any(label.visible for label in view.idle_labels.values())
+    assert not any(label.visible for key, label in view.idle_labels.items() if key != "sweeps")
+    assert view.idle_labels["sweeps"].visible  # network traffic: no in-process sweep
     assert view.figures["latency"].y_range.end >= view.series.data["p99_ms"][-1] > 0
     view.tick()  # an interval without requests
     data = view.series.data
@@ -159,4 +162,93 @@ async def test_every_time_series_marks_each_interval_so_a_lone_one_shows(store: 
         lines = {r.glyph.y for r in renderers if isinstance(r.glyph, Line)}
         dots = {r.glyph.y for r in renderers if isinstance(r.glyph, Scatter)}
         assert lines and dots == lines, key
+    view.close()
+
+
+def _samples(busy: range, length: int) -> list:
+    """``length`` one-second samples of add_sub/1, with traffic in the seconds of ``busy``."""
+    from workbench.live_stats import LiveSample
+
+    return [LiveSample(time=1_000.0 + i, interval_s=1.0, model="add_sub", version="1",
+                       requests_per_s=50.0 if i in busy else 0.0,
+                       inferences_per_s=50.0 if i in busy else 0.0, failures=0,
+                       p50_us=900.0 if i in busy else None, p95_us=None,
+                       p99_us=1_000.0 if i in busy else None, queue_us=None, compute_us=None)
+            for i in range(length)]
+
+
+async def test_the_time_axis_follows_a_burst_not_the_whole_history(store: EngineStore) -> None:
+    """A 25 s burst at the end of five minutes of kept history filled 8 % of the axis (Bokeh's
+    automatic range spans every kept row): the axis now spans the last minute with traffic."""
+    view = LiveView(store, history=300)
+    view.tick()
+    view.live.history[("add_sub", "1")].extend(_samples(range(250, 275), 300))
+    view.model.value = "digits_mlp/1"
+    view.model.value = "add_sub/1"  # replayed from the kept history
+    start, end = view.time_range.start, view.time_range.end
+    assert len(view.series.data["time"]) == 300
+    burst = 25_000 / (float(end) - float(start))  # type: ignore[arg-type]
+    assert burst > 0.4, (start, end)
+    assert start == (1_000 + 250 - 2) * 1000  # the burst's first second, less 2 s
+    view.close()
+
+
+def test_follow_window_shows_the_idle_minute_once_traffic_is_old() -> None:
+    from workbench.ui.live_plots import follow_window
+
+    times = [float(t * 1000) for t in range(300)]
+    assert follow_window(times, [200 <= t < 225 for t in range(300)]) == (237_000.0, 299_500.0)
+    assert follow_window(times, [False] * 300) == (237_000.0, 299_500.0)
+    assert follow_window([], []) is None
+    assert follow_window(times[:10], [True] * 10) == (-2_000.0, 9_500.0)
+
+
+async def test_in_process_sweeps_are_plotted_apart_from_network_traffic(
+        server: Server, store: EngineStore) -> None:
+    from workbench.perf import InProcessClient
+
+    view = LiveView(store)
+    view.tick()
+    client = InProcessClient(server)
+    request = client.prepare("add_sub", "", add_sub_request().inputs)
+    for _ in range(5):
+        await client.infer(request)
+    view.tick()
+    data = view.series.data
+    assert data["inferences_per_s"][-1] == 0 and math.isnan(data["p99_ms"][-1])
+    assert view.sweep_series.data["inferences_per_s"][-1] > 0
+    assert not view.idle_labels["sweeps"].visible
+    assert "(in-process sweep)" in view.diagnosis.object
+    await server.infer(add_sub_request())  # as the frontends call it
+    view.tick()
+    assert view.series.data["inferences_per_s"][-1] > 0
+    assert len(view.sweep_series.data["time"]) == 1
+    view.close()
+
+
+async def test_the_versions_of_the_model_are_overlaid_with_a_legend(store: EngineStore) -> None:
+    view = LiveView(store)
+    view.tick()
+    view.model.value = "digits_mlp/2"
+    view.tick()
+    assert view.versions["versions_throughput"].data["label"] == ["v1", "v2"]
+    assert view.versions["versions_latency"].data["label"] == ["v1 p50", "v1 p99", "v2 p50", "v2 p99"]
+    assert view.versions["versions_queue_compute"].data["label"] == [
+        "v1 queue", "v1 compute", "v2 queue", "v2 compute"]
+    assert all(len(xs) == 2 for xs in view.versions["versions_throughput"].data["xs"])
+    assert view.figures["versions_latency"].x_range is view.time_range
+    view.close()
+
+
+async def test_the_diagnosis_line_and_the_histogram_s_fill(server: Server, store: EngineStore) -> None:
+    view = LiveView(store)
+    view.tick()
+    assert "No traffic in the last 30 s" in view.diagnosis.object
+    await store.settle()  # the served config (max_batch_size 8, preferred [8])
+    await asyncio.gather(*(server.infer(add_sub_request()) for _ in range(20)))
+    view.tick()
+    assert view.diagnosis.object.startswith("**Why p99:** ")
+    assert "No traffic" not in view.diagnosis.object
+    title = view.figures["batch_sizes"].title.text
+    assert "mean " in title and " of 8" in title and "% at a preferred size" in title
     view.close()

@@ -22,6 +22,15 @@ Error rate by reason         ``rate(nv_inference_request_failure)`` by ``reason`
                              failed fraction of all requests
 Batch size                   ``rate(nv_inference_count) / rate(nv_inference_exec_count)``
 Pending requests             ``nv_inference_pending_request_count``
+Request / queue / compute    ``histogram_quantile(0.99, workbench_{request,queue,compute}_
+p99 (histograms)             duration_us_bucket)`` (µs; beyond Triton, needs
+                             ``--metrics-config workbench_histograms=true``)
+Formed batch size            ``histogram_quantile(0.5 / 0.99, workbench_batch_size_bucket)``
+                             (beyond Triton, as above)
+Batch fill and preferred     mean ``workbench_batch_fill_ratio`` and the share of executions
+hits                         at a preferred size
+                             (``workbench_batch_preferred_executions_total`` /
+                             ``nv_inference_exec_count``; beyond Triton, as above)
 Model ready                  ``workbench_model_ready`` (beyond Triton)
 GPU utilisation / memory     ``nv_gpu_utilization``, ``nv_gpu_memory_{used,total}_bytes``
                              (per ``gpu_uuid``; empty without a GPU)
@@ -154,6 +163,22 @@ def _panels(spec: DeploySpec) -> list[tuple[str, str, list[tuple[str, str]]]]:
         ]),
         ("Pending requests", "short", [
             (f"{by} (nv_inference_pending_request_count{{{m}}})", legend),
+        ]),
+        ("Request / queue / compute p99 (histograms)", "µs", [
+            (f"histogram_quantile(0.99, sum by (model, version, le) "
+             f"({rate(f'workbench_{part}_duration_us_bucket')}))", f"{legend} {part} p99")
+            for part in ("request", "queue", "compute")
+        ]),
+        ("Formed batch size (per execution)", "short", [
+            (f"histogram_quantile({q}, sum by (model, version, le) "
+             f"({rate('workbench_batch_size_bucket')}))", f"{legend} p{name}")
+            for q, name in (("0.5", "50"), ("0.99", "99"))
+        ]),
+        ("Batch fill and preferred hits", "percentunit", [
+            (f"{by} ({rate('workbench_batch_fill_ratio_sum')}) / {by} "
+             f"({rate('workbench_batch_fill_ratio_count')})", f"{legend} fill of max_batch_size"),
+            (f"{by} ({rate('workbench_batch_preferred_executions_total')}) / {by} "
+             f"({rate('nv_inference_exec_count')})", f"{legend} at a preferred size"),
         ]),
         ("Model ready (replicas ready)", "short", [
             (f"{by} (workbench_model_ready{{{m}}})", legend),

@@ -145,14 +145,17 @@ class DeploySpec:
 
     def serve_args(self) -> list[str]:
         """The ``workbench serve`` flags of the container (the repository is ``/models``;
-        the latency summaries on, for the p99 alert and dashboard panels)."""
+        the latency summaries on, for the p99 alert and dashboard panels, and the workbench
+        histograms, for the dashboard's histogram panels)."""
         args = ["--model-repository=/models", f"--model-control-mode={self.model_control_mode}",
                 f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}",
                 f"--metrics-port={self.metrics_port}", f"--exit-timeout-secs={self.exit_timeout_s}"]
         if self.model_control_mode == "explicit":
             args.append("--load-model=*")
-        # the p99 of the alert rules and the dashboard: Triton's request latency summary
+        # the p99 of the alert rules and the dashboard: Triton's request latency summary;
+        # the dashboard's histogram panels: the duration and batch-size histograms (beyond Triton)
         args.append("--metrics-config=summary_latencies=true")
+        args.append("--metrics-config=workbench_histograms=true")
         return args
 
     @property

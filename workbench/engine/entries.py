@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
 from workbench.engine.loader import LoadResult
 from workbench.engine.model import LoadedModel
 from workbench.engine.registry import ModelEntry, VersionState
@@ -13,7 +15,7 @@ from workbench.engine.response_cache import ResponseCache
 from workbench.scheduling.ensemble import StepInfer
 from workbench.scheduling.factory import make_scheduler
 from workbench.scheduling.rate_limiter import RateLimiter
-from workbench.statistics import MetricCounters, ModelStatistics, SuccessObserver
+from workbench.statistics import BatchingLimits, MetricCounters, ModelStatistics, SuccessObserver
 from workbench.types import ModelReadyState
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,7 @@ def entry_from_result(
             observers=observers,
             memory_usage=loaded.memory,
             metrics=(metrics or {}).get(version),
+            batching=batching_limits(result.config, len(loaded.instances)),
         )
         scheduler = make_scheduler(result.config, loaded.instances, stats, rate_limiter, step_infer)
         model = LoadedModel(result.config, version, scheduler, stats, cache, result.labels,
@@ -64,6 +67,18 @@ def entry_from_result(
             entry.versions[version] = reuse[version]
     entry.refresh()
     return entry
+
+
+def batching_limits(config: ModelConfig, instances: int) -> BatchingLimits:
+    """What a version's formed batches are measured against: ``max_batch_size``, the
+    dynamic batcher's preferred sizes and queue delay (µs), and its instance count."""
+    batcher = config.dynamic_batching if config.HasField("dynamic_batching") else None
+    return BatchingLimits(
+        max_batch_size=config.max_batch_size,
+        preferred=tuple(sorted(batcher.preferred_batch_size)) if batcher is not None else (),
+        max_queue_delay_us=batcher.max_queue_delay_microseconds if batcher is not None else None,
+        instances=instances,
+    )
 
 
 def continued_metrics(serving: ModelEntry | None) -> dict[int, MetricCounters]:

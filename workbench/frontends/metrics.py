@@ -38,7 +38,9 @@ Server-wide, sampled every ``--metrics-interval-ms``: ``nv_cpu_utilization`` (0.
 with ``--allow-gpu-metrics`` and NVML, per ``gpu_uuid``: ``nv_gpu_utilization`` (0..1),
 ``nv_gpu_memory_total_bytes``, ``nv_gpu_memory_used_bytes``, ``nv_gpu_power_usage`` (W),
 ``nv_gpu_power_limit`` (W) (gauges) and ``nv_energy_consumption`` (J, untyped counter).
-Optional latency histogram and summaries: :mod:`workbench.frontends.latency_metrics`.
+Optional latency histogram and summaries: :mod:`workbench.frontends.latency_metrics`;
+beyond Triton, off by default, the duration and formed-batch-size histograms
+(``--metrics-config workbench_histograms=true``): :mod:`workbench.frontends.metrics_histograms`.
 Beyond Triton (:func:`workbench_families`): ``workbench_model_ready`` (per model and version,
 every model the server knows) and, in ``poll`` mode, ``workbench_repository_polls_total`` /
 ``workbench_repository_poll_failures_total``.
@@ -89,6 +91,8 @@ from workbench.frontends.latency_metrics import (
     LatencyObserver,
     parse_quantiles,
 )
+from workbench.frontends.metrics_histograms import CONFIG_KEY as HISTOGRAMS_KEY
+from workbench.frontends.metrics_histograms import histogram_families
 from workbench.frontends.metrics_text import FamilySpec, ModelFamiliesText, Sample, gauge_text
 from workbench.frontends.system_metrics import SystemReading, SystemSampler
 from workbench.switches import parse_switch
@@ -151,6 +155,8 @@ class MetricsSettings:
     """What to export (tritonserver's metrics flags, already parsed).
 
     ``interval_s``: seconds between CPU/GPU samples (``--metrics-interval-ms`` / 1000).
+    ``workbench_histograms``: the duration and batch-size histograms beyond Triton
+    (:mod:`workbench.frontends.metrics_histograms`), off by default.
     """
 
     cpu: bool = True
@@ -159,6 +165,7 @@ class MetricsSettings:
     counter_latencies: bool = True
     histogram_buckets_ms: tuple[float, ...] = ()
     quantiles: dict[float, float] = field(default_factory=dict)
+    workbench_histograms: bool = False
 
     @classmethod
     def from_options(cls, options: ServerOptions) -> MetricsSettings:
@@ -180,6 +187,7 @@ class MetricsSettings:
             counter_latencies=bool(parse_switch(config.get("counter_latencies", "true"))),
             histogram_buckets_ms=DEFAULT_BUCKETS_MS if histogram else (),
             quantiles=quantiles,
+            workbench_histograms=bool(parse_switch(config.get(HISTOGRAMS_KEY, "false"))),
         )
 
 
@@ -402,6 +410,8 @@ class TritonMetricsCollector(Collector):
             yield self.latency.histogram_family(all_stats)
         if self.latency is not None and self.latency.quantiles:
             yield from self.latency.summary_families(all_stats)
+        if self.settings.workbench_histograms:
+            yield from histogram_families(all_stats)
         if self.settings.cpu or self.settings.gpu:
             yield from system_families(self.system.latest or self.system.sample())
 

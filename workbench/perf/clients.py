@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Protocol, cast
 
 from workbench import InferenceRequest, Server, Tensor, model_config_to_json
+from workbench.live_stats import InProcessLoad
 
 
 class PerfClient(Protocol):
@@ -85,8 +86,10 @@ class InProcessClient:
 
     async def infer(self, request: object) -> None:
         model, version, inputs = cast("tuple[str, str, list[Tensor]]", request)  # what prepare() made
-        # a fresh request object each time: the engine owns a request while it runs
-        await self.server.infer(InferenceRequest(model, list(inputs), model_version=version))
+        # a fresh request object each time: the engine owns a request while it runs; marked
+        # in-process, so the Live tab plots the sweep apart from network traffic
+        with InProcessLoad(self.server):
+            await self.server.infer(InferenceRequest(model, list(inputs), model_version=version))
 
     async def close(self) -> None:
         return None

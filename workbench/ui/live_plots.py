@@ -1,8 +1,10 @@
-"""The Live tab's Bokeh figures: time series on one shared time axis, y-axes from 0 (fitted
-to the kept data by :func:`fit_y`), a
-"no traffic" label per plot, and the batch-size histogram with the served
-``max_batch_size`` and preferred batch sizes marked. The idle text is a second, grey title
-line of each figure (shown while idle), so it never covers data or a legend.
+"""The Live tab's Bokeh figures: time series on one shared time axis that follows the recent
+traffic (:func:`follow_window`), y-axes from 0 (fitted to the kept data by :func:`fit_y`), a
+"no traffic" label per plot, the batch-size histogram with the served ``max_batch_size`` and
+preferred batch sizes marked, the versions of the chosen model overlaid (one line per version
+and figure, with a legend), and in-process sweeps on a figure and time axis of their own.
+The idle text is a second, grey title line of each figure (shown while idle), so it never
+covers data or a legend.
 
 Only builds models; :class:`~workbench.ui.live_view.LiveView` fills the sources and toggles
 the labels (on the session's document, from the periodic callback). Every model a browser
@@ -29,7 +31,21 @@ Y_COLUMNS = {
     "pending": ("pending",),
     "gpu": ("utilization_pct", "memory_used_gb"),
     "batch_sizes": ("executions",),
+    "sweeps": ("inferences_per_s",),
+    "versions_throughput": ("ys",),
+    "versions_latency": ("ys",),
+    "versions_queue_compute": ("ys",),
 }
+#: the overlay figures of the chosen model's versions: key -> (title, y label)
+VERSION_FIGURES = {
+    "versions_throughput": ("Versions: throughput", "inferences / s"),
+    "versions_latency": ("Versions: p50 / p99 in the server", "ms"),
+    "versions_queue_compute": ("Versions: queue vs compute (mean per request)", "ms"),
+}
+#: seconds of recent traffic the time axis spans (:func:`follow_window`)
+WINDOW_S = 60.0
+#: seconds shown before the first interval with traffic in the window
+PAD_S = 2.0
 
 #: the "no traffic" text of each plot while the model version is idle (by figure key)
 IDLE_TEXT = {
@@ -38,21 +54,25 @@ IDLE_TEXT = {
     "queue_compute": "no requests: nothing measured",
     "pending": "no traffic",
     "batch_sizes": "no executions yet",
+    "sweeps": "no in-process sweep (Tuning tab, workbench perf in process)",
 }
 
 
 @dataclass
 class LivePlots:
-    """The figures (by key: throughput, latency, queue_compute, batch_sizes, pending and,
-    with a GPU source, gpu), the shared time range and the idle labels (by figure key)."""
+    """The figures (by key: throughput, latency, queue_compute, batch_sizes, pending, sweeps,
+    the :data:`VERSION_FIGURES` and, with a GPU source, gpu), the time range the network
+    plots share and the idle labels (by figure key)."""
 
     figures: dict = field(default_factory=dict)
-    time_range: DataRange1d | None = None
+    time_range: Range1d = field(default_factory=Range1d)
     idle_labels: dict[str, Title] = field(default_factory=dict)
 
 
 def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: ColumnDataSource,
-               preferred: ColumnDataSource, gpu: ColumnDataSource | None) -> LivePlots:
+               preferred: ColumnDataSource, gpu: ColumnDataSource | None,
+               sweeps: ColumnDataSource | None = None,
+               versions: dict[str, ColumnDataSource] | None = None) -> LivePlots:
     """Build the Live tab's figures on these sources.
 
     Args:
@@ -63,8 +83,13 @@ def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: Colu
             none when the model does not batch).
         preferred: ``batch_size``: the served preferred batch sizes.
         gpu: the GPU series (``workbench.ui.live_view.GPU_SERIES``), or None for no GPU plot.
+        sweeps: the in-process sweeps' series (``time``, ``inferences_per_s``, ``p99_ms``),
+            plotted on a time axis of their own; None: no sweep figure.
+        versions: per :data:`VERSION_FIGURES` key, a ``multi_line`` source (``xs``, ``ys``,
+            ``label``, ``color``: one line per version and figure).
     """
-    time_range = DataRange1d(name="live_time_range")
+    # set by the view (follow_window); Range1d: Bokeh's automatic range spans all kept data
+    time_range = Range1d(start=0, end=1, name="live_time_range")
     plots = LivePlots(time_range=time_range)
 
     def time_figure(key: str, title: str, y_label: str):
@@ -110,12 +135,32 @@ def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: Colu
     pending = time_figure("pending", "Pending requests (queued)", "requests")
     pending.step("time", "pending", source=series, mode="after")
 
+    if sweeps is not None:
+        fig = figure(title="In-process sweeps (Tuning tab, workbench perf in process)", height=240,
+                     x_axis_type="datetime", x_range=DataRange1d(name="live_sweeps_time_range"),
+                     y_range=Range1d(start=0, end=1, name="live_sweeps_y"),
+                     sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset,save",
+                     name="live_sweeps")
+        fig.yaxis.axis_label = "inferences / s"
+        fig.scatter("time", "inferences_per_s", source=sweeps, legend_label="infer/s", size=5)
+        fig.line("time", "inferences_per_s", source=sweeps, legend_label="infer/s")
+        fig.legend.location = "top_left"
+        plots.figures["sweeps"] = fig
+
+    for key, source in (versions or {}).items():
+        fig = time_figure(key, *VERSION_FIGURES[key])
+        fig.multi_line("xs", "ys", source=source, line_color="color", legend_field="label",
+                       line_width=2)
+        fig.legend.location = "top_left"
+
     if gpu is not None:
         fig = time_figure("gpu", "GPU (mean over devices)", "% / GB")
         fig.line("time", "utilization_pct", source=gpu, legend_label="utilisation %")
         fig.line("time", "memory_used_gb", source=gpu, legend_label="memory GB", color="#8c564b")
 
     for key, text in IDLE_TEXT.items():  # a second title line: never over the data or legend
+        if key not in plots.figures:
+            continue
         label = Title(text=text, text_color="#888888", text_font_style="italic",
                       text_font_size="13px", visible=True, name=f"live_idle_{key}")
         plots.figures[key].add_layout(label, "above")
@@ -134,4 +179,22 @@ def fit_y(fig, data: dict, columns: tuple[str, ...]) -> None:
         fig.y_range.start, fig.y_range.end = 0, end
 
 
-__all__ = ["IDLE_TEXT", "Y_COLUMNS", "LivePlots", "fit_y", "live_plots"]
+def follow_window(times_ms: list[float], busy: list[bool], window_s: float = WINDOW_S,
+                  pad_s: float = PAD_S) -> tuple[float, float] | None:
+    """The time axis' range (ms since the epoch) over rows at ``times_ms``, ``busy`` where the
+    interval had traffic: from the first busy row within ``window_s`` before the last busy
+    one (less ``pad_s``) to the latest row, so a 25 s burst fills most of the axis rather
+    than a sliver at the right edge of the kept history; once the last traffic is more than
+    ``window_s`` old, the last ``window_s`` of rows (idle). None without rows."""
+    if not times_ms:
+        return None
+    end = times_ms[-1]
+    traffic = [t for t, b in zip(times_ms, busy, strict=True) if b]
+    if not traffic or traffic[-1] < end - window_s * 1000:
+        return max(times_ms[0], end - window_s * 1000) - pad_s * 1000, end + 500
+    first = min(t for t in traffic if t >= traffic[-1] - window_s * 1000)
+    return first - pad_s * 1000, end + 500
+
+
+__all__ = ["IDLE_TEXT", "PAD_S", "VERSION_FIGURES", "WINDOW_S", "Y_COLUMNS", "LivePlots", "fit_y",
+           "follow_window", "live_plots"]

@@ -11,9 +11,16 @@ polled per plot. GPU utilisation and memory are plotted only where
 While a version is idle the page says so: a status line ("no traffic for 12 s, last request
 at ..."), a "no traffic" label on each plot, latency and queue / compute left empty for idle
 intervals (NaN: the line stops instead of repeating the last value). The time plots share one
-x-range (pan or zoom one, all follow) and their y-axes start at 0. The histogram marks the
-served ``max_batch_size`` and preferred batch sizes, read from the engine off the tick
-(every :attr:`LiveView.config_every` ticks and on a new choice, so a Config edit shows).
+x-range that follows the recent traffic (:func:`~workbench.ui.live_plots.follow_window`: the
+last minute with traffic, not the whole kept history) and their y-axes start at 0. Intervals
+in which an in-process load generator ran (the Tuning tab, ``workbench perf`` in process:
+``LiveSample.in_process``) are left out of those plots and drawn on a figure and time axis of
+their own. The versions of the chosen model are overlaid (throughput, p50 / p99, queue vs
+compute; one line per version, with a legend). A one-line diagnosis
+(:func:`~workbench.ui.live_diagnosis.diagnose`) says why p99 is what it is. The histogram
+marks the served ``max_batch_size`` and preferred batch sizes, read from the engine off the
+tick (every :attr:`LiveView.config_every` ticks and on a new choice, so a Config edit shows),
+and its title says the mean batch against its target and the share at a preferred size.
 
 Threading: Bokeh models change only in :meth:`LiveView.tick` and the Select's callback, both
 run by Panel with the session document's lock held; the config read is a task on the
@@ -35,7 +42,8 @@ from bokeh.models import ColumnDataSource
 from workbench import model_config_to_json
 from workbench.live_stats import LiveSample, LiveStatistics
 from workbench.ui.gpu import GpuSample, GpuSampler, gpu_sampler
-from workbench.ui.live_plots import Y_COLUMNS, fit_y, live_plots
+from workbench.ui.live_diagnosis import diagnose
+from workbench.ui.live_plots import VERSION_FIGURES, Y_COLUMNS, fit_y, follow_window, live_plots
 from workbench.ui.selection import model_of_version_key, version_of_version_key
 from workbench.ui.store import EngineStore
 
@@ -46,6 +54,19 @@ if TYPE_CHECKING:
 SERIES = ("time", "inferences_per_s", "requests_per_s", "p50_ms", "p95_ms", "p99_ms",
           "queue_ms", "compute_ms", "pending")
 GPU_SERIES = ("time", "utilization_pct", "memory_used_gb")
+#: the in-process sweeps' columns
+SWEEP_SERIES = ("time", "inferences_per_s", "p99_ms")
+#: the colours of the versions' lines, in version order
+VERSION_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+#: the latest rows per version the overlay redraws each tick (its lines are replaced, not
+#: streamed: this bounds what a tick sends to the browser)
+OVERLAY_ROWS = 120
+#: per overlay figure: the LiveSample fields drawn (one line per version each) and their labels
+OVERLAY_FIELDS = {
+    "versions_throughput": (("inferences_per_s", ""),),
+    "versions_latency": (("p50_us", " p50"), ("p99_us", " p99")),
+    "versions_queue_compute": (("queue_us", " queue"), ("compute_us", " compute")),
+}
 
 
 class LiveView(pn.viewable.Viewer):
@@ -58,6 +79,7 @@ class LiveView(pn.viewable.Viewer):
 
     Attributes:
         status: the one-line state of the chosen version (traffic, or since when it is idle).
+        diagnosis: why p99 is what it is, one sentence over the recent network traffic.
         idle_labels: the "no traffic" label of each plot, by figure key.
         time_range: the x-range every time plot shares.
         batch_limits, batch_preferred: the histogram's marks (``batch_size`` columns).
@@ -76,14 +98,21 @@ class LiveView(pn.viewable.Viewer):
         self.model = pn.widgets.Select(label="Model version", options=[])
         self.status = pn.pane.Markdown("", css_classes=["workbench-live-status"],
                                        sizing_mode="stretch_width")
+        self.diagnosis = pn.pane.Markdown("", css_classes=["workbench-live-diagnosis"],
+                                          sizing_mode="stretch_width")
         # named, so a browser finds them (``Bokeh.documents[0].get_model_by_name(...)``)
         self.series = ColumnDataSource({column: [] for column in SERIES}, name="live_series")
         self.batches = ColumnDataSource({"batch_size": [], "executions": []}, name="live_batches")
         self.batch_limits = ColumnDataSource({"batch_size": [], "kind": []}, name="live_batch_limits")
         self.batch_preferred = ColumnDataSource({"batch_size": []}, name="live_batch_preferred")
         self.gpu_series = ColumnDataSource({column: [] for column in GPU_SERIES}, name="live_gpu")
+        self.sweep_series = ColumnDataSource({column: [] for column in SWEEP_SERIES},
+                                             name="live_sweep_series")
+        self.versions = {key: ColumnDataSource({"xs": [], "ys": [], "label": [], "color": []},
+                                               name=f"live_{key}_source") for key in VERSION_FIGURES}
         plots = live_plots(self.series, self.batches, self.batch_limits, self.batch_preferred,
-                           self.gpu_series if self.gpu is not None else None)
+                           self.gpu_series if self.gpu is not None else None,
+                           self.sweep_series, self.versions)
         self.figures, self.idle_labels, self.time_range = (plots.figures, plots.idle_labels,
                                                            plots.time_range)
         #: served (max_batch_size, preferred sizes) by version, written by the config task
@@ -97,7 +126,7 @@ class LiveView(pn.viewable.Viewer):
     def __panel__(self) -> pn.viewable.Viewable:
         panes = [pn.pane.Bokeh(f, sizing_mode="stretch_width") for f in self.figures.values()]
         note = [] if self.gpu is not None else [pn.pane.Markdown("*No GPU: no GPU plot.*")]
-        return pn.Column(self.model, self.status,
+        return pn.Column(self.model, self.status, self.diagnosis,
                          pn.GridBox(*panes, ncols=2, sizing_mode="stretch_width"),
                          *note, sizing_mode="stretch_width")
 
@@ -123,14 +152,24 @@ class LiveView(pn.viewable.Viewer):
         if self.model.value != previous:
             return 1  # a new choice was replayed from the history, this sample included
         self.series.stream(_row(chosen), rollover=self.history)
+        if chosen.in_process:
+            self.sweep_series.stream(_sweep_row(chosen), rollover=self.history)
         self._update_histogram()
+        self._update_versions()
         self._show_state()
         return 1
 
     def _fit_axes(self) -> None:
-        sources = {"gpu": self.gpu_series.data, "batch_sizes": self.batches.data}
+        sources = {"gpu": self.gpu_series.data, "batch_sizes": self.batches.data,
+                   "sweeps": self.sweep_series.data}
+        for key, source in self.versions.items():
+            sources[key] = {"ys": [v for ys in source.data["ys"] for v in ys]}
         for key, fig in self.figures.items():
             fit_y(fig, sources.get(key, self.series.data), Y_COLUMNS[key])
+        data = self.series.data
+        window = follow_window(list(data["time"]), [rate > 0 for rate in data["requests_per_s"]])
+        if window is not None and (self.time_range.start, self.time_range.end) != window:
+            self.time_range.start, self.time_range.end = window
 
     def close(self) -> None:
         """Detach from the engine's statistics (idempotent)."""
@@ -148,8 +187,11 @@ class LiveView(pn.viewable.Viewer):
         kept = list(self.live.history.get(key, ())) if key else []
         rows = [_row(sample) for sample in kept][-self.history:]
         self.series.data = {c: [v for row in rows for v in row[c]] for c in SERIES}
+        swept = [_sweep_row(sample) for sample in kept if sample.in_process][-self.history:]
+        self.sweep_series.data = {c: [v for row in swept for v in row[c]] for c in SWEEP_SERIES}
         self._read_config()
         self._update_histogram()
+        self._update_versions()
         self._show_state()
 
     def _read_config(self) -> None:
@@ -188,6 +230,31 @@ class LiveView(pn.viewable.Viewer):
         if (axis.start, axis.end) != (0.5, end):
             axis.start, axis.end = 0.5, end
         self.idle_labels["batch_sizes"].visible = not sizes
+        title = f"Executions by batch size (kept history){_fill_text(totals, limit, preferred)}"
+        if self.figures["batch_sizes"].title.text != title:
+            self.figures["batch_sizes"].title.text = title
+
+    def _update_versions(self) -> None:
+        """Overlay every version of the chosen model: one line per version and figure (network
+        traffic only, like the plots above; idle intervals NaN), the last :data:`OVERLAY_ROWS`."""
+        key = self._selected()
+        keys = sorted((k for k in self.live.history if key and k[0] == key[0]),
+                      key=lambda k: (len(k[1]), k[1]))
+        lines: dict[str, dict[str, list]] = {
+            figure_key: {"xs": [], "ys": [], "label": [], "color": []} for figure_key in self.versions}
+        for index, (name, version) in enumerate(keys):
+            kept = list(self.live.history[(name, version)])[-OVERLAY_ROWS:]
+            times = [sample.time * 1000 for sample in kept]
+            color = VERSION_COLORS[index % len(VERSION_COLORS)]
+            for figure_key, fields in OVERLAY_FIELDS.items():
+                for field_name, label in fields:
+                    line = lines[figure_key]
+                    line["xs"].append(times)
+                    line["ys"].append([_overlay_value(sample, field_name) for sample in kept])
+                    line["label"].append(f"v{version}{label}")
+                    line["color"].append(_darker(color) if label in (" p99", " compute") else color)
+        for figure_key, source in self.versions.items():
+            source.data = lines[figure_key]
 
     def _show_state(self) -> None:
         """The status line and the idle labels, from the chosen version's kept history."""
@@ -196,9 +263,11 @@ class LiveView(pn.viewable.Viewer):
         latest = kept[-1] if kept else None
         busy = latest is not None and (latest.requests_per_s > 0 or latest.failures > 0)
         for name, label in self.idle_labels.items():
-            if name != "batch_sizes":
+            if name not in ("batch_sizes", "sweeps"):
                 label.visible = not busy
+        self.idle_labels["sweeps"].visible = not self.sweep_series.data["time"]
         self.status.object = _status(self.model.value, kept)
+        self.diagnosis.object = _diagnosis(kept) if key else ""
         self._fit_axes()
 
     def _stream_gpu(self, samples: list[GpuSample]) -> None:
@@ -234,13 +303,56 @@ def _status(key: str | None, kept: list[LiveSample]) -> str:
             f"{since}{then}). Idle intervals are left empty on the plots.")
 
 
+def _diagnosis(kept: list[LiveSample]) -> str:
+    """The diagnosis line over the recent network traffic, else over the in-process sweep."""
+    network = [s for s in kept if not s.in_process]
+    found = diagnose(network)
+    if found.rule == "no_traffic" and any(s.in_process and s.busy for s in kept[-30:]):
+        return f"**Why p99:** (in-process sweep) {diagnose(kept).text}"
+    return f"**Why p99:** {found.text}"
+
+
+def _fill_text(totals: dict[int, int], limit: int, preferred: list[int]) -> str:
+    """``": mean 3.0 of 16, 40 % at a preferred size"`` (empty without executions)."""
+    executions = sum(totals.values())
+    if not executions:
+        return ""
+    mean = sum(size * count for size, count in totals.items()) / executions
+    target = max(preferred, default=limit)
+    text = f": mean {mean:.1f}" + (f" of {target}" if target else "")
+    if preferred:
+        hits = sum(count for size, count in totals.items() if size in preferred)
+        text += f", {100 * hits / executions:.0f} % at a preferred size"
+    return text
+
+
+def _overlay_value(sample: LiveSample, field_name: str) -> float:
+    """An overlay point: infer/s, or a latency in ms (NaN while idle or in an in-process
+    sweep's interval, as in the network plots)."""
+    if sample.in_process:
+        return 0.0 if field_name == "inferences_per_s" else math.nan
+    if field_name == "inferences_per_s":
+        return sample.inferences_per_s
+    return _ms(getattr(sample, field_name))
+
+
+def _darker(color: str) -> str:
+    """``#rrggbb`` at 60 % brightness (a version's second line in a figure)."""
+    red, green, blue = (int(color[i:i + 2], 16) * 6 // 10 for i in (1, 3, 5))
+    return f"#{red:02x}{green:02x}{blue:02x}"
+
+
 def _ms(value_us: float | None) -> float:
     return math.nan if value_us is None else value_us / 1000
 
 
 def _row(sample: LiveSample) -> DataDict:
     """One time-series row (Bokeh datetime axes take ms since the epoch; NaN breaks a line
-    where an interval had no requests)."""
+    where an interval had no requests). An in-process sweep's interval is an idle one here
+    (its figures go to :func:`_sweep_row`)."""
+    if sample.in_process:
+        return {"time": [sample.time * 1000], "inferences_per_s": [0.0], "requests_per_s": [0.0],
+                **{column: [math.nan] for column in SERIES[3:-1]}, "pending": [sample.pending]}
     return {
         "time": [sample.time * 1000],
         "inferences_per_s": [sample.inferences_per_s],
@@ -254,4 +366,10 @@ def _row(sample: LiveSample) -> DataDict:
     }
 
 
-__all__ = ["GPU_SERIES", "SERIES", "LiveView"]
+def _sweep_row(sample: LiveSample) -> DataDict:
+    """One row of the in-process sweeps' series."""
+    return {"time": [sample.time * 1000], "inferences_per_s": [sample.inferences_per_s],
+            "p99_ms": [_ms(sample.p99_us)]}
+
+
+__all__ = ["GPU_SERIES", "SERIES", "SWEEP_SERIES", "LiveView"]
