@@ -10,6 +10,7 @@ import asyncio
 import shlex
 from pathlib import Path
 
+import httpx
 import pytest
 
 from workbench import ServerOptions
@@ -19,13 +20,19 @@ from workbench.testing.reload import write_add_sub
 from workbench.testing.switch_load import SwitchLoad
 
 
+#: the Jupyter extension's default: the v2 ports' repository API needs its key
+KEY = "model-repository:x-ports-key=s3cret"
+
+
 @pytest.fixture
-async def host(tmp_path: Path):
+async def host(tmp_path: Path, request: pytest.FixtureRequest):
     write_add_sub(tmp_path)
+    restricted = [KEY] if getattr(request, "param", False) else []
     options = ServerOptions(model_repository=[str(tmp_path)], http_address="127.0.0.1",
                             grpc_address="127.0.0.1", metrics_address="127.0.0.1", http_port=0,
                             grpc_port=0, metrics_port=0, exit_timeout_secs=10,
-                            grpc_max_connection_age_ms=2000)
+                            grpc_max_connection_age_ms=2000, http_restricted_api=restricted,
+                            grpc_restricted_protocol=restricted)
     host = EngineHost(options, open_ports=True)
     await host.start()
     assert host.state == RUNNING, host.error
@@ -86,3 +93,19 @@ async def test_a_switch_that_cannot_start_keeps_the_engine_serving(host: EngineH
     assert switch.state == IN_PROCESS and switch.ports is not None and switch.child is None
     with pytest.raises(SwitchError, match="cannot switch back"):
         await switch.back()
+
+
+@pytest.mark.parametrize("host", [True], indirect=True)
+async def test_the_headless_child_keeps_the_ports_key_off_its_command_line(host: EngineHost) -> None:
+    switch = host.switch
+    assert switch is not None
+    await switch.to_headless()  # refused before: the Jupyter extension's default restricts the ports
+    try:
+        assert "s3cret" not in shlex.join(switch.command)
+        assert "EnvironmentFile=" in systemd_unit(switch.command, 10, key_file=True)
+        index = f"http://127.0.0.1:{host.status()['ports']['http']}/v2/repository/index"
+        async with httpx.AsyncClient() as client:
+            assert (await client.post(index, json={})).status_code == 403
+            assert (await client.post(index, json={}, headers={"x-ports-key": "s3cret"})).status_code == 200
+    finally:
+        assert await switch.back() == 0

@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from tests.browser.browser_support import PATIENCE_S
 from tests.browser.test_headless_browser import open_headless
 from workbench.testing.switch_load import SwitchLoad
@@ -21,9 +19,6 @@ STATE = ".workbench-switch-state"
 COMMAND = ".workbench-switch-command"
 
 
-@pytest.mark.xfail(reason="open: in the Jupyter-hosted dashboard the click leaves the state at "
-                   "'in-process' with no step and no error (the same buttons switch in "
-                   "tests/ui/test_ui_headless_switch.py); not found before the deadline")
 def test_switch_to_headless_and_back_under_load(browser, dashboard, shots: Path) -> None:
     from playwright.sync_api import expect
 
@@ -31,8 +26,7 @@ def test_switch_to_headless_and_back_under_load(browser, dashboard, shots: Path)
     page = open_headless(browser, dashboard)
     expect(page.locator(STATE)).to_contain_text("in-process", timeout=WAIT_MS)
     expect(page.get_by_role("button", name="Switch back")).to_be_disabled()
-    # a steady load, not a flood: the dashboard's websocket shares the engine's event loop
-    load = SwitchLoad(ports["http"], ports["grpc"], pause_s=0.02).start()
+    load = SwitchLoad(ports["http"], ports["grpc"]).start()
     try:
         page.get_by_role("button", name="Switch to headless").click()
         expect(page.locator(STATE)).to_contain_text("started workbench serve", timeout=WAIT_MS)
@@ -47,8 +41,9 @@ def test_switch_to_headless_and_back_under_load(browser, dashboard, shots: Path)
         page.screenshot(path=shots / "1-headless.png", full_page=True)
 
         page.get_by_role("button", name="Switch back").click()
-        expect(page.locator(STATE)).to_contain_text("in-process", timeout=WAIT_MS)
+        expect(page.locator(STATE)).to_contain_text(re.compile(r"^in-process: "), timeout=WAIT_MS)
         expect(page.locator(STATE)).to_contain_text("workbench serve drained and exited (0)")
+        expect(page.locator(".alert-danger:visible")).to_have_count(0)
         expect(page.get_by_role("button", name="Switch to headless")).to_be_enabled()
         page.screenshot(path=shots / "2-back.png", full_page=True)
     finally:

@@ -8,11 +8,12 @@ its stdout and stderr are read by a daemon thread into a bounded log tail. Healt
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import httpx
 
@@ -72,6 +73,8 @@ class ServeProcess:
         http_address: the address to bind and to poll (default loopback).
         command: the whole command line to run instead of the one built from the other
             arguments (``http_address`` and ``http_port`` must still say where it serves).
+        env: environment variables added to this process's for it (secrets that must not be
+            on a command line: ``WORKBENCH_HTTP_RESTRICTED_API``, ...).
 
     Raises:
         OSError: the process could not be started.
@@ -80,7 +83,7 @@ class ServeProcess:
     def __init__(self, repositories: Sequence[str], http_port: int = 8000, grpc_port: int = 8001,
                  metrics_port: int = 8002, model_control_mode: str = "none",
                  extra_args: Sequence[str] = (), http_address: str = "127.0.0.1",
-                 command: Sequence[str] | None = None) -> None:
+                 command: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> None:
         self.http_address = http_address
         self.http_port = http_port
         self.command = list(command) if command is not None else [sys.executable, "-m", "workbench.hosts.cli", "serve",
@@ -94,7 +97,8 @@ class ServeProcess:
         self.lines: deque[str] = deque(maxlen=LOG_LINES)
         self.process = subprocess.Popen(self.command, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        text=True, errors="replace")
+                                        text=True, errors="replace",
+                                        env={**os.environ, **env} if env else None)
         self._reader = threading.Thread(target=self._read, daemon=True, name="serve-log")
         self._reader.start()
 

@@ -26,6 +26,7 @@ Tritonserver has no such switch; this goes beyond it (docs/headless-switch.md).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import shlex
 import sys
@@ -99,12 +100,27 @@ def serve_command(options: ServerOptions, load_models: Iterable[str] = ()) -> li
     return command
 
 
-def systemd_unit(command: list[str], exit_timeout_s: float) -> str:
+def key_environment(options: ServerOptions) -> dict[str, str]:
+    """The restricted-API settings of ``options`` as ``WORKBENCH_*`` environment variables
+    (JSON lists, as the settings read them): how the child gets the ports key without it
+    showing on a command line (``ps``, the page)."""
+    env = {}
+    if options.http_restricted_api:
+        env["WORKBENCH_HTTP_RESTRICTED_API"] = json.dumps(options.http_restricted_api)
+    if options.grpc_restricted_protocol:
+        env["WORKBENCH_GRPC_RESTRICTED_PROTOCOL"] = json.dumps(options.grpc_restricted_protocol)
+    return env
+
+
+def systemd_unit(command: list[str], exit_timeout_s: float, key_file: bool = False) -> str:
     """A systemd service running ``command`` (SIGTERM drains; ``TimeoutStopSec`` leaves the
-    drain its ``--exit-timeout-secs``)."""
+    drain its ``--exit-timeout-secs``); ``key_file``: the restricted-API settings come from an
+    ``EnvironmentFile`` (:func:`key_environment`'s variables)."""
+    key = (["# WORKBENCH_HTTP_RESTRICTED_API / WORKBENCH_GRPC_RESTRICTED_PROTOCOL (the ports key)",
+            "EnvironmentFile=/etc/workbench/ports-key.env"] if key_file else [])
     return "\n".join([
         "[Unit]", "Description=workbench serve (Triton-compatible inference server)",
-        "After=network-online.target", "", "[Service]", f"ExecStart={shlex.join(command)}",
+        "After=network-online.target", "", "[Service]", *key, f"ExecStart={shlex.join(command)}",
         "KillSignal=SIGTERM", f"TimeoutStopSec={int(exit_timeout_s) + 15}", "Restart=on-failure", "",
         "[Install]", "WantedBy=multi-user.target"])
 
@@ -181,25 +197,16 @@ class PortSwitch:
             await asyncio.sleep(0.05)
         log.warning("switch: gRPC connections still open on the side that stops")
 
-    def _refused(self) -> str:
-        options = self.options
-        if options.http_restricted_api or options.grpc_restricted_protocol:
-            return ("the switch does not carry restricted-API keys onto a command line: start "
-                    "`workbench serve` with them yourself")
-        return ""
-
     async def to_headless(self) -> None:
         """Start the headless child on the same ports and hand them over (module docstring).
 
         Raises:
-            SwitchError: not in process now, restricted APIs configured, or the child did not
+            SwitchError: not in process now, or the child did not
                 start, serve or answer ready (it is stopped; the engine kept serving).
         """
         async with self._lock:
             if self.state != IN_PROCESS or self.ports is None:
                 raise SwitchError(f"cannot switch to headless: the ports are {self.state}")
-            if reason := self._refused():
-                raise SwitchError(reason)
             self.state, self.error, self.steps = TO_HEADLESS, "", []
             ports = self.ports
             try:
@@ -209,7 +216,8 @@ class PortSwitch:
                 self.command = serve_command(self.options, loaded)
                 child = await asyncio.to_thread(
                     ServeProcess, [], http_port=self.options.http_port,
-                    http_address=_local(self.options.http_address), command=self.command)
+                    http_address=_local(self.options.http_address), command=self.command,
+                    env=key_environment(self.options))
                 self.child = child
                 self._step(f"started workbench serve (pid {child.pid})")
                 await self._wait_serving(child)
@@ -309,4 +317,5 @@ class PortSwitch:
 
 
 __all__ = ["HEADLESS", "IN_PROCESS", "SERVING_LINE", "TO_HEADLESS", "TO_IN_PROCESS", "PortSwitch",
-           "SwitchError", "serve_command", "switch_for", "systemd_unit"]
+           "SwitchError", "key_environment", "serve_command", "switch_for",
+           "systemd_unit"]

@@ -52,10 +52,8 @@ class SwitchLoad:
             ``grpc-fresh``).
     """
 
-    def __init__(self, http_port: int, grpc_port: int | None, model: str = "add_sub",
-                 pause_s: float = 0.0) -> None:
+    def __init__(self, http_port: int, grpc_port: int | None, model: str = "add_sub") -> None:
         self.http_port, self.grpc_port, self.model = http_port, grpc_port, model
-        self.pause_s = pause_s  # between two requests of one client (the load's rate)
         self.counts: dict[str, Counts] = {}
         self._stop = threading.Event()
         clients = {"http-fresh": self._http_fresh, "http-keepalive": self._http_keepalive}
@@ -90,10 +88,6 @@ class SwitchLoad:
         counts = self.counts.setdefault(name, Counts())
         client(counts)
 
-    def _paused(self) -> bool:
-        """Wait the pause between two requests; True once the load is stopped."""
-        return self._stop.wait(self.pause_s) if self.pause_s else self._stop.is_set()
-
     def _post(self, connection: http.client.HTTPConnection, counts: Counts) -> None:
         started = time.monotonic()
         try:
@@ -110,14 +104,14 @@ class SwitchLoad:
             connection.close()
 
     def _http_fresh(self, counts: Counts) -> None:
-        while not self._paused():
+        while not self._stop.is_set():
             connection = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=30)
             self._post(connection, counts)
             connection.close()
 
     def _http_keepalive(self, counts: Counts) -> None:
         connection = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=30)
-        while not self._paused():
+        while not self._stop.is_set():
             self._post(connection, counts)
         connection.close()
 
@@ -139,12 +133,12 @@ class SwitchLoad:
 
     def _grpc_channel(self, counts: Counts) -> None:
         client = grpcclient.InferenceServerClient(f"127.0.0.1:{self.grpc_port}")
-        while not self._paused():
+        while not self._stop.is_set():
             self._grpc_infer(client, counts)
         client.close()
 
     def _grpc_fresh(self, counts: Counts) -> None:
-        while not self._paused():
+        while not self._stop.is_set():
             client = grpcclient.InferenceServerClient(f"127.0.0.1:{self.grpc_port}")
             self._grpc_infer(client, counts)
             client.close()

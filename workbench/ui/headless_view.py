@@ -23,7 +23,14 @@ import panel as pn
 
 from workbench.deploy import DeploySpec, PythonRequirements, python_requirements, write_deployment
 from workbench.deploy.writer import check_folders
-from workbench.serving.switch import HEADLESS, IN_PROCESS, SwitchError, switch_for, systemd_unit
+from workbench.serving.switch import (
+    HEADLESS,
+    IN_PROCESS,
+    SwitchError,
+    key_environment,
+    switch_for,
+    systemd_unit,
+)
 from workbench.ui.serve_process import ServeProcess, suggested_ports
 from workbench.ui.store import EngineStore, Spawned
 
@@ -237,9 +244,11 @@ class HeadlessView(pn.viewable.Viewer):
         self.back_button.disabled = switch.state != HEADLESS
         if switch.command:
             command = shlex.join(switch.command)
+            unit = systemd_unit(switch.command, switch.options.exit_timeout_secs,
+                                key_file=bool(key_environment(switch.options)))
             text = (
                 f"Command line it ran (for a service file):\n\n```\n{command}\n```\n\n"
-                f"A systemd unit:\n\n```ini\n{systemd_unit(switch.command, switch.options.exit_timeout_secs)}\n```")
+                f"A systemd unit:\n\n```ini\n{unit}\n```")
             if self.switch_command.object != text:
                 self.switch_command.object = text
 
