@@ -19,7 +19,6 @@ from workbench.serving.switch import HEADLESS, IN_PROCESS, SwitchError, switch_f
 from workbench.testing.reload import write_add_sub
 from workbench.testing.switch_load import SwitchLoad
 
-
 #: the Jupyter extension's default: the v2 ports' repository API needs its key
 KEY = "model-repository:x-ports-key=s3cret"
 
