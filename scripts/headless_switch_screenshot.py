@@ -12,51 +12,35 @@ Needs the `dev` and `jupyter` extras and Chromium (`make test` installs them).
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import tempfile
 from pathlib import Path
 
-from workbench.testing.process import JupyterProcess
 from workbench.testing.reload import write_add_sub
+from workbench.testing.screenshots import dashboard_page
 
 ROOT = Path(__file__).resolve().parents[1]
-ENABLE_FILE = ROOT / "jupyter-config" / "jupyter_server_config.d" / "workbench.json"
-CHROMIUM = os.environ.get("WORKBENCH_CHROMIUM", "/usr/bin/chromium")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "images" / "headless-switch.png"))
     args = parser.parse_args()
-    from playwright.sync_api import sync_playwright
-
     work = Path(tempfile.mkdtemp(prefix="switch-shot-"))
     try:
         write_add_sub(work / "models")
-        jupyter = JupyterProcess([f"--Workbench.model_repository={work / 'models'}", "--Workbench.open_ports=True",
-                                  "--Workbench.http_port=0", "--Workbench.grpc_port=0",
-                                  "--Workbench.metrics_port=0"],
-                                 home=work / "home", enable_file=ENABLE_FILE)
-        try:
-            url = f"http://127.0.0.1:{jupyter.jupyter_port}/workbench/?token={jupyter.token}"
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
-                page = browser.new_page(viewport={"width": 1300, "height": 820})
-                page.goto(url)
-                page.locator(".bk-tab", has_text="Headless").first.click()
-                page.get_by_role("button", name="Switch to headless").click()
-                page.get_by_text(re.compile(r"^headless: ")).wait_for(timeout=120_000)
-                page.get_by_text("A systemd unit").wait_for(timeout=10_000)
-                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=args.out, full_page=False)
-                page.get_by_role("button", name="Switch back").click()
-                page.get_by_text(re.compile(r"^in-process: ")).wait_for(timeout=120_000)
-                browser.close()
-        finally:
-            jupyter.stop()
+        with dashboard_page([f"--Workbench.model_repository={work / 'models'}", "--Workbench.open_ports=True",
+                             "--Workbench.http_port=0", "--Workbench.grpc_port=0", "--Workbench.metrics_port=0"],
+                            work / "home", 1300, 820) as page:
+            page.locator(".bk-tab", has_text="Headless").first.click()
+            page.get_by_role("button", name="Switch to headless").click()
+            page.get_by_text(re.compile(r"^headless: ")).wait_for(timeout=120_000)
+            page.get_by_text("A systemd unit").wait_for(timeout=10_000)
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=args.out, full_page=False)
+            page.get_by_role("button", name="Switch back").click()
+            page.get_by_text(re.compile(r"^in-process: ")).wait_for(timeout=120_000)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(args.out)
