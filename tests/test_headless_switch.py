@@ -14,8 +14,10 @@ import httpx
 import pytest
 
 from workbench import ServerOptions
-from workbench.jupyter.host import RUNNING, EngineHost
+from workbench.jupyter.host import FAILED, RUNNING, EngineHost
+from workbench.serving.sockets import bind_socket
 from workbench.serving.switch import HEADLESS, IN_PROCESS, SwitchError, switch_for, systemd_unit
+from workbench.testing.log_records import watching
 from workbench.testing.reload import write_add_sub
 from workbench.testing.switch_load import SwitchLoad
 
@@ -108,3 +110,19 @@ async def test_the_headless_child_keeps_the_ports_key_off_its_command_line(host:
             assert (await client.post(index, json={}, headers={"x-ports-key": "s3cret"})).status_code == 200
     finally:
         assert await switch.back() == 0
+
+
+async def test_a_port_held_by_another_shared_listener_still_fails_the_host(tmp_path: Path) -> None:
+    """The engine binds with SO_REUSEPORT so that the switch can share its ports later, but a
+    port another server already holds, even one that shares, fails as tritonserver's does."""
+    write_add_sub(tmp_path)
+    other = bind_socket("127.0.0.1", 0, reuse_port=True)
+    with other:
+        options = ServerOptions(model_repository=[str(tmp_path)], http_address="127.0.0.1",
+                                http_port=other.getsockname()[1], allow_grpc=False, allow_metrics=False)
+        with watching("workbench", "failed to start HTTP service") as records:
+            host = EngineHost(options, open_ports=True)
+            await host.start()
+    assert host.state == FAILED and host.switch is None
+    assert (f"failed to start HTTP service: Unavailable - Socket '127.0.0.1:{options.http_port}' "
+            "already in use") in records.messages
