@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import httpx
+
 from workbench import ServerOptions
 from workbench.jupyter.host import RUNNING, EngineHost
 from workbench.testing.reload import write_add_sub
@@ -49,3 +51,30 @@ def test_a_notebook_engine_has_no_switch(store: EngineStore) -> None:
     view = HeadlessView(store)
     assert view.switch is None and view.switch_button.disabled and view.back_button.disabled
     assert "needs the v2 ports served by this process" in view.switch_state.object
+
+
+async def test_a_headless_child_that_dies_shows_and_the_switch_back_serves_again(tmp_path: Path) -> None:
+    write_add_sub(tmp_path)
+    options = ServerOptions(model_repository=[str(tmp_path)], http_address="127.0.0.1",
+                            allow_grpc=False, allow_metrics=False, http_port=0)
+    host = EngineHost(options, open_ports=True)
+    await host.start()
+    assert host.switch is not None and host.server is not None
+    try:
+        view = HeadlessView(EngineStore(host.server))
+        await view.to_headless()
+        child = host.switch.child
+        assert child is not None
+        child.process.kill()
+        await asyncio.to_thread(child.process.wait)
+        view.tick()
+        assert "but `workbench serve` exited (-9)" in view.switch_state.object
+        assert not view.back_button.disabled
+        await view.switch_back()
+        assert view.switch_state.object.startswith("**in-process**"), view.switch_error.object
+        assert "workbench serve had exited (-9)" in view.switch_state.object
+        port = host.status()["ports"]["http"]
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(f"http://127.0.0.1:{port}/v2/health/ready")).status_code == 200
+    finally:
+        await host.stop()

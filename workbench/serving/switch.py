@@ -296,7 +296,8 @@ class PortSwitch:
             status = 0
             if child is not None:
                 status = await asyncio.to_thread(child.stop, self.options.exit_timeout_secs + 5)
-                self._step(f"workbench serve drained and exited ({status})")
+                self._step(f"workbench serve drained and exited ({status})" if status == 0
+                           else f"workbench serve had exited ({status})")
             self.state = IN_PROCESS
             return status
 

@@ -236,6 +236,10 @@ class HeadlessView(pn.viewable.Viewer):
         served = (f"the headless `workbench serve` (pid {switch.child.pid})"
                   if switch.state == HEADLESS and switch.child is not None else "this process's engine")
         state = f"**{switch.state}**: {ports} served by {served}"
+        child = switch.child
+        if switch.state == HEADLESS and child is not None and not child.running:
+            state = (f"**headless, but `workbench serve` exited ({child.returncode})**: {ports} "
+                     "are not served; switch back to serve them from this process")
         if switch.steps:
             state += "\n\n" + "\n".join(f"- {step}" for step in switch.steps)
         if self.switch_state.object != state:
