@@ -11,17 +11,14 @@ Needs the `dev` and `jupyter` extras and Chromium (`make test` installs them).
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import tempfile
 from pathlib import Path
 
-from workbench.testing.process import JupyterProcess
+from workbench.testing.screenshots import dashboard_page
 
 ROOT = Path(__file__).resolve().parents[1]
-ENABLE_FILE = ROOT / "jupyter-config" / "jupyter_server_config.d" / "workbench.json"
-CHROMIUM = os.environ.get("WORKBENCH_CHROMIUM", "/usr/bin/chromium")
 #: what the person types into the form (label -> text)
 FIELDS = {"Load levels (1, 2, 4 or start:end or start:end:step)": "1:16", "SLA (ms, 0 = none)": "5",
           "Window (ms)": "1000", "Warm-up (ms)": "300"}
@@ -33,39 +30,27 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "images" / "tuning-tab.png"))
     parser.add_argument("--repository", default=str(ROOT / "sample_models" / "repository"))
     args = parser.parse_args()
-    from playwright.sync_api import sync_playwright
-
     work = Path(tempfile.mkdtemp(prefix="tuning-shot-"))
     try:
         shutil.copytree(Path(args.repository) / "digits_mlp", work / "models" / "digits_mlp")
-        jupyter = JupyterProcess([f"--Workbench.model_repository={work / 'models'}", "--Workbench.open_ports=False"],
-                                 home=work / "home", enable_file=ENABLE_FILE)
-        try:
-            url = f"http://127.0.0.1:{jupyter.jupyter_port}/workbench/?token={jupyter.token}"
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
-                page = browser.new_page(viewport={"width": 1300, "height": 1500})
-                page.goto(url)
-                page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=120_000)
-                page.locator(".bk-tab", has_text="Tuning").first.click()
-                page.get_by_label("Model", exact=True).locator("visible=true").select_option("digits_mlp")
-                page.get_by_text("digits_mlp is served now with").wait_for(timeout=60_000)
-                space = page.get_by_label(re.compile("^Search space")).locator("visible=true")
-                space.fill(SPACE)
-                space.press("Tab")
-                for label, value in FIELDS.items():
-                    field = page.get_by_label(label, exact=True).locator("visible=true")
-                    field.fill(value)
-                    field.press("Enter")
-                page.get_by_role("button", name="Run", exact=True).click()
-                page.get_by_text(re.compile(r"^done: \d+ points measured")).wait_for(timeout=900_000)
-                page.wait_for_timeout(1500)  # the plot's last redraw
-                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=args.out, full_page=False)
-                browser.close()
-        finally:
-            jupyter.stop()
+        with dashboard_page([f"--Workbench.model_repository={work / 'models'}", "--Workbench.open_ports=False"],
+                            work / "home", 1300, 1500) as page:
+            page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=120_000)
+            page.locator(".bk-tab", has_text="Tuning").first.click()
+            page.get_by_label("Model", exact=True).locator("visible=true").select_option("digits_mlp")
+            page.get_by_text("digits_mlp is served now with").wait_for(timeout=60_000)
+            space = page.get_by_label(re.compile("^Search space")).locator("visible=true")
+            space.fill(SPACE)
+            space.press("Tab")
+            for label, value in FIELDS.items():
+                field = page.get_by_label(label, exact=True).locator("visible=true")
+                field.fill(value)
+                field.press("Enter")
+            page.get_by_role("button", name="Run", exact=True).click()
+            page.get_by_text(re.compile(r"^done: \d+ points measured")).wait_for(timeout=900_000)
+            page.wait_for_timeout(1500)  # the plot's last redraw
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=args.out, full_page=False)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(args.out)

@@ -99,6 +99,12 @@ class ServerOptions(BaseSettings):
     http_port: Annotated[int, Flag(parse=port)] = Field(default=8000, ge=0, le=65535)
     """HTTP port; 0 binds a free port (the bound port is logged and readable from the host)."""
 
+    reuse_http_port: bool = False
+    """Let several servers listen on the HTTP port, each started with this set
+    (``SO_REUSEPORT``; tritonserver's ``--reuse-http-port``): the kernel spreads new
+    connections over them. The dashboard's switch to headless starts ``workbench serve`` with
+    it (docs/headless-switch.md)."""
+
     allow_grpc: bool = True
     """Serve Triton's gRPC API on ``grpc_address:grpc_port`` (``--allow-grpc``)."""
 
@@ -107,6 +113,10 @@ class ServerOptions(BaseSettings):
 
     grpc_port: Annotated[int, Flag(parse=port)] = Field(default=8001, ge=0, le=65535)
     """gRPC port; 0 binds a free port (logged as ``Started GRPCInferenceService at ...``)."""
+
+    reuse_grpc_port: bool = False
+    """Let several servers listen on the gRPC port, each started with this set (grpc's
+    ``grpc.so_reuseport``; tritonserver's ``--reuse-grpc-port``)."""
 
     grpc_infer_allocation_pool_size: int = Field(default=8, ge=0)
     """Accepted for tritonserver compatibility (``--grpc-infer-allocation-pool-size``); it
@@ -135,6 +145,13 @@ class ServerOptions(BaseSettings):
     ``SETTINGS_MAX_CONCURRENT_STREAMS``. A client queues its calls beyond it until one ends; a
     stream opened beyond it anyway is refused (RST_STREAM). Default 128. Not a tritonserver flag
     (its gRPC library allows any number)."""
+
+    grpc_max_connection_age_ms: int = Field(default=0, ge=0)
+    """Milliseconds a gRPC connection lives before the server sends it GOAWAY (gRPC's
+    ``grpc.max_connection_age_ms``, ±10 % jitter; in-flight calls finish, clients reconnect
+    without a failed call); 0 = for ever. The switch to headless needs it: a gRPC server
+    that stops cancels the calls a busy connection sends meanwhile, so connections must
+    leave before (docs/headless-switch.md). Not a tritonserver flag."""
 
     grpc_max_stream_unsent_size: int = Field(default=64 * 1024 * 1024, gt=0)
     """Most bytes of ``ModelStreamInfer`` responses that may wait on one stream for its client to
@@ -323,6 +340,11 @@ class ServerOptions(BaseSettings):
 
     metrics_port: Annotated[int, Flag(parse=port)] = Field(default=8002, ge=0, le=65535)
     """Metrics port (``GET /metrics``); 0 binds a free port (logged like the HTTP one)."""
+
+    reuse_metrics_port: bool = False
+    """Let several servers listen on the metrics port, each started with this set
+    (``SO_REUSEPORT``). Not a tritonserver flag (it has ``--reuse-http-port`` and
+    ``--reuse-grpc-port`` only); the switch to headless shares all three ports."""
 
     metrics_interval_ms: int = Field(default=2000, gt=0)
     """How often CPU and GPU metrics are sampled, milliseconds (``--metrics-interval-ms``)."""

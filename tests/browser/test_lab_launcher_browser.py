@@ -125,6 +125,10 @@ def test_the_dashboard_renders_inline_in_a_lab_notebook_without_a_cdn(
                         "the dashboard's Models table in the notebook's output")
     output.locator(".bk-tab", has_text="Config").first.click()
     page.screenshot(path=shots / "inline-dashboard.png")
+    # the notebook's engine serves no v2 ports: the Headless tab says why it has no switch
+    output.locator(".bk-tab", has_text="Headless").first.click()
+    output.get_by_text("The switch needs the v2 ports served by this process").first.wait_for(timeout=30_000)
+    assert output.get_by_role("button", name="Switch to headless").first.is_disabled()
     assert elsewhere == []
     page.close()
     with httpx.Client(base_url=lab.root, headers=lab.jupyter.headers, timeout=60) as jupyter:

@@ -16,7 +16,8 @@ import time
 from workbench import Server, ServerNotReady, ServerOptions, WorkbenchError, __version__
 from workbench.live_stats import LiveStatistics
 from workbench.serving.drain import drain_engine
-from workbench.serving.ports import OpenPorts, bind_ports
+from workbench.serving.ports import OpenPorts, bind_ports, switchable_options
+from workbench.serving.switch import PortSwitch
 
 log = logging.getLogger("workbench")
 
@@ -53,7 +54,8 @@ class EngineHost:
             self.state = FAILED if error else NOT_CONFIGURED
             error = error or "no model repository configured (c.Workbench.model_repository)"
         self.error = error
-        self._ports: OpenPorts | None = None
+        #: the v2 ports and their switch to a headless ``workbench serve`` (with open_ports)
+        self.switch: PortSwitch | None = None
         self._start_task: asyncio.Task | None = None
         self._streams: set[LiveStatistics] = set()
 
@@ -77,8 +79,9 @@ class EngineHost:
         assert self.server is not None and self.options is not None
         self.state = STARTING
         bound = None
+        ports_options = switchable_options(self.options) if self.open_ports else None
         if self.open_ports:
-            bound = bind_ports(self.server, self.options)
+            bound = bind_ports(self.server, ports_options) if ports_options is not None else None
             if bound is None:
                 self._fail("cannot open the v2 ports (see the log for the port in use)")
                 return
@@ -89,15 +92,18 @@ class EngineHost:
                 await bound.close()
             self._fail(exc.message)
             return
-        if bound is not None:
-            ports = OpenPorts(self.server, self.options, bound)
+        if bound is not None and ports_options is not None:
+            ports = OpenPorts(self.server, ports_options, bound)
             try:
                 await ports.start()
             except RuntimeError as exc:  # no engine without the ports it was asked to serve
                 await self.server.stop()
                 self._fail(str(exc))
                 return
-            self._ports = ports
+            numbers = bound.ports()
+            self.switch = PortSwitch(self.server, ports_options.model_copy(update={
+                "http_port": numbers["http"], "grpc_port": numbers.get("grpc", ports_options.grpc_port),
+                "metrics_port": numbers.get("metrics", ports_options.metrics_port)}), ports)
         self.state = RUNNING
         log.info("workbench engine running (%s mode)%s", self.options.model_control_mode,
                  f", v2 ports {bound.ports()}" if bound is not None else "")
@@ -126,12 +132,12 @@ class EngineHost:
         started = time.monotonic()
         for stream in list(self._streams):
             stream.close()
-        if self._ports is not None:
-            await self._ports.stop_accepting()
+        if self.switch is not None:
+            await self.switch.stop_accepting()  # headless: the child drains and exits
         assert self.options is not None
         await drain_engine(self.server, self.options, started)
-        if self._ports is not None:
-            await self._ports.close()
+        if self.switch is not None:
+            await self.switch.close()
         self.state = STOPPED
 
     # ----------------------------------------------------------------- for handlers
@@ -168,6 +174,14 @@ class EngineHost:
         """Statistics streams attached to the engine now (from :meth:`watch`, not closed)."""
         return len(self._streams)
 
+    def _ports(self) -> dict[str, int]:
+        """The v2 ports served, by this process or by the headless child it switched to."""
+        if self.switch is None:
+            return {}
+        options = self.switch.options
+        return {"http": options.http_port, **({"grpc": options.grpc_port} if options.allow_grpc else {}),
+                **({"metrics": options.metrics_port} if options.allow_metrics else {})}
+
     def status(self) -> dict:
         """``{"state", "error", "live", "ready", "version", "model_control_mode",
         "model_repository", "ports"}``: ``ports`` are the bound v2 ports (``{"http": p,
@@ -182,7 +196,7 @@ class EngineHost:
             "version": __version__,
             "model_control_mode": options.model_control_mode if options is not None else None,
             "model_repository": list(options.model_repository) if options is not None else [],
-            "ports": self._ports.bound.ports() if self._ports is not None and self.state == RUNNING else {},
+            "ports": self._ports() if self.state == RUNNING else {},
         }
 
 

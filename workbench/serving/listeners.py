@@ -1,10 +1,42 @@
-"""Refusing new connections on a port whose listening socket a library owns (grpc-core's gRPC
-listener): :func:`shut_listeners`."""
+"""This process's listening sockets on a port, including those a library owns (grpc-core's
+gRPC listener): :func:`own_listeners` finds them, :func:`shut_listeners` refuses new
+connections on them."""
 
 from __future__ import annotations
 
 import os
 import socket
+
+
+def own_listeners(port: int) -> list[socket.socket]:
+    """Copies (``dup``) of this process's listening TCP sockets bound to ``port`` (any
+    address), found through ``/proc/self/fd``: Linux only, ``[]`` elsewhere. The caller
+    closes the copies (closing one never closes the listener: the owner's descriptor stays)."""
+    found = []
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return []
+    for name in names:
+        try:
+            copy = os.dup(int(name))
+        except (OSError, ValueError):
+            continue  # closed since the listing
+        try:
+            sock = socket.socket(fileno=copy)
+        except OSError:
+            os.close(copy)  # not a socket
+            continue
+        try:
+            if (sock.type == socket.SOCK_STREAM
+                    and sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+                    and sock.getsockname()[1] == port):
+                found.append(sock)
+                continue
+        except OSError:
+            pass
+        sock.close()
+    return found
 
 
 def shut_listeners(port: int) -> int:
@@ -19,30 +51,14 @@ def shut_listeners(port: int) -> int:
         How many listening sockets were shut down.
     """
     shut = 0
-    try:
-        names = os.listdir("/proc/self/fd")
-    except OSError:
-        return 0
-    for name in names:
-        try:
-            copy = os.dup(int(name))
-        except (OSError, ValueError):
-            continue  # closed since the listing
-        try:
-            sock = socket.socket(fileno=copy)
-        except OSError:
-            os.close(copy)  # not a socket
-            continue
+    for sock in own_listeners(port):
         with sock:
             try:
-                if (sock.type == socket.SOCK_STREAM
-                        and sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
-                        and sock.getsockname()[1] == port):
-                    sock.shutdown(socket.SHUT_RDWR)
-                    shut += 1
+                sock.shutdown(socket.SHUT_RDWR)
+                shut += 1
             except OSError:
                 continue
     return shut
 
 
-__all__ = ["shut_listeners"]
+__all__ = ["own_listeners", "shut_listeners"]

@@ -16,12 +16,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 from pathlib import Path
 
 import panel as pn
 
 from workbench.deploy import DeploySpec, PythonRequirements, python_requirements, write_deployment
 from workbench.deploy.writer import check_folders
+from workbench.serving.switch import (
+    HEADLESS,
+    IN_PROCESS,
+    SwitchError,
+    key_environment,
+    switch_for,
+    systemd_unit,
+)
 from workbench.ui.serve_process import ServeProcess, suggested_ports
 from workbench.ui.store import EngineStore, Spawned
 
@@ -91,6 +100,17 @@ class HeadlessView(pn.viewable.Viewer):
         self.written = pn.pane.Markdown("")
         self.deploy_warnings = pn.pane.Alert("", alert_type="warning", visible=False)
         self.deploy_error = pn.pane.Alert("", alert_type="danger", visible=False)
+        #: the switch of the v2 ports this process serves (None: it serves none)
+        self.switch = switch_for(store.server)
+        self.switch_button = pn.widgets.Button(label="Switch to headless", color="primary")
+        self.back_button = pn.widgets.Button(label="Switch back", color="warning")
+        self.switch_state = pn.pane.Markdown("", css_classes=["workbench-switch-state"])
+        self.switch_command = pn.pane.Markdown("", css_classes=["workbench-switch-command"],
+                                               sizing_mode="stretch_width")
+        self.switch_error = pn.pane.Alert("", alert_type="danger", visible=False)
+        self.switch_button.on_click(self.store.starter(self.to_headless))
+        self.back_button.on_click(self.store.starter(self.switch_back))
+        self._show_switch()
         self._busy = False  # a start, stop or deployment is under way
         self.start_button.on_click(self.store.starter(self.start))
         self.stop_button.on_click(self.store.starter(self.stop))
@@ -102,6 +122,9 @@ class HeadlessView(pn.viewable.Viewer):
 
     def __panel__(self) -> pn.viewable.Viewable:
         return pn.Column(
+            pn.pane.Markdown("### Switch the v2 ports to headless"),
+            pn.Row(self.switch_button, self.back_button), self.switch_state, self.switch_error,
+            self.switch_command,
             pn.pane.Markdown("### Serve headless"),
             pn.Row(self.repository, self.mode),
             pn.Row(self.http_port, self.grpc_port, self.metrics_port),
@@ -198,8 +221,74 @@ class HeadlessView(pn.viewable.Viewer):
         self._enable()
         return health
 
+    def _show_switch(self) -> None:
+        """The switch's state, the command line it ran (and a systemd unit) and which of its
+        buttons can run now."""
+        switch = self.switch
+        if switch is None:
+            self.switch_state.object = ("The switch needs the v2 ports served by this process "
+                                        "(the Jupyter server with `c.Workbench.open_ports = True`).")
+            self.switch_button.disabled = self.back_button.disabled = True
+            return
+        ports = f"HTTP {switch.options.http_port}" + (
+            f", gRPC {switch.options.grpc_port}" if switch.options.allow_grpc else "") + (
+            f", metrics {switch.options.metrics_port}" if switch.options.allow_metrics else "")
+        served = (f"the headless `workbench serve` (pid {switch.child.pid})"
+                  if switch.state == HEADLESS and switch.child is not None else "this process's engine")
+        state = f"**{switch.state}**: {ports} served by {served}"
+        child = switch.child
+        if switch.state == HEADLESS and child is not None and not child.running:
+            state = (f"**headless, but `workbench serve` exited ({child.returncode})**: {ports} "
+                     "are not served; switch back to serve them from this process")
+        if switch.steps:
+            state += "\n\n" + "\n".join(f"- {step}" for step in switch.steps)
+        if self.switch_state.object != state:
+            self.switch_state.object = state
+        self.switch_button.disabled = switch.state != IN_PROCESS
+        self.back_button.disabled = switch.state != HEADLESS
+        if switch.command:
+            command = shlex.join(switch.command)
+            unit = systemd_unit(switch.command, switch.options.exit_timeout_secs,
+                                key_file=bool(key_environment(switch.options)))
+            text = (
+                f"Command line it ran (for a service file):\n\n```\n{command}\n```\n\n"
+                f"A systemd unit:\n\n```ini\n{unit}\n```")
+            if self.switch_command.object != text:
+                self.switch_command.object = text
+
+    async def to_headless(self) -> None:
+        """Hand the v2 ports to a headless ``workbench serve`` (:meth:`PortSwitch.to_headless
+        <workbench.serving.switch.PortSwitch.to_headless>`); show its command line."""
+        await self._switch(True)
+
+    async def switch_back(self) -> None:
+        """Serve the v2 ports from this process again and stop the headless one."""
+        await self._switch(False)
+
+    async def _switch(self, headless: bool) -> None:
+        self.switch_error.visible = False
+        if self.switch is None:
+            return
+        self.switch_button.disabled = self.back_button.disabled = True
+        task = asyncio.ensure_future(self.switch.to_headless() if headless else self.switch.back())
+        try:
+            while not task.done():  # the page follows the steps
+                self._show_switch()
+                await asyncio.wait([task], timeout=0.25)
+            task.result()
+        except SwitchError as exc:
+            self.switch_error.object, self.switch_error.visible = str(exc), True
+        except Exception as exc:  # a bug: logged with its traceback, shown as a sentence
+            log.error("the switch failed", exc_info=exc)
+            self.switch_error.object, self.switch_error.visible = f"switch failed: {user_text(exc)}", True
+        finally:
+            self._show_switch()
+
     def tick(self) -> None:
-        """The dashboard's tick: poll while a process exists (one poll at a time)."""
+        """The dashboard's tick: the switch's state; poll while a process exists (one poll
+        at a time)."""
+        if self.switch is not None and self.switch.state in (IN_PROCESS, HEADLESS):
+            self._show_switch()
         if self.process is None or (self._polling is not None and not self._polling.done()):
             return
         self._polling = self.store.spawn(self.poll())

@@ -22,8 +22,8 @@ def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
     connection cap (``--grpc-max-connections``, 0: a quarter of the open-file limit,
     :mod:`workbench.frontends.fd_budget`) and the streams per connection.
 
-    ``grpc.so_reuseport`` is off (tritonserver's ``--reuse-grpc-port=false``) so a busy
-    port fails to bind instead of silently sharing it. grpc-core's decompression is off:
+    ``grpc.so_reuseport`` is off unless ``--reuse-grpc-port`` (tritonserver's default,
+    false) so a busy port fails to bind instead of silently sharing it. grpc-core's decompression is off:
     compressed requests are inflated by the deserializers, up to
     ``--grpc-max-decompressed-size`` (:mod:`workbench.frontends.grpc.decompression`).
     """
@@ -38,11 +38,12 @@ def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
         ("grpc.http2.min_ping_interval_without_data_ms",
          options.grpc_http2_min_recv_ping_interval_without_data),
         ("grpc.http2.max_ping_strikes", options.grpc_http2_max_ping_strikes),
-        ("grpc.so_reuseport", 0),
+        ("grpc.so_reuseport", int(options.reuse_grpc_port)),
         ("grpc.max_allowed_incoming_connections",
          options.grpc_max_connections or auto_max_connections(GRPC_SHARE)),
         ("grpc.max_concurrent_streams", options.grpc_max_concurrent_streams),
-    ]
+    ] + ([("grpc.max_connection_age_ms", options.grpc_max_connection_age_ms)]
+         if options.grpc_max_connection_age_ms else [])
 
 
 def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio.Server, int]:
