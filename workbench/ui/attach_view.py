@@ -78,12 +78,12 @@ class AttachBar(pn.viewable.Viewer):
         """Attach to the URL(s) typed (the tabs move to it); a malformed entry is said in
         place and nothing changes."""
         try:
-            remote = RemoteServer(parse_urls(self.url.value or ""), headers=parse_headers(self.headers.value or ""),
-                                  metrics_urls=(self.metrics.value or "").replace(",", " ").split())
+            remote = RemoteServer(parse_urls(_typed(self.url)), headers=parse_headers(_typed(self.headers)),
+                                  metrics_urls=_typed(self.metrics).replace(",", " ").split())
         except ValueError as exc:
             self.error.object, self.error.visible = str(exc), True
             return None
-        self.headers.value = ""  # kept by the client only
+        self.headers.value = self.headers.value_input = ""  # kept by the client only
         self.error.visible = False
         self.shown(remote)
         self._attach(remote)
@@ -122,6 +122,13 @@ class AttachBar(pn.viewable.Viewer):
         """Put the last health read on the page (run on a beat: the document is held)."""
         if self.health_text and self.status.object != self.health_text:
             self.status.object = self.health_text
+
+
+def _typed(field: pn.widgets.TextInput | pn.widgets.PasswordInput) -> str:
+    """What the field shows: the text typed so far (``value_input``, sent on each keystroke),
+    else its value (sent on Enter or when it loses focus: an Attach clicked right after
+    typing may arrive first, notably in a notebook)."""
+    return field.value_input or field.value or ""
 
 
 def remote_note(tab: str, remote: RemoteServer, engine_here: bool) -> pn.pane.Alert:
