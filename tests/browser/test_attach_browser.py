@@ -22,18 +22,29 @@ from tests.browser.browser_support import (
     Dashboard,
     run_all_cells_until,
 )
-from workbench.testing.attach import ADMIN_HEADER, server_flags, write_python_add_sub
-from workbench.testing.process import ServerProcess
+from workbench.testing.attach import (
+    ADMIN_HEADER,
+    KINDS,
+    server_flags,
+    start_server,
+    triton_missing,
+    write_python_add_sub,
+)
+from workbench.testing.process import ServerProcess, TritonProcess
 
 WAIT_MS = PATIENCE_S * 1000
 KEY_TEXT = "; ".join(f"{name}: {value}" for name, value in ADMIN_HEADER.items())
 
 
-@pytest.fixture(scope="module")
-def headless(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """``workbench serve`` with the python add_sub, its repository API behind the key."""
-    repo = write_python_add_sub(tmp_path_factory.mktemp("attach-browser") / "models")
-    process = ServerProcess(server_flags(repo))
+@pytest.fixture(scope="module", params=KINDS)
+def headless(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess | TritonProcess]:
+    """``workbench serve`` (or the real tritonserver, where its venv is made) with the python
+    add_sub, its repository API behind the key."""
+    missing = triton_missing() if request.param == "triton" else None
+    if missing:
+        pytest.skip(missing)
+    process = start_server(request.param, server_flags(write_python_add_sub(
+        tmp_path_factory.mktemp("attach-browser") / "models")))
     yield process
     process.stop()
 
@@ -63,7 +74,7 @@ class Traffic:
         self._thread.join(timeout=60)
 
 
-def attach_and_check(page, scope, headless: ServerProcess, shots: Path, prefix: str) -> None:
+def attach_and_check(page, scope, headless: ServerProcess | TritonProcess, shots: Path, prefix: str) -> None:
     """Attach ``scope``'s dashboard to ``headless`` by typing, then check every tab."""
     url = f"http://127.0.0.1:{headless.port}"
     scope.get_by_label("Attach to a server").first.fill(url)
@@ -97,7 +108,7 @@ def attach_and_check(page, scope, headless: ServerProcess, shots: Path, prefix: 
 
 
 def test_hosted_dashboard_attaches_to_a_headless_server(
-        browser, dashboard: Dashboard, headless: ServerProcess, shots: Path) -> None:
+        browser, dashboard: Dashboard, headless: ServerProcess | TritonProcess, shots: Path) -> None:
     page = browser.new_page(viewport={"width": 1400, "height": 1400})
     page.goto(dashboard.page_url)
     page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=WAIT_MS)
@@ -110,7 +121,7 @@ def test_hosted_dashboard_attaches_to_a_headless_server(
 
 
 def test_inline_dashboard_attaches_to_a_headless_server(
-        browser, lab: Dashboard, headless: ServerProcess, shots: Path) -> None:
+        browser, lab: Dashboard, headless: ServerProcess | TritonProcess, shots: Path) -> None:
     import nbformat
 
     url = f"http://127.0.0.1:{headless.port}"

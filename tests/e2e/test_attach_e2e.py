@@ -8,31 +8,30 @@ The tritonserver runs only where its venv exists (``make test-attach-triton`` ma
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from workbench.remote import RemoteServer
-from workbench.testing.attach import ADMIN_HEADER, send_add_sub, server_flags, write_python_add_sub
-from workbench.testing.process import ServerProcess, TritonProcess
+from workbench.testing.attach import (
+    ADMIN_HEADER,
+    KINDS,
+    send_add_sub,
+    server_flags,
+    start_server,
+    triton_missing,
+    write_python_add_sub,
+)
 from workbench.tuning import RemoteTarget
 from workbench.ui.app import Dashboard
 
-TRITON_VENV = Path(os.environ.get("WORKBENCH_TRITON_VENV", Path.home() / ".cache/workbench/triton-2.51"))
 
-
-@pytest.fixture(scope="module", params=["workbench", "triton"])
+@pytest.fixture(scope="module", params=KINDS)
 def attached(request, tmp_path_factory):
     """``(kind, process)``: the server the dashboard attaches to, add_sub loaded."""
+    missing = triton_missing() if request.param == "triton" else None
+    if missing:
+        pytest.skip(missing)
     repo = write_python_add_sub(tmp_path_factory.mktemp("attach") / "models")
-    if request.param == "triton":
-        if not (TRITON_VENV / ".workbench_ok").is_file():
-            pytest.skip(f"no tritonserver venv at {TRITON_VENV}: `make test-attach-triton` makes it "
-                        "(pip from PyPI) and runs these tests against the real tritonserver 2.51")
-        process: ServerProcess | TritonProcess = TritonProcess(TRITON_VENV, server_flags(repo))
-    else:
-        process = ServerProcess(server_flags(repo))
+    process = start_server(request.param, server_flags(repo))
     yield request.param, process
     process.stop()
 
@@ -108,7 +107,7 @@ async def test_config_is_read_only_where_the_server_refuses_the_override(attache
     kind, _ = attached  # the same kind of server, in model control mode "none": loads refused
     flags = [f for f in server_flags(write_python_add_sub(tmp_path / "models"))
              if "model-control-mode" not in f and "restricted" not in f and "load-model" not in f]
-    process = TritonProcess(TRITON_VENV, flags) if kind == "triton" else ServerProcess(flags)
+    process = start_server(kind, flags)
     board = Dashboard(RemoteServer(url_of(process)), history=30)
     try:
         await board.config.refresh_models()

@@ -4,10 +4,17 @@ tutorial model, with dynamic batching: it runs on ``workbench serve`` and on a r
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import httpx
 
+from workbench.testing.process import ServerProcess, TritonProcess
+
+#: the tritonserver venv (``scripts/triton_venv.sh`` makes it; ``make test-attach-triton`` runs it)
+TRITON_VENV = Path(os.environ.get("WORKBENCH_TRITON_VENV", Path.home() / ".cache/workbench/triton-2.51"))
+#: the servers the attach tests run against
+KINDS = ("workbench", "triton")
 #: the ``model-repository`` API is restricted to this header (Triton's ``--http-restricted-api``)
 ADMIN_HEADER = {"admin-key": "s3cret"}
 
@@ -64,6 +71,24 @@ def server_flags(repo: Path) -> list[str]:
             "--metrics-config=summary_latencies=true"]
 
 
+def triton_missing() -> str | None:
+    """Why the real tritonserver cannot run here (its venv is not made), or None."""
+    if (TRITON_VENV / ".workbench_ok").is_file():
+        return None
+    return (f"no tritonserver venv at {TRITON_VENV}: `make test-attach-triton` makes it (pip from PyPI) "
+            "and runs the attach tests against the real tritonserver 2.51")
+
+
+def start_server(kind: str, flags: list[str]) -> ServerProcess | TritonProcess:
+    """``workbench serve`` or the real ``tritonserver`` (``kind``: one of :data:`KINDS`) with
+    ``flags``, on free ports.
+
+    Raises:
+        RuntimeError: it did not start (its log in the message).
+    """
+    return TritonProcess(TRITON_VENV, flags) if kind == "triton" else ServerProcess(flags)
+
+
 async def send_add_sub(url: str, count: int) -> None:
     """``count`` add_sub requests (batch 1) to ``url`` (``http://host:port``).
 
@@ -78,5 +103,5 @@ async def send_add_sub(url: str, count: int) -> None:
             assert response.status_code == 200, response.text
 
 
-__all__ = ["ADD_SUB_CONFIG", "ADD_SUB_MODEL", "ADMIN_HEADER", "send_add_sub", "server_flags",
-           "write_python_add_sub"]
+__all__ = ["ADD_SUB_CONFIG", "ADD_SUB_MODEL", "ADMIN_HEADER", "KINDS", "TRITON_VENV", "send_add_sub",
+           "server_flags", "start_server", "triton_missing", "write_python_add_sub"]
