@@ -321,7 +321,7 @@ class RemoteServer:
         Raises:
             WorkbenchError: no replica answered (the first one's error).
         """
-        indexes, _ = await asyncio.gather(self.replica_index(), self.statistics(quiet=True))
+        indexes, _ = await asyncio.gather(self.replica_index(), self.statistics(quiet=True, metrics=False))
         answered = {url: rows for url, rows in indexes.items() if not isinstance(rows, WorkbenchError)}
         if not answered:
             first = next(iter(indexes.values()))
@@ -352,16 +352,18 @@ class RemoteServer:
         data = await self.model_config_json(name, version)
         return json_format.ParseDict(data.get("config", data), ModelConfig(), ignore_unknown_fields=True)
 
-    async def statistics(self, quiet: bool = False) -> list[RemoteVersionStats]:
+    async def statistics(self, quiet: bool = False, metrics: bool = True) -> list[RemoteVersionStats]:
         """``GET /v2/models/stats`` of every replica, summed per version (with the pending
         requests of ``/metrics`` where :attr:`metrics_urls` are given), by name then version;
         kept for :meth:`model_statistics`.
 
         Args:
             quiet: a replica that fails is left out (else its error is raised).
+            metrics: read ``/metrics`` too (pending requests, latency quantiles); False for
+                the counters alone (the Models table's refresh: its memory column).
         """
         calls = [self.call(url, "GET", "/v2/models/stats") for url in self.urls]
-        metric_calls = [self._metrics(url) for url in self.metrics_urls]
+        metric_calls = [self._metrics(url) for url in self.metrics_urls] if metrics else []
         results = await asyncio.gather(*calls, *metric_calls, return_exceptions=True)
         totals: dict[tuple[str, str], RemoteVersionStats] = {}
         for result in results[:len(calls)]:
