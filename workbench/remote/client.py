@@ -15,8 +15,8 @@ Headers (e.g. a restricted API's key, Triton's ``--http-restricted-api``) are he
 for the session only: never shown, logged, repr'd or written anywhere.
 
 Errors: a refused call raises the :class:`workbench.WorkbenchError` of its HTTP status with
-the server's ``{"error": ...}`` text (Triton's wording): 404 or "unknown model" ->
-``ModelNotFound``, "not ready" / "no available versions" -> ``ModelNotReady``, other 400 ->
+the server's ``{"error": ...}`` text (Triton's wording): "no available versions" / "not ready" /
+"not at ready state" -> ``ModelNotReady``, else 404 or "unknown model" -> ``ModelNotFound``, other 400 ->
 ``InvalidArgument``, 403 -> ``Unavailable`` (the restricted API), 503 -> ``Unavailable``,
 501 -> ``Unsupported``; a server that cannot be reached -> ``Unavailable`` naming its URL.
 """
@@ -169,10 +169,10 @@ def parse_urls(text: str | Sequence[str]) -> list[str]:
 def error_of(status: int, message: str) -> WorkbenchError:
     """The :class:`WorkbenchError` of a refused call (see the module docstring)."""
     lowered = message.lower()
+    if any(words in lowered for words in ("no available version", "not ready", "not at ready state")):
+        return ModelNotReady(message)  # Triton: "Request for unknown model: 'm' has no available versions"
     if status == 404 or "unknown model" in lowered:
         return ModelNotFound(message)
-    if "not ready" in lowered or "no available version" in lowered:
-        return ModelNotReady(message)
     if status == 403:
         return Unavailable(f"forbidden (403): {message}")
     if status == 501:
