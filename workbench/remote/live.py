@@ -54,7 +54,8 @@ class RemoteLiveStatistics(LiveStatistics):
         self._read: tuple[float, dict[tuple[str, str], RemoteVersionStats]] | None = None
         self._sampled: tuple[float, dict[tuple[str, str], RemoteVersionStats]] | None = None
         self._reading: Any = None
-        #: the last read's error ("" after a good one): the page says why nothing moves
+        #: the last read's error ("" after a good one); the page says it through the Models
+        #: tab's error pane and the attach bar's health line, which read the same server
         self.error = ""
         self._last_samples: list[LiveSample] = []
         self._read_later()
