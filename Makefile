@@ -26,7 +26,7 @@ PIP := $(PY) -m pip install --progress-bar off
 TORCH_VERSION := $(shell sed -nE 's/.*"torch==([0-9.]+)".*/\1/p' pyproject.toml | head -1)
 TORCH_INDEX ?=
 
-.PHONY: setup models labextension serve jupyter tutorials lint test test-production test-fast browser bench bench-triton bench-tune compat clean
+.PHONY: setup models labextension serve jupyter tutorials lint test test-production test-fast test-attach-triton browser bench bench-triton bench-tune compat clean
 
 setup: $(STAMP) $(MODELS)
 
@@ -148,6 +148,14 @@ test-production: setup
 FAST_TIER := not (e2e or browser or gpu or slow or production)
 test-fast: setup lint
 	$(PY) -m pytest -m "$(FAST_TIER)"
+
+# the dashboard attached to a real tritonserver 2.51 (issue 32): its venv (the nvidia-pytriton 0.7.0
+# wheel, --no-deps, numpy<2; pip from PyPI) is made under TRITON_VENV when absent, then the attach tests
+# run against it and against `workbench serve` (in plain `make test` the tritonserver ones skip without it)
+TRITON_VENV ?= $(HOME)/.cache/workbench/triton-2.51
+test-attach-triton: setup
+	bash scripts/triton_venv.sh $(TRITON_VENV)
+	WORKBENCH_TRITON_VENV=$(TRITON_VENV) $(PY) -m pytest -v tests/e2e/test_attach_e2e.py tests/browser/test_attach_browser.py
 
 # the browser tests (tests/browser) drive Debian's chromium with Playwright (from `dev`);
 # installed when missing and running as root (CI), else those tests skip with the reason

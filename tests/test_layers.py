@@ -9,7 +9,8 @@ import workbench
 
 PACKAGE = Path(workbench.__file__).parent
 #: packages that may only use the public names re-exported by `workbench`
-ADAPTERS = ("frontends", "hosts", "ui", "jupyter", "perf", "deploy", "serving", "config_edits", "tuning")
+ADAPTERS = ("frontends", "hosts", "ui", "jupyter", "perf", "deploy", "serving", "config_edits", "tuning",
+            "remote")
 #: the engine's internals, which adapters must never reach
 INTERNALS = ("workbench.backends", "workbench.scheduling", "workbench.engine", "workbench.config",
              "workbench.repository")
@@ -78,7 +79,7 @@ def test_public_surface_is_exactly_all() -> None:
                "devices", "engine", "errors", "flags", "frontends", "gpu_memory", "gpu_readings", "hosts",
                "jupyter", "model_files",
                "options", "perf", "repository", "restrictions", "results", "scheduling", "serving", "statistics",
-               "switches", "tensors", "testing", "tools", "tracing", "tuning", "types", "ui", "live_stats"}
+               "switches", "tensors", "testing", "tools", "tracing", "tuning", "types", "ui", "live_stats", "remote"}
     assert public - modules == set(workbench.__all__) - {"__version__"}
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser.browser_support import BASE_URL, CHROMIUM, ENABLE_FILE, Dashboard, serving
+from workbench.testing.lab import LAB_TEST_FLAGS, lab_missing
 from workbench.testing.process import JupyterProcess
 from workbench.testing.reload import write_add_sub
 
@@ -52,6 +53,21 @@ def dashboard(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
          "--Workbench.open_ports=True", "--Workbench.http_port=0", "--Workbench.grpc_port=0",
          "--Workbench.metrics_port=0", "--Workbench.dashboard_session_linger_s=1"],
         home=tmp_path_factory.mktemp("jupyter-home"), enable_file=ENABLE_FILE)
+    with serving(jupyter) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+    """`jupyter lab` without the workbench server extension: a notebook's kernel runs the
+    engine the inline dashboard shows (or attaches it to a server by URL)."""
+    missing = lab_missing()
+    if missing:
+        pytest.skip(missing)
+    jupyter = JupyterProcess(
+        [f"--ServerApp.base_url={BASE_URL}", *LAB_TEST_FLAGS,
+         "--ServerApp.jpserver_extensions=workbench.jupyter=False"],
+        home=tmp_path_factory.mktemp("lab-home"), enable_file=ENABLE_FILE, lab=True, engine=False)
     with serving(jupyter) as served:
         yield served
 

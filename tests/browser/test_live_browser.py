@@ -10,24 +10,18 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.browser.browser_support import (
     BASE_URL,
-    ENABLE_FILE,
     FIND_JS,
     PATIENCE_S,
     Dashboard,
     run_all_cells_until,
-    serving,
     write_dashboard_notebook,
 )
-from workbench.testing.lab import LAB_TEST_FLAGS, lab_missing
-from workbench.testing.process import JupyterProcess
 
 WAIT_MS = PATIENCE_S * 1000
 TIME_FIGURES = ("live_throughput", "live_latency", "live_queue_compute", "live_pending")
@@ -156,21 +150,6 @@ def test_live_tab_traffic_then_idle_in_the_jupyter_hosted_dashboard(
     check_traffic_then_idle(page, page, "add_sub/1", traffic.start, traffic.stop, shots, "hosted")
     assert traffic.sent > 0
     page.close()
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
-    """`jupyter lab` without the workbench server extension: the notebook's kernel runs the
-    engine the inline dashboard shows."""
-    missing = lab_missing()
-    if missing:
-        pytest.skip(missing)
-    jupyter = JupyterProcess(
-        [f"--ServerApp.base_url={BASE_URL}", *LAB_TEST_FLAGS,
-         "--ServerApp.jpserver_extensions=workbench.jupyter=False"],
-        home=tmp_path_factory.mktemp("lab-live-home"), enable_file=ENABLE_FILE, lab=True, engine=False)
-    with serving(jupyter) as served:
-        yield served
 
 
 #: the current notebook's kernel runs ``code`` (not a cell: nothing is added to the notebook)

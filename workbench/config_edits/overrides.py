@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING
 from google.protobuf import json_format
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench import ModelNotFound, ModelNotReady, Server
+from workbench import ModelNotFound, ModelNotReady
 from workbench.config_edits.knobs import ConfigKnobs, KnobValues, apply_knobs, parse_text, read_knobs
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    from workbench.remote import AnyServer
 
 #: version policy kinds (Triton's ``version_policy`` oneof)
 POLICY_KINDS = ("latest", "all", "specific")
@@ -74,7 +76,7 @@ def read_policy(config: ModelConfig) -> VersionPolicy:
     return VersionPolicy()
 
 
-async def current_config(server: Server, name: str) -> ModelConfig:
+async def current_config(server: AnyServer, name: str) -> ModelConfig:
     """What ``name`` serves with now (its normalized config, overrides included) when a version
     is READY, otherwise its ``config.pbtxt`` as written (an empty config with its name when
     there is none: the engine auto-completes it).
@@ -110,7 +112,7 @@ def override_config(config: ModelConfig, policy: VersionPolicy | None = None,
     return json_format.MessageToDict(updated, preserving_proto_field_name=True)
 
 
-async def load_with(server: Server, name: str, policy: VersionPolicy | None = None,
+async def load_with(server: AnyServer, name: str, policy: VersionPolicy | None = None,
                     **knob_values: Unpack[KnobValues]) -> dict:
     """Reload ``name`` with its current config (:func:`current_config`) changed by ``policy``
     and knob values (``max_queue_delay_us=100``); the file is not written. Returns the

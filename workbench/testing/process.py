@@ -192,6 +192,39 @@ class ServerProcess(_HostProcess):
         return _STARTED.search(line) is not None
 
 
+class TritonProcess(_HostProcess):
+    """A real ``tritonserver`` (2.51, from the nvidia-pytriton wheel's venv made by
+    ``scripts/triton_venv.sh``) on free ports, with the environment its python backend needs
+    (as ``../shared/bench/tritonserver.sh``); its log (stdout too) is read as a
+    :class:`ServerProcess`'s.
+
+    Args:
+        venv: the venv holding ``pytriton/tritonserver``.
+        args: flags after the binary (the ports are added).
+
+    Raises:
+        RuntimeError: the process exited or did not start in time (its log is in the message).
+    """
+
+    def __init__(self, venv: Path, args: Sequence[str], timeout_s: float = 120.0) -> None:
+        site = subprocess.run([str(venv / "bin" / "python"), "-c",
+                               "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              check=True, capture_output=True, text=True).stdout.strip()
+        root = Path(site) / "pytriton" / "tritonserver"
+        http, grpc, metrics = free_ports(3)
+        env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}", "PYTHONPATH": site,
+               "LD_LIBRARY_PATH": f"{site}/nvidia_pytriton.libs"}
+        command = ["bash", "-c", 'exec "$@" 1>&2', "tritonserver", str(root / "bin" / "tritonserver"),
+                   f"--backend-directory={root / 'backends'}", *args,
+                   "--http-address=127.0.0.1", f"--http-port={http}", "--grpc-address=127.0.0.1",
+                   f"--grpc-port={grpc}", "--metrics-address=127.0.0.1", f"--metrics-port={metrics}"]
+        super().__init__(command, timeout_s, env=env)
+        self.metrics_port = self.metrics_port or metrics
+
+    def _ready(self, line: str) -> bool:
+        return _STARTED.search(line) is not None
+
+
 class LimitedServerProcess(ServerProcess):
     """``workbench serve`` with its open-file limit lowered to ``nofile`` (as a container's
     ``ulimit -n`` would); otherwise as :class:`ServerProcess`."""

@@ -10,18 +10,22 @@ stable points is ever written (:attr:`workbench.tuning.decide.Decision.apply`).
 
 from __future__ import annotations
 
-from workbench import Server
+from typing import TYPE_CHECKING
+
 from workbench.config_edits.knobs import parse_text, with_knob
 from workbench.results import ConfigWriteResult
 from workbench.tuning.result import TuneResult
 from workbench.tuning.targets import completed_knobs
+
+if TYPE_CHECKING:
+    from workbench.remote import AnyServer
 
 
 class NothingToApply(ValueError):
     """The result recommends no config change (the reason is the message)."""
 
 
-async def apply_result(server: Server, result: TuneResult) -> dict[str, ConfigWriteResult]:
+async def apply_result(server: AnyServer, result: TuneResult) -> dict[str, ConfigWriteResult]:
     """Write the chosen setting of ``result`` into the config files of the models it
     changes (the tuned model; an ensemble's steps); returns each write's result by model.
 

@@ -139,10 +139,14 @@ class RemoteTarget:
     Args:
         pid: the server's process id when it runs on this machine (CPU time and resident
             memory are read from ``/proc``); None: not measured.
+        headers: sent with the loads (a restricted ``model-repository`` API's key); kept in
+            memory only.
     """
 
-    def __init__(self, url: str, protocol: str = "grpc", pid: int | None = None) -> None:
+    def __init__(self, url: str, protocol: str = "grpc", pid: int | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
         self.url, self.protocol, self.pid = url, protocol, pid
+        self.headers = dict(headers or {}) or None
         self.label = f"{protocol}://{url} (over the network)"
         self.client: PerfClient = remote_client(url, protocol)  # type: ignore[arg-type]
         self._control: Any = None
@@ -162,10 +166,11 @@ class RemoteTarget:
         return json_format.ParseDict(data, ModelConfig(), ignore_unknown_fields=True)
 
     async def load(self, name: str, base: ModelConfig, knobs: Mapping[str, object]) -> None:
-        await self._repository_client().load_model(name, config=json.dumps(changed_config(base, knobs)))
+        await self._repository_client().load_model(name, headers=self.headers,
+                                                   config=json.dumps(changed_config(base, knobs)))
 
     async def restore(self, name: str) -> None:
-        await self._repository_client().load_model(name)
+        await self._repository_client().load_model(name, headers=self.headers)
 
     def cpu_seconds(self) -> float | None:
         return process_cpu_seconds(self.pid) if self.pid else None

@@ -7,7 +7,8 @@ dashboards import them when they are built, so a host can import the UI without 
 ``ui`` extra installs Panel, Bokeh and ipywidgets).
 
 * ``dashboard(server)``: the whole dashboard in a notebook cell (Models, Config, Live, Tuning,
-  Headless tabs).
+  Headless tabs); ``dashboard(url="http://host:8000")``: the same attached to a v2 server it
+  did not start (:mod:`workbench.remote`, docs/attach.md).
 * ``create_app(server)``: the same for one Bokeh/Panel server session.
 * ``workbench.ui.widgets.ModelControls``: ipywidgets controls for tuning loops in plain Python.
 """

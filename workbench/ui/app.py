@@ -20,19 +20,26 @@ one list append per successful request while the session is open), one periodic 
 headless health, one model selection that every tab's model dropdown follows
 (:mod:`workbench.ui.selection`), and the ``workbench serve`` process the session started,
 stopped with it.
+
+Attached to a server by URL (the "Attach to a server" bar atop the Models tab, or
+``dashboard(url="http://host:8000")`` / ``create_app(url=...)``): every tab is rebuilt over a
+:class:`~workbench.remote.RemoteServer` (:mod:`workbench.ui.attach_view`); Headless says in
+place why it is not available; "Back to this engine" returns to the engine in this process.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeAlias
 
 import panel as pn
 from panel.io.callbacks import PeriodicCallback
 
 from workbench import Server
+from workbench.remote import RemoteServer
 from workbench.ui import kernel_comm, panel_writes
+from workbench.ui.attach_view import HEALTH_EVERY, AttachBar, config_note, remote_note
 from workbench.ui.config_view import ConfigView
 from workbench.ui.headless_view import HeadlessView
 from workbench.ui.live_view import LiveView
@@ -53,35 +60,81 @@ class Dashboard(pn.viewable.Viewer):
     """Every tab of one session, and the periodic callback that feeds them.
 
     Args:
-        server: the started engine.
+        server: the started engine, or a server attached by URL (then there is no engine
+            here to return to).
         tuning: the Tuning tab's builder (see the module docstring; default
             :func:`~workbench.ui.tuning_view.tuning_tab`); None: no Tuning tab.
         history: live-plot rows kept (ticks).
         loop: the engine's loop (default: the running loop).
     """
 
-    def __init__(self, server: Server, *, tuning: TabBuilder | None = tuning_tab, history: int = 300,
-                 loop: asyncio.AbstractEventLoop | None = None, **params) -> None:
+    def __init__(self, server: Server | RemoteServer, *, tuning: TabBuilder | None = tuning_tab,
+                 history: int = 300, loop: asyncio.AbstractEventLoop | None = None, **params) -> None:
         super().__init__(**params)
-        self.store = EngineStore(server, loop)
-        self.config = ConfigView(self.store)
-        self.live = LiveView(self.store, history=history)
-        self.models = ModelsView(self.store, live=self.live.live, open_tab=self.open_tab)
-        self.headless = HeadlessView(self.store)
-        tabs: list[tuple[str, Tab]] = [
-            ("Models", self.models), ("Config", self.config), ("Live", self.live)]
-        #: the Tuning tab's view (None without one)
-        self.tuning = tuning(self.store) if tuning is not None else None
-        if self.tuning is not None:
-            tabs.append(("Tuning", self.tuning))
-        tabs.append(("Headless", self.headless))
-        self.tabs = pn.Tabs(*tabs, dynamic=True, sizing_mode="stretch_width")
-        self._titles = [title for title, _ in tabs]
+        self._tuning_builder, self._history = tuning, history
+        #: the engine's store (None when the dashboard was opened attached)
+        self.engine_store = EngineStore(server, loop) if isinstance(server, Server) else None
+        #: the Headless tab over the engine's store (kept while attached: its process runs on)
+        self.headless = HeadlessView(self.engine_store) if self.engine_store is not None else None
+        self.attach_bar = AttachBar(self.attach, self.detach if self.engine_store is not None else None)
+        self.tabs = pn.Tabs(dynamic=True, sizing_mode="stretch_width")
+        self._build(self.engine_store or EngineStore(server, loop))
         self._callback: PeriodicCallback | None = None
         self._closed = False
+        self._ticks = 0
+
+    def _build(self, store: EngineStore) -> None:
+        """Every tab over ``store`` (the engine's, or an attached server's)."""
+        self.store = store
+        self.config = ConfigView(store)
+        self.live = LiveView(store, history=self._history)
+        self.models = ModelsView(store, live=self.live.live, open_tab=self.open_tab)
+        remote = store.remote
+        config: Tab = self.config if remote is None else pn.Column(
+            config_note(remote), self.config, sizing_mode="stretch_width")
+        if remote is not None:
+            self.config.apply_button.label = "Apply (load with config override)"
+        # the attach bar heads the Models tab (the dashboard's root stays its Tabs)
+        models = pn.Column(self.attach_bar, self.models, sizing_mode="stretch_width")
+        tabs: list[tuple[str, Tab]] = [("Models", models), ("Config", config), ("Live", self.live)]
+        #: the Tuning tab's view (None without one)
+        self.tuning = self._tuning_builder(store) if self._tuning_builder is not None else None
+        if self.tuning is not None:
+            tabs.append(("Tuning", self.tuning))
+        if remote is None and self.headless is not None:
+            tabs.append(("Headless", self.headless))
+        #: what the Headless tab says while attached (None otherwise)
+        self.headless_note = None if remote is None else remote_note("Headless", remote,
+                                                                     self.engine_store is not None)
+        if self.headless_note is not None:
+            tabs.append(("Headless", self.headless_note))
+        self.tabs.clear()
+        self.tabs.extend(tabs)
+        self.tabs.active = 0
+        self._titles = [title for title, _ in tabs]
+        self.attach_bar.shown(remote)
 
     def __panel__(self) -> pn.viewable.Viewable:
         return self.tabs
+
+    def attach(self, remote: RemoteServer) -> None:
+        """Move every tab onto ``remote`` (the previous tabs' live statistics and sweep stop;
+        a previous attached server's connections close)."""
+        self._switch(EngineStore(remote, self.store.loop))
+
+    def detach(self) -> None:
+        """Back to the engine in this process (nothing when there is none)."""
+        if self.engine_store is not None and self.store is not self.engine_store:
+            self._switch(self.engine_store)
+
+    def _switch(self, store: EngineStore) -> None:
+        previous = self.store
+        self._close_tabs()
+        self._build(store)
+        if previous.remote is not None:
+            previous.spawn(previous.remote.close())
+        if self._callback is not None:
+            self._fill()
 
     def open_tab(self, title: str) -> None:
         """Bring the tab titled ``title`` forward (nothing when there is none)."""
@@ -91,11 +144,14 @@ class Dashboard(pn.viewable.Viewer):
     def start(self, interval_s: float = 1.0) -> Dashboard:
         """Fill the tabs (spawned on the engine's loop) and start the periodic callback
         (every ``interval_s`` seconds, on the session's document or the current loop)."""
-        self.store.spawn(self.models.refresh())
-        self.store.spawn(self.config.refresh_models())
+        self._fill()
         self._callback = pn.state.add_periodic_callback(self.tick, period=int(interval_s * 1000),
                                                         start=True)
         return self
+
+    def _fill(self) -> None:
+        self.store.spawn(self.models.refresh())
+        self.store.spawn(self.config.refresh_models())
 
     def tick(self) -> None:
         """One beat: stream the live plots, refresh the Models table (which shows the interval
@@ -103,10 +159,17 @@ class Dashboard(pn.viewable.Viewer):
         file on disk."""
         if self._closed:
             return
+        self._ticks += 1
         self.live.tick()
         self.models.tick()
-        self.headless.tick()
+        if self.headless is not None:
+            self.headless.tick()
         self.config.tick()  # follows config.pbtxt changed elsewhere
+        remote = self.store.remote
+        if remote is not None:
+            self.attach_bar.show_health()
+            if self._ticks % HEALTH_EVERY == 1:
+                self.store.spawn(self.attach_bar.read_health(remote))
 
     def close(self) -> None:
         """Stop the periodic callback, detach the live statistics, stop the session's
@@ -117,18 +180,46 @@ class Dashboard(pn.viewable.Viewer):
         self._closed = True
         if self._callback is not None:
             self._callback.stop()
+        self._close_tabs()
+        if self.headless is not None:
+            self.headless.close()
+        if self.store.remote is not None:
+            self.store.spawn(self.store.remote.close())
+
+    def _close_tabs(self) -> None:
+        """Detach the live statistics, stop a running sweep (a Tuning tab with ``stop()``)."""
         self.live.close()
-        self.headless.close()
         stop = getattr(self.tuning, "stop", None)
         if callable(stop):
             stop()
 
 
-def dashboard(server: Server, *, tuning: TabBuilder | None = tuning_tab, interval_s: float = 1.0,
+def _server(server: Server | None, url: str | Sequence[str] | None, headers: Mapping[str, str] | None,
+            metrics_urls: Sequence[str] | None) -> Server | RemoteServer:
+    if (server is None) == (url is None):
+        raise ValueError("give either a started engine (server) or a server's URL (url=)")
+    if server is not None:
+        return server
+    assert url is not None
+    return RemoteServer(url, headers=headers, metrics_urls=metrics_urls)
+
+
+def dashboard(server: Server | None = None, *, url: str | Sequence[str] | None = None,
+              headers: Mapping[str, str] | None = None, metrics_urls: Sequence[str] | None = None,
+              tuning: TabBuilder | None = tuning_tab, interval_s: float = 1.0,
               history: int = 300) -> Dashboard:
     """The dashboard for a notebook cell: loads Panel's notebook extension, builds and starts
     a :class:`Dashboard` (display it as the cell's value). Call ``.close()`` when done: a
     notebook has no session end to do it.
+
+    ``dashboard(server)`` acts on the engine ``server`` of this kernel;
+    ``dashboard(url="http://host:8000")`` (or a list of replicas' URLs) on a server it did
+    not start, over its v2 API (``headers``: e.g. a restricted API's key, kept in memory
+    only; ``metrics_urls``: each replica's ``/metrics`` for pending requests and latency
+    quantiles).
+
+    Raises:
+        ValueError: neither or both of ``server`` and ``url``; a malformed URL.
 
     BokehJS, Panel and the extensions' scripts (Tabulator, Ace) are inlined in the notebook's
     output (~8 MB once per kernel), not loaded from Bokeh's and HoloViz's CDNs: the dashboard
@@ -139,12 +230,14 @@ def dashboard(server: Server, *, tuning: TabBuilder | None = tuning_tab, interva
     (:mod:`workbench.ui.kernel_comm`)."""
     pn.extension(*EXTENSIONS, inline=True)
     keep_stylesheets_local()
-    board = Dashboard(server, tuning=tuning, history=history)
+    board = Dashboard(_server(server, url, headers, metrics_urls), tuning=tuning, history=history)
     kernel_comm.apply_on_loop(board.tabs, board.store.loop)  # the output shown is the tabs'
     return board.start(interval_s)
 
 
-def create_app(server: Server, *, tuning: TabBuilder | None = tuning_tab, interval_s: float = 1.0,
+def create_app(server: Server | None = None, *, url: str | Sequence[str] | None = None,
+               headers: Mapping[str, str] | None = None, metrics_urls: Sequence[str] | None = None,
+               tuning: TabBuilder | None = tuning_tab, interval_s: float = 1.0,
                history: int = 300) -> Dashboard:
     """The dashboard of one Bokeh/Panel server session: call it per session (e.g. as the
     function given to ``pn.serve`` or a Bokeh ``FunctionHandler``), on the engine's loop. It is
@@ -155,7 +248,7 @@ def create_app(server: Server, *, tuning: TabBuilder | None = tuning_tab, interv
     panel_writes.install()
     pn.extension(*EXTENSIONS)
     keep_stylesheets_local()
-    app = Dashboard(server, tuning=tuning, history=history).start(interval_s)
+    app = Dashboard(_server(server, url, headers, metrics_urls), tuning=tuning, history=history).start(interval_s)
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         pn.state.on_session_destroyed(lambda _context: app.close())
     return app

@@ -40,7 +40,7 @@ import panel as pn
 from bokeh.models import ColumnDataSource
 
 from workbench import model_config_to_json
-from workbench.live_stats import LiveSample, LiveStatistics
+from workbench.live_stats import LiveSample
 from workbench.ui.gpu import GpuSample, GpuSampler, gpu_sampler
 from workbench.ui.live_diagnosis import diagnose
 from workbench.ui.live_plots import VERSION_FIGURES, Y_COLUMNS, fit_y, follow_window, live_plots
@@ -93,7 +93,7 @@ class LiveView(pn.viewable.Viewer):
         super().__init__(**params)
         self.store = store
         self.history = history
-        self.live = LiveStatistics(store.server, history=history)
+        self.live = store.live_statistics(history)  # the engine's, or an attached server's
         self.gpu = gpu if gpu is not None else gpu_sampler()
         self.model = pn.widgets.Select(label="Model version", options=[])
         self.status = pn.pane.Markdown("", css_classes=["workbench-live-status"],
@@ -151,6 +151,8 @@ class LiveView(pn.viewable.Viewer):
             return 0
         if self.model.value != previous:
             return 1  # a new choice was replayed from the history, this sample included
+        if self.series.data["time"] and self.series.data["time"][-1] == chosen.time * 1000:
+            return 0  # an attached server's read is late: that interval is streamed already
         self.series.stream(_row(chosen), rollover=self.history)
         if chosen.in_process:
             self.sweep_series.stream(_sweep_row(chosen), rollover=self.history)

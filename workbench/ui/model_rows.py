@@ -17,8 +17,9 @@ import contextlib
 import math
 from dataclasses import dataclass, field
 
-from workbench import ModelNotFound, ModelNotReady, Server
+from workbench import ModelNotFound, ModelNotReady
 from workbench.live_stats import LiveSample
+from workbench.remote import AnyServer
 
 #: tooltips of the memory cell, by how the figure was obtained
 MEMORY_NOTES = {
@@ -154,7 +155,7 @@ def _live_columns(sample: LiveSample | None) -> dict:
     return {"requests_per_s": sample.requests_per_s, "p99_ms": p99, "failures": sample.failures}
 
 
-async def model_rows(server: Server,
+async def model_rows(server: AnyServer,
                      live: dict[tuple[str, str], LiveSample] | None = None) -> list[ModelRow]:
     """The repository index joined, for each READY version, with its served config, its
     memory usage and its latest live sample (``live``: by ``(name, version)``), by name then

@@ -21,10 +21,15 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from workbench import Server, WorkbenchError
+from workbench.live_stats import LiveStatistics
+from workbench.remote import AnyServer, RemoteLiveStatistics, RemoteServer
 from workbench.ui.selection import ModelSelection
+
+if TYPE_CHECKING:
+    from workbench.tuning import Target
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +72,8 @@ class EngineStore:
     dropdown to it (``store.selection.bind(select)``).
 
     Args:
-        server: the started engine.
+        server: the started engine, or a server attached by URL
+            (:class:`~workbench.remote.RemoteServer`: the tabs then work over its v2 API).
         loop: the loop the engine runs on; default: the running loop (construct the store on
             the engine's loop, as a notebook cell or a Bokeh session of the Jupyter host does).
 
@@ -75,12 +81,44 @@ class EngineStore:
         RuntimeError: no ``loop`` given and no loop running.
     """
 
-    def __init__(self, server: Server, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(self, server: AnyServer, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.server = server
         self.loop = loop or asyncio.get_running_loop()
         #: the model chosen in this session, shared by its tabs (:mod:`workbench.ui.selection`)
         self.selection = ModelSelection()
         self._pending: set[Spawned] = set()
+
+    @property
+    def remote(self) -> RemoteServer | None:
+        """The attached server, or None for the engine in this process."""
+        return self.server if isinstance(self.server, RemoteServer) else None
+
+    @property
+    def engine(self) -> Server:
+        """The engine in this process.
+
+        Raises:
+            RuntimeError: the store is attached to a server by URL.
+        """
+        if isinstance(self.server, RemoteServer):
+            raise RuntimeError(f"attached to {self.server.label}: no engine in this process")
+        return self.server
+
+    def live_statistics(self, history: int) -> LiveStatistics:
+        """The live statistics of this store's server: the engine's observer and counters, or
+        an attached server's statistics API read once a beat (:mod:`workbench.remote.live`)."""
+        if isinstance(self.server, RemoteServer):
+            return RemoteLiveStatistics(self.server, history=history, start=self.spawn)
+        return LiveStatistics(self.server, history=history)
+
+    def tuning_target(self) -> Target:
+        """Where the Tuning tab measures: the engine in this process, or the attached server
+        over HTTP (its first replica; measured over the network)."""
+        from workbench.tuning import EngineTarget, RemoteTarget
+
+        if isinstance(self.server, RemoteServer):
+            return RemoteTarget(self.server.url.split("://", 1)[1], "http", headers=self.server.headers)
+        return EngineTarget(self.server)
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> Spawned:
         """Run ``coroutine`` on the engine's loop (see the module docstring); returns its

@@ -16,12 +16,12 @@ from dataclasses import fields
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench import Server
 from workbench.config_edits.knobs import read_knobs
+from workbench.remote import AnyServer
 from workbench.tuning.space import show_value
 
 
-async def sweepable_models(server: Server) -> tuple[list[str], dict[str, str]]:
+async def sweepable_models(server: AnyServer) -> tuple[list[str], dict[str, str]]:
     """The repository's models split for the model list: ``(names, reasons)``, the names the
     tab can sweep now (sorted) and, for every other model, why not (not loaded, a sequence
     model, a decoupled model; the rule of :class:`workbench.perf.ModelInfo`)."""
@@ -62,7 +62,7 @@ def unsweepable_reason(config: ModelConfig) -> str | None:
     return None
 
 
-async def served_config(server: Server, name: str) -> ModelConfig:
+async def served_config(server: AnyServer, name: str) -> ModelConfig:
     """A copy of the config ``name`` serves with now.
 
     Raises:

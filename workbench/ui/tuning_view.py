@@ -36,7 +36,7 @@ import param
 from google.protobuf import text_format
 
 from workbench.perf import PerfError
-from workbench.tuning import EngineTarget, Machine, NothingToApply, TuneEvent, Tuner, TuneResult, TuneSpec, apply_result
+from workbench.tuning import Machine, NothingToApply, TuneEvent, Tuner, TuneResult, TuneSpec, apply_result
 from workbench.ui.store import AlertKind, EngineStore, Spawned, user_text
 from workbench.ui.tuning_form import TuningForm
 from workbench.ui.tuning_outcome import TuningOutcome, written_text
@@ -179,7 +179,7 @@ class TuningView(pn.viewable.Viewer):
             return None
         if not resume:
             self.resume_file(model).unlink(missing_ok=True)  # a new run starts afresh
-        self.tuner = Tuner(EngineTarget(self.store.server), spec, on_event=self._on_event)
+        self.tuner = Tuner(self.store.tuning_target(), spec, on_event=self._on_event)
         self._reset(spec, resume)
         self._task = self.store.spawn(self.run(self.tuner))
         return self._task

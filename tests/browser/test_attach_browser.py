@@ -1,0 +1,147 @@
+"""The dashboard attached to a headless ``workbench serve`` in a real browser, in both hosts:
+the Jupyter-hosted dashboard (``{base_url}/workbench/``, whose own engine serves an ONNX
+add_sub) and the inline notebook dashboard opened with ``dashboard(url=...)``. As a person
+would: type the server's URL and the restricted API's key (a password field; never in the
+notebook), click Attach, see the server's models (its add_sub is a python model), see Live
+move under a little traffic, open Config (the served config, applied as a load override),
+and read why Headless is not available."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.browser.browser_support import (
+    BASE_URL,
+    FIND_JS,
+    PATIENCE_S,
+    Dashboard,
+    run_all_cells_until,
+)
+from workbench.testing.attach import (
+    ADMIN_HEADER,
+    KINDS,
+    server_flags,
+    start_server,
+    triton_missing,
+    write_python_add_sub,
+)
+from workbench.testing.process import ServerProcess, TritonProcess
+
+WAIT_MS = PATIENCE_S * 1000
+KEY_TEXT = "; ".join(f"{name}: {value}" for name, value in ADMIN_HEADER.items())
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def headless(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess | TritonProcess]:
+    """``workbench serve`` (or the real tritonserver, where its venv is made) with the python
+    add_sub, its repository API behind the key."""
+    missing = triton_missing() if request.param == "triton" else None
+    if missing:
+        pytest.skip(missing)
+    process = start_server(request.param, server_flags(write_python_add_sub(
+        tmp_path_factory.mktemp("attach-browser") / "models")))
+    yield process
+    process.stop()
+
+
+class Traffic:
+    """add_sub requests to ``url`` from a thread while the test looks."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.sent = url, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        body = {"inputs": [{"name": n, "shape": [1, 4], "datatype": "FP32", "data": [1.0] * 4}
+                           for n in ("INPUT0", "INPUT1")]}
+        with httpx.Client(base_url=self.url, timeout=30) as client:
+            while not self._stop.is_set():
+                assert client.post("/v2/models/add_sub/infer", json=body).status_code == 200
+                self.sent += 1
+
+    def __enter__(self) -> Traffic:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+
+def attach_and_check(page, scope, headless: ServerProcess | TritonProcess, shots: Path, prefix: str) -> None:
+    """Attach ``scope``'s dashboard to ``headless`` by typing, then check every tab."""
+    url = f"http://127.0.0.1:{headless.port}"
+    scope.get_by_label("Attach to a server").first.fill(url)
+    scope.get_by_label("Headers (optional, this session only)").first.fill(KEY_TEXT)
+    scope.get_by_role("button", name="Attach").first.click()
+    scope.get_by_text(f"Attached to {url}").first.wait_for(timeout=WAIT_MS)
+    # Models: the attached server's add_sub, a python model (the engine here has none)
+    scope.locator(".tabulator-cell", has_text="python").first.wait_for(timeout=WAIT_MS)
+    scope.get_by_text(f"{url}: live, ready").first.wait_for(timeout=WAIT_MS)
+    assert page.locator("input[type=password]").first.input_value() == ""  # the key is not kept in the page
+    page.screenshot(path=shots / f"{prefix}-1-models.png", full_page=True)
+    # Live moves under a little traffic
+    scope.locator(".bk-tab", has_text="Live").first.click()
+    scope.get_by_label("Model version").first.select_option("add_sub/1")
+    with Traffic(url) as traffic:
+        page.wait_for_function(
+            f"() => Math.max(0, ...({FIND_JS})('live_series').data.inferences_per_s) > 0", timeout=WAIT_MS)
+        scope.get_by_text("add_sub/1: ").filter(has_text="infer/s").first.wait_for(timeout=WAIT_MS)
+        page.screenshot(path=shots / f"{prefix}-2-live.png", full_page=True)
+    assert traffic.sent > 0
+    # Config: the served config, applied as a load override
+    scope.locator(".bk-tab", has_text="Config").first.click()
+    scope.get_by_text("the editor shows the served config").first.wait_for(timeout=WAIT_MS)
+    scope.get_by_role("button", name="Apply (load with config override)").first.wait_for(timeout=WAIT_MS)
+    # the served config as text (the engine completes it: a version policy the file has not)
+    scope.locator(".ace_content", has_text="version_policy").first.wait_for(timeout=WAIT_MS)
+    page.screenshot(path=shots / f"{prefix}-3-config.png", full_page=True)
+    # Headless says why not
+    scope.locator(".bk-tab", has_text="Headless").first.click()
+    scope.get_by_text("is not available while attached").first.wait_for(timeout=WAIT_MS)
+
+
+def test_hosted_dashboard_attaches_to_a_headless_server(
+        browser, dashboard: Dashboard, headless: ServerProcess | TritonProcess, shots: Path) -> None:
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    page.goto(dashboard.page_url)
+    page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=WAIT_MS)
+    attach_and_check(page, page, headless, shots, "hosted")
+    # and back to the engine in Jupyter
+    page.locator(".bk-tab", has_text="Models").first.click()
+    page.get_by_role("button", name="Back to this engine").click()
+    page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=WAIT_MS)
+    page.close()
+
+
+def test_inline_dashboard_attaches_to_a_headless_server(
+        browser, lab: Dashboard, headless: ServerProcess | TritonProcess, shots: Path) -> None:
+    import nbformat
+
+    url = f"http://127.0.0.1:{headless.port}"
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.cells = [nbformat.v4.new_code_cell(
+        f"from workbench.ui import dashboard\nboard = dashboard(url={url!r})\nboard")]
+    path = Path(lab.jupyter.root_dir) / "attach.ipynb"
+    nbformat.write(notebook, path)
+    page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    page.goto(f"http://127.0.0.1:{lab.jupyter.jupyter_port}{BASE_URL}lab/tree/attach.ipynb"
+              f"?token={lab.jupyter.token}")
+    output = page.locator(".jp-OutputArea")
+    # without the key the repository API refuses: the page says so, in words
+    refused = output.get_by_text("expecting header 'admin-key'").first
+    run_all_cells_until(page, refused.is_visible, "the inline dashboard's refusal without the key")
+    assert not output.get_by_role("button", name="Back to this engine").first.is_visible()
+    attach_and_check(page, output, headless, shots, "inline")
+    page.close()
+    assert "s3cret" not in path.read_text()  # the key typed in the page is not in the notebook
+    with httpx.Client(base_url=lab.root, headers=lab.jupyter.headers, timeout=60) as jupyter:
+        for session in jupyter.get("api/sessions").json():  # the kernel
+            jupyter.delete(f"api/sessions/{session['id']}").raise_for_status()

@@ -1,0 +1,68 @@
+"""The attach pieces that need no server: URLs and headers as typed, refusals as errors,
+statistics JSON summed over replicas (the tabs on a real server: tests/e2e/test_attach_e2e.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench import InvalidArgument, ModelNotFound, ModelNotReady, Unavailable
+from workbench.remote import RemoteServer
+from workbench.remote.client import RemoteVersionStats, error_of, parse_urls
+from workbench.ui.attach_view import AttachBar, parse_headers
+
+STATS = {"name": "m", "version": "1", "inference_count": 6, "execution_count": 2,
+         "inference_stats": {"success": {"count": 3, "ns": 300}, "fail": {"count": 1, "ns": 5},
+                             "queue": {"count": 3, "ns": 30}, "compute_input": {"count": 2, "ns": 1},
+                             "compute_infer": {"count": 2, "ns": 10}, "compute_output": {"count": 2, "ns": 2}},
+         "batch_stats": [{"batch_size": 1, "compute_infer": {"count": 1, "ns": 3}},
+                         {"batch_size": "4", "compute_infer": {"count": "1", "ns": "7"}}],
+         "memory_usage": [{"type": "CPU", "id": 0, "byte_size": 100}]}
+
+
+def test_urls_as_typed() -> None:
+    assert parse_urls("host:8000") == ["http://host:8000"]
+    assert parse_urls(" http://a:8000/, b:8000  http://a:8000") == ["http://a:8000", "http://b:8000"]
+    for bad in ("", " , ", "grpc://a:8001"):
+        with pytest.raises(ValueError):
+            parse_urls(bad)
+
+
+def test_headers_as_typed() -> None:
+    assert parse_headers("") == {}
+    assert parse_headers("admin-key: s3cret; X-Other: a:b\nThird: 3") == {
+        "admin-key": "s3cret", "X-Other": "a:b", "Third": "3"}
+    for bad in ("no colon", ": value"):
+        with pytest.raises(ValueError):
+            parse_headers(bad)
+
+
+def test_refusals_become_the_errors_of_their_status() -> None:
+    assert isinstance(error_of(404, "x"), ModelNotFound)
+    assert isinstance(error_of(400, "Request for unknown model: 'm' is not found"), ModelNotFound)
+    assert isinstance(error_of(400, "Request for unknown model: 'm' has no available versions"),
+                      ModelNotReady)
+    assert isinstance(error_of(400, "bad config"), InvalidArgument)
+    refused = error_of(403, "This API is restricted, expecting header 'admin-key'")
+    assert isinstance(refused, Unavailable) and refused.message.startswith("forbidden (403): ")
+
+
+def test_statistics_json_read_and_summed_over_replicas() -> None:
+    one = RemoteVersionStats.of(STATS)
+    assert (one.success_count, one.fail_count, one.queue_ns, one.compute_ns) == (3, 1, 30, 13)
+    assert one.executions == {1: 1, 4: 1} and one.memory_usage[0].byte_size == 100
+    both = one.plus(one)
+    assert (both.success_count, both.inference_count, both.executions) == (6, 12, {1: 2, 4: 2})
+
+
+async def test_a_malformed_entry_is_said_and_nothing_changes() -> None:
+    attached: list[RemoteServer] = []
+    bar = AttachBar(attached.append, None)
+    bar.url.value_input = "grpc://a:8001"
+    assert bar.attach() is None and attached == []
+    assert bar.error.visible and "only http:// and https://" in bar.error.object
+    bar.url.value_input, bar.headers.value_input = "a:8000", "admin-key: s3cret"
+    remote = bar.attach()
+    assert remote is not None and attached == [remote] and remote.headers == {"admin-key": "s3cret"}
+    assert bar.headers.value_input == "" and "s3cret" not in repr(remote)
+    assert not bar.detach_button.visible  # no engine here to go back to
+    await remote.close()
