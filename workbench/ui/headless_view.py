@@ -101,7 +101,7 @@ class HeadlessView(pn.viewable.Viewer):
         self.deploy_warnings = pn.pane.Alert("", alert_type="warning", visible=False)
         self.deploy_error = pn.pane.Alert("", alert_type="danger", visible=False)
         #: the switch of the v2 ports this process serves (None: it serves none)
-        self.switch = switch_for(store.server)
+        self.switch = switch_for(store.engine)
         self.switch_button = pn.widgets.Button(label="Switch to headless", color="primary")
         self.back_button = pn.widgets.Button(label="Switch back", color="warning")
         self.switch_state = pn.pane.Markdown("", css_classes=["workbench-switch-state"])
