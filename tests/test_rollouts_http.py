@@ -63,6 +63,7 @@ async def test_set_read_promote_rollback_and_clear_over_http(tmp_path: Path, asg
         assert promoted.status_code == 200 and promoted.json()["promoted"] == 2, promoted.text
         assert (folder / "config.pbtxt.bak").exists()
         assert (await http.post("/v2/models/ab/infer", json=INFER)).json()["model_version"] == "2"
+
         rolled = await http.post("/v2/models/ab/rollout/rollback", headers=admin)
         assert rolled.status_code == 200 and rolled.json()["restored"]["weights"] == {"1": 1.0}
         again = await http.post("/v2/models/ab/rollout/rollback", headers=admin)
@@ -71,3 +72,17 @@ async def test_set_read_promote_rollback_and_clear_over_http(tmp_path: Path, asg
         assert (await http.delete("/v2/models/ab/rollout", headers=admin)).status_code == 200
         assert (await http.get("/v2/models/ab/rollout", headers=admin)).json()["rollout"] is None
         assert (await http.post("/v2/models/ab/infer", json=INFER)).json()["model_version"] == "2"
+
+
+async def test_sticky_by_a_forwarded_header(tmp_path: Path, asgi_client) -> None:
+    two_versions(tmp_path)
+    options = ServerOptions(model_repository=[str(tmp_path)], http_header_forward_pattern="^x-user$")
+    async with Server(options) as server, asgi_client(server) as http:
+        await server.rollouts.set("ab", {1: 1, 2: 1}, sticky="x-user")
+        seen: dict[str, set[str]] = {}
+        for user in range(16):
+            for _ in range(3):
+                reply = await http.post("/v2/models/ab/infer", json=INFER, headers={"x-user": f"u{user}"})
+                seen.setdefault(f"u{user}", set()).add(reply.json()["model_version"])
+        assert all(len(versions) == 1 for versions in seen.values()), seen
+        assert set().union(*seen.values()) == {"1", "2"}

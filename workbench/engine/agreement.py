@@ -61,13 +61,14 @@ class OutputAgreement:
         if primary.size == 0:
             self.agreed += rows
             return
-        a = b = primary
         if primary.dtype.kind == "f":
-            a, b = primary.astype(np.float64), candidate.astype(np.float64)
-            self.max_abs_diff = max(self.max_abs_diff, float(np.nanmax(np.abs(a - b))))
+            largest = float(np.abs(primary - candidate).max())
+            if largest > self.max_abs_diff or largest != largest:  # NaN: shown as it is
+                self.max_abs_diff = largest
         if self.metric == "argmax":
-            same = np.argmax(primary, axis=-1) == np.argmax(candidate, axis=-1)
+            same = primary.argmax(axis=-1) == candidate.argmax(axis=-1)
         elif self.metric == "cosine":
+            a, b = primary.astype(np.float64), candidate.astype(np.float64)
             norms = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
             safe = np.where(norms > 0, norms, 1.0)
             cosine = np.where(norms > 0, np.sum(a * b, axis=-1) / safe, 1.0).reshape(rows, -1)
@@ -75,7 +76,10 @@ class OutputAgreement:
             same = cosine >= COSINE_AGREE
         else:
             same = primary == candidate
-        self.agreed += int(np.sum(np.reshape(same, (rows, -1)).all(axis=1)))
+        if same.size == rows:  # one value per row (the common case): no reshape
+            self.agreed += int(np.count_nonzero(same))
+        else:
+            self.agreed += int(np.count_nonzero(np.reshape(same, (rows, -1)).all(axis=1)))
 
     def report(self) -> dict[str, object]:
         """``{"metric", "rows", "agreement" (0..1, None before any row), "cosine_mean"

@@ -7,8 +7,11 @@ primary response is built and before it is returned: it only decides (sampling, 
 starts a task, so the primary waits for no mirrored work. The mirrored copy runs on the
 candidate's own scheduler and instances, beside the primary traffic:
 
-- bounded: at most ``max_in_flight`` mirrored requests run at once; a copy beyond it is
-  dropped and counted as ``shed`` (mirroring is what gives way first under load);
+- shed first under load: a copy is dropped and counted as ``shed`` when ``max_in_flight``
+  mirrored requests already run, or when the primary version is busy (other requests of it
+  queued or executing when this one is answered: ``Scheduler.inflight_count() > 0``), so
+  mirrored work takes only capacity the primary traffic leaves idle (``bench/RESULTS.md``,
+  "Issue 32: mirror cost", has what it costs);
 - isolated: a candidate failure (an error, the candidate not READY) is counted in
   ``candidate_errors`` with its last message and never reaches the client;
 - not mirrored: requests that ran on the candidate itself, requests of a sequence
@@ -81,7 +84,7 @@ class Mirror:
             return
         if self.percent < 100 and random.random() * 100 >= self.percent:
             return
-        if len(self._tasks) >= self.max_in_flight:
+        if len(self._tasks) >= self.max_in_flight or model.scheduler.inflight_count() > 0:
             self.shed += 1
             return
         primary_us = (time.monotonic_ns() - arrival_ns) / 1000

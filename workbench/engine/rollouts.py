@@ -106,7 +106,8 @@ class RolloutService:
             candidate: the version mirrored requests run on (None: no mirror).
             mirror_percent: the share of primary requests also run on ``candidate``, 0-100.
             mirror_max_in_flight: the most mirrored requests at once (1-1024); copies beyond
-                it are shed.
+                it, and copies of requests answered while their primary version is busy, are
+                shed (:mod:`workbench.engine.mirror`).
 
         Returns:
             :meth:`get`'s report.
