@@ -1,7 +1,7 @@
 """The whole workbench dashboard: ``dashboard(server)`` for a notebook cell, ``create_app``
 for a Bokeh/Panel server session (the Jupyter host mounts it at ``{base_url}/workbench/``).
 
-Tabs, in order: Models, Config, Live, Tuning, Headless. The Tuning tab (a config search by
+Tabs, in order: Models, Config, Live, Rollout, Tuning, Headless. The Tuning tab (a config search by
 the tuner of :mod:`workbench.tuning`, the one behind ``workbench tune``) is built by a
 builder, ``tuning(store) -> Viewable``: by default
 :func:`workbench.ui.tuning_view.tuning_tab`; pass another as ``tuning=``, or ``tuning=None``
@@ -38,6 +38,7 @@ from workbench.ui.headless_view import HeadlessView
 from workbench.ui.live_view import LiveView
 from workbench.ui.local_css import keep_stylesheets_local
 from workbench.ui.models_view import ModelsView
+from workbench.ui.rollout_view import RolloutView
 from workbench.ui.store import EngineStore
 from workbench.ui.tuning_view import tuning_tab
 
@@ -68,8 +69,10 @@ class Dashboard(pn.viewable.Viewer):
         self.live = LiveView(self.store, history=history)
         self.models = ModelsView(self.store, live=self.live.live, open_tab=self.open_tab)
         self.headless = HeadlessView(self.store)
+        self.rollout = RolloutView(self.store)
         tabs: list[tuple[str, Tab]] = [
-            ("Models", self.models), ("Config", self.config), ("Live", self.live)]
+            ("Models", self.models), ("Config", self.config), ("Live", self.live),
+            ("Rollout", self.rollout)]
         #: the Tuning tab's view (None without one)
         self.tuning = tuning(self.store) if tuning is not None else None
         if self.tuning is not None:
@@ -106,6 +109,7 @@ class Dashboard(pn.viewable.Viewer):
         self.live.tick()
         self.models.tick()
         self.headless.tick()
+        self.rollout.tick()
         self.config.tick()  # follows config.pbtxt changed elsewhere
 
     def close(self) -> None:
