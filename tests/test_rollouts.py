@@ -248,3 +248,17 @@ async def test_digits_versions_disagree_on_a_few_digits(sample_repository: Path,
         logits = (await server.rollouts.get("digits_mlp"))["mirror"]["agreement"]["logits"]
     assert logits["metric"] == "argmax" and logits["rows"] == len(pixels)
     assert 0.95 < logits["agreement"] < 1, logits
+
+
+async def test_a_version_not_ready_gets_no_traffic(tmp_path: Path) -> None:
+    folder = two_versions(tmp_path)
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit", load_model=["ab"])
+    async with Server(options) as server:
+        await server.rollouts.set("ab", {1: 1, 2: 1})
+        assert set(await versions_ran(server, [fake_request("ab")] * 40)) == {"1", "2"}
+        text = (folder / "config.pbtxt").read_text().replace("all { }", "specific { versions: [2] }")
+        assert (await server.config_files.write_model_config("ab", text))["reloaded"]
+        assert server.lifecycle.models["ab"].versions[1].state.name != "READY"
+        assert await versions_ran(server, [fake_request("ab")] * 20) == {"2": 20}  # 1's weight went to 2
+        await server.rollouts.set("ab", {1: 1})  # only a version not READY: the latest READY serves
+        assert await versions_ran(server, [fake_request("ab")] * 5) == {"2": 5}

@@ -4,6 +4,8 @@ and Roll back change what serves, bad input is a sentence."""
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 
@@ -60,3 +62,20 @@ async def test_set_report_promote_and_roll_back(server: Server, store: EngineSto
     assert (await server.infer(digits_request())).model_version == "1"
     await view.clear()
     assert "No rollout" in view.report.object
+
+
+async def test_what_a_person_picks_while_the_form_fills_is_kept(server: Server, store: EngineStore) -> None:
+    """The inline browser test's flake: the candidate picked while the model's first fill was
+    on its way was overwritten by the fill, and Set rollout set no mirror."""
+    view = RolloutView(store)
+    await view.refresh_models()
+    view.model.value = "digits_mlp"
+    await store.settle()
+    await server.rollouts.set("digits_mlp", {1: 1})
+    fill = asyncio.ensure_future(view.load_form())
+    await asyncio.sleep(0)  # the fill is on its way (reading the repository index)
+    view.candidate.value, view.mirror.value = "2", 100
+    await fill
+    assert (view.candidate.value, view.mirror.value) == ("2", 100)
+    await view.apply()
+    assert (await server.rollouts.get("digits_mlp"))["rollout"]["candidate"] == 2

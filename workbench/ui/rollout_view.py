@@ -70,6 +70,11 @@ class RolloutView(pn.viewable.Viewer):
         self.error = pn.pane.Alert("", alert_type="danger", visible=False)
         self.report = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["workbench-rollout-report"])
         self._refreshing: Spawned | None = None
+        #: edits a person made to the form (a fill that started before one keeps it)
+        self._edits = 0
+        self._filling = False
+        for field in (self.weights, self.sticky, self.candidate, self.mirror):
+            field.param.watch(self._on_edit, "value")
         self.model.param.watch(lambda _e: self.store.spawn(self.load_form()), "value")
         self.set_button.on_click(self.store.starter(self.apply))
         self.clear_button.on_click(self.store.starter(self.clear))
@@ -96,22 +101,34 @@ class RolloutView(pn.viewable.Viewer):
             self.model.value = names[0]
 
     async def load_form(self) -> None:
-        """Fill the form with the selected model's rollout and versions, and its report."""
+        """Fill the form with the selected model's rollout and versions, and its report. What
+        a person typed or picked while the fill was on its way is kept (a late fill overwrote
+        it, and Set rollout then set the old rollout)."""
         name = self.model.value
         if not name:
             return
+        edits = self._edits
         index = await self.store.attempt(self.store.server.repository_index, self.show_error)
         versions = sorted({row["version"] for row in index or [] if row["name"] == name and row.get("version")},
                           key=int)
-        self.candidate.options = [NO_CANDIDATE, *versions]
         report = await self.store.attempt(lambda: self.store.server.rollouts.get(name), self.show_error)
         rollout = (report or {}).get("rollout") or {}
-        self.weights.value = weights_text(rollout.get("weights", {}))
-        self.sticky.value = rollout.get("sticky", "")
-        candidate = rollout.get("candidate")
-        self.candidate.value = str(candidate) if candidate is not None else NO_CANDIDATE
-        self.mirror.value = int(rollout.get("mirror_percent", 0))
+        self._filling = True
+        try:
+            self.candidate.options = [NO_CANDIDATE, *versions]
+            if self._edits == edits:
+                self.weights.value = weights_text(rollout.get("weights", {}))
+                self.sticky.value = rollout.get("sticky", "")
+                candidate = rollout.get("candidate")
+                self.candidate.value = str(candidate) if candidate is not None else NO_CANDIDATE
+                self.mirror.value = int(rollout.get("mirror_percent", 0))
+        finally:
+            self._filling = False
         await self.refresh()
+
+    def _on_edit(self, _event: object) -> None:
+        if not self._filling:
+            self._edits += 1
 
     async def apply(self) -> None:
         """Set the form's rollout on the selected model."""

@@ -1,7 +1,8 @@
 """The Rollout tab in Chromium, in the Jupyter-hosted dashboard (``{base_url}/workbench/``) and in
 the inline notebook dashboard: a split and a mirror set by typing and clicking, the live
 per-version counts and the mirror's agreement read off the page, Promote and Roll back clicked
-(issue 32, part 1)."""
+(issue 32, part 1). The tests run in ``test_models_browser`` on its Jupyter server and Lab (two
+processes less to start); the steps are here."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import httpx
 
 from tests.browser.browser_support import PATIENCE_S, Dashboard, run_all_cells_until, write_dashboard_notebook
 from tests.browser.test_dashboard_browser import open_dashboard, tab
-from tests.browser.test_lab_launcher_browser import lab  # noqa: F401 - the lab fixture
 
 WAIT_MS = PATIENCE_S * 1000
 DIGIT = {"inputs": [{"name": "pixels", "shape": [1, 64], "datatype": "FP32",
@@ -37,7 +37,7 @@ def set_rollout(scope, weights: str, candidate: str, mirror: int) -> None:
     scope.get_by_role("button", name="Set rollout", exact=True).first.click()
 
 
-def test_rollout_tab_in_the_jupyter_dashboard(browser, dashboard: Dashboard, shots: Path) -> None:
+def rollout_tab_in_the_jupyter_dashboard(browser, dashboard: Dashboard, shots: Path) -> None:
     from playwright.sync_api import expect
 
     page = open_dashboard(browser, dashboard)
@@ -75,14 +75,15 @@ def test_rollout_tab_in_the_jupyter_dashboard(browser, dashboard: Dashboard, sho
     page.close()
 
 
-def test_rollout_tab_in_the_inline_notebook_dashboard(
-        browser, lab, models: Path, shots: Path) -> None:  # noqa: F811 - the lab fixture
+def rollout_tab_in_the_inline_notebook_dashboard(browser, lab: Dashboard, models: Path, shots: Path) -> None:
     from playwright.sync_api import expect
 
     write_dashboard_notebook(Path(lab.jupyter.root_dir) / "rollout_inline.ipynb", models,
                              "model_control_mode='explicit', load_model=['digits_mlp']", (TRAFFIC,))
     page = browser.new_page(viewport={"width": 1400, "height": 1200})
-    page.goto(f"{lab.root}lab/tree/rollout_inline.ipynb?token={lab.jupyter.token}")
+    # a fresh workspace: Lab would restore an earlier test's notebook beside this one, and its
+    # (dead) dashboard's fields would match the locators below
+    page.goto(f"{lab.root}lab/tree/rollout_inline.ipynb?reset&token={lab.jupyter.token}")
     output = page.locator(".jp-OutputArea")
     rollout_tab = output.locator(".bk-tab", has_text="Rollout")
     try:
@@ -92,7 +93,10 @@ def test_rollout_tab_in_the_inline_notebook_dashboard(
     rollout_tab.first.click()
     set_rollout(output, "1:1, 2:1", "2", 100)
     report = output.locator(".workbench-rollout-report")
-    expect(report).to_contain_text("Mirror to version 2", timeout=WAIT_MS)
+    try:
+        expect(report).to_contain_text("Mirror to version 2", timeout=WAIT_MS)
+    finally:
+        page.screenshot(path=shots / "inline-1-set.png")
     # the background traffic: both versions count requests, the mirror compares outputs
     expect(report.locator("tr", has_text="logits")).to_contain_text("argmax", timeout=WAIT_MS)
     expect(report).to_contain_text("Rollout: weights 1:1, 2:1")
