@@ -79,3 +79,9 @@ async def test_what_a_person_picks_while_the_form_fills_is_kept(server: Server, 
     assert (view.candidate.value, view.mirror.value) == ("2", 100)
     await view.apply()
     assert (await server.rollouts.get("digits_mlp"))["rollout"]["candidate"] == 2
+    # a later fill of the same model (the session's selection moving it again) keeps the edits
+    view.candidate.value, view.weights.value = "1", "2:1"
+    await view.load_form()
+    assert (view.candidate.value, view.weights.value) == ("1", "2:1")
+    await view.load_form(force=True)  # after an action: what the engine has
+    assert (view.candidate.value, view.weights.value) == ("2", "")  # as Set rollout set it

@@ -73,6 +73,9 @@ class RolloutView(pn.viewable.Viewer):
         #: edits a person made to the form (a fill that started before one keeps it)
         self._edits = 0
         self._filling = False
+        #: the model the form was last filled for, and the edits counted then
+        self._filled_for = ""
+        self._edits_seen = 0
         for field in (self.weights, self.sticky, self.candidate, self.mirror):
             field.param.watch(self._on_edit, "value")
         self.model.param.watch(lambda _e: self.store.spawn(self.load_form()), "value")
@@ -100,10 +103,12 @@ class RolloutView(pn.viewable.Viewer):
         if names and self.model.value not in names:
             self.model.value = names[0]
 
-    async def load_form(self) -> None:
-        """Fill the form with the selected model's rollout and versions, and its report. What
-        a person typed or picked while the fill was on its way is kept (a late fill overwrote
-        it, and Set rollout then set the old rollout)."""
+    async def load_form(self, force: bool = False) -> None:
+        """Fill the form with the selected model's rollout and versions, and its report.
+
+        What a person typed or picked is kept: during the fill (a late fill overwrote it, and
+        Set rollout then set the old rollout), and since the last fill of the same model
+        unless ``force`` (after an action: the form then shows what the engine has)."""
         name = self.model.value
         if not name:
             return
@@ -113,15 +118,22 @@ class RolloutView(pn.viewable.Viewer):
                           key=int)
         report = await self.store.attempt(lambda: self.store.server.rollouts.get(name), self.show_error)
         rollout = (report or {}).get("rollout") or {}
+        overwrite = self._edits == edits and (force or name != self._filled_for or edits == self._edits_seen)
         self._filling = True
         try:
-            self.candidate.options = [NO_CANDIDATE, *versions]
-            if self._edits == edits:
-                self.weights.value = weights_text(rollout.get("weights", {}))
-                self.sticky.value = rollout.get("sticky", "")
+            options = [NO_CANDIDATE, *versions]
+            if self.candidate.options != options:
+                self.candidate.options = options
+            if overwrite:
                 candidate = rollout.get("candidate")
-                self.candidate.value = str(candidate) if candidate is not None else NO_CANDIDATE
-                self.mirror.value = int(rollout.get("mirror_percent", 0))
+                values = {self.weights: weights_text(rollout.get("weights", {})),
+                          self.sticky: rollout.get("sticky", ""),
+                          self.candidate: str(candidate) if candidate is not None else NO_CANDIDATE,
+                          self.mirror: int(rollout.get("mirror_percent", 0))}
+                for field, value in values.items():
+                    if field.value != value:
+                        field.value = value
+                self._filled_for, self._edits_seen = name, self._edits
         finally:
             self._filling = False
         await self.refresh()
@@ -153,7 +165,7 @@ class RolloutView(pn.viewable.Viewer):
         name = self.model.value
         await self.store.attempt(lambda: self.store.server.rollouts.clear(name), self.show_error)
         self.show_status(f"Rollout of '{name}' cleared: the latest READY version serves.")
-        await self.load_form()
+        await self.load_form(force=True)
 
     async def promote(self) -> None:
         """Promote the candidate (the form's, else the rollout's)."""
@@ -167,7 +179,7 @@ class RolloutView(pn.viewable.Viewer):
             else:
                 self.show_status(f"Version {done['promoted']} of '{name}' promoted: it is the one served "
                                  "version (Roll back undoes it).")
-        await self.load_form()
+        await self.load_form(force=True)
 
     async def rollback(self) -> None:
         """Undo the selected model's last promote."""
@@ -176,7 +188,7 @@ class RolloutView(pn.viewable.Viewer):
         done = await self.store.attempt(lambda: self.store.server.rollouts.rollback(name), self.show_error)
         if done is not None:
             self.show_status(f"'{name}' rolled back to its version policy before the promote.")
-        await self.load_form()
+        await self.load_form(force=True)
 
     async def refresh(self) -> None:
         """Show the selected model's live figures."""
