@@ -91,8 +91,17 @@ def rollout_tab_in_the_inline_notebook_dashboard(browser, lab: Dashboard, models
     finally:
         page.screenshot(path=shots / "inline-0-rendered.png")
     rollout_tab.first.click()
-    set_rollout(output, "1:1, 2:1", "2", 100)
     report = output.locator(".workbench-rollout-report")
+    expect(report).to_contain_text("requests (statistics)", timeout=WAIT_MS)  # the form is filled
+    set_rollout(output, "1:1, 2:1", "2", 100)
+    lost = output.get_by_text("rollout mirror_percent needs a candidate version")
+    if lost.is_visible():
+        # the candidate picked sometimes did not reach the kernel when this test ran after
+        # another inline dashboard in the same Lab (the page showed 2, the view held "none"):
+        # pick it once more (the report says it: issue 32's helper report)
+        output.get_by_label("Candidate", exact=True).first.select_option("none")
+        output.get_by_label("Candidate", exact=True).first.select_option("2")
+        output.get_by_role("button", name="Set rollout", exact=True).first.click()
     try:
         expect(report).to_contain_text("Mirror to version 2", timeout=WAIT_MS)
     finally:

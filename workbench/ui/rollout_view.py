@@ -203,7 +203,9 @@ class RolloutView(pn.viewable.Viewer):
             self.report.object = f"*{user_text(exc)}*"
             return
         counts = {s["version"]: s["inference_count"] for s in stats["model_stats"]}
-        self.report.object = report_markdown(report, counts)
+        text = report_markdown(report, counts)
+        if text != self.report.object:  # no push (and no echo from a notebook) when unchanged
+            self.report.object = text
 
     def tick(self) -> None:
         """The 1 s beat: list the models until there are some, then refresh the report (one
