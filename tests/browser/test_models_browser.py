@@ -3,7 +3,8 @@ in the inline notebook dashboard (a kernel's engine, in JupyterLab): Load / Unlo
 clicked and the table's cells read as the page shows them (whole states, no ``UNAVAILA``),
 changes made elsewhere (the v2 API) followed without Refresh, the per-version columns
 (backend, instances, max_batch_size and batching, live requests/s, p99, failures, memory)
-and the click-through that opens a model in the Config and Live tabs."""
+and the click-through that opens a model in the Config and Live tabs; the Rollout tab's steps
+(``tests/browser/rollout_steps.py``) on the same servers."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ from tests.browser.browser_support import (
     run_all_cells_until,
     serving,
     write_dashboard_notebook,
+)
+from tests.browser.rollout_steps import (
+    rollout_tab_in_the_inline_notebook_dashboard,
+    rollout_tab_in_the_jupyter_dashboard,
 )
 from tests.browser.test_dashboard_browser import infer_add_sub, open_dashboard
 from tests.browser.test_lab_launcher_browser import lab  # noqa: F401 - the lab fixture
@@ -219,3 +224,12 @@ def test_models_tab_actions_in_the_inline_notebook_dashboard(
     with httpx.Client(base_url=lab.root, headers=lab.jupyter.headers, timeout=60) as jupyter:
         for session in jupyter.get("api/sessions").json():
             jupyter.delete(f"api/sessions/{session['id']}").raise_for_status()
+
+
+def test_rollout_tab_in_the_jupyter_dashboard(browser, served: Dashboard, shots: Path) -> None:
+    rollout_tab_in_the_jupyter_dashboard(browser, served, shots)
+
+
+def test_rollout_tab_in_the_inline_notebook_dashboard(
+        browser, lab, models: Path, shots: Path) -> None:  # noqa: F811 - the lab fixture
+    rollout_tab_in_the_inline_notebook_dashboard(browser, lab, models, shots)

@@ -22,7 +22,7 @@ async def test_dashboard_has_the_tabs_in_order_and_renders(server: Server) -> No
         assert board.models.model.options == ["add_sub", "digits_mlp"]
         assert board.config.editor.value.startswith("\nname: \"add_sub\"")
         # the Bokeh models a notebook cell or session shows
-        assert rendered_tab_titles(board) == ["Models", "Config", "Live", "Tuning", "Headless"]
+        assert rendered_tab_titles(board) == ["Models", "Config", "Live", "Rollout", "Tuning", "Headless"]
         assert isinstance(board.tuning, TuningView)
         assert board.tuning.form.model.options == ["add_sub", "digits_mlp"]
     finally:
@@ -39,7 +39,7 @@ async def test_the_tuning_slot_goes_between_live_and_headless(server: Server) ->
 
     board = dashboard(server, tuning=tuning, interval_s=60)
     try:
-        assert rendered_tab_titles(board) == ["Models", "Config", "Live", "Tuning", "Headless"]
+        assert rendered_tab_titles(board) == ["Models", "Config", "Live", "Rollout", "Tuning", "Headless"]
         assert stores == [board.store]
     finally:
         board.close()
@@ -48,7 +48,7 @@ async def test_the_tuning_slot_goes_between_live_and_headless(server: Server) ->
 async def test_no_tuning_tab_when_asked_and_closing_stops_a_running_search(server: Server) -> None:
     board = dashboard(server, tuning=None, interval_s=60)
     board.close()
-    assert rendered_tab_titles(board) == ["Models", "Config", "Live", "Headless"]
+    assert rendered_tab_titles(board) == ["Models", "Config", "Live", "Rollout", "Headless"]
     assert board.tuning is None
     board = dashboard(server, interval_s=60)
     try:

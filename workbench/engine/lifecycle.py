@@ -51,6 +51,7 @@ from workbench.engine.registry import ModelEntry, VersionState, drain_versions
 from workbench.engine.repository_index import index_rows
 from workbench.engine.response_cache import ResponseCache
 from workbench.engine.retiring import RetiringVersions
+from workbench.engine.rollout_split import Split
 from workbench.engine.switching import switch_entry
 from workbench.errors import (
     InternalError,
@@ -113,6 +114,9 @@ class ModelLifecycle:
         self._backend_context: BackendContext | None = None
         #: temporary model folders of loads with file overrides (removed with their model)
         self._overrides = OverrideStore()
+        #: model -> the weighted split of its rollout (:mod:`workbench.engine.rollouts` sets
+        #: and clears them; read by :meth:`resolve_request`)
+        self.splits: dict[str, Split] = {}
 
     # ----------------------------------------------------------------- read API
     @property
@@ -258,9 +262,11 @@ class ModelLifecycle:
     # ----------------------------------------------------------------- resolving requests
     def resolve_request(self, request: InferenceRequest) -> LoadedModel:
         """The version that runs ``request``: the retiring version holding the live
-        sequence it continues, if any (:mod:`workbench.engine.retiring`), else as
-        :meth:`resolve` finds it. A sequence started again (START) after the reload lives
-        on a serving version: its requests go there, the old one is released idle.
+        sequence it continues, if any (:mod:`workbench.engine.retiring`), else for a request
+        without a version of a model with a rollout split, the version the split chooses
+        (:class:`~workbench.engine.rollout_split.Split`), else as :meth:`resolve` finds it.
+        A sequence started again (START) after the reload lives on a serving version: its
+        requests go there, the old one is released idle.
 
         Raises:
             ModelNotFound / ModelNotReady: as :meth:`resolve`.
@@ -269,6 +275,13 @@ class ModelLifecycle:
             held = self._retiring.holder(request)
             if held is not None and not self._serving_holds(request):
                 return held
+        if self.splits and request.model_version in ("", "-1"):
+            split = self.splits.get(request.model_name)
+            entry = self._models.get(request.model_name)
+            if split is not None and entry is not None:
+                chosen = split.choose(entry, request)
+                if chosen is not None:
+                    return chosen
         return self.resolve(request.model_name, request.model_version)
 
     def _serving_holds(self, request: InferenceRequest) -> bool:

@@ -11,8 +11,9 @@ live in :class:`~workbench.engine.lifecycle.ModelLifecycle` (``server.lifecycle`
 read API tests and tools use); the shared-memory and settings extensions and config file
 editing are services the frontends call directly: ``server.shared_memory``
 (:mod:`~workbench.engine.shared_memory_api`), ``server.settings``
-(:mod:`~workbench.engine.settings_api`) and ``server.config_files``
-(:mod:`~workbench.engine.config_files`).
+(:mod:`~workbench.engine.settings_api`), ``server.config_files``
+(:mod:`~workbench.engine.config_files`) and ``server.rollouts``
+(:mod:`~workbench.engine.rollouts`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from workbench.engine.config_files import ConfigFileService
 from workbench.engine.lifecycle import ModelLifecycle, entry_reason
 from workbench.engine.metadata import EXTENSIONS, model_metadata, server_metadata
 from workbench.engine.poller import RepositoryPoller
+from workbench.engine.rollouts import RolloutService
 from workbench.engine.settings_api import SettingsService
 from workbench.engine.shared_memory import SharedMemoryRegistry
 from workbench.engine.shared_memory_api import SharedMemoryService
@@ -65,6 +67,10 @@ class Server:
         config_files: the models' config files on disk
             (:class:`~workbench.engine.config_files.ConfigFileService`): read, validate,
             write (atomic, with a backup), revert, and apply as the control mode allows.
+        rollouts: rollouts inside the server, a product extension
+            (:class:`~workbench.engine.rollouts.RolloutService`): a weighted (optionally
+            sticky) split of unversioned requests between versions, a mirror of a share of
+            them on a candidate with its agreement report, promote and rollback.
     """
 
     def __init__(self, options: ServerOptions) -> None:
@@ -78,6 +84,7 @@ class Server:
         #: which requests the frontends trace (``--trace-config``, the trace extension)
         self.tracer = self.settings.tracer
         self.config_files = ConfigFileService(self.lifecycle, self.poll_repository)
+        self.rollouts = RolloutService(self.lifecycle, self.config_files)
 
     async def __aenter__(self) -> Server:
         await self.start()
@@ -138,6 +145,7 @@ class Server:
         self.lifecycle.begin_stop()
         if self._poller is not None:
             await self._poller.stop()
+        await self.rollouts.close()
         await self.lifecycle.stop()
         self._regions.close()
         self.tracer.close()
@@ -214,7 +222,10 @@ class Server:
         model = self.lifecycle.resolve_request(request)
         infer = model.infer_once if model.decoupled else model.infer  # one await less per request
         if not uses_shared_memory(request):
-            return await infer(request, arrival)
+            response = await infer(request, arrival)
+            if self.rollouts.mirroring:  # after the answer is built; the copy never delays it
+                self.rollouts.offer(request, model, response, arrival)
+            return response
         async with AttachedRequest(self._regions, request) as attached:
             response = await infer(attached.request, arrival)
             await attached.write_outputs(response)

@@ -43,7 +43,10 @@ class FakeBehaviour:
     backend's instance initialize / finalize, which Triton's instance-update tests count); a
     load whose version folder is named in ``fail_versions`` raises, and so does the load of an
     instance named in ``fail_instances`` (after the barrier); ``load_barrier`` makes instance
-    loads meet (proving they run concurrently).
+    loads meet (proving they run concurrently). Per version (the version folder's name, for
+    tests of two versions side by side): executions of a version in ``held_versions`` wait
+    until ``release`` is set, and every request of a version in ``error_versions`` gets an
+    error response ("fake error of version <v>").
 
     Tests order events on the executions, not on sleeps: ``await BEHAVIOUR.executing(n)``
     returns once ``n`` executions have started (entered ``execute``, before any gate) since
@@ -77,6 +80,8 @@ class FakeBehaviour:
         self.fail_versions: set[str] = set()
         self.fail_instances: set[str] = set()
         self.load_barrier: threading.Barrier | None = None
+        self.held_versions: set[str] = set()
+        self.error_versions: set[str] = set()
 
     def wait_started(self, count: int = 1, timeout_s: float = 10.0) -> None:
         """Block until ``count`` executions have started since :meth:`reset` (any instance).
@@ -99,6 +104,8 @@ BEHAVIOUR = FakeBehaviour()
 
 class FakeInstance(ModelInstance):
     _finalized = False
+    #: the version folder's name this instance serves
+    version = ""
 
     def unload(self) -> None:
         with BEHAVIOUR.lock:
@@ -125,12 +132,15 @@ class FakeInstance(ModelInstance):
         if BEHAVIOUR.barrier is not None:
             BEHAVIOUR.barrier.wait()
         BEHAVIOUR.gate.wait()
-        if BEHAVIOUR.held_values.intersection(values):
+        if BEHAVIOUR.held_values.intersection(values) or self.version in BEHAVIOUR.held_versions:
             BEHAVIOUR.release.wait()
         if BEHAVIOUR.slow_values.intersection(values):
             time.sleep(BEHAVIOUR.slow_s)
         times.mark_input_done()
         times.mark_infer_done()
+        if self.version in BEHAVIOUR.error_versions:
+            return [BackendResponse(error=InvalidArgument(f"fake error of version {self.version}"))
+                    for _ in requests]
         return [
             BackendResponse(error=InvalidArgument(f"fake error for value {v:g}"))
             if v in BEHAVIOUR.error_values else BackendResponse({"OUTPUT0": r.inputs["INPUT0"]})
@@ -153,7 +163,9 @@ class FakeBackend(Backend):
             raise InvalidArgument(f"fake load failure of instance {spec.name}")
         with BEHAVIOUR.lock:
             BEHAVIOUR.initialized[spec.name] = BEHAVIOUR.initialized.get(spec.name, 0) + 1
-        return FakeInstance(spec)
+        instance = FakeInstance(spec)
+        instance.version = version_dir.name
+        return instance
 
 
 FAKE_CONFIG = """

@@ -1,7 +1,7 @@
 """The whole workbench dashboard: ``dashboard(server)`` for a notebook cell, ``create_app``
 for a Bokeh/Panel server session (the Jupyter host mounts it at ``{base_url}/workbench/``).
 
-Tabs, in order: Models, Config, Live, Tuning, Headless. The Tuning tab (a config search by
+Tabs, in order: Models, Config, Live, Rollout, Tuning, Headless. The Tuning tab (a config search by
 the tuner of :mod:`workbench.tuning`, the one behind ``workbench tune``) is built by a
 builder, ``tuning(store) -> Viewable``: by default
 :func:`workbench.ui.tuning_view.tuning_tab`; pass another as ``tuning=``, or ``tuning=None``
@@ -23,8 +23,8 @@ stopped with it.
 
 Attached to a server by URL (the "Attach to a server" bar atop the Models tab, or
 ``dashboard(url="http://host:8000")`` / ``create_app(url=...)``): every tab is rebuilt over a
-:class:`~workbench.remote.RemoteServer` (:mod:`workbench.ui.attach_view`); Headless says in
-place why it is not available; "Back to this engine" returns to the engine in this process.
+:class:`~workbench.remote.RemoteServer` (:mod:`workbench.ui.attach_view`); Headless and Rollout say in
+place why they are not available; "Back to this engine" returns to the engine in this process.
 """
 
 from __future__ import annotations
@@ -39,12 +39,13 @@ from panel.io.callbacks import PeriodicCallback
 from workbench import Server
 from workbench.remote import RemoteServer
 from workbench.ui import kernel_comm, panel_writes
-from workbench.ui.attach_view import HEALTH_EVERY, AttachBar, config_note, remote_note
+from workbench.ui.attach_view import HEALTH_EVERY, ROLLOUT_REMOTE, AttachBar, config_note, remote_note
 from workbench.ui.config_view import ConfigView
 from workbench.ui.headless_view import HeadlessView
 from workbench.ui.live_view import LiveView
 from workbench.ui.local_css import keep_stylesheets_local
 from workbench.ui.models_view import ModelsView
+from workbench.ui.rollout_view import RolloutView
 from workbench.ui.store import EngineStore
 from workbench.ui.tuning_view import tuning_tab
 
@@ -97,6 +98,13 @@ class Dashboard(pn.viewable.Viewer):
         # the attach bar heads the Models tab (the dashboard's root stays its Tabs)
         models = pn.Column(self.attach_bar, self.models, sizing_mode="stretch_width")
         tabs: list[tuple[str, Tab]] = [("Models", models), ("Config", config), ("Live", self.live)]
+        #: the Rollout tab's view (None while attached: rollouts live in this process's engine)
+        self.rollout: RolloutView | None = None
+        if remote is None:
+            self.rollout = RolloutView(store)
+            tabs.append(("Rollout", self.rollout))
+        else:
+            tabs.append(("Rollout", remote_note("Rollout", remote, self.engine_store is not None, ROLLOUT_REMOTE)))
         #: the Tuning tab's view (None without one)
         self.tuning = self._tuning_builder(store) if self._tuning_builder is not None else None
         if self.tuning is not None:
@@ -164,6 +172,8 @@ class Dashboard(pn.viewable.Viewer):
         self.models.tick()
         if self.headless is not None:
             self.headless.tick()
+        if self.rollout is not None:
+            self.rollout.tick()
         self.config.tick()  # follows config.pbtxt changed elsewhere
         remote = self.store.remote
         if remote is not None:

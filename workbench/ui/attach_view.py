@@ -131,12 +131,19 @@ def _typed(field: pn.widgets.TextInput | pn.widgets.PasswordInput) -> str:
     return field.value_input or field.value or ""
 
 
-def remote_note(tab: str, remote: RemoteServer, engine_here: bool) -> pn.pane.Alert:
-    """What a tab that cannot work on an attached server says in its place."""
+#: why the Headless tab cannot work on an attached server
+HEADLESS_REMOTE = "it starts and watches a `workbench serve` of this process's engine"
+#: why the Rollout tab cannot work on an attached server
+ROLLOUT_REMOTE = ("rollouts are set on the engine in this process (a headless `workbench serve` takes "
+                  "them at `/v2/models/<model>/rollout`, docs/rollouts.md; Triton has none)")
+
+
+def remote_note(tab: str, remote: RemoteServer, engine_here: bool, why: str = HEADLESS_REMOTE) -> pn.pane.Alert:
+    """What a tab that cannot work on an attached server says in its place (``why``: the
+    reason, a clause)."""
     back = ("'Back to this engine' above returns to the engine in this process." if engine_here
             else "This dashboard was opened attached: there is no engine in this process.")
-    return pn.pane.Alert(f"**{tab}** is not available while attached to {remote.label}: it starts and "
-                         f"watches a `workbench serve` of this process's engine. {back}",
+    return pn.pane.Alert(f"**{tab}** is not available while attached to {remote.label}: {why}. {back}",
                          alert_type="info", css_classes=["workbench-remote-note"])
 
 
@@ -148,4 +155,5 @@ def config_note(remote: RemoteServer) -> pn.pane.Markdown:
         "written: Reload in Models reads it again.*", css_classes=["workbench-config-remote"])
 
 
-__all__ = ["HEALTH_EVERY", "AttachBar", "config_note", "parse_headers", "remote_note"]
+__all__ = ["HEADLESS_REMOTE", "HEALTH_EVERY", "ROLLOUT_REMOTE", "AttachBar", "config_note", "parse_headers",
+           "remote_note"]

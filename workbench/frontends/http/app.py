@@ -23,6 +23,7 @@ from workbench.frontends.http.codec import parse_json_object
 from workbench.frontends.http.generate import GeneratePath
 from workbench.frontends.http.guards import RequestGuard
 from workbench.frontends.http.infer_asgi import InferFastPath
+from workbench.frontends.http.rollout_routes import rollout_routes
 from workbench.frontends.http.shared_memory_routes import shared_memory_routes
 from workbench.frontends.status import http_status
 
@@ -66,6 +67,7 @@ def create_app(server: Server) -> RequestGuard:
     app.include_router(_model_routes(server))
     app.include_router(_repository_routes(server))
     app.include_router(shared_memory_routes(server))
+    app.include_router(rollout_routes(server))
     app.include_router(_settings_routes(server))
     options = server.options
     bounded = BodyLimits(app, options.http_max_input_size, options.http_max_control_body_size)

@@ -51,6 +51,8 @@ API_GROUPS: list[tuple[re.Pattern, str]] = [
     (re.compile(rf"^{_MODEL}/trace/setting$"), "trace"),
     (re.compile(rf"^(?:/v2|{_MODEL})$"), "metadata"),
     (re.compile(r"^/v2/repository(?:/|$)"), "model-repository"),
+    # the rollout extension (workbench's own): promote / rollback rewrite and reload a model
+    (re.compile(r"^/v2/models/[^/]+/rollout(?:/|$)"), "model-repository"),
     (re.compile(r"^/v2/(?:system|cuda)sharedmemory(?:/|$)"), "shared-memory"),
     (re.compile(r"^/v2/trace/setting$"), "trace"),
     (re.compile(r"^/v2/logging$"), "logging"),

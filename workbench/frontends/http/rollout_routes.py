@@ -1,0 +1,71 @@
+"""The rollout extension over HTTP (a product extension: Triton has none; ``docs/rollouts.md``).
+
+- ``GET    /v2/models/{m}/rollout`` -> the rollout and its live report (``server.rollouts.get``)
+- ``POST   /v2/models/{m}/rollout`` body ``{"weights": {"1": 90, "2": 10}, "sticky"?,
+  "candidate"?, "mirror_percent"?, "mirror_max_in_flight"?}`` -> set or replace it; the report
+- ``DELETE /v2/models/{m}/rollout`` -> clear it (200, empty)
+- ``POST   /v2/models/{m}/rollout/promote`` body ``{"version"?}`` (default: the candidate)
+- ``POST   /v2/models/{m}/rollout/rollback``
+
+They belong to the ``model-repository`` restricted group (``--http-restricted-api``, as the
+repository routes that load and unload: promote and rollback rewrite and reload a model).
+Errors are ``{"error": ...}`` with the status of the engine's error (400 for a bad rollout,
+404 for an unknown model or nothing to roll back).
+"""
+
+from __future__ import annotations
+
+import orjson
+from fastapi import APIRouter, Request, Response
+
+from workbench import InvalidArgument, Server
+from workbench.frontends.http.codec import parse_json_object
+
+#: the fields of a rollout body (``server.rollouts.set``'s keyword arguments)
+ROLLOUT_FIELDS = ("weights", "sticky", "candidate", "mirror_percent", "mirror_max_in_flight")
+
+
+def rollout_routes(server: Server) -> APIRouter:
+    """The rollout routes over ``server.rollouts``."""
+    router = APIRouter()
+    base = "/v2/models/{model}/rollout"
+
+    @router.get(base)
+    async def get_rollout(model: str) -> Response:
+        return json_response(await server.rollouts.get(model))
+
+    @router.post(base)
+    async def set_rollout(request: Request, model: str) -> Response:
+        body = await _body(request)
+        unknown = sorted(set(body) - set(ROLLOUT_FIELDS))
+        if unknown:
+            raise InvalidArgument(f"unknown rollout field '{unknown[0]}' (known: {', '.join(ROLLOUT_FIELDS)})")
+        return json_response(await server.rollouts.set(model, **body))
+
+    @router.delete(base)
+    async def clear_rollout(model: str) -> Response:
+        await server.rollouts.clear(model)
+        return Response(status_code=200)
+
+    @router.post(f"{base}/promote")
+    async def promote(request: Request, model: str) -> Response:
+        body = await _body(request)
+        return json_response(await server.rollouts.promote(model, body.get("version")))
+
+    @router.post(f"{base}/rollback")
+    async def rollback(model: str) -> Response:
+        return json_response(await server.rollouts.rollback(model))
+
+    return router
+
+
+def json_response(payload: object) -> Response:
+    return Response(orjson.dumps(payload), status_code=200, media_type="application/json")
+
+
+async def _body(request: Request) -> dict:
+    body = await request.body()
+    return parse_json_object(body) if body.strip() else {}
+
+
+__all__ = ["ROLLOUT_FIELDS", "rollout_routes"]
