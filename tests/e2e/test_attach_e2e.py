@@ -82,6 +82,11 @@ async def test_the_tabs_work_on_the_attached_server(attached) -> None:
         # Headless says in place why not; Tuning drives the server over the network
         assert board.headless_note is not None and board.tabs.objects[-1] is board.headless_note
         assert "not available while attached" in board.headless_note.object
+        # so does Rollout (rollouts live in this process's engine): no view calling the engine
+        notes = [str(getattr(tab, "object", "")) for tab in board.tabs.objects]
+        assert board.rollout is None and any(
+            note.startswith("**Rollout** is not available while attached") and "rollouts are set on the engine"
+            in note for note in notes), notes
         target = board.store.tuning_target()
         assert isinstance(target, RemoteTarget) and target.url == f"localhost:{process.port}"
         await target.close()
