@@ -12,7 +12,6 @@ Needs the `dev` and `jupyter` extras and Chromium (`make test` installs them).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,11 +19,10 @@ from pathlib import Path
 import httpx
 
 from workbench.testing.attach import ADMIN_HEADER, server_flags, write_python_add_sub
-from workbench.testing.process import JupyterProcess, ServerProcess
+from workbench.testing.process import ServerProcess
+from workbench.testing.screenshots import dashboard_page
 
 ROOT = Path(__file__).resolve().parents[1]
-ENABLE_FILE = ROOT / "jupyter-config" / "jupyter_server_config.d" / "workbench.json"
-CHROMIUM = os.environ.get("WORKBENCH_CHROMIUM", "/usr/bin/chromium")
 
 
 def main() -> int:
@@ -32,23 +30,16 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "images" / "attach.png"))
     parser.add_argument("--repository", default=str(ROOT / "sample_models" / "repository"))
     args = parser.parse_args()
-    from playwright.sync_api import sync_playwright
-
     work = Path(tempfile.mkdtemp(prefix="attach-shot-"))
     try:
         shutil.copytree(Path(args.repository) / "digits_mlp", work / "models" / "digits_mlp")
         headless = ServerProcess(server_flags(write_python_add_sub(work / "remote")))
-        jupyter = JupyterProcess([f"--Workbench.model_repository={work / 'models'}", "--Workbench.open_ports=False"],
-                                 home=work / "home", enable_file=ENABLE_FILE)
         try:
             url = f"http://127.0.0.1:{headless.port}"
             body = {"inputs": [{"name": n, "shape": [1, 4], "datatype": "FP32", "data": [1.0] * 4}
                                for n in ("INPUT0", "INPUT1")]}
-            with sync_playwright() as playwright, httpx.Client(base_url=url, timeout=30) as client:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
-                page = browser.new_page(viewport={"width": 1300, "height": 700})
-                page.goto(f"http://127.0.0.1:{jupyter.jupyter_port}/workbench/?token={jupyter.token}")
+            with dashboard_page([f"--Workbench.model_repository={work / 'models'}", "--Workbench.open_ports=False"],
+                                work / "home", 1300, 700) as page, httpx.Client(base_url=url, timeout=30) as client:
                 page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=120_000)
                 page.get_by_label("Attach to a server").fill(url)
                 page.get_by_label("/metrics URLs (optional)").fill(headless.metrics_url)
@@ -63,9 +54,7 @@ def main() -> int:
                 page.locator(".tabulator-cell", has_text="python").first.wait_for(timeout=60_000)
                 Path(args.out).parent.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=args.out, full_page=False)
-                browser.close()
         finally:
-            jupyter.stop()
             headless.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)

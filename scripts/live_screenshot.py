@@ -11,7 +11,6 @@ Needs the `dev` and `jupyter` extras and Chromium (`make test` installs them).
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import tempfile
@@ -21,11 +20,9 @@ from pathlib import Path
 
 import httpx
 
-from workbench.testing.process import JupyterProcess
+from workbench.testing.screenshots import OPEN_PORTS, dashboard_session, v2_ports
 
 ROOT = Path(__file__).resolve().parents[1]
-ENABLE_FILE = ROOT / "jupyter-config" / "jupyter_server_config.d" / "workbench.json"
-CHROMIUM = os.environ.get("WORKBENCH_CHROMIUM", "/usr/bin/chromium")
 #: seconds of traffic before the screenshot, and clients per version
 BURST_S, CLIENTS = 25.0, 4
 
@@ -43,42 +40,28 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "images" / "live-tab.png"))
     parser.add_argument("--repository", default=str(ROOT / "sample_models" / "repository"))
     args = parser.parse_args()
-    from playwright.sync_api import sync_playwright
-
     work = Path(tempfile.mkdtemp(prefix="live-shot-"))
     try:
         shutil.copytree(Path(args.repository) / "digits_mlp", work / "models" / "digits_mlp")
-        jupyter = JupyterProcess([f"--Workbench.model_repository={work / 'models'}",
-                                  "--Workbench.open_ports=True", "--Workbench.http_port=0",
-                                  "--Workbench.grpc_port=0", "--Workbench.metrics_port=0"],
-                                 home=work / "home", enable_file=ENABLE_FILE)
-        try:
-            base = f"http://127.0.0.1:{jupyter.jupyter_port}/workbench/"
-            status = httpx.get(f"{base}api/status", headers=jupyter.headers, timeout=60).json()
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
-                page = browser.new_page(viewport={"width": 1400, "height": 1500})
-                page.goto(f"{base}?token={jupyter.token}")
-                page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=120_000)
-                page.locator(".bk-tab", has_text="Live").first.click()
-                page.get_by_label("Model version").select_option("digits_mlp/2")
-                page.get_by_text("digits_mlp/2: no traffic").first.wait_for(timeout=60_000)
-                until = time.monotonic() + BURST_S
-                threads = [threading.Thread(target=traffic, args=(status["ports"]["http"], v, until))
-                           for v in ("1", "2") for _ in range(CLIENTS)]
-                for thread in threads:
-                    thread.start()
-                page.wait_for_timeout((BURST_S - 2) * 1000)  # the shot while the traffic runs
-                page.locator(".workbench-live-diagnosis").filter(
-                    has_text=re.compile(r"Why p99: (?!No traffic)")).first.wait_for(timeout=30_000)
-                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=args.out, full_page=True)
-                for thread in threads:
-                    thread.join()
-                browser.close()
-        finally:
-            jupyter.stop()
+        with dashboard_session([f"--Workbench.model_repository={work / 'models'}", *OPEN_PORTS],
+                               work / "home", 1400, 1500) as (page, jupyter):
+            http_port = v2_ports(jupyter)["http"]
+            page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=120_000)
+            page.locator(".bk-tab", has_text="Live").first.click()
+            page.get_by_label("Model version").select_option("digits_mlp/2")
+            page.get_by_text("digits_mlp/2: no traffic").first.wait_for(timeout=60_000)
+            until = time.monotonic() + BURST_S
+            threads = [threading.Thread(target=traffic, args=(http_port, v, until))
+                       for v in ("1", "2") for _ in range(CLIENTS)]
+            for thread in threads:
+                thread.start()
+            page.wait_for_timeout((BURST_S - 2) * 1000)  # the shot while the traffic runs
+            page.locator(".workbench-live-diagnosis").filter(
+                has_text=re.compile(r"Why p99: (?!No traffic)")).first.wait_for(timeout=30_000)
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=args.out, full_page=True)
+            for thread in threads:
+                thread.join()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(args.out)

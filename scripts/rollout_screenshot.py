@@ -12,7 +12,6 @@ Needs the `dev` and `jupyter` extras, Chromium and the sample models (`make test
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -20,11 +19,9 @@ from pathlib import Path
 
 import httpx
 
-from workbench.testing.process import JupyterProcess
+from workbench.testing.screenshots import OPEN_PORTS, dashboard_session, v2_ports
 
 ROOT = Path(__file__).resolve().parents[1]
-ENABLE_FILE = ROOT / "jupyter-config" / "jupyter_server_config.d" / "workbench.json"
-CHROMIUM = os.environ.get("WORKBENCH_CHROMIUM", "/usr/bin/chromium")
 #: what the person types into the form (label -> text)
 FIELDS = {"Weights": "1:90, 2:10", "Mirror %": "50"}
 
@@ -45,40 +42,26 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "images" / "rollout-tab.png"))
     parser.add_argument("--repository", default=str(ROOT / "sample_models" / "repository"))
     args = parser.parse_args()
-    from playwright.sync_api import sync_playwright
-
     work = Path(tempfile.mkdtemp(prefix="rollout-shot-"))
     try:
         shutil.copytree(Path(args.repository) / "digits_mlp", work / "models" / "digits_mlp")
-        jupyter = JupyterProcess([f"--Workbench.model_repository={work / 'models'}", "--Workbench.open_ports=True",
-                                  "--Workbench.http_port=0", "--Workbench.grpc_port=0", "--Workbench.metrics_port=0"],
-                                 home=work / "home", enable_file=ENABLE_FILE)
-        try:
-            root = f"http://127.0.0.1:{jupyter.jupyter_port}/workbench/"
-            status = httpx.get(f"{root}api/status", headers=jupyter.headers, timeout=60).json()
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                                     args=["--no-sandbox", "--disable-dev-shm-usage"])
-                page = browser.new_page(viewport={"width": 1300, "height": 900})
-                page.goto(f"{root}?token={jupyter.token}")
-                page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=120_000)
-                page.locator(".bk-tab", has_text="Rollout").first.click()
-                page.get_by_label("Model", exact=True).locator("visible=true").select_option("digits_mlp")
-                page.get_by_label("Candidate", exact=True).select_option("2")
-                for label, value in FIELDS.items():
-                    field = page.get_by_label(label, exact=True)
-                    field.fill(value)
-                    field.press("Enter")
-                page.get_by_role("button", name="Set rollout", exact=True).click()
-                page.get_by_text("Rollout of 'digits_mlp' set.").wait_for(timeout=60_000)
-                send_digits(status["ports"]["http"])
-                page.locator(".workbench-rollout-report tr", has_text="logits").wait_for(timeout=60_000)
-                page.wait_for_timeout(2500)  # the report's next refreshes
-                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=args.out, full_page=False)
-                browser.close()
-        finally:
-            jupyter.stop()
+        with dashboard_session([f"--Workbench.model_repository={work / 'models'}", *OPEN_PORTS],
+                               work / "home", 1300, 900) as (page, jupyter):
+            page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=120_000)
+            page.locator(".bk-tab", has_text="Rollout").first.click()
+            page.get_by_label("Model", exact=True).locator("visible=true").select_option("digits_mlp")
+            page.get_by_label("Candidate", exact=True).select_option("2")
+            for label, value in FIELDS.items():
+                field = page.get_by_label(label, exact=True)
+                field.fill(value)
+                field.press("Enter")
+            page.get_by_role("button", name="Set rollout", exact=True).click()
+            page.get_by_text("Rollout of 'digits_mlp' set.").wait_for(timeout=60_000)
+            send_digits(v2_ports(jupyter)["http"])
+            page.locator(".workbench-rollout-report tr", has_text="logits").wait_for(timeout=60_000)
+            page.wait_for_timeout(2500)  # the report's next refreshes
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=args.out, full_page=False)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(args.out)

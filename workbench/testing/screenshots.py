@@ -15,11 +15,18 @@ ENABLE_FILE = ROOT / "jupyter-config" / "jupyter_server_config.d" / "workbench.j
 CHROMIUM = os.environ.get("WORKBENCH_CHROMIUM", "/usr/bin/chromium")
 
 
+#: Jupyter options for a dashboard whose engine serves the v2 ports (on ports from the OS;
+#: ``GET {base}api/status`` says which)
+OPEN_PORTS = ("--Workbench.open_ports=True", "--Workbench.http_port=0", "--Workbench.grpc_port=0",
+              "--Workbench.metrics_port=0")
+
+
 @contextlib.contextmanager
-def dashboard_page(workbench_args: Sequence[str], home: Path, width: int, height: int) -> Iterator:
-    """A Playwright page (``width`` x ``height`` pixels) showing the dashboard of a Jupyter
-    server started with ``workbench_args`` (its home folder ``home``); the browser and the
-    server stop when the block exits."""
+def dashboard_session(workbench_args: Sequence[str], home: Path, width: int, height: int) -> Iterator[tuple]:
+    """``(page, jupyter)``: a Playwright page (``width`` x ``height`` pixels) showing the
+    dashboard of a Jupyter server (:class:`~workbench.testing.process.JupyterProcess`)
+    started with ``workbench_args`` (its home folder ``home``); the browser and the server
+    stop when the block exits."""
     from playwright.sync_api import sync_playwright
 
     jupyter = JupyterProcess(list(workbench_args), home=home, enable_file=ENABLE_FILE)
@@ -30,11 +37,28 @@ def dashboard_page(workbench_args: Sequence[str], home: Path, width: int, height
             try:
                 page = browser.new_page(viewport={"width": width, "height": height})
                 page.goto(f"http://127.0.0.1:{jupyter.jupyter_port}/workbench/?token={jupyter.token}")
-                yield page
+                yield page, jupyter
             finally:
                 browser.close()
     finally:
         jupyter.stop()
 
 
-__all__ = ["dashboard_page"]
+@contextlib.contextmanager
+def dashboard_page(workbench_args: Sequence[str], home: Path, width: int, height: int) -> Iterator:
+    """The page of :func:`dashboard_session` alone."""
+    with dashboard_session(workbench_args, home, width, height) as (page, _jupyter):
+        yield page
+
+
+def v2_ports(jupyter: JupyterProcess) -> dict[str, int]:
+    """The v2 ports (``{"http": ..., "grpc": ..., "metrics": ...}``) the dashboard's engine
+    serves (started with :data:`OPEN_PORTS`)."""
+    import httpx
+
+    status = httpx.get(f"http://127.0.0.1:{jupyter.jupyter_port}/workbench/api/status",
+                       headers=jupyter.headers, timeout=60).json()
+    return status["ports"]
+
+
+__all__ = ["OPEN_PORTS", "dashboard_page", "dashboard_session", "v2_ports"]
