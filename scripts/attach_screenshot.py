@@ -11,28 +11,20 @@ Needs the `dev` and `jupyter` extras and Chromium (`make test` installs them).
 
 from __future__ import annotations
 
-import argparse
-import shutil
-import tempfile
 from pathlib import Path
 
 import httpx
 
 from workbench.testing.attach import ADMIN_HEADER, server_flags, write_python_add_sub
 from workbench.testing.process import ServerProcess
-from workbench.testing.screenshots import dashboard_page
+from workbench.testing.screenshots import dashboard_page, save, shot_arguments, work_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=str(ROOT / "docs" / "images" / "attach.png"))
-    parser.add_argument("--repository", default=str(ROOT / "sample_models" / "repository"))
-    args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="attach-shot-"))
-    try:
-        shutil.copytree(Path(args.repository) / "digits_mlp", work / "models" / "digits_mlp")
+    args = shot_arguments(__doc__, "attach.png")
+    with work_folder("attach-shot-", args.repository) as work:
         headless = ServerProcess(server_flags(write_python_add_sub(work / "remote")))
         try:
             url = f"http://127.0.0.1:{headless.port}"
@@ -52,13 +44,9 @@ def main() -> int:
                         client.post("/v2/models/add_sub/infer", json=body).raise_for_status()
                     page.wait_for_timeout(1000)
                 page.locator(".tabulator-cell", has_text="python").first.wait_for(timeout=60_000)
-                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-                page.screenshot(path=args.out, full_page=False)
+                save(page, args.out, full_page=False)
         finally:
             headless.stop()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print(args.out)
     return 0
 
 

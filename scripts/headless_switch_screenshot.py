@@ -11,39 +11,28 @@ Needs the `dev` and `jupyter` extras and Chromium (`make test` installs them).
 
 from __future__ import annotations
 
-import argparse
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 from workbench.testing.reload import write_add_sub
-from workbench.testing.screenshots import dashboard_page
+from workbench.testing.screenshots import OPEN_PORTS, dashboard_page, save, shot_arguments, work_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=str(ROOT / "docs" / "images" / "headless-switch.png"))
-    args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="switch-shot-"))
-    try:
+    args = shot_arguments(__doc__, "headless-switch.png")
+    with work_folder("switch-shot-") as work:
         write_add_sub(work / "models")
-        with dashboard_page([f"--Workbench.model_repository={work / 'models'}", "--Workbench.open_ports=True",
-                             "--Workbench.http_port=0", "--Workbench.grpc_port=0", "--Workbench.metrics_port=0"],
+        with dashboard_page([f"--Workbench.model_repository={work / 'models'}", *OPEN_PORTS],
                             work / "home", 1300, 820) as page:
             page.locator(".bk-tab", has_text="Headless").first.click()
             page.get_by_role("button", name="Switch to headless").click()
             page.get_by_text(re.compile(r"^headless: ")).wait_for(timeout=120_000)
             page.get_by_text("A systemd unit").wait_for(timeout=10_000)
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=args.out, full_page=False)
+            save(page, args.out, full_page=False)
             page.get_by_role("button", name="Switch back").click()
             page.get_by_text(re.compile(r"^in-process: ")).wait_for(timeout=120_000)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print(args.out)
     return 0
 
 

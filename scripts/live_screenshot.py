@@ -10,17 +10,14 @@ Needs the `dev` and `jupyter` extras and Chromium (`make test` installs them).
 
 from __future__ import annotations
 
-import argparse
 import re
-import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 import httpx
 
-from workbench.testing.screenshots import OPEN_PORTS, dashboard_session, v2_ports
+from workbench.testing.screenshots import OPEN_PORTS, dashboard_session, save, shot_arguments, v2_ports, work_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 #: seconds of traffic before the screenshot, and clients per version
@@ -36,35 +33,26 @@ def traffic(http_port: int, version: str, until: float) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=str(ROOT / "docs" / "images" / "live-tab.png"))
-    parser.add_argument("--repository", default=str(ROOT / "sample_models" / "repository"))
-    args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="live-shot-"))
-    try:
-        shutil.copytree(Path(args.repository) / "digits_mlp", work / "models" / "digits_mlp")
-        with dashboard_session([f"--Workbench.model_repository={work / 'models'}", *OPEN_PORTS],
-                               work / "home", 1400, 1500) as (page, jupyter):
-            http_port = v2_ports(jupyter)["http"]
-            page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=120_000)
-            page.locator(".bk-tab", has_text="Live").first.click()
-            page.get_by_label("Model version").select_option("digits_mlp/2")
-            page.get_by_text("digits_mlp/2: no traffic").first.wait_for(timeout=60_000)
-            until = time.monotonic() + BURST_S
-            threads = [threading.Thread(target=traffic, args=(http_port, v, until))
-                       for v in ("1", "2") for _ in range(CLIENTS)]
-            for thread in threads:
-                thread.start()
-            page.wait_for_timeout((BURST_S - 2) * 1000)  # the shot while the traffic runs
-            page.locator(".workbench-live-diagnosis").filter(
-                has_text=re.compile(r"Why p99: (?!No traffic)")).first.wait_for(timeout=30_000)
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=args.out, full_page=True)
-            for thread in threads:
-                thread.join()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print(args.out)
+    args = shot_arguments(__doc__, "live-tab.png")
+    with (work_folder("live-shot-", args.repository) as work,
+          dashboard_session([f"--Workbench.model_repository={work / 'models'}", *OPEN_PORTS],
+                            work / "home", 1400, 1500) as (page, jupyter)):
+        http_port = v2_ports(jupyter)["http"]
+        page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=120_000)
+        page.locator(".bk-tab", has_text="Live").first.click()
+        page.get_by_label("Model version").select_option("digits_mlp/2")
+        page.get_by_text("digits_mlp/2: no traffic").first.wait_for(timeout=60_000)
+        until = time.monotonic() + BURST_S
+        threads = [threading.Thread(target=traffic, args=(http_port, v, until))
+                   for v in ("1", "2") for _ in range(CLIENTS)]
+        for thread in threads:
+            thread.start()
+        page.wait_for_timeout((BURST_S - 2) * 1000)  # the shot while the traffic runs
+        page.locator(".workbench-live-diagnosis").filter(
+            has_text=re.compile(r"Why p99: (?!No traffic)")).first.wait_for(timeout=30_000)
+        save(page, args.out, full_page=True)
+        for thread in threads:
+            thread.join()
     return 0
 
 

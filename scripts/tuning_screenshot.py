@@ -10,13 +10,10 @@ Needs the `dev` and `jupyter` extras and Chromium (`make test` installs them).
 
 from __future__ import annotations
 
-import argparse
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
-from workbench.testing.screenshots import dashboard_page
+from workbench.testing.screenshots import dashboard_page, save, shot_arguments, work_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 #: what the person types into the form (label -> text)
@@ -26,34 +23,25 @@ SPACE = "instance_count=1,2 max_queue_delay_us=0,500"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=str(ROOT / "docs" / "images" / "tuning-tab.png"))
-    parser.add_argument("--repository", default=str(ROOT / "sample_models" / "repository"))
-    args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="tuning-shot-"))
-    try:
-        shutil.copytree(Path(args.repository) / "digits_mlp", work / "models" / "digits_mlp")
-        with dashboard_page([f"--Workbench.model_repository={work / 'models'}", "--Workbench.open_ports=False"],
-                            work / "home", 1300, 1500) as page:
-            page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=120_000)
-            page.locator(".bk-tab", has_text="Tuning").first.click()
-            page.get_by_label("Model", exact=True).locator("visible=true").select_option("digits_mlp")
-            page.get_by_text("digits_mlp is served now with").wait_for(timeout=60_000)
-            space = page.get_by_label(re.compile("^Search space")).locator("visible=true")
-            space.fill(SPACE)
-            space.press("Tab")
-            for label, value in FIELDS.items():
-                field = page.get_by_label(label, exact=True).locator("visible=true")
-                field.fill(value)
-                field.press("Enter")
-            page.get_by_role("button", name="Run", exact=True).click()
-            page.get_by_text(re.compile(r"^done: \d+ points measured")).wait_for(timeout=900_000)
-            page.wait_for_timeout(1500)  # the plot's last redraw
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=args.out, full_page=False)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print(args.out)
+    args = shot_arguments(__doc__, "tuning-tab.png")
+    with (work_folder("tuning-shot-", args.repository) as work,
+          dashboard_page([f"--Workbench.model_repository={work / 'models'}", "--Workbench.open_ports=False"],
+                         work / "home", 1300, 1500) as page):
+        page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=120_000)
+        page.locator(".bk-tab", has_text="Tuning").first.click()
+        page.get_by_label("Model", exact=True).locator("visible=true").select_option("digits_mlp")
+        page.get_by_text("digits_mlp is served now with").wait_for(timeout=60_000)
+        space = page.get_by_label(re.compile("^Search space")).locator("visible=true")
+        space.fill(SPACE)
+        space.press("Tab")
+        for label, value in FIELDS.items():
+            field = page.get_by_label(label, exact=True).locator("visible=true")
+            field.fill(value)
+            field.press("Enter")
+        page.get_by_role("button", name="Run", exact=True).click()
+        page.get_by_text(re.compile(r"^done: \d+ points measured")).wait_for(timeout=900_000)
+        page.wait_for_timeout(1500)  # the plot's last redraw
+        save(page, args.out, full_page=False)
     return 0
 
 

@@ -3,8 +3,11 @@ with the workbench extension, and its dashboard open in headless Chromium."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -61,4 +64,33 @@ def v2_ports(jupyter: JupyterProcess) -> dict[str, int]:
     return status["ports"]
 
 
-__all__ = ["OPEN_PORTS", "dashboard_page", "dashboard_session", "v2_ports"]
+def shot_arguments(doc: str, image: str) -> argparse.Namespace:
+    """A screenshot script's ``--out`` (default ``docs/images/<image>``) and ``--repository``
+    (default the sample models) from its command line; ``doc``: the script's docstring."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--out", default=str(ROOT / "docs" / "images" / image))
+    parser.add_argument("--repository", default=str(ROOT / "sample_models" / "repository"))
+    return parser.parse_args()
+
+
+@contextlib.contextmanager
+def work_folder(prefix: str, repository: str | Path | None = None, model: str = "digits_mlp") -> Iterator[Path]:
+    """A temporary folder (removed after the block) holding ``models/<model>`` copied from
+    ``repository`` (nothing copied without one)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        if repository is not None:
+            shutil.copytree(Path(repository) / model, work / "models" / model)
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def save(page, out: str, full_page: bool = False) -> None:
+    """``page``'s screenshot into ``out`` (its folder made), the path printed."""
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=out, full_page=full_page)
+    print(out)
+
+
+__all__ = ["OPEN_PORTS", "dashboard_page", "dashboard_session", "save", "shot_arguments", "v2_ports", "work_folder"]
