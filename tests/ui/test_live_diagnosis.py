@@ -43,6 +43,11 @@ CASES = {
                     limits=LONG_DELAY),
               ["The batcher's delay dominates", "20000 µs delay", "leave at 3.0 of 8",
                "lower max_queue_delay_microseconds"]),
+    # the trial's: a 20 ms delay, 3 clients, batches of 6 of 64, queue p99 pushed to 50 ms by a
+    # busy machine while the mean queue time is the delay: not "raise the delay" (it said so)
+    "delay_with_spikes": (trace(p50=20_000, p99=56_600, queue=50_500, compute=1_000, batches={6: 20},
+                                limits=BatchingLimits(max_batch_size=64, max_queue_delay_us=20_000)),
+                          ["The batcher's delay dominates", "leave at 6.0 of 64", "lower max_queue_delay"]),
     "small_batches": (trace(p50=4_000, p99=30_000, queue=25_000, compute=1_500, batches={3: 30}),
                       ["p99 is queue time: batches leave at 3.0 of 16 after the 100 µs delay",
                        "raise the delay or lower the instance count"]),
@@ -68,7 +73,8 @@ CASES = {
               ["no single cause", "queue 3.0 ms, compute 3.0 ms"]),
 }
 #: the rule a variant case checks
-VARIANT_OF = {"idle_since_the_window": "no_traffic", "small_batches_without_batcher": "small_batches",
+VARIANT_OF = {"idle_since_the_window": "no_traffic", "delay_with_spikes": "delay",
+              "small_batches_without_batcher": "small_batches",
               "small_batches_without_delay": "small_batches",
               "wait_instance_no_batching": "wait_instance"}
 
@@ -90,3 +96,18 @@ def test_the_window_weights_intervals_by_their_requests() -> None:
     assert window.requests == 100
     assert window.p99_us == pytest.approx(0.1 * 10_000 + 0.9 * 1_000)
     assert window.mean_batch == 1.0
+
+
+@pytest.mark.parametrize(("percentiles", "phrase"), [
+    ({"queue_p99_us": None, "compute_p99_us": None}, "no queue and compute percentiles per interval"),
+    ({"p50_us": None, "p95_us": None, "p99_us": None}, "no request latency percentiles"),
+])
+def test_without_percentiles_nothing_is_made_up(percentiles: dict, phrase: str) -> None:
+    """A server attached by URL reports no per-interval queue / compute percentiles (and, without
+    a /metrics URL, no request percentiles): the line says so (it said "queue p99 0 µs ... the
+    model does not batch; add instances" from the missing figures: new-user trial)."""
+    samples = [replace(s, **percentiles, limits=BatchingLimits()) for s in
+               trace(p50=4_000, p99=30_000, queue=25_000, compute=1_500)]
+    diagnosis = diagnose(samples)
+    assert diagnosis.rule == "unknown" and phrase in diagnosis.text, diagnosis.text
+    assert "0 µs" not in diagnosis.text

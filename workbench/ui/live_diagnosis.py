@@ -10,9 +10,13 @@ rule               when (``q``, ``c``, ``r``: queue, compute and request p99; ``
 =================  ===========================================================================
 ``no_traffic``     no request in the window
 ``failing``        at least 1 % of the window's requests failed
-``delay``          ``q >= r/2``, the batcher has a delay, ``q <= 1.5 d + 200 µs`` and batches
-                   leave under :data:`FULL` of their target (the largest preferred size, else
-                   ``max_batch_size``): requests wait out the delay for batches that do not fill
+``unknown``        the samples have no request, queue or compute percentiles (a server attached
+                   by URL: its statistics API has means only): nothing is made up from them
+``delay``          ``q >= r/2``, the batcher has a delay, batches leave under :data:`FULL` of
+                   their target (the largest preferred size, else ``max_batch_size``) and
+                   ``q <= 1.5 d + 200 µs`` or the *mean* queue time is between ``d/2`` and that
+                   (p99 spikes of a busy machine beyond the delay do not hide it): requests wait
+                   out the delay for batches that do not fill
 ``small_batches``  ``q >= r/2``, batches leave under half their target, ``q`` beyond the delay:
                    requests queue while idle instances take them a few at a time
 ``wait_instance``  ``q >= r/2`` otherwise (full batches, or a model that does not batch):
@@ -45,22 +49,24 @@ DELAY_SLACK_US = 200.0
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """What the window's samples with traffic add up to (latencies in **microseconds**).
+    """What the window's samples with traffic add up to (latencies in **microseconds**; None:
+    no sample of the window has that figure).
 
     ``mean_batch``: inferences per execution (0 without executions); ``pending``: the most
-    requests queued at an interval's end.
+    requests queued at an interval's end; ``queue_mean_us``: the mean queue time.
     """
 
     seconds: float
     requests: int
     failures: int
-    p50_us: float
-    p99_us: float
-    queue_p99_us: float
-    compute_p99_us: float
+    p50_us: float | None
+    p99_us: float | None
+    queue_p99_us: float | None
+    compute_p99_us: float | None
     mean_batch: float
     pending: int
     limits: BatchingLimits
+    queue_mean_us: float | None = None
 
     @property
     def target(self) -> int:
@@ -95,10 +101,10 @@ def window_of(samples: Sequence[LiveSample], seconds: float = WINDOW_S) -> Windo
     weights = [s.requests_per_s * s.interval_s for s in busy]
     total = sum(weights)
 
-    def mean(values: list[float | None]) -> float:
+    def mean(values: list[float | None]) -> float | None:
         pairs = [(v, w) for v, w in zip(values, weights, strict=True) if v is not None and w > 0]
         weight = sum(w for _, w in pairs)
-        return sum(v * w for v, w in pairs) / weight if weight else 0.0
+        return sum(v * w for v, w in pairs) / weight if weight else None
 
     executions = sum(c for s in busy for c in s.batch_sizes.values())
     inferences = sum(size * c for s in busy for size, c in s.batch_sizes.items())
@@ -108,7 +114,8 @@ def window_of(samples: Sequence[LiveSample], seconds: float = WINDOW_S) -> Windo
         queue_p99_us=mean([s.queue_p99_us for s in busy]),
         compute_p99_us=mean([s.compute_p99_us for s in busy]),
         mean_batch=inferences / executions if executions else 0.0,
-        pending=max(s.pending for s in busy), limits=busy[-1].limits)
+        pending=max(s.pending for s in busy), limits=busy[-1].limits,
+        queue_mean_us=mean([s.queue_us for s in busy]))
 
 
 def diagnose(samples: Sequence[LiveSample], seconds: float = WINDOW_S) -> Diagnosis:
@@ -123,31 +130,40 @@ def diagnose(samples: Sequence[LiveSample], seconds: float = WINDOW_S) -> Diagno
             f"Requests fail: {w.failures} of {attempted} ({100 * w.failures / attempted:.1f} %) in "
             f"the last {seconds:.0f} s; the latencies count only the successful ones: look at the "
             "failures first (the server log)."))
-    r, q, c = w.p99_us, w.queue_p99_us, w.compute_p99_us
+    r, q, c, p50 = w.p99_us, w.queue_p99_us, w.compute_p99_us, w.p50_us
+    if r is None or q is None or c is None or p50 is None:
+        missing = ("request latency percentiles (attach with a /metrics URL of a server started with "
+                   "--metrics-config summary_latencies=true)" if r is None or p50 is None
+                   else "queue and compute percentiles per interval (an attached server's statistics "
+                   "API has means only: the queue vs compute plot shows them)")
+        return Diagnosis("unknown", f"Cannot say why: this server reports no {missing}.")
     if q >= r / 2:
-        return _queue_cause(w)
-    if r <= HEALTHY_RATIO * w.p50_us:
+        return _queue_cause(w, r, q)
+    if r <= HEALTHY_RATIO * p50:
         return Diagnosis("healthy", (
-            f"Nothing is wrong: p99 {_t(r)} is {r / w.p50_us:.1f}x p50 ({_t(w.p50_us)}); "
+            f"Nothing is wrong: p99 {_t(r)} is {r / p50:.1f}x p50 ({_t(p50)}); "
             f"queue {_t(q)}, compute {_t(c)} at p99."))
     if c >= r / 2:
         fewer = " or fewer instances sharing the CPU cores" if w.limits.instances > 1 else ""
         return Diagnosis("compute", (
-            f"p99 is compute time: compute p99 {_t(c)} of {_t(r)} (p50 {_t(w.p50_us)}){_at(w)}; "
+            f"p99 is compute time: compute p99 {_t(c)} of {_t(r)} (p50 {_t(p50)}){_at(w)}; "
             f"the model itself is slow there: a smaller max_batch_size{fewer}, or a faster "
             "backend or device."))
     return Diagnosis("mixed", (
-        f"p99 {_t(r)} is {r / w.p50_us:.1f}x p50 with no single cause: queue {_t(q)}, compute "
+        f"p99 {_t(r)} is {r / p50:.1f}x p50 with no single cause: queue {_t(q)}, compute "
         f"{_t(c)} at p99; the rest is the server's input and output handling."))
 
 
-def _queue_cause(w: Window) -> Diagnosis:
-    """The queue rules (``q >= r/2``): the delay, small batches or busy instances."""
-    r, q, limits = w.p99_us, w.queue_p99_us, w.limits
+def _queue_cause(w: Window, r: float, q: float) -> Diagnosis:
+    """The queue rules (``q >= r/2``; ``r``, ``q``: request and queue p99, µs): the delay,
+    small batches or busy instances."""
+    limits = w.limits
     delay = limits.max_queue_delay_us
     batches = limits.max_batch_size > 0 and w.mean_batch > 0
     fill = w.mean_batch / w.target if batches and w.target else 1.0
-    if delay and fill < FULL and q <= 1.5 * delay + DELAY_SLACK_US:
+    bound = 1.5 * (delay or 0) + DELAY_SLACK_US
+    waits_out = delay and (q <= bound or (w.queue_mean_us is not None and delay / 2 <= w.queue_mean_us <= bound))
+    if delay and fill < FULL and waits_out:
         return Diagnosis("delay", (
             f"The batcher's delay dominates: requests wait up to the {delay} µs delay (queue p99 "
             f"{_t(q)} of {_t(r)}) for batches that leave at {w.mean_batch:.1f} of {w.target}; "
