@@ -16,7 +16,7 @@ import pytest
 from workbench import ServerOptions
 from workbench.jupyter.host import FAILED, RUNNING, EngineHost
 from workbench.serving.sockets import bind_socket
-from workbench.serving.switch import HEADLESS, IN_PROCESS, SwitchError, switch_for, systemd_unit
+from workbench.serving.switch import HEADLESS, IN_PROCESS, SwitchError, serve_command, switch_for, systemd_unit
 from workbench.testing.log_records import watching
 from workbench.testing.reload import write_add_sub
 from workbench.testing.switch_load import SwitchLoad
@@ -126,3 +126,16 @@ async def test_a_port_held_by_another_shared_listener_still_fails_the_host(tmp_p
     assert host.state == FAILED and host.switch is None
     assert (f"failed to start HTTP service: Unavailable - Socket '127.0.0.1:{options.http_port}' "
             "already in use") in records.messages
+
+
+def test_the_command_line_runs_from_any_folder_and_loads_each_model_once(tmp_path: Path, monkeypatch) -> None:
+    """The line the page offers for a service file: a relative repository became absolute
+    (systemd starts in /), a model with two versions is loaded once (it was repeated, and the
+    unit's relative path found nothing: new-user trial)."""
+    monkeypatch.chdir(tmp_path)
+    options = ServerOptions(model_repository=["models", "s3://bucket/repo"], model_control_mode="explicit")
+    command = serve_command(options, ["digits_mlp", "digits_mlp", "add_sub"])
+    assert f"--model-repository={tmp_path / 'models'}" in command
+    assert "--model-repository=s3://bucket/repo" in command
+    assert [c for c in command if c.startswith("--load-model")] == ["--load-model=digits_mlp", "--load-model=add_sub"]
+    assert "ports-key.env (mode 0600) holds" in systemd_unit(command, 10, key_file=True)

@@ -95,6 +95,7 @@ def rollout_tab_in_the_inline_notebook_dashboard(browser, lab: Dashboard, models
     expect(report).to_contain_text("requests (statistics)", timeout=WAIT_MS)  # the form is filled
     set_rollout(output, "1:1, 2:1", "2", 100)
     lost = output.get_by_text("rollout mirror_percent needs a candidate version")
+    output.get_by_text("Rollout of 'digits_mlp' set.").or_(lost).first.wait_for(timeout=WAIT_MS)
     if lost.is_visible():
         # the candidate picked sometimes did not reach the kernel when this test ran after
         # another inline dashboard in the same Lab (the page showed 2, the view held "none"):

@@ -33,6 +33,7 @@ import sys
 import time
 import weakref
 from collections.abc import Iterable
+from pathlib import Path
 
 from workbench import Server, ServerOptions
 from workbench.serving.ports import OpenPorts, bind_ports
@@ -71,11 +72,13 @@ def _local(address: str) -> str:
 def serve_command(options: ServerOptions, load_models: Iterable[str] = ()) -> list[str]:
     """The ``workbench serve`` command line serving what ``options`` serve, on the same
     addresses and ports, with the ``--reuse-*-port`` flags (so either side can take the
-    ports over); ``load_models``: ``--load-model`` names (explicit mode)."""
+    ports over); ``load_models``: ``--load-model`` names (explicit mode; each once, in order).
+    A local repository is written as an absolute path, so the line runs from any folder (a
+    service file's)."""
     command = [sys.executable, "-m", "workbench.hosts.cli", "serve",
-               *(f"--model-repository={repository}" for repository in options.model_repository),
+               *(f"--model-repository={_absolute(repository)}" for repository in options.model_repository),
                f"--model-control-mode={options.model_control_mode}",
-               *(f"--load-model={name}" for name in load_models),
+               *(f"--load-model={name}" for name in dict.fromkeys(load_models)),
                f"--http-address={options.http_address}", f"--http-port={options.http_port}",
                "--reuse-http-port=true"]
     if options.allow_grpc:
@@ -100,6 +103,11 @@ def serve_command(options: ServerOptions, load_models: Iterable[str] = ()) -> li
     return command
 
 
+def _absolute(repository: str) -> str:
+    """A local repository folder as an absolute path; a remote one (``s3://`` ...) as given."""
+    return repository if "://" in repository else str(Path(repository).resolve())
+
+
 def key_environment(options: ServerOptions) -> dict[str, str]:
     """The restricted-API settings of ``options`` as ``WORKBENCH_*`` environment variables
     (JSON lists, as the settings read them): how the child gets the ports key without it
@@ -116,7 +124,10 @@ def systemd_unit(command: list[str], exit_timeout_s: float, key_file: bool = Fal
     """A systemd service running ``command`` (SIGTERM drains; ``TimeoutStopSec`` leaves the
     drain its ``--exit-timeout-secs``); ``key_file``: the restricted-API settings come from an
     ``EnvironmentFile`` (:func:`key_environment`'s variables)."""
-    key = (["# WORKBENCH_HTTP_RESTRICTED_API / WORKBENCH_GRPC_RESTRICTED_PROTOCOL (the ports key)",
+    key = (["# the ports key, never on the command line: /etc/workbench/ports-key.env (mode 0600) holds",
+            "# WORKBENCH_HTTP_RESTRICTED_API='[\"model-repository:<header>=<key>\"]' and",
+            "# WORKBENCH_GRPC_RESTRICTED_PROTOCOL='[\"model-repository:<header>=<key>\"]' (the",
+            "# --http-restricted-api / --grpc-restricted-protocol values, as JSON lists)",
             "EnvironmentFile=/etc/workbench/ports-key.env"] if key_file else [])
     return "\n".join([
         "[Unit]", "Description=workbench serve (Triton-compatible inference server)",
