@@ -66,3 +66,35 @@ async def test_a_malformed_entry_is_said_and_nothing_changes() -> None:
     assert bar.headers.value_input == "" and "s3cret" not in repr(remote)
     assert not bar.detach_button.visible  # no engine here to go back to
     await remote.close()
+
+
+def test_replicas_index_one_row_per_version_and_a_refusal_in_its_words() -> None:
+    """Two replicas: a model loaded on one only is one row per version (READY), the other's
+    version-less row its state there (it was a second, blank row, and the READY one said the
+    other replica had not got it); a replica that refused the index says why (a 403 was "not
+    answering"). New-user trial findings 3 and 4; both failed before."""
+    from workbench.remote.client import _fold_unversioned, _merged_row
+
+    a, b = "http://a:8000", "http://b:8000"
+    merged = {("m", "1"): {b: {"name": "m", "version": "1", "state": "READY", "reason": ""}},
+              ("m", ""): {a: {"name": "m", "state": "UNAVAILABLE", "reason": "unloaded"}}}
+    _fold_unversioned(merged)
+    assert list(merged) == [("m", "1")]
+    row = _merged_row("m", "1", merged[("m", "1")], [a, b], {a: [], b: []})
+    assert row["state"] == "READY" and "not in its index" not in row["reason"], row
+    assert f"{a}: UNAVAILABLE (unloaded)" in row["reason"] and f"{b}: READY" in row["reason"]
+    refused = error_of(403, "This API is restricted, expecting header 'workbench-api-key'")
+    row = _merged_row("m", "1", merged[("m", "1")], [a, b], {a: refused, b: []})
+    assert f"{a}: forbidden (403): This API is restricted" in row["reason"], row
+
+
+async def test_a_closed_client_is_a_detached_server_not_an_unexpected_error() -> None:
+    """A refresh still running when the dashboard attached elsewhere (the client closed) is
+    Unavailable "detached" (it was httpx's RuntimeError, logged with a traceback: trial
+    finding 5); health and /metrics reads say it as an answer, not raise."""
+    remote = RemoteServer("http://127.0.0.1:9", metrics_urls=["http://127.0.0.1:9/metrics"])
+    await remote.close()
+    with pytest.raises(Unavailable, match="detached from"):
+        await remote.repository_index()
+    health = await remote.health()
+    assert "detached from" in health["http://127.0.0.1:9"]["error"], health

@@ -241,9 +241,8 @@ class RemoteServer:
             WorkbenchError: refused (:func:`error_of`) or not reachable (``Unavailable``).
         """
         try:
-            response = await self._client.request(
-                method, url + path, json=body,
-                timeout=timeout_s if timeout_s is not None else httpx.USE_CLIENT_DEFAULT)
+            response = await self._send(method, url + path, json=body,
+                                        timeout=timeout_s if timeout_s is not None else httpx.USE_CLIENT_DEFAULT)
         except httpx.HTTPError as exc:
             raise Unavailable(f"cannot reach {url}: {type(exc).__name__} {exc}".rstrip()) from exc
         data: Any = None
@@ -256,6 +255,23 @@ class RemoteServer:
             text = data.get("error", "") if isinstance(data, dict) else ""
             raise error_of(response.status_code, text or f"HTTP {response.status_code} from {url}{path}")
         return data
+
+    async def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        """One HTTP request on the shared client.
+
+        Raises:
+            httpx.HTTPError: not reachable.
+            Unavailable: :meth:`close` was called (a refresh still running when the dashboard
+                attached elsewhere: said as a detached server, never an unexpected error).
+        """
+        if self._client.is_closed:
+            raise Unavailable(f"detached from {self.label}")
+        try:
+            return await self._client.request(method, url, **kwargs)
+        except RuntimeError as exc:  # httpx: "Cannot send a request, as the client has been closed."
+            if self._client.is_closed:
+                raise Unavailable(f"detached from {self.label}") from exc
+            raise
 
     async def _first(self, method: str, path: str) -> Any:
         """The first replica's answer that is not an error (the first error otherwise)."""
@@ -289,9 +305,9 @@ class RemoteServer:
             out: dict[str, Any] = {"live": False, "ready": False, "error": ""}
             for kind in ("live", "ready"):
                 try:
-                    response = await self._client.get(f"{url}/v2/health/{kind}")
+                    response = await self._send("GET", f"{url}/v2/health/{kind}")
                     out[kind] = response.status_code == 200
-                except httpx.HTTPError as exc:
+                except (httpx.HTTPError, Unavailable) as exc:
                     out["error"] = f"{type(exc).__name__} {exc}".rstrip()
                     break
             return out
@@ -331,6 +347,7 @@ class RemoteServer:
         for url, rows in answered.items():
             for row in rows:
                 merged.setdefault((str(row["name"]), str(row.get("version", ""))), {})[url] = row
+        _fold_unversioned(merged)
         out = []
         for (name, version), by_url in sorted(merged.items(), key=lambda kv: (kv[0][0], _version_key(kv[0][1]))):
             out.append(_merged_row(name, version, by_url, list(self.urls), indexes))
@@ -423,8 +440,8 @@ class RemoteServer:
         (``nv_inference_request_summary_us``, exported with ``--metrics-config
         summary_latencies=true`` by Triton and by workbench); {} when it cannot be read."""
         try:
-            response = await self._client.get(metrics_url)
-        except httpx.HTTPError:
+            response = await self._send("GET", metrics_url)
+        except (httpx.HTTPError, Unavailable):
             return {}
         if response.status_code != 200:
             return {}
@@ -460,6 +477,20 @@ def _version_key(version: str) -> tuple[int, str]:
     return (int(version), "") if version.isdigit() else (-1, version)
 
 
+def _fold_unversioned(merged: dict[tuple[str, str], dict[str, dict[str, Any]]]) -> None:
+    """A replica that lists a model without a version (Triton's row of a model not loaded
+    there) while another lists its versions: that row is the replica's state of each of those
+    versions, not a row of its own (one row per version, READY when any replica serves it).
+    Changes ``merged`` in place."""
+    for name, version in [key for key in merged if key[1] == ""]:
+        versions = [key for key in merged if key[0] == name and key[1] != ""]
+        if not versions:
+            continue
+        for url, row in merged.pop((name, version)).items():
+            for key in versions:
+                merged[key].setdefault(url, row)
+
+
 def _merged_row(name: str, version: str, by_url: dict[str, dict[str, Any]], urls: list[str],
                 indexes: Mapping[str, Any]) -> dict[str, Any]:
     """One index row over the replicas: READY when one serves it; where the replicas differ
@@ -473,8 +504,10 @@ def _merged_row(name: str, version: str, by_url: dict[str, dict[str, Any]], urls
     first_state, first_reason = next(iter(states.values()))
     words = []
     for url in urls:
-        if isinstance(indexes.get(url), WorkbenchError):
-            words.append(f"{url}: not answering")
+        refused = indexes.get(url)
+        if isinstance(refused, WorkbenchError):  # unreachable, or refused in its words (a 403's header)
+            cause = refused.message.removeprefix(f"cannot reach {url}: ")
+            words.append(f"{url}: not answering ({cause})" if cause != refused.message else f"{url}: {cause}")
         elif url not in states:
             words.append(f"{url}: not in its index")
         else:
