@@ -50,7 +50,7 @@ async def test_a_run_in_a_jupyter_session_plots_every_point(
         # bokeh types with_document_locked as returning click's result; its decorator makes it a coroutine
         await cast("Awaitable[None]", session.with_document_locked(click, action))
 
-    await locked(lambda: setattr(app.tabs, "active", 3))  # Tuning
+    await locked(lambda: app.open_tab("Tuning"))
     await until(lambda: view.plot.figure.document is doc, "the Tuning tab rendered in the session")
     await until(lambda: "add_sub" in view.form.model.options, "the model list")
     form = view.form
