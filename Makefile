@@ -26,7 +26,7 @@ PIP := $(PY) -m pip install --progress-bar off
 TORCH_VERSION := $(shell sed -nE 's/.*"torch==([0-9.]+)".*/\1/p' pyproject.toml | head -1)
 TORCH_INDEX ?=
 
-.PHONY: setup models labextension serve jupyter tutorials lint test test-production test-fast test-attach-triton browser bench bench-triton bench-tune compat clean
+.PHONY: setup models labextension serve jupyter tutorials lint docs test test-production test-fast test-attach-triton browser bench bench-triton bench-tune compat clean
 
 setup: $(STAMP) $(MODELS)
 
@@ -122,11 +122,17 @@ tutorials:
 		[ -e "$$copy" ] || { cp "$$notebook" "$$copy" && echo "tutorial copy: $$copy"; }; \
 	done
 
-# ruff and mypy, configured in pyproject.toml ([tool.ruff], [tool.mypy]); zero findings (run first
-# by `make test` and `make test-fast`; mypy's cache, .mypy_cache, makes a rerun take seconds)
-lint: $(STAMP)
+# ruff and mypy, configured in pyproject.toml ([tool.ruff], [tool.mypy]); zero findings; then the
+# docs site (run first by `make test` and `make test-fast`; mypy's cache, .mypy_cache, makes a
+# rerun take seconds)
+lint: $(STAMP) docs
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+
+# the documentation site (mkdocs.yml: docs/ into .docs-site/), strict: a broken link or
+# anchor, or a page missing from the nav, fails it (a few seconds)
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --quiet
 
 # the Debian packages whose real tools the tests start (scripts/debian_tools.sh installs the
 # missing ones as root; elsewhere their tests skip naming the tool): TEST_TOOLS for `make test`,

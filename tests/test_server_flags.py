@@ -1,6 +1,6 @@
 """``workbench serve``'s flags come from one declaration, :class:`ServerOptions`: every field is a
 flag (or names the tritonserver flag that fills it), with tritonserver's spellings, the field's
-docstring as help, and the README lists them all."""
+docstring as help, and docs/serve.md lists them all."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from workbench import ServerOptions
 from workbench.hosts.cli import build_parser, main, options_from_args
 from workbench.hosts.server_flags import COMPOSITE_FLAGS, field_flags, flag_names
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+SERVE_DOC = Path(__file__).resolve().parents[1] / "docs" / "serve.md"
 
 
 def _serve_parser():
@@ -130,12 +130,31 @@ def test_help_is_the_field_docstring_with_its_default() -> None:
     assert "--cache-config local,size=N" in flat and "--trace-config [MODE,]KEY=VALUE" in flat
 
 
-def test_readme_lists_every_serve_flag() -> None:
-    text = README.read_text()
+def test_serve_doc_lists_every_serve_flag() -> None:
+    text = SERVE_DOC.read_text()
     usage = re.search(r"^workbench serve --model-repository.*?```", text, re.DOTALL | re.MULTILINE)
-    assert usage is not None, "README has no `workbench serve` usage block"
+    assert usage is not None, "docs/serve.md has no `workbench serve` usage block"
     listed = set(re.findall(r"--[a-z0-9-]+", usage.group(0)))
     flags = _serve_flags()
     assert sorted(set(flags) - listed) == []
     aliases = {alias for spellings in flags.values() for alias in spellings[1:]}
     assert sorted(a for a in aliases if f"`{a}`" not in text and a not in listed) == []
+
+
+SECURITY_DOC = SERVE_DOC.parent / "security.md"
+
+
+def test_security_doc_gives_every_limit_flag_its_default() -> None:
+    """docs/security.md's limits table has a row for every size, count, rate and time limit
+    (the flags named ``--*max*``, ``--*timeout*``, ``--*min-rate*``; gRPC keepalive and HTTP/2
+    ping settings are not limits) with the ServerOptions default."""
+    row = re.compile(r"^\|[^|]*\| `(--[a-z0-9-]+)` \| `([^`]*)`", re.MULTILINE)
+    rows = dict(row.findall(SECURITY_DOC.read_text()))
+    limits = {}
+    for name, flag, field in field_flags():
+        spelling = flag_names(name, flag)[0]
+        if not flag.via and re.search(r"max|timeout|min-rate", spelling) and \
+                not re.match(r"--grpc-(keepalive|http2)", spelling):
+            limits[spelling] = f"{field.default:g}" if isinstance(field.default, float) else str(field.default)
+    assert len(limits) >= 17
+    assert {flag: rows.get(flag) for flag in limits} == limits

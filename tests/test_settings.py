@@ -42,7 +42,7 @@ async def test_log_settings_round_trip(client: httpx.AsyncClient) -> None:
         ({"log_file": "/tmp/x.log"}, 501, "log file location can not be updated through network protocol"),
         ({"log_info": "yes"}, 400, "attempt to access JSON non-boolean as boolean"),
         ({"log_verbose_level": -1}, 400, "attempt to access JSON non-unsigned-integer as unsigned-integer"),
-        # Triton answers 503 (UNAVAILABLE); a client's mistake is 400 here (README, Logging)
+        # Triton answers 503 (UNAVAILABLE); a client's mistake is 400 here (docs/api.md, Logging)
         ({"log_format": "json"}, 400, "invalid argument for --log_format, got: json"),
         ({"log_format": "%(message)s"}, 400, "invalid argument for --log_format, got: %(message)s"),
     ],

@@ -3,7 +3,7 @@ server's event loop (:class:`~workbench.jupyter.extension.Workbench`).
 
 Enabled by the ``jupyter_server_config.d/workbench.json`` the package installs, or by
 ``jupyter server extension enable workbench.jupyter``; configured with ``c.Workbench.*``
-traitlets (see the README, "Running inside Jupyter"). Like the other hosts, it uses the
+traitlets (see docs/jupyter.md). Like the other hosts, it uses the
 engine only through the names ``workbench`` exports.
 """
 
