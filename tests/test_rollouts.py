@@ -13,6 +13,7 @@ import pytest
 
 from workbench import InvalidArgument, ModelNotFound, NotFound, Server, ServerOptions, Unsupported
 from workbench.testing.fake_backend import BEHAVIOUR, FAKE_CONFIG, fake_request, write_backend_model
+from workbench.testing.version_load import VersionLoad
 from workbench.testing.waits import until
 from workbench.types import InferenceRequest, Tensor
 
@@ -158,27 +159,11 @@ async def test_load_through_split_mirror_promote_and_rollback_fails_nothing(tmp_
     before = (folder / "config.pbtxt").read_text()
     options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit", load_model=["ab"])
     async with Server(options) as server:
-        answered: dict[str, int] = {}
-        failures: list[BaseException] = []
-        sent = 0
-        stop = asyncio.Event()
+        async def send(n: int) -> str:
+            return (await server.infer(fake_request("ab", float(n)))).model_version
 
-        async def loop_requests() -> None:
-            nonlocal sent
-            while not stop.is_set():
-                sent += 1
-                try:
-                    answer = await server.infer(fake_request("ab", float(sent)))
-                except Exception as exc:  # noqa: BLE001 - counted: the test asserts there is none
-                    failures.append(exc)
-                else:
-                    answered[answer.model_version] = answered.get(answer.model_version, 0) + 1
-
-        async def more_answers(count: int = 40) -> None:
-            target = sum(answered.values()) + count
-            await until(lambda: sum(answered.values()) >= target or bool(failures), "answers under load", 30)
-
-        loops = [asyncio.ensure_future(loop_requests()) for _ in range(4)]
+        load = VersionLoad(send)
+        answered, more_answers = load.answered, load.more_answers
         await more_answers()
         await server.rollouts.set("ab", {1: 90, 2: 10})
         await more_answers()
@@ -196,10 +181,9 @@ async def test_load_through_split_mirror_promote_and_rollback_fails_nothing(tmp_
         assert rolled["config"]["reloaded"] and rolled["restored"]["candidate"] == 2, rolled
         assert (folder / "config.pbtxt").read_text() == before
         await more_answers()
-        stop.set()
-        await asyncio.gather(*loops)
+        await load.stop()
         await server.rollouts.settle("ab")
-        assert failures == [] and sum(answered.values()) == sent, (failures[:3], answered, sent)
+        assert load.failures == [] and load.total() == load.sent, (load.failures[:3], answered, load.sent)
         assert answered["1"] > ran_after_promote["1"]  # the split is back after the rollback
         with pytest.raises(NotFound, match="no promote"):
             await server.rollouts.rollback("ab")
