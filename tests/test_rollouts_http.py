@@ -59,6 +59,9 @@ async def test_set_read_promote_rollback_and_clear_over_http(tmp_path: Path, asg
         assert typo.status_code == 400 and "unknown rollout field 'weight'" in typo.json()["error"]
         assert (await http.get("/v2/models/nope/rollout", headers=admin)).status_code == 404
 
+        typo = await http.post("/v2/models/ab/rollout/promote", json={"versoin": 2}, headers=admin)
+        assert typo.status_code == 400 and "unknown rollout field 'versoin'" in typo.json()["error"]
+        assert not (folder / "config.pbtxt.bak").exists()  # nothing was promoted
         promoted = await http.post("/v2/models/ab/rollout/promote", json={}, headers=admin)
         assert promoted.status_code == 200 and promoted.json()["promoted"] == 2, promoted.text
         assert (folder / "config.pbtxt.bak").exists()

@@ -1,7 +1,8 @@
 """``--grpc-restricted-protocol``: the gRPC methods of a restricted group need their key.
 
 A grpc.aio server interceptor looks at each call's method before any handler runs: when
-the method's group (Triton's ``grpc_server.cc`` categories, :data:`METHOD_GROUPS`) is
+the method's group (Triton's ``grpc_server.cc`` categories, :data:`METHOD_GROUPS`; every method
+of a workbench extension service by its service, :data:`SERVICE_GROUPS`) is
 restricted and the call's metadata lacks ``triton-grpc-protocol-<key>: <value>``, the call
 is answered UNAVAILABLE ``This protocol is restricted, expecting header
 'triton-grpc-protocol-<key>'`` (Triton's code and text) without reading its request.
@@ -30,6 +31,9 @@ METHOD_GROUPS = {
     "RepositoryModelUnload": "model-repository",
     "ModelInfer": "inference", "ModelStreamInfer": "inference",
 }
+#: a workbench extension service -> the group of all its methods (a product extension: the
+#: rollout service promotes and rolls back by rewriting and reloading a model, as a load does)
+SERVICE_GROUPS = {"workbench.RolloutService": "model-repository"}
 _STREAMING = {"ModelStreamInfer"}
 
 
@@ -48,8 +52,9 @@ class RestrictedProtocolInterceptor(grpc.aio.ServerInterceptor):
         self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
-        method = handler_call_details.method.rsplit("/", 1)[-1]
-        restriction = self.restrictions.get(METHOD_GROUPS.get(method, ""))
+        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
+        group = SERVICE_GROUPS.get(service) or METHOD_GROUPS.get(method, "")
+        restriction = self.restrictions.get(group)
         if restriction is None or restriction.allows(_metadata(handler_call_details, restriction.header)):
             return await continuation(handler_call_details)
         return _refusal(method, restriction.header)
@@ -75,4 +80,4 @@ def _refusal(method: str, header: str) -> grpc.RpcMethodHandler:
     return grpc.unary_unary_rpc_method_handler(refuse)
 
 
-__all__ = ["METHOD_GROUPS", "RestrictedProtocolInterceptor"]
+__all__ = ["METHOD_GROUPS", "SERVICE_GROUPS", "RestrictedProtocolInterceptor"]

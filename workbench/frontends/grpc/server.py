@@ -14,6 +14,7 @@ from workbench.frontends.fd_budget import GRPC_SHARE, auto_max_connections
 from workbench.frontends.grpc.decoding import add_service
 from workbench.frontends.grpc.health import add_health_service
 from workbench.frontends.grpc.restricted import RestrictedProtocolInterceptor
+from workbench.frontends.grpc.rollouts import add_rollout_service
 from workbench.frontends.grpc.service import GRPCInferenceService
 
 
@@ -52,7 +53,8 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
     Must be called on the running event loop the engine uses; the server is not started.
     With ``--grpc-restricted-protocol``, a :class:`RestrictedProtocolInterceptor` checks the
     key of every call first. ``grpc.health.v1.Health`` is served beside it
-    (:mod:`workbench.frontends.grpc.health`).
+    (:mod:`workbench.frontends.grpc.health`), and the rollout extension's
+    ``workbench.RolloutService`` (:mod:`workbench.frontends.grpc.rollouts`).
 
     Returns:
         The grpc server and the bound port (the real one when ``grpc_port`` is 0).
@@ -69,6 +71,7 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
     limit = min(options.grpc_max_decompressed_size, options.grpc_max_message_size)
     add_service(service, grpc_server, limit)
     add_health_service(server, grpc_server, limit)
+    add_rollout_service(server, grpc_server, limit)
     address = options.grpc_address
     host = f"[{address}]" if ":" in address else address
     port = grpc_server.add_insecure_port(f"{host}:{options.grpc_port}")

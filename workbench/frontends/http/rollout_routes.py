@@ -9,8 +9,9 @@
 
 They belong to the ``model-repository`` restricted group (``--http-restricted-api``, as the
 repository routes that load and unload: promote and rollback rewrite and reload a model).
-Errors are ``{"error": ...}`` with the status of the engine's error (400 for a bad rollout,
-404 for an unknown model or nothing to roll back).
+Errors are ``{"error": ...}`` with the status of the engine's error (400 for a bad rollout or
+an unknown body field, 404 for an unknown model or nothing to roll back). The same API over
+gRPC is :mod:`workbench.frontends.grpc.rollouts`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,9 @@ from __future__ import annotations
 import orjson
 from fastapi import APIRouter, Request, Response
 
-from workbench import InvalidArgument, Server
+from workbench import Server
 from workbench.frontends.http.codec import parse_json_object
-
-#: the fields of a rollout body (``server.rollouts.set``'s keyword arguments)
-ROLLOUT_FIELDS = ("weights", "sticky", "candidate", "mirror_percent", "mirror_max_in_flight")
+from workbench.frontends.rollout_body import PROMOTE_FIELDS, ROLLOUT_FIELDS, checked_fields
 
 
 def rollout_routes(server: Server) -> APIRouter:
@@ -36,10 +35,7 @@ def rollout_routes(server: Server) -> APIRouter:
 
     @router.post(base)
     async def set_rollout(request: Request, model: str) -> Response:
-        body = await _body(request)
-        unknown = sorted(set(body) - set(ROLLOUT_FIELDS))
-        if unknown:
-            raise InvalidArgument(f"unknown rollout field '{unknown[0]}' (known: {', '.join(ROLLOUT_FIELDS)})")
+        body = checked_fields(await _body(request), ROLLOUT_FIELDS)
         return json_response(await server.rollouts.set(model, **body))
 
     @router.delete(base)
@@ -49,7 +45,7 @@ def rollout_routes(server: Server) -> APIRouter:
 
     @router.post(f"{base}/promote")
     async def promote(request: Request, model: str) -> Response:
-        body = await _body(request)
+        body = checked_fields(await _body(request), PROMOTE_FIELDS)
         return json_response(await server.rollouts.promote(model, body.get("version")))
 
     @router.post(f"{base}/rollback")
@@ -68,4 +64,4 @@ async def _body(request: Request) -> dict:
     return parse_json_object(body) if body.strip() else {}
 
 
-__all__ = ["ROLLOUT_FIELDS", "rollout_routes"]
+__all__ = ["rollout_routes"]
