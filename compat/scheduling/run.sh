@@ -41,6 +41,8 @@ watchdog() {
     local pid rss
     while sleep 3; do
         for pid in $(cat "$QA/server_pids"); do
+            # a recorded PID that now names another program (reused) is left alone
+            tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline" | grep -q -- ' serve ' || continue
             rss=$(awk '/VmRSS/{print $2}' "/proc/$pid/status" 2>/dev/null) || continue
             if [ -n "$rss" ] && [ "$rss" -gt "${WATCHDOG_RSS_KB:-8000000}" ]; then
                 echo "$(date -u +%T) watchdog: server $pid at ${rss} kB, stopped" >> "$QA/results/watchdog.log"

@@ -1,0 +1,151 @@
+"""The upstream-QA harnesses in compat/ (triton_qa, scheduling, python_backend; `make compat`) and the
+tally that counts their runs (bench/triton_qa_tally.py). The harnesses themselves run for hours against
+upstream code fetched at run time, so here: every script parses, none depends on a path of one machine,
+and the tally reads a recorded sample of each harness's results (written below, not upstream output)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPAT = ROOT / "compat"
+HARNESSES = ("triton_qa", "scheduling", "python_backend")
+_spec = importlib.util.spec_from_file_location("triton_qa_tally", ROOT / "bench" / "triton_qa_tally.py")
+assert _spec is not None and _spec.loader is not None
+tally = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(tally)
+
+
+def _scripts(kind: str) -> list[Path]:
+    """compat/'s bash (kind "bash") or Python (kind "python") files, by extension or first line."""
+    found = []
+    for path in sorted(COMPAT.rglob("*")):
+        if not path.is_file() or "__pycache__" in path.parts:
+            continue
+        first = path.read_text(errors="replace").split("\n", 1)[0]
+        is_bash = path.suffix == ".sh" or (first.startswith("#!") and "bash" in first)
+        is_python = path.suffix == ".py" or (first.startswith("#!") and "python" in first)
+        if (kind == "bash" and is_bash) or (kind == "python" and is_python):
+            found.append(path)
+    return found
+
+
+def test_every_harness_has_one_entry_script_and_a_make_target():
+    makefile = (ROOT / "Makefile").read_text()
+    for harness in HARNESSES:
+        assert (COMPAT / harness / "run.sh").is_file()
+        assert f"bash compat/{harness}/run.sh" in makefile
+    assert re.search(r"^compat: compat-protocol compat-scheduling compat-python-backend$", makefile, re.M)
+
+
+@pytest.mark.parametrize("script", _scripts("bash"), ids=lambda p: str(p.relative_to(COMPAT)))
+def test_bash_scripts_parse(script: Path):
+    result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("script", _scripts("python"), ids=lambda p: str(p.relative_to(COMPAT)))
+def test_python_scripts_compile(script: Path):
+    compile(script.read_text(), str(script), "exec")
+
+
+def test_no_script_depends_on_one_machine():
+    """No harness file names the shared folder of one session (it is lost after it) or a fixed
+    /work or /tmp path; /tmp appears only as the default of ${TMPDIR:-/tmp}."""
+    files = [p for p in COMPAT.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    for path in files:
+        assert "/work/shared" not in path.read_text(errors="replace"), path
+    own = [p for p in files if p.parts[len(COMPAT.parts)] in (*HARNESSES, "lib.sh", "pyhook", "README.md")]
+    for path in own:
+        text = path.read_text(errors="replace")
+        assert not re.search(r"(^|[\s\"'=:(])/work/", text, re.M), path
+        assert not re.search(r"(^|[\s\"'=:(])/tmp\b", text.replace("${TMPDIR:-/tmp}", ""), re.M), path
+
+
+def test_unsafe_bits_stay_scoped():
+    """The edits that keep upstream's scripts safe on a shared machine are in place: the stub lookup
+    is scoped to the suite's server, and kill_server never runs `kill 0`."""
+    setup = (COMPAT / "python_backend" / "setup.sh").read_text()
+    assert 'pgrep --parent $SERVER_PID -f "backends/python/stub.py"' in setup
+    assert 'if [ "${SERVER_PID:-0}" != "0" ]; then kill $SERVER_PID' in setup
+    for path in _scripts("bash"):
+        code = "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
+        assert not re.search(r"\b(pkill|killall)\b", code), path
+
+
+def _write_sample(root: Path) -> None:
+    """A small recorded run of each harness, in the layout each one writes."""
+    shm = root / "protocol" / "results" / "L0_shared_memory"
+    shm.mkdir(parents=True)
+    (shm / "checks.txt").write_text("PASS SharedMemoryTest.test_a.http\nFAIL SharedMemoryTest.test_b.grpc\nRC0 x\n")
+    server_status = root / "protocol" / "results" / "L0_server_status"
+    server_status.mkdir()
+    (server_status / "server_status_test.log").write_text(
+        "test_model_latest_infer (server_status_test.ServerMetadataTest.test_model_latest_infer) ... ok\n"
+        "test_x (server_status_test.ServerMetadataTest.test_x) ... ok\n"
+        "----------------------------------------------------------------------\nRan 2 tests in 1.0s\n\nOK\n")
+    sched = root / "scheduling" / "results"
+    sched.mkdir(parents=True)
+    records = [("SequenceBatcherTest.test_a", "pass"), ("SequenceBatcherTest.test_b", "fail"),
+               ("SequenceBatcherTest.test_a", "pass"), ("SequenceBatcherTest.test_c", "skip"),
+               ("SequenceBatcherTest.test_b", "subfail")]
+    (sched / "L0_sequence_batcher.jsonl").write_text(
+        "".join(json.dumps({"test": t, "outcome": o, "msg": ""}) + "\n" for t, o in records) + '{"test": "cut')
+    (sched / "L0_lifecycle.jsonl").write_text(json.dumps({"test": "LifeCycleTest.test_x", "outcome": "pass"}) + "\n")
+    (sched / "suites.tsv").write_text("L0_sequence_batcher\t1\t300\nL0_lifecycle\t124\t3000\n")
+    runs = root / "python_backend" / "runs"
+    runs.mkdir(parents=True)
+    (runs / "io.results.jsonl").write_text(
+        json.dumps({"test": "io_test.py::IOTest::test_requested_output_default", "outcome": "pass"}) + "\n")
+    (runs / "examples.out").write_text(
+        "+ python3 examples/add_sub/client.py\nPASS: add_sub\n"
+        "+ python3 examples/pytorch/client.py\n+ '[' 1 -ne 0 ']'\n"
+        "+ echo -e '\\n***\\n*** Failed to verify pytorch example.'\n"
+        "***\n*** Failed to verify pytorch example. \n***\n"
+        "+ python3 examples/jax/client.py\n")
+    (runs / "suites.tsv").write_text("io\t0\t54\nlogging\t1\t20\nexamples\t1\t400\n")
+
+
+def test_tally_counts_a_recorded_run_of_each_harness(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    _write_sample(tmp_path)
+    rows = {row.name: row for _, section in tally.combined_rows(tmp_path) for row in section}
+    assert (rows["L0_shared_memory"].passed, rows["L0_shared_memory"].failed) == (1, 1)
+    # a TensorRT case of L0_server_status is not runnable, never passed
+    assert (rows["L0_server_status"].passed, len(rows["L0_server_status"].excluded)) == (1, 1)
+    # one unit per case run (a case of two variants twice), skips not runnable, subtests and a cut line not counted
+    batcher = rows["L0_sequence_batcher"]
+    assert (batcher.passed, batcher.failed, len(batcher.excluded)) == (2, 1, 1)
+    assert batcher.note == "exit 1, 300 s"
+    assert rows["L0_lifecycle"].note == "stopped by its time limit (3000 s)"
+    # io: its GPU cases listed as not runnable; logging failed before recording a case: one failed unit
+    io = rows["L0_backend_python/io"]
+    assert (io.passed, io.failed, len(io.excluded)) == (1, 0, 4)
+    logging = rows["L0_backend_python/logging"]
+    assert (logging.passed, logging.failed) == (0, 1)
+    assert "no case recorded (exit 1, 20 s)" in logging.failing[0]
+    assert rows["L0_backend_python/env"].excluded[0][1].startswith("builds conda-pack environments")
+    examples = rows["python_backend examples"]
+    # add_sub and jax passed, pytorch failed, 8 never ran (the suite stopped), instance_kind not runnable
+    assert (examples.passed, examples.failed, len(examples.excluded)) == (2, 9, 1)
+    assert "pytorch/client" in examples.failing
+    assert "L0_backend_python/examples" not in rows
+
+    tally.main([str(tmp_path)])
+    out = capsys.readouterr().out
+    assert re.search(r"^L0_sequence_batcher\s+2 / 1\s+66\.7 %\s+1\s+exit 1, 300 s$", out, re.M)
+    assert re.search(r"^overall\s+8 / 12\b", out, re.M)
+    assert "L0_backend_python/variants: builds python_backend itself from source" in out
+
+
+def test_tally_reads_a_protocol_results_folder_given_directly(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    _write_sample(tmp_path)
+    tally.main([str(tmp_path / "protocol" / "results")])
+    out = capsys.readouterr().out
+    assert re.search(r"^L0_shared_memory\s+1 / 1\b", out, re.M)
+    assert "-- " not in out
