@@ -227,7 +227,9 @@ def record_rows(folder: Path, pattern: str, prefix: str) -> list[Row]:
             if outcome == "subfail":
                 continue
             if outcome == "skip":
-                row.excluded.append((test, "skipped by the suite's own condition: " + str(record.get("msg", ""))[:120]))
+                why = str(record.get("msg", ""))
+                why = re.sub(r"^\(.*, \d+, 'Skipped: (.*)'\)$", r"\1", why)  # a pytest (file, line, text)
+                row.excluded.append((test, "skipped by the suite's own condition: " + why[:120]))
             elif outcome == "harness-only":
                 row.excluded.append((test, "expected file generated on a GPU machine (matches once instance_group "
                                            "is ignored)"))

@@ -102,7 +102,9 @@ def _write_sample(root: Path) -> None:
     runs = root / "python_backend" / "runs"
     runs.mkdir(parents=True)
     (runs / "io.results.jsonl").write_text(
-        json.dumps({"test": "io_test.py::IOTest::test_requested_output_default", "outcome": "pass"}) + "\n")
+        json.dumps({"test": "io_test.py::IOTest::test_requested_output_default", "outcome": "pass"}) + "\n"
+        + json.dumps({"test": "io_test.py::IOTest::test_x", "outcome": "skip",
+                      "msg": "('/q/io_test.py', 12, 'Skipped: no GPU here')"}) + "\n")
     (runs / "examples.out").write_text(
         "+ python3 examples/add_sub/client.py\nPASS: add_sub\n"
         "+ python3 examples/pytorch/client.py\n+ '[' 1 -ne 0 ']'\n"
@@ -125,7 +127,8 @@ def test_tally_counts_a_recorded_run_of_each_harness(tmp_path: Path, capsys: pyt
     assert rows["L0_lifecycle"].note == "stopped by its time limit (3000 s)"
     # io: its GPU cases listed as not runnable; logging failed before recording a case: one failed unit
     io = rows["L0_backend_python/io"]
-    assert (io.passed, io.failed, len(io.excluded)) == (1, 0, 4)
+    assert (io.passed, io.failed, len(io.excluded)) == (1, 0, 5)
+    assert ("io_test.py::IOTest::test_x", "skipped by the suite's own condition: no GPU here") in io.excluded
     logging = rows["L0_backend_python/logging"]
     assert (logging.passed, logging.failed) == (0, 1)
     assert "no case recorded (exit 1, 20 s)" in logging.failing[0]

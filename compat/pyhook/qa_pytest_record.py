@@ -22,7 +22,9 @@ def pytest_runtest_logreport(report):
         else:
             outcome = "fail" if report.when == "call" else "error"
         message = ""
-        if not report.passed:
+        if report.skipped and isinstance(report.longrepr, tuple):  # (file, line, "Skipped: why")
+            message = str(report.longrepr[2]).removeprefix("Skipped: ")
+        elif not report.passed:
             message = str(getattr(report, "longreprtext", "") or "")[-1500:]
         record = {
             "test": report.nodeid,
