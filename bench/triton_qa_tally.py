@@ -13,7 +13,8 @@ ROOT is ``$COMPAT_OUT`` of ``make compat`` (compat/README.md), one folder per ha
   ``python_backend/runs/<sub-suite>.results.jsonl`` (compat/python_backend): a unit is one recorded
   test case run (compat/pyhook: one JSON line per unittest or pytest case; a case run in several
   variants of its suite counts once per run); a skipped case is not runnable (the suite's own
-  condition); a sub-suite that failed without recording any case counts one failed unit.
+  condition); a suite that exited non-zero (or was stopped by its time limit) with no failing case
+  recorded counts one failed unit more (a server start or log check of its test.sh failed).
   ``suites.tsv`` beside them gives each suite's exit status and seconds (a suite stopped by its
   time limit, exit 124, is marked so). The python_backend examples are one unit per example client
   (``runs/examples.out``: the client ran and no "Failed to verify" followed).
@@ -221,7 +222,7 @@ def record_rows(folder: Path, pattern: str, prefix: str) -> list[Row]:
         row = rows.setdefault(suite, Row(suite))
         path = folder / (tag + pattern[1:])
         records = read_records(path) if path.exists() else []
-        counted = 0
+        counted = failed = 0
         for record in records:
             outcome, test = record.get("outcome"), str(record.get("test"))
             if outcome == "subfail":
@@ -236,9 +237,12 @@ def record_rows(folder: Path, pattern: str, prefix: str) -> list[Row]:
             else:
                 row.add(test, outcome == "pass")
                 counted += 1
+                failed += outcome != "pass"
         rc = status.get(tag)
-        if counted == 0 and rc is not None and rc[0] != 0:
-            row.add(f"{tag}: no case recorded ({_note(rc)})", False)
+        if rc is not None and rc[0] != 0 and failed == 0:
+            # the suite failed where no case reports it: a server that should not start, a log check, a hang
+            what = "no case recorded" if counted == 0 else "test.sh failed outside its recorded cases"
+            row.add(f"{tag}: {what} ({_note(rc)})", False)
         row.note = "; ".join(n for n in (row.note, _note(rc)) if n)
     return list(rows.values())
 

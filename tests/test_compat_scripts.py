@@ -124,7 +124,12 @@ def test_tally_counts_a_recorded_run_of_each_harness(tmp_path: Path, capsys: pyt
     batcher = rows["L0_sequence_batcher"]
     assert (batcher.passed, batcher.failed, len(batcher.excluded)) == (2, 1, 1)
     assert batcher.note == "exit 1, 300 s"
-    assert rows["L0_lifecycle"].note == "stopped by its time limit (3000 s)"
+    # all its recorded cases passed, but the suite was stopped by its time limit: one failed unit more
+    lifecycle = rows["L0_lifecycle"]
+    assert (lifecycle.passed, lifecycle.failed) == (1, 1)
+    assert lifecycle.note == "stopped by its time limit (3000 s)"
+    assert lifecycle.failing == [
+        "L0_lifecycle: test.sh failed outside its recorded cases (stopped by its time limit (3000 s))"]
     # io: its GPU cases listed as not runnable; logging failed before recording a case: one failed unit
     io = rows["L0_backend_python/io"]
     assert (io.passed, io.failed, len(io.excluded)) == (1, 0, 5)
@@ -142,7 +147,7 @@ def test_tally_counts_a_recorded_run_of_each_harness(tmp_path: Path, capsys: pyt
     tally.main([str(tmp_path)])
     out = capsys.readouterr().out
     assert re.search(r"^L0_sequence_batcher\s+2 / 1\s+66\.7 %\s+1\s+exit 1, 300 s$", out, re.M)
-    assert re.search(r"^overall\s+8 / 12\b", out, re.M)
+    assert re.search(r"^overall\s+8 / 13\b", out, re.M)
     assert "L0_backend_python/variants: builds python_backend itself from source" in out
 
 
