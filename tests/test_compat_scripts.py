@@ -9,6 +9,7 @@ import importlib.util
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,56 @@ def test_unsafe_bits_stay_scoped():
     for path in _scripts("bash"):
         code = "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
         assert not re.search(r"\b(pkill|killall)\b", code), path
+
+
+SAMPLE_CASES = """\
+import unittest
+
+
+class Sample(unittest.TestCase):
+    def test_ok(self):
+        pass
+
+    def test_fail(self):
+        self.fail("wrong answer")
+
+    def test_subtests(self):
+        for i in range(3):
+            with self.subTest(i=i):
+                self.assertNotEqual(i, 1)
+
+    @unittest.skip("needs a GPU")
+    def test_skipped(self):
+        pass
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+
+
+@pytest.mark.parametrize("runner", ["unittest", "pytest"])
+def test_recorders_write_one_line_per_case_run(tmp_path: Path, runner: str):
+    """compat/pyhook records each case of a real unittest or pytest run once, a case whose subtest
+    failed as one failure (the tally's units), a skip with its reason."""
+    (tmp_path / "sample_cases.py").write_text(SAMPLE_CASES)
+    results = tmp_path / "results.jsonl"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(COMPAT / "pyhook"), "QA_RESULTS": str(results)}
+    if runner == "pytest":
+        env["PYTEST_PLUGINS"] = "qa_pytest_record"
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "sample_cases.py"]
+    else:
+        command = [sys.executable, "-m", "unittest", "-v", "sample_cases"]
+    subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    outcomes = {r["test"].replace("::", ".").rsplit(".", 1)[-1]: r for r in records}
+    assert len(records) == 4, records
+    assert {name: r["outcome"] for name, r in outcomes.items()} == {
+        "test_ok": "pass", "test_fail": "fail", "test_subtests": "fail", "test_skipped": "skip"}
+    assert outcomes["test_subtests"]["subtests_failed"] == 1
+    assert "i=1" in outcomes["test_subtests"]["msg"]
+    assert "wrong answer" in outcomes["test_fail"]["msg"]
+    assert outcomes["test_skipped"]["msg"] == "needs a GPU"
 
 
 def _write_sample(root: Path) -> None:
