@@ -162,7 +162,10 @@ def _write_sample(root: Path) -> None:
         "+ echo -e '\\n***\\n*** Failed to verify pytorch example.'\n"
         "***\n*** Failed to verify pytorch example. \n***\n"
         "+ python3 examples/jax/client.py\n")
-    (runs / "suites.tsv").write_text("io\t0\t54\nlogging\t1\t20\nexamples\t1\t400\n")
+    (runs / "toplevel.results.jsonl").write_text(
+        json.dumps({"test": "python_test.py::PythonTest::test_gpu_tensor_error", "outcome": "fail"}) + "\n"
+        + json.dumps({"test": "python_test.py::PythonTest::test_bf16", "outcome": "fail"}) + "\n")
+    (runs / "suites.tsv").write_text("io\t0\t54\nlogging\t1\t20\nexamples\t1\t400\ntoplevel\t1\t300\n")
 
 
 def test_tally_counts_a_recorded_run_of_each_harness(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
@@ -188,6 +191,10 @@ def test_tally_counts_a_recorded_run_of_each_harness(tmp_path: Path, capsys: pyt
     logging = rows["L0_backend_python/logging"]
     assert (logging.passed, logging.failed) == (0, 1)
     assert "no case recorded (exit 1, 20 s)" in logging.failing[0]
+    # a case that ran but needs a GPU is not runnable, never failed; one listed but not run is listed once
+    toplevel = rows["L0_backend_python/toplevel"]
+    assert (toplevel.passed, toplevel.failed, toplevel.failing) == (0, 1, ["python_test.py::PythonTest::test_bf16"])
+    assert len(toplevel.excluded) == 2
     assert rows["L0_backend_python/env"].excluded[0][1].startswith("builds conda-pack environments")
     examples = rows["python_backend examples"]
     # add_sub and jax passed, pytorch failed, 8 never ran (the suite stopped), instance_kind not runnable
@@ -198,7 +205,7 @@ def test_tally_counts_a_recorded_run_of_each_harness(tmp_path: Path, capsys: pyt
     tally.main([str(tmp_path)])
     out = capsys.readouterr().out
     assert re.search(r"^L0_sequence_batcher\s+2 / 1\s+66\.7 %\s+1\s+exit 1, 300 s$", out, re.M)
-    assert re.search(r"^overall\s+8 / 13\b", out, re.M)
+    assert re.search(r"^overall\s+8 / 14\b", out, re.M)
     assert "L0_backend_python/variants: builds python_backend itself from source" in out
 
 
