@@ -112,7 +112,8 @@ def test_recorders_write_one_line_per_case_run(tmp_path: Path, runner: str):
     failed as one failure (the tally's units), a skip with its reason."""
     (tmp_path / "sample_cases.py").write_text(SAMPLE_CASES)
     results = tmp_path / "results.jsonl"
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(COMPAT / "pyhook"), "QA_RESULTS": str(results)}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(COMPAT / "pyhook"), "QA_RESULTS": str(results),
+           "PYTHONDONTWRITEBYTECODE": "1"}
     if runner == "pytest":
         env["PYTEST_PLUGINS"] = "qa_pytest_record"
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "sample_cases.py"]

@@ -31,7 +31,7 @@ grep -q 'pgrep --parent $SERVER_PID -f "backends/python/stub.py"' $L/model_readi
 mkdir -p src/bin src/backends
 { echo "#!$QA/venv/bin/python"; tail -n +2 "$H/tritonserver"; } > src/bin/tritonserver
 chmod +x src/bin/tritonserver
-rm -rf shims pyhook && cp -r "$H/shims" . && mkdir pyhook && cp "$H"/pyhook/* "$H"/../pyhook/* pyhook/
+rm -rf shims pyhook && cp -r "$H/shims" . && mkdir pyhook && cp "$H"/pyhook/*.py "$H"/../pyhook/*.py pyhook/
 chmod +x shims/*
 # ONNX / TorchScript fixtures the bls and ensemble suites copy from $DATADIR
 [ -d data/qa_model_repository/onnx_int32_int32_int32 ] || bash "$H/gen_fixtures.sh"

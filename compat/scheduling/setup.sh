@@ -25,7 +25,7 @@ for m in repeat square; do
     git --git-dir="$PB_GIT" show "HEAD:examples/decoupled/${m}_model.py" > "standins/${m}_int32/1/model.py"
     git --git-dir="$PB_GIT" show "HEAD:examples/decoupled/${m}_config.pbtxt" > "standins/${m}_int32/config.pbtxt"
 done
-cp "$H"/../pyhook/* pyhook/
+cp "$H"/../pyhook/*.py pyhook/
 # 3. ports 8000/8001/8002 -> B, B+1, B+2; Triton's paths -> the wrapper and $QA/data
 cd src/qa
 grep -rlE ':800[0-2]\b' --include=*.py --include=*.sh . | xargs -r sed -i -E "s/:8000\b/:$B/g; s/:8001\b/:$((B + 1))/g; s/:8002\b/:$((B + 2))/g"
