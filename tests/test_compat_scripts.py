@@ -69,6 +69,24 @@ def test_no_script_depends_on_one_machine():
         assert not re.search(r"(^|[\s\"'=:(])/tmp\b", text.replace("${TMPDIR:-/tmp}", ""), re.M), path
 
 
+def test_upstream_sources_come_from_the_environment_or_the_cache(tmp_path: Path):
+    """compat/lib.sh: SERVER_GIT (a bare git dir) wins; unset, the bare clone in UPSTREAM_CACHE is used
+    (made there on first use with `git clone --bare https://github.com/triton-inference-server/<repo>`)."""
+    cached = tmp_path / "cache" / "server.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(cached)], check=True, timeout=30)
+    script = f'source {COMPAT / "lib.sh"}; upstream_git SERVER_GIT server'
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "UPSTREAM_CACHE": str(tmp_path / "cache")}
+    from_cache = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    assert from_cache.stdout.strip() == str(cached), from_cache.stderr
+    given = subprocess.run(["bash", "-c", script], env={**env, "SERVER_GIT": "/somewhere/server.git"},
+                           capture_output=True, text=True, timeout=30)
+    assert given.stdout.strip() == "/somewhere/server.git"
+    default = subprocess.run(["bash", "-c", f'source {COMPAT / "lib.sh"}; echo "$UPSTREAM_CACHE $COMPAT_OUT"'],
+                             env={"PATH": "/usr/bin:/bin", "HOME": "/home/u"}, capture_output=True, text=True,
+                             timeout=30)
+    assert default.stdout.split() == ["/home/u/.cache/workbench/upstream", "/tmp/workbench-compat"]
+
+
 def test_unsafe_bits_stay_scoped():
     """The edits that keep upstream's scripts safe on a shared machine are in place: the stub lookup
     is scoped to the suite's server, and kill_server never runs `kill 0`."""
