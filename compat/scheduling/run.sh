@@ -6,6 +6,14 @@
 #   bash compat/scheduling/run.sh [SUITE[:SCRIPT] ...]   (default: $DEFAULT_SUITES, one after another)
 #
 # e.g. `run.sh L0_batcher:test.preserve.sh` runs L0_batcher's preserve-ordering sections alone.
+#
+#   bash compat/scheduling/run.sh --case SUITE REPO "SERVER_ARGS" TESTFILE TESTID
+#
+# runs one unittest case (e.g. SequenceBatcherTest.test_backlog_fill_no_end) of $QA/src/qa/SUITE
+# against a fresh server on REPO (a folder, relative to the suite's) with SERVER_ARGS, with the
+# environment the caller gives (e.g. BATCHER_TYPE=VARIABLE); after a full run of that suite (its
+# models are built by its test.sh). Result in $QA/cases/case.jsonl (not counted by the tally), logs
+# beside it.
 # Results: $QA/results/<suite>.jsonl (one line per unittest case, written by pyhook/ in the
 # client), <suite>.out (the suite's output), suites.tsv (suite, exit status, seconds); counted by
 # bench/triton_qa_tally.py $COMPAT_OUT. Env: see compat/lib.sh and
@@ -28,7 +36,8 @@ SUITES=("$@")
 SERVER_GIT=$(upstream_git SERVER_GIT server)
 PB_GIT=$(upstream_git PB_GIT python_backend)
 export QA QA_PORT_BASE SERVER_GIT PB_GIT SERVER_COMMIT
-[ "${SKIP_SETUP:-0}" = 1 ] || bash "$H/setup.sh"
+# --case: the tree as its suite left it (its test.sh built the models)
+[ "${SKIP_SETUP:-0}" = 1 ] || [ "${SUITES[0]:-}" = --case ] || bash "$H/setup.sh"
 
 export TRITON_DIR=$QA DATADIR=$QA/data
 export TEST_WINDOWS=0 TEST_VALGRIND=0 TEST_SYSTEM_SHARED_MEMORY=0 TEST_CUDA_SHARED_MEMORY=0 TEST_JETSON=0
@@ -90,4 +99,27 @@ run_suite() {
     printf '%s\t%s\t%s\n' "$tag" "$rc" "$(( $(date +%s) - start ))" | tee -a "$QA/results/suites.tsv"
 }
 
+run_case() {
+    local suite=$1 repo=$2 args=$3 file=$4 id=$5 pid rc=0 n0 log
+    mkdir -p "$QA/cases"
+    log=$QA/cases/$(tr -c 'A-Za-z0-9_.\n' _ <<< "$suite.$id")
+    cd "$QA/src/qa/$suite"
+    n0=$(wc -l < "$QA/server_pids")
+    # shellcheck disable=SC2086 # SERVER_ARGS is a list of flags
+    "$QA/bin/tritonserver" --model-repository="$repo" $args > "$log.server.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 240); do
+        curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$QA_PORT_BASE/v2/health/ready" && break
+        kill -0 $pid 2>/dev/null || { echo "server exited (see $log.server.log)"; break; }
+        sleep 0.5
+    done
+    QA_RESULTS=$QA/cases/case.jsonl SERVER_PID=$pid SERVER_LOG=$log.server.log \
+        timeout "${CASE_TIMEOUT:-600}" python3 "$file" "$id" > "$log.client.log" 2>&1 || rc=$?
+    kill $pid 2>/dev/null || true
+    wait $pid 2>/dev/null || true
+    stop_recorded_servers "$QA/server_pids" "$n0"
+    echo "case $suite $id: exit $rc (client log $log.client.log)"
+}
+
+if [ "${SUITES[0]:-}" = --case ]; then run_case "${SUITES[@]:1}"; exit; fi
 for suite in "${SUITES[@]}"; do run_suite "$suite"; done
