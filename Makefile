@@ -26,7 +26,7 @@ PIP := $(PY) -m pip install --progress-bar off
 TORCH_VERSION := $(shell sed -nE 's/.*"torch==([0-9.]+)".*/\1/p' pyproject.toml | head -1)
 TORCH_INDEX ?=
 
-.PHONY: setup models labextension serve jupyter tutorials lint docs test test-production test-fast test-attach-triton browser bench bench-triton bench-tune compat clean
+.PHONY: setup models labextension serve jupyter tutorials lint docs test test-production test-fast test-attach-triton browser bench bench-triton bench-tune compat compat-protocol compat-scheduling compat-python-backend compat-perf-analyzer clean
 
 setup: $(STAMP) $(MODELS)
 
@@ -193,8 +193,24 @@ bench-tune: setup
 	$(PY) bench/tune_vs_model_analyzer.py --sample-repository $(REPO) $(BENCH_TUNE_ARGS)
 
 # perf_analyzer over HTTP, gRPC, streaming, shared memory, request rate, async/sync on every sample model
-compat: setup
+compat-perf-analyzer: setup
 	bash bench/compat_matrix.sh
+
+# Triton's own QA against `workbench serve` (compat/README.md): the protocol suites, the scheduling and
+# lifecycle suites, NVIDIA's L0_backend_python with the python_backend examples, then one table
+# (bench/triton_qa_tally.py). Hours on 2 cores. Upstream code is fetched at run time, never committed:
+# SERVER_GIT / PB_GIT / CLIENT_GIT (bare git dirs), else bare clones in ~/.cache/workbench/upstream.
+# Each harness works in $(COMPAT_OUT)/<harness>; each sub-target runs one harness alone.
+COMPAT_OUT ?= $(or $(TMPDIR),/tmp)/workbench-compat
+COMPAT_ENV := COMPAT_OUT=$(COMPAT_OUT) WB_VENV=$(abspath $(VENV))
+compat: compat-protocol compat-scheduling compat-python-backend
+	$(PY) bench/triton_qa_tally.py $(COMPAT_OUT)
+compat-protocol: setup
+	$(COMPAT_ENV) bash compat/triton_qa/run.sh
+compat-scheduling: setup
+	$(COMPAT_ENV) bash compat/scheduling/run.sh
+compat-python-backend: setup
+	$(COMPAT_ENV) bash compat/python_backend/run.sh
 
 clean:
 	rm -rf $(VENV) $(REPO) .pytest_cache $(LABEXT_SRC)/node_modules $(LABEXT_BUILD)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # perf_analyzer compatibility matrix (issue 4): every sample model x every client mode, zero errors required.
-#   bash bench/compat_matrix.sh            # or: make compat
+#   bash bench/compat_matrix.sh            # or: make compat-perf-analyzer
 # Starts `workbench serve --allow-client-shm=true` on the sample repository (HTTP $PORT, gRPC $GRPC_PORT), then runs
 # perf_analyzer once per (model, mode) with short windows. A point passes when perf_analyzer exits 0, writes a CSV
 # row and prints no error line. Prints a markdown table and writes it to bench/results/compat-<timestamp>.md (raw
