@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -117,6 +118,26 @@ def test_exit_timeout_ends_the_process_with_status_1_not_an_abort(sample_reposit
     assert "exit timeout reached; exiting with requests still in flight" in server.log
     assert "terminate called" not in server.log
     client.close()
+
+
+def test_sigint_exits_once_drained_without_finalizing_the_interpreter(
+        sample_repository: Path, tmp_path: Path) -> None:
+    """Ctrl-C: once every model unloaded the process exits (status 0, logs flushed) without
+    the interpreter's finalization, which ran atexit handlers and native destructors for 3-15
+    s of silence after "all models unloaded; exiting". An atexit handler planted through
+    ``sitecustomize`` shows whether finalization ran."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    marker = tmp_path / "finalized"
+    (hook / "sitecustomize.py").write_text(
+        f"import atexit\natexit.register(lambda: open({str(marker)!r}, 'w').close())\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(hook), env.get("PYTHONPATH", "")) if p)
+    server = ServerProcess([f"--model-repository={sample_repository}", "--model-control-mode=explicit",
+                            "--load-model=digits_mlp"], env=env)
+    assert server.stop(signal.SIGINT) == 0
+    assert "all models unloaded; exiting" in server.log  # flushed before the exit
+    assert not marker.exists()
 
 
 def test_sigterm_stops_grpc_accepting_while_http_requests_finish(sample_repository: Path) -> None:

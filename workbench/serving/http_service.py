@@ -11,6 +11,7 @@ import contextlib
 import functools
 import logging
 import signal
+import socket
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -38,6 +39,16 @@ class HTTPService(uvicorn.Server):
         self.on_exit: list[Callable[[], None]] = []
         #: time.monotonic() when shutdown started (None until a signal arrives)
         self.exit_started: float | None = None
+        #: called once the listener serves, with SIGINT/SIGTERM already captured: a
+        #: "ready" line printed here is never followed by a signal that kills the process
+        #: undrained (uvicorn installs its handlers only inside ``serve``)
+        self.on_started: list[Callable[[], None]] = []
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            for callback in self.on_started:
+                callback()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if not self.should_exit:
