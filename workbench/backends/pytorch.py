@@ -305,9 +305,7 @@ class PyTorchInstance(ModelInstance):
                 f"{format_shape(array.shape)}, but the model configuration expects "
                 f"{format_shape(expected)}{batch}"
             )
-        if out.client_dims is not None and list(out.client_dims).count(-1) <= 1:
-            array = array.reshape(array.shape[: int(self._batched)] + out.client_dims)
-        return array
+        return array  # in the reshape shape: the engine gives clients the config's dims
 
     def reported_memory(self) -> list[MemoryUsage]:
         """A KIND_GPU instance's parameters and buffers on ``cuda:<device_id>`` (0 for an

@@ -60,7 +60,6 @@ class BoundOutput:
     index: int  # element of forward()'s result
     config_type: str  # "TYPE_FP32"
     dims: tuple[int, ...]  # per-sample shape the model returns (reshape.shape when given)
-    client_dims: tuple[int, ...] | None  # the config dims when a reshape applies
 
 
 def forward_signature(module, model: str) -> tuple[list, list]:
@@ -364,8 +363,7 @@ def bind_outputs(config: ModelConfig, returns: list) -> list[BoundOutput]:
                     f"forward() returns {element} at index {index}; TYPE_STRING outputs must be "
                     "List[str] and tensors cannot be TYPE_STRING"
                 )
-        client = tuple(int(d) for d in entry.dims) if entry.HasField("reshape") else None
-        bound.append(BoundOutput(entry.name, index, datatype, dims, client))
+        bound.append(BoundOutput(entry.name, index, datatype, dims))
     return bound
 
 
