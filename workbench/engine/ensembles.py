@@ -27,14 +27,15 @@ from workbench.model_files import MAX_CONFIG_BYTES
 
 
 def declared_dependencies(model_dir: Path | None, override: ModelConfig | None,
-                          max_bytes: int = MAX_CONFIG_BYTES) -> list[str]:
+                          max_bytes: int = MAX_CONFIG_BYTES, config_name: str = "") -> list[str]:
     """The composing models a model's config file (or ``override``) names; [] for models
     that are not ensembles or whose config cannot be read (their load reports that).
-    ``max_bytes``: the largest config file read (``--model-config-max-size``)."""
+    ``max_bytes``: the largest config file read (``--model-config-max-size``);
+    ``config_name``: ``--model-config-name``."""
     config = override
     if config is None and model_dir is not None:
         try:
-            config = read_model_config(model_dir, max_bytes=max_bytes)
+            config = read_model_config(model_dir, config_name, max_bytes)
         except WorkbenchError:
             return []
     if config is None or not is_ensemble(config):
