@@ -81,7 +81,10 @@ def ensemble_error(
     error: ..."), that has no READY version ("ensemble 'e' depends on 'x' which has no loaded
     version." plus "Model 'x' loading failed with error: ..." when its load failed), or lacks
     the version a step names ("ensemble 'e' depends on 'x' whose required version 2 is not
-    loaded."); then :func:`~workbench.config.validate_ensemble.check_ensemble_steps`
+    loaded."); a response cache on an ensemble that a decoupled composing model makes
+    decoupled ("Response Cache does not currently support model e with 'decoupled'
+    transaction policy. Please disable the response cache.", as Triton's config check of
+    the ensemble once marked decoupled); then :func:`~workbench.config.validate_ensemble.check_ensemble_steps`
     against the composing models' configs.
 
     Args:
@@ -116,9 +119,12 @@ def ensemble_error(
             if step.model_name == model and version != -1 and version not in ready:
                 return f"{prefix} whose required version {version} is not loaded."
     try:
-        check_ensemble_steps(config, {m: entries[m].config for m in composing})
+        decoupled = check_ensemble_steps(config, {m: entries[m].config for m in composing})
     except InvalidModelConfig as exc:
         return exc.message
+    if decoupled and config.response_cache.enable:  # Triton marks it decoupled, then refuses
+        return (f"Response Cache does not currently support model {name} with 'decoupled' "
+                "transaction policy. Please disable the response cache.")
     return ""
 
 
