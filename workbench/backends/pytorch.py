@@ -21,7 +21,7 @@ Inputs and outputs are bound as Triton binds them, checked at load:
 
 Datatypes: BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, FP32, FP64 (Triton's list); BYTES only
 as ``List[str]``. UINT16/32/64 are refused (torch has the dtypes but no arithmetic on them) and so
-is BF16 (this server's requests cannot carry it). An output's datatype and shape are compared with
+is BF16 (not converted to torch here; the Python backend takes it). An output's datatype and shape are compared with
 the config at every execution; a mismatch fails that execution with a clear error.
 
 A batch of requests is joined along dim 0, run in one ``forward()`` call, and every output is

@@ -32,7 +32,7 @@ _UNSUPPORTED = {
     "TYPE_UINT16": "torch has no arithmetic on unsigned 16/32/64-bit tensors",
     "TYPE_UINT32": "torch has no arithmetic on unsigned 16/32/64-bit tensors",
     "TYPE_UINT64": "torch has no arithmetic on unsigned 16/32/64-bit tensors",
-    "TYPE_BF16": "this server cannot carry BF16 tensors in requests and responses",
+    "TYPE_BF16": "this pytorch backend does not convert BF16 tensors (the Python backend does)",
 }
 _TORCH_TO_CONFIG_EXTRA = {"bfloat16": "TYPE_BF16", "uint16": "TYPE_UINT16",
                           "uint32": "TYPE_UINT32", "uint64": "TYPE_UINT64"}
