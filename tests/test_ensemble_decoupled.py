@@ -285,3 +285,22 @@ async def test_ensemble_follows_a_composing_model_reloaded_as_decoupled(tmp_path
         await server.load_model("flex")
         assert not (await server.model_config("ens_flex")).model_transaction_policy.decoupled
         assert values([await server.infer(repeat_request([3], model="ens_flex"))]) == [3]
+
+
+async def test_response_cache_on_an_ensemble_made_decoupled_is_refused(tmp_path: Path) -> None:
+    """L0_response_cache (R1): an ensemble with ``response_cache { enable: true }`` whose
+    composing model is decoupled is decoupled too (Triton marks it so at load), and a decoupled
+    model cannot use the cache: UNAVAILABLE with Triton's text; without the cache it serves."""
+    register_backends()
+    write_repeat_model(tmp_path, "repeat")
+    for name, extra in (("cached", "response_cache { enable: true }\n"), ("uncached", "")):
+        config = ensemble_config(name, IN, OUT + IDX, [("repeat", {"IN": "IN"}, {"OUT": "OUT", "IDX": "IDX"})],
+                                 max_batch_size=0)
+        write_ensemble(tmp_path, name, config + extra)
+    options = ServerOptions(model_repository=[str(tmp_path)], exit_on_error=False, response_cache_byte_size=10480)
+    async with Server(options) as server:
+        rows = {r["name"]: r for r in await server.repository_index()}
+    assert rows["uncached"]["state"] == "READY"
+    assert rows["cached"]["state"] == "UNAVAILABLE"
+    assert rows["cached"]["reason"] == ("Response Cache does not currently support model cached with 'decoupled' "
+                                        "transaction policy. Please disable the response cache.")

@@ -133,3 +133,25 @@ async def test_grpc_case_sensitive_pattern_and_reserved_metadata(server: Server)
     finally:
         await channel.close()
         await grpc_server.stop(None)
+
+
+async def test_http_header_keeps_its_trailing_whitespace_over_a_real_connection(tmp_path_factory) -> None:
+    """L0_parameters test_headers (P1): uvicorn strips a header value's trailing whitespace;
+    Triton forwards the value as sent (gRPC metadata already kept it)."""
+    from workbench.testing.http_listener import http_listener
+
+    repo = tmp_path_factory.mktemp("forward_raw")
+    copy_python_model(repo, "add_sub")
+    body = json.dumps(BODY).encode()
+    head = ("POST /v2/models/add_sub/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nmy_header_3: a \"quoted\" \\ value \t\r\nmy_plain: v\r\n"
+            "Connection: close\r\n\r\n")
+    options = ServerOptions(model_repository=[str(repo)], http_header_forward_pattern="my_.*")
+    async with http_listener(options) as clients:
+        reader, writer = await clients.connect()
+        writer.write(head.encode("latin-1") + body)
+        reply = await reader.read()
+    status, _, payload = reply.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 200"), reply
+    info = json.loads(json.loads(payload)["parameters"]["info"])
+    assert info["parameters"] == {"my_header_3": 'a "quoted" \\ value \t', "my_plain": "v"}

@@ -192,3 +192,21 @@ async def test_a_ragged_input_the_model_takes_in_2d_fails_the_load(tmp_path: Pat
     assert row["state"] == "UNAVAILABLE" and row["reason"].endswith(
         "configuration expects model provides input with shape [-1]  for ragged input 'INPUT', "
         "model provides [-1,-1]"), row
+
+
+async def test_an_output_reshape_is_undone_for_the_client(tmp_path: Path) -> None:
+    """dims [4] reshape [2,2] on an identity graph [batch,2,2]: the client gets [batch,4]."""
+    from onnx import TensorProto
+
+    from workbench.testing.models import identity_graph, reshape_config
+
+    config = reshape_config("reshaped", "openvino", 8, "4", "2, 2") + 'default_model_filename: "model.onnx"\n'
+    write_model(tmp_path, "reshaped", config, identity_graph(TensorProto.FLOAT, ["batch", 2, 2]))
+    server = await _start(tmp_path)
+    try:
+        x = np.arange(8, dtype=np.float32).reshape(2, 4)
+        response = await server.infer(InferenceRequest("reshaped", [Tensor("INPUT0", "FP32", x)]))
+    finally:
+        await server.stop()
+    assert response.outputs[0].data.shape == (2, 4)
+    np.testing.assert_array_equal(response.outputs[0].data, x)

@@ -682,3 +682,17 @@ async def test_a_batch_input_that_cannot_bind_fails_the_load(tmp_path: Path, tar
     async with Server(ServerOptions(model_repository=[str(tmp_path)], exit_on_error=False)) as server:
         (row,) = await server.repository_index()
     assert row["state"] == "UNAVAILABLE" and reason in row["reason"], row
+
+
+async def test_an_output_reshape_is_undone_for_the_client(tmp_path: Path, serve) -> None:
+    """dims [4] reshape [2,2]: the module sees and makes [batch,2,2]; the client gets [batch,4]
+    (Triton's core undoes an output's reshape for every backend)."""
+    from workbench.testing.models import reshape_config
+
+    write_torch_model(tmp_path, "reshaped", reshape_config(
+        "reshaped", "pytorch_libtorch", 8, "4", "2, 2", ("INPUT__0", "OUTPUT__0")), FailsOnNegative())
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    async with serve("reshaped", repo=tmp_path) as server:
+        out = await infer(server, "reshaped", {"INPUT__0": x})
+    assert out["OUTPUT__0"].shape == (2, 4)
+    np.testing.assert_array_equal(out["OUTPUT__0"], x * 2)

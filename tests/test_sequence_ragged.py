@@ -56,3 +56,34 @@ async def test_sequences_with_ragged_inputs_of_other_shapes_share_an_execution(
     assert len(PROBE.executions) == executions
     ready = [sorted(r.corrid for r in rows if r.ready) for _, rows in PROBE.executions[1:]]
     assert ready == ([[1, 2]] if ragged else [[1], [2]])
+
+
+def _ragged_probe(tmp_path: Path) -> None:
+    folder = write_probe_model(tmp_path)
+    config = folder / "config.pbtxt"
+    ragged = '{ name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true }'
+    config.write_text(config.read_text().replace(FIXED_INPUT, ragged))
+    register_backend("seqprobe", ProbeBackend)
+    PROBE.reset()
+    PROBE.gate.clear()
+
+
+async def test_requests_queued_out_of_slot_order_are_taken_by_identity(tmp_path: Path) -> None:
+    """L0_sequence_batcher test_ragged_batch (S2): sequence 1's request (slot 1) queued before
+    sequence 9's next one (slot 0). Taking 9's out of the queue compared queued requests by
+    value (their numpy inputs: "truth value of an array ... is ambiguous"), and every request
+    of the model then waited forever."""
+    _ragged_probe(tmp_path)
+    try:
+        async with Server(ServerOptions(model_repository=[str(tmp_path)])) as server:
+            first = asyncio.ensure_future(server.infer(step(9, 3)))
+            await PROBE.executing(1)
+            others = [asyncio.ensure_future(server.infer(step(1, 2))),
+                      asyncio.ensure_future(server.infer(step(9, 3, start=False)))]
+            await queued(server, "probe", 2)
+            PROBE.gate.set()
+            responses = await asyncio.wait_for(asyncio.gather(first, *others), 30)
+    finally:
+        PROBE.gate.set()
+    assert [r.outputs[0].data.shape for r in responses] == [(1, 3), (1, 2), (1, 3)]
+    assert [sorted(r.corrid for r in rows if r.ready) for _, rows in PROBE.executions] == [[9], [1, 9]]

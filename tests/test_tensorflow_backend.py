@@ -72,6 +72,18 @@ def _save_add_sub(path: Path) -> None:
                                                        "product": module.product})
 
 
+def _save_doubler(path: Path, shape: list, signature: str) -> Path:
+    """A SavedModel whose only signature, ``signature``, maps X (FP32 ``shape``) to Y = 2 X."""
+    class Doubler(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec(shape, tf.float32, name="X")])
+        def double(self, x):
+            return {"Y": x * 2}
+
+    module = Doubler()
+    tf.saved_model.save(module, str(path), signatures={signature: module.double})
+    return path
+
+
 @pytest.fixture(scope="module")
 def add_sub_savedmodel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("tf") / "model.savedmodel"
@@ -139,14 +151,7 @@ async def test_tf_signature_def_chooses_the_signature(tmp_path: Path, add_sub_sa
 async def test_without_serving_default_the_first_other_signature_serves(tmp_path: Path, caplog) -> None:
     """Triton's TRITONTF_ModelCreateFromSavedModel: no TF_SIGNATURE_DEF and no
     serving_default -> the first signature that is not an init/train op, with a warning."""
-    class Doubler(tf.Module):
-        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="X")])
-        def double(self, x):
-            return {"Y": x * 2}
-
-    module = Doubler()
-    saved = tmp_path / "saved"
-    tf.saved_model.save(module, str(saved), signatures={"predict": module.double})
+    saved = _save_doubler(tmp_path / "saved", [None, 4], "predict")
     repo = tmp_path / "repo"
     write_tf_model(repo, saved, 'platform: "tensorflow_savedmodel"\nmax_batch_size: 2\n', name="doubler")
     server = await _start(repo)
@@ -467,3 +472,22 @@ def test_digits_savedmodel_matches_digits_mlp_v1(digits_server, protocol: str) -
     assert logits.shape == (len(pixels), 10) and logits.dtype == np.float32
     np.testing.assert_allclose(logits, reference, rtol=0, atol=1e-5)
     assert float((logits.argmax(axis=1) == y_test).mean()) >= 0.9
+
+
+async def test_an_output_reshape_is_undone_for_the_client(tmp_path: Path) -> None:
+    """dims [1] reshape [] (Triton's scalar idiom): the signature takes and makes [batch];
+    the client gets [batch,1]."""
+    from workbench.testing.models import reshape_config
+
+    saved = _save_doubler(tmp_path / "saved", [None], "serving_default")
+    repo = tmp_path / "repo"
+    write_tf_model(repo, saved, reshape_config("reshaped", "tensorflow_savedmodel", 8, "1", "", ("X", "Y")),
+                   name="reshaped")
+    server = await _start(repo)
+    try:
+        x = np.array([[1.0], [2.0], [3.0]], np.float32)
+        response = await server.infer(InferenceRequest("reshaped", [Tensor("X", "FP32", x)]))
+    finally:
+        await server.stop()
+    assert response.outputs[0].data.shape == (3, 1)
+    np.testing.assert_array_equal(response.outputs[0].data, x * 2)

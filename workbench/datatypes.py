@@ -9,6 +9,7 @@ wire each element is a 4-byte little-endian length followed by the raw bytes
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.utils import serialize_byte_tensor
@@ -16,7 +17,11 @@ from tritonclient.utils import serialize_byte_tensor
 from workbench.bytes_codec import IncompleteBytes, decode_bytes
 from workbench.errors import InvalidArgument
 
-#: wire name -> numpy dtype (BYTES -> object). BF16 has no numpy dtype here.
+#: numpy's bfloat16 (ml_dtypes, which tritonclient uses for BF16 too): BF16 tensors are
+#: numpy arrays of it (2 bytes an element; ``astype(np.float32)`` reads the values)
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+#: wire name -> numpy dtype (BYTES -> object, BF16 -> :data:`BF16`).
 WIRE_TO_NUMPY: dict[str, np.dtype] = {
     "BOOL": np.dtype(np.bool_),
     "UINT8": np.dtype(np.uint8),
@@ -30,6 +35,7 @@ WIRE_TO_NUMPY: dict[str, np.dtype] = {
     "FP16": np.dtype(np.float16),
     "FP32": np.dtype(np.float32),
     "FP64": np.dtype(np.float64),
+    "BF16": BF16,
     "BYTES": np.dtype(np.object_),
 }
 
@@ -40,7 +46,6 @@ NUMPY_TO_WIRE: dict[np.dtype, str] = {v: k for k, v in WIRE_TO_NUMPY.items()}
 WIRE_ITEMSIZE: dict[str, int] = {
     k: v.itemsize for k, v in WIRE_TO_NUMPY.items() if k != "BYTES"
 }
-WIRE_ITEMSIZE["BF16"] = 2
 
 
 def config_to_wire(data_type: int) -> str:
@@ -77,7 +82,7 @@ def numpy_dtype(wire: str) -> np.dtype:
     """Wire name -> numpy dtype.
 
     Raises:
-        InvalidArgument: for BF16 (no numpy dtype) or an unknown name.
+        InvalidArgument: for an unknown name.
     """
     try:
         return WIRE_TO_NUMPY[wire]

@@ -58,6 +58,17 @@ def switch(text: str) -> bool:
     return value
 
 
+def non_empty(text: str) -> str:
+    """A value that may not be empty (tritonserver: "Error: empty argument for --<flag>").
+
+    Raises:
+        argparse.ArgumentTypeError: the value is empty.
+    """
+    if not text:
+        raise argparse.ArgumentTypeError("empty argument")
+    return text
+
+
 def port(text: str) -> int:
     """A TCP port number, 0..65535 (0 = any free port).
 
@@ -73,4 +84,4 @@ def port(text: str) -> int:
     return number
 
 
-__all__ = ["Flag", "port", "switch"]
+__all__ = ["Flag", "non_empty", "port", "switch"]

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from workbench.flags import Flag, port
+from workbench.flags import Flag, non_empty, port
 from workbench.model_files import MAX_CONFIG_BYTES
 from workbench.restrictions import GRPC_KEY_PREFIX, Restriction, parse_restrictions
 
@@ -252,6 +252,18 @@ class ServerOptions(BaseSettings):
     model_load_thread_count: int = Field(default=4, ge=1)
     """Threads that load models in parallel (tritonserver ``--model-load-thread-count``)."""
 
+    model_load_retry_count: int = Field(default=0, ge=0)
+    """tritonserver ``--model-load-retry-count``: how many more times a model version whose
+    instances failed to load (backend, model file, warmup) is loaded again before it is
+    UNAVAILABLE (each retry at once, as Triton's ``ModelLifeCycle``; a config error is not
+    retried). Default 0."""
+
+    model_config_name: Annotated[str, Flag(metavar="NAME", parse=non_empty)] = ""
+    """tritonserver ``--model-config-name``: each model reads ``configs/<NAME>.pbtxt`` of its
+    folder when that file exists, else ``config.pbtxt`` (or auto-complete), at every load and
+    poll; the config editor edits the file in use. Empty = always ``config.pbtxt``. A name
+    with a space or a path separator is refused (Triton only documents "no space")."""
+
     model_config_max_size: Annotated[int, Flag(metavar="BYTES")] = Field(default=MAX_CONFIG_BYTES, gt=0)
     """Largest model config file read from a model repository (``config.pbtxt``), and largest
     config text the config editor validates or writes, bytes (default 1 MiB). A larger file
@@ -402,6 +414,14 @@ class ServerOptions(BaseSettings):
     ``summary_quantiles`` (``0.5:0.05,0.9:0.01,...``); beyond Triton,
     ``workbench_histograms`` (default false): request / queue / compute duration and formed
     batch size histograms (docs/live.md)."""
+
+    @field_validator("model_config_name")
+    @classmethod
+    def _valid_config_name(cls, value: str) -> str:
+        if any(c.isspace() or c in "/\\\0" for c in value) or value in (".", ".."):
+            raise ValueError(f"invalid --model-config-name '{value}': a file name without spaces "
+                             "or path separators is expected")
+        return value
 
     @field_validator("http_restricted_api")
     @classmethod

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from workbench.datatypes import WIRE_ITEMSIZE, WIRE_TO_NUMPY, deserialize_bytes, serialize_bytes
-from workbench.errors import InvalidArgument, Unsupported, request_prefix
+from workbench.errors import InvalidArgument, request_prefix
 from workbench.types import Tensor
 
 #: the largest element count and byte size a tensor may have (Triton's INT64_MAX; numpy's too)
@@ -91,8 +91,6 @@ def _check_byte_span(name: str, dims: tuple[int, ...], dtype: np.dtype) -> None:
 def _dtype(name: str, datatype: str) -> np.dtype:
     dtype = WIRE_TO_NUMPY.get(datatype)
     if dtype is None:
-        if datatype == "BF16":
-            raise Unsupported(f"datatype 'BF16' of input '{name}' is not supported by this server")
         raise InvalidArgument(f"invalid datatype '{datatype}' for input '{name}'")
     return dtype
 
@@ -152,9 +150,9 @@ def tensor_from_list(
     dims = check_shape(name, shape, model, request_id)
     dtype = _dtype(name, datatype)
     _check_byte_span(name, dims, dtype)
-    if datatype == "FP16":
+    if datatype in ("FP16", "BF16"):
         raise InvalidArgument(
-            "receiving FP16 data via JSON is not supported. Please use the binary data "
+            f"receiving {datatype} data via JSON is not supported. Please use the binary data "
             f"format for input '{name}'"
         )
     try:
@@ -214,7 +212,8 @@ def tensor_to_buffer(tensor: Tensor) -> bytes | memoryview:
         return b""
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
-    return np.ascontiguousarray(array).data.cast("B")  # .data: the array's memoryview
+    # bytes through a uint8 view: the buffer protocol has no format for every dtype (BF16)
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8).data
 
 
 def tensor_to_list(tensor: Tensor) -> list:

@@ -53,9 +53,9 @@ class InstanceSpec:
     signature: bytes = b""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class BackendRequest:
-    """One request as a backend sees it.
+    """One request as a backend sees it (compared by identity: its inputs are numpy arrays).
 
     Attributes:
         inputs: input name -> numpy array. With ``max_batch_size > 0`` every array has

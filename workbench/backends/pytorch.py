@@ -21,7 +21,7 @@ Inputs and outputs are bound as Triton binds them, checked at load:
 
 Datatypes: BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, FP32, FP64 (Triton's list); BYTES only
 as ``List[str]``. UINT16/32/64 are refused (torch has the dtypes but no arithmetic on them) and so
-is BF16 (this server's requests cannot carry it). An output's datatype and shape are compared with
+is BF16 (not converted to torch here; the Python backend takes it). An output's datatype and shape are compared with
 the config at every execution; a mismatch fails that execution with a clear error.
 
 A batch of requests is joined along dim 0, run in one ``forward()`` call, and every output is
@@ -305,9 +305,7 @@ class PyTorchInstance(ModelInstance):
                 f"{format_shape(array.shape)}, but the model configuration expects "
                 f"{format_shape(expected)}{batch}"
             )
-        if out.client_dims is not None and list(out.client_dims).count(-1) <= 1:
-            array = array.reshape(array.shape[: int(self._batched)] + out.client_dims)
-        return array
+        return array  # in the reshape shape: the engine gives clients the config's dims
 
     def reported_memory(self) -> list[MemoryUsage]:
         """A KIND_GPU instance's parameters and buffers on ``cuda:<device_id>`` (0 for an

@@ -32,7 +32,7 @@ _UNSUPPORTED = {
     "TYPE_UINT16": "torch has no arithmetic on unsigned 16/32/64-bit tensors",
     "TYPE_UINT32": "torch has no arithmetic on unsigned 16/32/64-bit tensors",
     "TYPE_UINT64": "torch has no arithmetic on unsigned 16/32/64-bit tensors",
-    "TYPE_BF16": "this server cannot carry BF16 tensors in requests and responses",
+    "TYPE_BF16": "this pytorch backend does not convert BF16 tensors (the Python backend does)",
 }
 _TORCH_TO_CONFIG_EXTRA = {"bfloat16": "TYPE_BF16", "uint16": "TYPE_UINT16",
                           "uint32": "TYPE_UINT32", "uint64": "TYPE_UINT64"}
@@ -60,7 +60,6 @@ class BoundOutput:
     index: int  # element of forward()'s result
     config_type: str  # "TYPE_FP32"
     dims: tuple[int, ...]  # per-sample shape the model returns (reshape.shape when given)
-    client_dims: tuple[int, ...] | None  # the config dims when a reshape applies
 
 
 def forward_signature(module, model: str) -> tuple[list, list]:
@@ -364,8 +363,7 @@ def bind_outputs(config: ModelConfig, returns: list) -> list[BoundOutput]:
                     f"forward() returns {element} at index {index}; TYPE_STRING outputs must be "
                     "List[str] and tensors cannot be TYPE_STRING"
                 )
-        client = tuple(int(d) for d in entry.dims) if entry.HasField("reshape") else None
-        bound.append(BoundOutput(entry.name, index, datatype, dims, client))
+        bound.append(BoundOutput(entry.name, index, datatype, dims))
     return bound
 
 

@@ -83,7 +83,8 @@ class ConfigFileService:
 
         Returns:
             ``{"name", "path", "exists", "text", "backup_exists", "writable", "reason",
-            "version"}``: ``path`` is the file loading reads (``<model>/config.pbtxt``);
+            "version"}``: ``path`` is the file loading reads (``<model>/config.pbtxt``, or
+            ``<model>/configs/<name>.pbtxt`` under ``--model-config-name`` when it exists);
             ``text`` is "" when it does not exist (the model is auto-completed); ``writable``
             is False, with ``reason``, for a model mirrored from a remote repository (the
             mirror is overwritten at the next sync); ``version`` stamps what was read
@@ -280,7 +281,7 @@ class ConfigFileService:
         if location is None or location.path is None:
             detail = f": {location.error}" if location is not None and location.error else ""
             raise ModelNotFound(f"model '{name}' is not in the model repository{detail}")
-        path = model_config_path(location.path)
+        path = model_config_path(location.path, self.options.model_config_name)
         for remote in self._lifecycle.remotes:
             if location.path.is_relative_to(remote.local):
                 return path, (f"it is mirrored from the remote repository '{remote.url}'; "

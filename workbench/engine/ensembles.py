@@ -27,14 +27,15 @@ from workbench.model_files import MAX_CONFIG_BYTES
 
 
 def declared_dependencies(model_dir: Path | None, override: ModelConfig | None,
-                          max_bytes: int = MAX_CONFIG_BYTES) -> list[str]:
+                          max_bytes: int = MAX_CONFIG_BYTES, config_name: str = "") -> list[str]:
     """The composing models a model's config file (or ``override``) names; [] for models
     that are not ensembles or whose config cannot be read (their load reports that).
-    ``max_bytes``: the largest config file read (``--model-config-max-size``)."""
+    ``max_bytes``: the largest config file read (``--model-config-max-size``);
+    ``config_name``: ``--model-config-name``."""
     config = override
     if config is None and model_dir is not None:
         try:
-            config = read_model_config(model_dir, max_bytes=max_bytes)
+            config = read_model_config(model_dir, config_name, max_bytes)
         except WorkbenchError:
             return []
     if config is None or not is_ensemble(config):
@@ -80,7 +81,10 @@ def ensemble_error(
     error: ..."), that has no READY version ("ensemble 'e' depends on 'x' which has no loaded
     version." plus "Model 'x' loading failed with error: ..." when its load failed), or lacks
     the version a step names ("ensemble 'e' depends on 'x' whose required version 2 is not
-    loaded."); then :func:`~workbench.config.validate_ensemble.check_ensemble_steps`
+    loaded."); a response cache on an ensemble that a decoupled composing model makes
+    decoupled ("Response Cache does not currently support model e with 'decoupled'
+    transaction policy. Please disable the response cache.", as Triton's config check of
+    the ensemble once marked decoupled); then :func:`~workbench.config.validate_ensemble.check_ensemble_steps`
     against the composing models' configs.
 
     Args:
@@ -115,9 +119,12 @@ def ensemble_error(
             if step.model_name == model and version != -1 and version not in ready:
                 return f"{prefix} whose required version {version} is not loaded."
     try:
-        check_ensemble_steps(config, {m: entries[m].config for m in composing})
+        decoupled = check_ensemble_steps(config, {m: entries[m].config for m in composing})
     except InvalidModelConfig as exc:
         return exc.message
+    if decoupled and config.response_cache.enable:  # Triton marks it decoupled, then refuses
+        return (f"Response Cache does not currently support model {name} with 'decoupled' "
+                "transaction policy. Please disable the response cache.")
     return ""
 
 

@@ -634,7 +634,8 @@ class ModelLifecycle:
             location = found.get(name)
             path = location.path if location is not None and not location.error else None
             planned[name] = tuple(declared_dependencies(path, overrides.get(name),
-                                                        self.options.model_config_max_size))
+                                                        self.options.model_config_max_size,
+                                                        self.options.model_config_name))
             wanted = [m for m in planned[name] if m not in ready and m not in planned]
             if sync is not None and wanted:
                 for model in wanted:

@@ -123,7 +123,7 @@ def prepare_config(
     """
     config = override
     if config is None and model_dir is not None:
-        config = read_model_config(model_dir, max_bytes=options.model_config_max_size)
+        config = read_model_config(model_dir, options.model_config_name, options.model_config_max_size)
     config = autocomplete_model_config(
         config,
         name,
@@ -219,6 +219,12 @@ def load_model(
             loaded = _update_version(result.config, available[version], context, warmup, current)
         else:
             loaded = _load_version(result.config, available[version], context, warmup)
+            for retry in range(options.model_load_retry_count):  # Triton: --model-load-retry-count
+                if not loaded.error:
+                    break
+                log.info("retrying the load of '%s' version %s (retry %d of %d)", name, version,
+                         retry + 1, options.model_load_retry_count)
+                loaded = _load_version(result.config, available[version], context, warmup)
         loaded.load_ns = config_ns + time.monotonic_ns() - version_start
         loaded.fingerprint = fingerprint
         result.versions[version] = loaded

@@ -255,8 +255,10 @@ class LoadedModel:
     def _response(self, request: InferenceRequest, backend_request, outputs: dict,
                   parameters: dict | None = None) -> InferenceResponse:
         params = {o.name: o.parameters for o in request.outputs or ()}
-        tensors = [
-            Tensor(name, self.io.outputs[name].wire, outputs[name], params.get(name, {}))
+        specs, batched = self.io.outputs, self.io.max_batch_size > 0
+        tensors = [  # an output's reshape undone: the client gets the config's dims (Triton)
+            Tensor(name, specs[name].wire, specs[name].undo_reshape(outputs[name], batched),
+                   params.get(name, {}))
             for name in backend_request.requested_outputs
             if name in outputs
         ]

@@ -36,6 +36,32 @@ class TensorSpec:
         """Dims as clients see them: a leading -1 when the model batches."""
         return (-1, *self.dims) if max_batch_size > 0 else self.dims
 
+    def undo_reshape(self, array: np.ndarray, batched: bool) -> np.ndarray:
+        """An output as the model made it (the ``reshape`` shape) in the config's ``dims``,
+        as Triton's core gives it to clients (``InferenceResponse::Output::Reshape``): the
+        batch dim kept when the model batches, each -1 of ``dims`` filled, in order, with the
+        sizes the model gave at the -1 positions of ``reshape``.
+
+        ``array`` comes back unchanged without a ``reshape``, and when it cannot be put in
+        those dims (a rank or element count that does not fit: the model's own shape is
+        then what the client sees rather than an error for data the model did produce).
+        """
+        if self.reshape is None:
+            return array
+        lead = array.shape[:1] if batched and array.ndim else ()
+        item = array.shape[len(lead):]
+        if len(item) != len(self.reshape):
+            if any(d == -1 for d in self.reshape):
+                return array
+            item = self.reshape  # no variable dim to read: Triton needs none of the shape
+        variable = iter(s for d, s in zip(self.reshape, item, strict=True) if d == -1)
+        target = lead + tuple(next(variable, -1) if d == -1 else d for d in self.dims)
+        if target == array.shape:
+            return array
+        if -1 in target or int(np.prod(target)) != array.size:
+            return array
+        return array.reshape(target)
+
 
 class ModelIO:
     """Inputs and outputs of one model config, keyed by name, in config order."""

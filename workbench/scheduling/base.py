@@ -26,9 +26,12 @@ Execution = tuple[list[BackendResponse], ExecutionTimes]
 DoneCallback = Callable[[Execution | None, BaseException | None], None]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Pending:
     """A queued request: what to run, where to put the answer, and when it arrived.
+
+    Compared by identity (``eq=False``): a queue's ``remove`` / ``in`` find this request, never
+    another one whose fields (numpy inputs) would have to be compared by value.
 
     ``arrival_ns`` / ``enqueue_ns`` / ``deadline_ns`` are ``time.monotonic_ns()`` values;
     ``deadline_ns`` 0 = no queue timeout. ``priority`` is the priority level (1 = highest;

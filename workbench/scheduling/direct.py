@@ -29,6 +29,10 @@ class FifoPolicy(BatchPolicy):
     def has_queued(self) -> bool:
         return bool(self._queue)
 
+    def take_queued(self) -> list[Pending]:
+        queued, self._queue = list(self._queue), deque()
+        return queued
+
     def next_batch(self, runner: InstanceRunner) -> list[Pending]:
         while self._queue:
             pending = self._queue.popleft()

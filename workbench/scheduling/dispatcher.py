@@ -14,11 +14,17 @@ update): added ones join the idle pool at once; a removed one leaves dispatch fi
 the execution it is running, then unloads on its thread. A policy may hold a removed instance
 back while it still has work pinned to it (the sequence batcher's live sequences) and let it
 go later (:meth:`Dispatcher.release_runner`).
+
+A defect in a policy (an exception while it forms an execution or completes a request) never
+strands a queue: the requests it holds, and those of the execution being completed, are failed
+with an INTERNAL error naming the exception (:meth:`Dispatcher.scheduler_failed`), the policy
+forgets them (:meth:`BatchPolicy.abandon`), and the model serves on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections import deque
@@ -36,6 +42,8 @@ from workbench.scheduling.base import Execution, InstanceRunner, Pending, Schedu
 from workbench.scheduling.deadline_timer import DeadlineTimer
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.statistics import ModelStatistics
+
+log = logging.getLogger(__name__)
 
 
 class BatchPolicy(ABC):
@@ -62,6 +70,15 @@ class BatchPolicy(ABC):
     @abstractmethod
     def has_queued(self) -> bool:
         """True while some request is queued (cancelled ones not yet skipped included)."""
+
+    @abstractmethod
+    def take_queued(self) -> list[Pending]:
+        """Empty the queue and return what it held (after a scheduler defect the dispatcher
+        fails those requests)."""
+
+    def abandon(self, failed: list[Pending]) -> None:  # noqa: B027  # a default on purpose: most keep no state
+        """A scheduler defect failed ``failed`` (queued ones, or an execution's): forget any
+        state kept for them. Here: none."""
 
     @abstractmethod
     def next_batch(self, runner: InstanceRunner) -> list[Pending]:
@@ -120,6 +137,9 @@ class Dispatcher(Scheduler):
         self.stats = statistics
         self._policy = policy
         self._idle: deque[InstanceRunner] = deque(self.runners)
+        #: admitted requests not yet in an execution nor answered, by id (what a scheduler
+        #: defect fails: some may have left the policy's queue when the defect struck)
+        self._waiting: dict[int, Pending] = {}
         self._inflight = 0
         self._stopping = False
         self._drained: asyncio.Event | None = None
@@ -142,7 +162,9 @@ class Dispatcher(Scheduler):
         if self._stopping:
             raise Unavailable("model is being unloaded; request rejected")
         future: asyncio.Future[BackendResponse] = asyncio.get_running_loop().create_future()
-        self._policy.admit(Pending(request, future, arrival_ns, time.monotonic_ns()))
+        pending = Pending(request, future, arrival_ns, time.monotonic_ns())
+        self._policy.admit(pending)
+        self._waiting[id(pending)] = pending
         self._inflight += 1
         self.stats.pending += 1
         self.dispatch()
@@ -216,7 +238,21 @@ class Dispatcher(Scheduler):
 
     # ------------------------------------------------------------------ dispatching
     def dispatch(self) -> None:
-        """Start executions on the idle instances while the policy forms them."""
+        """Start executions on the idle instances while the policy forms them; a defect of
+        the policy fails the requests waiting (:meth:`scheduler_failed`) instead of
+        stranding them."""
+        try:
+            self._dispatch()
+        except Exception as error:  # noqa: BLE001  # a policy defect: failed below, not stranded
+            try:
+                self._policy.take_queued()
+            except Exception:
+                log.exception("emptying the queue after a scheduler failure failed")
+            waiting = list(self._waiting.values())
+            self.stats.pending -= len(waiting)
+            self.scheduler_failed(error, waiting)
+
+    def _dispatch(self) -> None:
         while self._idle and self._policy.has_queued():
             runner = self._policy.free_runner(self._idle)
             if runner is None:  # idle instances wait for rate-limiter resources
@@ -226,6 +262,8 @@ class Dispatcher(Scheduler):
             batch = self._policy.next_batch(runner)
             if not batch:
                 return
+            for pending in batch:
+                self._waiting.pop(id(pending), None)
             self._idle.remove(runner)
             if self.limiter is not None:
                 self.limiter.acquire(runner.needs)
@@ -266,9 +304,23 @@ class Dispatcher(Scheduler):
         policy's :meth:`BatchPolicy.complete`."""
         self._policy.complete(pending, response, times, reason)
 
+    def scheduler_failed(self, error: Exception, failed: list[Pending]) -> None:
+        """A defect of the scheduler (``error``, logged with its traceback) struck while
+        ``failed`` waited: each is answered with an INTERNAL error naming it (counted as a
+        failure of reason OTHER) and the policy forgets them; the model serves on."""
+        log.error("scheduler failure (%d requests failed)", len(failed), exc_info=error)
+        try:
+            self._policy.abandon(failed)
+        except Exception:
+            log.exception("the policy could not forget the failed requests")
+        failure = InternalError(f"request failed in the scheduler: {type(error).__name__}: {error}")
+        for pending in failed:  # a cancelled one too: it still counts in flight
+            self.answer(pending, BackendResponse(error=failure), None, "OTHER")
+
     def answer(self, pending: Pending, response: BackendResponse,
                times: ExecutionTimes | None, reason: str = "BACKEND") -> None:
         """Record the outcome, answer the request and count it out of the in-flight ones."""
+        self._waiting.pop(id(pending), None)
         now = time.monotonic_ns()
         if response.error is None and times is not None:
             input_ns = times.input_done_ns - times.start_ns
@@ -314,7 +366,10 @@ class Dispatcher(Scheduler):
             wrapped = error if isinstance(error, WorkbenchError) else InternalError(str(error))
             responses, times = [BackendResponse(error=wrapped)] * len(batch), None
         for pending, response in zip(batch, responses, strict=True):
-            self.finish(pending, response, times)
+            try:
+                self.finish(pending, response, times)
+            except Exception as defect:  # noqa: BLE001  # that request is failed, not stranded
+                self.scheduler_failed(defect, self._policy.counted([pending]))
         self.dispatch()
 
     def _record_execution(self, batch: list[Pending], times: ExecutionTimes) -> None:

@@ -93,6 +93,18 @@ class DynamicBatchPolicy(BatchPolicy):
     def has_queued(self) -> bool:
         return len(self._queue) > 0
 
+    def take_queued(self) -> list[Pending]:
+        queued = list(self._queue)
+        self._queue.remove(queued)
+        return queued
+
+    def abandon(self, failed: list[Pending]) -> None:
+        """The failed requests leave the response order (``preserve_ordering``): answers held
+        behind them go out."""
+        ids = {id(p) for p in failed}
+        self._order = deque(p for p in self._order if id(p) not in ids)
+        self._release_held()
+
     # ------------------------------------------------------------------ batch forming
     def next_batch(self, runner: InstanceRunner) -> list[Pending]:
         if self._holding():
@@ -186,6 +198,10 @@ class DynamicBatchPolicy(BatchPolicy):
             self.dispatcher.answer(pending, response, times, reason)
             return
         self._held[id(pending)] = (response, times, reason)
+        self._release_held()
+
+    def _release_held(self) -> None:
+        """Answer the held responses now at the head of the arrival order."""
         while self._order and id(self._order[0]) in self._held:
             head = self._order.popleft()
             self.dispatcher.answer(head, *self._held.pop(id(head)))

@@ -176,6 +176,19 @@ class SequenceBatcher(Scheduler, BatchPolicy):
     def has_queued(self) -> bool:
         return bool(self._queue)
 
+    def take_queued(self) -> list[Pending]:
+        queued, self._queue = list(self._queue), deque()
+        return queued
+
+    def abandon(self, failed: list[Pending]) -> None:
+        """End the sequences of the failed requests (a scheduler defect left their state
+        unknown): their slots are freed and their requests still queued fail ("the sequence
+        has ended"); a later request of one needs a START."""
+        sequences = (p.request.parameters.get("_sequence") for p in failed)
+        for sequence in {id(s): s for s in sequences if s is not None}.values():
+            sequence.busy = False
+            self._close(sequence)
+
     def holds_sequence(self, correlation_id: int | str) -> bool:
         return correlation_id in self._sequences
 

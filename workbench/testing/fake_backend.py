@@ -42,7 +42,8 @@ class FakeBehaviour:
     ``initialized`` / ``finalized`` count instance loads and unloads per instance name (a
     backend's instance initialize / finalize, which Triton's instance-update tests count); a
     load whose version folder is named in ``fail_versions`` raises, and so does the load of an
-    instance named in ``fail_instances`` (after the barrier); ``load_barrier`` makes instance
+    instance named in ``fail_instances`` (after the barrier), and the next ``fail_loads`` instance
+loads raise (a load that fails a few times, then works); ``loads`` counts the attempts; ``load_barrier`` makes instance
     loads meet (proving they run concurrently). Per version (the version folder's name, for
     tests of two versions side by side): executions of a version in ``held_versions`` wait
     until ``release`` is set, and every request of a version in ``error_versions`` gets an
@@ -79,6 +80,8 @@ class FakeBehaviour:
         self.finalized: dict[str, int] = {}
         self.fail_versions: set[str] = set()
         self.fail_instances: set[str] = set()
+        self.fail_loads = 0
+        self.loads = 0
         self.load_barrier: threading.Barrier | None = None
         self.held_versions: set[str] = set()
         self.error_versions: set[str] = set()
@@ -155,6 +158,11 @@ class FakeBackend(Backend):
         if not BEHAVIOUR.load_gate.is_set():
             BEHAVIOUR.loading.set()
             BEHAVIOUR.load_gate.wait()
+        with BEHAVIOUR.lock:
+            BEHAVIOUR.loads += 1
+            failing, BEHAVIOUR.fail_loads = BEHAVIOUR.fail_loads > 0, max(0, BEHAVIOUR.fail_loads - 1)
+        if failing:
+            raise InvalidArgument(f"fake load failure {BEHAVIOUR.loads}")
         if version_dir.name in BEHAVIOUR.fail_versions:
             raise InvalidArgument(f"fake load failure of version {version_dir.name}")
         if BEHAVIOUR.load_barrier is not None:

@@ -53,6 +53,17 @@ def identity_graph(elem: int, dims: list, name: str = "identity") -> onnx.GraphP
     )
 
 
+
+def reshape_config(name: str, backend: str, max_batch_size: int, dims: str, reshape: str,
+                   tensors: tuple[str, str] = ("INPUT0", "OUTPUT0")) -> str:
+    """A one-input one-output FP32 model config whose input and output both have ``dims`` and
+    ``reshape { shape }`` (comma-separated, "" for an empty reshape). ``backend`` may be a
+    ``platform`` too (``pytorch_libtorch``, ``tensorflow_savedmodel``)."""
+    field = "platform" if "_" in backend else "backend"
+    io = f'data_type: TYPE_FP32 dims: [ {dims} ] reshape: {{ shape: [ {reshape} ] }}'
+    return (f'name: "{name}"\n{field}: "{backend}"\nmax_batch_size: {max_batch_size}\n'
+            f'input [ {{ name: "{tensors[0]}" {io} }} ]\noutput [ {{ name: "{tensors[1]}" {io} }} ]\n')
+
 ADD_SUB_CONFIG = """
 name: "add_sub"
 backend: "onnxruntime"

@@ -6,7 +6,8 @@ identity, string_identity (BYTES), raiser, error_response, wrong_count, crasher,
 repeat (decoupled), bls_sync, bls_async, bls_decoupled, auto_complete (no I/O in its
 config), helper_import (imports a file next to model.py), init_fails, batch_count,
 sleeper, sender_once (non-decoupled, answers through its response sender), shm_truncator
-(truncates the file an input names, then answers the identity of INPUT0). They run in the
+(truncates the file an input names, then answers the identity of INPUT0), identity_bf16 (BF16
+through DLPack and torch, as Triton's QA model). They run in the
 real Python backend; nothing is mocked.
 """
 

@@ -5,7 +5,8 @@ engine and the sequence batcher run unchanged around it: the fake sits only at t
 backend boundary. Each execution is recorded as the instance that ran it plus one
 :class:`Row` per batch row (the READY, START and CORRID control values the batcher
 gave that row, and its ``INPUT`` value). ``INPUT`` is copied to ``OUTPUT``; a ready row
-whose ``INPUT`` is :data:`FAIL_VALUE` gets an error response. Configs select it with
+whose ``INPUT`` is :data:`FAIL_VALUE` gets an error response, and one whose ``INPUT`` is
+:data:`MALFORMED_VALUE` a malformed response (a backend defect the engine must survive). Configs select it with
 ``backend: "seqprobe"`` (register it with ``register_backend("seqprobe", ProbeBackend)``).
 """
 
@@ -16,6 +17,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
@@ -32,6 +34,8 @@ from workbench.testing.fake_backend import write_backend_model
 
 #: a ready row with this INPUT value fails (its response carries an InternalError)
 FAIL_VALUE = -1.0
+#: a ready row with this INPUT value gets a response whose outputs are None, not a dict
+MALFORMED_VALUE = -2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +94,15 @@ class ProbeInstance(ModelInstance):
         PROBE.gate.wait()
         times.mark_input_done()
         times.mark_infer_done()
-        return [
-            BackendResponse(error=InternalError(f"probe refused sequence {row.corrid}"))
-            if row.ready and row.value == FAIL_VALUE
-            else BackendResponse({"OUTPUT": request.inputs["INPUT"]})
-            for request, row in zip(requests, rows, strict=True)
-        ]
+        return [_response(request, row) for request, row in zip(requests, rows, strict=True)]
+
+
+def _response(request: BackendRequest, row: Row) -> BackendResponse:
+    if row.ready and row.value == FAIL_VALUE:
+        return BackendResponse(error=InternalError(f"probe refused sequence {row.corrid}"))
+    if row.ready and row.value == MALFORMED_VALUE:
+        return BackendResponse(cast(dict, None))
+    return BackendResponse({"OUTPUT": request.inputs["INPUT"]})
 
 
 class ProbeBackend(Backend):
@@ -133,4 +140,4 @@ def write_probe_model(repo: Path, name: str = "probe", count: int = 1, max_batch
     return write_backend_model(repo, name, config)
 
 
-__all__ = ["FAIL_VALUE", "PROBE", "ProbeBackend", "Row", "write_probe_model"]
+__all__ = ["FAIL_VALUE", "MALFORMED_VALUE", "PROBE", "ProbeBackend", "Row", "write_probe_model"]

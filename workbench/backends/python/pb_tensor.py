@@ -2,13 +2,15 @@
 :mod:`.pb_utils`; Triton's ``pb_utils.Tensor``, ``TritonError``, ``TritonModelException``,
 ``triton_string_to_numpy`` & co).
 
-Runs inside the stub process: numpy and the standard library only.
+Runs inside the stub process: numpy, ml_dtypes and the standard library; torch for BF16
+DLPack only (numpy has no BF16 DLPack, Triton's stub has its own).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from workbench.bytes_codec import decode_bytes, encode_bytes
@@ -32,9 +34,12 @@ TRITON_STRING_TO_NUMPY = {
 _CODE_TO_NUMPY = {
     1: np.bool_, 2: np.uint8, 3: np.uint16, 4: np.uint32, 5: np.uint64, 6: np.int8,
     7: np.int16, 8: np.int32, 9: np.int64, 10: np.float16, 11: np.float32, 12: np.float64,
-    13: np.object_,
+    13: np.object_, 14: ml_dtypes.bfloat16,
 }
 _NUMPY_TO_CODE = {np.dtype(t): code for code, t in _CODE_TO_NUMPY.items()}
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+#: Triton's text (``PbTensor::AsNumpy``)
+_BF16_AS_NUMPY = "Tensor dtype is BF16 and cannot be converted to NumPy. Use to_dlpack() and from_dlpack() instead."
 
 
 # ---------------------------------------------------------------------------- errors
@@ -123,7 +128,14 @@ class Tensor:
         return self._name
 
     def as_numpy(self) -> np.ndarray:
-        """The data as a numpy array (no copy; BYTES -> object array of ``bytes``)."""
+        """The data as a numpy array (no copy; BYTES -> object array of ``bytes``).
+
+        Raises:
+            TritonModelException: a BF16 tensor (Triton's text: numpy has no BF16; use
+                :meth:`to_dlpack`).
+        """
+        if self._array.dtype == _BF16:
+            raise TritonModelException(_BF16_AS_NUMPY)
         return self._array
 
     def shape(self) -> list[int]:
@@ -138,9 +150,18 @@ class Tensor:
         return True
 
     def to_dlpack(self) -> Any:
-        """A DLPack capsule over the data (CPU; not for BYTES tensors)."""
+        """A DLPack capsule over the data (CPU; not for BYTES tensors). A BF16 tensor's
+        capsule (DLPack's bfloat16) is made by torch, which must be importable then.
+
+        Raises:
+            TritonModelException: a BYTES tensor; a BF16 one without torch.
+        """
         if self._array.dtype == np.object_:
             raise TritonModelException("DLPack does not support BYTES tensors")
+        if self._array.dtype == _BF16:
+            torch = _torch()
+            data = torch.from_numpy(self._array.view(np.int16)).view(torch.bfloat16)
+            return torch.utils.dlpack.to_dlpack(data)
         return self._array.__dlpack__()
 
     def __dlpack__(self, stream: Any = None) -> Any:
@@ -160,11 +181,43 @@ class Tensor:
         try:
             array = np.from_dlpack(source)
         except (BufferError, RuntimeError, TypeError, ValueError) as exc:
-            raise TritonModelException(f"unable to read DLPack tensor '{name}': {exc}") from None
+            bf16 = _bf16_from_dlpack(source)  # numpy reads no DLPack bfloat16: torch does
+            if bf16 is None:
+                raise TritonModelException(f"unable to read DLPack tensor '{name}': {exc}") from None
+            return Tensor._wrap(name, bf16)
         return Tensor(name, array)
 
     def __repr__(self) -> str:
         return f"Tensor({self._name!r}, shape={list(self._array.shape)}, dtype={self._array.dtype})"
+
+
+def tensor_data(tensor: Tensor) -> np.ndarray:
+    """``tensor``'s array whatever its datatype (what the stub sends; :meth:`Tensor.as_numpy`
+    refuses BF16 to models, as Triton's)."""
+    return tensor._array
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise TritonModelException("BF16 tensors go through DLPack with torch here: install torch "
+                                   "in the model's environment") from None
+    return torch
+
+
+def _bf16_from_dlpack(source: Any) -> np.ndarray | None:
+    """The data of a DLPack bfloat16 tensor as a numpy bfloat16 array sharing its memory
+    (read by torch; None when torch is absent or the tensor is not a CPU bfloat16 one)."""
+    try:
+        import torch
+
+        data = torch.utils.dlpack.from_dlpack(source)
+    except Exception:  # noqa: BLE001  # not readable by torch either: the caller reports numpy's error
+        return None
+    if data.dtype != torch.bfloat16 or data.device.type != "cpu":
+        return None
+    return data.view(torch.int16).numpy().view(_BF16)
 
 
 class _Capsule:

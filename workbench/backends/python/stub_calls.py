@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 from workbench.backends.python import pb_utils
+from workbench.backends.python.pb_tensor import tensor_data
 from workbench.backends.python.transport import SegmentPool, SegmentReader, decode_tensor, encode_tensor
 
 
@@ -25,7 +26,7 @@ def encode_response(response: pb_utils.InferenceResponse, pool: SegmentPool,
     error = response.error()
     if error is not None:
         return {"outputs": [], "error": (error.message(), error.code()), "parameters": None}
-    outputs = [encode_tensor(t.name(), t.as_numpy(), pool) for t in response.output_tensors()
+    outputs = [encode_tensor(t.name(), tensor_data(t), pool) for t in response.output_tensors()
                if not wanted or t.name() in wanted]
     parameters = response.parameters()
     return {"outputs": outputs, "error": None, "parameters": None if parameters == "{}" else parameters}
@@ -114,7 +115,7 @@ class BlsCalls:
         for tensor in request.inputs():
             if not isinstance(tensor, pb_utils.Tensor):
                 raise pb_utils.TritonModelException("BLS request inputs must be pb_utils.Tensor objects")
-            inputs.append(encode_tensor(tensor.name(), tensor.as_numpy(), self._stub.pool))
+            inputs.append(encode_tensor(tensor.name(), tensor_data(tensor), self._stub.pool))
         self._calls[call_id] = call
         self._stub.send({"op": "bls", "call": call_id, "decoupled": bool(decoupled), "request": {
             "model": request.model_name(), "version": request.model_version(),

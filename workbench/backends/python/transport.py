@@ -43,6 +43,7 @@ import threading
 import weakref
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from workbench.bytes_codec import decode_bytes, encode_bytes
@@ -336,8 +337,10 @@ def _process_exists(pid: int) -> bool:
 
 # ---------------------------------------------------------------------------- tensors
 #: one tensor on the wire: (name, dtype, shape, payload); dtype is numpy's ``dtype.str``
-#: (``"<f4"``) or ``"BYTES"``; payload is ``bytes`` (inline) or ``(segment, capacity, nbytes)``.
+#: (``"<f4"``), ``"bfloat16"`` (BF16: its ``str`` is a plain ``"<V2"``) or ``"BYTES"``;
+#: payload is ``bytes`` (inline) or ``(segment, capacity, nbytes)``.
 WireTensor = tuple[str, str, tuple[int, ...], Any]
+_BF16 = np.dtype(ml_dtypes.bfloat16)  # importing ml_dtypes also lets np.dtype("bfloat16") find it
 
 
 def encode_tensor(name: str, array: np.ndarray, pool: SegmentPool) -> WireTensor:
@@ -352,7 +355,7 @@ def encode_tensor(name: str, array: np.ndarray, pool: SegmentPool) -> WireTensor
     if array.dtype.kind in ("O", "S"):
         dtype, raw = "BYTES", memoryview(encode_bytes(array))
     else:
-        dtype = array.dtype.str
+        dtype = "bfloat16" if array.dtype == _BF16 else array.dtype.str
         # flat uint8 first: memoryview.cast refuses a view with a zero in its shape ([1,0])
         raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8).data
     if raw.nbytes <= INLINE_MAX_BYTES:

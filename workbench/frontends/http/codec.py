@@ -350,8 +350,12 @@ def _json_data(tensor: Tensor, model: str) -> object:
     """An output's JSON ``data``.
 
     Raises:
-        InvalidArgument: a BYTES output that is not UTF-8 (binary data carries it intact).
+        InvalidArgument: a BYTES output that is not UTF-8 (binary data carries it intact); a
+            BF16 output (Triton's text: binary data only).
     """
+    if tensor.datatype == "BF16":
+        raise InvalidArgument("sending BF16 data via JSON is not supported. Please use the binary "
+                              "data format for output")
     if tensor.datatype in ("BYTES", "FP16"):
         try:
             return tensor_to_list(tensor)

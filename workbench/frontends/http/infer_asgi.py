@@ -54,7 +54,7 @@ from workbench.frontends.http.large_bodies import (
     json_output_bytes,
     json_part_size,
 )
-from workbench.frontends.http.protocol import DISCONNECT_EXTENSION
+from workbench.frontends.http.protocol import DISCONNECT_EXTENSION, sent_headers
 from workbench.frontends.http.raw_binary import raw_binary_request
 from workbench.frontends.status import http_status
 from workbench.tracing import RequestTrace
@@ -146,7 +146,7 @@ class InferFastPath:
             request.trace = trace
             del body  # JSON tensors no longer need it (binary ones keep their views alive)
             if self.forward is not None:  # --http-header-forward-pattern
-                request.parameters.update(forwarded_parameters(self.forward, scope["headers"]))
+                request.parameters.update(forwarded_parameters(self.forward, sent_headers(scope)))
             async with DisconnectWatch(receive, scope) as watch:
                 response = await self.server.infer(request)
             if watch.dropped:  # nobody to answer; the engine dropped the request

@@ -15,17 +15,41 @@ The protocol also tells the app when its client goes away: each request's scope 
 while it waits for the engine (:class:`~workbench.frontends.http.infer_asgi.DisconnectWatch`),
 which costs a set insertion instead of a watcher task per request awaiting ASGI
 ``receive`` for ``http.disconnect``.
+
+uvicorn strips a header value's trailing whitespace (RFC 9110's OWS); Triton's HTTP server
+(libevhtp) keeps it, and ``--http-header-forward-pattern`` forwards the value as sent
+(L0_parameters ``test_headers``). The values it stripped are kept, as sent, in
+``scope["extensions"][UNTRIMMED_EXTENSION]``, and :func:`sent_headers` gives the request's
+headers with them.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 #: the ASGI scope extension holding the connection's disconnect callbacks (a ``set``)
 DISCONNECT_EXTENSION = "workbench.disconnect"
+#: the ASGI scope extension holding ``(index in scope["headers"], value as sent)`` of each
+#: header whose trailing whitespace uvicorn stripped (absent when none was)
+UNTRIMMED_EXTENSION = "workbench.untrimmed_headers"
+_OWS = (b" ", b"\t")
+
+
+def sent_headers(scope: Mapping[str, Any]) -> list[tuple[bytes, bytes]]:
+    """``scope["headers"]`` with each value as the client sent it (trailing whitespace
+    kept, as Triton's HTTP server gives header values)."""
+    headers = scope["headers"]
+    untrimmed = scope.get("extensions", {}).get(UNTRIMMED_EXTENSION)
+    if not untrimmed:
+        return headers
+    headers = list(headers)
+    for index, value in untrimmed:
+        headers[index] = (headers[index][0], value)
+    return headers
 
 
 class CoalescingTransport:
@@ -105,9 +129,19 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         #: callbacks to call when the connection is lost (see the module docstring)
         self.disconnect_callbacks: set[Any] = set()
         self._extensions: dict[Any, Any] = {DISCONNECT_EXTENSION: self.disconnect_callbacks}
+        self._untrimmed: list[tuple[int, bytes]] = []
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        super().on_header(name, value)
+        if value[-1:] in _OWS:  # uvicorn stripped it: kept as sent (see the module docstring)
+            self._untrimmed.append((len(self.headers) - 1, value))
 
     def on_headers_complete(self) -> None:
-        self.scope["extensions"] = self._extensions
+        if self._untrimmed:
+            self.scope["extensions"] = {**self._extensions, UNTRIMMED_EXTENSION: self._untrimmed}
+            self._untrimmed = []
+        else:
+            self.scope["extensions"] = self._extensions
         super().on_headers_complete()
         names = dict(self.headers)  # built in C: cheaper than a set comprehension per request
         if b"transfer-encoding" in names and b"content-length" in names and self.cycle is not None:
@@ -124,4 +158,5 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
             callback()
 
 
-__all__ = ["DISCONNECT_EXTENSION", "CoalescingHttpToolsProtocol", "CoalescingTransport"]
+__all__ = ["DISCONNECT_EXTENSION", "UNTRIMMED_EXTENSION", "CoalescingHttpToolsProtocol", "CoalescingTransport",
+           "sent_headers"]
