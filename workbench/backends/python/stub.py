@@ -11,6 +11,11 @@ generation, see :mod:`.transport`). Run as
 model's ``auto_complete_config`` and writes ``{"config": ...}`` or ``{"error": ...}`` to
 stdout (the model's own prints go to stderr).
 
+The model sees what Triton's embedded interpreter gives it: ``sys.argv == ['']`` (so
+``unittest.main("model", exit=False)`` and argparse defaults work in ``execute``), and
+model.py imported as ``<version>.model`` with the version and model folders appended to
+``sys.path`` (:func:`load_model_module`).
+
 Launched as a file, it imports only its own package folder (numpy and the standard
 library): ``workbench/__init__`` (the engine) is never loaded here, so a stub starts in
 about the time of ``import numpy``. A model crash, hang or leak stays in this process.
@@ -41,6 +46,7 @@ if __name__ == "__main__" and not __package__:  # launched as a file by the serv
         sys.modules[_name] = _module
 
 import contextlib
+import importlib.machinery
 import importlib.util
 import inspect
 import json
@@ -282,16 +288,44 @@ class Stub:
 
 
 def load_model_module(model_file: str) -> Any:
-    """Import ``model_file`` as module ``model``, with its folder first on ``sys.path``
-    (so files next to model.py import as top-level modules, as in Triton)."""
-    folder = os.path.dirname(os.path.abspath(model_file))
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    spec = importlib.util.spec_from_file_location("model", model_file)
+    """Import ``model_file`` as Triton's stub does: as module ``<version>.<name>`` (e.g.
+    ``1.model``) with the version folder and the model folder appended to ``sys.path``.
+
+    So ``from . import helper`` / ``from .helper import x`` find files next to model.py
+    (the version folder is the package), and so do plain ``import helper`` and a model's
+    own ``import model`` / ``unittest.main("model")`` (top-level imports from the version
+    folder; ``model`` is then a second module object, as in Triton). The version folder is
+    a package without running code unless it holds an ``__init__.py``.
+
+    Raises:
+        ImportError: the file cannot be imported; any error model.py raises at import.
+    """
+    path = os.path.abspath(model_file)
+    version_dir = os.path.dirname(path)
+    for folder in (version_dir, os.path.dirname(version_dir)):
+        if folder not in sys.path:
+            sys.path.append(folder)
+    package = os.path.basename(version_dir)
+    if package not in sys.modules:
+        init = os.path.join(version_dir, "__init__.py")
+        if os.path.isfile(init):
+            spec = importlib.util.spec_from_file_location(package, init,
+                                                          submodule_search_locations=[version_dir])
+        else:
+            spec = importlib.machinery.ModuleSpec(package, None, is_package=True)
+            spec.submodule_search_locations = [version_dir]
+        if spec is None:
+            raise ImportError(f"cannot import the version folder '{version_dir}'")
+        parent = importlib.util.module_from_spec(spec)
+        sys.modules[package] = parent
+        if spec.loader is not None:
+            spec.loader.exec_module(parent)
+    name = f"{package}.{os.path.splitext(os.path.basename(path))[0]}"
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import model file '{model_file}'")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["model"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -369,6 +403,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--segment-base", default="")
     parser.add_argument("--auto-complete", metavar="MODEL_FILE")
     options = parser.parse_args(argv)
+    sys.argv[:] = [""]  # Triton's stub is an embedded interpreter: models see argv == ['']
     if options.auto_complete:
         return auto_complete(options.auto_complete)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
