@@ -1,6 +1,7 @@
 """The stub runs a model.py as Triton's ``triton_python_backend_stub`` does (issue 33):
 ``sys.argv`` is ``['']`` (an embedded interpreter), model.py is imported as
-``<version>.model`` with its folders on ``sys.path``.
+``<version>.model`` with its folders on ``sys.path``, ``pb_utils.Logger`` lines obey the
+server's log levels, and ``pb_utils`` constructors refuse bad arguments inside the model.
 
 One real server for the module; the models are written by the tests (Triton style).
 """
@@ -8,6 +9,7 @@ One real server for the module; the models are written by the tests (Triton styl
 from __future__ import annotations
 
 import json
+import logging
 import textwrap
 from pathlib import Path
 
@@ -73,6 +75,48 @@ class TritonPythonModel:
                   "module": helper.triple(3), "plain": plain_helper.triple(4)}
         return [respond(answer) for _ in requests]
 """,
+    # cause 2: every level, by the nested enum and by the exported values
+    "logging_levels": """
+class TritonPythonModel:
+    def execute(self, requests):
+        logger = pb_utils.Logger
+        logger.log("info by value", logger.INFO)
+        logger.log("warning by enum", logger.LogLevel.WARNING)
+        logger.log("error by value", logger.ERROR)
+        logger.log("verbose by value", logger.VERBOSE)
+        logger.log_verbose("verbose by method")
+        logger.log_info("info by method")
+        return [respond({}) for _ in requests]
+""",
+    # cause 6: the constructors refuse bad arguments inside the stub, with Triton's types
+    "argument_checks": """
+def raised(call):
+    try:
+        call()
+    except Exception as exc:
+        return [type(exc).__name__, str(exc)]
+    return None
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        tensor = pb_utils.Tensor("INPUT0", np.zeros(1, np.float32))
+        answer = {
+            "request_none_input": raised(lambda: pb_utils.InferenceRequest(
+                model_name="m", requested_output_names=[], inputs=[None])),
+            "request_inputs_none": raised(lambda: pb_utils.InferenceRequest(
+                model_name="m", requested_output_names=[], inputs=None)),
+            "request_model_none": raised(lambda: pb_utils.InferenceRequest(
+                model_name=None, requested_output_names=[], inputs=[tensor])),
+            "response_none": raised(lambda: pb_utils.InferenceResponse(output_tensors=None)),
+            "response_none_output": raised(lambda: pb_utils.InferenceResponse(output_tensors=[None])),
+            "tensor_none_name": raised(lambda: pb_utils.Tensor(None, np.zeros(1))),
+            "log_none_level": raised(lambda: pb_utils.Logger.log("m", None)),
+            "log_int_level": raised(lambda: pb_utils.Logger.log("m", 1)),
+            "parameters_float": raised(lambda: pb_utils.InferenceResponse(parameters={"f": 0.5})),
+        }
+        return [respond(answer) for _ in requests]
+""",
 }
 HELPER = "def triple(value):\n    return value * 3\n"
 
@@ -111,3 +155,36 @@ async def test_model_py_is_imported_as_version_dot_model_so_relative_imports_wor
     """Before: model.py was module 'model' (no package): 'from . import helper' failed the load."""
     assert await answer(server, "relative_import") == {
         "name": "1.model", "package": "1", "relative": 6, "module": 9, "plain": 12}
+
+
+@pytest.mark.parametrize("root_level, expected", [
+    (logging.INFO, ["info by value", "warning by enum", "error by value", "info by method"]),
+    (logging.DEBUG, ["info by value", "warning by enum", "error by value", "verbose by value",
+                     "verbose by method", "info by method"]),
+], ids=["log-verbose=0", "log-verbose=1"])
+async def test_logger_levels_exist_and_verbose_lines_obey_the_verbose_level(
+        server: Server, caplog: pytest.LogCaptureFixture, root_level: int, expected: list[str]) -> None:
+    """``--log-verbose`` sets the root logger to INFO (0) or DEBUG (>= 1) (hosts.logging_setup).
+    Before: Logger.INFO did not exist (AttributeError), and verbose lines were always written."""
+    caplog.set_level(logging.DEBUG)  # the capturing handler takes all, as the server's does
+    logging.getLogger().setLevel(root_level)  # what --log-verbose sets (restored by caplog)
+    await answer(server, "logging_levels")
+    records = [r for r in caplog.records if r.name == "workbench.python_model"]
+    assert [r.getMessage() for r in records] == expected
+    assert {r.levelname for r in records if r.getMessage().startswith("warning")} == {"WARNING"}
+    assert all(r.filename == "model.py" for r in records)
+
+
+async def test_constructor_arguments_are_checked_in_the_model_with_tritons_types(server: Server) -> None:
+    got = await answer(server, "argument_checks")
+    assert {key: value[0] for key, value in got.items()} == {
+        "request_none_input": "TritonModelException", "request_inputs_none": "TypeError",
+        "request_model_none": "TypeError", "response_none": "TypeError",
+        "response_none_output": "TritonModelException", "tensor_none_name": "TypeError",
+        "log_none_level": "TypeError", "log_int_level": "TypeError",
+        "parameters_float": "TritonModelException"}
+    assert got["request_none_input"][1] == ("Input tensor for request with id '' and model name 'm' "
+                                            "should not be empty.")
+    assert got["response_none_output"][1] == "Output tensor for inference response should not be empty."
+    assert got["parameters_float"][1] == ("Expect parameters values to have type bool/int/str, "
+                                          "found type <class 'float'>")

@@ -251,9 +251,17 @@ class PythonInstance(ModelInstance):
         elif op == "bls":
             self._bls.submit(message, stub)
         elif op == "log":
-            record = model_log.makeRecord(model_log.name, _LOG_LEVELS.get(message["level"], logging.INFO),
-                                          message["file"], message["line"], message["message"], (), None)
-            model_log.handle(record)
+            self._log(message)
+
+    @staticmethod
+    def _log(message: dict) -> None:
+        """A model's ``pb_utils.Logger`` line, written as Triton's ``TRITONSERVER_LogMessage``
+        does: only when its severity is on (VERBOSE lines at ``--log-verbose`` >= 1, which
+        sets the root logger to DEBUG; ``--log-info`` & co. filter in the handler)."""
+        level = _LOG_LEVELS.get(message["level"], logging.INFO)
+        if model_log.isEnabledFor(level):
+            model_log.handle(model_log.makeRecord(model_log.name, level, message["file"], message["line"],
+                                                  message["message"], (), None))
 
     def _on_send(self, message: dict) -> None:
         key, final = message["sender"], message["final"]

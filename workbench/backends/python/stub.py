@@ -56,7 +56,7 @@ import threading
 import traceback
 from typing import Any
 
-from workbench.backends.python import pb_utils
+from workbench.backends.python import pb_runtime, pb_utils
 from workbench.backends.python.stub_calls import BlsCalls, decode_response, encode_response
 from workbench.backends.python.transport import (
     Channel,
@@ -202,8 +202,9 @@ class Stub:
         request = pb_utils.InferenceRequest(
             model_name=self.model_name, requested_output_names=wire["outputs"], inputs=tensors,
             request_id=wire["id"], correlation_id=wire["correlation_id"], flags=wire["flags"],
-            timeout=wire["timeout"], parameters=wire["parameters"],
+            timeout=wire["timeout"],
         )
+        request._parameters = wire["parameters"]  # the server's JSON, already checked
         request._sender_key = wire["sender"]
         request._decoupled = self.decoupled
         self._senders[wire["sender"]] = frozenset(wire["outputs"])
@@ -363,7 +364,7 @@ def serve(fd: int, call_fd: int, segment_base: str) -> None:
     channel = Channel(socket.socket(fileno=fd))
     calls = Channel(socket.socket(fileno=call_fd))
     stub = Stub(channel, calls, segment_base)
-    pb_utils._runtime = stub
+    pb_runtime.runtime = stub
     sys.modules["triton_python_backend_utils"] = pb_utils
     threading.Thread(target=stub.read_forever, name="stub-reader", daemon=True).start()
     stub.serve()

@@ -37,9 +37,9 @@ def decode_response(wire: dict | None, reader: SegmentReader) -> pb_utils.Infere
         return None
     if wire["error"] is not None:
         message, code = wire["error"]
-        return pb_utils.InferenceResponse([], error=pb_utils.TritonError(message, code))
+        return pb_utils.InferenceResponse._wrap([], pb_utils.TritonError(message, code))
     tensors = [pb_utils.Tensor._wrap(*decode_tensor(t, reader)) for t in wire["outputs"]]
-    return pb_utils.InferenceResponse(tensors, parameters=wire["parameters"])
+    return pb_utils.InferenceResponse._wrap(tensors, parameters=wire["parameters"])
 
 
 class BlsCall:
