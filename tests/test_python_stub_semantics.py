@@ -1,7 +1,8 @@
 """The stub runs a model.py as Triton's ``triton_python_backend_stub`` does (issue 33):
 ``sys.argv`` is ``['']`` (an embedded interpreter), model.py is imported as
 ``<version>.model`` with its folders on ``sys.path``, ``pb_utils.Logger`` lines obey the
-server's log levels, and ``pb_utils`` constructors refuse bad arguments inside the model.
+server's log levels, ``pb_utils`` constructors refuse bad arguments inside the model, and
+a model name with a character Triton refuses in a stub name fails to load.
 
 One real server for the module; the models are written by the tests (Triton style).
 """
@@ -18,6 +19,7 @@ import pytest
 import pytest_asyncio
 
 from workbench import InferenceRequest, Server, ServerOptions, Tensor
+from workbench.errors import StatusCode, WorkbenchError
 from workbench.testing.python_backend import python_backend_segments
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -188,3 +190,32 @@ async def test_constructor_arguments_are_checked_in_the_model_with_tritons_types
     assert got["response_none_output"][1] == "Output tensor for inference response should not be empty."
     assert got["parameters_float"][1] == ("Expect parameters values to have type bool/int/str, "
                                           "found type <class 'float'>")
+
+
+IDENTITY = b"""import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", r.inputs()[0].as_numpy())])
+                for r in requests]
+"""
+
+
+async def test_model_names_with_characters_triton_refuses_fail_to_load_with_its_text(tmp_path: Path) -> None:
+    """NVIDIA's model_control test_invalid_character_model_names / test_valid_model_names;
+    before: 'model;test' loaded and served."""
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit")
+    async with Server(options) as engine:
+        for name in ("model;test", "model`test`", "model\\test", "model'test'", "model!test"):
+            config = {"name": name, "backend": "python", "max_batch_size": 4,
+                      "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+                      "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}]}
+            with pytest.raises(WorkbenchError) as caught:
+                await engine.load_model(name, json.dumps(config), {"1/model.py": IDENTITY})
+            assert "Invalid stub name: contains invalid characters" in caught.value.message
+            assert caught.value.code == StatusCode.INVALID_ARG
+            assert not await engine.model_ready(name)
+        config["name"] = "model-with_hyphens"
+        await engine.load_model("model-with_hyphens", json.dumps(config), {"1/model.py": IDENTITY})
+        assert await engine.model_ready("model-with_hyphens")

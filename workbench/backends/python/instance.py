@@ -70,6 +70,8 @@ ERRORS_BY_CODE: dict[int, type[WorkbenchError]] = {
     0: UnknownError, 1: InternalError, 2: NotFound, 3: InvalidArgument, 4: Unavailable,
     5: Unsupported, 6: AlreadyExists, 7: Cancelled,
 }
+#: characters python_backend refuses in a stub name (the instance name; ``INVALID_CHARS``)
+INVALID_STUB_NAME_CHARS = frozenset(";|&$`<>()[]{}\\\"'*?~#!")
 #: request parameters the engine consumes; the rest reach the model's ``request.parameters()``
 RESERVED_PARAMETERS = frozenset({"sequence_id", "sequence_start", "sequence_end", "priority",
                                  "timeout", "binary_data_output", "headers"})
@@ -89,13 +91,18 @@ class PythonInstance(ModelInstance):
         context: the engine's callback for BLS (None outside a server).
 
     Raises:
-        ModelLoadError: the model file is missing, the stub could not start, or the
-            model's ``initialize`` raised (the message carries the Python error).
+        ModelLoadError: the instance name (the model's name, or its instance group's) holds a
+            character python_backend refuses in a stub name (``; | & $ ` < > ( ) [ ] { } \\
+            " ' * ? ~ # !``: "Invalid stub name: contains invalid characters", as Triton), the
+            model file is missing, the stub could not start, or the model's ``initialize``
+            raised (the message carries the Python error).
     """
 
     def __init__(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec,
                  context: BackendContext | None) -> None:
         super().__init__(spec)
+        if not spec.name or INVALID_STUB_NAME_CHARS.intersection(spec.name):
+            raise ModelLoadError("Invalid stub name: contains invalid characters")  # Triton's text
         self._model = config.name
         self._model_file = version_dir / (config.default_model_filename or "model.py")
         if not self._model_file.is_file():
