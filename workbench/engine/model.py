@@ -256,7 +256,7 @@ class LoadedModel:
                   parameters: dict | None = None) -> InferenceResponse:
         params = {o.name: o.parameters for o in request.outputs or ()}
         tensors = [
-            Tensor(name, self.io.outputs[name].wire, outputs[name], params.get(name, {}))
+            Tensor(name, self.io.outputs[name].wire_of(outputs[name]), outputs[name], params.get(name, {}))
             for name in backend_request.requested_outputs
             if name in outputs
         ]
