@@ -119,6 +119,30 @@ class TritonPythonModel:
         }
         return [respond(answer) for _ in requests]
 """,
+    # cause 9: BLS with a bytes model name (python_backend's bls/sync_model.py example) and
+    # refused in initialize with Triton's text
+    "bls_rules": """
+class TritonPythonModel:
+    def initialize(self, args):
+        try:
+            pb_utils.InferenceRequest(model_name="relative_import", inputs=[], requested_output_names=[]).exec()
+            self.in_initialize = None
+        except pb_utils.TritonModelException as exc:
+            self.in_initialize = exc.message()
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            name = np.array([b"relative_import"], dtype=np.object_)[0]  # bytes, as as_numpy() gives
+            bls = pb_utils.InferenceRequest(model_name=name, inputs=request.inputs(),
+                                            requested_output_names=[b"OUTPUT0"]).exec()
+            if bls.has_error():
+                raise pb_utils.TritonModelException(bls.error().message())
+            called = json.loads(bls.output_tensors()[0].as_numpy()[0])
+            answer = {"in_initialize": self.in_initialize, "bls_name": called["name"]}
+            responses.append(respond(answer))
+        return responses
+""",
 }
 HELPER = "def triple(value):\n    return value * 3\n"
 
@@ -219,3 +243,29 @@ async def test_model_names_with_characters_triton_refuses_fail_to_load_with_its_
         config["name"] = "model-with_hyphens"
         await engine.load_model("model-with_hyphens", json.dumps(config), {"1/model.py": IDENTITY})
         assert await engine.model_ready("model-with_hyphens")
+
+
+async def test_bls_takes_a_bytes_model_name_and_is_refused_in_initialize(server: Server) -> None:
+    """Before: the BLS call failed with "unknown model: 'b'relative_import''" and BLS ran in
+    initialize."""
+    assert await answer(server, "bls_rules") == {
+        "in_initialize": "BLS is only supported during the 'execute' function.", "bls_name": "1.model"}
+
+
+async def test_bls_in_finalize_is_refused_with_tritons_text(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """NVIDIA's bls_finalize_error: finalize fails, and the server log carries the text."""
+    (tmp_path / "bls_finalize" / "1").mkdir(parents=True)
+    (tmp_path / "bls_finalize" / "config.pbtxt").write_text(CONFIG.format(name="bls_finalize"))
+    (tmp_path / "bls_finalize" / "1" / "model.py").write_text(ANSWER + textwrap.dedent("""
+        class TritonPythonModel:
+            def execute(self, requests):
+                return [respond({}) for _ in requests]
+
+            def finalize(self):
+                pb_utils.InferenceRequest(model_name="bls_finalize", inputs=[],
+                                          requested_output_names=[]).exec()
+        """))
+    caplog.set_level(logging.ERROR)
+    async with Server(ServerOptions(model_repository=[str(tmp_path)])):
+        pass
+    assert any("BLS is only supported during the 'execute' function." in r.getMessage() for r in caplog.records)

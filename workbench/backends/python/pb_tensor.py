@@ -101,6 +101,8 @@ class Tensor:
     """
 
     def __init__(self, name: str, data: Any) -> None:
+        if isinstance(name, bytes):  # pybind11 converts bytes to std::string too
+            name = name.decode("utf-8", "replace")
         if not isinstance(name, str) or data is None:
             argument, value = ("name", name) if not isinstance(name, str) else ("data", data)
             raise TypeError(f"__init__(): incompatible constructor arguments: '{argument}' must be "

@@ -93,6 +93,8 @@ class Stub:
         self._senders: dict[int, frozenset[str]] = {}
         self._bls = BlsCalls(self)
         self._loop: Any = None
+        #: BLS is allowed between a successful ``initialize`` and ``finalize`` (as Triton)
+        self.bls_allowed = False
 
     # ------------------------------------------------------------------ message loop
     def read_forever(self) -> None:
@@ -171,8 +173,10 @@ class Stub:
         initialize = getattr(self.model, "initialize", None)
         if initialize is not None:
             self._run(initialize(dict(args)))
+        self.bls_allowed = True
 
     def _finalize(self) -> None:
+        self.bls_allowed = False
         finalize = getattr(self.model, "finalize", None)
         if finalize is not None:
             self._run(finalize())

@@ -105,8 +105,12 @@ class BlsCalls:
         """Send ``request`` to the server; the returned call collects its responses.
 
         Raises:
-            TritonModelException: the request has no model name or holds a non-Tensor input.
+            TritonModelException: called outside ``execute`` (in ``initialize`` or
+                ``finalize``: Triton's "BLS is only supported during the 'execute'
+                function."), or the request has no model name.
         """
+        if not self._stub.bls_allowed:
+            raise pb_utils.TritonModelException("BLS is only supported during the 'execute' function.")
         if not request.model_name():
             raise pb_utils.TritonModelException("BLS request needs a model_name")
         call_id, call = next(self._ids), BlsCall()
