@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import textwrap
 from pathlib import Path
 
@@ -269,3 +270,24 @@ async def test_bls_in_finalize_is_refused_with_tritons_text(tmp_path: Path, capl
     async with Server(ServerOptions(model_repository=[str(tmp_path)])):
         pass
     assert any("BLS is only supported during the 'execute' function." in r.getMessage() for r in caplog.records)
+
+
+async def test_execution_env_path_warns_that_conda_pack_is_not_supported(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The model runs in the server's interpreter, with a warning; a missing archive fails
+    the load as in Triton. Before: the parameter was ignored without a word."""
+    for name, archive in (("packed", "$$TRITON_MODEL_DIRECTORY/env.tar.gz"), ("missing", "/nonexistent/env.tar.gz")):
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "config.pbtxt").write_text(CONFIG.format(name=name) + (
+            f'parameters {{ key: "EXECUTION_ENV_PATH" value {{ string_value: "{archive}" }} }}\n'))
+        (tmp_path / name / "1" / "model.py").write_bytes(IDENTITY)
+    (tmp_path / "packed" / "env.tar.gz").write_bytes(b"")
+    caplog.set_level(logging.WARNING)
+    async with Server(ServerOptions(model_repository=[str(tmp_path)], exit_on_error=False)) as engine:
+        assert await engine.model_ready("packed") and not await engine.model_ready("missing")
+    warnings = [r.getMessage() for r in caplog.records if "EXECUTION_ENV_PATH" in r.getMessage()]
+    assert warnings == [f"model instance 'packed_0': EXECUTION_ENV_PATH '{tmp_path}/packed/env.tar.gz' is a "
+                        "conda-pack execution environment, which this server does not support: the model "
+                        f"runs in the server's Python ({sys.executable}) and its packages"]
+    assert any("LastModifiedTime() failed as file '/nonexistent/env.tar.gz' does not exists." in r.getMessage()
+               for r in caplog.records)

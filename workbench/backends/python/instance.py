@@ -25,6 +25,7 @@ import contextlib
 import itertools
 import json
 import logging
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -112,6 +113,7 @@ class PythonInstance(ModelInstance):
         self._decoupled = config.model_transaction_policy.decoupled
         self._output_types = {o.name: config_to_wire(o.data_type) for o in config.output}
         self._timeout_s = _stub_timeout_s(config)
+        _check_execution_env(config, version_dir.parent, spec.name)
         self._init = {"op": "init", "model_file": str(self._model_file), "decoupled": self._decoupled,
                       "args": _initialize_args(config, version_dir, spec)}
         self._lock = threading.Lock()  # guards the stub's lifecycle (start, restart, stop)
@@ -378,6 +380,24 @@ def _initialize_args(config: ModelConfig, version_dir: Path, spec: InstanceSpec)
         "model_version": version_dir.name,
         "model_name": config.name,
     }
+
+
+def _check_execution_env(config: ModelConfig, model_dir: Path, instance_name: str) -> None:
+    """``parameters { key: "EXECUTION_ENV_PATH" ... }`` (a conda-pack archive Triton unpacks
+    and runs the stub from; ``$$TRITON_MODEL_DIRECTORY`` is the model's folder): not
+    supported here, so the model runs in the server's own interpreter, with a warning.
+
+    Raises:
+        ModelLoadError: the archive does not exist (Triton's load fails too, with this text).
+    """
+    if "EXECUTION_ENV_PATH" not in config.parameters:
+        return
+    path = config.parameters["EXECUTION_ENV_PATH"].string_value.replace("$$TRITON_MODEL_DIRECTORY", str(model_dir))
+    if not Path(path).exists():
+        raise ModelLoadError(f"LastModifiedTime() failed as file '{path}' does not exists.")
+    log.warning("model instance '%s': EXECUTION_ENV_PATH '%s' is a conda-pack execution environment, "
+                "which this server does not support: the model runs in the server's Python (%s) "
+                "and its packages", instance_name, path, sys.executable)
 
 
 def _stub_timeout_s(config: ModelConfig) -> float:
