@@ -54,8 +54,8 @@ async def test_crash_fails_in_flight_requests_then_the_stub_restarts(tmp_path: P
         batch = [mode_request(mode, batched=True), mode_request(0, batched=True), mode_request(0, batched=True)]
         results = await asyncio.gather(*(server.infer(r) for r in batch), return_exceptions=True)
         assert all(isinstance(r, InternalError) and r.message == UNHEALTHY for r in results), results
-        assert await server.model_ready("crasher")
         second_pid = await stub_pid(server, batched=True)  # initialize ran again in a new process
+        assert await server.model_ready("crasher")  # NOT READY while the stub was down: see below
         assert second_pid != first_pid and not alive(first_pid)
         stats = (await server.statistics("crasher"))["model_stats"][0]["inference_stats"]
         assert stats["fail"]["count"] == 3
@@ -71,7 +71,8 @@ async def test_crash_cleans_up_the_stubs_shared_memory(tmp_path: Path) -> None:
         await stub_pid(server)
 
 
-async def test_a_failing_restart_is_retried_by_the_next_request(tmp_path: Path) -> None:
+async def test_a_failing_restart_is_retried_by_the_next_request_and_the_model_is_not_ready_meanwhile(
+        tmp_path: Path) -> None:
     blocker = tmp_path / "blocker"
     repo = tmp_path / "repo"
     copy_python_model(repo, "crasher", parameters={"FAIL_INIT_IF_EXISTS": str(blocker)})
@@ -85,8 +86,12 @@ async def test_a_failing_restart_is_retried_by_the_next_request(tmp_path: Path) 
             "Failed to process the request(s) for model instance 'crasher_0', message: Stub process "
             "'crasher_0' is not healthy; restarting it failed: ")
         assert f"TritonModelException: {blocker} exists" in caught.value.message
+        # Triton's ModelInstanceReady: the stub is down, so the model is NOT READY (it said
+        # READY before, issue 33), and READY again once a restart succeeded
+        assert not await server.model_ready("crasher")
         blocker.unlink()
         await stub_pid(server)
+        assert await server.model_ready("crasher")
 
 
 async def test_a_crash_ends_open_decoupled_streams_with_the_error(tmp_path: Path) -> None:

@@ -144,6 +144,41 @@ class TritonPythonModel:
             responses.append(respond(answer))
         return responses
 """,
+    # cause 9: the model's own is_ready() (Triton 2.67), sync and async, steered by files
+    "readiness": """
+import os
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.folder = args["model_repository"]
+
+    def is_ready(self):
+        if os.path.exists(os.path.join(self.folder, "raise")):
+            raise RuntimeError("dependency down")
+        if os.path.exists(os.path.join(self.folder, "non_bool")):
+            return "yes"
+        return not os.path.exists(os.path.join(self.folder, "not_ready"))
+
+    def execute(self, requests):
+        return [respond({}) for _ in requests]
+""",
+    "readiness_async": """
+import asyncio
+import os
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.flag = os.path.join(args["model_repository"], "not_ready")
+
+    async def is_ready(self):
+        await asyncio.sleep(0)
+        return not os.path.exists(self.flag)
+
+    def execute(self, requests):
+        return [respond({}) for _ in requests]
+""",
 }
 HELPER = "def triple(value):\n    return value * 3\n"
 
@@ -291,3 +326,20 @@ async def test_execution_env_path_warns_that_conda_pack_is_not_supported(
                         f"runs in the server's Python ({sys.executable}) and its packages"]
     assert any("LastModifiedTime() failed as file '/nonexistent/env.tar.gz' does not exists." in r.getMessage()
                for r in caplog.records)
+
+
+async def test_the_models_own_is_ready_decides_its_readiness(server: Server, repository: Path) -> None:
+    """Triton 2.67: /v2/models/<m>/ready asks a model's is_ready() (sync or async); it raising
+    or returning a non-bool reports not ready. Before: is_ready() was never called."""
+    assert await server.model_ready("readiness") and await server.model_ready("readiness_async")
+    for name in ("readiness", "readiness_async"):
+        (repository / name / "not_ready").touch()
+        assert not await server.model_ready(name)
+        (repository / name / "not_ready").unlink()
+        assert await server.model_ready(name)
+    for trouble in ("raise", "non_bool"):
+        (repository / "readiness" / trouble).touch()
+        assert not await server.model_ready("readiness")
+        (repository / "readiness" / trouble).unlink()
+    assert await server.model_ready("readiness")
+    assert (await answer(server, "readiness")) == {}  # it serves meanwhile

@@ -28,6 +28,7 @@ import logging
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,8 @@ from workbench.statistics import MemoryUsage, process_rss_bytes
 log = logging.getLogger(__name__)
 model_log = logging.getLogger("workbench.python_model")
 
+#: seconds a model's ``is_ready()`` may take before that check reports not ready (Triton's 5 s)
+READINESS_TIMEOUT_S = 5.0
 #: default bound on ``finalize`` (Triton's ``stub-timeout-seconds`` backend config)
 DEFAULT_STUB_TIMEOUT_S = 30.0
 #: ``pb_utils.TritonError`` codes -> engine errors
@@ -121,6 +124,7 @@ class PythonInstance(ModelInstance):
         self._senders: dict[int, Sender] = {}
         self._sender_ids = itertools.count(1)
         self._bls = BlsForwarder(context, spec.name)
+        self._readiness = _Readiness()
         self._stub: StubProcess | None = None
         try:
             self._stub = self._start_stub()
@@ -200,6 +204,21 @@ class PythonInstance(ModelInstance):
         times.mark_infer_done()
         return responses
 
+    # ------------------------------------------------------------------ readiness
+    def ready(self) -> bool:
+        """Triton's ``TRITONBACKEND_ModelInstanceReady`` for the Python backend: False while
+        the stub is down (crashed and not restarted yet: Triton's "Stub process ... is not
+        healthy."), else the model's own ``is_ready()`` when it defines one (sync or async;
+        asked in the stub while ``execute`` may run; False when it raises, returns a
+        non-bool, or does not answer within :data:`READINESS_TIMEOUT_S`; one question in
+        flight per instance, concurrent checks share its answer), else True."""
+        stub = self._stub
+        if stub is None or not stub.alive:
+            return False
+        if not self.checks_readiness:
+            return True
+        return self._readiness.ask(stub)
+
     def _failure(self, message: str) -> str:
         return f"Failed to process the request(s) for model instance '{self.name}', message: {message}"
 
@@ -259,6 +278,10 @@ class PythonInstance(ModelInstance):
             self._bls.submit(message, stub)
         elif op == "log":
             self._log(message)
+        elif op == "ready":
+            if message["error"] is not None:
+                log.error("model instance '%s': is_ready() failed: %s", self.name, message["error"])
+            self._readiness.answer(message["ready"])
 
     @staticmethod
     def _log(message: dict) -> None:
@@ -310,6 +333,7 @@ class PythonInstance(ModelInstance):
                 f"failed to load model '{self._model}': initialize() of model instance "
                 f"'{self.name}' failed: {reply['error']}"
             )
+        self.checks_readiness = bool(reply.get("is_ready"))  # the model defines is_ready()
         return stub
 
     def _healthy_stub(self) -> StubProcess:
@@ -335,6 +359,7 @@ class PythonInstance(ModelInstance):
 
     def _on_stub_exit(self, stub: StubProcess) -> None:
         """Reader thread of a stub that went away: fail its open requests, restart it."""
+        self._readiness.answer(False)
         if stub.stopping or self._closing or stub is not self._stub:
             return
         log.error("model instance '%s': %s; failing its requests and restarting it",
@@ -416,6 +441,37 @@ def _stub_timeout_s(config: ModelConfig) -> float:
     if value <= 0:
         raise ModelLoadError(f"model '{config.name}': 'stub-timeout-seconds' must be a positive number, got '{text}'")
     return value
+
+
+class _Readiness:
+    """The one ``is_ready()`` question in flight to a stub, and its answer for every waiter."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: Future[bool] | None = None
+
+    def ask(self, stub: StubProcess) -> bool:
+        """Ask (or join the question in flight) and wait up to :data:`READINESS_TIMEOUT_S`."""
+        with self._lock:
+            future, asking = self._pending, self._pending is None
+            if future is None:
+                future = self._pending = Future()
+        if asking:
+            try:
+                stub.send({"op": "is_ready"})
+            except StubDied:
+                self.answer(False)
+        try:
+            return future.result(READINESS_TIMEOUT_S)
+        except TimeoutError:
+            return False  # this check; a late answer still serves the checks waiting then
+
+    def answer(self, ready: bool) -> None:
+        """The stub answered (or went away: False)."""
+        with self._lock:
+            future, self._pending = self._pending, None
+        if future is not None:
+            future.set_result(bool(ready))
 
 
 class _Slot:

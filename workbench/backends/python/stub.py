@@ -106,6 +106,8 @@ class Stub:
                     self.pool.release(message["released"])
                 if message["op"] == "bls_response":
                     self._bls.deliver(message)
+                elif message["op"] == "is_ready":  # beside execute, as Triton's stub
+                    threading.Thread(target=self._answer_is_ready, name="is-ready", daemon=True).start()
         except ChannelClosed:
             _exit(0)  # the server is gone (or done with us): no finalize
         except BaseException:  # noqa: BLE001  # a bug here must not leave a stub nobody talks to
@@ -137,7 +139,8 @@ class Stub:
             error = None
         except BaseException as exc:  # noqa: BLE001 - every model error goes back as text
             error = describe(exc)
-        self.reply({"op": op, "id": message["id"], "error": error})
+        self.reply({"op": op, "id": message["id"], "error": error,
+                    "is_ready": hasattr(self.model, "is_ready")})
 
     def reply(self, message: dict) -> None:
         """Answer a call on the call channel, with the number of event messages sent before
@@ -271,6 +274,19 @@ class Stub:
             return await result
 
         return asyncio.run_coroutine_threadsafe(wait(), self._loop).result()
+
+    def _answer_is_ready(self) -> None:
+        """Run the model's ``is_ready()`` (sync or async) and send its answer: False with the
+        error when it raises or returns no bool (Triton's "is_ready() must return a boolean
+        value")."""
+        try:
+            ready = self._run(self.model.is_ready())
+            if not isinstance(ready, bool):
+                raise pb_utils.TritonModelException("is_ready() must return a boolean value")
+            error = None
+        except BaseException as exc:  # noqa: BLE001 - reported, never fatal to the stub
+            ready, error = False, describe(exc)
+        self.send({"op": "ready", "ready": ready, "error": error})
 
     # ------------------------------------------------------------------ pb_utils runtime
     def send_response(self, key: int, response: pb_utils.InferenceResponse | None, final: bool) -> None:
