@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -60,6 +61,26 @@ async def test_crash_fails_in_flight_requests_then_the_stub_restarts(tmp_path: P
         stats = (await server.statistics("crasher"))["model_stats"][0]["inference_stats"]
         assert stats["fail"]["count"] == 3
     assert python_backend_segments() == []
+
+
+async def test_a_stub_killed_while_idle_is_not_ready_until_a_request_fails_and_restarts_it(tmp_path: Path) -> None:
+    """Triton (L0_backend_python restart and model_readiness): a stub killed with nothing in
+    flight leaves the model NOT READY; the next request fails ("... is not healthy.") and
+    restarts it; the one after is served. Before: the stub restarted at once (READY) and the
+    next request was served."""
+    copy_python_model(tmp_path, "crasher")
+    async with Server(options(tmp_path)) as server:
+        first_pid = await stub_pid(server)
+        os.kill(first_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while await server.model_ready("crasher"):  # until the server has seen the exit
+            assert time.monotonic() < deadline, "the killed stub was never noticed"
+            await asyncio.sleep(0.02)
+        with pytest.raises(InternalError) as caught:
+            await server.infer(mode_request(0))
+        assert caught.value.message == UNHEALTHY
+        assert await stub_pid(server) != first_pid
+        assert await server.model_ready("crasher")
 
 
 async def test_crash_cleans_up_the_stubs_shared_memory(tmp_path: Path) -> None:

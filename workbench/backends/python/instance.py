@@ -4,8 +4,10 @@
 ``finalize`` (bounded by the stub timeout, then the stub is killed). A stub that dies
 (crash, ``os._exit``, SIGKILL, out of memory) fails the requests it was running with
 Triton's text ``Failed to process the request(s) for model instance '<i>', message: Stub
-process '<i>' is not healthy.`` and is started again at once (``initialize`` runs again);
-the model stays READY. If that restart fails, the next execution tries again.
+process '<i>' is not healthy.`` and is started again at once (``initialize`` runs again).
+A stub that dies with nothing in flight stays down until the next request, which fails with
+that text and starts it again (Triton's behaviour). While the stub is down the model reports
+NOT READY (:meth:`PythonInstance.ready`). If a restart fails, the next execution tries again.
 
 Timeouts: ``execute`` is not bounded (as in Triton: a hung model blocks only its own
 instance); ``finalize`` is bounded by ``stub-timeout-seconds`` (Triton's backend-config key,
@@ -108,6 +110,7 @@ class PythonInstance(ModelInstance):
         if not spec.name or INVALID_STUB_NAME_CHARS.intersection(spec.name):
             raise ModelLoadError("Invalid stub name: contains invalid characters")  # Triton's text
         self._model = config.name
+        self._version = version_dir.name
         self._model_file = version_dir / (config.default_model_filename or "model.py")
         if not self._model_file.is_file():
             raise ModelLoadError(
@@ -125,6 +128,8 @@ class PythonInstance(ModelInstance):
         self._sender_ids = itertools.count(1)
         self._bls = BlsForwarder(context, spec.name)
         self._readiness = _Readiness()
+        #: the stub died with nothing in flight: it stays down until the next request
+        self._down_idle = False
         self._stub: StubProcess | None = None
         try:
             self._stub = self._start_stub()
@@ -214,10 +219,15 @@ class PythonInstance(ModelInstance):
         flight per instance, concurrent checks share its answer), else True."""
         stub = self._stub
         if stub is None or not stub.alive:
-            return False
-        if not self.checks_readiness:
+            return self._not_ready(f"Stub process '{self.name}' is not healthy.")
+        if not self.checks_readiness or self._readiness.ask(stub):
             return True
-        return self._readiness.ask(stub)
+        return self._not_ready(f"Model '{self.name}' is not ready (user-defined check failed).")
+
+    def _not_ready(self, reason: str) -> bool:
+        """False, with Triton's log line for a readiness check that failed (verbose)."""
+        log.debug("Model '%s' version %s is not ready: %s", self._model, self._version, reason)
+        return False
 
     def _failure(self, message: str) -> str:
         return f"Failed to process the request(s) for model instance '{self.name}', message: {message}"
@@ -341,6 +351,11 @@ class PythonInstance(ModelInstance):
             if self._closing:
                 raise Unavailable(f"model instance '{self.name}' is being unloaded")
             if self._stub is None or not self._stub.alive:
+                if self._down_idle:  # Triton: the request that finds it down fails, and restarts it
+                    self._down_idle = False
+                    threading.Thread(target=self._restart_in_background, name=f"{self.name}-restart",
+                                     daemon=True).start()
+                    raise InternalError(self._failure(f"Stub process '{self.name}' is not healthy."))
                 self._restart_locked()
             assert self._stub is not None
             return self._stub
@@ -358,13 +373,21 @@ class PythonInstance(ModelInstance):
         log.info("model instance '%s': stub process restarted (pid %d)", self.name, self._stub.pid)
 
     def _on_stub_exit(self, stub: StubProcess) -> None:
-        """Reader thread of a stub that went away: fail its open requests, restart it."""
+        """Reader thread of a stub that went away: fail its open requests and restart it. A
+        stub that died with nothing in flight stays down (the model NOT READY) until the next
+        request, which fails and restarts it, as in Triton (L0_backend_python restart and
+        model_readiness)."""
         self._readiness.answer(False)
         if stub.stopping or self._closing or stub is not self._stub:
             return
+        in_flight = stub.busy or bool(self._senders)
+        self._fail_senders(f"Stub process '{self.name}' is not healthy.")
+        if not in_flight:
+            log.error("model instance '%s': %s; the next request restarts it", self.name, stub.exit_description())
+            self._down_idle = True
+            return
         log.error("model instance '%s': %s; failing its requests and restarting it",
                   self.name, stub.exit_description())
-        self._fail_senders(f"Stub process '{self.name}' is not healthy.")
         threading.Thread(target=self._restart_in_background, name=f"{self.name}-restart", daemon=True).start()
 
     def _restart_in_background(self) -> None:
