@@ -215,7 +215,7 @@ PRIVATE_READS: dict[str, tuple[set[str], str]] = {
         {"_actions"},
         "argparse has no public list of a parser's actions; the test reads every flag from it",
     ),
-    "workbench/backends/python/pb_utils.py": (
+    "workbench/backends/python/pb_log.py": (
         {"_getframe"},
         "sys._getframe is the stdlib's documented frame access (the caller's module)",
     ),

@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -84,8 +85,76 @@ def test_responses_and_errors() -> None:
     assert failed.has_error() and carried is not None
     assert carried.message() == "bad" and carried.code() == 3
     assert pb_utils.TritonError("x").code() == pb_utils.TritonError.INTERNAL
-    with pytest.raises(pb_utils.TritonModelException, match="must be a list"):
+    with pytest.raises(TypeError, match="'output_tensors' must be a list"):
         pb_utils.InferenceResponse(output_tensors=out)
+
+
+NONE: Any = None  # typed Any: the cases pass values the signatures do not allow
+ONE: Any = 1
+
+# the cases of NVIDIA's qa/L0_backend_python/argument_validation (issue 33 cause 6): pybind11
+# refuses a wrong type with TypeError, the C++ constructors a None tensor with their text
+ARGUMENT_CASES = [
+    (TypeError, lambda t: pb_utils.InferenceRequest(inputs=NONE, model_name="m", requested_output_names=[])),
+    (TypeError, lambda t: pb_utils.InferenceRequest(model_name=NONE, inputs=[t], requested_output_names=[])),
+    (TypeError, lambda t: pb_utils.InferenceRequest(requested_output_names=[NONE], inputs=[t], model_name="m")),
+    (TypeError, lambda t: pb_utils.InferenceRequest(requested_output_names=NONE, inputs=[t], model_name="m")),
+    (TypeError, lambda t: pb_utils.InferenceRequest(model_name="m", inputs=[t], correlation_id=NONE)),
+    (TypeError, lambda t: pb_utils.InferenceRequest(model_name="m", inputs=[t], request_id=NONE)),
+    (TypeError, lambda t: pb_utils.InferenceRequest(model_name="m", inputs=[t], model_version=NONE)),
+    (TypeError, lambda t: pb_utils.InferenceRequest(model_name="m", inputs=[t], flags=NONE)),
+    (TypeError, lambda t: pb_utils.InferenceResponse(output_tensors=NONE)),
+    (TypeError, lambda t: pb_utils.Tensor(NONE, np.zeros(2))),
+    (TypeError, lambda t: pb_utils.Tensor("OUTPUT0", NONE)),
+    (TypeError, lambda t: pb_utils.Tensor("", NONE)),
+    (TypeError, lambda t: pb_utils.Logger.log("Invalid Level", NONE)),
+    (TypeError, lambda t: pb_utils.Logger.log("Invalid Level", ONE)),
+    (TypeError, lambda t: pb_utils.Logger.log_info(NONE)),
+    (TypeError, lambda t: pb_utils.Logger.log_warn(NONE)),
+    (TypeError, lambda t: pb_utils.Logger.log_error(NONE)),
+    (TypeError, lambda t: pb_utils.Logger.log_verbose(NONE)),
+    (pb_utils.TritonModelException, lambda t: pb_utils.InferenceRequest(inputs=[NONE], model_name="m")),
+    (pb_utils.TritonModelException, lambda t: pb_utils.InferenceResponse(output_tensors=[NONE])),
+    (pb_utils.TritonModelException, lambda t: pb_utils.Tensor.from_dlpack("OUTPUT0", NONE)),
+    (pb_utils.TritonModelException, lambda t: pb_utils.Tensor.from_dlpack("", NONE)),
+]
+
+
+@pytest.mark.parametrize("raised, call", ARGUMENT_CASES)
+def test_bad_constructor_arguments_raise_tritons_exception_types(raised: type, call) -> None:
+    with pytest.raises(raised) as caught:
+        call(pb_utils.Tensor("INPUT0", np.asarray([1, 2], dtype=np.int32)))
+    assert type(caught.value) is raised  # TritonModelException is no TypeError, nor the reverse
+
+
+def test_good_constructor_arguments_and_log_levels() -> None:
+    assert pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[]).correlation_id() == 0
+    assert pb_utils.InferenceRequest(model_name="m", inputs=[], correlation_id=5).correlation_id() == 5
+    assert pb_utils.InferenceRequest(model_name="m", inputs=[], correlation_id="s-5").correlation_id() == "s-5"
+    assert pb_utils.InferenceResponse(output_tensors=[]).output_tensors() == []
+    assert pb_utils.Logger.INFO is pb_utils.Logger.LogLevel.INFO and int(pb_utils.Logger.VERBOSE) == 3
+    pb_utils.Logger.log("Level unspecified")
+    with pytest.raises(pb_utils.TritonModelException, match=r"^Input tensor for request with id 'r' and "
+                                                            r"model name 'm' should not be empty\.$"):
+        pb_utils.InferenceRequest(inputs=[None], model_name="m", request_id="r")
+
+
+@pytest.mark.parametrize("parameters, text", [
+    ([], "Expect dict, got <class 'list'>"),
+    ({1: "int key"}, "Expect parameters keys to have type str, found type <class 'int'>"),
+    ({"int": 2, "float": 0.5}, "Expect parameters values to have type bool/int/str, found type <class 'float'>"),
+    ({"bool": True, "null": None}, "Expect parameters values to have type bool/int/str, found type <class 'NoneType'>"),
+    ({"list": ["variable"]}, "Expect parameters values to have type bool/int/str, found type <class 'list'>"),
+])
+def test_response_and_request_parameters_are_checked_with_tritons_texts(parameters, text: str) -> None:
+    """NVIDIA's qa/L0_backend_python/parameters (response_parameters model) expectations."""
+    for build in (lambda: pb_utils.InferenceResponse(parameters=parameters),
+                  lambda: pb_utils.InferenceRequest(model_name="m", inputs=[], parameters=parameters)):
+        with pytest.raises(pb_utils.TritonModelException) as caught:
+            build()
+        assert str(caught.value) == text
+    good = {"a": "1", "c": 3, "d": False, "f": ""}
+    assert json.loads(pb_utils.InferenceResponse(parameters=good).parameters()) == good
 
 
 def test_bls_and_senders_need_a_stub() -> None:

@@ -155,6 +155,15 @@ class ModelInstance(ABC):
         """Release the instance's resources (sessions, device memory). Idempotent. Default:
         nothing to release."""
 
+    #: whether :meth:`ready` asks something (the server then calls it off the event loop)
+    checks_readiness = False
+
+    def ready(self) -> bool:
+        """Whether this instance can serve now (Triton's ``TRITONBACKEND_ModelInstanceReady``):
+        a READY model version with an instance that is not ready reports NOT READY to
+        ``/v2/models/<m>/ready``. May block (when :attr:`checks_readiness`). Default: True."""
+        return True
+
     def reported_memory(self) -> list[MemoryUsage]:
         """Memory the backend knows this instance holds, per (kind, device), in bytes
         (e.g. GPU bytes from the framework; Triton's ``TRITONBACKEND_ModelInstanceReportMemoryUsage``).

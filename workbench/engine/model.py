@@ -257,7 +257,7 @@ class LoadedModel:
         params = {o.name: o.parameters for o in request.outputs or ()}
         specs, batched = self.io.outputs, self.io.max_batch_size > 0
         tensors = [  # an output's reshape undone: the client gets the config's dims (Triton)
-            Tensor(name, specs[name].wire, specs[name].undo_reshape(outputs[name], batched),
+            Tensor(name, specs[name].wire_of(outputs[name]), specs[name].undo_reshape(outputs[name], batched),
                    params.get(name, {}))
             for name in backend_request.requested_outputs
             if name in outputs

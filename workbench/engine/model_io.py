@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.datatypes import WIRE_TO_NUMPY, config_to_wire
+from workbench.datatypes import NUMPY_TO_WIRE, WIRE_TO_NUMPY, config_to_wire
 from workbench.results import TensorMetadata
 
 
@@ -31,6 +31,17 @@ class TensorSpec:
     @property
     def dtype(self) -> np.dtype | None:
         return WIRE_TO_NUMPY.get(self.wire)
+
+    def wire_of(self, array: np.ndarray) -> str:
+        """The datatype an output ``array`` is answered with: the config's, or the array's own
+        when the backend made another Triton datatype (Triton's core checks an output's name,
+        not its datatype: a Python model answering FP16 for an FP32 output answers FP16)."""
+        dtype = self.dtype
+        if dtype is None or not isinstance(array, np.ndarray) or array.dtype == dtype:
+            return self.wire
+        if array.dtype.kind in ("O", "S", "U"):
+            return "BYTES"
+        return NUMPY_TO_WIRE.get(array.dtype.newbyteorder("="), self.wire)
 
     def full_dims(self, max_batch_size: int) -> tuple[int, ...]:
         """Dims as clients see them: a leading -1 when the model batches."""

@@ -179,11 +179,21 @@ class Server:
         return model_metadata(self.lifecycle, name, version)
 
     async def model_ready(self, name: str, version: str = "") -> bool:
-        """True when the version (or, without one, any version) is READY; False for a
-        model or version the server does not know or that is not READY (unloaded, failed,
-        loading), never an error: Triton's ``ModelIsReady`` (gRPC ``ready: false`` with OK,
-        HTTP 400 "Model version not ready")."""
-        return self.lifecycle.is_ready(name, version)
+        """True when the version (or, without one, any version) is READY and each of its
+        instances says it is ready (:meth:`~workbench.backends.base.ModelInstance.ready`: a
+        Python model whose stub crashed and is not back yet, or whose own ``is_ready()``
+        says False, is not); False for a model or version the server does not know or that
+        is not READY (unloaded, failed, loading), never an error: Triton's ``ModelIsReady``
+        (gRPC ``ready: false`` with OK, HTTP 400 "Model version not ready")."""
+        if not self.lifecycle.is_ready(name, version):
+            return False
+        instances = self.lifecycle.resolve(name, version).instances()  # READY: it resolves
+        asking = [i for i in instances if i.checks_readiness]
+        if not all(i.ready() for i in instances if not i.checks_readiness):
+            return False
+        if not asking:
+            return True
+        return await asyncio.to_thread(lambda: all(i.ready() for i in asking))
 
     async def model_config(self, name: str, version: str = "") -> ModelConfig:
         """The normalized model config of a READY version (as Triton's ``/config`` returns).

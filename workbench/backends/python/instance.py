@@ -4,8 +4,10 @@
 ``finalize`` (bounded by the stub timeout, then the stub is killed). A stub that dies
 (crash, ``os._exit``, SIGKILL, out of memory) fails the requests it was running with
 Triton's text ``Failed to process the request(s) for model instance '<i>', message: Stub
-process '<i>' is not healthy.`` and is started again at once (``initialize`` runs again);
-the model stays READY. If that restart fails, the next execution tries again.
+process '<i>' is not healthy.`` and is started again at once (``initialize`` runs again).
+A stub that dies with nothing in flight stays down until the next request, which fails with
+that text and starts it again (Triton's behaviour). While the stub is down the model reports
+NOT READY (:meth:`PythonInstance.ready`). If a restart fails, the next execution tries again.
 
 Timeouts: ``execute`` is not bounded (as in Triton: a hung model blocks only its own
 instance); ``finalize`` is bounded by ``stub-timeout-seconds`` (Triton's backend-config key,
@@ -25,8 +27,10 @@ import contextlib
 import itertools
 import json
 import logging
+import sys
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +67,8 @@ from workbench.statistics import MemoryUsage, process_rss_bytes
 log = logging.getLogger(__name__)
 model_log = logging.getLogger("workbench.python_model")
 
+#: seconds a model's ``is_ready()`` may take before that check reports not ready (Triton's 5 s)
+READINESS_TIMEOUT_S = 5.0
 #: default bound on ``finalize`` (Triton's ``stub-timeout-seconds`` backend config)
 DEFAULT_STUB_TIMEOUT_S = 30.0
 #: ``pb_utils.TritonError`` codes -> engine errors
@@ -70,6 +76,8 @@ ERRORS_BY_CODE: dict[int, type[WorkbenchError]] = {
     0: UnknownError, 1: InternalError, 2: NotFound, 3: InvalidArgument, 4: Unavailable,
     5: Unsupported, 6: AlreadyExists, 7: Cancelled,
 }
+#: characters python_backend refuses in a stub name (the instance name; ``INVALID_CHARS``)
+INVALID_STUB_NAME_CHARS = frozenset(";|&$`<>()[]{}\\\"'*?~#!")
 #: request parameters the engine consumes; the rest reach the model's ``request.parameters()``
 RESERVED_PARAMETERS = frozenset({"sequence_id", "sequence_start", "sequence_end", "priority",
                                  "timeout", "binary_data_output", "headers"})
@@ -89,14 +97,20 @@ class PythonInstance(ModelInstance):
         context: the engine's callback for BLS (None outside a server).
 
     Raises:
-        ModelLoadError: the model file is missing, the stub could not start, or the
-            model's ``initialize`` raised (the message carries the Python error).
+        ModelLoadError: the instance name (the model's name, or its instance group's) holds a
+            character python_backend refuses in a stub name (``; | & $ ` < > ( ) [ ] { } \\
+            " ' * ? ~ # !``: "Invalid stub name: contains invalid characters", as Triton), the
+            model file is missing, the stub could not start, or the model's ``initialize``
+            raised (the message carries the Python error).
     """
 
     def __init__(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec,
                  context: BackendContext | None) -> None:
         super().__init__(spec)
+        if not spec.name or INVALID_STUB_NAME_CHARS.intersection(spec.name):
+            raise ModelLoadError("Invalid stub name: contains invalid characters")  # Triton's text
         self._model = config.name
+        self._version = version_dir.name
         self._model_file = version_dir / (config.default_model_filename or "model.py")
         if not self._model_file.is_file():
             raise ModelLoadError(
@@ -105,6 +119,7 @@ class PythonInstance(ModelInstance):
         self._decoupled = config.model_transaction_policy.decoupled
         self._output_types = {o.name: config_to_wire(o.data_type) for o in config.output}
         self._timeout_s = _stub_timeout_s(config)
+        _check_execution_env(config, version_dir.parent, spec.name)
         self._init = {"op": "init", "model_file": str(self._model_file), "decoupled": self._decoupled,
                       "args": _initialize_args(config, version_dir, spec)}
         self._lock = threading.Lock()  # guards the stub's lifecycle (start, restart, stop)
@@ -112,6 +127,9 @@ class PythonInstance(ModelInstance):
         self._senders: dict[int, Sender] = {}
         self._sender_ids = itertools.count(1)
         self._bls = BlsForwarder(context, spec.name)
+        self._readiness = _Readiness()
+        #: the stub died with nothing in flight: it stays down until the next request
+        self._down_idle = False
         self._stub: StubProcess | None = None
         try:
             self._stub = self._start_stub()
@@ -191,6 +209,26 @@ class PythonInstance(ModelInstance):
         times.mark_infer_done()
         return responses
 
+    # ------------------------------------------------------------------ readiness
+    def ready(self) -> bool:
+        """Triton's ``TRITONBACKEND_ModelInstanceReady`` for the Python backend: False while
+        the stub is down (crashed and not restarted yet: Triton's "Stub process ... is not
+        healthy."), else the model's own ``is_ready()`` when it defines one (sync or async;
+        asked in the stub while ``execute`` may run; False when it raises, returns a
+        non-bool, or does not answer within :data:`READINESS_TIMEOUT_S`; one question in
+        flight per instance, concurrent checks share its answer), else True."""
+        stub = self._stub
+        if stub is None or not stub.alive:
+            return self._not_ready(f"Stub process '{self.name}' is not healthy.")
+        if not self.checks_readiness or self._readiness.ask(stub):
+            return True
+        return self._not_ready(f"Model '{self.name}' is not ready (user-defined check failed).")
+
+    def _not_ready(self, reason: str) -> bool:
+        """False, with Triton's log line for a readiness check that failed (verbose)."""
+        log.debug("Model '%s' version %s is not ready: %s", self._model, self._version, reason)
+        return False
+
     def _failure(self, message: str) -> str:
         return f"Failed to process the request(s) for model instance '{self.name}', message: {message}"
 
@@ -219,7 +257,8 @@ class PythonInstance(ModelInstance):
         }
 
     def _backend_response(self, wire: dict) -> BackendResponse:
-        """A decoded response part -> :class:`BackendResponse` (its outputs' datatypes checked)."""
+        """A decoded response part -> :class:`BackendResponse`: the configured outputs, each
+        with the datatype the model gave it (an empty one takes the configured datatype)."""
         if wire["error"] is not None:
             message, code = wire["error"]
             return BackendResponse(error=ERRORS_BY_CODE.get(code, InternalError)(message))
@@ -228,16 +267,13 @@ class PythonInstance(ModelInstance):
             expected = self._output_types.get(name)
             if expected is None:
                 continue  # not a model output: Triton passes only configured outputs on
-            got = wire_name(array)
-            if got != expected and array.size == 0:
-                # no element to misread (np.array([]) is float64): Triton serves it, so the
-                # empty tensor takes the configured datatype
+            if array.size == 0 and expected != "BF16" and wire_name(array) != expected:
+                # no element to misread (np.array([]) is float64): the empty tensor takes
+                # the configured datatype
                 array = np.empty(array.shape, dtype=numpy_dtype(expected))
-            elif got != expected:
-                return BackendResponse(error=InternalError(
-                    f"output '{name}' of model '{self._model}' has datatype {got}, but the model "
-                    f"configuration expects {expected}"
-                ))
+            # another datatype than the config's is passed on as the model made it: Triton's
+            # python_backend adds each output with its tensor's own datatype, and the core
+            # checks only the name (NVIDIA's in-model unittest models answer FP16 for FP32)
             outputs[name] = array
         parameters = json.loads(wire["parameters"]) if wire["parameters"] else {}
         return BackendResponse(outputs, parameters=parameters)
@@ -251,9 +287,21 @@ class PythonInstance(ModelInstance):
         elif op == "bls":
             self._bls.submit(message, stub)
         elif op == "log":
-            record = model_log.makeRecord(model_log.name, _LOG_LEVELS.get(message["level"], logging.INFO),
-                                          message["file"], message["line"], message["message"], (), None)
-            model_log.handle(record)
+            self._log(message)
+        elif op == "ready":
+            if message["error"] is not None:
+                log.error("model instance '%s': is_ready() failed: %s", self.name, message["error"])
+            self._readiness.answer(message["ready"])
+
+    @staticmethod
+    def _log(message: dict) -> None:
+        """A model's ``pb_utils.Logger`` line, written as Triton's ``TRITONSERVER_LogMessage``
+        does: only when its severity is on (VERBOSE lines at ``--log-verbose`` >= 1, which
+        sets the root logger to DEBUG; ``--log-info`` & co. filter in the handler)."""
+        level = _LOG_LEVELS.get(message["level"], logging.INFO)
+        if model_log.isEnabledFor(level):
+            model_log.handle(model_log.makeRecord(model_log.name, level, message["file"], message["line"],
+                                                  message["message"], (), None))
 
     def _on_send(self, message: dict) -> None:
         key, final = message["sender"], message["final"]
@@ -295,6 +343,7 @@ class PythonInstance(ModelInstance):
                 f"failed to load model '{self._model}': initialize() of model instance "
                 f"'{self.name}' failed: {reply['error']}"
             )
+        self.checks_readiness = bool(reply.get("is_ready"))  # the model defines is_ready()
         return stub
 
     def _healthy_stub(self) -> StubProcess:
@@ -302,6 +351,11 @@ class PythonInstance(ModelInstance):
             if self._closing:
                 raise Unavailable(f"model instance '{self.name}' is being unloaded")
             if self._stub is None or not self._stub.alive:
+                if self._down_idle:  # Triton: the request that finds it down fails, and restarts it
+                    self._down_idle = False
+                    threading.Thread(target=self._restart_in_background, name=f"{self.name}-restart",
+                                     daemon=True).start()
+                    raise InternalError(self._failure(f"Stub process '{self.name}' is not healthy."))
                 self._restart_locked()
             assert self._stub is not None
             return self._stub
@@ -319,12 +373,21 @@ class PythonInstance(ModelInstance):
         log.info("model instance '%s': stub process restarted (pid %d)", self.name, self._stub.pid)
 
     def _on_stub_exit(self, stub: StubProcess) -> None:
-        """Reader thread of a stub that went away: fail its open requests, restart it."""
+        """Reader thread of a stub that went away: fail its open requests and restart it. A
+        stub that died with nothing in flight stays down (the model NOT READY) until the next
+        request, which fails and restarts it, as in Triton (L0_backend_python restart and
+        model_readiness)."""
+        self._readiness.answer(False)
         if stub.stopping or self._closing or stub is not self._stub:
+            return
+        in_flight = stub.busy or bool(self._senders)
+        self._fail_senders(f"Stub process '{self.name}' is not healthy.")
+        if not in_flight:
+            log.error("model instance '%s': %s; the next request restarts it", self.name, stub.exit_description())
+            self._down_idle = True
             return
         log.error("model instance '%s': %s; failing its requests and restarting it",
                   self.name, stub.exit_description())
-        self._fail_senders(f"Stub process '{self.name}' is not healthy.")
         threading.Thread(target=self._restart_in_background, name=f"{self.name}-restart", daemon=True).start()
 
     def _restart_in_background(self) -> None:
@@ -367,6 +430,24 @@ def _initialize_args(config: ModelConfig, version_dir: Path, spec: InstanceSpec)
     }
 
 
+def _check_execution_env(config: ModelConfig, model_dir: Path, instance_name: str) -> None:
+    """``parameters { key: "EXECUTION_ENV_PATH" ... }`` (a conda-pack archive Triton unpacks
+    and runs the stub from; ``$$TRITON_MODEL_DIRECTORY`` is the model's folder): not
+    supported here, so the model runs in the server's own interpreter, with a warning.
+
+    Raises:
+        ModelLoadError: the archive does not exist (Triton's load fails too, with this text).
+    """
+    if "EXECUTION_ENV_PATH" not in config.parameters:
+        return
+    path = config.parameters["EXECUTION_ENV_PATH"].string_value.replace("$$TRITON_MODEL_DIRECTORY", str(model_dir))
+    if not Path(path).exists():
+        raise ModelLoadError(f"LastModifiedTime() failed as file '{path}' does not exists.")
+    log.warning("model instance '%s': EXECUTION_ENV_PATH '%s' is a conda-pack execution environment, "
+                "which this server does not support: the model runs in the server's Python (%s) "
+                "and its packages", instance_name, path, sys.executable)
+
+
 def _stub_timeout_s(config: ModelConfig) -> float:
     """``parameters { key: "stub-timeout-seconds" ... }``, else the default.
 
@@ -383,6 +464,37 @@ def _stub_timeout_s(config: ModelConfig) -> float:
     if value <= 0:
         raise ModelLoadError(f"model '{config.name}': 'stub-timeout-seconds' must be a positive number, got '{text}'")
     return value
+
+
+class _Readiness:
+    """The one ``is_ready()`` question in flight to a stub, and its answer for every waiter."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: Future[bool] | None = None
+
+    def ask(self, stub: StubProcess) -> bool:
+        """Ask (or join the question in flight) and wait up to :data:`READINESS_TIMEOUT_S`."""
+        with self._lock:
+            future, asking = self._pending, self._pending is None
+            if future is None:
+                future = self._pending = Future()
+        if asking:
+            try:
+                stub.send({"op": "is_ready"})
+            except StubDied:
+                self.answer(False)
+        try:
+            return future.result(READINESS_TIMEOUT_S)
+        except TimeoutError:
+            return False  # this check; a late answer still serves the checks waiting then
+
+    def answer(self, ready: bool) -> None:
+        """The stub answered (or went away: False)."""
+        with self._lock:
+            future, self._pending = self._pending, None
+        if future is not None:
+            future.set_result(bool(ready))
 
 
 class _Slot:

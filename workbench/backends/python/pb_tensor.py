@@ -100,10 +100,18 @@ class Tensor:
             ``str_`` arrays are refused, as in Triton.
 
     Raises:
+        TypeError: ``name`` is not a ``str`` or ``data`` is None (pybind11's conversion
+            errors in Triton).
         TritonModelException: a numpy ``str_`` / ``void`` array, or a dtype with no Triton type.
     """
 
     def __init__(self, name: str, data: Any) -> None:
+        if isinstance(name, bytes):  # pybind11 converts bytes to std::string too
+            name = name.decode("utf-8", "replace")
+        if not isinstance(name, str) or data is None:
+            argument, value = ("name", name) if not isinstance(name, str) else ("data", data)
+            raise TypeError(f"__init__(): incompatible constructor arguments: '{argument}' must be "
+                            f"{'str' if argument == 'name' else 'a numpy array'}, got {type(value).__name__}")
         array = data if isinstance(data, np.ndarray) else np.asarray(data)
         if array.dtype.kind in ("U", "V"):
             raise TritonModelException(

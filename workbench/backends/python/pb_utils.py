@@ -6,10 +6,13 @@ python_backend (``src/resources/triton_python_backend_utils.py`` plus the C++-bo
 ``Tensor``, ``InferenceRequest``, ``InferenceResponse``, ``TritonError``, ``Logger``,
 response senders and ``ModelConfig`` for ``auto_complete_config``); see TRITON_COMPAT §12.
 Tensors, errors and datatype helpers live in :mod:`.pb_tensor`, the ``ModelConfig`` of
-``auto_complete_config`` in :mod:`.model_config`; both are re-exported here.
+``auto_complete_config`` in :mod:`.model_config`, ``Logger`` in :mod:`.pb_log`; all are
+re-exported here. Constructors check their arguments as Triton's pybind11 bindings do
+(:mod:`.pb_args`): ``TypeError`` for a wrong type, ``TritonModelException`` with Triton's
+text for a None tensor in a list or bad ``parameters``.
 
 Calls that leave the stub (BLS ``exec`` / ``async_exec``, ``ResponseSender.send``,
-``Logger``) go through :data:`_runtime`, which the stub sets; outside a stub BLS and
+``Logger``) go through :data:`.pb_runtime.runtime`, which the stub sets; outside a stub BLS and
 senders raise :class:`TritonModelException` and the logger prints to stderr.
 
 Not provided: custom metrics (``MetricFamily``), model control from a model
@@ -21,13 +24,14 @@ This module runs inside the stub process: numpy and the standard library only.
 
 from __future__ import annotations
 
-import json
-import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
 
+from workbench.backends.python import pb_runtime
 from workbench.backends.python.model_config import ModelConfig
+from workbench.backends.python.pb_args import check_int, check_list, check_str, incompatible, parameters_json
+from workbench.backends.python.pb_log import Logger, LogLevel
 from workbench.backends.python.pb_tensor import (
     TRITON_STRING_TO_NUMPY,
     Tensor,
@@ -53,8 +57,6 @@ TRITONSERVER_MEMORY_CPU = 0
 TRITONSERVER_MEMORY_CPU_PINNED = 1
 TRITONSERVER_MEMORY_GPU = 2
 
-#: the stub's bridge to the server (BLS, response senders, log lines); None outside a stub
-_runtime: Any = None
 
 
 # ---------------------------------------------------------------------------- responses
@@ -64,20 +66,38 @@ class InferenceResponse:
     Args:
         output_tensors: list of :class:`Tensor`; only the requested outputs reach the client.
         error: a :class:`TritonError` to fail the request with (outputs are then ignored).
-        parameters: response parameters, a dict or its JSON string.
+        parameters: response parameters, a dict of ``str`` keys and ``bool`` / ``int`` /
+            ``str`` values (or None).
 
     Raises:
-        TritonModelException: ``output_tensors`` is not a list of Tensor.
+        TypeError: ``output_tensors`` is not a list (None too) or holds something other
+            than a Tensor; ``error`` is not a TritonError (pybind11's conversion errors).
+        TritonModelException: ``output_tensors`` holds None ("Output tensor for inference
+            response should not be empty."), or bad ``parameters`` (Triton's texts).
     """
 
-    def __init__(self, output_tensors: Any = None, error: TritonError | None = None,
-                 parameters: dict | str | None = None) -> None:
-        tensors = [] if output_tensors is None else output_tensors
-        if not isinstance(tensors, (list, tuple)) or not all(isinstance(t, Tensor) for t in tensors):
-            raise TritonModelException('"output_tensors" must be a list of pb_utils.Tensor.')
-        self._tensors = list(tensors)
+    def __init__(self, output_tensors: Any = (), error: TritonError | None = None,
+                 parameters: dict | None = None) -> None:
+        tensors = check_list("__init__", "output_tensors", output_tensors)
+        for tensor in tensors:
+            if tensor is None:
+                raise TritonModelException("Output tensor for inference response should not be empty.")
+            if not isinstance(tensor, Tensor):
+                raise incompatible("__init__", "output_tensors", "a list of pb_utils.Tensor", tensor)
+        if error is not None and not isinstance(error, TritonError):
+            raise incompatible("__init__", "error", "a pb_utils.TritonError", error)
+        self._tensors = tensors
         self._error = error
-        self._parameters = _parameters_json(parameters)
+        self._parameters = parameters_json(parameters)
+
+    @classmethod
+    def _wrap(cls, tensors: list[Tensor], error: TritonError | None = None,
+              parameters: str | None = None) -> InferenceResponse:
+        """A response decoded by the stub (parameters already JSON), without the checks."""
+        response = cls.__new__(cls)
+        response._tensors, response._error = tensors, error
+        response._parameters = parameters or "{}"
+        return response
 
     def output_tensors(self) -> list[Tensor]:
         return self._tensors
@@ -125,7 +145,7 @@ class InferenceResponseSender:
             raise TritonModelException("send() expects a pb_utils.InferenceResponse")
         final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         self._count(response is not None, final)
-        _require_runtime().send_response(self._key, response, final)
+        pb_runtime.require().send_response(self._key, response, final)
 
     def _count(self, has_response: bool, final: bool) -> None:
         """Check one send against the rules and record it (Triton's ``UpdateStateAndCounters``).
@@ -182,23 +202,52 @@ class InferenceRequest:
         flags: ``TRITONSERVER_REQUEST_FLAG_SEQUENCE_START`` / ``_END`` bits.
         timeout: queue timeout in microseconds (0 = none; applies where the model's queue
             policy allows overrides).
-        parameters: request parameters, a dict or its JSON string.
+        parameters: request parameters, a dict of ``str`` keys and ``bool`` / ``int`` /
+            ``str`` values (or None).
         preferred_memory, trace: accepted for compatibility; ignored (CPU only, no tracing).
+
+    Raises:
+        TypeError: an argument of the wrong type, None included (``inputs=None``,
+            ``model_name=None``, ``requested_output_names=[None]``, ``flags=None``, ...;
+            pybind11's conversion errors in Triton).
+        TritonModelException: ``inputs`` holds None ("Input tensor for request with id
+            '<id>' and model name '<model>' should not be empty."), an empty requested
+            output name, or bad ``parameters`` (Triton's texts).
     """
 
     def __init__(self, model_name: str = "", requested_output_names: Any = (), inputs: Any = (),
                  request_id: str = "", correlation_id: int | str = 0, model_version: int = -1,
                  flags: int = 0, timeout: int = 0, preferred_memory: Any = None, trace: Any = None,
-                 parameters: dict | str | None = None) -> None:
-        self._model_name = model_name
-        self._outputs = list(requested_output_names)
-        self._inputs = list(inputs)
-        self._request_id = request_id
+                 parameters: dict | None = None) -> None:
+        init = "__init__"
+        self._model_name = check_str(init, "model_name", model_name)
+        self._request_id = check_str(init, "request_id", request_id)
+        self._outputs = [check_str(init, "requested_output_names", n)
+                         for n in check_list(init, "requested_output_names", requested_output_names)]
+        self._inputs = check_list(init, "inputs", inputs)
+        for tensor in self._inputs:
+            if tensor is None:
+                raise TritonModelException(
+                    f"Input tensor for request with id '{self._request_id}' and model name "
+                    f"'{self._model_name}' should not be empty."
+                )
+            if not isinstance(tensor, Tensor):
+                raise incompatible(init, "inputs", "a list of pb_utils.Tensor", tensor)
+        for name in self._outputs:
+            if not name:
+                raise TritonModelException(
+                    f"Requested output name for request with id '{self._request_id}' and model "
+                    f"name '{self._model_name}' should not be empty."
+                )
+        if correlation_id is None:
+            raise incompatible(init, "correlation_id", "int or str", correlation_id)
+        if not isinstance(correlation_id, (int, str)):
+            raise TritonModelException("Correlation ID must be integer or string")
         self._correlation_id = correlation_id
-        self._model_version = int(model_version)
-        self._flags = int(flags)
-        self._timeout = int(timeout)
-        self._parameters = _parameters_json(parameters)
+        self._model_version = check_int(init, "model_version", model_version)
+        self._flags = check_int(init, "flags", flags)
+        self._timeout = check_int(init, "timeout", timeout)
+        self._parameters = parameters_json(parameters)
         self._sender_key: int | None = None
         self._decoupled = True
         self._sender: InferenceResponseSender | None = None
@@ -277,7 +326,7 @@ class InferenceRequest:
         Raises:
             TritonModelException: called outside a model's stub.
         """
-        call = _require_runtime().start_bls(self, decoupled)
+        call = pb_runtime.require().start_bls(self, decoupled)
         return call.iterator() if decoupled else call.wait()
 
     async def async_exec(self, decoupled: bool = False) -> Any:
@@ -286,7 +335,7 @@ class InferenceRequest:
         Returns:
             As :meth:`exec`; with ``decoupled=True`` the iterator is returned at once.
         """
-        call = _require_runtime().start_bls(self, decoupled)
+        call = pb_runtime.require().start_bls(self, decoupled)
         if decoupled:
             return call.iterator()
         return await call.wait_async()
@@ -316,50 +365,6 @@ class ResponseIterator(Iterator):
     def cancel(self) -> None:
         """Stop reading further responses (the called model is not interrupted)."""
         self._done = True
-
-
-# ---------------------------------------------------------------------------- logging
-class LogLevel:
-    INFO = 0
-    WARNING = 1
-    ERROR = 2
-    VERBOSE = 3
-
-
-class Logger:
-    """Log lines into the server's log (Triton's ``pb_utils.Logger``), tagged with the model
-    file and line that logged them."""
-
-    @staticmethod
-    def log(message: str, level: int = LogLevel.INFO) -> None:
-        frame = sys._getframe(1)
-        while frame.f_code.co_filename == __file__ and frame.f_back is not None:
-            frame = frame.f_back
-        where = (frame.f_code.co_filename, frame.f_lineno)
-        if _runtime is None:
-            print(f"[{_LEVEL_NAMES.get(level, 'INFO')}] {message}", file=sys.stderr)
-            return
-        _runtime.log(_LEVEL_NAMES.get(level, "INFO"), str(message), *where)
-
-    @staticmethod
-    def log_info(message: str) -> None:
-        Logger.log(message, LogLevel.INFO)
-
-    @staticmethod
-    def log_warn(message: str) -> None:
-        Logger.log(message, LogLevel.WARNING)
-
-    @staticmethod
-    def log_error(message: str) -> None:
-        Logger.log(message, LogLevel.ERROR)
-
-    @staticmethod
-    def log_verbose(message: str) -> None:
-        Logger.log(message, LogLevel.VERBOSE)
-
-
-_LEVEL_NAMES = {LogLevel.INFO: "INFO", LogLevel.WARNING: "WARNING", LogLevel.ERROR: "ERROR",
-                LogLevel.VERBOSE: "VERBOSE"}
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -392,24 +397,6 @@ def get_output_config_by_name(model_config: dict, name: str) -> dict | None:
 def using_decoupled_model_transaction_policy(model_config: dict) -> bool:
     """Whether the parsed model config sets ``model_transaction_policy { decoupled: true }``."""
     return bool(model_config.get("model_transaction_policy", {}).get("decoupled", False))
-
-
-def _parameters_json(parameters: dict | str | None) -> str:
-    if parameters is None:
-        return "{}"
-    if isinstance(parameters, str):
-        if parameters != "{}":  # the stub's common case, no parse per request
-            json.loads(parameters)  # raises on malformed JSON, as Triton does
-        return parameters
-    if not isinstance(parameters, dict):
-        raise TritonModelException("parameters must be a dict or a JSON string")
-    return json.dumps(parameters)
-
-
-def _require_runtime() -> Any:
-    if _runtime is None:
-        raise TritonModelException("this call is only available inside a model's stub process")
-    return _runtime
 
 
 __all__ = [

@@ -118,6 +118,11 @@ class StubProcess:
         self._reader.start()
 
     @property
+    def busy(self) -> bool:
+        """Whether a call (``init`` / ``execute`` / ``finalize``) is waiting for its reply."""
+        return self._call_lock.locked()
+
+    @property
     def pid(self) -> int:
         return self.process.pid
 

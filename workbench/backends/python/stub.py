@@ -11,6 +11,11 @@ generation, see :mod:`.transport`). Run as
 model's ``auto_complete_config`` and writes ``{"config": ...}`` or ``{"error": ...}`` to
 stdout (the model's own prints go to stderr).
 
+The model sees what Triton's embedded interpreter gives it: ``sys.argv == ['']`` (so
+``unittest.main("model", exit=False)`` and argparse defaults work in ``execute``), and
+model.py imported as ``<version>.model`` with the version and model folders appended to
+``sys.path`` (:func:`load_model_module`).
+
 Launched as a file, it imports only its own package folder (numpy and the standard
 library): ``workbench/__init__`` (the engine) is never loaded here, so a stub starts in
 about the time of ``import numpy``. A model crash, hang or leak stays in this process.
@@ -41,6 +46,7 @@ if __name__ == "__main__" and not __package__:  # launched as a file by the serv
         sys.modules[_name] = _module
 
 import contextlib
+import importlib.machinery
 import importlib.util
 import inspect
 import json
@@ -50,7 +56,7 @@ import threading
 import traceback
 from typing import Any
 
-from workbench.backends.python import pb_utils
+from workbench.backends.python import pb_runtime, pb_utils
 from workbench.backends.python.stub_calls import BlsCalls, decode_response, encode_response
 from workbench.backends.python.transport import (
     Channel,
@@ -87,6 +93,8 @@ class Stub:
         self._senders: dict[int, frozenset[str]] = {}
         self._bls = BlsCalls(self)
         self._loop: Any = None
+        #: BLS is allowed between a successful ``initialize`` and ``finalize`` (as Triton)
+        self.bls_allowed = False
 
     # ------------------------------------------------------------------ message loop
     def read_forever(self) -> None:
@@ -98,6 +106,8 @@ class Stub:
                     self.pool.release(message["released"])
                 if message["op"] == "bls_response":
                     self._bls.deliver(message)
+                elif message["op"] == "is_ready":  # beside execute, as Triton's stub
+                    threading.Thread(target=self._answer_is_ready, name="is-ready", daemon=True).start()
         except ChannelClosed:
             _exit(0)  # the server is gone (or done with us): no finalize
         except BaseException:  # noqa: BLE001  # a bug here must not leave a stub nobody talks to
@@ -129,7 +139,8 @@ class Stub:
             error = None
         except BaseException as exc:  # noqa: BLE001 - every model error goes back as text
             error = describe(exc)
-        self.reply({"op": op, "id": message["id"], "error": error})
+        self.reply({"op": op, "id": message["id"], "error": error,
+                    "is_ready": hasattr(self.model, "is_ready")})
 
     def reply(self, message: dict) -> None:
         """Answer a call on the call channel, with the number of event messages sent before
@@ -165,8 +176,10 @@ class Stub:
         initialize = getattr(self.model, "initialize", None)
         if initialize is not None:
             self._run(initialize(dict(args)))
+        self.bls_allowed = True
 
     def _finalize(self) -> None:
+        self.bls_allowed = False
         finalize = getattr(self.model, "finalize", None)
         if finalize is not None:
             self._run(finalize())
@@ -196,8 +209,9 @@ class Stub:
         request = pb_utils.InferenceRequest(
             model_name=self.model_name, requested_output_names=wire["outputs"], inputs=tensors,
             request_id=wire["id"], correlation_id=wire["correlation_id"], flags=wire["flags"],
-            timeout=wire["timeout"], parameters=wire["parameters"],
+            timeout=wire["timeout"],
         )
+        request._parameters = wire["parameters"]  # the server's JSON, already checked
         request._sender_key = wire["sender"]
         request._decoupled = self.decoupled
         self._senders[wire["sender"]] = frozenset(wire["outputs"])
@@ -261,6 +275,19 @@ class Stub:
 
         return asyncio.run_coroutine_threadsafe(wait(), self._loop).result()
 
+    def _answer_is_ready(self) -> None:
+        """Run the model's ``is_ready()`` (sync or async) and send its answer: False with the
+        error when it raises or returns no bool (Triton's "is_ready() must return a boolean
+        value")."""
+        try:
+            ready = self._run(self.model.is_ready())
+            if not isinstance(ready, bool):
+                raise pb_utils.TritonModelException("is_ready() must return a boolean value")
+            error = None
+        except BaseException as exc:  # noqa: BLE001 - reported, never fatal to the stub
+            ready, error = False, describe(exc)
+        self.send({"op": "ready", "ready": ready, "error": error})
+
     # ------------------------------------------------------------------ pb_utils runtime
     def send_response(self, key: int, response: pb_utils.InferenceResponse | None, final: bool) -> None:
         """Deliver one decoupled response (``InferenceResponseSender.send``)."""
@@ -282,16 +309,44 @@ class Stub:
 
 
 def load_model_module(model_file: str) -> Any:
-    """Import ``model_file`` as module ``model``, with its folder first on ``sys.path``
-    (so files next to model.py import as top-level modules, as in Triton)."""
-    folder = os.path.dirname(os.path.abspath(model_file))
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    spec = importlib.util.spec_from_file_location("model", model_file)
+    """Import ``model_file`` as Triton's stub does: as module ``<version>.<name>`` (e.g.
+    ``1.model``) with the version folder and the model folder appended to ``sys.path``.
+
+    So ``from . import helper`` / ``from .helper import x`` find files next to model.py
+    (the version folder is the package), and so do plain ``import helper`` and a model's
+    own ``import model`` / ``unittest.main("model")`` (top-level imports from the version
+    folder; ``model`` is then a second module object, as in Triton). The version folder is
+    a package without running code unless it holds an ``__init__.py``.
+
+    Raises:
+        ImportError: the file cannot be imported; any error model.py raises at import.
+    """
+    path = os.path.abspath(model_file)
+    version_dir = os.path.dirname(path)
+    for folder in (version_dir, os.path.dirname(version_dir)):
+        if folder not in sys.path:
+            sys.path.append(folder)
+    package = os.path.basename(version_dir)
+    if package not in sys.modules:
+        init = os.path.join(version_dir, "__init__.py")
+        if os.path.isfile(init):
+            spec = importlib.util.spec_from_file_location(package, init,
+                                                          submodule_search_locations=[version_dir])
+        else:
+            spec = importlib.machinery.ModuleSpec(package, None, is_package=True)
+            spec.submodule_search_locations = [version_dir]
+        if spec is None:
+            raise ImportError(f"cannot import the version folder '{version_dir}'")
+        parent = importlib.util.module_from_spec(spec)
+        sys.modules[package] = parent
+        if spec.loader is not None:
+            spec.loader.exec_module(parent)
+    name = f"{package}.{os.path.splitext(os.path.basename(path))[0]}"
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import model file '{model_file}'")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["model"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -329,7 +384,7 @@ def serve(fd: int, call_fd: int, segment_base: str) -> None:
     channel = Channel(socket.socket(fileno=fd))
     calls = Channel(socket.socket(fileno=call_fd))
     stub = Stub(channel, calls, segment_base)
-    pb_utils._runtime = stub
+    pb_runtime.runtime = stub
     sys.modules["triton_python_backend_utils"] = pb_utils
     threading.Thread(target=stub.read_forever, name="stub-reader", daemon=True).start()
     stub.serve()
@@ -369,6 +424,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--segment-base", default="")
     parser.add_argument("--auto-complete", metavar="MODEL_FILE")
     options = parser.parse_args(argv)
+    sys.argv[:] = [""]  # Triton's stub is an embedded interpreter: models see argv == ['']
     if options.auto_complete:
         return auto_complete(options.auto_complete)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]

@@ -38,9 +38,9 @@ def decode_response(wire: dict | None, reader: SegmentReader) -> pb_utils.Infere
         return None
     if wire["error"] is not None:
         message, code = wire["error"]
-        return pb_utils.InferenceResponse([], error=pb_utils.TritonError(message, code))
+        return pb_utils.InferenceResponse._wrap([], pb_utils.TritonError(message, code))
     tensors = [pb_utils.Tensor._wrap(*decode_tensor(t, reader)) for t in wire["outputs"]]
-    return pb_utils.InferenceResponse(tensors, parameters=wire["parameters"])
+    return pb_utils.InferenceResponse._wrap(tensors, parameters=wire["parameters"])
 
 
 class BlsCall:
@@ -106,8 +106,12 @@ class BlsCalls:
         """Send ``request`` to the server; the returned call collects its responses.
 
         Raises:
-            TritonModelException: the request has no model name or holds a non-Tensor input.
+            TritonModelException: called outside ``execute`` (in ``initialize`` or
+                ``finalize``: Triton's "BLS is only supported during the 'execute'
+                function."), or the request has no model name.
         """
+        if not self._stub.bls_allowed:
+            raise pb_utils.TritonModelException("BLS is only supported during the 'execute' function.")
         if not request.model_name():
             raise pb_utils.TritonModelException("BLS request needs a model_name")
         call_id, call = next(self._ids), BlsCall()
