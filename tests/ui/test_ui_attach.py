@@ -3,6 +3,8 @@ statistics JSON summed over replicas (the tabs on a real server: tests/e2e/test_
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from workbench import InvalidArgument, ModelNotFound, ModelNotReady, Unavailable
@@ -98,3 +100,52 @@ async def test_a_closed_client_is_a_detached_server_not_an_unexpected_error() ->
         await remote.repository_index()
     health = await remote.health()
     assert "detached from" in health["http://127.0.0.1:9"]["error"], health
+
+
+async def test_live_overlays_each_replica_and_plots_their_sum(repository) -> None:
+    """Two replicas (real HTTP listeners), traffic on one only: the Live tab's overlay has one
+    line per replica named by its host:port, only the busy one with throughput, while the
+    plots above show their sum; a version served by one replica only is "not loaded" on the
+    other. (The overlay summed the replicas: issue 32 part 4; this failed before.)"""
+    from tests.ui.ui_helpers import add_sub_request
+    from workbench import ServerOptions
+    from workbench.testing.http_listener import http_listener
+    from workbench.ui.live_view import LiveView
+    from workbench.ui.store import EngineStore
+
+    def options(*models: str) -> ServerOptions:
+        return ServerOptions(model_repository=[str(repository)], model_control_mode="explicit",
+                             load_model=list(models))
+
+    async with http_listener(options("add_sub", "digits_mlp")) as busy, http_listener(options("add_sub")) as idle:
+        urls = [f"http://127.0.0.1:{busy.port}", f"http://127.0.0.1:{idle.port}"]
+        remote = RemoteServer(urls)
+        store = EngineStore(remote)
+        view = LiveView(store, gpu=None)
+        try:
+            assert view.overlay.visible and view.overlay.value == "replicas"
+            for _ in range(4):  # each beat closes the interval of the previous beat's reads
+                await asyncio.gather(*(busy.server.infer(add_sub_request()) for _ in range(10)))
+                view.tick()
+                await store.settle()
+            view.model.value = "add_sub/1"
+            view.tick()
+            lines = view.versions["versions_throughput"].data
+            names = [url.split("://")[1] for url in urls]
+            assert lines["label"] == names, lines["label"]
+            assert max(lines["ys"][0]) > 0 and max(lines["ys"][1], default=0) == 0, lines["ys"]
+            assert view.versions["versions_latency"].data["label"] == [
+                f"{names[0]} p50", f"{names[0]} p99", f"{names[1]} p50", f"{names[1]} p99"]
+            assert view.figures["versions_throughput"].title.text == "Replicas: throughput"
+            assert max(view.series.data["inferences_per_s"]) > 0  # the sum, above
+            assert "the sum of 2 replicas" in view.status.object
+            view.model.value = "digits_mlp/1"
+            assert view.versions["versions_throughput"].data["label"] == [
+                names[0], f"{names[1]}: not loaded"]
+            view.overlay.value = "versions"  # the versions overlay stays one click away
+            assert view.versions["versions_throughput"].data["label"] == ["v1", "v2"]
+            assert view.figures["versions_throughput"].title.text == "Versions: throughput"
+        finally:
+            view.close()
+            await store.settle()
+            await remote.close()

@@ -16,7 +16,8 @@ last minute with traffic, not the whole kept history) and their y-axes start at 
 in which an in-process load generator ran (the Tuning tab, ``workbench perf`` in process:
 ``LiveSample.in_process``) are left out of those plots and drawn on a figure and time axis of
 their own. The versions of the chosen model are overlaid (throughput, p50 / p99, queue vs
-compute; one line per version, with a legend). A one-line diagnosis
+compute; one line per version, with a legend: :mod:`~workbench.ui.live_overlay`), or attached
+to several replicas, the chosen version on each replica (the plots above are their sum). A one-line diagnosis
 (:func:`~workbench.ui.live_diagnosis.diagnose`) says why p99 is what it is. The histogram
 marks the served ``max_batch_size`` and preferred batch sizes, read from the engine off the
 tick (every :attr:`LiveView.config_every` ticks and on a new choice, so a Config edit shows),
@@ -41,8 +42,10 @@ from bokeh.models import ColumnDataSource
 
 from workbench import model_config_to_json
 from workbench.live_stats import LiveSample
+from workbench.remote import RemoteLiveStatistics, RemoteServer
 from workbench.ui.gpu import GpuSample, GpuSampler, gpu_sampler
 from workbench.ui.live_diagnosis import diagnose
+from workbench.ui.live_overlay import OVERLAY_TITLES, replica_lines, version_lines
 from workbench.ui.live_plots import VERSION_FIGURES, Y_COLUMNS, fit_y, follow_window, live_plots
 from workbench.ui.selection import model_of_version_key, version_of_version_key
 from workbench.ui.store import EngineStore
@@ -56,19 +59,6 @@ SERIES = ("time", "inferences_per_s", "requests_per_s", "p50_ms", "p95_ms", "p99
 GPU_SERIES = ("time", "utilization_pct", "memory_used_gb")
 #: the in-process sweeps' columns
 SWEEP_SERIES = ("time", "inferences_per_s", "p99_ms")
-#: the colours of the versions' lines, in version order
-VERSION_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
-#: the latest rows per version the overlay redraws each tick (its lines are replaced, not
-#: streamed: this bounds what a tick sends to the browser)
-OVERLAY_ROWS = 120
-#: per overlay figure: the LiveSample fields drawn (one line per version each) and their labels
-OVERLAY_FIELDS = {
-    "versions_throughput": (("inferences_per_s", ""),),
-    "versions_latency": (("p50_us", " p50"), ("p99_us", " p99")),
-    "versions_queue_compute": (("queue_us", " queue"), ("compute_us", " compute")),
-}
-
-
 class LiveView(pn.viewable.Viewer):
     """Live plots of one dashboard session.
 
@@ -96,6 +86,11 @@ class LiveView(pn.viewable.Viewer):
         self.live = store.live_statistics(history)  # the engine's, or an attached server's
         self.gpu = gpu if gpu is not None else gpu_sampler()
         self.model = pn.widgets.Select(label="Model version", options=[])
+        # attached to several replicas: overlay each replica (the plots above show their sum)
+        replicas = isinstance(store.server, RemoteServer) and len(store.server.urls) > 1
+        self.overlay = pn.widgets.RadioButtonGroup(
+            label="Overlay", options=["versions", "replicas"], value="replicas" if replicas else "versions",
+            visible=replicas, css_classes=["workbench-live-overlay"])
         self.status = pn.pane.Markdown("", css_classes=["workbench-live-status"],
                                        sizing_mode="stretch_width")
         self.diagnosis = pn.pane.Markdown("", css_classes=["workbench-live-diagnosis"],
@@ -119,6 +114,7 @@ class LiveView(pn.viewable.Viewer):
         self._limits: dict[tuple[str, str], tuple[int, list[int]]] = {}
         self._ticks = 0
         self.model.param.watch(lambda _e: self._replay(), "value")
+        self.overlay.param.watch(lambda _e: self._update_versions(), "value")
         # shows the session's selected model (its latest version unless one was chosen)
         store.selection.bind(self.model, name_of=model_of_version_key,
                              version_of=version_of_version_key)
@@ -126,7 +122,8 @@ class LiveView(pn.viewable.Viewer):
     def __panel__(self) -> pn.viewable.Viewable:
         panes = [pn.pane.Bokeh(f, sizing_mode="stretch_width") for f in self.figures.values()]
         note = [] if self.gpu is not None else [pn.pane.Markdown("*No GPU: no GPU plot.*")]
-        return pn.Column(self.model, self.status, self.diagnosis,
+        overlay = pn.Row(pn.pane.Markdown("Overlay below:", visible=self.overlay.visible), self.overlay)
+        return pn.Column(self.model, self.status, self.diagnosis, overlay,
                          pn.GridBox(*panes, ncols=2, sizing_mode="stretch_width"),
                          *note, sizing_mode="stretch_width")
 
@@ -237,26 +234,22 @@ class LiveView(pn.viewable.Viewer):
             self.figures["batch_sizes"].title.text = title
 
     def _update_versions(self) -> None:
-        """Overlay every version of the chosen model: one line per version and figure (network
-        traffic only, like the plots above; idle intervals NaN), the last :data:`OVERLAY_ROWS`."""
+        """The overlay: every version of the chosen model (one line per version and figure),
+        or, attached to several replicas with "replicas" picked, the chosen version on each
+        replica (network traffic only, like the plots above; idle intervals NaN)."""
         key = self._selected()
-        keys = sorted((k for k in self.live.history if key and k[0] == key[0]),
-                      key=lambda k: (len(k[1]), k[1]))
-        lines: dict[str, dict[str, list]] = {
-            figure_key: {"xs": [], "ys": [], "label": [], "color": []} for figure_key in self.versions}
-        for index, (name, version) in enumerate(keys):
-            kept = list(self.live.history[(name, version)])[-OVERLAY_ROWS:]
-            times = [sample.time * 1000 for sample in kept]
-            color = VERSION_COLORS[index % len(VERSION_COLORS)]
-            for figure_key, fields in OVERLAY_FIELDS.items():
-                for field_name, label in fields:
-                    line = lines[figure_key]
-                    line["xs"].append(times)
-                    line["ys"].append([_overlay_value(sample, field_name) for sample in kept])
-                    line["label"].append(f"v{version}{label}")
-                    line["color"].append(_darker(color) if label in (" p99", " compute") else color)
+        mode = self.overlay.value if self.overlay.visible else "versions"
+        if key is None:
+            lines = version_lines({}, "")
+        elif mode == "replicas" and isinstance(self.live, RemoteLiveStatistics):
+            lines = replica_lines(self.live.replicas, self.live.remote.urls, key)
+        else:
+            lines = version_lines(self.live.history, key[0])
         for figure_key, source in self.versions.items():
             source.data = lines[figure_key]
+            title = OVERLAY_TITLES[mode][figure_key]
+            if self.figures[figure_key].title.text != title:
+                self.figures[figure_key].title.text = title
 
     def _show_state(self) -> None:
         """The status line and the idle labels, from the chosen version's kept history."""
@@ -268,7 +261,10 @@ class LiveView(pn.viewable.Viewer):
             if name not in ("batch_sizes", "sweeps"):
                 label.visible = not busy
         self.idle_labels["sweeps"].visible = not self.sweep_series.data["time"]
-        self.status.object = _status(self.model.value, kept)
+        status = _status(self.model.value, kept)
+        if self.overlay.visible and isinstance(self.live, RemoteLiveStatistics):
+            status += f" (The plots show the sum of {len(self.live.remote.urls)} replicas.)"
+        self.status.object = status
         self.diagnosis.object = _diagnosis(kept) if key else ""
         self._fit_axes()
 
@@ -326,22 +322,6 @@ def _fill_text(totals: dict[int, int], limit: int, preferred: list[int]) -> str:
         hits = sum(count for size, count in totals.items() if size in preferred)
         text += f", {100 * hits / executions:.0f} % at a preferred size"
     return text
-
-
-def _overlay_value(sample: LiveSample, field_name: str) -> float:
-    """An overlay point: infer/s, or a latency in ms (NaN while idle or in an in-process
-    sweep's interval, as in the network plots)."""
-    if sample.in_process:
-        return 0.0 if field_name == "inferences_per_s" else math.nan
-    if field_name == "inferences_per_s":
-        return sample.inferences_per_s
-    return _ms(getattr(sample, field_name))
-
-
-def _darker(color: str) -> str:
-    """``#rrggbb`` at 60 % brightness (a version's second line in a figure)."""
-    red, green, blue = (int(color[i:i + 2], 16) * 6 // 10 for i in (1, 3, 5))
-    return f"#{red:02x}{green:02x}{blue:02x}"
 
 
 def _ms(value_us: float | None) -> float:
