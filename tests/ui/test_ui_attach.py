@@ -149,3 +149,40 @@ async def test_live_overlays_each_replica_and_plots_their_sum(repository) -> Non
             view.close()
             await store.settle()
             await remote.close()
+
+
+async def test_attached_config_apply_says_what_the_server_did(repository) -> None:
+    """Attached, Apply loads the model with a config override: the banner says so (it said
+    "written <url>; reloaded" although nothing was written), the diff is against the served
+    config (not "the file on disk") and there is no Revert (no backup exists). New-user trial
+    finding (a); this failed before."""
+    from workbench import ServerOptions
+    from workbench.testing.http_listener import http_listener
+    from workbench.ui.config_view import ConfigView
+    from workbench.ui.store import EngineStore
+
+    options = ServerOptions(model_repository=[str(repository)], model_control_mode="explicit",
+                            load_model=["add_sub"])
+    async with http_listener(options) as listener:
+        url = f"http://127.0.0.1:{listener.port}"
+        remote = RemoteServer(url)
+        store = EngineStore(remote)
+        view = ConfigView(store)
+        try:
+            view.model.value = "add_sub"
+            await store.settle()
+            assert view.writable, view.read_only_reason
+            assert not view.revert_button.visible
+            assert view.apply_button.label == "Apply (load with config override)"
+            assert "served config" in view.diff_heading.object and "on disk" not in view.diff_heading.object
+            view.editor.value = view.editor.value.replace("max_batch_size: 8", "max_batch_size: 16")
+            assert "(served)" in view.diff.object and "on disk" not in view.diff.object
+            await store.settle()
+            await view.apply()
+            assert not view.error.visible, view.error.object
+            assert view.status.object.startswith(f"loaded add_sub on {url} with this config as an override")
+            assert "written" not in view.status.object and "reloaded" not in view.status.object
+            assert (await remote.model_config("add_sub")).max_batch_size == 16
+        finally:
+            await store.settle()
+            await remote.close()
