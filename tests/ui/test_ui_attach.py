@@ -186,3 +186,39 @@ async def test_attached_config_apply_says_what_the_server_did(repository) -> Non
         finally:
             await store.settle()
             await remote.close()
+
+
+async def test_a_model_not_loaded_on_the_attached_server_says_so(repository) -> None:
+    """A model the attached server lists but never loaded: its Models row says "not loaded on
+    <server>" (state and reason were blank), and the Live tab, with that model chosen in
+    another tab, says so instead of plotting another model silently. New-user trial finding
+    (b); this failed before."""
+    from workbench import ServerOptions
+    from workbench.testing.http_listener import http_listener
+    from workbench.ui.live_view import LiveView
+    from workbench.ui.model_rows import model_rows
+    from workbench.ui.store import EngineStore
+
+    options = ServerOptions(model_repository=[str(repository)], model_control_mode="explicit",
+                            load_model=["add_sub"])
+    async with http_listener(options) as listener:
+        url = f"http://127.0.0.1:{listener.port}"
+        remote = RemoteServer(url)
+        store = EngineStore(remote)
+        view = LiveView(store, gpu=None)
+        try:
+            rows = {row.name: row for row in await model_rows(remote)}
+            assert rows["digits_mlp"].reason == f"not loaded on {url}", rows["digits_mlp"]
+            assert rows["add_sub"].reason == ""
+            for _ in range(2):
+                view.tick()
+                await store.settle()
+            assert view.model.options == ["add_sub/1"]
+            store.selection.choose("digits_mlp")  # e.g. its Live button in the Models table
+            assert view.status.object.startswith(f"**digits_mlp** is not loaded on {url}: nothing of it to plot")
+            store.selection.choose("add_sub")
+            assert view.status.object.startswith("add_sub/1: ")
+        finally:
+            view.close()
+            await store.settle()
+            await remote.close()

@@ -115,6 +115,7 @@ class LiveView(pn.viewable.Viewer):
         self._ticks = 0
         self.model.param.watch(lambda _e: self._replay(), "value")
         self.overlay.param.watch(lambda _e: self._update_versions(), "value")
+        store.selection.on_change(lambda _selection: self._show_status())
         # shows the session's selected model (its latest version unless one was chosen)
         store.selection.bind(self.model, name_of=model_of_version_key,
                              version_of=version_of_version_key)
@@ -261,12 +262,26 @@ class LiveView(pn.viewable.Viewer):
             if name not in ("batch_sizes", "sweeps"):
                 label.visible = not busy
         self.idle_labels["sweeps"].visible = not self.sweep_series.data["time"]
-        status = _status(self.model.value, kept)
-        if self.overlay.visible and isinstance(self.live, RemoteLiveStatistics):
-            status += f" (The plots show the sum of {len(self.live.remote.urls)} replicas.)"
-        self.status.object = status
+        self._show_status(kept)
         self.diagnosis.object = _diagnosis(kept) if key else ""
         self._fit_axes()
+
+    def _show_status(self, kept: list[LiveSample] | None = None) -> None:
+        """The status line: the chosen version's traffic, or that the model the session chose
+        (another tab's pick) is not loaded on the server, which the plots then do not show."""
+        if kept is None:
+            key = self._selected()
+            kept = list(self.live.history.get(key, ())) if key else []
+        status = _status(self.model.value, kept)
+        chosen = self.store.selection.name
+        if chosen and not any(model_of_version_key(o) == chosen for o in self.model.options):
+            where = self.store.remote.label if self.store.remote is not None else "this engine"
+            shown = f" Below: {self.model.value}." if self.model.value else ""
+            status = f"**{chosen}** is not loaded on {where}: nothing of it to plot.{shown}"
+        elif self.overlay.visible and isinstance(self.live, RemoteLiveStatistics):
+            status += f" (The plots show the sum of {len(self.live.remote.urls)} replicas.)"
+        if self.status.object != status:
+            self.status.object = status
 
     def _stream_gpu(self, samples: list[GpuSample]) -> None:
         if not samples:
