@@ -252,3 +252,54 @@ async def test_the_diagnosis_line_and_the_histogram_s_fill(server: Server, store
     title = view.figures["batch_sizes"].title.text
     assert "mean " in title and " of 8" in title and "% at a preferred size" in title
     view.close()
+
+
+async def test_a_model_without_a_batcher_shows_batching_off_and_no_fill(tmp_path) -> None:
+    """A python add_sub with max_batch_size 8 and no dynamic batcher (each request executes
+    alone, like the sample python and ensemble models of max_batch_size 64): the histogram
+    says "batching off", with no fill ratio ("of 8") and no max_batch_size or preferred marks.
+    New-user trial finding (c); this failed before."""
+    import numpy as np
+
+    from workbench import InferenceRequest, ServerOptions, Tensor
+    from workbench.testing.attach import write_python_add_sub
+
+    repo = write_python_add_sub(tmp_path / "models")
+    config = repo / "add_sub" / "config.pbtxt"
+    config.write_text(config.read_text().replace("dynamic_batching { max_queue_delay_microseconds: 100 }", ""))
+    options = ServerOptions(model_repository=[str(repo)], model_control_mode="explicit", load_model=["add_sub"])
+    ones = np.ones((1, 4), np.float32)
+    async with Server(options) as engine:
+        store = EngineStore(engine)
+        view = LiveView(store, gpu=None)
+        view.tick()
+        await store.settle()  # the served config is read off the tick
+        for _ in range(3):
+            await engine.infer(InferenceRequest("add_sub", [Tensor("INPUT0", "FP32", ones),
+                                                            Tensor("INPUT1", "FP32", ones)]))
+        view.tick()
+        title = view.figures["batch_sizes"].title.text
+        assert "batching off" in title and " of 8" not in title and "%" not in title, title
+        assert view.batch_limits.data["batch_size"] == [] and view.batch_preferred.data["batch_size"] == []
+        assert view.figures["batch_sizes"].x_range.end < 8
+        view.close()
+
+
+async def test_the_batch_axis_spans_the_sizes_formed_not_a_far_max_batch_size(
+        server: Server, store: EngineStore) -> None:
+    """digits_mlp (max_batch_size 64, the preferred size 64 by default) at batch 1: the axis
+    ends near the bars (it spanned 1..64, the bars a sliver at the left) and the title says
+    where max_batch_size is. New-user trial finding (c); this failed before."""
+    import numpy as np
+
+    from workbench import InferenceRequest, Tensor
+
+    view = LiveView(store, gpu=None)
+    view.tick()
+    view.model.value = "digits_mlp/2"
+    await store.settle()
+    await server.infer(InferenceRequest("digits_mlp", [Tensor("pixels", "FP32", np.ones((1, 64), np.float32))]))
+    view.tick()
+    assert view.figures["batch_sizes"].x_range.end < 20
+    assert "max_batch_size 64 is beyond the axis" in view.figures["batch_sizes"].title.text
+    view.close()

@@ -110,8 +110,9 @@ class LiveView(pn.viewable.Viewer):
                            self.sweep_series, self.versions)
         self.figures, self.idle_labels, self.time_range = (plots.figures, plots.idle_labels,
                                                            plots.time_range)
-        #: served (max_batch_size, preferred sizes) by version, written by the config task
-        self._limits: dict[tuple[str, str], tuple[int, list[int]]] = {}
+        #: served (max_batch_size, preferred sizes, batching on) by version, written by the
+        #: config task
+        self._limits: dict[tuple[str, str], tuple[int, list[int], bool]] = {}
         self._ticks = 0
         self.model.param.watch(lambda _e: self._replay(), "value")
         self.overlay.param.watch(lambda _e: self._update_versions(), "value")
@@ -207,9 +208,12 @@ class LiveView(pn.viewable.Viewer):
         except Exception:  # noqa: BLE001 - unloaded meanwhile: no marks until it serves again
             self._limits.pop(key, None)
             return
-        batcher = config.get("dynamic_batching") or {}
-        preferred = sorted(int(size) for size in batcher.get("preferred_batch_size", ()))
-        self._limits[key] = (int(config.get("max_batch_size", 0)), preferred)
+        batcher = config.get("dynamic_batching")
+        # the scheduler forms batches with a dynamic batcher, or a sequence batcher's oldest
+        # strategy; otherwise each request executes alone, at the batch size it was sent with
+        batching = batcher is not None or bool((config.get("sequence_batching") or {}).get("oldest"))
+        preferred = sorted(int(size) for size in (batcher or {}).get("preferred_batch_size", ()))
+        self._limits[key] = (int(config.get("max_batch_size", 0)), preferred, batching)
 
     def _update_histogram(self) -> None:
         key = self._selected()
@@ -219,18 +223,24 @@ class LiveView(pn.viewable.Viewer):
                 totals[size] = totals.get(size, 0) + count
         sizes = sorted(totals)
         self.batches.data = {"batch_size": sizes, "executions": [totals[s] for s in sizes]}
-        limit, preferred = self._limits.get(key, (0, [])) if key else (0, [])
+        limit, preferred, batching = self._limits.get(key, (0, [], False)) if key else (0, [], False)
+        if not batching:  # no batcher: no fill to measure, no mark of a target
+            limit, preferred = 0, []
         if self.batch_limits.data["batch_size"] != ([limit] if limit else []):
             self.batch_limits.data = {"batch_size": [limit] if limit else [],
                                       "kind": ["max_batch_size"] if limit else []}
         if self.batch_preferred.data["batch_size"] != preferred:
             self.batch_preferred.data = {"batch_size": preferred}
         axis = self.figures["batch_sizes"].x_range
-        end = max([limit, *sizes, *preferred, 1]) + 0.5
+        end = _histogram_end(sizes, [m for m in (limit, *preferred) if m])
         if (axis.start, axis.end) != (0.5, end):
             axis.start, axis.end = 0.5, end
         self.idle_labels["batch_sizes"].visible = not sizes
-        title = f"Executions by batch size (kept history){_fill_text(totals, limit, preferred)}"
+        fill = _fill_text(totals, limit, preferred) if batching or key not in self._limits else (
+            ": batching off (no dynamic batcher: each request executes at its own batch size)")
+        beyond = limit > end and bool(sizes)
+        title = (f"Executions by batch size (kept history){fill}"
+                 + (f"; max_batch_size {limit} is beyond the axis" if beyond else ""))
         if self.figures["batch_sizes"].title.text != title:
             self.figures["batch_sizes"].title.text = title
 
@@ -323,6 +333,16 @@ def _diagnosis(kept: list[LiveSample]) -> str:
     if found.rule == "no_traffic" and any(s.in_process and s.busy for s in kept[-30:]):
         return f"**Why p99:** (in-process sweep) {diagnose(kept).text}"
     return f"**Why p99:** {found.text}"
+
+
+def _histogram_end(sizes: list[int], marks: list[int]) -> float:
+    """The batch-size axis' end: the largest formed size, widened to the marks (max_batch_size,
+    preferred sizes) up to twice it or 16, so bars at 1-3 of 64 are not crowded at the left
+    edge (all marks while nothing executed yet)."""
+    if not sizes:
+        return max([*marks, 1]) + 0.5
+    largest = max(sizes)
+    return max([largest, *(m for m in marks if m <= max(2 * largest, 16))]) + 0.5
 
 
 def _fill_text(totals: dict[int, int], limit: int, preferred: list[int]) -> str:
