@@ -164,10 +164,12 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ServerPr
             process.stop()
 
 
+#: the replicas overlay's legend entries shown (one per replica), and how many have throughput
+LEGEND_JS = f"({FIND_JS})('live_versions_throughput_legend').items.filter(i => i.visible)"
 OVERLAY_JS = f"""() => {{
-  const data = ({FIND_JS})('live_versions_throughput_source').data;
-  const busy = Array.from(data.ys).filter(ys => Math.max(0, ...Array.from(ys)) > 0).length;
-  return data.label.length === 2 && busy === 1;
+  const shown = {LEGEND_JS};
+  const busy = shown.filter(i => Math.max(0, ...Array.from(i.renderers[0].data_source.data.y)) > 0).length;
+  return shown.length === 2 && busy === 1;
 }}"""
 
 
@@ -189,7 +191,7 @@ def test_hosted_dashboard_overlays_each_attached_replica(
     with Traffic(urls[0]):
         page.wait_for_function(OVERLAY_JS, timeout=WAIT_MS)
         page.screenshot(path=shots / "hosted-replicas-live.png", full_page=True)
-    labels = page.evaluate(f"() => Array.from(({FIND_JS})('live_versions_throughput_source').data.label)")
+    labels = page.evaluate(f"() => {LEGEND_JS}.map(i => i.label.value)")
     assert labels == [url.split("://")[1] for url in urls]
     title = page.evaluate(f"() => ({FIND_JS})('live_versions_throughput').title.text")
     assert title == "Replicas: throughput"

@@ -130,20 +130,20 @@ async def test_live_overlays_each_replica_and_plots_their_sum(repository) -> Non
                 await store.settle()
             view.model.value = "add_sub/1"
             view.tick()
-            lines = view.versions["versions_throughput"].data
+            lines = view.versions["versions_throughput"]
             names = [url.split("://")[1] for url in urls]
             assert lines["label"] == names, lines["label"]
             assert max(lines["ys"][0]) > 0 and max(lines["ys"][1], default=0) == 0, lines["ys"]
-            assert view.versions["versions_latency"].data["label"] == [
+            assert view.versions["versions_latency"]["label"] == [
                 f"{names[0]} p50", f"{names[0]} p99", f"{names[1]} p50", f"{names[1]} p99"]
             assert view.figures["versions_throughput"].title.text == "Replicas: throughput"
             assert max(view.series.data["inferences_per_s"]) > 0  # the sum, above
             assert "the sum of 2 replicas" in view.status.object
             view.model.value = "digits_mlp/1"
-            assert view.versions["versions_throughput"].data["label"] == [
+            assert view.versions["versions_throughput"]["label"] == [
                 names[0], f"{names[1]}: not loaded"]
             view.overlay.value = "versions"  # the versions overlay stays one click away
-            assert view.versions["versions_throughput"].data["label"] == ["v1", "v2"]
+            assert view.versions["versions_throughput"]["label"] == ["v1", "v2"]
             assert view.figures["versions_throughput"].title.text == "Versions: throughput"
         finally:
             view.close()

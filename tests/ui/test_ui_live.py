@@ -231,11 +231,11 @@ async def test_the_versions_of_the_model_are_overlaid_with_a_legend(store: Engin
     view.tick()
     view.model.value = "digits_mlp/2"
     view.tick()
-    assert view.versions["versions_throughput"].data["label"] == ["v1", "v2"]
-    assert view.versions["versions_latency"].data["label"] == ["v1 p50", "v1 p99", "v2 p50", "v2 p99"]
-    assert view.versions["versions_queue_compute"].data["label"] == [
+    assert view.versions["versions_throughput"]["label"] == ["v1", "v2"]
+    assert view.versions["versions_latency"]["label"] == ["v1 p50", "v1 p99", "v2 p50", "v2 p99"]
+    assert view.versions["versions_queue_compute"]["label"] == [
         "v1 queue", "v1 compute", "v2 queue", "v2 compute"]
-    assert all(len(xs) == 2 for xs in view.versions["versions_throughput"].data["xs"])
+    assert all(len(xs) == 2 for xs in view.versions["versions_throughput"]["xs"])
     assert view.figures["versions_latency"].x_range is view.time_range
     view.close()
 
@@ -302,4 +302,27 @@ async def test_the_batch_axis_spans_the_sizes_formed_not_a_far_max_batch_size(
     view.tick()
     assert view.figures["batch_sizes"].x_range.end < 20
     assert "max_batch_size 64 is beyond the axis" in view.figures["batch_sizes"].title.text
+    view.close()
+
+
+async def test_legends_sit_right_of_the_plots_and_a_click_hides_one_line(store: EngineStore) -> None:
+    """Every Live legend is right of its plot area (they sat over the lines' start, top left)
+    and hides a line on a click; the overlay draws one renderer per line, so its legend hides
+    that version alone (a multi_line's legend hid every line: bokeh#6780). New-user trial
+    finding (d); this failed before."""
+    from bokeh.models.annotations import Legend
+
+    view = LiveView(store)
+    view.tick()
+    view.model.value = "digits_mlp/2"
+    view.tick()
+    for key, fig in view.figures.items():
+        legends = list(fig.select(type=Legend))
+        assert all(legend in fig.right and legend not in fig.center for legend in legends), key
+        assert all(legend.click_policy == "hide" for legend in legends), key
+    legend = next(iter(view.figures["versions_latency"].select(type=Legend)))
+    shown = [item for item in legend.items if item.visible]
+    assert [item.label.value for item in shown] == ["v1 p50", "v1 p99", "v2 p50", "v2 p99"]
+    assert all(len(item.renderers) == 1 for item in shown)
+    assert len({item.renderers[0] for item in shown}) == 4
     view.close()

@@ -38,6 +38,7 @@ import time
 from typing import TYPE_CHECKING
 
 import panel as pn
+from bokeh.core.properties import value
 from bokeh.models import ColumnDataSource
 
 from workbench import model_config_to_json
@@ -46,7 +47,7 @@ from workbench.remote import RemoteLiveStatistics, RemoteServer
 from workbench.ui.gpu import GpuSample, GpuSampler, gpu_sampler
 from workbench.ui.live_diagnosis import diagnose
 from workbench.ui.live_overlay import OVERLAY_TITLES, replica_lines, version_lines
-from workbench.ui.live_plots import VERSION_FIGURES, Y_COLUMNS, fit_y, follow_window, live_plots
+from workbench.ui.live_plots import VERSION_FIGURES, Y_COLUMNS, OverlaySlot, fit_y, follow_window, live_plots
 from workbench.ui.selection import model_of_version_key, version_of_version_key
 from workbench.ui.store import EngineStore
 
@@ -103,13 +104,15 @@ class LiveView(pn.viewable.Viewer):
         self.gpu_series = ColumnDataSource({column: [] for column in GPU_SERIES}, name="live_gpu")
         self.sweep_series = ColumnDataSource({column: [] for column in SWEEP_SERIES},
                                              name="live_sweep_series")
-        self.versions = {key: ColumnDataSource({"xs": [], "ys": [], "label": [], "color": []},
-                                               name=f"live_{key}_source") for key in VERSION_FIGURES}
+        #: the overlay's lines by figure key (``xs``, ``ys``, ``label``, ``color``), as drawn
+        self.versions: dict[str, dict[str, list]] = {
+            key: {"xs": [], "ys": [], "label": [], "color": []} for key in VERSION_FIGURES}
         plots = live_plots(self.series, self.batches, self.batch_limits, self.batch_preferred,
                            self.gpu_series if self.gpu is not None else None,
-                           self.sweep_series, self.versions)
+                           self.sweep_series, overlay=True)
         self.figures, self.idle_labels, self.time_range = (plots.figures, plots.idle_labels,
                                                            plots.time_range)
+        self._slots = plots.overlay_slots
         #: served (max_batch_size, preferred sizes, batching on) by version, written by the
         #: config task
         self._limits: dict[tuple[str, str], tuple[int, list[int], bool]] = {}
@@ -163,8 +166,8 @@ class LiveView(pn.viewable.Viewer):
     def _fit_axes(self) -> None:
         sources = {"gpu": self.gpu_series.data, "batch_sizes": self.batches.data,
                    "sweeps": self.sweep_series.data}
-        for key, source in self.versions.items():
-            sources[key] = {"ys": [v for ys in source.data["ys"] for v in ys]}
+        for key, lines in self.versions.items():
+            sources[key] = {"ys": [v for ys in lines["ys"] for v in ys]}
         for key, fig in self.figures.items():
             fit_y(fig, sources.get(key, self.series.data), Y_COLUMNS[key])
         data = self.series.data
@@ -256,8 +259,9 @@ class LiveView(pn.viewable.Viewer):
             lines = replica_lines(self.live.replicas, self.live.remote.urls, key)
         else:
             lines = version_lines(self.live.history, key[0])
-        for figure_key, source in self.versions.items():
-            source.data = lines[figure_key]
+        for figure_key in self.versions:
+            self.versions[figure_key] = lines[figure_key]
+            _draw_lines(self._slots[figure_key], lines[figure_key])
             title = OVERLAY_TITLES[mode][figure_key]
             if self.figures[figure_key].title.text != title:
                 self.figures[figure_key].title.text = title
@@ -301,6 +305,27 @@ class LiveView(pn.viewable.Viewer):
             "utilization_pct": [sum(s.utilization_pct for s in samples) / len(samples)],
             "memory_used_gb": [sum(s.memory_used_bytes for s in samples) / 1e9],
         }, rollover=self.history)
+
+
+def _draw_lines(slots: list[OverlaySlot], lines: dict[str, list]) -> None:
+    """Put ``lines`` (``xs``, ``ys``, ``label``, ``color``) into an overlay figure's slots, in
+    order (a line beyond the slots is left out); unused slots are emptied and their legend
+    entries hidden. A slot a person hid (its legend entry clicked) stays hidden."""
+    count = len(lines["label"])
+    for index, slot in enumerate(slots):
+        used = index < count
+        data = {"x": lines["xs"][index], "y": lines["ys"][index]} if used else {"x": [], "y": []}
+        if used or slot.source.data["x"]:
+            slot.source.data = data
+        label = lines["label"][index] if used else ""
+        if slot.item.label != value(label):
+            slot.item.label = value(label)
+        if slot.item.visible != used:
+            slot.item.visible = used
+        color = lines["color"][index] if used else None
+        glyph = getattr(slot.renderer, "glyph", None)
+        if color is not None and glyph is not None and glyph.line_color != color:
+            glyph.line_color = color
 
 
 def _status(key: str | None, kept: list[LiveSample]) -> str:
