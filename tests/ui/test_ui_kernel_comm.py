@@ -139,5 +139,37 @@ async def test_a_stale_echo_of_a_pushed_value_does_not_undo_the_kernels_newer_va
         await asyncio.to_thread(client_comm._handle_msg, select_pick(select_model.id, "add_sub"))
         await asyncio.to_thread(client_comm._handle_msg, select_pick(select_model.id, "digits_mlp"))  # a person
         assert select.value == "digits_mlp"
+        # echoed in order, the kernel's values stay; a person's picks after them are kept
+        select.value = "add_sub"
+        select.value = "digits_mlp"
+        for echo in ("add_sub", "digits_mlp"):
+            await asyncio.to_thread(client_comm._handle_msg, select_pick(select_model.id, echo))
+            assert select.value == "digits_mlp"
+        for pick in ("add_sub", "digits_mlp"):
+            await asyncio.to_thread(client_comm._handle_msg, select_pick(select_model.id, pick))
+            assert select.value == pick
     finally:
         board.close()
+
+
+def test_a_push_of_what_the_browser_holds_awaits_no_echo() -> None:
+    """The browser echoes only a value it did not hold: a push of the value a person just
+    picked is not awaited as an echo, so the person's later pick of it is kept."""
+    import json
+
+    from workbench.ui.kernel_comm import PushedValues
+
+    pushed = PushedValues()
+
+    def push(value: str) -> None:
+        pushed.record(json.dumps({"events": [
+            {"kind": "ModelChanged", "model": {"id": "s"}, "attr": "value", "new": value}]}))
+
+    def from_browser(value: str) -> bool:
+        return pushed.is_echo({"kind": "ModelChanged", "model": {"id": "s"}, "attr": "value", "new": value})
+
+    push("none")
+    assert from_browser("none")  # the echo
+    assert not from_browser("2")  # a person's pick: the browser holds 2
+    push("2")  # the kernel pushes 2 too (a fill): no echo comes
+    assert not from_browser("none") and not from_browser("2")  # the person's picks, kept

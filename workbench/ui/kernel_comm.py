@@ -101,10 +101,16 @@ PUSHED_KEPT = 16
 
 class PushedValues:
     """The values the kernel pushed to the browser per (model id, property), in order, until
-    the browser's echo of each comes back (:meth:`is_echo`). Values are compared as JSON."""
+    the browser's echo of each comes back (:meth:`is_echo`). Values are compared as JSON.
+
+    The browser echoes only a value it did not hold: a push of the value the browser last
+    had (a person's pick the kernel then pushes again, e.g. a form's fill) is not awaited,
+    or a later pick of that value would be taken for its echo."""
 
     def __init__(self) -> None:
         self._sent: dict[tuple[str, str], deque[str]] = {}
+        #: the value the browser holds once it has applied what was sent, by property
+        self._browser: dict[tuple[str, str], str] = {}
 
     def record(self, data: object) -> None:
         """Note the ``ModelChanged`` values of one part of a message sent on the comm (a
@@ -118,14 +124,20 @@ class PushedValues:
         for event in content.get("events", ()) if isinstance(content, dict) else ():
             if isinstance(event, dict) and event.get("kind") == "ModelChanged":
                 key = (str((event.get("model") or {}).get("id")), str(event.get("attr")))
-                self._sent.setdefault(key, deque(maxlen=PUSHED_KEPT)).append(_json(event.get("new")))
+                value = _json(event.get("new"))
+                if self._browser.get(key) != value:  # else the browser has it: no echo comes
+                    self._sent.setdefault(key, deque(maxlen=PUSHED_KEPT)).append(value)
+                self._browser[key] = value
 
     def is_echo(self, event: dict) -> bool:
         """Whether the browser's ``ModelChanged`` ``event`` returns a value the kernel pushed
         (then it and the values pushed before it are no longer awaited)."""
-        sent = self._sent.get((str((event.get("model") or {}).get("id")), str(event.get("attr"))))
+        key = (str((event.get("model") or {}).get("id")), str(event.get("attr")))
+        sent = self._sent.get(key)
         value = _json(event.get("new"))
         if not sent or value not in sent:
+            if not sent:  # a person's change: what the browser holds now
+                self._browser[key] = value
             return False
         while sent.popleft() != value:
             pass
