@@ -61,6 +61,23 @@ def test_nvml_without_a_driver_gives_no_readings() -> None:
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
+@no_gpu
+def test_nvml_unavailable_is_logged_once_per_process() -> None:
+    """The server's metrics, each dashboard session's Live tab and the model loader each open
+    NVML: without a driver, "NVML unavailable" is said once (INFO), not once per reader (it
+    was logged twice at a Jupyter start-up: new-user trial finding (e); this failed before).
+    A fresh process: what was said is per process."""
+    pytest.importorskip("pynvml")
+    code = ("import logging; logging.basicConfig(level=logging.INFO); "
+            "from workbench.gpu_readings import GpuSampler; from workbench.ui.gpu import gpu_sampler; "
+            "from workbench.gpu_memory import load_nvml; "
+            "assert not GpuSampler().available and gpu_sampler() is None and gpu_sampler() is None; "
+            "assert load_nvml() is None")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("NVML unavailable") == 1, done.stderr
+
+
 def test_gpu_uuid_format_is_nvmls() -> None:
     raw = bytes.fromhex("4bb617210ae29004636fe73bab9ef8e0")
     assert format_gpu_uuid(raw) == "GPU-4bb61721-0ae2-9004-636f-e73bab9ef8e0"

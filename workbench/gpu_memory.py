@@ -24,6 +24,8 @@ from typing import Any
 from workbench.devices import cuda_device_uuids, gpu_count
 
 log = logging.getLogger(__name__)
+#: the NVML start-up failures already logged at INFO (:func:`open_nvml` logs each once)
+_TOLD: set[str] = set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +44,9 @@ class GpuMemoryReading:
 
 def open_nvml() -> Any | None:
     """The initialized ``pynvml`` module, or None: not installed, or no driver / no GPU
-    (``nvmlInit`` fails). Initializes NVML on every call (cheap once initialized; NVML counts
-    the calls); :func:`load_nvml` is the once-per-process form."""
+    (``nvmlInit`` fails: logged at INFO once per process and reason, at DEBUG after).
+    Initializes NVML on every call (cheap once initialized; NVML counts the calls);
+    :func:`load_nvml` is the once-per-process form."""
     try:
         import pynvml  # optional: pip install nvidia-ml-py
     except ImportError:
@@ -51,9 +54,13 @@ def open_nvml() -> Any | None:
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:  # NVMLError_LibraryNotFound / _DriverNotLoaded and friends
-        log.info("NVML unavailable, no GPU readings: %s", exc)
+        # each reader (metrics, the dashboard, model loads) opens NVML: said once per process
+        level = logging.DEBUG if str(exc) in _TOLD else logging.INFO
+        _TOLD.add(str(exc))
+        log.log(level, "NVML unavailable, no GPU readings: %s", exc)
         return None
     return pynvml
+
 
 
 @functools.cache

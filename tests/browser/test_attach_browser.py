@@ -145,3 +145,54 @@ def test_inline_dashboard_attaches_to_a_headless_server(
     with httpx.Client(base_url=lab.root, headers=lab.jupyter.headers, timeout=60) as jupyter:
         for session in jupyter.get("api/sessions").json():  # the kernel
             jupyter.delete(f"api/sessions/{session['id']}").raise_for_status()
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ServerProcess]]:
+    """Two headless ``workbench serve`` replicas with the python add_sub (repository API
+    behind the key)."""
+    started: list[ServerProcess] = []
+    try:
+        for index in range(2):
+            repo = write_python_add_sub(tmp_path_factory.mktemp(f"replica-{index}") / "models")
+            process = start_server("workbench", server_flags(repo))
+            assert isinstance(process, ServerProcess)
+            started.append(process)
+        yield started
+    finally:
+        for process in started:
+            process.stop()
+
+
+#: the replicas overlay's legend entries shown (one per replica), and how many have throughput
+LEGEND_JS = f"({FIND_JS})('live_versions_throughput_legend').items.filter(i => i.visible)"
+OVERLAY_JS = f"""() => {{
+  const shown = {LEGEND_JS};
+  const busy = shown.filter(i => Math.max(0, ...Array.from(i.renderers[0].data_source.data.y)) > 0).length;
+  return shown.length === 2 && busy === 1;
+}}"""
+
+
+def test_hosted_dashboard_overlays_each_attached_replica(
+        browser, dashboard: Dashboard, replicas: list[ServerProcess], shots: Path) -> None:
+    """Attached to two replicas with traffic on one only: the Live tab's overlay shows one line
+    per replica, named by host:port, only one with throughput (it summed them before)."""
+    urls = [f"http://127.0.0.1:{process.port}" for process in replicas]
+    page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    page.goto(dashboard.page_url)
+    page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=WAIT_MS)
+    page.get_by_label("Attach to a server").first.fill(", ".join(urls))
+    page.get_by_label("Headers (optional, this session only)").first.fill(KEY_TEXT)
+    page.get_by_role("button", name="Attach").first.click()
+    page.locator(".tabulator-cell", has_text="python").first.wait_for(timeout=WAIT_MS)
+    page.locator(".bk-tab", has_text="Live").first.click()
+    page.get_by_label("Model version").first.select_option("add_sub/1")
+    page.get_by_text("the sum of 2 replicas").first.wait_for(timeout=WAIT_MS)
+    with Traffic(urls[0]):
+        page.wait_for_function(OVERLAY_JS, timeout=WAIT_MS)
+        page.screenshot(path=shots / "hosted-replicas-live.png", full_page=True)
+    labels = page.evaluate(f"() => {LEGEND_JS}.map(i => i.label.value)")
+    assert labels == [url.split("://")[1] for url in urls]
+    title = page.evaluate(f"() => ({FIND_JS})('live_versions_throughput').title.text")
+    assert title == "Replicas: throughput"
+    page.close()

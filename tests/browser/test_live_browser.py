@@ -77,8 +77,15 @@ def check_traffic_shows(page, scope) -> None:
         f"() => / mean [0-9.]+ of 8, [0-9]+ % at a preferred size/.test("
         f"{model_js('live_batch_sizes')}.title.text)", timeout=WAIT_MS)
     page.wait_for_function(AXIS_FOLLOWS_JS, timeout=WAIT_MS)
-    labels = page.evaluate(f"() => Array.from({model_js('live_versions_throughput_source')}.data.label)")
+    legend = model_js("live_versions_throughput_legend")
+    labels = page.evaluate(f"() => {legend}.items.filter(i => i.visible).map(i => i.label.value)")
     assert labels == ["v1"]
+    # every legend right of its plot, hiding a line on a click (they covered the lines' start)
+    placed = page.evaluate(f"""() => ['live_throughput', 'live_latency', 'live_versions_latency'].map(name => {{
+      const fig = ({FIND_JS})(name);
+      return fig.right.some(r => r.type === 'Legend' && r.click_policy === 'hide')
+        && !fig.center.some(r => r.type === 'Legend'); }})""")
+    assert placed == [True, True, True], placed
 
 
 def check_traffic_then_idle(page, scope, key: str, start, stop, shots: Path, prefix: str) -> None:

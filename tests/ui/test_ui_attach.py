@@ -3,6 +3,8 @@ statistics JSON summed over replicas (the tabs on a real server: tests/e2e/test_
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from workbench import InvalidArgument, ModelNotFound, ModelNotReady, Unavailable
@@ -98,3 +100,125 @@ async def test_a_closed_client_is_a_detached_server_not_an_unexpected_error() ->
         await remote.repository_index()
     health = await remote.health()
     assert "detached from" in health["http://127.0.0.1:9"]["error"], health
+
+
+async def test_live_overlays_each_replica_and_plots_their_sum(repository) -> None:
+    """Two replicas (real HTTP listeners), traffic on one only: the Live tab's overlay has one
+    line per replica named by its host:port, only the busy one with throughput, while the
+    plots above show their sum; a version served by one replica only is "not loaded" on the
+    other. (The overlay summed the replicas: issue 32 part 4; this failed before.)"""
+    from tests.ui.ui_helpers import add_sub_request
+    from workbench import ServerOptions
+    from workbench.testing.http_listener import http_listener
+    from workbench.ui.live_view import LiveView
+    from workbench.ui.store import EngineStore
+
+    def options(*models: str) -> ServerOptions:
+        return ServerOptions(model_repository=[str(repository)], model_control_mode="explicit",
+                             load_model=list(models))
+
+    async with http_listener(options("add_sub", "digits_mlp")) as busy, http_listener(options("add_sub")) as idle:
+        urls = [f"http://127.0.0.1:{busy.port}", f"http://127.0.0.1:{idle.port}"]
+        remote = RemoteServer(urls)
+        store = EngineStore(remote)
+        view = LiveView(store, gpu=None)
+        try:
+            assert view.overlay.visible and view.overlay.value == "replicas"
+            for _ in range(4):  # each beat closes the interval of the previous beat's reads
+                await asyncio.gather(*(busy.server.infer(add_sub_request()) for _ in range(10)))
+                view.tick()
+                await store.settle()
+            view.model.value = "add_sub/1"
+            view.tick()
+            lines = view.versions["versions_throughput"]
+            names = [url.split("://")[1] for url in urls]
+            assert lines["label"] == names, lines["label"]
+            assert max(lines["ys"][0]) > 0 and max(lines["ys"][1], default=0) == 0, lines["ys"]
+            assert view.versions["versions_latency"]["label"] == [
+                f"{names[0]} p50", f"{names[0]} p99", f"{names[1]} p50", f"{names[1]} p99"]
+            assert view.figures["versions_throughput"].title.text == "Replicas: throughput"
+            assert max(view.series.data["inferences_per_s"]) > 0  # the sum, above
+            assert "the sum of 2 replicas" in view.status.object
+            view.model.value = "digits_mlp/1"
+            assert view.versions["versions_throughput"]["label"] == [
+                names[0], f"{names[1]}: not loaded"]
+            view.overlay.value = "versions"  # the versions overlay stays one click away
+            assert view.versions["versions_throughput"]["label"] == ["v1", "v2"]
+            assert view.figures["versions_throughput"].title.text == "Versions: throughput"
+        finally:
+            view.close()
+            await store.settle()
+            await remote.close()
+
+
+async def test_attached_config_apply_says_what_the_server_did(repository) -> None:
+    """Attached, Apply loads the model with a config override: the banner says so (it said
+    "written <url>; reloaded" although nothing was written), the diff is against the served
+    config (not "the file on disk") and there is no Revert (no backup exists). New-user trial
+    finding (a); this failed before."""
+    from workbench import ServerOptions
+    from workbench.testing.http_listener import http_listener
+    from workbench.ui.config_view import ConfigView
+    from workbench.ui.store import EngineStore
+
+    options = ServerOptions(model_repository=[str(repository)], model_control_mode="explicit",
+                            load_model=["add_sub"])
+    async with http_listener(options) as listener:
+        url = f"http://127.0.0.1:{listener.port}"
+        remote = RemoteServer(url)
+        store = EngineStore(remote)
+        view = ConfigView(store)
+        try:
+            view.model.value = "add_sub"
+            await store.settle()
+            assert view.writable, view.read_only_reason
+            assert not view.revert_button.visible
+            assert view.apply_button.label == "Apply (load with config override)"
+            assert "served config" in view.diff_heading.object and "on disk" not in view.diff_heading.object
+            view.editor.value = view.editor.value.replace("max_batch_size: 8", "max_batch_size: 16")
+            assert "(served)" in view.diff.object and "on disk" not in view.diff.object
+            await store.settle()
+            await view.apply()
+            assert not view.error.visible, view.error.object
+            assert view.status.object.startswith(f"loaded add_sub on {url} with this config as an override")
+            assert "written" not in view.status.object and "reloaded" not in view.status.object
+            assert (await remote.model_config("add_sub")).max_batch_size == 16
+        finally:
+            await store.settle()
+            await remote.close()
+
+
+async def test_a_model_not_loaded_on_the_attached_server_says_so(repository) -> None:
+    """A model the attached server lists but never loaded: its Models row says "not loaded on
+    <server>" (state and reason were blank), and the Live tab, with that model chosen in
+    another tab, says so instead of plotting another model silently. New-user trial finding
+    (b); this failed before."""
+    from workbench import ServerOptions
+    from workbench.testing.http_listener import http_listener
+    from workbench.ui.live_view import LiveView
+    from workbench.ui.model_rows import model_rows
+    from workbench.ui.store import EngineStore
+
+    options = ServerOptions(model_repository=[str(repository)], model_control_mode="explicit",
+                            load_model=["add_sub"])
+    async with http_listener(options) as listener:
+        url = f"http://127.0.0.1:{listener.port}"
+        remote = RemoteServer(url)
+        store = EngineStore(remote)
+        view = LiveView(store, gpu=None)
+        try:
+            rows = {row.name: row for row in await model_rows(remote)}
+            assert rows["digits_mlp"].reason == f"not loaded on {url}", rows["digits_mlp"]
+            assert rows["add_sub"].reason == ""
+            for _ in range(2):
+                view.tick()
+                await store.settle()
+            assert view.model.options == ["add_sub/1"]
+            store.selection.choose("digits_mlp")  # e.g. its Live button in the Models table
+            assert view.status.object.startswith(f"**digits_mlp** is not loaded on {url}: nothing of it to plot")
+            store.selection.choose("add_sub")
+            assert view.status.object.startswith("add_sub/1: ")
+        finally:
+            view.close()
+            await store.settle()
+            await remote.close()

@@ -98,3 +98,78 @@ async def test_echoes_of_the_kernels_changes_are_dropped_and_the_tab_click_kept(
             assert served.text != "a stale status"
     finally:
         board.close()
+
+
+class Transport:
+    """Where a notebook output's comm sends to (ipykernel's Comm, absent outside a kernel:
+    Panel then holds its pushes back); outside a kernel the comm itself sends nothing."""
+
+    def send(self, data=None, metadata=None, buffers=None) -> None:
+        pass
+
+
+def select_pick(model_id: str, value: str) -> dict:
+    """The PATCH-DOC a notebook's browser sends when a Select's value changes (a person's
+    pick, or Panel's comm manager echoing a value the kernel pushed)."""
+    return {"header": {"msgid": "pick", "msgtype": "PATCH-DOC"}, "metadata": {},
+            "content": {"events": [{"kind": "ModelChanged", "model": {"id": model_id}, "attr": "value",
+                                    "new": value}]}, "_buffers": {}}
+
+
+async def test_a_stale_echo_of_a_pushed_value_does_not_undo_the_kernels_newer_value(server: Server) -> None:
+    """The kernel moves a Select digits_mlp -> add_sub (two pushes); the browser's echo of
+    digits_mlp comes back after the second push: it is dropped (it set the Select back, which
+    moved the session's selection, refilled the Rollout form and lost the candidate a person
+    had just picked: the inline dashboard's lost pick, ~3 runs in 8; this failed before). A
+    person's pick is kept, also of a value whose echo already came."""
+    board = dashboard(server, interval_s=60)
+    try:
+        await board.store.settle()
+        board._repr_mimebundle_()  # rendered as a notebook cell's output
+        ((ref, (comm, client_comm)),) = board.tabs._comms.items()
+        comm._comm = Transport()  # the browser's end of the comm: pushes are sent now
+        select = board.models.model  # the Models tab's, shown first (bound to the selection, as the Rollout tab's)
+        select_model = select._models[ref][0]
+        assert select.value == "add_sub" and "digits_mlp" in select.options
+        select.value = "digits_mlp"
+        select.value = "add_sub"  # the kernel's newer value, pushed after digits_mlp
+        # the browser's comm manager echoes both pushes, the first one after the second push
+        await asyncio.to_thread(client_comm._handle_msg, select_pick(select_model.id, "digits_mlp"))
+        assert select.value == "add_sub"
+        await asyncio.to_thread(client_comm._handle_msg, select_pick(select_model.id, "add_sub"))
+        await asyncio.to_thread(client_comm._handle_msg, select_pick(select_model.id, "digits_mlp"))  # a person
+        assert select.value == "digits_mlp"
+        # echoed in order, the kernel's values stay; a person's picks after them are kept
+        select.value = "add_sub"
+        select.value = "digits_mlp"
+        for echo in ("add_sub", "digits_mlp"):
+            await asyncio.to_thread(client_comm._handle_msg, select_pick(select_model.id, echo))
+            assert select.value == "digits_mlp"
+        for pick in ("add_sub", "digits_mlp"):
+            await asyncio.to_thread(client_comm._handle_msg, select_pick(select_model.id, pick))
+            assert select.value == pick
+    finally:
+        board.close()
+
+
+def test_a_push_of_what_the_browser_holds_awaits_no_echo() -> None:
+    """The browser echoes only a value it did not hold: a push of the value a person just
+    picked is not awaited as an echo, so the person's later pick of it is kept."""
+    import json
+
+    from workbench.ui.kernel_comm import PushedValues
+
+    pushed = PushedValues()
+
+    def push(value: str) -> None:
+        pushed.record(json.dumps({"events": [
+            {"kind": "ModelChanged", "model": {"id": "s"}, "attr": "value", "new": value}]}))
+
+    def from_browser(value: str) -> bool:
+        return pushed.is_echo({"kind": "ModelChanged", "model": {"id": "s"}, "attr": "value", "new": value})
+
+    push("none")
+    assert from_browser("none")  # the echo
+    assert not from_browser("2")  # a person's pick: the browser holds 2
+    push("2")  # the kernel pushes 2 too (a fill): no echo comes
+    assert not from_browser("none") and not from_browser("2")  # the person's picks, kept

@@ -231,11 +231,11 @@ async def test_the_versions_of_the_model_are_overlaid_with_a_legend(store: Engin
     view.tick()
     view.model.value = "digits_mlp/2"
     view.tick()
-    assert view.versions["versions_throughput"].data["label"] == ["v1", "v2"]
-    assert view.versions["versions_latency"].data["label"] == ["v1 p50", "v1 p99", "v2 p50", "v2 p99"]
-    assert view.versions["versions_queue_compute"].data["label"] == [
+    assert view.versions["versions_throughput"]["label"] == ["v1", "v2"]
+    assert view.versions["versions_latency"]["label"] == ["v1 p50", "v1 p99", "v2 p50", "v2 p99"]
+    assert view.versions["versions_queue_compute"]["label"] == [
         "v1 queue", "v1 compute", "v2 queue", "v2 compute"]
-    assert all(len(xs) == 2 for xs in view.versions["versions_throughput"].data["xs"])
+    assert all(len(xs) == 2 for xs in view.versions["versions_throughput"]["xs"])
     assert view.figures["versions_latency"].x_range is view.time_range
     view.close()
 
@@ -251,4 +251,78 @@ async def test_the_diagnosis_line_and_the_histogram_s_fill(server: Server, store
     assert "No traffic" not in view.diagnosis.object
     title = view.figures["batch_sizes"].title.text
     assert "mean " in title and " of 8" in title and "% at a preferred size" in title
+    view.close()
+
+
+async def test_a_model_without_a_batcher_shows_batching_off_and_no_fill(tmp_path) -> None:
+    """A python add_sub with max_batch_size 8 and no dynamic batcher (each request executes
+    alone, like the sample python and ensemble models of max_batch_size 64): the histogram
+    says "batching off", with no fill ratio ("of 8") and no max_batch_size or preferred marks.
+    New-user trial finding (c); this failed before."""
+    import numpy as np
+
+    from workbench import InferenceRequest, ServerOptions, Tensor
+    from workbench.testing.attach import write_python_add_sub
+
+    repo = write_python_add_sub(tmp_path / "models")
+    config = repo / "add_sub" / "config.pbtxt"
+    config.write_text(config.read_text().replace("dynamic_batching { max_queue_delay_microseconds: 100 }", ""))
+    options = ServerOptions(model_repository=[str(repo)], model_control_mode="explicit", load_model=["add_sub"])
+    ones = np.ones((1, 4), np.float32)
+    async with Server(options) as engine:
+        store = EngineStore(engine)
+        view = LiveView(store, gpu=None)
+        view.tick()
+        await store.settle()  # the served config is read off the tick
+        for _ in range(3):
+            await engine.infer(InferenceRequest("add_sub", [Tensor("INPUT0", "FP32", ones),
+                                                            Tensor("INPUT1", "FP32", ones)]))
+        view.tick()
+        title = view.figures["batch_sizes"].title.text
+        assert "batching off" in title and " of 8" not in title and "%" not in title, title
+        assert view.batch_limits.data["batch_size"] == [] and view.batch_preferred.data["batch_size"] == []
+        assert view.figures["batch_sizes"].x_range.end < 8
+        view.close()
+
+
+async def test_the_batch_axis_spans_the_sizes_formed_not_a_far_max_batch_size(
+        server: Server, store: EngineStore) -> None:
+    """digits_mlp (max_batch_size 64, the preferred size 64 by default) at batch 1: the axis
+    ends near the bars (it spanned 1..64, the bars a sliver at the left) and the title says
+    where max_batch_size is. New-user trial finding (c); this failed before."""
+    import numpy as np
+
+    from workbench import InferenceRequest, Tensor
+
+    view = LiveView(store, gpu=None)
+    view.tick()
+    view.model.value = "digits_mlp/2"
+    await store.settle()
+    await server.infer(InferenceRequest("digits_mlp", [Tensor("pixels", "FP32", np.ones((1, 64), np.float32))]))
+    view.tick()
+    assert view.figures["batch_sizes"].x_range.end < 20
+    assert "max_batch_size 64 is beyond the axis" in view.figures["batch_sizes"].title.text
+    view.close()
+
+
+async def test_legends_sit_right_of_the_plots_and_a_click_hides_one_line(store: EngineStore) -> None:
+    """Every Live legend is right of its plot area (they sat over the lines' start, top left)
+    and hides a line on a click; the overlay draws one renderer per line, so its legend hides
+    that version alone (a multi_line's legend hid every line: bokeh#6780). New-user trial
+    finding (d); this failed before."""
+    from bokeh.models.annotations import Legend
+
+    view = LiveView(store)
+    view.tick()
+    view.model.value = "digits_mlp/2"
+    view.tick()
+    for key, fig in view.figures.items():
+        legends = list(fig.select(type=Legend))
+        assert all(legend in fig.right and legend not in fig.center for legend in legends), key
+        assert all(legend.click_policy == "hide" for legend in legends), key
+    legend = next(iter(view.figures["versions_latency"].select(type=Legend)))
+    shown = [item for item in legend.items if item.visible]
+    assert [item.label.value for item in shown] == ["v1 p50", "v1 p99", "v2 p50", "v2 p99"]
+    assert all(len(item.renderers) == 1 for item in shown)
+    assert len({item.renderers[0] for item in shown}) == 4
     view.close()

@@ -9,7 +9,8 @@ Routes (Triton's HTTP API and extensions): ``GET /v2/health/live|ready``, ``GET 
 Several replicas (a list of URLs): the index is merged (a version is READY when a replica
 serves it, and the reason then names each replica's state where they differ), loads and
 unloads go to every replica, configs and metadata come from the first replica that answers,
-statistics are summed (:meth:`RemoteServer.statistics`).
+statistics are summed (:meth:`RemoteServer.statistics`) or read per replica
+(:meth:`RemoteServer.replica_statistics`).
 
 Headers (e.g. a restricted API's key, Triton's ``--http-restricted-api``) are held in memory
 for the session only: never shown, logged, repr'd or written anywhere.
@@ -190,8 +191,9 @@ class RemoteServer:
     Args:
         urls: ``http://host:8000``, or a list of replicas' URLs (``host:port`` takes http).
         headers: sent with every call (a restricted API's key): kept in memory only.
-        metrics_urls: each replica's Prometheus ``/metrics`` URL (pending requests; Triton
-            serves it on port 8002); None: not read.
+        metrics_urls: each replica's Prometheus ``/metrics`` URL, in the order of ``urls``
+            (pending requests, latency quantiles; Triton serves it on port 8002; one beyond
+            the replicas' count is not read); None: not read.
         timeout_s: seconds per call (loads and unloads: :data:`LOAD_TIMEOUT_S`).
 
     Raises:
@@ -379,28 +381,46 @@ class RemoteServer:
             metrics: read ``/metrics`` too (pending requests, latency quantiles); False for
                 the counters alone (the Models table's refresh: its memory column).
         """
+        return self.summed(await self.replica_statistics(metrics), quiet)
+
+    async def replica_statistics(self, metrics: bool = True) -> dict[str, list[RemoteVersionStats] | BaseException]:
+        """Each replica's own counters (``GET /v2/models/stats``, with its pending requests
+        and latency quantiles from its ``/metrics``: the i-th of :attr:`metrics_urls` is the
+        i-th replica's), by replica URL; a replica that failed: its error. One read per
+        replica, at once (the Live tab's overlay per replica, and :meth:`summed`)."""
         calls = [self.call(url, "GET", "/v2/models/stats") for url in self.urls]
-        metric_calls = [self._metrics(url) for url in self.metrics_urls] if metrics else []
+        metric_calls = [self._metrics(url) for url in self.metrics_urls[:len(self.urls)]] if metrics else []
         results = await asyncio.gather(*calls, *metric_calls, return_exceptions=True)
+        reads = results[len(calls):]
+        out: dict[str, list[RemoteVersionStats] | BaseException] = {}
+        for index, (url, result) in enumerate(zip(self.urls, results[:len(calls)], strict=True)):
+            if isinstance(result, BaseException):
+                out[url] = result
+                continue
+            metric = reads[index] if index < len(reads) else None
+            read = metric if isinstance(metric, dict) else {}
+            stats = [RemoteVersionStats.of(entry) for entry in (result or {}).get("model_stats", ())]
+            out[url] = [_with_metrics(s, read.get((s.name, s.version))) for s in stats]
+        return out
+
+    def summed(self, replicas: Mapping[str, list[RemoteVersionStats] | BaseException],
+               quiet: bool = False) -> list[RemoteVersionStats]:
+        """:meth:`replica_statistics`' answers summed per version (the highest quantile over
+        replicas: no sum of quantiles exists), by name then version; kept for
+        :meth:`model_statistics`.
+
+        Raises:
+            WorkbenchError: a replica failed and not ``quiet`` (any other exception: always).
+        """
         totals: dict[tuple[str, str], RemoteVersionStats] = {}
-        for result in results[:len(calls)]:
+        for result in replicas.values():
             if isinstance(result, BaseException):
                 if quiet and isinstance(result, WorkbenchError):
                     continue
                 raise result
-            for entry in (result or {}).get("model_stats", ()):
-                stats = RemoteVersionStats.of(entry)
+            for stats in result:
                 key = (stats.name, stats.version)
                 totals[key] = totals[key].plus(stats) if key in totals else stats
-        for read in results[len(calls):]:
-            if isinstance(read, dict):
-                for key, (count, quantiles) in read.items():
-                    if key in totals:
-                        stats = totals[key]
-                        # a quantile of several replicas: the highest (no sum of quantiles exists)
-                        merged = {q: max(v, stats.quantiles_us.get(q, 0.0)) for q, v in quantiles.items()}
-                        totals[key] = replace(stats, pending=stats.pending + count,
-                                              quantiles_us={**stats.quantiles_us, **merged})
         self._stats = [totals[key] for key in sorted(totals, key=lambda k: (k[0], _version_key(k[1])))]
         return self._stats
 
@@ -461,6 +481,14 @@ class RemoteServer:
         except ValueError:
             return {}
         return {key: (pending.get(key, 0), quantiles.get(key, {})) for key in {*pending, *quantiles}}
+
+
+def _with_metrics(stats: RemoteVersionStats, read: tuple[int, dict[float, float]] | None) -> RemoteVersionStats:
+    """``stats`` with its replica's pending requests and latency quantiles (``/metrics``)."""
+    if read is None:
+        return stats
+    count, quantiles = read
+    return replace(stats, pending=stats.pending + count, quantiles_us={**stats.quantiles_us, **quantiles})
 
 
 def _quote(name: str) -> str:

@@ -15,6 +15,10 @@ executions by batch size. Two figures Triton's statistics API does not have:
 * pending requests: ``nv_inference_pending_request_count`` from ``/metrics``, 0 when no
   metrics URL is given.
 
+Several replicas: ``history`` holds their sum (what the Live tab's plots show); each
+replica's own samples are kept too (``replicas``: the Live tab overlays one line per replica),
+from the same read (one ``GET /v2/models/stats`` per replica per beat).
+
 Nothing is measured in this process: no observer, no cost on the server's serving path
 beyond the two GETs per second.
 """
@@ -47,12 +51,18 @@ class RemoteLiveStatistics(LiveStatistics):
         # the engine's observer and counters are not used: nothing of LiveStatistics.__init__
         self.remote = server
         self.history: dict[tuple[str, str], deque[LiveSample]] = {}
+        #: with several replicas, each one's samples: replica URL -> (model, version) -> samples
+        #: ({} with one server: ``history`` is its own)
+        self.replicas: dict[str, dict[tuple[str, str], deque[LiveSample]]] = {}
         self._history_length = history
         self._closed = False
         self._start = start or (lambda coroutine: asyncio.get_running_loop().create_task(coroutine))
         #: the counters of the last read and when it was made (monotonic seconds)
         self._read: tuple[float, dict[tuple[str, str], RemoteVersionStats]] | None = None
         self._sampled: tuple[float, dict[tuple[str, str], RemoteVersionStats]] | None = None
+        #: each replica's last good read, and the one its last samples closed with
+        self._replica_read: dict[str, tuple[float, dict[tuple[str, str], RemoteVersionStats]]] = {}
+        self._replica_sampled: dict[str, tuple[float, dict[tuple[str, str], RemoteVersionStats]]] = {}
         self._reading: Any = None
         #: the last read's error ("" after a good one); the page says it through the Models
         #: tab's error pane and the attach bar's health line, which read the same server
@@ -62,13 +72,20 @@ class RemoteLiveStatistics(LiveStatistics):
 
     async def read(self) -> None:
         """Read the server's counters now (what the next :meth:`sample` closes with)."""
+        several = len(self.remote.urls) > 1
         try:
-            stats = await self.remote.statistics(quiet=len(self.remote.urls) > 1)
+            replicas = await self.remote.replica_statistics()
+            stats = self.remote.summed(replicas, quiet=several)
         except Exception as exc:  # noqa: BLE001 - unreachable, refused: said on the page
             self.error = str(exc) or type(exc).__name__
             return
         self.error = ""
-        self._read = (time.monotonic(), {(s.name, s.version): s for s in stats})
+        now = time.monotonic()
+        self._read = (now, {(s.name, s.version): s for s in stats})
+        if several:
+            for url, read in replicas.items():
+                if not isinstance(read, BaseException):
+                    self._replica_read[url] = (now, {(s.name, s.version): s for s in read})
 
     def _read_later(self) -> None:
         if self._closed or (self._reading is not None and not self._reading.done()):
@@ -87,10 +104,11 @@ class RemoteLiveStatistics(LiveStatistics):
             return list(self._last_samples)
         before = self._sampled
         self._sampled = read
+        wall = time.time()
+        self._sample_replicas(wall)
         if before is None:  # the first read starts the first interval
             return []
         interval = max(read[0] - before[0], 1e-6)
-        wall = time.time()
         samples = [_sample(wall, interval, stats, before[1].get(key))
                    for key, stats in read[1].items()]
         for sample in samples:
@@ -100,6 +118,23 @@ class RemoteLiveStatistics(LiveStatistics):
             self.history[key].append(sample)
         self._last_samples = samples
         return samples
+
+    def _sample_replicas(self, wall: float) -> None:
+        """Each replica's interval since its previous sampled read (a replica that did not
+        answer this beat adds nothing: its next good read closes a longer interval)."""
+        for url, read in self._replica_read.items():
+            before = self._replica_sampled.get(url)
+            if before is not None and before[0] == read[0]:
+                continue
+            self._replica_sampled[url] = read
+            if before is None:
+                continue
+            interval = max(read[0] - before[0], 1e-6)
+            kept = self.replicas.setdefault(url, {})
+            for key, stats in read[1].items():
+                if key not in kept:
+                    kept[key] = deque(maxlen=self._history_length)
+                kept[key].append(_sample(wall, interval, stats, before[1].get(key)))
 
     def close(self) -> None:
         """Stop reading (idempotent); the server keeps its counters."""

@@ -93,8 +93,6 @@ class Dashboard(pn.viewable.Viewer):
         remote = store.remote
         config: Tab = self.config if remote is None else pn.Column(
             config_note(remote), self.config, sizing_mode="stretch_width")
-        if remote is not None:
-            self.config.apply_button.label = "Apply (load with config override)"
         # the attach bar heads the Models tab (the dashboard's root stays its Tabs)
         models = pn.Column(self.attach_bar, self.models, sizing_mode="stretch_width")
         tabs: list[tuple[str, Tab]] = [("Models", models), ("Config", config), ("Live", self.live)]

@@ -25,6 +25,10 @@ the common knobs, a diff against the file on disk, Apply and Revert.
   words without Python exception names (:func:`~workbench.ui.store.user_text`).
 * Effective values: beside the form, the knobs the model is served with now (the engine's
   completed config: e.g. an empty ``preferred_batch_size`` is served as ``[max_batch_size]``).
+* Attached to a server by URL (``store.remote``): the text is the served config, Apply loads
+  it there as the load API's ``config`` override and says so (nothing is written to a file,
+  the server's ``config.pbtxt`` stays), the diff is against the served config, and Revert is
+  hidden (there is no backup).
 * Following the disk: :meth:`ConfigView.tick` (the dashboard's beat) reopens the file when it
   changed on disk (Tuning's Apply best, another tab, an editor) and the editor holds no
   edits; with edits, it says the file changed instead (Apply is refused until the edits are
@@ -74,6 +78,9 @@ class ConfigView(pn.viewable.Viewer):
         self.writable = True
         self.read_only_reason = ""
         self.backup_exists = False
+        #: attached to a server by URL: Apply loads the model there with a config override
+        #: (nothing is written to a file, there is no backup: no Revert)
+        self.attached = store.remote.label if store.remote is not None else ""
         #: the knobs the model is served with now (effective values)
         self.served = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.model = pn.widgets.Select(label="Model", options=[])
@@ -83,9 +90,14 @@ class ConfigView(pn.viewable.Viewer):
         self.problem_list = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.diff = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.form = KnobForm()
-        self.apply_button = pn.widgets.Button(label="Apply (write + reload)", color="primary")
+        self.apply_button = pn.widgets.Button(
+            label="Apply (load with config override)" if self.attached else "Apply (write + reload)",
+            color="primary")
         self.revert_button = pn.widgets.Button(label="Revert to backup", disabled=True,
-                                               description=NO_BACKUP)
+                                               description=NO_BACKUP, visible=not self.attached)
+        self.diff_heading = pn.pane.Markdown(
+            "**Edits against the served config** (applied as a load override; no file is written)"
+            if self.attached else "**Diff against the file on disk**", sizing_mode="stretch_width")
         self.discard_button = pn.widgets.Button(label="Discard edits")
         self.status = pn.pane.Alert("", alert_type="success", visible=False)
         self.error = pn.pane.Alert("", alert_type="danger", visible=False)
@@ -117,7 +129,7 @@ class ConfigView(pn.viewable.Viewer):
             pn.Row(pn.Column(self.editor_box, self.problem_list, sizing_mode="stretch_width"),
                    pn.Column(pn.pane.Markdown("**Knobs**"), *self.form.widgets(),
                              self.form.not_applicable, self.served, width=FORM_WIDTH + 20)),
-            pn.pane.Markdown("**Diff against the file on disk**"), self.diff,
+            self.diff_heading, self.diff,
             sizing_mode="stretch_width", css_classes=["workbench-config"])
 
     def has_edits(self) -> bool:
@@ -258,7 +270,12 @@ class ConfigView(pn.viewable.Viewer):
             await self._reread()
             self._show_result(f"not kept {result['path']}", result)
             return
-        self._show_result(f"written {result['path']}", result)
+        if self.attached:  # nothing written here: say what the server did
+            self.error.visible = False
+            self._say("success", f"loaded {name} on {self.attached} with this config as an override "
+                                 "(the server's config.pbtxt is unchanged: a plain load reads it again)")
+        else:
+            self._show_result(f"written {result['path']}", result)
         self.disk_text, self.version = text, result["version"]
         self.backup_exists = result["backup"] is not None
         self._enable_buttons()
@@ -380,8 +397,9 @@ class ConfigView(pn.viewable.Viewer):
             self._syncing = False
 
     def _update_diff(self) -> None:
+        base = f"{self.path} (served)" if self.attached else f"{self.path} (on disk)"
         lines = difflib.unified_diff(self.disk_text.splitlines(), self.editor.value.splitlines(),
-                                     f"{self.path} (on disk)", "editor", lineterm="")
+                                     base, "editor", lineterm="")
         text = "\n".join(lines)
         self.diff.object = f"```diff\n{text}\n```" if text else "*No changes.*"
 

@@ -23,6 +23,15 @@ edit and raised ``ValueError: Must have equal len keys and value when setting wi
 iterable``; Bokeh then dropped the rest of that message's events, the tab click among them
 (the Config tab stayed blank after a sweep). :func:`without_echoes` drops them first.
 
+Stale echoes: an echo of a widget's value was kept (the kernel listens to it), and arrived
+after the kernel had set that value again: the kernel went back to the old value. The
+Rollout tab's model select, moved add_sub -> digits_mlp by the session's selection, got
+add_sub's echo back, flipped the selection to add_sub and back, and the second fill reset
+the form: the candidate a person had just picked was lost (the page showed 2, the kernel
+held "none"; about 3 runs in 8 of the inline browser test). :class:`PushedValues` records
+each value the kernel pushes (``ModelChanged`` of the comm's ``PATCH-DOC``), and an event
+that returns one of them, in order, is an echo and dropped, whatever listens to it.
+
 :func:`apply_on_loop` makes a Panel object's browser messages run on the engine's loop (the
 kernel's main loop, where the engine and every other change of the dashboard run): a message
 arriving on another thread is handed to that loop, and the thread waits for it to be applied,
@@ -36,6 +45,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import json
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -83,14 +94,83 @@ def on_loop(handle: Callable[..., Any], loop: asyncio.AbstractEventLoop) -> Call
     return run
 
 
-def without_echoes(document: Document, msg: dict) -> dict:
+#: values kept per model property awaiting their echo (a browser that echoes nothing keeps
+#: this bounded)
+PUSHED_KEPT = 16
+
+
+class PushedValues:
+    """The values the kernel pushed to the browser per (model id, property), in order, until
+    the browser's echo of each comes back (:meth:`is_echo`). Values are compared as JSON.
+
+    The browser echoes only a value it did not hold: a push of the value the browser last
+    had (a person's pick the kernel then pushes again, e.g. a form's fill) is not awaited,
+    or a later pick of that value would be taken for its echo."""
+
+    def __init__(self) -> None:
+        self._sent: dict[tuple[str, str], deque[str]] = {}
+        #: the value the browser holds once it has applied what was sent, by property
+        self._browser: dict[tuple[str, str], str] = {}
+
+    def record(self, data: object) -> None:
+        """Note the ``ModelChanged`` values of one part of a message sent on the comm (a
+        ``PATCH-DOC``'s content as JSON text; other parts are ignored)."""
+        if not isinstance(data, str) or '"ModelChanged"' not in data:
+            return
+        try:
+            content = json.loads(data)
+        except ValueError:
+            return
+        for event in content.get("events", ()) if isinstance(content, dict) else ():
+            if isinstance(event, dict) and event.get("kind") == "ModelChanged":
+                key = (str((event.get("model") or {}).get("id")), str(event.get("attr")))
+                value = _json(event.get("new"))
+                if self._browser.get(key) != value:  # else the browser has it: no echo comes
+                    self._sent.setdefault(key, deque(maxlen=PUSHED_KEPT)).append(value)
+                self._browser[key] = value
+
+    def is_echo(self, event: dict) -> bool:
+        """Whether the browser's ``ModelChanged`` ``event`` returns a value the kernel pushed
+        (then it and the values pushed before it are no longer awaited)."""
+        key = (str((event.get("model") or {}).get("id")), str(event.get("attr")))
+        sent = self._sent.get(key)
+        value = _json(event.get("new"))
+        if not sent or value not in sent:
+            if not sent:  # a person's change: what the browser holds now
+                self._browser[key] = value
+            return False
+        while sent.popleft() != value:
+            pass
+        return True
+
+    def recording(self, comm: Any) -> None:
+        """Record what ``comm`` (a notebook output's comm to the browser) sends from now on."""
+        if getattr(comm, "_workbench_recorded", False):
+            return
+        send = comm.send
+
+        def recorded_send(data: Any = None, metadata: Any = None, buffers: Any = ()) -> Any:
+            self.record(data)
+            return send(data, metadata=metadata, buffers=list(buffers or []))
+
+        comm.send = recorded_send
+        comm._workbench_recorded = True
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def without_echoes(document: Document, msg: dict, pushed: PushedValues | None = None) -> dict:
     """``msg`` (a browser's PATCH-DOC as Panel's client comm decodes it) without the events
     that only echo the kernel's own changes (see the module docstring): a data source's data
     (its streams, patches and replacements: no data source of the dashboard is edited in
     the browser, its tables are disabled and its plots have no edit tools), and a property
-    change nothing in the kernel listens to (a status text, an axis end, a layout's width).
-    What the kernel listens to (a widget's value, the active tab, a table's selection) and
-    the browser's events (a button's click) are kept. Changes ``msg`` in place; returns it."""
+    change nothing in the kernel listens to (a status text, an axis end, a layout's width),
+    and a value the kernel pushed coming back (``pushed``: a widget's value too, which could
+    be stale). What the kernel listens to (a widget's value, the active tab, a table's
+    selection) changed in the browser and the browser's events (a button's click) are kept.
+    Changes ``msg`` in place; returns it."""
     content = msg.get("content")
     if not isinstance(content, dict) or not content.get("events"):
         return msg
@@ -101,6 +181,8 @@ def without_echoes(document: Document, msg: dict) -> dict:
         if kind in DATA_EVENTS:
             continue
         if kind == "ModelChanged":
+            if pushed is not None and pushed.is_echo(event):
+                continue
             model = document.get_model_by_id(ID(str((event.get("model") or {}).get("id"))))
             attr = event.get("attr")
             if (model is None or (isinstance(model, ColumnDataSource) and attr == "data")
@@ -117,15 +199,23 @@ def apply_on_loop(viewable: pn.viewable.Viewable, loop: asyncio.AbstractEventLoo
     output is rendered (before the cell shows it): Panel binds the handler when it renders.
     Only outputs rendered from ``viewable`` itself are covered (not a layout containing it)."""
     handle = viewable._on_msg
+    render = viewable._render_model
+    pushed = PushedValues()
+
+    def render_model(doc: Document | None = None, comm: Any = None) -> Any:
+        if comm is not None:
+            pushed.recording(comm)  # before anything is pushed on it
+        return render(doc, comm)
 
     def on_msg(ref: str, manager: Any, msg: dict) -> None:
         shown = viewable._models.get(ref)
         if shown is not None and shown[0].document is not None:
-            without_echoes(shown[0].document, msg)
+            without_echoes(shown[0].document, msg, pushed)
         handle(ref, manager, msg)
 
-    # this one viewable's handler, replaced on the instance (Panel offers no hook for it)
+    # this one viewable's handlers, replaced on the instance (Panel offers no hook for them)
+    viewable._render_model = render_model  # type: ignore[method-assign]
     viewable._on_msg = on_loop(on_msg, loop)  # type: ignore[method-assign]
 
 
-__all__ = ["DATA_EVENTS", "apply_on_loop", "on_loop", "without_echoes"]
+__all__ = ["DATA_EVENTS", "PUSHED_KEPT", "PushedValues", "apply_on_loop", "on_loop", "without_echoes"]

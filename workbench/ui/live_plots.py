@@ -1,10 +1,11 @@
 """The Live tab's Bokeh figures: time series on one shared time axis that follows the recent
 traffic (:func:`follow_window`), y-axes from 0 (fitted to the kept data by :func:`fit_y`), a
 "no traffic" label per plot, the batch-size histogram with the served ``max_batch_size`` and
-preferred batch sizes marked, the versions of the chosen model overlaid (one line per version
-and figure, with a legend), and in-process sweeps on a figure and time axis of their own.
-The idle text is a second, grey title line of each figure (shown while idle), so it never
-covers data or a legend.
+preferred batch sizes marked, the overlay figures (versions or replicas: a fixed set of line
+slots, one renderer and legend entry each), and in-process sweeps on a figure and time axis
+of their own. Every legend sits right of its plot area and hides a line on a click. The idle
+text is a second, grey title line of each figure (shown while idle), so it never covers data
+or a legend.
 
 Only builds models; :class:`~workbench.ui.live_view.LiveView` fills the sources and toggles
 the labels (on the session's document, from the periodic callback). Every model a browser
@@ -16,11 +17,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from bokeh.core.properties import value
 from bokeh.models import ColumnDataSource, DataRange1d, Range1d
 
 # bokeh.models re-exports these through a computed __all__ mypy cannot read: imported from
 # their subpackage (the same classes)
-from bokeh.models.annotations import Title
+from bokeh.models.annotations import Legend, LegendItem, Title
 from bokeh.plotting import figure
 
 #: the series columns each figure's y-axis is fitted to (by figure key; see ``fit_y``)
@@ -42,6 +44,8 @@ VERSION_FIGURES = {
     "versions_latency": ("Versions: p50 / p99 in the server", "ms"),
     "versions_queue_compute": ("Versions: queue vs compute (mean per request)", "ms"),
 }
+#: lines each overlay figure can show (versions or replicas x parts: p50 / p99, queue / compute)
+OVERLAY_SLOTS = 12
 #: seconds of recent traffic the time axis spans (:func:`follow_window`)
 WINDOW_S = 60.0
 #: seconds shown before the first interval with traffic in the window
@@ -67,12 +71,24 @@ class LivePlots:
     figures: dict = field(default_factory=dict)
     time_range: Range1d = field(default_factory=Range1d)
     idle_labels: dict[str, Title] = field(default_factory=dict)
+    #: per overlay figure key, its :data:`OVERLAY_SLOTS` lines (one source, renderer and
+    #: legend entry each; an unused one is empty, its entry hidden)
+    overlay_slots: dict[str, list[OverlaySlot]] = field(default_factory=dict)
+
+
+@dataclass
+class OverlaySlot:
+    """One line of an overlay figure: its source (``x``: ms since the epoch, ``y``), its
+    renderer (colour set per line) and its legend entry (click it to hide the line)."""
+
+    source: ColumnDataSource
+    renderer: object
+    item: LegendItem
 
 
 def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: ColumnDataSource,
                preferred: ColumnDataSource, gpu: ColumnDataSource | None,
-               sweeps: ColumnDataSource | None = None,
-               versions: dict[str, ColumnDataSource] | None = None) -> LivePlots:
+               sweeps: ColumnDataSource | None = None, overlay: bool = False) -> LivePlots:
     """Build the Live tab's figures on these sources.
 
     Args:
@@ -85,8 +101,11 @@ def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: Colu
         gpu: the GPU series (``workbench.ui.live_view.GPU_SERIES``), or None for no GPU plot.
         sweeps: the in-process sweeps' series (``time``, ``inferences_per_s``, ``p99_ms``),
             plotted on a time axis of their own; None: no sweep figure.
-        versions: per :data:`VERSION_FIGURES` key, a ``multi_line`` source (``xs``, ``ys``,
-            ``label``, ``color``: one line per version and figure).
+        overlay: draw the :data:`VERSION_FIGURES` (:attr:`LivePlots.overlay_slots`: one
+            renderer per line, so a legend click hides that line alone; a ``multi_line``'s
+            legend hides all its lines at once, bokeh#6780).
+
+    Every legend sits right of its plot area (never over a line) and hides a line on a click.
     """
     # set by the view (follow_window); Range1d: Bokeh's automatic range spans all kept data
     time_range = Range1d(start=0, end=1, name="live_time_range")
@@ -116,8 +135,6 @@ def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: Colu
     split = time_figure("queue_compute", "Queue vs compute (mean per request)", "ms")
     draw(split, "queue_ms", "queue", "#9467bd")
     draw(split, "compute_ms", "compute", "#2ca02c")
-    for fig in (throughput, latency, split):
-        fig.legend.location = "top_left"
 
     histogram = figure(title="Executions by batch size (kept history)", height=240,
                        sizing_mode="stretch_width", tools="save", name="live_batch_sizes",
@@ -129,7 +146,6 @@ def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: Colu
     histogram.vspan(x="batch_size", source=preferred, line_color="#2ca02c", line_dash="dotted",
                     line_width=2, legend_label="preferred")
     histogram.xaxis.axis_label, histogram.yaxis.axis_label = "batch size", "executions"
-    histogram.add_layout(histogram.legend[0], "right")  # beside the plot: never over a mark
     plots.figures["batch_sizes"] = histogram
 
     pending = time_figure("pending", "Pending requests (queued)", "requests")
@@ -144,19 +160,31 @@ def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: Colu
         fig.yaxis.axis_label = "inferences / s"
         fig.scatter("time", "inferences_per_s", source=sweeps, legend_label="infer/s", size=5)
         fig.line("time", "inferences_per_s", source=sweeps, legend_label="infer/s")
-        fig.legend.location = "top_left"
         plots.figures["sweeps"] = fig
 
-    for key, source in (versions or {}).items():
+    for key in VERSION_FIGURES if overlay else ():
         fig = time_figure(key, *VERSION_FIGURES[key])
-        fig.multi_line("xs", "ys", source=source, line_color="color", legend_field="label",
-                       line_width=2)
-        fig.legend.location = "top_left"
+        slots = []
+        for index in range(OVERLAY_SLOTS):
+            source = ColumnDataSource({"x": [], "y": []}, name=f"live_{key}_line_{index}")
+            line = fig.line("x", "y", source=source, line_width=2)
+            slots.append(OverlaySlot(source, line, LegendItem(label=value(""), renderers=[line], visible=False)))
+        fig.add_layout(Legend(items=[slot.item for slot in slots], name=f"live_{key}_legend"), "right")
+        plots.overlay_slots[key] = slots
 
     if gpu is not None:
         fig = time_figure("gpu", "GPU (mean over devices)", "% / GB")
         fig.line("time", "utilization_pct", source=gpu, legend_label="utilisation %")
         fig.line("time", "memory_used_gb", source=gpu, legend_label="memory GB", color="#8c564b")
+
+    for fig in plots.figures.values():  # right of the plot area, a click hides the line
+        for legend in list(fig.center):
+            if isinstance(legend, Legend):
+                fig.center.remove(legend)
+                fig.add_layout(legend, "right")
+        for legend in fig.select(type=Legend):
+            legend.click_policy = "hide"
+            legend.location = "top_left"
 
     for key, text in IDLE_TEXT.items():  # a second title line: never over the data or legend
         if key not in plots.figures:
@@ -196,5 +224,5 @@ def follow_window(times_ms: list[float], busy: list[bool], window_s: float = WIN
     return first - pad_s * 1000, end + 500
 
 
-__all__ = ["IDLE_TEXT", "PAD_S", "VERSION_FIGURES", "WINDOW_S", "Y_COLUMNS", "LivePlots", "fit_y",
-           "follow_window", "live_plots"]
+__all__ = ["IDLE_TEXT", "OVERLAY_SLOTS", "PAD_S", "VERSION_FIGURES", "WINDOW_S", "Y_COLUMNS", "LivePlots",
+           "OverlaySlot", "fit_y", "follow_window", "live_plots"]

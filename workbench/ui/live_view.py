@@ -16,7 +16,8 @@ last minute with traffic, not the whole kept history) and their y-axes start at 
 in which an in-process load generator ran (the Tuning tab, ``workbench perf`` in process:
 ``LiveSample.in_process``) are left out of those plots and drawn on a figure and time axis of
 their own. The versions of the chosen model are overlaid (throughput, p50 / p99, queue vs
-compute; one line per version, with a legend). A one-line diagnosis
+compute; one line per version, with a legend: :mod:`~workbench.ui.live_overlay`), or attached
+to several replicas, the chosen version on each replica (the plots above are their sum). A one-line diagnosis
 (:func:`~workbench.ui.live_diagnosis.diagnose`) says why p99 is what it is. The histogram
 marks the served ``max_batch_size`` and preferred batch sizes, read from the engine off the
 tick (every :attr:`LiveView.config_every` ticks and on a new choice, so a Config edit shows),
@@ -37,13 +38,16 @@ import time
 from typing import TYPE_CHECKING
 
 import panel as pn
+from bokeh.core.properties import value
 from bokeh.models import ColumnDataSource
 
 from workbench import model_config_to_json
 from workbench.live_stats import LiveSample
+from workbench.remote import RemoteLiveStatistics, RemoteServer
 from workbench.ui.gpu import GpuSample, GpuSampler, gpu_sampler
 from workbench.ui.live_diagnosis import diagnose
-from workbench.ui.live_plots import VERSION_FIGURES, Y_COLUMNS, fit_y, follow_window, live_plots
+from workbench.ui.live_overlay import OVERLAY_TITLES, replica_lines, version_lines
+from workbench.ui.live_plots import VERSION_FIGURES, Y_COLUMNS, OverlaySlot, fit_y, follow_window, live_plots
 from workbench.ui.selection import model_of_version_key, version_of_version_key
 from workbench.ui.store import EngineStore
 
@@ -56,19 +60,6 @@ SERIES = ("time", "inferences_per_s", "requests_per_s", "p50_ms", "p95_ms", "p99
 GPU_SERIES = ("time", "utilization_pct", "memory_used_gb")
 #: the in-process sweeps' columns
 SWEEP_SERIES = ("time", "inferences_per_s", "p99_ms")
-#: the colours of the versions' lines, in version order
-VERSION_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
-#: the latest rows per version the overlay redraws each tick (its lines are replaced, not
-#: streamed: this bounds what a tick sends to the browser)
-OVERLAY_ROWS = 120
-#: per overlay figure: the LiveSample fields drawn (one line per version each) and their labels
-OVERLAY_FIELDS = {
-    "versions_throughput": (("inferences_per_s", ""),),
-    "versions_latency": (("p50_us", " p50"), ("p99_us", " p99")),
-    "versions_queue_compute": (("queue_us", " queue"), ("compute_us", " compute")),
-}
-
-
 class LiveView(pn.viewable.Viewer):
     """Live plots of one dashboard session.
 
@@ -96,6 +87,11 @@ class LiveView(pn.viewable.Viewer):
         self.live = store.live_statistics(history)  # the engine's, or an attached server's
         self.gpu = gpu if gpu is not None else gpu_sampler()
         self.model = pn.widgets.Select(label="Model version", options=[])
+        # attached to several replicas: overlay each replica (the plots above show their sum)
+        replicas = isinstance(store.server, RemoteServer) and len(store.server.urls) > 1
+        self.overlay = pn.widgets.RadioButtonGroup(
+            label="Overlay", options=["versions", "replicas"], value="replicas" if replicas else "versions",
+            visible=replicas, css_classes=["workbench-live-overlay"])
         self.status = pn.pane.Markdown("", css_classes=["workbench-live-status"],
                                        sizing_mode="stretch_width")
         self.diagnosis = pn.pane.Markdown("", css_classes=["workbench-live-diagnosis"],
@@ -108,17 +104,22 @@ class LiveView(pn.viewable.Viewer):
         self.gpu_series = ColumnDataSource({column: [] for column in GPU_SERIES}, name="live_gpu")
         self.sweep_series = ColumnDataSource({column: [] for column in SWEEP_SERIES},
                                              name="live_sweep_series")
-        self.versions = {key: ColumnDataSource({"xs": [], "ys": [], "label": [], "color": []},
-                                               name=f"live_{key}_source") for key in VERSION_FIGURES}
+        #: the overlay's lines by figure key (``xs``, ``ys``, ``label``, ``color``), as drawn
+        self.versions: dict[str, dict[str, list]] = {
+            key: {"xs": [], "ys": [], "label": [], "color": []} for key in VERSION_FIGURES}
         plots = live_plots(self.series, self.batches, self.batch_limits, self.batch_preferred,
                            self.gpu_series if self.gpu is not None else None,
-                           self.sweep_series, self.versions)
+                           self.sweep_series, overlay=True)
         self.figures, self.idle_labels, self.time_range = (plots.figures, plots.idle_labels,
                                                            plots.time_range)
-        #: served (max_batch_size, preferred sizes) by version, written by the config task
-        self._limits: dict[tuple[str, str], tuple[int, list[int]]] = {}
+        self._slots = plots.overlay_slots
+        #: served (max_batch_size, preferred sizes, batching on) by version, written by the
+        #: config task
+        self._limits: dict[tuple[str, str], tuple[int, list[int], bool]] = {}
         self._ticks = 0
         self.model.param.watch(lambda _e: self._replay(), "value")
+        self.overlay.param.watch(lambda _e: self._update_versions(), "value")
+        store.selection.on_change(lambda _selection: self._show_status())
         # shows the session's selected model (its latest version unless one was chosen)
         store.selection.bind(self.model, name_of=model_of_version_key,
                              version_of=version_of_version_key)
@@ -126,7 +127,8 @@ class LiveView(pn.viewable.Viewer):
     def __panel__(self) -> pn.viewable.Viewable:
         panes = [pn.pane.Bokeh(f, sizing_mode="stretch_width") for f in self.figures.values()]
         note = [] if self.gpu is not None else [pn.pane.Markdown("*No GPU: no GPU plot.*")]
-        return pn.Column(self.model, self.status, self.diagnosis,
+        overlay = pn.Row(pn.pane.Markdown("Overlay below:", visible=self.overlay.visible), self.overlay)
+        return pn.Column(self.model, self.status, self.diagnosis, overlay,
                          pn.GridBox(*panes, ncols=2, sizing_mode="stretch_width"),
                          *note, sizing_mode="stretch_width")
 
@@ -164,8 +166,8 @@ class LiveView(pn.viewable.Viewer):
     def _fit_axes(self) -> None:
         sources = {"gpu": self.gpu_series.data, "batch_sizes": self.batches.data,
                    "sweeps": self.sweep_series.data}
-        for key, source in self.versions.items():
-            sources[key] = {"ys": [v for ys in source.data["ys"] for v in ys]}
+        for key, lines in self.versions.items():
+            sources[key] = {"ys": [v for ys in lines["ys"] for v in ys]}
         for key, fig in self.figures.items():
             fit_y(fig, sources.get(key, self.series.data), Y_COLUMNS[key])
         data = self.series.data
@@ -209,9 +211,12 @@ class LiveView(pn.viewable.Viewer):
         except Exception:  # noqa: BLE001 - unloaded meanwhile: no marks until it serves again
             self._limits.pop(key, None)
             return
-        batcher = config.get("dynamic_batching") or {}
-        preferred = sorted(int(size) for size in batcher.get("preferred_batch_size", ()))
-        self._limits[key] = (int(config.get("max_batch_size", 0)), preferred)
+        batcher = config.get("dynamic_batching")
+        # the scheduler forms batches with a dynamic batcher, or a sequence batcher's oldest
+        # strategy; otherwise each request executes alone, at the batch size it was sent with
+        batching = batcher is not None or bool((config.get("sequence_batching") or {}).get("oldest"))
+        preferred = sorted(int(size) for size in (batcher or {}).get("preferred_batch_size", ()))
+        self._limits[key] = (int(config.get("max_batch_size", 0)), preferred, batching)
 
     def _update_histogram(self) -> None:
         key = self._selected()
@@ -221,42 +226,45 @@ class LiveView(pn.viewable.Viewer):
                 totals[size] = totals.get(size, 0) + count
         sizes = sorted(totals)
         self.batches.data = {"batch_size": sizes, "executions": [totals[s] for s in sizes]}
-        limit, preferred = self._limits.get(key, (0, [])) if key else (0, [])
+        limit, preferred, batching = self._limits.get(key, (0, [], False)) if key else (0, [], False)
+        if not batching:  # no batcher: no fill to measure, no mark of a target
+            limit, preferred = 0, []
         if self.batch_limits.data["batch_size"] != ([limit] if limit else []):
             self.batch_limits.data = {"batch_size": [limit] if limit else [],
                                       "kind": ["max_batch_size"] if limit else []}
         if self.batch_preferred.data["batch_size"] != preferred:
             self.batch_preferred.data = {"batch_size": preferred}
         axis = self.figures["batch_sizes"].x_range
-        end = max([limit, *sizes, *preferred, 1]) + 0.5
+        end = _histogram_end(sizes, [m for m in (limit, *preferred) if m])
         if (axis.start, axis.end) != (0.5, end):
             axis.start, axis.end = 0.5, end
         self.idle_labels["batch_sizes"].visible = not sizes
-        title = f"Executions by batch size (kept history){_fill_text(totals, limit, preferred)}"
+        fill = _fill_text(totals, limit, preferred) if batching or key not in self._limits else (
+            ": batching off (no dynamic batcher: each request executes at its own batch size)")
+        beyond = limit > end and bool(sizes)
+        title = (f"Executions by batch size (kept history){fill}"
+                 + (f"; max_batch_size {limit} is beyond the axis" if beyond else ""))
         if self.figures["batch_sizes"].title.text != title:
             self.figures["batch_sizes"].title.text = title
 
     def _update_versions(self) -> None:
-        """Overlay every version of the chosen model: one line per version and figure (network
-        traffic only, like the plots above; idle intervals NaN), the last :data:`OVERLAY_ROWS`."""
+        """The overlay: every version of the chosen model (one line per version and figure),
+        or, attached to several replicas with "replicas" picked, the chosen version on each
+        replica (network traffic only, like the plots above; idle intervals NaN)."""
         key = self._selected()
-        keys = sorted((k for k in self.live.history if key and k[0] == key[0]),
-                      key=lambda k: (len(k[1]), k[1]))
-        lines: dict[str, dict[str, list]] = {
-            figure_key: {"xs": [], "ys": [], "label": [], "color": []} for figure_key in self.versions}
-        for index, (name, version) in enumerate(keys):
-            kept = list(self.live.history[(name, version)])[-OVERLAY_ROWS:]
-            times = [sample.time * 1000 for sample in kept]
-            color = VERSION_COLORS[index % len(VERSION_COLORS)]
-            for figure_key, fields in OVERLAY_FIELDS.items():
-                for field_name, label in fields:
-                    line = lines[figure_key]
-                    line["xs"].append(times)
-                    line["ys"].append([_overlay_value(sample, field_name) for sample in kept])
-                    line["label"].append(f"v{version}{label}")
-                    line["color"].append(_darker(color) if label in (" p99", " compute") else color)
-        for figure_key, source in self.versions.items():
-            source.data = lines[figure_key]
+        mode = self.overlay.value if self.overlay.visible else "versions"
+        if key is None:
+            lines = version_lines({}, "")
+        elif mode == "replicas" and isinstance(self.live, RemoteLiveStatistics):
+            lines = replica_lines(self.live.replicas, self.live.remote.urls, key)
+        else:
+            lines = version_lines(self.live.history, key[0])
+        for figure_key in self.versions:
+            self.versions[figure_key] = lines[figure_key]
+            _draw_lines(self._slots[figure_key], lines[figure_key])
+            title = OVERLAY_TITLES[mode][figure_key]
+            if self.figures[figure_key].title.text != title:
+                self.figures[figure_key].title.text = title
 
     def _show_state(self) -> None:
         """The status line and the idle labels, from the chosen version's kept history."""
@@ -268,9 +276,26 @@ class LiveView(pn.viewable.Viewer):
             if name not in ("batch_sizes", "sweeps"):
                 label.visible = not busy
         self.idle_labels["sweeps"].visible = not self.sweep_series.data["time"]
-        self.status.object = _status(self.model.value, kept)
+        self._show_status(kept)
         self.diagnosis.object = _diagnosis(kept) if key else ""
         self._fit_axes()
+
+    def _show_status(self, kept: list[LiveSample] | None = None) -> None:
+        """The status line: the chosen version's traffic, or that the model the session chose
+        (another tab's pick) is not loaded on the server, which the plots then do not show."""
+        if kept is None:
+            key = self._selected()
+            kept = list(self.live.history.get(key, ())) if key else []
+        status = _status(self.model.value, kept)
+        chosen = self.store.selection.name
+        if chosen and not any(model_of_version_key(o) == chosen for o in self.model.options):
+            where = self.store.remote.label if self.store.remote is not None else "this engine"
+            shown = f" Below: {self.model.value}." if self.model.value else ""
+            status = f"**{chosen}** is not loaded on {where}: nothing of it to plot.{shown}"
+        elif self.overlay.visible and isinstance(self.live, RemoteLiveStatistics):
+            status += f" (The plots show the sum of {len(self.live.remote.urls)} replicas.)"
+        if self.status.object != status:
+            self.status.object = status
 
     def _stream_gpu(self, samples: list[GpuSample]) -> None:
         if not samples:
@@ -280,6 +305,27 @@ class LiveView(pn.viewable.Viewer):
             "utilization_pct": [sum(s.utilization_pct for s in samples) / len(samples)],
             "memory_used_gb": [sum(s.memory_used_bytes for s in samples) / 1e9],
         }, rollover=self.history)
+
+
+def _draw_lines(slots: list[OverlaySlot], lines: dict[str, list]) -> None:
+    """Put ``lines`` (``xs``, ``ys``, ``label``, ``color``) into an overlay figure's slots, in
+    order (a line beyond the slots is left out); unused slots are emptied and their legend
+    entries hidden. A slot a person hid (its legend entry clicked) stays hidden."""
+    count = len(lines["label"])
+    for index, slot in enumerate(slots):
+        used = index < count
+        data = {"x": lines["xs"][index], "y": lines["ys"][index]} if used else {"x": [], "y": []}
+        if used or slot.source.data["x"]:
+            slot.source.data = data
+        label = lines["label"][index] if used else ""
+        if slot.item.label != value(label):
+            slot.item.label = value(label)
+        if slot.item.visible != used:
+            slot.item.visible = used
+        color = lines["color"][index] if used else None
+        glyph = getattr(slot.renderer, "glyph", None)
+        if color is not None and glyph is not None and glyph.line_color != color:
+            glyph.line_color = color
 
 
 def _status(key: str | None, kept: list[LiveSample]) -> str:
@@ -314,6 +360,16 @@ def _diagnosis(kept: list[LiveSample]) -> str:
     return f"**Why p99:** {found.text}"
 
 
+def _histogram_end(sizes: list[int], marks: list[int]) -> float:
+    """The batch-size axis' end: the largest formed size, widened to the marks (max_batch_size,
+    preferred sizes) up to twice it or 16, so bars at 1-3 of 64 are not crowded at the left
+    edge (all marks while nothing executed yet)."""
+    if not sizes:
+        return max([*marks, 1]) + 0.5
+    largest = max(sizes)
+    return max([largest, *(m for m in marks if m <= max(2 * largest, 16))]) + 0.5
+
+
 def _fill_text(totals: dict[int, int], limit: int, preferred: list[int]) -> str:
     """``": mean 3.0 of 16, 40 % at a preferred size"`` (empty without executions)."""
     executions = sum(totals.values())
@@ -326,22 +382,6 @@ def _fill_text(totals: dict[int, int], limit: int, preferred: list[int]) -> str:
         hits = sum(count for size, count in totals.items() if size in preferred)
         text += f", {100 * hits / executions:.0f} % at a preferred size"
     return text
-
-
-def _overlay_value(sample: LiveSample, field_name: str) -> float:
-    """An overlay point: infer/s, or a latency in ms (NaN while idle or in an in-process
-    sweep's interval, as in the network plots)."""
-    if sample.in_process:
-        return 0.0 if field_name == "inferences_per_s" else math.nan
-    if field_name == "inferences_per_s":
-        return sample.inferences_per_s
-    return _ms(getattr(sample, field_name))
-
-
-def _darker(color: str) -> str:
-    """``#rrggbb`` at 60 % brightness (a version's second line in a figure)."""
-    red, green, blue = (int(color[i:i + 2], 16) * 6 // 10 for i in (1, 3, 5))
-    return f"#{red:02x}{green:02x}{blue:02x}"
 
 
 def _ms(value_us: float | None) -> float:

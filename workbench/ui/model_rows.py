@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from workbench import ModelNotFound, ModelNotReady
 from workbench.live_stats import LiveSample
-from workbench.remote import AnyServer
+from workbench.remote import AnyServer, RemoteServer
 
 #: tooltips of the memory cell, by how the figure was obtained
 MEMORY_NOTES = {
@@ -159,7 +159,8 @@ async def model_rows(server: AnyServer,
                      live: dict[tuple[str, str], LiveSample] | None = None) -> list[ModelRow]:
     """The repository index joined, for each READY version, with its served config, its
     memory usage and its latest live sample (``live``: by ``(name, version)``), by name then
-    version (the engine's order)."""
+    version (the engine's order). A model an attached server lists with neither state nor
+    reason (Triton's row of a model never loaded there) says "not loaded on <server>"."""
     index = await server.repository_index()
     stats = {(s.name, s.version): s for s in server.model_statistics()}
     rows = []
@@ -172,8 +173,10 @@ async def model_rows(server: AnyServer,
                 extra.update(_config_columns(await server.model_config(name, version)))
             extra["memory"] = _memory(stats[(name, version)])
             extra.update(_live_columns((live or {}).get((name, version))))
-        rows.append(ModelRow(name, version, entry.get("state", ""), entry.get("reason", ""),
-                             **extra))
+        state, reason = entry.get("state", ""), entry.get("reason", "")
+        if not state and not reason and isinstance(server, RemoteServer):
+            reason = f"not loaded on {server.label}"  # Triton's index row of a model never loaded
+        rows.append(ModelRow(name, version, state, reason, **extra))
     return rows
 
 
