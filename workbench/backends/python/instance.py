@@ -11,6 +11,10 @@ Timeouts: ``execute`` is not bounded (as in Triton: a hung model blocks only its
 instance); ``finalize`` is bounded by ``stub-timeout-seconds`` (Triton's backend-config key,
 read here from the model config ``parameters``; default 30 s).
 
+Async execute: a decoupled model's ``async def execute`` runs in the background in its stub
+(the stub replies at once, so the instance takes its next batch while earlier coroutines
+run, as in Triton); one that raises is logged here and fails the requests it left open.
+
 Response senders: every request has one (``request.get_response_sender()``). A decoupled
 model streams through it; a non-decoupled model may send its one response through it instead
 of returning it (Triton's python_backend rules: one response, then or with it the FINAL flag;
@@ -250,6 +254,8 @@ class PythonInstance(ModelInstance):
             self._on_send(message)
         elif op == "bls":
             self._bls.submit(message, stub)
+        elif op == "background_failed":
+            self._background_failed(message)
         elif op == "log":
             record = model_log.makeRecord(model_log.name, _LOG_LEVELS.get(message["level"], logging.INFO),
                                           message["file"], message["line"], message["message"], (), None)
@@ -263,6 +269,17 @@ class PythonInstance(ModelInstance):
         wire = message["response"]
         with contextlib.suppress(RuntimeError):  # the engine's loop is closed: nobody listens any more
             sender(None if wire is None else self._backend_response(wire), final)
+
+    def _background_failed(self, message: dict) -> None:
+        """A decoupled model's ``async def execute``, run in the background, raised: log it
+        (Triton logs it) and end the requests it left open with the error."""
+        failure = self._failure(message["error"])
+        log.error("%s", failure)
+        for key in message["senders"]:
+            sender = self._senders.pop(key, None)
+            if sender is not None:
+                with contextlib.suppress(RuntimeError):  # the engine's loop is closed
+                    sender(BackendResponse(error=InternalError(failure)), True)
 
     def _drop_senders(self, keys: list[int]) -> None:
         for key in keys:

@@ -151,10 +151,12 @@ class InferenceResponseSender:
                 self._closed = True
             self._sent += 1
 
-    def _close(self) -> None:
-        """No more sends (the request failed): later sends raise "has been closed"."""
+    def _close(self) -> bool:
+        """No more sends (the request failed): later sends raise "has been closed".
+        Returns whether the sender was still open."""
         with self._lock:
-            self._closed = True
+            was_open, self._closed = not self._closed, True
+            return was_open
 
     def close(self) -> None:
         """Older API: the same as ``send(flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL)``."""
@@ -284,12 +286,14 @@ class InferenceRequest:
         """``exec`` for ``async def execute``: several calls can be awaited together.
 
         Returns:
-            As :meth:`exec`; with ``decoupled=True`` the iterator is returned at once.
+            As :meth:`exec`. With ``decoupled=True`` the iterator is returned once the first
+            response has arrived (awaited without blocking the event loop, as Triton's
+            ``async_exec`` does), so a model that iterates it right away does not hold up
+            the other coroutines while the called model works.
         """
         call = _require_runtime().start_bls(self, decoupled)
-        if decoupled:
-            return call.iterator()
-        return await call.wait_async()
+        first = await call.wait_async()
+        return call.iterator(first) if decoupled else first[0]
 
 
 class ResponseIterator(Iterator):

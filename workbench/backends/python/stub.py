@@ -19,7 +19,9 @@ Threads: the main thread reads the calls itself and runs ``initialize`` / ``exec
 ``finalize`` one at a time (as Triton's stub), replying on the call socket; a reader thread
 receives the event socket's messages (BLS responses are delivered from it, so ``exec``
 works while ``execute`` runs); ``async def execute`` runs on a background
-asyncio loop. When the server goes away the stub exits at once, without ``finalize``.
+asyncio loop: awaited there for a non-decoupled model, left running there for a decoupled
+one (Triton's stub: the next ``execute`` starts while the coroutines of earlier ones run).
+When the server goes away the stub exits at once, without ``finalize``.
 """
 
 from __future__ import annotations
@@ -175,7 +177,11 @@ class Stub:
         requests: list = []
         try:
             requests = [self._request(r) for r in message["requests"]]
-            result = self._run(self.model.execute(requests))
+            result = self.model.execute(requests)
+            if self.decoupled and inspect.iscoroutine(result):
+                self._in_background(result, requests)  # as Triton: not awaited
+                result = None
+            result = self._run(result)
             responses = self._check_result(result, requests)
             encoded = None
             if responses is not None:
@@ -246,20 +252,48 @@ class Stub:
                 self._senders.pop(request._sender_key, None)
         return list(result)
 
+    def _event_loop(self) -> Any:
+        """The model's asyncio loop (started on first use, on its own thread, as Triton's
+        stub does)."""
+        import asyncio
+
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            threading.Thread(target=self._loop.run_forever, name="model-asyncio", daemon=True).start()
+        return self._loop
+
     def _run(self, result: Any) -> Any:
         """``result`` itself, or its value when it is awaitable (async initialize/execute)."""
         if result is None or type(result) in (list, tuple) or not inspect.isawaitable(result):
             return result
         import asyncio
 
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-            threading.Thread(target=self._loop.run_forever, name="model-asyncio", daemon=True).start()
-
         async def wait() -> Any:
             return await result
 
-        return asyncio.run_coroutine_threadsafe(wait(), self._loop).result()
+        return asyncio.run_coroutine_threadsafe(wait(), self._event_loop()).result()
+
+    def _in_background(self, coroutine: Any, requests: list) -> None:
+        """Run a decoupled model's ``async def execute`` on the model's loop without waiting
+        for it (Triton's stub), so the next ``execute`` starts at once and one instance serves
+        many requests together. When the coroutine raises, the error is reported to the
+        server (``background_failed``: logged there with Triton's "Failed to process the
+        request(s)" text, as Triton logs it), and the requests whose senders are still open
+        end with it as their final response (beyond Triton, where they stay open)."""
+        import asyncio
+
+        keys = [request._sender_key for request in requests]
+        senders = [request.get_response_sender() for request in requests]
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._event_loop())
+        future.add_done_callback(lambda done: self._background_done(done, keys, senders))
+
+    def _background_done(self, done: Any, keys: list[int], senders: list) -> None:
+        if done.cancelled() or done.exception() is None:
+            return
+        still_open = [key for key, sender in zip(keys, senders, strict=True) if sender._close()]
+        for key in keys:
+            self._senders.pop(key, None)
+        self.send({"op": "background_failed", "senders": still_open, "error": describe(done.exception())})
 
     # ------------------------------------------------------------------ pb_utils runtime
     def send_response(self, key: int, response: pb_utils.InferenceResponse | None, final: bool) -> None:

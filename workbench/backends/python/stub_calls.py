@@ -58,30 +58,36 @@ class BlsCall:
                 self._queue.put((response, final))
                 return
         loop, future = waiter
-        loop.call_soon_threadsafe(_resolve, future, response)
+        loop.call_soon_threadsafe(_resolve, future, (response, final))
 
     def wait(self) -> pb_utils.InferenceResponse:
         """Block until the (single) response of a non-decoupled call arrives."""
         response, _ = self._queue.get()
         return response
 
-    async def wait_async(self) -> pb_utils.InferenceResponse:
-        """Await the single response without blocking the event loop."""
+    async def wait_async(self) -> tuple[pb_utils.InferenceResponse | None, bool]:
+        """Await the next ``(response, final)`` pair without blocking the event loop."""
         import asyncio
 
         loop = asyncio.get_running_loop()
         with self._lock:
             try:
-                response, _ = self._queue.get_nowait()
-                return response
+                return self._queue.get_nowait()
             except queue.Empty:
                 future = loop.create_future()
                 self._waiter = (loop, future)
         return await future
 
-    def iterator(self) -> pb_utils.ResponseIterator:
-        """Every response of a decoupled call, blocking for each."""
-        return pb_utils.ResponseIterator(self._queue.get)
+    def iterator(self, first: tuple[pb_utils.InferenceResponse | None, bool] | None = None,
+                 ) -> pb_utils.ResponseIterator:
+        """Every response of a decoupled call, blocking for each; ``first``: the first
+        ``(response, final)`` pair when it was already awaited (``async_exec``)."""
+        pending = [] if first is None else [first]
+
+        def next_response() -> tuple[pb_utils.InferenceResponse | None, bool]:
+            return pending.pop() if pending else self._queue.get()
+
+        return pb_utils.ResponseIterator(next_response)
 
 
 def _resolve(future: Any, response: Any) -> None:
