@@ -6,8 +6,10 @@ identity, string_identity (BYTES), raiser, error_response, wrong_count, crasher,
 repeat (decoupled), bls_sync, bls_async, bls_decoupled, auto_complete (no I/O in its
 config), helper_import (imports a file next to model.py), init_fails, batch_count,
 sleeper, sender_once (non-decoupled, answers through its response sender), shm_truncator
-(truncates the file an input names, then answers the identity of INPUT0). They run in the
-real Python backend; nothing is mocked.
+(truncates the file an input names, then answers the identity of INPUT0), async_gate and
+async_gate_bls (decoupled ``async def execute``), until_cancelled (stops when its request is
+cancelled) and bls_cancel (cancels a BLS stream). They run in the real Python backend;
+nothing is mocked.
 """
 
 from __future__ import annotations

@@ -15,6 +15,11 @@ Async execute: a decoupled model's ``async def execute`` runs in the background 
 (the stub replies at once, so the instance takes its next batch while earlier coroutines
 run, as in Triton); one that raises is logged here and fails the requests it left open.
 
+Cancellation: a request the engine cancels (its client closed the stream or connection, or
+a BLS caller cancelled it) is reported to its stub while it is open there, so the model's
+``request.is_cancelled()`` / ``response_sender.is_cancelled()`` turn True (Triton's);
+the model decides whether to stop.
+
 Response senders: every request has one (``request.get_response_sender()``). A decoupled
 model streams through it; a non-decoupled model may send its one response through it instead
 of returning it (Triton's python_backend rules: one response, then or with it the FINAL flag;
@@ -209,6 +214,7 @@ class PythonInstance(ModelInstance):
             slots.append(slot)
             self._senders[key] = slot.send
         keys.append(key)
+        request.cancel.on_cancel(lambda: self._cancel(stub, key))
         start = params.get("_start", params.get("sequence_start", False))
         end = params.get("_end", params.get("sequence_end", False))
         return {
@@ -220,6 +226,7 @@ class PythonInstance(ModelInstance):
             "timeout": int(params.get("timeout", 0) or 0),
             "parameters": custom_parameters(params),
             "sender": key,
+            "cancelled": request.cancel.cancelled,
         }
 
     def _backend_response(self, wire: dict) -> BackendResponse:
@@ -256,6 +263,8 @@ class PythonInstance(ModelInstance):
             self._bls.submit(message, stub)
         elif op == "background_failed":
             self._background_failed(message)
+        elif op == "bls_cancel":
+            self._bls.cancel(stub, message["call"])
         elif op == "log":
             record = model_log.makeRecord(model_log.name, _LOG_LEVELS.get(message["level"], logging.INFO),
                                           message["file"], message["line"], message["message"], (), None)
@@ -269,6 +278,13 @@ class PythonInstance(ModelInstance):
         wire = message["response"]
         with contextlib.suppress(RuntimeError):  # the engine's loop is closed: nobody listens any more
             sender(None if wire is None else self._backend_response(wire), final)
+
+    def _cancel(self, stub: StubProcess, key: int) -> None:
+        """The request of sender ``key`` was cancelled (any thread): tell its stub while the
+        request is open there, so the model's ``is_cancelled()`` turns True."""
+        if key in self._senders and stub.alive:
+            with contextlib.suppress(StubDied, OSError):  # the stub is gone: nothing to tell
+                stub.send({"op": "cancel", "sender": key})
 
     def _background_failed(self, message: dict) -> None:
         """A decoupled model's ``async def execute``, run in the background, raised: log it

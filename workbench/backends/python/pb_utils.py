@@ -12,6 +12,10 @@ Calls that leave the stub (BLS ``exec`` / ``async_exec``, ``ResponseSender.send`
 ``Logger``) go through :data:`_runtime`, which the stub sets; outside a stub BLS and
 senders raise :class:`TritonModelException` and the logger prints to stderr.
 
+Cancellation: ``is_cancelled()`` of a request and of its response sender turn True once the
+engine cancelled the request (the stub is told; see :mod:`.instance`), and
+``ResponseIterator.cancel()`` cancels a decoupled BLS call.
+
 Not provided: custom metrics (``MetricFamily``), model control from a model
 (``load_model`` / ``unload_model`` / ``is_model_ready``), GPU tensors, request
 rescheduling (``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``).
@@ -163,8 +167,9 @@ class InferenceResponseSender:
         self.send(None, TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     def is_cancelled(self) -> bool:
-        """Whether the client cancelled the request (not reported by this server: False)."""
-        return False
+        """Whether the request was cancelled: its client closed its stream or connection, or
+        a BLS caller cancelled it (Triton's ``ResponseSender.is_cancelled``)."""
+        return _runtime is not None and _runtime.is_cancelled(self._key)
 
 
 # ---------------------------------------------------------------------------- requests
@@ -247,8 +252,10 @@ class InferenceRequest:
             raise TritonModelException("request rescheduling is not supported by this server")
 
     def is_cancelled(self) -> bool:
-        """Whether the client cancelled the request (not reported by this server: False)."""
-        return False
+        """Whether the request was cancelled: its client closed its stream or connection, or
+        a BLS caller cancelled it (Triton's ``InferenceRequest.is_cancelled``). False for a
+        request the model built itself."""
+        return self._sender_key is not None and _runtime is not None and _runtime.is_cancelled(self._sender_key)
 
     def get_response_sender(self) -> InferenceResponseSender:
         """The sender for this request's responses (one per request, the same on every call).
@@ -318,8 +325,11 @@ class ResponseIterator(Iterator):
         return response
 
     def cancel(self) -> None:
-        """Stop reading further responses (the called model is not interrupted)."""
-        self._done = True
+        """Cancel the BLS request (Triton's ``ResponseIterator.cancel``): the called model sees
+        ``is_cancelled()``; iterating goes on until its final response (often a CANCELLED
+        error response). Nothing once the final response was read."""
+        if not self._done and self._cancel is not None:
+            self._cancel()
 
 
 # ---------------------------------------------------------------------------- logging

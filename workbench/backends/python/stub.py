@@ -87,6 +87,8 @@ class Stub:
         self._events_sent = 0  # event messages sent so far (each reply carries the count)
         self._events_lock = threading.Lock()
         self._senders: dict[int, frozenset[str]] = {}
+        self._cancelled: set[int] = set()  # sender keys of open requests the client cancelled
+        self._newest_key = 0  # the highest sender key received (keys only grow)
         self._bls = BlsCalls(self)
         self._loop: Any = None
 
@@ -100,6 +102,8 @@ class Stub:
                     self.pool.release(message["released"])
                 if message["op"] == "bls_response":
                     self._bls.deliver(message)
+                elif message["op"] == "cancel":
+                    self._cancel(message["sender"])
         except ChannelClosed:
             _exit(0)  # the server is gone (or done with us): no finalize
         except BaseException:  # noqa: BLE001  # a bug here must not leave a stub nobody talks to
@@ -192,7 +196,7 @@ class Stub:
         except BaseException as exc:  # noqa: BLE001 - fails this batch, never the stub
             for request in requests:  # as Triton: the failed batch's senders are closed
                 request.get_response_sender()._close()
-                self._senders.pop(request._sender_key, None)
+                self._forget(request._sender_key)
             reply = {"op": "executed", "id": message["id"], "responses": None, "error": describe(exc)}
         requests, result, responses = [], None, None  # drop the inputs: their segments go back with the reply
         self.reply(reply)
@@ -204,10 +208,28 @@ class Stub:
             request_id=wire["id"], correlation_id=wire["correlation_id"], flags=wire["flags"],
             timeout=wire["timeout"], parameters=wire["parameters"],
         )
-        request._sender_key = wire["sender"]
+        key = request._sender_key = wire["sender"]
         request._decoupled = self.decoupled
-        self._senders[wire["sender"]] = frozenset(wire["outputs"])
+        self._senders[key] = frozenset(wire["outputs"])
+        self._newest_key = max(self._newest_key, key)
+        if wire["cancelled"]:
+            self._cancelled.add(key)
         return request
+
+    def _cancel(self, key: int) -> None:
+        """Reader thread: the client cancelled the request of sender ``key`` (it may not have
+        been read yet: keys only grow, so a newer key is one still coming)."""
+        if key in self._senders or key > self._newest_key:
+            self._cancelled.add(key)
+
+    def is_cancelled(self, key: int) -> bool:
+        """Whether the request of sender ``key`` was cancelled (``request.is_cancelled()``)."""
+        return key in self._cancelled
+
+    def _forget(self, key: int) -> None:
+        """The request of sender ``key`` has ended."""
+        self._senders.pop(key, None)
+        self._cancelled.discard(key)
 
     def _check_result(self, result: Any, requests: list) -> list | None:
         """The responses ``execute`` returned, checked as Triton's stub does: a decoupled model
@@ -249,7 +271,7 @@ class Stub:
         for response, request in zip(result, requests, strict=True):
             if response is not None:
                 request.get_response_sender()._count(True, True)
-                self._senders.pop(request._sender_key, None)
+                self._forget(request._sender_key)
         return list(result)
 
     def _event_loop(self) -> Any:
@@ -292,7 +314,7 @@ class Stub:
             return
         still_open = [key for key, sender in zip(keys, senders, strict=True) if sender._close()]
         for key in keys:
-            self._senders.pop(key, None)
+            self._forget(key)
         self.send({"op": "background_failed", "senders": still_open, "error": describe(done.exception())})
 
     # ------------------------------------------------------------------ pb_utils runtime
@@ -300,7 +322,7 @@ class Stub:
         """Deliver one decoupled response (``InferenceResponseSender.send``)."""
         wanted = self._senders.get(key, frozenset())
         if final:
-            self._senders.pop(key, None)
+            self._forget(key)
         encoded = None if response is None else encode_response(response, self.pool, wanted)
         self.send({"op": "send", "sender": key, "response": encoded, "final": final})
 

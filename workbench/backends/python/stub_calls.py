@@ -45,7 +45,8 @@ def decode_response(wire: dict | None, reader: SegmentReader) -> pb_utils.Infere
 class BlsCall:
     """The responses of one BLS request, as they arrive: ``(response, final)`` pairs."""
 
-    def __init__(self) -> None:
+    def __init__(self, cancel: Any = None) -> None:
+        self._cancel = cancel  # cancels the call on the server (``ResponseIterator.cancel``)
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._waiter: Any = None  # (loop, future) of an awaiting async_exec
@@ -87,7 +88,7 @@ class BlsCall:
         def next_response() -> tuple[pb_utils.InferenceResponse | None, bool]:
             return pending.pop() if pending else self._queue.get()
 
-        return pb_utils.ResponseIterator(next_response)
+        return pb_utils.ResponseIterator(next_response, self._cancel)
 
 
 def _resolve(future: Any, response: Any) -> None:
@@ -115,7 +116,8 @@ class BlsCalls:
         """
         if not request.model_name():
             raise pb_utils.TritonModelException("BLS request needs a model_name")
-        call_id, call = next(self._ids), BlsCall()
+        call_id = next(self._ids)
+        call = BlsCall(lambda: self._cancel(call_id))
         inputs = []
         for tensor in request.inputs():
             if not isinstance(tensor, pb_utils.Tensor):
@@ -130,6 +132,10 @@ class BlsCalls:
             "parameters": json.loads(request.parameters()),
         }})
         return call
+
+    def _cancel(self, call_id: int) -> None:
+        if call_id in self._calls:  # not ended yet
+            self._stub.send({"op": "bls_cancel", "call": call_id})
 
     def deliver(self, message: dict) -> None:
         """Reader thread: a ``bls_response`` message."""
