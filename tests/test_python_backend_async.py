@@ -9,7 +9,7 @@ build from hanging: it then answers how many had entered, which the assertions s
 ``until_cancelled`` works up to MAX steps of 10 ms while ``request.is_cancelled()`` is False
 and logs how it ended (``until_cancelled_stream``: its decoupled copy, one response a step);
 ``bls_cancel`` cancels its BLS stream of ``until_cancelled_stream`` (NVIDIA's
-decoupled_bls_cancel).
+decoupled_bls_cancel); ``forker`` starts a fork ``multiprocessing.Pool`` whose workers try BLS.
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import queue
+import signal
 from collections.abc import Iterator
 
 import numpy as np
+import psutil  # type: ignore[import-untyped]
 import pytest
 import pytest_asyncio
 from tritonclient.grpc import service_pb2 as pb
@@ -41,7 +44,7 @@ async def server(tmp_path_factory: pytest.TempPathFactory):
     copy_python_model(repo, "until_cancelled", "until_cancelled_stream",
                       extra="model_transaction_policy { decoupled: true }\n")
     async with python_models_server(repo, "async_gate", "async_gate_bls", "until_cancelled",
-                                    "bls_cancel") as engine:
+                                    "bls_cancel", "forker") as engine:
         yield engine
 
 
@@ -168,3 +171,18 @@ async def test_an_uncancelled_request_runs_to_its_end(server: Server) -> None:
         assert [await log.next() for _ in range(2)] == ["until_cancelled: started",
                                                         "until_cancelled: finished 3 steps"]
     assert response.outputs[0].data.tolist() == [3]
+
+
+# ----------------------------------------------------------------- forked workers
+async def test_forked_workers_get_a_bls_error_obey_sigterm_and_end_with_the_stub(server: Server) -> None:
+    """A model's fork Pool workers: BLS answers an error at once (it hung: the responses go to
+    the stub's reader thread, which a fork does not copy), SIGTERM ends a worker (the stub's
+    ignored SIGTERM was inherited) and the others end when the stub does (they outlived it)."""
+    response = await server.infer(InferenceRequest("forker", [Tensor("COUNT", "INT32", np.array([2], np.int32))]))
+    outputs = {t.name: t.data for t in response.outputs}
+    assert outputs["BLS_ERROR"][0].decode().startswith("BLS and response senders are not available in a process forked")
+    first, second = (psutil.Process(int(pid)) for pid in outputs["WORKER_PIDS"])
+    first.send_signal(signal.SIGTERM)
+    await asyncio.to_thread(first.wait, 30)  # psutil.TimeoutExpired before
+    os.kill(int(outputs["STUB_PID"][0]), signal.SIGKILL)  # the stub goes away without a word
+    await asyncio.to_thread(second.wait, 30)

@@ -63,6 +63,9 @@ from workbench.backends.python.transport import (
 )
 
 _OWN_FILES = {os.path.dirname(os.path.abspath(__file__))}
+#: what BLS and response senders answer in a process the model forked
+FORKED_TEXT = ("BLS and response senders are not available in a process forked by the model (e.g. a "
+               "multiprocessing worker); call them from the model's own process")
 
 
 class Stub:
@@ -91,6 +94,7 @@ class Stub:
         self._newest_key = 0  # the highest sender key received (keys only grow)
         self._bls = BlsCalls(self)
         self._loop: Any = None
+        self._pid = os.getpid()  # a process forked by the model (a Pool worker) has another
 
     # ------------------------------------------------------------------ message loop
     def read_forever(self) -> None:
@@ -144,7 +148,14 @@ class Stub:
         self._send_on(self.calls, message)
 
     def send(self, message: dict) -> None:
-        """Send an event message; exit when the server is gone."""
+        """Send an event message; exit when the server is gone.
+
+        Raises:
+            TritonModelException: called in a process the model forked (its copy of the
+                channel is the stub's: writing there would corrupt the stub's messages).
+        """
+        if os.getpid() != self._pid:
+            raise pb_utils.TritonModelException(FORKED_TEXT)
         with self._events_lock:  # counted in the order they are written
             self._send_on(self.channel, message)
             self._events_sent += 1
@@ -327,10 +338,18 @@ class Stub:
         self.send({"op": "send", "sender": key, "response": encoded, "final": final})
 
     def start_bls(self, request: pb_utils.InferenceRequest, decoupled: bool) -> Any:
-        """Send a BLS request; returns its :class:`~.stub_calls.BlsCall`."""
+        """Send a BLS request; returns its :class:`~.stub_calls.BlsCall`. In a process the
+        model forked (a ``multiprocessing`` worker) the call answers at once with an error
+        response (it hung there: the responses come to the stub's reader thread, which the
+        fork did not copy)."""
+        if os.getpid() != self._pid:
+            return BlsCalls.failed(FORKED_TEXT)
         return self._bls.start(request, decoupled)
 
     def log(self, level: str, message: str, filename: str, line: int) -> None:
+        if os.getpid() != self._pid:  # a forked worker: its stderr (the server's) instead
+            print(f"[{level}] {filename}:{line}: {message}", file=sys.stderr, flush=True)
+            return
         self.send({"op": "log", "level": level, "message": message, "file": filename, "line": line})
 
     def decode_response(self, wire: dict | None) -> pb_utils.InferenceResponse | None:
@@ -382,6 +401,7 @@ def serve(fd: int, call_fd: int, segment_base: str) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _end_forked_children_with_the_stub()
     channel = Channel(socket.socket(fileno=fd))
     calls = Channel(socket.socket(fileno=call_fd))
     stub = Stub(channel, calls, segment_base)
@@ -390,6 +410,31 @@ def serve(fd: int, call_fd: int, segment_base: str) -> None:
     threading.Thread(target=stub.read_forever, name="stub-reader", daemon=True).start()
     stub.serve()
     _exit(0)
+
+
+def _end_forked_children_with_the_stub() -> None:
+    """Processes the model forks (``multiprocessing`` workers) take SIGTERM again and exit
+    when the stub is gone: each watches a pipe whose only write end the stub holds (EOF once
+    the stub exited, however it ended). Without this they inherited the stub's ignored
+    SIGTERM and outlived the server."""
+    import signal
+
+    watch, held = os.pipe()
+
+    def in_child() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with contextlib.suppress(OSError):  # closed already (a child's child)
+            os.close(held)
+        threading.Thread(target=_exit_at_eof, args=(watch,), name="stub-gone", daemon=True).start()
+
+    os.register_at_fork(after_in_child=in_child)
+
+
+def _exit_at_eof(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        while os.read(fd, 1):
+            pass
+    _exit(1)
 
 
 def auto_complete(model_file: str) -> int:

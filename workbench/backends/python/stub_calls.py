@@ -137,6 +137,13 @@ class BlsCalls:
         if call_id in self._calls:  # not ended yet
             self._stub.send({"op": "bls_cancel", "call": call_id})
 
+    @staticmethod
+    def failed(text: str) -> BlsCall:
+        """A call that answers at once with one final error response carrying ``text``."""
+        call = BlsCall()
+        call.deliver(pb_utils.InferenceResponse(error=pb_utils.TritonError(text)), True)
+        return call
+
     def deliver(self, message: dict) -> None:
         """Reader thread: a ``bls_response`` message."""
         final = message["final"]
