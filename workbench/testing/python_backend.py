@@ -8,8 +8,8 @@ config), helper_import (imports a file next to model.py), init_fails, batch_coun
 sleeper, sender_once (non-decoupled, answers through its response sender), shm_truncator
 (truncates the file an input names, then answers the identity of INPUT0), async_gate and
 async_gate_bls (decoupled ``async def execute``), until_cancelled (stops when its request is
-cancelled), bls_cancel (cancels a BLS stream) and forker (a fork Pool whose workers try BLS). They run in the real Python backend;
-nothing is mocked.
+cancelled), bls_cancel (cancels a BLS stream) and forker (a fork Pool whose workers try
+BLS). They run in the real Python backend; nothing is mocked.
 """
 
 from __future__ import annotations
