@@ -38,6 +38,7 @@ from workbench.tensors import (
     tensor_to_list,
 )
 from workbench.types import (
+    CancelSignal,
     InferenceRequest,
     InferenceResponse,
     ModelReadyState,
@@ -47,6 +48,7 @@ from workbench.types import (
 
 __all__ = [
     "AlreadyExists",
+    "CancelSignal",
     "Cancelled",
     "ConfigConflict",
     "ConfigProblem",

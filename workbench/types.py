@@ -9,6 +9,8 @@ tuples of ints and *include* the batch dimension when the model's
 from __future__ import annotations
 
 import enum
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +59,45 @@ class RequestedOutput:
     parameters: dict[str, Any] = field(default_factory=dict)
 
 
+class CancelSignal:
+    """A request's cancellation: set once, from any thread (Triton's
+    ``TRITONSERVER_InferenceRequestCancel``); what a backend registered with :meth:`on_cancel`
+    then runs once, on the thread that cancelled.
+
+    The engine cancels a request whose caller stopped waiting (a closed gRPC stream, an HTTP
+    client gone, a dropped task); a BLS caller cancels its call (``ResponseIterator.cancel``).
+    """
+
+    __slots__ = ("_callbacks", "_cancelled", "_lock")
+
+    def __init__(self) -> None:
+        self._cancelled = False
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self) -> None:
+        """Cancel (idempotent); runs the registered callbacks once."""
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled = True
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` when cancelled (at once when already cancelled)."""
+        with self._lock:
+            if not self._cancelled:
+                self._callbacks.append(callback)
+                return
+        callback()
+
+
 @dataclass(slots=True)
 class InferenceRequest:
     """A decoded inference request.
@@ -69,6 +110,9 @@ class InferenceRequest:
         id: the client's request id (echoed in the response; ``""`` if none).
         parameters: request parameters (``priority``, ``timeout`` in µs, sequence flags, custom keys).
         trace: the request's trace when a frontend sampled it (``--trace-config``), else None.
+        cancel: a signal the caller may cancel the running request with while it keeps
+            reading its responses (a BLS ``ResponseIterator.cancel``); None: the engine makes
+            one, cancelled when the caller stops waiting.
     """
 
     model_name: str
@@ -78,6 +122,7 @@ class InferenceRequest:
     id: str = ""
     parameters: dict[str, Any] = field(default_factory=dict)
     trace: RequestTrace | None = None
+    cancel: CancelSignal | None = None
 
 
 @dataclass(slots=True)

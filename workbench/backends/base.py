@@ -22,7 +22,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.errors import WorkbenchError
 from workbench.statistics import ComputeTotals, MemoryUsage
-from workbench.types import InferenceRequest, InferenceResponse
+from workbench.types import CancelSignal, InferenceRequest, InferenceResponse
 
 if TYPE_CHECKING:
     from workbench.tracing.records import RequestTrace
@@ -76,6 +76,9 @@ class BackendRequest:
             dimension and the request counts as batch size 1 (Triton's statistics).
         trace: the request's trace when it is sampled (the scheduler reports its queue and
             compute timestamps there); backends ignore it.
+        cancel: cancelled by the engine when the client stopped waiting (its stream or
+            connection closed) or cancelled the request; a backend that can stop work early
+            registers ``cancel.on_cancel`` (Triton's ``TRITONBACKEND_RequestIsCancelled``).
     """
 
     inputs: dict[str, np.ndarray]
@@ -86,6 +89,7 @@ class BackendRequest:
     request_id: str = ""
     batched: bool = True
     trace: RequestTrace | None = None
+    cancel: CancelSignal = field(default_factory=CancelSignal)
 
     @property
     def batch_size(self) -> int:

@@ -129,10 +129,14 @@ class LoadedModel:
             WorkbenchError: the execution failed.
         """
         backend_request = self._validated(request, arrival_ns, compute_totals)
-        if self.cache is None:
-            result = await self.scheduler.enqueue(backend_request, arrival_ns)
-            return self._response(request, backend_request, result.outputs, result.parameters)
-        return await self._infer_cached(request, backend_request, arrival_ns)
+        try:
+            if self.cache is None:
+                result = await self.scheduler.enqueue(backend_request, arrival_ns)
+                return self._response(request, backend_request, result.outputs, result.parameters)
+            return await self._infer_cached(request, backend_request, arrival_ns)
+        except asyncio.CancelledError:  # the caller stopped waiting: tell the backend
+            backend_request.cancel.cancel()
+            raise
 
     def _validated(self, request: InferenceRequest, arrival_ns: int, compute_totals):
         """The backend request for ``request``; a request that fails validation is counted as
@@ -143,6 +147,8 @@ class LoadedModel:
             self.statistics.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
             raise
         backend_request.compute_totals = compute_totals
+        if request.cancel is not None:  # the caller's own (a BLS call's)
+            backend_request.cancel = request.cancel
         if request.trace is not None:  # sampled by a frontend (--trace-config)
             backend_request.trace = request.trace
             request.trace.start(self.name, self.version, request.id, arrival_ns)
@@ -180,9 +186,11 @@ class LoadedModel:
         backend_request.response_sender = send
         execution = asyncio.ensure_future(self.scheduler.enqueue(backend_request, arrival_ns))
         execution.add_done_callback(lambda done: _failed_execution(done, sent))
+        ended = False  # the backend ended the request (final response or error)
         try:
             while True:
                 response, final = await sent.get()
+                ended = final
                 if isinstance(response, BaseException):
                     raise response
                 if response is not None and response.error is not None:
@@ -198,6 +206,8 @@ class LoadedModel:
             open_[0] = False
             if not execution.done():
                 execution.cancel()
+            if not ended:  # the consumer stopped reading: the request is cancelled
+                backend_request.cancel.cancel()
 
     async def infer_once(
         self,

@@ -7,17 +7,22 @@ repeat (decoupled), bls_sync, bls_async, bls_decoupled, auto_complete (no I/O in
 config), helper_import (imports a file next to model.py), init_fails, batch_count,
 sleeper, sender_once (non-decoupled, answers through its response sender), shm_truncator
 (truncates the file an input names, then answers the identity of INPUT0), identity_bf16 (BF16
-through DLPack and torch, as Triton's QA model). They run in the
-real Python backend; nothing is mocked.
+through DLPack and torch, as Triton's QA model), async_gate and async_gate_bls (decoupled
+``async def execute``), until_cancelled (stops when its request is cancelled), bls_cancel
+(cancels a BLS stream) and forker (a fork Pool whose workers try BLS). They run in the real
+Python backend; nothing is mocked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+from workbench import Server, ServerOptions
 from workbench.backends.python.transport import SHM_DIR, SHM_PREFIX
 
 PYTHON_MODELS = Path(__file__).with_name("python_models")
@@ -52,10 +57,21 @@ def copy_python_model(repo: Path, source: str, name: str | None = None, *,
     return folder
 
 
+@contextlib.asynccontextmanager
+async def python_models_server(repo: Path, *names: str) -> AsyncIterator[Server]:
+    """A started :class:`~workbench.Server` on ``repo`` holding copies of the test models
+    ``names``; on exit it is stopped and no stub's shared-memory segment may be left."""
+    for name in names:
+        copy_python_model(repo, name)
+    async with Server(ServerOptions(model_repository=[str(repo)], exit_on_error=False)) as engine:
+        yield engine
+    assert python_backend_segments() == [], "stub shared-memory segments left behind"
+
+
 def python_backend_segments() -> list[str]:
     """Shared-memory segments of this process's Python-backend stubs still in /dev/shm."""
     prefix = f"{SHM_PREFIX}wb{os.getpid()}_"
     return sorted(n for n in os.listdir(SHM_DIR) if n.startswith(prefix))
 
 
-__all__ = ["PYTHON_MODELS", "copy_python_model", "python_backend_segments"]
+__all__ = ["PYTHON_MODELS", "copy_python_model", "python_backend_segments", "python_models_server"]

@@ -27,7 +27,7 @@ from workbench.backends.python.process import StubDied, StubProcess
 from workbench.backends.python.transport import encode_tensor
 from workbench.datatypes import wire_name
 from workbench.errors import InternalError, InvalidArgument, StatusCode, WorkbenchError
-from workbench.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
+from workbench.types import CancelSignal, InferenceRequest, InferenceResponse, RequestedOutput, Tensor
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,7 @@ class BlsForwarder:
         self._replies: queue.SimpleQueue = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
         self._running: set[concurrent.futures.Future] = set()
+        self._signals: dict[tuple[StubProcess, int], CancelSignal] = {}  # calls running, by (stub, call id)
         self._lock = threading.Lock()
 
     def submit(self, message: dict, stub: StubProcess) -> None:
@@ -67,6 +68,7 @@ class BlsForwarder:
         except WorkbenchError as exc:
             self._reply(stub, call_id, exc, True)
             return
+        request.cancel = self._signals[(stub, call_id)] = CancelSignal()
         run = self._run(stub, call_id, request, bool(message["decoupled"]))
         future = asyncio.run_coroutine_threadsafe(run, self._context.loop)
         with self._lock:
@@ -94,6 +96,16 @@ class BlsForwarder:
             self._reply(stub, call_id, exc, True)
         except Exception as exc:  # noqa: BLE001 - reported to the model, never raised into the loop
             self._reply(stub, call_id, InternalError(f"{type(exc).__name__}: {exc}"), True)
+        finally:
+            self._signals.pop((stub, call_id), None)
+
+    def cancel(self, stub: StubProcess, call_id: int) -> None:
+        """The model cancelled its call ``call_id`` (``ResponseIterator.cancel``): the request
+        is cancelled in the engine (the called model sees ``is_cancelled()``) and its
+        responses keep coming until the final one (Triton's BLS cancellation)."""
+        signal = self._signals.get((stub, call_id))
+        if signal is not None:
+            signal.cancel()
 
     async def _single(self, request: InferenceRequest) -> InferenceResponse:
         assert self._context is not None

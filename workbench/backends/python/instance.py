@@ -13,6 +13,15 @@ Timeouts: ``execute`` is not bounded (as in Triton: a hung model blocks only its
 instance); ``finalize`` is bounded by ``stub-timeout-seconds`` (Triton's backend-config key,
 read here from the model config ``parameters``; default 30 s).
 
+Async execute: a decoupled model's ``async def execute`` runs in the background in its stub
+(the stub replies at once, so the instance takes its next batch while earlier coroutines
+run, as in Triton); one that raises is logged here and fails the requests it left open.
+
+Cancellation: a request the engine cancels (its client closed the stream or connection, or
+a BLS caller cancelled it) is reported to its stub while it is open there, so the model's
+``request.is_cancelled()`` / ``response_sender.is_cancelled()`` turn True (Triton's);
+the model decides whether to stop.
+
 Response senders: every request has one (``request.get_response_sender()``). A decoupled
 model streams through it; a non-decoupled model may send its one response through it instead
 of returning it (Triton's python_backend rules: one response, then or with it the FINAL flag;
@@ -243,6 +252,7 @@ class PythonInstance(ModelInstance):
             slots.append(slot)
             self._senders[key] = slot.send
         keys.append(key)
+        request.cancel.on_cancel(lambda: self._cancel(stub, key))
         start = params.get("_start", params.get("sequence_start", False))
         end = params.get("_end", params.get("sequence_end", False))
         return {
@@ -254,6 +264,7 @@ class PythonInstance(ModelInstance):
             "timeout": int(params.get("timeout", 0) or 0),
             "parameters": custom_parameters(params),
             "sender": key,
+            "cancelled": request.cancel.cancelled,
         }
 
     def _backend_response(self, wire: dict) -> BackendResponse:
@@ -286,6 +297,10 @@ class PythonInstance(ModelInstance):
             self._on_send(message)
         elif op == "bls":
             self._bls.submit(message, stub)
+        elif op == "background_failed":
+            self._background_failed(message)
+        elif op == "bls_cancel":
+            self._bls.cancel(stub, message["call"])
         elif op == "log":
             self._log(message)
         elif op == "ready":
@@ -311,6 +326,24 @@ class PythonInstance(ModelInstance):
         wire = message["response"]
         with contextlib.suppress(RuntimeError):  # the engine's loop is closed: nobody listens any more
             sender(None if wire is None else self._backend_response(wire), final)
+
+    def _cancel(self, stub: StubProcess, key: int) -> None:
+        """The request of sender ``key`` was cancelled (any thread): tell its stub while the
+        request is open there, so the model's ``is_cancelled()`` turns True."""
+        if key in self._senders and stub.alive:
+            with contextlib.suppress(StubDied, OSError):  # the stub is gone: nothing to tell
+                stub.send({"op": "cancel", "sender": key})
+
+    def _background_failed(self, message: dict) -> None:
+        """A decoupled model's ``async def execute``, run in the background, raised: log it
+        (Triton logs it) and end the requests it left open with the error."""
+        failure = self._failure(message["error"])
+        log.error("%s", failure)
+        for key in message["senders"]:
+            sender = self._senders.pop(key, None)
+            if sender is not None:
+                with contextlib.suppress(RuntimeError):  # the engine's loop is closed
+                    sender(BackendResponse(error=InternalError(failure)), True)
 
     def _drop_senders(self, keys: list[int]) -> None:
         for key in keys:

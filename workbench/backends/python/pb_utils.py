@@ -15,6 +15,10 @@ Calls that leave the stub (BLS ``exec`` / ``async_exec``, ``ResponseSender.send`
 ``Logger``) go through :data:`.pb_runtime.runtime`, which the stub sets; outside a stub BLS and
 senders raise :class:`TritonModelException` and the logger prints to stderr.
 
+Cancellation: ``is_cancelled()`` of a request and of its response sender turn True once the
+engine cancelled the request (the stub is told; see :mod:`.instance`), and
+``ResponseIterator.cancel()`` cancels a decoupled BLS call.
+
 Not provided: custom metrics (``MetricFamily``), model control from a model
 (``load_model`` / ``unload_model`` / ``is_model_ready``), GPU tensors, request
 rescheduling (``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``).
@@ -171,18 +175,21 @@ class InferenceResponseSender:
                 self._closed = True
             self._sent += 1
 
-    def _close(self) -> None:
-        """No more sends (the request failed): later sends raise "has been closed"."""
+    def _close(self) -> bool:
+        """No more sends (the request failed): later sends raise "has been closed".
+        Returns whether the sender was still open."""
         with self._lock:
-            self._closed = True
+            was_open, self._closed = not self._closed, True
+            return was_open
 
     def close(self) -> None:
         """Older API: the same as ``send(flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL)``."""
         self.send(None, TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     def is_cancelled(self) -> bool:
-        """Whether the client cancelled the request (not reported by this server: False)."""
-        return False
+        """Whether the request was cancelled: its client closed its stream or connection, or
+        a BLS caller cancelled it (Triton's ``ResponseSender.is_cancelled``)."""
+        return pb_runtime.runtime is not None and pb_runtime.runtime.is_cancelled(self._key)
 
 
 # ---------------------------------------------------------------------------- requests
@@ -294,8 +301,11 @@ class InferenceRequest:
             raise TritonModelException("request rescheduling is not supported by this server")
 
     def is_cancelled(self) -> bool:
-        """Whether the client cancelled the request (not reported by this server: False)."""
-        return False
+        """Whether the request was cancelled: its client closed its stream or connection, or
+        a BLS caller cancelled it (Triton's ``InferenceRequest.is_cancelled``). False for a
+        request the model built itself."""
+        runtime = pb_runtime.runtime
+        return self._sender_key is not None and runtime is not None and runtime.is_cancelled(self._sender_key)
 
     def get_response_sender(self) -> InferenceResponseSender:
         """The sender for this request's responses (one per request, the same on every call).
@@ -333,12 +343,14 @@ class InferenceRequest:
         """``exec`` for ``async def execute``: several calls can be awaited together.
 
         Returns:
-            As :meth:`exec`; with ``decoupled=True`` the iterator is returned at once.
+            As :meth:`exec`. With ``decoupled=True`` the iterator is returned once the first
+            response has arrived (awaited without blocking the event loop, as Triton's
+            ``async_exec`` does), so a model that iterates it right away does not hold up
+            the other coroutines while the called model works.
         """
         call = pb_runtime.require().start_bls(self, decoupled)
-        if decoupled:
-            return call.iterator()
-        return await call.wait_async()
+        first = await call.wait_async()
+        return call.iterator(first) if decoupled else first[0]
 
 
 class ResponseIterator(Iterator):
@@ -363,8 +375,11 @@ class ResponseIterator(Iterator):
         return response
 
     def cancel(self) -> None:
-        """Stop reading further responses (the called model is not interrupted)."""
-        self._done = True
+        """Cancel the BLS request (Triton's ``ResponseIterator.cancel``): the called model sees
+        ``is_cancelled()``; iterating goes on until its final response (often a CANCELLED
+        error response). Nothing once the final response was read."""
+        if not self._done and self._cancel is not None:
+            self._cancel()
 
 
 # ---------------------------------------------------------------------------- helpers

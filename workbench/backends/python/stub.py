@@ -24,7 +24,9 @@ Threads: the main thread reads the calls itself and runs ``initialize`` / ``exec
 ``finalize`` one at a time (as Triton's stub), replying on the call socket; a reader thread
 receives the event socket's messages (BLS responses are delivered from it, so ``exec``
 works while ``execute`` runs); ``async def execute`` runs on a background
-asyncio loop. When the server goes away the stub exits at once, without ``finalize``.
+asyncio loop: awaited there for a non-decoupled model, left running there for a decoupled
+one (Triton's stub: the next ``execute`` starts while the coroutines of earlier ones run).
+When the server goes away the stub exits at once, without ``finalize``.
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ from workbench.backends.python.transport import (
 )
 
 _OWN_FILES = {os.path.dirname(os.path.abspath(__file__))}
+#: what BLS and response senders answer in a process the model forked
+FORKED_TEXT = ("BLS and response senders are not available in a process forked by the model (e.g. a "
+               "multiprocessing worker); call them from the model's own process")
 
 
 class Stub:
@@ -91,10 +96,13 @@ class Stub:
         self._events_sent = 0  # event messages sent so far (each reply carries the count)
         self._events_lock = threading.Lock()
         self._senders: dict[int, frozenset[str]] = {}
+        self._cancelled: set[int] = set()  # sender keys of open requests the client cancelled
+        self._newest_key = 0  # the highest sender key received (keys only grow)
         self._bls = BlsCalls(self)
         self._loop: Any = None
         #: BLS is allowed between a successful ``initialize`` and ``finalize`` (as Triton)
         self.bls_allowed = False
+        self._pid = os.getpid()  # a process forked by the model (a Pool worker) has another
 
     # ------------------------------------------------------------------ message loop
     def read_forever(self) -> None:
@@ -108,6 +116,8 @@ class Stub:
                     self._bls.deliver(message)
                 elif message["op"] == "is_ready":  # beside execute, as Triton's stub
                     threading.Thread(target=self._answer_is_ready, name="is-ready", daemon=True).start()
+                elif message["op"] == "cancel":
+                    self._cancel(message["sender"])
         except ChannelClosed:
             _exit(0)  # the server is gone (or done with us): no finalize
         except BaseException:  # noqa: BLE001  # a bug here must not leave a stub nobody talks to
@@ -149,7 +159,14 @@ class Stub:
         self._send_on(self.calls, message)
 
     def send(self, message: dict) -> None:
-        """Send an event message; exit when the server is gone."""
+        """Send an event message; exit when the server is gone.
+
+        Raises:
+            TritonModelException: called in a process the model forked (its copy of the
+                channel is the stub's: writing there would corrupt the stub's messages).
+        """
+        if os.getpid() != self._pid:
+            raise pb_utils.TritonModelException(FORKED_TEXT)
         with self._events_lock:  # counted in the order they are written
             self._send_on(self.channel, message)
             self._events_sent += 1
@@ -188,7 +205,11 @@ class Stub:
         requests: list = []
         try:
             requests = [self._request(r) for r in message["requests"]]
-            result = self._run(self.model.execute(requests))
+            result = self.model.execute(requests)
+            if self.decoupled and inspect.iscoroutine(result):
+                self._in_background(result, requests)  # as Triton: not awaited
+                result = None
+            result = self._run(result)
             responses = self._check_result(result, requests)
             encoded = None
             if responses is not None:
@@ -199,7 +220,7 @@ class Stub:
         except BaseException as exc:  # noqa: BLE001 - fails this batch, never the stub
             for request in requests:  # as Triton: the failed batch's senders are closed
                 request.get_response_sender()._close()
-                self._senders.pop(request._sender_key, None)
+                self._forget(request._sender_key)
             reply = {"op": "executed", "id": message["id"], "responses": None, "error": describe(exc)}
         requests, result, responses = [], None, None  # drop the inputs: their segments go back with the reply
         self.reply(reply)
@@ -212,10 +233,28 @@ class Stub:
             timeout=wire["timeout"],
         )
         request._parameters = wire["parameters"]  # the server's JSON, already checked
-        request._sender_key = wire["sender"]
+        key = request._sender_key = wire["sender"]
         request._decoupled = self.decoupled
-        self._senders[wire["sender"]] = frozenset(wire["outputs"])
+        self._senders[key] = frozenset(wire["outputs"])
+        self._newest_key = max(self._newest_key, key)
+        if wire["cancelled"]:
+            self._cancelled.add(key)
         return request
+
+    def _cancel(self, key: int) -> None:
+        """Reader thread: the client cancelled the request of sender ``key`` (it may not have
+        been read yet: keys only grow, so a newer key is one still coming)."""
+        if key in self._senders or key > self._newest_key:
+            self._cancelled.add(key)
+
+    def is_cancelled(self, key: int) -> bool:
+        """Whether the request of sender ``key`` was cancelled (``request.is_cancelled()``)."""
+        return key in self._cancelled
+
+    def _forget(self, key: int) -> None:
+        """The request of sender ``key`` has ended."""
+        self._senders.pop(key, None)
+        self._cancelled.discard(key)
 
     def _check_result(self, result: Any, requests: list) -> list | None:
         """The responses ``execute`` returned, checked as Triton's stub does: a decoupled model
@@ -257,8 +296,18 @@ class Stub:
         for response, request in zip(result, requests, strict=True):
             if response is not None:
                 request.get_response_sender()._count(True, True)
-                self._senders.pop(request._sender_key, None)
+                self._forget(request._sender_key)
         return list(result)
+
+    def _event_loop(self) -> Any:
+        """The model's asyncio loop (started on first use, on its own thread, as Triton's
+        stub does)."""
+        import asyncio
+
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            threading.Thread(target=self._loop.run_forever, name="model-asyncio", daemon=True).start()
+        return self._loop
 
     def _run(self, result: Any) -> Any:
         """``result`` itself, or its value when it is awaitable (async initialize/execute)."""
@@ -266,14 +315,32 @@ class Stub:
             return result
         import asyncio
 
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-            threading.Thread(target=self._loop.run_forever, name="model-asyncio", daemon=True).start()
-
         async def wait() -> Any:
             return await result
 
-        return asyncio.run_coroutine_threadsafe(wait(), self._loop).result()
+        return asyncio.run_coroutine_threadsafe(wait(), self._event_loop()).result()
+
+    def _in_background(self, coroutine: Any, requests: list) -> None:
+        """Run a decoupled model's ``async def execute`` on the model's loop without waiting
+        for it (Triton's stub), so the next ``execute`` starts at once and one instance serves
+        many requests together. When the coroutine raises, the error is reported to the
+        server (``background_failed``: logged there with Triton's "Failed to process the
+        request(s)" text, as Triton logs it), and the requests whose senders are still open
+        end with it as their final response (beyond Triton, where they stay open)."""
+        import asyncio
+
+        keys = [request._sender_key for request in requests]
+        senders = [request.get_response_sender() for request in requests]
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._event_loop())
+        future.add_done_callback(lambda done: self._background_done(done, keys, senders))
+
+    def _background_done(self, done: Any, keys: list[int], senders: list) -> None:
+        if done.cancelled() or done.exception() is None:
+            return
+        still_open = [key for key, sender in zip(keys, senders, strict=True) if sender._close()]
+        for key in keys:
+            self._forget(key)
+        self.send({"op": "background_failed", "senders": still_open, "error": describe(done.exception())})
 
     def _answer_is_ready(self) -> None:
         """Run the model's ``is_ready()`` (sync or async) and send its answer: False with the
@@ -293,15 +360,23 @@ class Stub:
         """Deliver one decoupled response (``InferenceResponseSender.send``)."""
         wanted = self._senders.get(key, frozenset())
         if final:
-            self._senders.pop(key, None)
+            self._forget(key)
         encoded = None if response is None else encode_response(response, self.pool, wanted)
         self.send({"op": "send", "sender": key, "response": encoded, "final": final})
 
     def start_bls(self, request: pb_utils.InferenceRequest, decoupled: bool) -> Any:
-        """Send a BLS request; returns its :class:`~.stub_calls.BlsCall`."""
+        """Send a BLS request; returns its :class:`~.stub_calls.BlsCall`. In a process the
+        model forked (a ``multiprocessing`` worker) the call answers at once with an error
+        response (it hung there: the responses come to the stub's reader thread, which the
+        fork did not copy)."""
+        if os.getpid() != self._pid:
+            return BlsCalls.failed(FORKED_TEXT)
         return self._bls.start(request, decoupled)
 
     def log(self, level: str, message: str, filename: str, line: int) -> None:
+        if os.getpid() != self._pid:  # a forked worker: its stderr (the server's) instead
+            print(f"[{level}] {filename}:{line}: {message}", file=sys.stderr, flush=True)
+            return
         self.send({"op": "log", "level": level, "message": message, "file": filename, "line": line})
 
     def decode_response(self, wire: dict | None) -> pb_utils.InferenceResponse | None:
@@ -381,6 +456,7 @@ def serve(fd: int, call_fd: int, segment_base: str) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _end_forked_children_with_the_stub()
     channel = Channel(socket.socket(fileno=fd))
     calls = Channel(socket.socket(fileno=call_fd))
     stub = Stub(channel, calls, segment_base)
@@ -389,6 +465,31 @@ def serve(fd: int, call_fd: int, segment_base: str) -> None:
     threading.Thread(target=stub.read_forever, name="stub-reader", daemon=True).start()
     stub.serve()
     _exit(0)
+
+
+def _end_forked_children_with_the_stub() -> None:
+    """Processes the model forks (``multiprocessing`` workers) take SIGTERM again and exit
+    when the stub is gone: each watches a pipe whose only write end the stub holds (EOF once
+    the stub exited, however it ended). Without this they inherited the stub's ignored
+    SIGTERM and outlived the server."""
+    import signal
+
+    watch, held = os.pipe()
+
+    def in_child() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with contextlib.suppress(OSError):  # closed already (a child's child)
+            os.close(held)
+        threading.Thread(target=_exit_at_eof, args=(watch,), name="stub-gone", daemon=True).start()
+
+    os.register_at_fork(after_in_child=in_child)
+
+
+def _exit_at_eof(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        while os.read(fd, 1):
+            pass
+    _exit(1)
 
 
 def auto_complete(model_file: str) -> int:

@@ -46,7 +46,8 @@ def decode_response(wire: dict | None, reader: SegmentReader) -> pb_utils.Infere
 class BlsCall:
     """The responses of one BLS request, as they arrive: ``(response, final)`` pairs."""
 
-    def __init__(self) -> None:
+    def __init__(self, cancel: Any = None) -> None:
+        self._cancel = cancel  # cancels the call on the server (``ResponseIterator.cancel``)
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._waiter: Any = None  # (loop, future) of an awaiting async_exec
@@ -59,30 +60,36 @@ class BlsCall:
                 self._queue.put((response, final))
                 return
         loop, future = waiter
-        loop.call_soon_threadsafe(_resolve, future, response)
+        loop.call_soon_threadsafe(_resolve, future, (response, final))
 
     def wait(self) -> pb_utils.InferenceResponse:
         """Block until the (single) response of a non-decoupled call arrives."""
         response, _ = self._queue.get()
         return response
 
-    async def wait_async(self) -> pb_utils.InferenceResponse:
-        """Await the single response without blocking the event loop."""
+    async def wait_async(self) -> tuple[pb_utils.InferenceResponse | None, bool]:
+        """Await the next ``(response, final)`` pair without blocking the event loop."""
         import asyncio
 
         loop = asyncio.get_running_loop()
         with self._lock:
             try:
-                response, _ = self._queue.get_nowait()
-                return response
+                return self._queue.get_nowait()
             except queue.Empty:
                 future = loop.create_future()
                 self._waiter = (loop, future)
         return await future
 
-    def iterator(self) -> pb_utils.ResponseIterator:
-        """Every response of a decoupled call, blocking for each."""
-        return pb_utils.ResponseIterator(self._queue.get)
+    def iterator(self, first: tuple[pb_utils.InferenceResponse | None, bool] | None = None,
+                 ) -> pb_utils.ResponseIterator:
+        """Every response of a decoupled call, blocking for each; ``first``: the first
+        ``(response, final)`` pair when it was already awaited (``async_exec``)."""
+        pending = [] if first is None else [first]
+
+        def next_response() -> tuple[pb_utils.InferenceResponse | None, bool]:
+            return pending.pop() if pending else self._queue.get()
+
+        return pb_utils.ResponseIterator(next_response, self._cancel)
 
 
 def _resolve(future: Any, response: Any) -> None:
@@ -114,7 +121,8 @@ class BlsCalls:
             raise pb_utils.TritonModelException("BLS is only supported during the 'execute' function.")
         if not request.model_name():
             raise pb_utils.TritonModelException("BLS request needs a model_name")
-        call_id, call = next(self._ids), BlsCall()
+        call_id = next(self._ids)
+        call = BlsCall(lambda: self._cancel(call_id))
         inputs = []
         for tensor in request.inputs():
             if not isinstance(tensor, pb_utils.Tensor):
@@ -128,6 +136,17 @@ class BlsCalls:
             "flags": request.flags(), "timeout": request.timeout(),
             "parameters": json.loads(request.parameters()),
         }})
+        return call
+
+    def _cancel(self, call_id: int) -> None:
+        if call_id in self._calls:  # not ended yet
+            self._stub.send({"op": "bls_cancel", "call": call_id})
+
+    @staticmethod
+    def failed(text: str) -> BlsCall:
+        """A call that answers at once with one final error response carrying ``text``."""
+        call = BlsCall()
+        call.deliver(pb_utils.InferenceResponse(error=pb_utils.TritonError(text)), True)
         return call
 
     def deliver(self, message: dict) -> None:

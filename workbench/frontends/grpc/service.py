@@ -37,7 +37,7 @@ from workbench.frontends.grpc.raw_wire import RawInferRequest, RawInferResponse
 from workbench.frontends.grpc.rpc import Context, rpc
 from workbench.frontends.grpc.settings import SettingsServicer
 from workbench.frontends.grpc.shared_memory import SharedMemoryServicer
-from workbench.frontends.grpc.stream import StreamCancelled, StreamSession
+from workbench.frontends.grpc.stream import StreamCancelled, StreamFailed, StreamSession
 from workbench.frontends.header_forward import compile_forward_pattern, forwarded_parameters
 from workbench.frontends.status import grpc_status
 from workbench.tracing import RequestTrace
@@ -226,7 +226,8 @@ class GRPCInferenceService(
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
         """Bidirectional stream, decoupled models included (``workbench.frontends.grpc.stream``);
         responses come serialized. A stream whose client leaves too many bytes of responses
-        unread is cancelled: RESOURCE_EXHAUSTED."""
+        unread is cancelled: RESOURCE_EXHAUSTED. With the metadata ``triton_grpc_error: true``
+        (Triton's) a failed request ends the stream with its error as the status."""
         if self.compression is not None:
             context.set_compression(self.compression)
             await context.send_initial_metadata(())  # grpc.aio applies it only then
@@ -237,9 +238,12 @@ class GRPCInferenceService(
             except InvalidArgument as exc:  # every request of the stream fails, as in Triton
                 forwarded = exc
         carrier = metadata_carrier(context) if self.server.tracer.propagates else None
-        session = StreamSession(self.server, forwarded, carrier, self.max_stream_unsent)
+        grpc_error = ("triton_grpc_error", "true") in tuple(context.invocation_metadata() or ())
+        session = StreamSession(self.server, forwarded, carrier, self.max_stream_unsent, grpc_error)
         try:
             async for message in session.run(request_iterator):
                 yield message
         except StreamCancelled as exc:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        except StreamFailed as exc:
+            await context.abort(grpc_status(exc.error.code), exc.error.message)

@@ -9,6 +9,14 @@ without a last response gets an empty final response only when the client asked 
 ``triton_enable_empty_final_response``. A failed request answers ``error_message`` and the
 stream stays open; closing or cancelling the stream cancels the requests in flight.
 
+``triton_grpc_error: true`` in the stream's metadata (Triton's gRPC status mode): the first
+request that fails in the engine (its execution, a model's error response, and here also the
+engine's checks of its inputs) ends the whole stream with that error as the gRPC status (code
+and message as ``ModelInfer`` answers it); the responses queued before it are written first,
+later ones and the requests in flight are dropped (cancelled). A request that fails before it
+reaches the engine (undecodable, unknown model) still answers ``error_message`` in the
+stream, as in Triton.
+
 Tracing (``--trace-config``), as Triton's stream handler: each request of the stream is
 sampled on its own (once its model is known) and gets one trace: ``GRPC_WAITREAD_START`` (the
 stream began waiting for this message: at the start, or when the previous one was read),
@@ -62,6 +70,15 @@ class StreamCancelled(Exception):
     did not read; the text is the status message to send (RESOURCE_EXHAUSTED)."""
 
 
+class StreamFailed(Exception):
+    """Raised by :meth:`StreamSession.run` in ``triton_grpc_error`` mode once a request failed:
+    ``error`` is the engine's error, to send as the RPC's status."""
+
+    def __init__(self, error: WorkbenchError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
 class _Traced:
     """An outbox entry of a traced request: ``message`` to write (None: nothing), then the
     trace's release when ``last``."""
@@ -83,17 +100,20 @@ class StreamSession:
     """The state of one ``ModelStreamInfer`` call: in-flight requests and their outbox."""
 
     def __init__(self, server: Server, forwarded: dict[str, str] | WorkbenchError | None = None,
-                 carrier: Mapping[str, str] | None = None, max_unsent: int = 64 * 1024 * 1024) -> None:
+                 carrier: Mapping[str, str] | None = None, max_unsent: int = 64 * 1024 * 1024,
+                 grpc_error: bool = False) -> None:
         """``forwarded``: the stream's metadata forwarded as parameters of each request
         (``--grpc-header-forward-pattern``), or the error that fails each request;
         ``carrier``: the stream's metadata for the trace sampling (an OpenTelemetry
         ``traceparent``; None when no setting reads it); ``max_unsent``: the bytes of responses
         that may wait for the client (``--grpc-max-stream-unsent-size``, see the module
-        docstring)."""
+        docstring); ``grpc_error``: the client asked for ``triton_grpc_error`` (a failed request
+        ends the stream with its error as the status)."""
         self.server = server
         self._forwarded = forwarded
         self._carrier = carrier
         self._max_unsent = max_unsent
+        self._grpc_error = grpc_error
         self._outbox: asyncio.Queue = asyncio.Queue()
         self._tasks: set[asyncio.Task] = set()
         self._reader: asyncio.Task | None = None
@@ -114,12 +134,15 @@ class StreamSession:
 
         Raises:
             StreamCancelled: too many response bytes waited for the client (module docstring).
+            StreamFailed: a request failed in ``triton_grpc_error`` mode.
         """
         self._reader = reader = asyncio.create_task(self._read(request_iterator))
         try:
             while (item := await self._outbox.get()) is not _END:
                 if item is _CANCELLED:
                     raise StreamCancelled(UNREAD_TEXT.format(limit=self._max_unsent))
+                if isinstance(item, StreamFailed):
+                    raise item
                 if not isinstance(item, _Traced):
                     yield item  # grpc.aio resumes this generator once it is written
                     self._sent(item)
@@ -177,6 +200,14 @@ class StreamSession:
             self._outbox.get_nowait()
         self._outbox.put_nowait(_CANCELLED)
 
+    def _fail(self, error: WorkbenchError) -> None:
+        """``triton_grpc_error`` mode: end the stream with ``error`` after the responses already
+        queued; nothing more is queued (the requests in flight are cancelled when ``run`` ends)."""
+        log.debug("ModelStreamInfer ended by a failed request (triton_grpc_error): %s", error.message)
+        self.cancelled = True
+        self._held.clear()
+        self._outbox.put_nowait(StreamFailed(error))
+
     def _put(self, item: _Out) -> None:
         """Queue an unordered response (a decoupled model's)."""
         if self._counted(item.message if isinstance(item, _Traced) else item):
@@ -223,6 +254,7 @@ class StreamSession:
         tracing is on."""
         ordered = True
         trace = None
+        engine = False  # the request reached the engine (its errors end a triton_grpc_error stream)
         try:
             request, empty_final = decode_request(message)
             if isinstance(self._forwarded, WorkbenchError):
@@ -232,6 +264,7 @@ class StreamSession:
             config = await self.server.model_config(request.model_name, request.model_version)
             if read is not None:
                 trace = request.trace = self._sample(request.model_name, read)
+            engine = True
             if config.model_transaction_policy.decoupled:
                 ordered = False
                 self._release(index, None)  # later ordered responses need not wait for this one
@@ -247,6 +280,10 @@ class StreamSession:
             self._release(index, answer)
             return
         except WorkbenchError as exc:
+            if engine and self._grpc_error:
+                if not self.cancelled:
+                    self._fail(exc)
+                return
             error = exc.message
         except Exception as exc:
             log.exception("internal error in ModelStreamInfer")
