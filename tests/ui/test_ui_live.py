@@ -301,7 +301,7 @@ async def test_the_batch_axis_spans_the_sizes_formed_not_a_far_max_batch_size(
     await server.infer(InferenceRequest("digits_mlp", [Tensor("pixels", "FP32", np.ones((1, 64), np.float32))]))
     view.tick()
     assert view.figures["batch_sizes"].x_range.end < 20
-    assert "max_batch_size 64 is beyond the axis" in view.figures["batch_sizes"].title.text
+    assert "max_batch_size 64 off the axis" in view.figures["batch_sizes"].title.text
     view.close()
 
 

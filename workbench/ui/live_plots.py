@@ -136,7 +136,7 @@ def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: Colu
     draw(split, "queue_ms", "queue", "#9467bd")
     draw(split, "compute_ms", "compute", "#2ca02c")
 
-    histogram = figure(title="Executions by batch size (kept history)", height=240,
+    histogram = figure(title="Executions by batch size", height=240,
                        sizing_mode="stretch_width", tools="save", name="live_batch_sizes",
                        x_range=Range1d(start=0, end=2, name="live_batch_range"),
                        y_range=Range1d(start=0, end=1, name="live_batch_sizes_y"))

@@ -242,8 +242,8 @@ class LiveView(pn.viewable.Viewer):
         fill = _fill_text(totals, limit, preferred) if batching or key not in self._limits else (
             ": batching off (no dynamic batcher: each request executes at its own batch size)")
         beyond = limit > end and bool(sizes)
-        title = (f"Executions by batch size (kept history){fill}"
-                 + (f"; max_batch_size {limit} is beyond the axis" if beyond else ""))
+        title = (f"Executions by batch size{fill}"  # short: a long title runs past the figure
+                 + (f"; max_batch_size {limit} off the axis" if beyond else ""))
         if self.figures["batch_sizes"].title.text != title:
             self.figures["batch_sizes"].title.text = title
 
