@@ -58,6 +58,17 @@ def serving(jupyter: JupyterProcess) -> Iterator[Dashboard]:
         jupyter.stop()
 
 
+def kernel_lab(home: Path) -> JupyterProcess:
+    """`jupyter lab` without the workbench server extension (under ``home``): a notebook's
+    kernel runs whatever engine it starts."""
+    from workbench.testing.lab import LAB_TEST_FLAGS
+
+    return JupyterProcess(
+        [f"--ServerApp.base_url={BASE_URL}", *LAB_TEST_FLAGS,
+         "--ServerApp.jpserver_extensions=workbench.jupyter=False"],
+        home=home, enable_file=ENABLE_FILE, lab=True, engine=False)
+
+
 #: seconds any awaited condition may take on a loaded machine (a deadline, not a measurement)
 PATIENCE_S = 90.0
 

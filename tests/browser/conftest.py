@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.browser_support import BASE_URL, CHROMIUM, ENABLE_FILE, Dashboard, serving
-from workbench.testing.lab import LAB_TEST_FLAGS, lab_missing
+from tests.browser.browser_support import BASE_URL, CHROMIUM, ENABLE_FILE, Dashboard, kernel_lab, serving
+from workbench.testing.lab import lab_missing
 from workbench.testing.process import JupyterProcess
 from workbench.testing.reload import write_add_sub
 
@@ -64,11 +64,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     missing = lab_missing()
     if missing:
         pytest.skip(missing)
-    jupyter = JupyterProcess(
-        [f"--ServerApp.base_url={BASE_URL}", *LAB_TEST_FLAGS,
-         "--ServerApp.jpserver_extensions=workbench.jupyter=False"],
-        home=tmp_path_factory.mktemp("lab-home"), enable_file=ENABLE_FILE, lab=True, engine=False)
-    with serving(jupyter) as served:
+    with serving(kernel_lab(tmp_path_factory.mktemp("lab-home"))) as served:
         yield served
 
 

@@ -13,9 +13,7 @@ from urllib.parse import urlsplit
 import nbformat
 import pytest
 
-from tests.browser.browser_support import BASE_URL, ENABLE_FILE, Dashboard, run_all_cells_until, serving
-from workbench.testing.lab import LAB_TEST_FLAGS
-from workbench.testing.process import JupyterProcess
+from tests.browser.browser_support import Dashboard, kernel_lab, run_all_cells_until, serving
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "03_ensemble_pipeline.ipynb"
 #: what the plot's cell reads from the cells before it in notebook 03
@@ -29,11 +27,7 @@ def plain_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     """`jupyter lab` without the workbench extensions (the plot needs neither)."""
     if importlib.util.find_spec("jupyterlab") is None:
         pytest.skip("jupyterlab is not installed (the `dev` extra has it)")
-    jupyter = JupyterProcess(
-        [f"--ServerApp.base_url={BASE_URL}", *LAB_TEST_FLAGS,
-         "--ServerApp.jpserver_extensions=workbench.jupyter=False"],
-        home=tmp_path_factory.mktemp("lab-home"), enable_file=ENABLE_FILE, lab=True, engine=False)
-    with serving(jupyter) as served:
+    with serving(kernel_lab(tmp_path_factory.mktemp("lab-home"))) as served:
         yield served
 
 
