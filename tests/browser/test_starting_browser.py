@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.browser_support import BASE_URL, ENABLE_FILE, PATIENCE_S, Dashboard, serving
-from tests.browser.conftest import _missing
+from tests.browser.browser_support import BASE_URL, ENABLE_FILE, PATIENCE_S, Dashboard, browser_missing, serving
 from workbench.testing.process import JupyterProcess
 
 WAIT_MS = PATIENCE_S * 1000
@@ -58,7 +57,7 @@ def gated(tmp_path: Path) -> Path:
 @pytest.fixture
 def starting(gated: Path, tmp_path: Path) -> Iterator[Dashboard]:
     """A Jupyter server up (its URL printed) while its engine still loads ``gated``."""
-    missing = _missing()
+    missing = browser_missing()
     if missing:
         pytest.skip(missing)
     jupyter = JupyterProcess([f"--Workbench.model_repository={gated}", f"--ServerApp.base_url={BASE_URL}"],

@@ -33,9 +33,10 @@ def describe(host: EngineHost) -> str:
         return (f"The workbench engine is starting ({host.elapsed_s():.0f} s{models}). "
                 "This page switches to the dashboard once it runs.")
     reason = f": {host.error}" if host.error else ""
-    watching = " Watching for a restart: this page switches to the dashboard once it runs." \
-        if host.state == FAILED else ""
-    return f"The workbench engine is {host.state}{reason}.{watching}"
+    if host.state == FAILED:
+        return (f"The workbench engine did not start{reason}. Watching for a restart: this page "
+                "switches to the dashboard once it runs.")
+    return f"The workbench engine is {host.state}{reason}."
 
 
 class StartingView:
