@@ -80,7 +80,9 @@ $(LABEXT_DIR)/package.json: $(STAMP) $(LABEXT_INPUTS)
 		apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; fi
 	@if ! command -v npm >/dev/null; then \
 		echo "no npm (apt-get install nodejs npm): the JupyterLab extension is not built"; exit 0; fi; \
-	set -e; (cd $(LABEXT_SRC) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error); \
+	set -e; echo "==> npm ci: the JupyterLab extension's npm packages, as package-lock.json pins them (about 40 s, quiet)"; \
+	(cd $(LABEXT_SRC) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error); \
+	echo "==> jupyter-builder: building the JupyterLab extension (the launcher card)"; \
 	$(VENV)/bin/jupyter-builder build $(LABEXT_SRC); \
 	rm -rf $(LABEXT_DIR); mkdir -p $(dir $(LABEXT_DIR)); cp -r $(LABEXT_BUILD) $(LABEXT_DIR)
 

@@ -276,6 +276,7 @@ def build_model(out: Path, name: str, force: bool) -> str:
         summary = json.loads((target / BUILD_INFO).read_text()).get("summary", "")
         return f"{name}: up to date, skipped (--force rebuilds); verified when built: {summary}"
 
+    print(f"{name}: building ({reason}) ...", flush=True)  # a build may take a minute: say so first
     start = time.monotonic()
     staged = new_staging_dir(out, name)
     try:

@@ -25,6 +25,7 @@ import build_minilm
 import numpy as np
 import sentiment_lexicon
 from build_minilm import INPUT_NAMES, MAX_ABS_DIFF, MAX_BATCH_SIZE, TOKEN_INPUTS_PBTXT
+from progress import chunks, say
 
 MODEL_NAME = "text_classifier"
 #: the encoder, tokenization and export code, and the training set, live there; editing them makes this build stale
@@ -153,12 +154,18 @@ def train_head(st, examples: list[sentiment_lexicon.Example]) -> Head:
     """
     from sklearn.linear_model import LogisticRegression
 
-    embeddings = st.encode([e.text for e in examples], batch_size=64, convert_to_numpy=True,
-                           normalize_embeddings=True, show_progress_bar=False)
+    texts = [e.text for e in examples]
+    parts = []
+    for start, stop in chunks(len(texts)):  # ~1 min on 2 cores: its progress, a line a tenth
+        parts.append(st.encode(texts[start:stop], batch_size=64, convert_to_numpy=True,
+                               normalize_embeddings=True, show_progress_bar=False))
+        say(MODEL_NAME, f"embedding the training lexicon with MiniLM: {stop}/{len(texts)} sentences")
+    embeddings = np.concatenate(parts)
     labels = np.array([e.label for e in examples])
     held_out = np.array([e.held_out for e in examples])
     regression = LogisticRegression(C=REGULARISATION_C, class_weight="balanced", max_iter=MAX_ITER,
                                     random_state=SEED)
+    say(MODEL_NAME, f"training the sentiment head (logistic regression) on {int((~held_out).sum())} embeddings")
     regression.fit(embeddings[~held_out], labels[~held_out])
     predicted = regression.predict(embeddings[held_out])
     truth = labels[held_out]
@@ -247,10 +254,12 @@ def build(model_dir: Path) -> tuple[str, dict]:
     Returns (one-line summary of what was verified, build-info dict). Raises ``RuntimeError`` if
     training or verification fails.
     """
+    say(MODEL_NAME, "importing sentence-transformers, reading the sentiment lexicon")
     from sentence_transformers import SentenceTransformer
 
     folder = build_minilm.source_dir()
     examples = sentiment_lexicon.load_examples()  # first: fails fast without textblob
+    say(MODEL_NAME, f"loading MiniLM; then embedding {len(examples)} lexicon sentences and training the head")
     encoder = build_minilm.make_encoder(build_minilm.load_bert(folder))  # first: it quiets transformers' logging
     st = SentenceTransformer(str(folder), device="cpu")
     head = train_head(st, examples)
@@ -259,7 +268,9 @@ def build(model_dir: Path) -> tuple[str, dict]:
     (model_dir / "1").mkdir()
     path = model_dir / "1" / "model.onnx"
     example = build_minilm.tokenize(folder, build_minilm.VERIFY_SENTENCES[:3])  # padded: mask path traced
+    say(MODEL_NAME, "exporting to ONNX")
     build_minilm.export_onnx(classifier, example, path, outputs={OUTPUT_NAME: {0: "batch"}})
+    say(MODEL_NAME, "verifying the ONNX file against torch and sentence-transformers")
     v = verify(path, folder, classifier, st, head)
     margins = [p["margin"] for p in v.predictions.values()]
     summary = (

@@ -58,6 +58,28 @@ def serving(jupyter: JupyterProcess) -> Iterator[Dashboard]:
         jupyter.stop()
 
 
+def browser_missing() -> str | None:
+    """Why the browser tests cannot run here (no Playwright, no Chromium), or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("playwright") is None:
+        return "playwright is not installed (pip install playwright; `make test` does)"
+    if not CHROMIUM.exists():
+        return f"no Chromium at {CHROMIUM} (apt-get install chromium; `make test` does as root)"
+    return None
+
+
+def kernel_lab(home: Path) -> JupyterProcess:
+    """`jupyter lab` without the workbench server extension (under ``home``): a notebook's
+    kernel runs whatever engine it starts."""
+    from workbench.testing.lab import LAB_TEST_FLAGS
+
+    return JupyterProcess(
+        [f"--ServerApp.base_url={BASE_URL}", *LAB_TEST_FLAGS,
+         "--ServerApp.jpserver_extensions=workbench.jupyter=False"],
+        home=home, enable_file=ENABLE_FILE, lab=True, engine=False)
+
+
 #: seconds any awaited condition may take on a loaded machine (a deadline, not a measurement)
 PATIENCE_S = 90.0
 

@@ -10,7 +10,6 @@ that folder (CI keeps it as the run's artifacts).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 from collections.abc import Iterator
@@ -18,18 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.browser_support import BASE_URL, CHROMIUM, ENABLE_FILE, Dashboard, serving
-from workbench.testing.lab import LAB_TEST_FLAGS, lab_missing
+from tests.browser.browser_support import (
+    BASE_URL,
+    CHROMIUM,
+    ENABLE_FILE,
+    Dashboard,
+    browser_missing,
+    kernel_lab,
+    serving,
+)
+from workbench.testing.lab import lab_missing
 from workbench.testing.process import JupyterProcess
 from workbench.testing.reload import write_add_sub
-
-
-def _missing() -> str | None:
-    if importlib.util.find_spec("playwright") is None:
-        return "playwright is not installed (pip install playwright; `make test` does)"
-    if not CHROMIUM.exists():
-        return f"no Chromium at {CHROMIUM} (apt-get install chromium; `make test` does as root)"
-    return None
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +44,7 @@ def models(tmp_path_factory: pytest.TempPathFactory, sample_repository: Path) ->
 def dashboard(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     """A real Jupyter server with the workbench extension; sessions linger 1 s after their tab
     (shorter than a page load here: the websocket then re-creates the session)."""
-    missing = _missing()
+    missing = browser_missing()
     if missing:
         pytest.skip(missing)
     jupyter = JupyterProcess(
@@ -64,18 +63,14 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     missing = lab_missing()
     if missing:
         pytest.skip(missing)
-    jupyter = JupyterProcess(
-        [f"--ServerApp.base_url={BASE_URL}", *LAB_TEST_FLAGS,
-         "--ServerApp.jpserver_extensions=workbench.jupyter=False"],
-        home=tmp_path_factory.mktemp("lab-home"), enable_file=ENABLE_FILE, lab=True, engine=False)
-    with serving(jupyter) as served:
+    with serving(kernel_lab(tmp_path_factory.mktemp("lab-home"))) as served:
         yield served
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     """Headless Chromium (the system's), for the module."""
-    missing = _missing()
+    missing = browser_missing()
     if missing:
         pytest.skip(missing)
     from playwright.sync_api import sync_playwright

@@ -34,6 +34,7 @@ from tests.browser.rollout_steps import (
 from tests.browser.test_dashboard_browser import infer_add_sub, open_dashboard
 from tests.browser.test_lab_launcher_browser import lab  # noqa: F401 - the lab fixture
 from workbench.testing.process import JupyterProcess
+from workbench.ui.models_view import BUTTONS
 
 WAIT_MS = PATIENCE_S * 1000
 
@@ -178,7 +179,7 @@ def test_models_tab_actions_and_the_table_in_the_jupyter_dashboard(
     page.get_by_text('name: "digits_mlp"').first.wait_for(timeout=WAIT_MS)
     page.screenshot(path=shots / "4-config-of-digits.png", full_page=True)
     page.locator(".bk-tab", has_text="Models").click()
-    row(page, "digits_mlp", "2").locator(".tabulator-cell", has_text="📈 Live").click()
+    row(page, "digits_mlp", "2").locator(".tabulator-cell", has_text=BUTTONS["live"]).click()
     expect(page.locator(".bk-tab.bk-active")).to_have_text("Live")
     expect(page.get_by_label("Model version")).to_have_value("digits_mlp/2", timeout=WAIT_MS)
     page.screenshot(path=shots / "5-live-of-digits.png", full_page=True)

@@ -34,10 +34,10 @@ from bokeh.server.tornado import BokehTornado
 from panel.io.application import build_applications
 from panel.io.resources import get_dist_path
 
-from workbench import ServerNotReady
-from workbench.jupyter.host import EngineHost
+from workbench.jupyter.host import RUNNING, EngineHost
 from workbench.jupyter.paths import DASHBOARD_PATH
-from workbench.ui import Dashboard, create_app
+from workbench.jupyter.starting_view import StartingView
+from workbench.ui import Dashboard, create_app, prepare_session
 
 log = logging.getLogger("workbench")
 
@@ -89,17 +89,22 @@ class DashboardMount:
         return len(self.dashboards)
 
     def _session(self) -> pn.viewable.Viewable | Dashboard:
-        """One session's root: the dashboard, or a notice while the engine is not running."""
-        try:
-            server = self.host.engine()
-        except ServerNotReady as exc:
-            return pn.pane.Alert(f"{exc}. Reload this page once it runs.", alert_type="warning")
+        """One session's root: the dashboard, or while the engine is not running a notice
+        of its state that replaces itself with the dashboard once it runs
+        (:class:`~workbench.jupyter.starting_view.StartingView`)."""
         # Panel's stylesheets point at this server's copy (not its CDN) from the start: Panel
         # sets this when it renders the page, too late for a session the websocket re-creates
         document = pn.state.curdoc
         assert document is not None  # Bokeh calls this with the new session's document current
         document.template_variables["dist_url"] = get_dist_path(cdn=False)
-        app = create_app(server, interval_s=self.interval_s)
+        if self.host.state == RUNNING:
+            return self._dashboard()
+        prepare_session()  # the page loads what the dashboard shown later needs
+        return StartingView(self.host, self._dashboard, document).root
+
+    def _dashboard(self) -> Dashboard:
+        """The session's dashboard on the running engine (on the session's document)."""
+        app = create_app(self.host.engine(), interval_s=self.interval_s)
         self.dashboards.add(app)
         pn.state.on_session_destroyed(partial(self._destroyed, app))
         return app

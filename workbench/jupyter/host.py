@@ -57,6 +57,8 @@ class EngineHost:
         #: the v2 ports and their switch to a headless ``workbench serve`` (with open_ports)
         self.switch: PortSwitch | None = None
         self._start_task: asyncio.Task | None = None
+        #: when the start began (``time.monotonic()``), None before :meth:`begin`
+        self._began: float | None = None
         self._streams: set[LiveStatistics] = set()
 
     # ----------------------------------------------------------------- lifecycle
@@ -67,6 +69,7 @@ class EngineHost:
         if self.server is None or self._start_task is not None:
             return
         self.state = STARTING
+        self._began = time.monotonic()
         self._start_task = asyncio.get_running_loop().create_task(self.start())
 
     async def start(self) -> None:
@@ -152,6 +155,18 @@ class EngineHost:
             detail = f": {self.error}" if self.error else ""
             raise ServerNotReady(f"the workbench engine is {self.state}{detail}")
         return self.server
+
+    def elapsed_s(self) -> float:
+        """Seconds since :meth:`begin` started the engine (0 before)."""
+        return 0.0 if self._began is None else time.monotonic() - self._began
+
+    def loading_progress(self) -> tuple[int, int]:
+        """``(ready, known)``: the model versions READY and those the engine knows so far
+        (loading, loaded or failed; cheap, read on the loop); ``(0, 0)`` when not configured."""
+        if self.server is None:
+            return 0, 0
+        rows = self.server.model_readiness()
+        return sum(ready for _name, _version, ready in rows), len(rows)
 
     def watch(self) -> LiveStatistics:
         """A :class:`LiveStatistics` on the running engine, closed by :meth:`stop` if its

@@ -9,7 +9,8 @@ dashboards import them when they are built, so a host can import the UI without 
 * ``dashboard(server)``: the whole dashboard in a notebook cell (Models, Config, Live, Tuning,
   Headless tabs); ``dashboard(url="http://host:8000")``: the same attached to a v2 server it
   did not start (:mod:`workbench.remote`, docs/attach.md).
-* ``create_app(server)``: the same for one Bokeh/Panel server session.
+* ``create_app(server)``: the same for one Bokeh/Panel server session;
+  ``prepare_session()``: a session's page made ready for a dashboard shown later in it.
 * ``workbench.ui.widgets.ModelControls``: ipywidgets controls for tuning loops in plain Python.
 """
 
@@ -18,11 +19,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the lazy names below are, for the type checker (no import at run time)
-    from workbench.ui.app import Dashboard, create_app, dashboard
+    from workbench.ui.app import Dashboard, create_app, dashboard, prepare_session
     from workbench.ui.widgets import ModelControls
 
 _LAZY = {"Dashboard": "workbench.ui.app", "create_app": "workbench.ui.app",
-         "dashboard": "workbench.ui.app", "ModelControls": "workbench.ui.widgets"}
+         "dashboard": "workbench.ui.app", "prepare_session": "workbench.ui.app",
+         "ModelControls": "workbench.ui.widgets"}
 
 
 def __getattr__(name: str) -> Any:
@@ -34,4 +36,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'workbench.ui' has no attribute '{name}'")
 
 
-__all__ = ["Dashboard", "ModelControls", "create_app", "dashboard"]
+__all__ = ["Dashboard", "ModelControls", "create_app", "dashboard", "prepare_session"]

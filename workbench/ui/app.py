@@ -243,6 +243,15 @@ def dashboard(server: Server | None = None, *, url: str | Sequence[str] | None =
     return board.start(interval_s)
 
 
+def prepare_session() -> None:
+    """Make the current Panel server session ready for a dashboard (also one shown later in
+    it, so that its page loads the dashboard's extensions): Panel's lossless websocket
+    writes, the :data:`EXTENSIONS`, stylesheets from the session's server. Idempotent."""
+    panel_writes.install()
+    pn.extension(*EXTENSIONS)
+    keep_stylesheets_local()
+
+
 def create_app(server: Server | None = None, *, url: str | Sequence[str] | None = None,
                headers: Mapping[str, str] | None = None, metrics_urls: Sequence[str] | None = None,
                tuning: TabBuilder | None = tuning_tab, interval_s: float = 1.0,
@@ -253,13 +262,11 @@ def create_app(server: Server | None = None, *, url: str | Sequence[str] | None 
     (:mod:`workbench.ui.local_css`), never from its CDN, and Panel's queued websocket writes are
     made lossless first (:mod:`workbench.ui.panel_writes`: without that, a change made while the
     socket is busy could stay unsent, e.g. the Models table on READY after Unload)."""
-    panel_writes.install()
-    pn.extension(*EXTENSIONS)
-    keep_stylesheets_local()
+    prepare_session()
     app = Dashboard(_server(server, url, headers, metrics_urls), tuning=tuning, history=history).start(interval_s)
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         pn.state.on_session_destroyed(lambda _context: app.close())
     return app
 
 
-__all__ = ["EXTENSIONS", "Dashboard", "Tab", "TabBuilder", "create_app", "dashboard"]
+__all__ = ["EXTENSIONS", "Dashboard", "Tab", "TabBuilder", "create_app", "dashboard", "prepare_session"]

@@ -47,18 +47,30 @@ log = logging.getLogger(__name__)
 #: the buttons of each row: field -> label (the tab they open). They are data columns right
 #: after the model and version, not Tabulator's ``buttons`` (which come after every data
 #: column and were off-screen to the right at a 1400 px wide window).
-BUTTONS = {"config": "⚙ Config", "live": "📈 Live"}
-#: table columns, in order
-COLUMNS = ("model", "version", *BUTTONS, "state", "backend", "instances", "max_batch_size",
-           "batching", "requests_per_s", "p99_ms", "failures", "memory", "reason")
+BUTTONS = {"config": "⚙ Config", "live": "Live"}
+#: icons drawn before a button's label, shipped with the page (inline SVG in the button's
+#: template: an emoji such as 📈 is a missing-glyph box on a machine without an emoji font)
+BUTTON_ICONS = {"live": ('<svg width="14" height="12" viewBox="0 0 14 12" aria-hidden="true" '
+                         'style="vertical-align:-1px;margin-right:4px"><polyline points="1,11 5,6 8,8 13,1" '
+                         'fill="none" stroke="currentColor" stroke-width="1.6"/></svg>')}
+#: table columns, in order: why a version is not READY (``reason``) right after its state,
+#: on screen at a 1400 px wide window (as the last column it was off to the right)
+COLUMNS = ("model", "version", *BUTTONS, "state", "reason", "backend", "instances", "max_batch_size",
+           "batching", "requests_per_s", "p99_ms", "failures", "memory")
 #: columns the memory cell's template reads, not shown
 HIDDEN = ("memory_text", "memory_note")
 #: column headers shown
 TITLES = {"max_batch_size": "max batch", "requests_per_s": "requests/s", "p99_ms": "p99 (ms)",
           "memory": "memory", "config": "", "live": ""}
-#: how a button cell looks (a Bokeh-like button; the click is the table's cell click)
-_BUTTON_TEMPLATE = ('<span role="button" style="cursor:pointer;border:1px solid #ccc;'
-                    'border-radius:4px;padding:1px 6px;white-space:nowrap"><%= value %></span>')
+
+
+def _button_template(field: str) -> str:
+    """How a button cell looks (a Bokeh-like button with its icon; the click is the table's
+    cell click)."""
+    return ('<span role="button" style="cursor:pointer;border:1px solid #ccc;border-radius:4px;'
+            f'padding:1px 6px;white-space:nowrap">{BUTTON_ICONS.get(field, "")}<%= value %></span>')
+
+
 #: the reason cell: the text, cut to the column, and all of it on hover (``<%- %>``: escaped)
 _REASON_TEMPLATE = '<span title="<%- value %>"><%- value %></span>'
 #: tab titles the buttons open
@@ -110,8 +122,9 @@ class ModelsView(pn.viewable.Viewer):
                 "memory": HTMLTemplateFormatter(
                     template='<span title="<%= memory_note %>"><%= memory_text %></span>'),
                 "reason": HTMLTemplateFormatter(template=_REASON_TEMPLATE),
-                **{field: HTMLTemplateFormatter(template=_BUTTON_TEMPLATE) for field in BUTTONS},
-            })
+                **{field: HTMLTemplateFormatter(template=_button_template(field)) for field in BUTTONS},
+            },
+            sortable={field: False for field in BUTTONS})  # no header, nothing to sort by
         #: the selected row's reason in full (the column shows the start of a long one)
         #: (HTML of escaped text, not Markdown: a reason's `input__0` or `*` are not markup)
         self.reason = pn.pane.HTML("", visible=False, sizing_mode="stretch_width")
@@ -341,4 +354,4 @@ def _number(value: float | None) -> float:
     return float("nan") if value is None else float(value)
 
 
-__all__ = ["BUTTONS", "COLUMNS", "ModelsView"]
+__all__ = ["BUTTONS", "BUTTON_ICONS", "COLUMNS", "ModelsView"]
