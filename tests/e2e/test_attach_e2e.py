@@ -120,6 +120,7 @@ async def test_config_is_read_only_where_the_server_refuses_the_override(attache
         assert board.config.writable  # nothing says otherwise until the server refuses
         await board.config.apply()
         assert board.config.error.visible and "not allowed" in board.config.error.object
+        assert "start it with --model-control-mode=explicit" in board.config.error.object  # not "polling"
         await board.config.open("add_sub")
         assert not board.config.writable and board.config.apply_button.disabled
         assert "refused a load with a config override" in board.config.read_only_reason

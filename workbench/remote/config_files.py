@@ -55,6 +55,11 @@ class Served(Protocol):
 
 #: words of a load refused for the server's mode or rights (then the tab turns read-only)
 REFUSALS = ("not allowed", "forbidden", "explicit model", "restricted", "polling is enabled")
+#: Triton's words for a load refused in model control mode none *or* poll (it says "polling"
+#: for both), and what they mean for the person who clicked Apply
+MODE_REFUSAL = "polling is enabled"
+MODE_HINT = (" (Triton's words for a server whose model control mode is not explicit, none or poll:"
+             " start it with --model-control-mode=explicit to apply configs from here)")
 
 
 def _version(name: str, text: str) -> str:
@@ -135,9 +140,11 @@ class RemoteConfigFiles:
             override = json_format.MessageToJson(config, preserving_proto_field_name=True)
             await self.server.load_model(name, config=override)
         except WorkbenchError as exc:
+            if MODE_REFUSAL in exc.message.lower():
+                exc = type(exc)(f"{exc.message}{MODE_HINT}")
             if isinstance(exc, Unavailable | Unsupported) or any(w in exc.message.lower() for w in REFUSALS):
                 self.refused = exc.message
-            raise
+            raise exc from None
         served = await self.model_config_file(name)
         return {"name": name, "path": served["path"], "backup": None, "restored_from": None,
                 "version": served["version"], "reloaded": True, "reason": "", "kept": True, "dependents": []}
