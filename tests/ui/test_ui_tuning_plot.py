@@ -11,7 +11,7 @@ from bokeh.models.annotations import Legend, LegendItem  # not in the __all__ my
 
 from workbench.perf import LoadLevel, StepResult
 from workbench.tuning import Point, Setting
-from workbench.ui.tuning_plot import CHOSEN, LEGEND_NAME, PAD, TuningPlot
+from workbench.ui.tuning_plot import CHOSEN, KEPT, LEGEND_NAME, PAD, TuningPlot
 
 
 def step(level: int, throughput: float, p99_us: int) -> StepResult:
@@ -87,6 +87,18 @@ def test_unstable_points_are_hollow_the_chosen_one_starred_and_the_sla_inside_th
     assert plot.figure.yaxis[0].axis_label == "p95 latency (ms)"  # the run's percentile
     plot.mark(None)
     assert list(plot.chosen.data["level"]) == []
+
+
+def test_the_star_of_a_run_that_kept_the_served_config_is_not_called_chosen() -> None:
+    """New-user trial: a star labelled "chosen" beside "the gain is not proven, keeping the
+    served config" (and a disabled Apply) read as a contradiction."""
+    plot = TuningPlot()
+    point = measured("max_queue_delay_us=500", 1, 600.0, 2000)
+    plot.add(point)
+    plot.mark(point, kept=True)
+    assert legend_labels(plot.legend)[0] == KEPT
+    plot.reset()
+    assert legend_labels(plot.legend)[0] == CHOSEN  # the next run starts plain
 
 
 def test_the_legend_lies_outside_the_plot_area_and_lists_each_setting() -> None:

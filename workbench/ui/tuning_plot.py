@@ -68,6 +68,9 @@ class MarkStyle(TypedDict, total=False):
 CHOSEN_STYLE: MarkStyle = {"marker": "star", "size": 20, "fill_color": "gold", "line_color": "black"}
 #: the chosen point's legend entry
 CHOSEN = "chosen"
+#: the star's legend entry when the run kept the served config (the best stable point did not
+#: beat it beyond the tolerance, or the served config's own points were unstable)
+KEPT = "best stable point (not applied: served config kept)"
 
 
 def fitted_end(values: list[float]) -> float:
@@ -143,6 +146,7 @@ class TuningPlot:
                     renderer.visible = True  # as a click on its legend entry may have left it
             self.sources = {}
             self.chosen.data = _empty()
+            self._mark_items[0].label = value(CHOSEN)
             self.percentile = percentile
             if isinstance(self.figure.title, Title):
                 self.figure.title.text = f"Throughput vs p{percentile} latency"
@@ -164,12 +168,16 @@ class TuningPlot:
 
         self._change(stream)
 
-    def mark(self, chosen: Point | None) -> None:
-        """Star ``chosen`` (None: no star)."""
+    def mark(self, chosen: Point | None, *, kept: bool = False) -> None:
+        """Star ``chosen`` (None: no star); ``kept``: the run kept the served config, so the
+        star's legend entry says :data:`KEPT`, not "chosen" (a star labelled "chosen" beside
+        "the gain is not proven, keeping the served config" read as a contradiction)."""
         rows = _empty() if chosen is None else point_row(chosen, self.percentile)
+        label = KEPT if kept and chosen is not None else CHOSEN
 
         def star() -> None:
             self.chosen.data = dict(rows)
+            self._mark_items[0].label = value(label)
             self._fit()
 
         self._change(star)

@@ -273,7 +273,9 @@ class TuningView(pn.viewable.Viewer):
 
     def _show(self, result: TuneResult) -> None:
         (self.stopped.add if result.stopped else self.stopped.discard)(result.model)
-        self.plot.mark(result.chosen)
+        decision = result.decision
+        self.plot.mark(result.chosen, kept=not decision.apply and decision.chosen is not None and (
+            decision.baseline is None or decision.chosen.setting != decision.baseline.setting))
         self.points.show(result.rows())
         self.outcome.show(result)
         if result.failures:
