@@ -12,37 +12,26 @@ export HTTP_PORT GRPC_PORT METRICS_PORT
 SERVER_TIMEOUT=${SERVER_TIMEOUT:-180}
 SERVER_PID=0
 
-run_server() {  # uses $SERVER_ARGS and $SERVER_LOG
+run_server() {  # uses $SERVER_ARGS and $SERVER_LOG; waits for ready (or for $1: live)
   SERVER_PID=0
+  local probe=${1:-ready}
   PYTHONPATH=$WB_PROJECT $WB serve $SERVER_ARGS --http-address 127.0.0.1 --grpc-address 127.0.0.1 --metrics-address 127.0.0.1 \
       --http-port $HTTP_PORT --grpc-port $GRPC_PORT --metrics-port $METRICS_PORT > $SERVER_LOG 2>&1 &
   local pid=$!
   local i
   for i in $(seq 1 $((SERVER_TIMEOUT*2))); do
     if ! kill -0 $pid 2>/dev/null; then echo "server exited early (see $SERVER_LOG)"; wait $pid; return 1; fi
-    if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 http://127.0.0.1:$HTTP_PORT/v2/health/ready)" == "200" ]; then
+    if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 http://127.0.0.1:$HTTP_PORT/v2/health/$probe)" == "200" ]; then
       SERVER_PID=$pid; return 0
     fi
     sleep 0.5
   done
-  echo "server not ready after ${SERVER_TIMEOUT}s (see $SERVER_LOG)"; kill $pid; wait $pid; return 1
+  echo "server not $probe after ${SERVER_TIMEOUT}s (see $SERVER_LOG)"; kill $pid; wait $pid; return 1
 }
 
 # like run_server but only waits for live (for servers whose readiness is expected false)
 run_server_live() {
-  SERVER_PID=0
-  PYTHONPATH=$WB_PROJECT $WB serve $SERVER_ARGS --http-address 127.0.0.1 --grpc-address 127.0.0.1 --metrics-address 127.0.0.1 \
-      --http-port $HTTP_PORT --grpc-port $GRPC_PORT --metrics-port $METRICS_PORT > $SERVER_LOG 2>&1 &
-  local pid=$!
-  local i
-  for i in $(seq 1 $((SERVER_TIMEOUT*2))); do
-    if ! kill -0 $pid 2>/dev/null; then echo "server exited early (see $SERVER_LOG)"; wait $pid; return 1; fi
-    if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 http://127.0.0.1:$HTTP_PORT/v2/health/live)" == "200" ]; then
-      SERVER_PID=$pid; return 0
-    fi
-    sleep 0.5
-  done
-  kill $pid; wait $pid; return 1
+  run_server live
 }
 
 kill_server() {
