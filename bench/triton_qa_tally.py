@@ -132,6 +132,8 @@ NOT_RUNNABLE_SUITES: tuple[tuple[str, str], ...] = (
 )
 #: units compat/python_backend leaves out of a suite it runs, with why
 NOT_RUNNABLE_UNITS: tuple[tuple[str, str, str], ...] = (
+    ("L0_backend_python/decoupled", "decoupled_test.py::DecoupledTest::test_decoupled_bls",
+     "its model's response thread moves tensors to CUDA (without a GPU the client waits forever)"),
     ("L0_backend_python/io", "io_test.py::IOTest::test_ensemble_io", "moves tensors to CUDA (a GPU)"),
     ("L0_backend_python/io", "io_test.py::IOTest::test_empty_gpu_output", "a GPU output tensor (a GPU)"),
     ("L0_backend_python/io", "io_test.py::IOTest::test_variable_gpu_output", "a GPU output tensor (a GPU)"),
