@@ -96,6 +96,15 @@ def slow_requests_in_flight(client: httpclient.InferenceServerClient, count: int
     return handles
 
 
+def pending_requests(server: ServerProcess, model: str) -> float:
+    """Triton's ``nv_inference_pending_request_count`` of ``model`` on ``server`` (0 if absent)."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=5).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("nv_inference_pending_request_count") and f'model="{model}"' in line)
+
+
 def test_sigterm_finishes_in_flight_requests(sample_repository: Path) -> None:
     server = ServerProcess([f"--model-repository={sample_repository}", DRAIN_BUDGET])
     client = httpclient.InferenceServerClient(server.url, concurrency=4)
@@ -138,6 +147,34 @@ def test_sigint_exits_once_drained_without_finalizing_the_interpreter(
     assert server.stop(signal.SIGINT) == 0
     assert "all models unloaded; exiting" in server.log  # flushed before the exit
     assert not marker.exists()
+
+
+def test_a_second_sigterm_during_the_drain_does_not_kill_the_server(sample_repository: Path) -> None:
+    """A supervisor's repeated SIGTERM while the engine drains (after the HTTP listener
+    stopped): the server still finishes its requests and exits 0. The signal handlers were
+    put back to the default once uvicorn stopped, so the second SIGTERM killed the process
+    (-15) with gRPC requests executing (seen in CI as a flaky -15)."""
+    server = ServerProcess([f"--model-repository={sample_repository}", DRAIN_BUDGET])
+    tokens = np.full((16, 256), 1000, np.int64)
+    inputs = []
+    for name in ("input_ids", "attention_mask", "token_type_ids"):
+        tensor = grpcclient.InferInput(name, [16, 256], "INT64")
+        tensor.set_data_from_numpy(tokens if name == "input_ids" else np.ones_like(tokens))
+        inputs.append(tensor)
+    results: list = []
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        for _ in range(4):
+            client.async_infer("minilm_encoder", inputs, lambda result, error: results.append((result, error)))
+        deadline = time.monotonic() + 60  # the requests are queued in the engine (one instance)
+        while not pending_requests(server, "minilm_encoder") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pending_requests(server, "minilm_encoder")
+        server.process.send_signal(signal.SIGTERM)
+        server.wait_for_log("stopping: waiting for in-flight requests", timeout_s=60)
+        server.process.send_signal(signal.SIGTERM)  # the second one, while the engine drains
+        assert server.stop(signal.SIGTERM) == 0
+    assert "received SIGTERM again" in server.log
+    assert len(results) == 4 and all(error is None for _, error in results)
 
 
 def test_sigterm_stops_grpc_accepting_while_http_requests_finish(sample_repository: Path) -> None:

@@ -59,14 +59,23 @@ class HTTPService(uvicorn.Server):
                 callback()
         super().handle_exit(sig, frame)
 
+    @staticmethod
+    def _while_draining(sig: int, frame: FrameType | None) -> None:
+        log.info("received %s again: still finishing in-flight requests (the exit timeout bounds it)",
+                 signal.Signals(sig).name)
+
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
+        """SIGINT / SIGTERM start the graceful shutdown; once it has started they stay
+        captured after the HTTP listener stops, for the engine's drain that follows (a second
+        signal there, e.g. a supervisor's repeated SIGTERM, killed the process with requests
+        still executing). ``--exit-timeout-secs`` bounds the drain."""
         previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             yield
         finally:
             for sig, handler in previous.items():
-                signal.signal(sig, handler)
+                signal.signal(sig, self._while_draining if self.exit_started is not None else handler)
 
 
 class EmbeddedHTTPService(HTTPService):
