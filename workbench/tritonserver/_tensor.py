@@ -184,8 +184,13 @@ class Tensor:
         return _deserialize(self.memory_buffer.owner, count).reshape(tuple(self.shape))
 
     def to_string_array(self) -> np.ndarray:
-        """A BYTES tensor decoded as UTF-8 strings (numpy ``str_``)."""
-        return self.to_bytes_array().astype(str)
+        """A BYTES tensor decoded as UTF-8 strings (numpy ``str_``; Triton's ``astype(str)``
+        decodes ASCII only and fails on other text).
+
+        Raises:
+            UnicodeDecodeError: an element is not UTF-8."""
+        items = self.to_bytes_array()
+        return np.array([item.decode("utf-8") for item in items.reshape(-1)], dtype=str).reshape(items.shape)
 
     def to_host(self) -> Tensor:
         """This tensor (it is in host memory already)."""
@@ -204,7 +209,7 @@ class Tensor:
         return Tensor(_data_type(array), array.shape, _buffer_of(array))
 
     @staticmethod
-    def from_bytes_array(bytes_array: list[str] | list[bytes] | np.ndarray) -> Tensor:
+    def from_bytes_array(bytes_array: Sequence[Any] | np.ndarray) -> Tensor:
         """A BYTES tensor from ``bytes`` / ``str`` elements (a list or numpy array).
 
         Raises:
