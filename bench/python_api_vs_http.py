@@ -32,7 +32,7 @@ import numpy as np
 
 from workbench import tritonserver
 
-Call = Callable[[], None]
+Call = Callable[[], object]
 
 
 def closed_loop(make_call: Callable[[], Call], concurrency: int, seconds: float) -> tuple[float, float]:

@@ -8,7 +8,9 @@ then Triton's errors, tensors, the repository API and metrics, in this process.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import queue
 import shutil
 import subprocess
 import sys
@@ -249,3 +251,20 @@ def test_repository_calls_follow_the_control_mode(test_repository: Path, tmp_pat
             polled.register_model_repository(str(tmp_path))
     with pytest.raises(tritonserver.InvalidArgumentError, match="Server not started"):
         polled.models()  # stopped
+
+
+def test_requests_objects_and_response_queues(server: tritonserver.Server) -> None:
+    """An explicit ``InferenceRequest`` (Triton's ``create_request``) with a request id and a
+    ``response_queue`` that receives each response too, sync and asyncio."""
+    model = server.model("add_sub")
+    responses: queue.SimpleQueue = queue.SimpleQueue()
+    request = model.create_request(inputs=add_sub_inputs(), request_id="r-1", response_queue=responses)
+    [response] = model.infer(request)
+    assert response.request_id == "r-1" and responses.get_nowait().request_id == "r-1"
+
+    async def stream() -> list[bool]:
+        queued: asyncio.Queue = asyncio.Queue()
+        finals = [r.final async for r in model.async_infer(inputs=add_sub_inputs(), response_queue=queued)]
+        return [*finals, queued.get_nowait().final]
+
+    assert asyncio.run(stream()) == [True, True]
