@@ -10,7 +10,7 @@ import workbench
 PACKAGE = Path(workbench.__file__).parent
 #: packages that may only use the public names re-exported by `workbench`
 ADAPTERS = ("frontends", "hosts", "ui", "jupyter", "perf", "deploy", "serving", "config_edits", "tuning",
-            "remote")
+            "remote", "tritonserver")
 #: the engine's internals, which adapters must never reach
 INTERNALS = ("workbench.backends", "workbench.scheduling", "workbench.engine", "workbench.config",
              "workbench.repository")
@@ -79,7 +79,8 @@ def test_public_surface_is_exactly_all() -> None:
                "devices", "engine", "errors", "flags", "frontends", "gpu_memory", "gpu_readings", "hosts",
                "jupyter", "model_files",
                "options", "perf", "repository", "restrictions", "results", "scheduling", "serving", "statistics",
-               "switches", "tensors", "testing", "tools", "tracing", "tuning", "types", "ui", "live_stats", "remote"}
+               "switches", "tensors", "testing", "tools", "tracing", "tritonserver", "tuning", "types", "ui",
+               "live_stats", "remote"}
     assert public - modules == set(workbench.__all__) - {"__version__"}
 
 
@@ -93,7 +94,7 @@ def test_tools_stay_beside_the_engine() -> None:
 
 
 #: the hosts and the UI: none imports another, only the shared modules below them
-SIDE_BY_SIDE = ("hosts", "ui", "jupyter")
+SIDE_BY_SIDE = ("hosts", "ui", "jupyter", "tritonserver")
 #: what they share, below them: the v2 ports, listeners and drain, and the live statistics
 SHARED_BELOW = ("workbench.serving", "workbench.live_stats")
 #: the one allowed crossing: the Jupyter extension mounts the dashboard through its entry points

@@ -37,7 +37,7 @@ from workbench.engine.shared_memory import SharedMemoryRegistry
 from workbench.engine.shared_memory_api import SharedMemoryService
 from workbench.engine.shared_memory_io import AttachedRequest, uses_shared_memory
 from workbench.engine.statistics_api import live_statistics, statistics_report
-from workbench.errors import InvalidArgument, ModelLoadError, ServerNotReady, Unavailable
+from workbench.errors import InvalidArgument, ModelLoadError, ServerNotReady, Unavailable, Unsupported
 from workbench.options import ServerOptions
 from workbench.results import ModelMetadata, ModelStatisticsReport, RepositoryIndexRow, ServerMetadata
 from workbench.statistics import ModelStatistics, SuccessObserver
@@ -335,6 +335,36 @@ class Server:
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
         """Unload ``name`` (explicit mode): :meth:`ModelLifecycle.unload_model`."""
         await self.lifecycle.unload_model(name, unload_dependents)
+
+    async def register_model_repository(self, path: str, name_mapping: dict[str, str] | None = None) -> None:
+        """Serve one more local model repository (explicit mode; Triton's
+        ``TRITONSERVER_ServerRegisterModelRepository``): its models can be loaded and show in
+        the index. ``name_mapping``: a sub-folder -> the model name it is served under.
+
+        Raises:
+            Unsupported: not in explicit mode (Triton's text).
+            InvalidArgument / AlreadyExists: see
+                :meth:`workbench.repository.repository.ModelRepository.register`.
+        """
+        self._explicit_only("repository registration")
+        self.lifecycle.repository.register(path, dict(name_mapping or {}))
+        log.info("Model repository registered: %s", path)
+
+    async def unregister_model_repository(self, path: str) -> None:
+        """Stop serving a registered repository (explicit mode); its loaded models stay
+        loaded, as Triton's.
+
+        Raises:
+            Unsupported: not in explicit mode.
+            InvalidArgument: not a repository of this server.
+        """
+        self._explicit_only("repository unregistration")
+        self.lifecycle.repository.unregister(path)
+        log.info("Model repository unregistered: %s", path)
+
+    def _explicit_only(self, what: str) -> None:
+        if self.options.model_control_mode != "explicit":
+            raise Unsupported(f"{what} is not allowed if model control mode is not EXPLICIT")
 
     async def poll_repository(self) -> None:
         """Rescan the repositories now and apply what changed (``poll`` mode; Triton's

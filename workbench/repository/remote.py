@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import InvalidArgument
-from workbench.repository.repository import ModelRepository, model_folders
+from workbench.repository.repository import ModelRepository
 
 log = logging.getLogger(__name__)
 
@@ -303,7 +303,7 @@ def repository_names(repository: ModelRepository, remotes: list[RemoteRepository
                 continue
             except InvalidArgument as exc:
                 log.warning("repository index shows the local mirror: %s", exc.message)
-        names.update(folder.name for folder in model_folders(path))
+        names.update(name for name, _ in repository.named_folders(path))
     return names
 
 

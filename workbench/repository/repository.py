@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.errors import InvalidArgument
+from workbench.errors import AlreadyExists, InvalidArgument
 
 log = logging.getLogger(__name__)
 
@@ -42,22 +42,67 @@ class ModelRepository:
                 raise InvalidArgument(
                     f"model repository '{path}' does not exist or is not a directory"
                 )
+        #: model name -> (registered repository, the sub-folder served under that name)
+        self.mappings: dict[str, tuple[Path, Path]] = {}
+
+    def register(self, path: str | Path, name_mapping: dict[str, str]) -> None:
+        """Add the repository ``path`` (Triton's ``TRITONSERVER_ServerRegisterModelRepository``);
+        ``name_mapping``: a sub-folder -> the model name it is served under (that folder is
+        then served under that name only).
+
+        Raises:
+            InvalidArgument: ``path`` is not a folder ("failed to register '<path>', repository
+                not found").
+            AlreadyExists: ``path`` is registered already, or a mapped name is taken
+                (Triton's texts).
+        """
+        resolved = Path(path).expanduser().resolve()
+        if not resolved.is_dir():
+            raise InvalidArgument(f"failed to register '{path}', repository not found")
+        if resolved in self.paths:
+            raise AlreadyExists(f"model repository '{path}' has already been registered")
+        for name in name_mapping.values():
+            if name in self.mappings:
+                raise AlreadyExists(f"failed to register '{name}', there is a conflicting mapping for '{name}'")
+        self.paths.append(resolved)
+        for folder, name in name_mapping.items():
+            self.mappings[name] = (resolved, resolved / folder)
+
+    def unregister(self, path: str | Path) -> None:
+        """Remove the repository ``path`` and its name mappings (Triton's
+        ``TRITONSERVER_ServerUnregisterModelRepository``); loaded models stay loaded.
+
+        Raises:
+            InvalidArgument: not a repository of this server ("failed to unregister '<path>',
+                repository not found").
+        """
+        resolved = Path(path).expanduser().resolve()
+        if resolved not in self.paths:
+            raise InvalidArgument(f"failed to unregister '{path}', repository not found")
+        self.paths.remove(resolved)
+        self.mappings = {name: where for name, where in self.mappings.items() if where[0] != resolved}
+
+    def named_folders(self, repository: Path) -> list[tuple[str, Path]]:
+        """``(model name, folder)`` of each model folder of ``repository``: the folder's name,
+        or the name it is mapped to by :meth:`register`."""
+        mapped = {folder: name for name, (repo, folder) in self.mappings.items() if repo == repository}
+        return [(mapped.get(child, child.name), child) for child in model_folders(repository)]
 
     def scan(self) -> dict[str, ModelLocation]:
         """Every model folder now present, by name (hidden folders are skipped)."""
         found: dict[str, ModelLocation] = {}
         for repo in self.paths:
-            for child in model_folders(repo):
-                if child.name in found:
-                    first = found[child.name].path
-                    found[child.name] = ModelLocation(
-                        child.name,
+            for name, child in self.named_folders(repo):
+                if name in found:
+                    first = found[name].path
+                    found[name] = ModelLocation(
+                        name,
                         None,
-                        f"model '{child.name}' appears in multiple repositories "
+                        f"model '{name}' appears in multiple repositories "
                         f"('{first}' and '{child}')",
                     )
                     continue
-                found[child.name] = ModelLocation(child.name, child)
+                found[name] = ModelLocation(name, child)
         return found
 
     def locate(self, name: str) -> ModelLocation | None:
