@@ -187,14 +187,24 @@ class PythonInstance(ModelInstance):
                 self._drop_senders(keys)
                 log.error("%s", self._failure(reply["error"]))
                 raise InternalError(self._failure(reply["error"]))
-            return [BackendResponse() for _ in requests]
+            rescheduled = self._rescheduled(reply, keys)
+            return [BackendResponse(rescheduled=again) for again in rescheduled]
         return self._collect(reply, slots, keys, times)
+
+    def _rescheduled(self, reply: dict, keys: list[int]) -> list[bool]:
+        """Which requests of an execution that ran the model released with
+        ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``: their senders of this execution end (the
+        request's next execution opens new ones; its client's stream stays open)."""
+        rescheduled = [bool(again) for again in reply.get("rescheduled") or [False] * len(keys)]
+        self._drop_senders([key for key, again in zip(keys, rescheduled, strict=True) if again])
+        return rescheduled
 
     def _collect(self, reply: dict, slots: list[_Slot], keys: list[int],
                  times: ExecutionTimes) -> list[BackendResponse]:
         """A non-decoupled batch's responses: the ones ``execute`` returned, and for a request
         it returned None for, the one its response sender sent (waited for: it may come from
-        a model thread after ``execute`` returned, as Triton allows). When the batch failed,
+        a model thread after ``execute`` returned, as Triton allows), and for a request
+        released with ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` a rescheduled mark. When the batch failed,
         a request that had already sent its response keeps it (Triton has delivered it); the
         others get the error."""
         if reply["error"] is not None:
@@ -207,7 +217,12 @@ class PythonInstance(ModelInstance):
             return [slot.response if slot.response is not None else BackendResponse(error=error)
                     for slot in slots]
         responses = []
-        for wire, slot, key in zip(reply["responses"], slots, keys, strict=True):  # the stub checked the count
+        rescheduled = self._rescheduled(reply, keys)
+        # the stub checked the count
+        for wire, slot, key, again in zip(reply["responses"], slots, keys, rescheduled, strict=True):
+            if again:  # back to the scheduler: no response now (the stub made sure it returned None)
+                responses.append(BackendResponse(rescheduled=True))
+                continue
             if wire is not None:
                 self._senders.pop(key, None)
                 responses.append(self._backend_response(wire))

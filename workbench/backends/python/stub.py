@@ -216,7 +216,8 @@ class Stub:
                 encoded = [None if r is None else
                            encode_response(r, self.pool, set(q.requested_output_names()))
                            for r, q in zip(responses, requests, strict=True)]
-            reply = {"op": "executed", "id": message["id"], "responses": encoded, "error": None}
+            reply = {"op": "executed", "id": message["id"], "responses": encoded, "error": None,
+                     "rescheduled": self._rescheduled(requests)}
         except BaseException as exc:  # noqa: BLE001 - fails this batch, never the stub
             for request in requests:  # as Triton: the failed batch's senders are closed
                 request.get_response_sender()._close()
@@ -241,6 +242,17 @@ class Stub:
             self._cancelled.add(key)
         return request
 
+    def _rescheduled(self, requests: list) -> list[bool]:
+        """Which requests the model released with ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``
+        (exactly that flag, as Triton's stub compares): they go back to the scheduler, so
+        their senders end here (the next execution gives the request a new one)."""
+        flags = [request._release_flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+                 for request in requests]
+        for request, rescheduled in zip(requests, flags, strict=True):
+            if rescheduled:
+                self._forget(request._sender_key)
+        return flags
+
     def _cancel(self, key: int) -> None:
         """Reader thread: the client cancelled the request of sender ``key`` (it may not have
         been read yet: keys only grow, so a newer key is one still coming)."""
@@ -260,7 +272,8 @@ class Stub:
         """The responses ``execute`` returned, checked as Triton's stub does: a decoupled model
         returns None; a non-decoupled one a list with one entry per request, each an
         ``InferenceResponse`` or None (that request answers through its response sender);
-        None alone means every request does. A returned response counts as the request's
+        None alone means every request does. A request released with
+        ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` must have None. A returned response counts as the request's
         one final response (an error when its sender already sent one).
 
         Raises:
@@ -287,8 +300,15 @@ class Stub:
                 f"InferenceRequest objects. InferenceRequest(s) size is:{count}, and "
                 f"InferenceResponse(s) size is:{len(result)}"
             )
-        for response in result:
-            if response is not None and not isinstance(response, pb_utils.InferenceResponse):
+        for response, request in zip(result, requests, strict=True):
+            if response is None:
+                continue
+            if request._release_flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+                raise pb_utils.TritonModelException(  # Triton's text, its typo included
+                    "Expected a None object in the execute function return list for reschduled "
+                    f"request, found type '{type(response).__name__}'."
+                )
+            if not isinstance(response, pb_utils.InferenceResponse):
                 raise pb_utils.TritonModelException(
                     "Expected an 'InferenceResponse' object in the execute function return "
                     f"list, found type '{type(response).__name__}'."
