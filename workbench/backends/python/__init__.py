@@ -27,7 +27,15 @@ from workbench.backends.base import Backend, InstanceSpec, ModelInstance
 
 
 class PythonBackend(Backend):
-    """Creates :class:`~.instance.PythonInstance` objects (one stub process each)."""
+    """Creates :class:`~.instance.PythonInstance` objects (one stub process each).
+
+    Args:
+        python_based: the ``model.py`` of a Python-based backend (``--backend-directory``)
+            that every model of this backend runs, instead of its version folder's own.
+    """
+
+    def __init__(self, python_based: Path | None = None) -> None:
+        self.python_based = python_based
 
     def load_instance(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec) -> ModelInstance:
         """Start the instance's stub and run the model's ``initialize``.
@@ -38,7 +46,7 @@ class PythonBackend(Backend):
         from workbench.backends.python.instance import PythonInstance
 
         _remove_stale_segments_once()
-        return PythonInstance(config, version_dir, spec, self.context)
+        return PythonInstance(config, version_dir, spec, self.context, self.python_based)
 
 
 _stale_checked = threading.Event()

@@ -104,6 +104,9 @@ class PythonInstance(ModelInstance):
         version_dir: the version folder holding the model file.
         spec: which instance this is (name, kind, device).
         context: the engine's callback for BLS (None outside a server).
+        python_based: a Python-based backend's ``model.py`` (``--backend-directory``) to run
+            instead of the version folder's own; ``pb_utils.get_model_dir()`` is still the
+            version folder (where that backend reads the model's files).
 
     Raises:
         ModelLoadError: the instance name (the model's name, or its instance group's) holds a
@@ -114,13 +117,13 @@ class PythonInstance(ModelInstance):
     """
 
     def __init__(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec,
-                 context: BackendContext | None) -> None:
+                 context: BackendContext | None, python_based: Path | None = None) -> None:
         super().__init__(spec)
         if not spec.name or INVALID_STUB_NAME_CHARS.intersection(spec.name):
             raise ModelLoadError("Invalid stub name: contains invalid characters")  # Triton's text
         self._model = config.name
         self._version = version_dir.name
-        self._model_file = version_dir / (config.default_model_filename or "model.py")
+        self._model_file = python_based or version_dir / (config.default_model_filename or "model.py")
         if not self._model_file.is_file():
             raise ModelLoadError(
                 f"unable to load model '{config.name}', model file not found: '{self._model_file}'"
@@ -130,6 +133,7 @@ class PythonInstance(ModelInstance):
         self._timeout_s = _stub_timeout_s(config)
         _check_execution_env(config, version_dir.parent, spec.name)
         self._init = {"op": "init", "model_file": str(self._model_file), "decoupled": self._decoupled,
+                      "python_based": python_based is not None, "model_dir": str(version_dir),
                       "args": _initialize_args(config, version_dir, spec)}
         self._lock = threading.Lock()  # guards the stub's lifecycle (start, restart, stop)
         self._closing = False

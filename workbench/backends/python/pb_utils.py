@@ -421,6 +421,13 @@ def get_output_config_by_name(model_config: dict, name: str) -> dict | None:
     return next((o for o in model_config.get("output", ()) if o.get("name") == name), None)
 
 
+def get_model_dir() -> str:
+    """The model's version folder (``<repository>/<model>/<version>``), where a model, or a
+    Python-based backend's ``model.py`` serving it, reads the model's files (Triton's stub
+    defines it for ``initialize`` and ``execute``). "" outside a stub process."""
+    return pb_runtime.model_dir
+
+
 def using_decoupled_model_transaction_policy(model_config: dict) -> bool:
     """Whether the parsed model config sets ``model_transaction_policy { decoupled: true }``."""
     return bool(model_config.get("model_transaction_policy", {}).get("decoupled", False))
@@ -449,6 +456,7 @@ __all__ = [
     "deserialize_bytes_tensor",
     "get_input_config_by_name",
     "get_input_tensor_by_name",
+    "get_model_dir",
     "get_output_config_by_name",
     "get_output_tensor_by_name",
     "numpy_to_triton_type",
