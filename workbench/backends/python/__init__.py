@@ -10,7 +10,8 @@ BLS (:mod:`.bls`) call back into the server.
 Server side: :class:`PythonBackend` -> :class:`~.instance.PythonInstance` ->
 :class:`~.process.StubProcess`. Stub side: :mod:`.stub`, :mod:`.stub_calls`,
 :mod:`.pb_utils`, :mod:`.pb_tensor`, :mod:`.pb_log`, :mod:`.pb_args` (argument checks),
-:mod:`.pb_runtime`, :mod:`.model_config` (numpy and the standard library only).
+:mod:`.pb_runtime`, :mod:`.model_config`, :mod:`.c_utils` (``c_python_backend_utils``) (numpy
+and the standard library only).
 Auto-complete (``auto_complete_config``) is run by the config layer
 (``workbench.config.python_autocomplete``), which starts the stub in its
 ``--auto-complete`` mode.

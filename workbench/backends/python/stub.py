@@ -58,7 +58,7 @@ import threading
 import traceback
 from typing import Any
 
-from workbench.backends.python import pb_runtime, pb_utils
+from workbench.backends.python import c_utils, pb_runtime, pb_utils
 from workbench.backends.python.stub_calls import BlsCalls, decode_response, encode_response
 from workbench.backends.python.transport import (
     Channel,
@@ -500,6 +500,7 @@ def serve(fd: int, call_fd: int, segment_base: str) -> None:
     stub = Stub(channel, calls, segment_base)
     pb_runtime.runtime = stub
     sys.modules["triton_python_backend_utils"] = pb_utils
+    sys.modules["c_python_backend_utils"] = c_utils
     threading.Thread(target=stub.read_forever, name="stub-reader", daemon=True).start()
     stub.serve()
     _exit(0)
@@ -535,6 +536,7 @@ def auto_complete(model_file: str, python_based: bool = False) -> int:
     result = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # the model's prints must not corrupt the answer
     sys.modules["triton_python_backend_utils"] = pb_utils
+    sys.modules["c_python_backend_utils"] = c_utils
     try:
         config = pb_utils.ModelConfig(sys.stdin.read())
         model_class = getattr(load_model_module(model_file, python_based), "TritonPythonModel", None)
