@@ -249,6 +249,13 @@ class ServerOptions(BaseSettings):
     """max_batch_size given to batchable ONNX models whose config has none
     (``--backend-config=onnxruntime,default-max-batch-size=N``)."""
 
+    backend_directory: Annotated[str, Flag(metavar="DIR")] = "/opt/tritonserver/backends"
+    """tritonserver ``--backend-directory`` ("The global directory searched for backend shared
+    libraries. Default is '/opt/tritonserver/backends'."). Here it holds Python-based backends:
+    a model whose config says ``backend: "<name>"`` for a backend this server does not have
+    built in runs ``<DIR>/<name>/model.py`` in the Python backend (its version folders then
+    need no model.py). Shared libraries there are not loaded (Python backends only)."""
+
     model_load_thread_count: int = Field(default=4, ge=1)
     """Threads that load models in parallel (tritonserver ``--model-load-thread-count``)."""
 

@@ -107,11 +107,17 @@ class BackendResponse:
 
     ``parameters``: response parameters for the client (str / int / bool values; Triton's
     ``TRITONBACKEND_ResponseSet*Parameter``).
+
+    ``rescheduled``: the backend released the request with Triton's
+    ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` instead of answering it: the request goes back
+    to its scheduler and runs again (a sequence batcher with ``iterative_sequence: true``);
+    any other scheduler fails it with Triton's text. No outputs then.
     """
 
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     error: WorkbenchError | None = None
     parameters: dict[str, Any] = field(default_factory=dict)
+    rescheduled: bool = False
 
 
 @dataclass(slots=True)

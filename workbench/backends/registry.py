@@ -21,6 +21,7 @@ from workbench.config.backend_specs import (
     backend_spec,
     served_backend_specs,
 )
+from workbench.config.python_based import python_based_model_file
 from workbench.errors import InvalidModelConfig
 
 #: classes given to :func:`register_backend` (tests, plugins): they win over the table's.
@@ -65,14 +66,25 @@ def servable_backends() -> frozenset[str]:
             | platforms)
 
 
-def backend_for(config: ModelConfig, context: BackendContext | None = None) -> Backend:
-    """The backend that serves ``config``, with the engine's ``context`` attached.
+def backend_for(config: ModelConfig, context: BackendContext | None = None,
+                backend_directory: str = "") -> Backend:
+    """The backend that serves ``config``, with the engine's ``context`` attached: a known
+    one, else a Python-based backend of ``backend_directory`` (``--backend-directory``:
+    ``<dir>/<backend>/model.py``, run by the Python backend for every model naming it;
+    :mod:`workbench.config.python_based`).
 
     Raises:
         InvalidModelConfig: neither ``backend`` nor ``platform`` names a known backend.
     """
     name = config.backend or backend_of_platform(config.platform)
     cls = _class_of(name) if name else None
+    based_on = python_based_model_file(config, backend_directory) if cls is None else None
+    if based_on is not None:
+        from workbench.backends.python import PythonBackend
+
+        python_based = PythonBackend(based_on)
+        python_based.context = context
+        return python_based
     if cls is None:
         what = config.backend or config.platform or "<none>"
         raise InvalidModelConfig(

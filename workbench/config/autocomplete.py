@@ -35,6 +35,7 @@ from workbench.config.backend_specs import (
     backend_specs,
 )
 from workbench.config.paths import stays_inside
+from workbench.config.python_based import PYTHON_FILENAME, python_based_model_file
 from workbench.config.versions import scan_version_dirs
 from workbench.errors import InvalidModelConfig
 
@@ -48,6 +49,7 @@ def autocomplete_model_config(
     *,
     strict: bool = False,
     default_max_batch_size: int = 4,
+    backend_directory: str = "",
 ) -> ModelConfig:
     """Fill what Triton's auto-complete fills; never mutates ``config``.
 
@@ -72,6 +74,10 @@ def autocomplete_model_config(
             (which Triton fills even in strict mode).
         default_max_batch_size: the onnxruntime ``default-max-batch-size``
             backend config used for batchable graphs with ``max_batch_size`` 0.
+        backend_directory: ``--backend-directory``: a backend the table does not know is
+            a Python-based backend when ``<backend_directory>/<backend>/model.py`` exists
+            (:mod:`workbench.config.python_based`): ``runtime`` becomes ``model.py`` and
+            that file's ``auto_complete_config`` runs (unless strict).
 
     Returns:
         A new, completed ``ModelConfig``.
@@ -94,6 +100,13 @@ def autocomplete_model_config(
     spec = backend_spec(completed.backend)
     if not strict and spec is not None and spec.autocomplete is not None:
         spec.autocomplete(completed, Path(model_dir), AutocompleteOptions(default_max_batch_size))
+    based_on = python_based_model_file(completed, backend_directory) if spec is None else None
+    if based_on is not None:  # Triton sets the runtime of a Python-based backend's model
+        completed.runtime = PYTHON_FILENAME
+        if not strict:
+            from workbench.config.python_autocomplete import autocomplete_from_python
+
+            autocomplete_from_python(completed, based_on, python_based=True)
     return completed
 
 

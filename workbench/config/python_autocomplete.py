@@ -37,12 +37,14 @@ MERGED_FIELDS = ("max_batch_size", "input", "output", "dynamic_batching", "seque
                  "model_transaction_policy")
 
 
-def autocomplete_from_python(config: ModelConfig, model_file: Path) -> None:
+def autocomplete_from_python(config: ModelConfig, model_file: Path, python_based: bool = False) -> None:
     """Fill ``config`` in place from ``model_file``'s ``auto_complete_config``.
 
     Args:
         config: the config so far (backend fields filled); mutated.
         model_file: the model's ``model.py``.
+        python_based: ``model_file`` is a Python-based backend's (imported as ``model`` with
+            its folder on ``sys.path``, as Triton's stub imports one).
 
     Raises:
         InvalidModelConfig: the model cannot be imported, ``auto_complete_config`` raised
@@ -60,14 +62,15 @@ def autocomplete_from_python(config: ModelConfig, model_file: Path) -> None:
         raise InvalidModelConfig(f"unable to read '{model_file}': {exc.strerror or exc}") from None
     if "auto_complete_config" not in source:
         return
-    answer = _run_stub(config, model_file)
+    answer = _run_stub(config, model_file, python_based)
     if "error" in answer:  # the stub's text as Triton's reports it: "ValueError: ...\n\nAt:\n..."
         raise InvalidModelConfig(str(answer["error"]))
     _merge(config, answer["config"])
 
 
-def _run_stub(config: ModelConfig, model_file: Path) -> dict[str, Any]:
-    command = [sys.executable, str(STUB_PROGRAM), "--auto-complete", str(model_file)]
+def _run_stub(config: ModelConfig, model_file: Path, python_based: bool) -> dict[str, Any]:
+    command = [sys.executable, str(STUB_PROGRAM), "--auto-complete", str(model_file),
+               *(["--python-based-backend"] if python_based else [])]
     try:
         done = subprocess.run(command, input=json.dumps(model_config_to_json(config)), text=True,
                               stdout=subprocess.PIPE, timeout=AUTO_COMPLETE_TIMEOUT_S, check=False)

@@ -40,6 +40,7 @@ from workbench.backends.registry import backend_for, servable_backends
 from workbench.config.autocomplete import autocomplete_model_config
 from workbench.config.model_config import read_model_config
 from workbench.config.normalize import is_ensemble, normalize_model_config
+from workbench.config.python_based import python_based_model_file
 from workbench.config.validate import validate_model_config
 from workbench.config.validate_ensemble import ENSEMBLE_PLATFORM
 from workbench.config.versions import scan_version_dirs, select_versions
@@ -130,9 +131,12 @@ def prepare_config(
         model_dir if model_dir is not None else Path("/nonexistent"),
         strict=options.strict_model_config,
         default_max_batch_size=options.default_max_batch_size,
+        backend_directory=options.backend_directory,
     )
     config = normalize_model_config(config, gpu_count=gpu_count())
     known = servable_backends() | {ENSEMBLE_PLATFORM}
+    if python_based_model_file(config, options.backend_directory) is not None:
+        known |= {config.backend}  # a Python-based backend of --backend-directory
     validate_model_config(config, name, known_backends=known)
     return config
 
@@ -216,15 +220,18 @@ def load_model(
         current = (serving or {}).get(version)
         if can_update(current, fingerprint, result.config):
             assert current is not None
-            loaded = _update_version(result.config, available[version], context, warmup, current)
+            loaded = _update_version(result.config, available[version], context, warmup, current,
+                                     options.backend_directory)
         else:
-            loaded = _load_version(result.config, available[version], context, warmup)
+            loaded = _load_version(result.config, available[version], context, warmup,
+                                   options.backend_directory)
             for retry in range(options.model_load_retry_count):  # Triton: --model-load-retry-count
                 if not loaded.error:
                     break
                 log.info("retrying the load of '%s' version %s (retry %d of %d)", name, version,
                          retry + 1, options.model_load_retry_count)
-                loaded = _load_version(result.config, available[version], context, warmup)
+                loaded = _load_version(result.config, available[version], context, warmup,
+                                       options.backend_directory)
         loaded.load_ns = config_ns + time.monotonic_ns() - version_start
         loaded.fingerprint = fingerprint
         result.versions[version] = loaded
@@ -236,10 +243,11 @@ def _load_version(
     version_dir: Path,
     context: BackendContext | None,
     warmup: list[WarmupSample] | None = None,
+    backend_directory: str = "",
 ) -> LoadedVersion:
     if is_ensemble(config):  # a scheduler over composing models; nothing to load
         return LoadedVersion()
-    return _create_instances(config, version_dir, context, warmup, instance_specs(config))
+    return _create_instances(config, version_dir, context, warmup, instance_specs(config), backend_directory)
 
 
 def _update_version(
@@ -248,11 +256,13 @@ def _update_version(
     context: BackendContext | None,
     warmup: list[WarmupSample] | None,
     serving: ServingVersion,
+    backend_directory: str = "",
 ) -> LoadedVersion:
     """Create only the instances ``serving`` lacks for ``config`` (an instance update); a
     failure fails the update as a whole (those created are unloaded again)."""
     create, removed = plan_instances(instance_specs(config), serving.instances)
-    loaded = _create_instances(config, version_dir, context, warmup, create) if create else LoadedVersion()
+    loaded = (_create_instances(config, version_dir, context, warmup, create, backend_directory)
+              if create else LoadedVersion())
     if not loaded.error:
         loaded.update = InstanceUpdate(config, list(loaded.instances), removed, list(loaded.instance_memory))
         log.info("updating '%s' version %s in place: %d instance(s) added, %d removed",
@@ -266,11 +276,12 @@ def _create_instances(
     context: BackendContext | None,
     warmup: list[WarmupSample] | None,
     specs: list[InstanceSpec],
+    backend_directory: str = "",
 ) -> LoadedVersion:
     loaded = LoadedVersion()
     try:
         check_files(version_dir)
-        backend = backend_for(config, context)
+        backend = backend_for(config, context, backend_directory)
         import_frameworks(backend.framework_modules)
         loads = [partial(backend.load_instance, config, version_dir, spec) for spec in specs]
         if backend.parallel_instance_loading:

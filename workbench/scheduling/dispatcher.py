@@ -37,13 +37,17 @@ from workbench.backends.base import (
     ExecutionTimes,
     ModelInstance,
 )
-from workbench.errors import Cancelled, InternalError, Unavailable, WorkbenchError
+from workbench.errors import Cancelled, InternalError, InvalidArgument, Unavailable, WorkbenchError
 from workbench.scheduling.base import Execution, InstanceRunner, Pending, Scheduler
 from workbench.scheduling.deadline_timer import DeadlineTimer
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.statistics import ModelStatistics
 
 log = logging.getLogger(__name__)
+
+#: Triton's text for a request released with RESCHEDULE to a scheduler that does not take it
+RESCHEDULE_REFUSED = ("Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is "
+                      "not configured to handle such a flag.")
 
 
 class BatchPolicy(ABC):
@@ -101,6 +105,14 @@ class BatchPolicy(ABC):
         """A request is finished: hand it to :meth:`Dispatcher.answer` (at once here; a
         policy may update its own state first, or hold answers to release them in order)."""
         self.dispatcher.answer(pending, response, times, reason)
+
+    def reschedule(self, pending: Pending) -> bool:
+        """The backend released ``pending`` with ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``
+        (:attr:`BackendResponse.rescheduled`): queue it again and return True, or return False
+        when this policy does not take rescheduled requests (the dispatcher then fails it with
+        :data:`RESCHEDULE_REFUSED`, Triton's text). Here: False (Triton accepts the flag only
+        from a sequence batcher with ``iterative_sequence: true``)."""
+        return False
 
     def instances_changed(self, added: list[InstanceRunner],
                           removed: list[InstanceRunner]) -> list[InstanceRunner]:
@@ -301,7 +313,16 @@ class Dispatcher(Scheduler):
     def finish(self, pending: Pending, response: BackendResponse,
                times: ExecutionTimes | None, reason: str = "BACKEND") -> None:
         """``pending`` is done with ``response`` (``reason`` labels a failure); through the
-        policy's :meth:`BatchPolicy.complete`."""
+        policy's :meth:`BatchPolicy.complete`. A rescheduled one (the backend released it with
+        ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``) goes back to the policy's queue
+        (:meth:`BatchPolicy.reschedule`) and waits again, or fails with Triton's
+        :data:`RESCHEDULE_REFUSED` (InvalidArgument) where the policy refuses it."""
+        if response.rescheduled:
+            if self._policy.reschedule(pending):
+                self._waiting[id(pending)] = pending
+                self.stats.pending += 1
+                return
+            response = BackendResponse(error=InvalidArgument(RESCHEDULE_REFUSED))
         self._policy.complete(pending, response, times, reason)
 
     def scheduler_failed(self, error: Exception, failed: list[Pending]) -> None:
@@ -396,4 +417,4 @@ def _trace_outcome(pending: Pending, response: BackendResponse, times: Execution
     trace.stamp("REQUEST_END", end_ns)
 
 
-__all__ = ["BatchPolicy", "Dispatcher"]
+__all__ = ["RESCHEDULE_REFUSED", "BatchPolicy", "Dispatcher"]

@@ -38,6 +38,16 @@ How a sequence ends, as in Triton's ``SequenceBatchScheduler``:
 
 A later request of an ended sequence without START is refused.
 
+Iterative sequences (``iterative_sequence: true``, Triton's ``IterativeSequencer``): a request
+without a correlation ID gets one of the batcher's own (unique among its live sequences)
+and the START flag, so each request is a sequence of its own; the model may release it with
+``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` (:meth:`SequenceBatcher.reschedule`): it queues
+again in its sequence (slot kept, state kept, neither START nor END) and runs again, e.g. to
+produce a decoupled model's next response. A request of an iterative sequence that ends any
+other way (answered, failed) ends its sequence and frees the slot, as Triton's release
+callback cancels the sequence. Without ``iterative_sequence`` a rescheduled request fails
+(:data:`~workbench.scheduling.dispatcher.RESCHEDULE_REFUSED`).
+
 Triton's test hooks (:mod:`workbench.scheduling.scheduler_hooks`):
 ``TRITONSERVER_DELAY_SCHEDULER=N`` holds the first execution until N requests of sequences
 holding a slot are queued; with it, ``TRITONSERVER_BACKLOG_DELAY_SCHEDULER=M`` (``direct``
@@ -121,6 +131,9 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         self._slots = SlotTable(*self._slot_layout(config, len(instances)),
                                 max_sequence_backlog(config), config.name)
         self._idle_ns = int(batching.max_sequence_idle_microseconds or 1_000_000) * 1000
+        #: Triton's iterative sequences: IDs for requests without one, RESCHEDULE taken
+        self._iterative = batching.iterative_sequence
+        self._next_id = 1
         #: correlation ID -> the sequence its next request joins (none once an END is queued)
         self._sequences: dict[int | str, Sequence] = {}
         #: every sequence holding a slot or a backlog place (an ending one included)
@@ -232,8 +245,11 @@ class SequenceBatcher(Scheduler, BatchPolicy):
     # ------------------------------------------------------------------ admission
     def admit(self, pending: Pending) -> None:
         params = pending.request.parameters
-        corr = _correlation_id(params, self._model)
         start, end = bool(params.get("sequence_start", False)), bool(params.get("sequence_end", False))
+        if self._iterative and params.get("sequence_id", 0) in (0, ""):  # Triton's IterativeSequencer
+            params = {**params, "sequence_id": self._new_id()}
+            start, end = True, False
+        corr = _correlation_id(params, self._model)
         if pending.request.batch_size != 1:
             raise InvalidArgument(
                 f"inference request to model '{self._model}' must specify batch-size 1 due to "
@@ -262,8 +278,35 @@ class SequenceBatcher(Scheduler, BatchPolicy):
             sequence.expires_ns = min(sequence.expires_ns or due_ns, due_ns)
             self._arm(sequence.expires_ns)
         pending.request = replace(pending.request, parameters={
-            **params, "_sequence": sequence, "_start": start, "_end": end, "_epoch": sequence.epoch})
+            **params, "_sequence": sequence, "_start": start, "_end": end, "_epoch": sequence.epoch,
+            "_admitted": (pending.request.inputs, pending.request.requested_outputs)})
         self._queue.append(pending)
+
+    def _new_id(self) -> int:
+        """A correlation ID for an iterative request that has none: the next of the batcher's
+        counter (from 1, as Triton's) that no live sequence of this batcher uses."""
+        while self._next_id in self._sequences:
+            self._next_id += 1
+        corr, self._next_id = self._next_id, self._next_id + 1
+        return corr
+
+    def reschedule(self, pending: Pending) -> bool:
+        """Queue a request the model released with ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``
+        again in its sequence (iterative sequences only; Triton's
+        ``IterativeSequencer::RescheduleRequest``): its inputs as the client sent them, with
+        neither START nor END, behind what its sequence already queued. False (not taken)
+        without ``iterative_sequence`` or when its sequence has ended meanwhile."""
+        params = pending.request.parameters
+        sequence: Sequence | None = params.get("_sequence")
+        if not self._iterative or sequence is None or sequence not in self._live:
+            return False
+        inputs, outputs = params["_admitted"]
+        params.update(_start=False, _end=False, _taken=False)
+        pending.request = replace(pending.request, inputs=inputs, requested_outputs=outputs)
+        sequence.busy = False
+        sequence.last_used_ns = time.monotonic_ns()
+        self._queue.append(pending)
+        return True
 
     def _open(self, corr: int | str, pending: Pending) -> Sequence:
         sequence = Sequence(corr)
@@ -365,8 +408,8 @@ class SequenceBatcher(Scheduler, BatchPolicy):
             sequence.last_used_ns = time.monotonic_ns()
             if response.error is not None and params["_start"]:
                 self._start_failed(sequence, params["_epoch"])
-            elif params["_end"] or (sequence.ending and not self._queued_of(sequence)):
-                self._close(sequence)
+            elif params["_end"] or self._iterative or (sequence.ending and not self._queued_of(sequence)):
+                self._close(sequence)  # an iterative request not rescheduled ends its sequence
             if sequence in self._live:
                 self._arm(sequence.last_used_ns + self._idle_ns)
         self.dispatcher.answer(pending, response, times, reason)

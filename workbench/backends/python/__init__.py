@@ -10,7 +10,8 @@ BLS (:mod:`.bls`) call back into the server.
 Server side: :class:`PythonBackend` -> :class:`~.instance.PythonInstance` ->
 :class:`~.process.StubProcess`. Stub side: :mod:`.stub`, :mod:`.stub_calls`,
 :mod:`.pb_utils`, :mod:`.pb_tensor`, :mod:`.pb_log`, :mod:`.pb_args` (argument checks),
-:mod:`.pb_runtime`, :mod:`.model_config` (numpy and the standard library only).
+:mod:`.pb_runtime`, :mod:`.model_config`, :mod:`.c_utils` (``c_python_backend_utils``) (numpy
+and the standard library only).
 Auto-complete (``auto_complete_config``) is run by the config layer
 (``workbench.config.python_autocomplete``), which starts the stub in its
 ``--auto-complete`` mode.
@@ -27,7 +28,15 @@ from workbench.backends.base import Backend, InstanceSpec, ModelInstance
 
 
 class PythonBackend(Backend):
-    """Creates :class:`~.instance.PythonInstance` objects (one stub process each)."""
+    """Creates :class:`~.instance.PythonInstance` objects (one stub process each).
+
+    Args:
+        python_based: the ``model.py`` of a Python-based backend (``--backend-directory``)
+            that every model of this backend runs, instead of its version folder's own.
+    """
+
+    def __init__(self, python_based: Path | None = None) -> None:
+        self.python_based = python_based
 
     def load_instance(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec) -> ModelInstance:
         """Start the instance's stub and run the model's ``initialize``.
@@ -38,7 +47,7 @@ class PythonBackend(Backend):
         from workbench.backends.python.instance import PythonInstance
 
         _remove_stale_segments_once()
-        return PythonInstance(config, version_dir, spec, self.context)
+        return PythonInstance(config, version_dir, spec, self.context, self.python_based)
 
 
 _stale_checked = threading.Event()

@@ -104,6 +104,9 @@ class PythonInstance(ModelInstance):
         version_dir: the version folder holding the model file.
         spec: which instance this is (name, kind, device).
         context: the engine's callback for BLS (None outside a server).
+        python_based: a Python-based backend's ``model.py`` (``--backend-directory``) to run
+            instead of the version folder's own; ``pb_utils.get_model_dir()`` is still the
+            version folder (where that backend reads the model's files).
 
     Raises:
         ModelLoadError: the instance name (the model's name, or its instance group's) holds a
@@ -114,13 +117,13 @@ class PythonInstance(ModelInstance):
     """
 
     def __init__(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec,
-                 context: BackendContext | None) -> None:
+                 context: BackendContext | None, python_based: Path | None = None) -> None:
         super().__init__(spec)
         if not spec.name or INVALID_STUB_NAME_CHARS.intersection(spec.name):
             raise ModelLoadError("Invalid stub name: contains invalid characters")  # Triton's text
         self._model = config.name
         self._version = version_dir.name
-        self._model_file = version_dir / (config.default_model_filename or "model.py")
+        self._model_file = python_based or version_dir / (config.default_model_filename or "model.py")
         if not self._model_file.is_file():
             raise ModelLoadError(
                 f"unable to load model '{config.name}', model file not found: '{self._model_file}'"
@@ -130,6 +133,7 @@ class PythonInstance(ModelInstance):
         self._timeout_s = _stub_timeout_s(config)
         _check_execution_env(config, version_dir.parent, spec.name)
         self._init = {"op": "init", "model_file": str(self._model_file), "decoupled": self._decoupled,
+                      "python_based": python_based is not None, "model_dir": str(version_dir),
                       "args": _initialize_args(config, version_dir, spec)}
         self._lock = threading.Lock()  # guards the stub's lifecycle (start, restart, stop)
         self._closing = False
@@ -187,14 +191,24 @@ class PythonInstance(ModelInstance):
                 self._drop_senders(keys)
                 log.error("%s", self._failure(reply["error"]))
                 raise InternalError(self._failure(reply["error"]))
-            return [BackendResponse() for _ in requests]
+            rescheduled = self._rescheduled(reply, keys)
+            return [BackendResponse(rescheduled=again) for again in rescheduled]
         return self._collect(reply, slots, keys, times)
+
+    def _rescheduled(self, reply: dict, keys: list[int]) -> list[bool]:
+        """Which requests of an execution that ran the model released with
+        ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``: their senders of this execution end (the
+        request's next execution opens new ones; its client's stream stays open)."""
+        rescheduled = [bool(again) for again in reply.get("rescheduled") or [False] * len(keys)]
+        self._drop_senders([key for key, again in zip(keys, rescheduled, strict=True) if again])
+        return rescheduled
 
     def _collect(self, reply: dict, slots: list[_Slot], keys: list[int],
                  times: ExecutionTimes) -> list[BackendResponse]:
         """A non-decoupled batch's responses: the ones ``execute`` returned, and for a request
         it returned None for, the one its response sender sent (waited for: it may come from
-        a model thread after ``execute`` returned, as Triton allows). When the batch failed,
+        a model thread after ``execute`` returned, as Triton allows), and for a request
+        released with ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` a rescheduled mark. When the batch failed,
         a request that had already sent its response keeps it (Triton has delivered it); the
         others get the error."""
         if reply["error"] is not None:
@@ -207,7 +221,12 @@ class PythonInstance(ModelInstance):
             return [slot.response if slot.response is not None else BackendResponse(error=error)
                     for slot in slots]
         responses = []
-        for wire, slot, key in zip(reply["responses"], slots, keys, strict=True):  # the stub checked the count
+        rescheduled = self._rescheduled(reply, keys)
+        # the stub checked the count
+        for wire, slot, key, again in zip(reply["responses"], slots, keys, rescheduled, strict=True):
+            if again:  # back to the scheduler: no response now (the stub made sure it returned None)
+                responses.append(BackendResponse(rescheduled=True))
+                continue
             if wire is not None:
                 self._senders.pop(key, None)
                 responses.append(self._backend_response(wire))

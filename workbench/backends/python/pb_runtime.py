@@ -16,6 +16,9 @@ from workbench.backends.python.pb_tensor import TritonModelException
 
 #: the running :class:`~.stub.Stub`; None outside a stub process
 runtime: Any = None
+#: the model's version folder (``pb_utils.get_model_dir()``), set by the stub before it
+#: imports the model; "" outside a stub process
+model_dir = ""
 
 
 def require() -> Any:
@@ -29,4 +32,4 @@ def require() -> Any:
     return runtime
 
 
-__all__ = ["require", "runtime"]
+__all__ = ["model_dir", "require", "runtime"]

@@ -19,9 +19,13 @@ Cancellation: ``is_cancelled()`` of a request and of its response sender turn Tr
 engine cancelled the request (the stub is told; see :mod:`.instance`), and
 ``ResponseIterator.cancel()`` cancels a decoupled BLS call.
 
+Request rescheduling: ``request.set_release_flags(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)``
+hands the request back to its model's scheduler when ``execute`` returns (the stub reports the
+flags; see :mod:`.instance` and Triton's iterative sequences in
+:mod:`workbench.scheduling.sequence_batcher`).
+
 Not provided: custom metrics (``MetricFamily``), model control from a model
-(``load_model`` / ``unload_model`` / ``is_model_ready``), GPU tensors, request
-rescheduling (``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``).
+(``load_model`` / ``unload_model`` / ``is_model_ready``), GPU tensors.
 
 This module runs inside the stub process: numpy and the standard library only.
 """
@@ -258,6 +262,8 @@ class InferenceRequest:
         self._sender_key: int | None = None
         self._decoupled = True
         self._sender: InferenceResponseSender | None = None
+        #: how the request is released after ``execute`` (``set_release_flags``)
+        self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
 
     def inputs(self) -> list[Tensor]:
         return self._inputs
@@ -292,13 +298,19 @@ class InferenceRequest:
         return None
 
     def set_release_flags(self, flags: int) -> None:
-        """Only ``TRITONSERVER_REQUEST_RELEASE_ALL`` is supported.
+        """How the server releases this request once ``execute`` returns (Triton's
+        ``TRITONBACKEND_RequestRelease`` flags): ``TRITONSERVER_REQUEST_RELEASE_ALL`` (the
+        default) ends it; ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` alone sends it back to
+        its model's scheduler to run again (a non-decoupled model then returns None for it).
+        Only a model with ``sequence_batching { iterative_sequence: true }`` accepts a
+        rescheduled request; elsewhere the request fails with Triton's text ("Request is
+        released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is not
+        configured to handle such a flag."). No effect on a request the model built (BLS).
 
         Raises:
-            TritonModelException: for RESCHEDULE (iterative sequences are not supported).
+            TypeError: ``flags`` is not an int (pybind11's conversion error in Triton).
         """
-        if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
-            raise TritonModelException("request rescheduling is not supported by this server")
+        self._release_flags = check_int("set_release_flags", "flags", flags)
 
     def is_cancelled(self) -> bool:
         """Whether the request was cancelled: its client closed its stream or connection, or
@@ -409,6 +421,13 @@ def get_output_config_by_name(model_config: dict, name: str) -> dict | None:
     return next((o for o in model_config.get("output", ()) if o.get("name") == name), None)
 
 
+def get_model_dir() -> str:
+    """The model's version folder (``<repository>/<model>/<version>``), where a model, or a
+    Python-based backend's ``model.py`` serving it, reads the model's files (Triton's stub
+    defines it for ``initialize`` and ``execute``). "" outside a stub process."""
+    return pb_runtime.model_dir
+
+
 def using_decoupled_model_transaction_policy(model_config: dict) -> bool:
     """Whether the parsed model config sets ``model_transaction_policy { decoupled: true }``."""
     return bool(model_config.get("model_transaction_policy", {}).get("decoupled", False))
@@ -437,6 +456,7 @@ __all__ = [
     "deserialize_bytes_tensor",
     "get_input_config_by_name",
     "get_input_tensor_by_name",
+    "get_model_dir",
     "get_output_config_by_name",
     "get_output_tensor_by_name",
     "numpy_to_triton_type",

@@ -58,7 +58,7 @@ import threading
 import traceback
 from typing import Any
 
-from workbench.backends.python import pb_runtime, pb_utils
+from workbench.backends.python import c_utils, pb_runtime, pb_utils
 from workbench.backends.python.stub_calls import BlsCalls, decode_response, encode_response
 from workbench.backends.python.transport import (
     Channel,
@@ -185,7 +185,8 @@ class Stub:
         args = message["args"]
         self.model_name = args["model_name"]
         self.decoupled = bool(message["decoupled"])
-        module = load_model_module(message["model_file"])
+        pb_runtime.model_dir = message.get("model_dir", "")
+        module = load_model_module(message["model_file"], bool(message.get("python_based")))
         model_class = getattr(module, "TritonPythonModel", None)
         if model_class is None:
             raise AttributeError(f"{message['model_file']} defines no class 'TritonPythonModel'")
@@ -216,7 +217,8 @@ class Stub:
                 encoded = [None if r is None else
                            encode_response(r, self.pool, set(q.requested_output_names()))
                            for r, q in zip(responses, requests, strict=True)]
-            reply = {"op": "executed", "id": message["id"], "responses": encoded, "error": None}
+            reply = {"op": "executed", "id": message["id"], "responses": encoded, "error": None,
+                     "rescheduled": self._rescheduled(requests)}
         except BaseException as exc:  # noqa: BLE001 - fails this batch, never the stub
             for request in requests:  # as Triton: the failed batch's senders are closed
                 request.get_response_sender()._close()
@@ -241,6 +243,17 @@ class Stub:
             self._cancelled.add(key)
         return request
 
+    def _rescheduled(self, requests: list) -> list[bool]:
+        """Which requests the model released with ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``
+        (exactly that flag, as Triton's stub compares): they go back to the scheduler, so
+        their senders end here (the next execution gives the request a new one)."""
+        flags = [request._release_flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+                 for request in requests]
+        for request, rescheduled in zip(requests, flags, strict=True):
+            if rescheduled:
+                self._forget(request._sender_key)
+        return flags
+
     def _cancel(self, key: int) -> None:
         """Reader thread: the client cancelled the request of sender ``key`` (it may not have
         been read yet: keys only grow, so a newer key is one still coming)."""
@@ -260,7 +273,8 @@ class Stub:
         """The responses ``execute`` returned, checked as Triton's stub does: a decoupled model
         returns None; a non-decoupled one a list with one entry per request, each an
         ``InferenceResponse`` or None (that request answers through its response sender);
-        None alone means every request does. A returned response counts as the request's
+        None alone means every request does. A request released with
+        ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` must have None. A returned response counts as the request's
         one final response (an error when its sender already sent one).
 
         Raises:
@@ -287,8 +301,15 @@ class Stub:
                 f"InferenceRequest objects. InferenceRequest(s) size is:{count}, and "
                 f"InferenceResponse(s) size is:{len(result)}"
             )
-        for response in result:
-            if response is not None and not isinstance(response, pb_utils.InferenceResponse):
+        for response, request in zip(result, requests, strict=True):
+            if response is None:
+                continue
+            if request._release_flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+                raise pb_utils.TritonModelException(  # Triton's text, its typo included
+                    "Expected a None object in the execute function return list for reschduled "
+                    f"request, found type '{type(response).__name__}'."
+                )
+            if not isinstance(response, pb_utils.InferenceResponse):
                 raise pb_utils.TritonModelException(
                     "Expected an 'InferenceResponse' object in the execute function return "
                     f"list, found type '{type(response).__name__}'."
@@ -383,9 +404,11 @@ class Stub:
         return decode_response(wire, self.reader)
 
 
-def load_model_module(model_file: str) -> Any:
+def load_model_module(model_file: str, python_based: bool = False) -> Any:
     """Import ``model_file`` as Triton's stub does: as module ``<version>.<name>`` (e.g.
-    ``1.model``) with the version folder and the model folder appended to ``sys.path``.
+    ``1.model``) with the version folder and the model folder appended to ``sys.path``; a
+    Python-based backend's (``python_based``) as module ``model`` with its backend folder
+    appended to ``sys.path``.
 
     So ``from . import helper`` / ``from .helper import x`` find files next to model.py
     (the version folder is the package), and so do plain ``import helper`` and a model's
@@ -397,6 +420,8 @@ def load_model_module(model_file: str) -> Any:
         ImportError: the file cannot be imported; any error model.py raises at import.
     """
     path = os.path.abspath(model_file)
+    if python_based:
+        return _import_python_based(path)
     version_dir = os.path.dirname(path)
     for folder in (version_dir, os.path.dirname(version_dir)):
         if folder not in sys.path:
@@ -416,10 +441,23 @@ def load_model_module(model_file: str) -> Any:
         sys.modules[package] = parent
         if spec.loader is not None:
             spec.loader.exec_module(parent)
-    name = f"{package}.{os.path.splitext(os.path.basename(path))[0]}"
+    return _import_as(f"{package}.{os.path.splitext(os.path.basename(path))[0]}", path)
+
+
+def _import_python_based(path: str) -> Any:
+    """A Python-based backend's ``model.py``: module ``model``, its folder on ``sys.path``
+    (Triton's stub for ``ModelType::kBackend``)."""
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.append(folder)
+    return _import_as(os.path.splitext(os.path.basename(path))[0], path)
+
+
+def _import_as(name: str, path: str) -> Any:
+    """Import the file ``path`` as module ``name`` (registered in ``sys.modules``)."""
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import model file '{model_file}'")
+        raise ImportError(f"cannot import model file '{path}'")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -462,6 +500,7 @@ def serve(fd: int, call_fd: int, segment_base: str) -> None:
     stub = Stub(channel, calls, segment_base)
     pb_runtime.runtime = stub
     sys.modules["triton_python_backend_utils"] = pb_utils
+    sys.modules["c_python_backend_utils"] = c_utils
     threading.Thread(target=stub.read_forever, name="stub-reader", daemon=True).start()
     stub.serve()
     _exit(0)
@@ -492,14 +531,15 @@ def _exit_at_eof(fd: int) -> None:
     _exit(1)
 
 
-def auto_complete(model_file: str) -> int:
+def auto_complete(model_file: str, python_based: bool = False) -> int:
     """Print ``{"config": ...}`` (the model's ``auto_complete_config`` result) or ``{"error": ...}``."""
     result = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # the model's prints must not corrupt the answer
     sys.modules["triton_python_backend_utils"] = pb_utils
+    sys.modules["c_python_backend_utils"] = c_utils
     try:
         config = pb_utils.ModelConfig(sys.stdin.read())
-        model_class = getattr(load_model_module(model_file), "TritonPythonModel", None)
+        model_class = getattr(load_model_module(model_file, python_based), "TritonPythonModel", None)
         complete = getattr(model_class, "auto_complete_config", None)
         answer: dict[str, object]
         returned = complete(config) if complete is not None else config
@@ -524,10 +564,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--call-fd", type=int)
     parser.add_argument("--segment-base", default="")
     parser.add_argument("--auto-complete", metavar="MODEL_FILE")
+    parser.add_argument("--python-based-backend", action="store_true")
     options = parser.parse_args(argv)
     sys.argv[:] = [""]  # Triton's stub is an embedded interpreter: models see argv == ['']
     if options.auto_complete:
-        return auto_complete(options.auto_complete)
+        return auto_complete(options.auto_complete, options.python_based_backend)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     serve(options.fd, options.call_fd, options.segment_base)
     return 0

@@ -216,6 +216,12 @@ class SegmentPool:
         self._idle.remove(segment)
         return segment
 
+    def idle_bytes(self) -> int:
+        """Bytes of the idle segments, kept for reuse (``c_python_backend_utils``'s
+        ``shared_memory.free_memory()``)."""
+        with self._lock:
+            return sum(s.capacity for s in self._idle)
+
     def release(self, names: list[str]) -> None:
         """The peer dropped its arrays over ``names``: make them reusable (or remove them)."""
         doomed = []
