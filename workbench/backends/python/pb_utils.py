@@ -19,7 +19,9 @@ Cancellation: ``is_cancelled()`` of a request and of its response sender turn Tr
 engine cancelled the request (the stub is told; see :mod:`.instance`), and
 ``ResponseIterator.cancel()`` cancels a decoupled BLS call.
 
-Not provided: custom metrics (``MetricFamily``), model control from a model
+Custom metrics: ``MetricFamily`` (:mod:`.pb_metrics`), exported on the server's ``/metrics``.
+
+Not provided: model control from a model
 (``load_model`` / ``unload_model`` / ``is_model_ready``), GPU tensors, request
 rescheduling (``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``).
 
@@ -36,6 +38,7 @@ from workbench.backends.python import pb_runtime
 from workbench.backends.python.model_config import ModelConfig
 from workbench.backends.python.pb_args import check_int, check_list, check_str, incompatible, parameters_json
 from workbench.backends.python.pb_log import Logger, LogLevel
+from workbench.backends.python.pb_metrics import MetricFamily
 from workbench.backends.python.pb_tensor import (
     TRITON_STRING_TO_NUMPY,
     Tensor,
@@ -429,6 +432,7 @@ __all__ = [
     "InferenceResponseSender",
     "LogLevel",
     "Logger",
+    "MetricFamily",
     "ModelConfig",
     "ResponseIterator",
     "Tensor",
