@@ -4,18 +4,22 @@ argument checks and refusals with Triton's texts, and the families gone with the
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from workbench import InferenceRequest, Server, ServerOptions, Tensor
+from workbench import InferenceRequest, InternalError, Server, ServerOptions, Tensor
 from workbench.custom_metrics import CustomMetricError, CustomMetrics, MetricKind, format_value
 from workbench.frontends.metrics import MetricsFrontend
 
 MODEL = '''
 import json
+import os
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -42,7 +46,9 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             x = float(pb_utils.get_input_tensor_by_name(request, "X").as_numpy().flatten()[0])
-            if x >= 0:
+            if x == -2:
+                answer = [str(os.getpid())]
+            elif x >= 0:
                 self.counter.increment(1)
                 self.gauge.set(x)
                 self.histogram.observe(x)
@@ -82,9 +88,9 @@ instance_group [ { count: 2 kind: KIND_CPU } ]
 '''
 
 
-def write_model(repository: Path) -> None:
+def write_model(repository: Path, instances: int = 2) -> None:
     (repository / "metered" / "1").mkdir(parents=True)
-    (repository / "metered" / "config.pbtxt").write_text(CONFIG)
+    (repository / "metered" / "config.pbtxt").write_text(CONFIG.replace("count: 2", f"count: {instances}"))
     (repository / "metered" / "1" / "model.py").write_text(MODEL)
 
 
@@ -154,6 +160,19 @@ async def test_unloading_the_model_removes_its_families(tmp_path: Path) -> None:
         assert server.custom_metrics.handle_count() == 0
         await server.load_model("metered")  # a new load starts at 0
         assert 'pbm_requests{app="a",zone="b"} 0\n' in frontend.render().decode()
+
+
+async def test_a_crashed_stubs_metrics_go_with_it(tmp_path: Path) -> None:
+    write_model(tmp_path, instances=1)
+    async with Server(ServerOptions(model_repository=[str(tmp_path)])) as server:
+        frontend = MetricsFrontend(server, server.options)
+        await infer(server, 1.0)
+        assert 'pbm_requests{app="a",zone="b"} 1\n' in frontend.render().decode()
+        os.kill(int((await infer(server, -2))[0]), signal.SIGKILL)
+        with contextlib.suppress(InternalError):  # the request that finds the stub down fails
+            await infer(server, -2)
+        await infer(server, -2)  # the restarted stub ran initialize: its metrics are new
+        assert 'pbm_requests{app="a",zone="b"} 0\n' in frontend.render().decode()  # the old stub's went
 
 
 def test_registry_shares_children_keeps_the_first_description_and_refuses_another_kind() -> None:
