@@ -427,7 +427,13 @@ class PythonInstance(ModelInstance):
         request, which fails and restarts it, as in Triton (L0_backend_python restart and
         model_readiness)."""
         self._readiness.answer(False)
-        self._metrics.release(stub)  # its families and metrics leave /metrics (Triton: the stub's objects die)
+        try:
+            self._after_stub_exit(stub)
+        finally:  # its families and metrics leave /metrics (Triton: the stub's objects die); a
+            # restart waits for this (it joins this reader thread), so the new stub starts afresh
+            self._metrics.release(stub)
+
+    def _after_stub_exit(self, stub: StubProcess) -> None:
         if stub.stopping or self._closing or stub is not self._stub:
             return
         in_flight = stub.busy or bool(self._senders)
