@@ -330,6 +330,8 @@ class PythonInstance(ModelInstance):
             value, error = self._metrics.apply(stub, message), None
         except CustomMetricError as exc:
             value, error = None, str(exc)
+        except (KeyError, TypeError, ValueError) as exc:  # a malformed call fails, never the reader
+            value, error = None, f"malformed metric request: {type(exc).__name__}: {exc}"
         if message.get("call"):
             with contextlib.suppress(StubDied, OSError):  # the stub is gone: nobody waits
                 stub.send({"op": "answer", "call": message["call"], "value": value, "error": error})
