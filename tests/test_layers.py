@@ -76,8 +76,8 @@ def test_lower_layers_never_import_upper_ones() -> None:
 def test_public_surface_is_exactly_all() -> None:
     public = {name for name in dir(workbench) if not name.startswith("_")}
     modules = {"backends", "bounded_calls", "bytes_codec", "config", "config_edits", "datatypes", "deploy",
-               "devices", "engine", "errors", "flags", "frontends", "gpu_memory", "gpu_readings", "hosts",
-               "jupyter", "model_files",
+               "custom_metrics", "devices", "engine", "errors", "flags", "frontends", "gpu_memory", "gpu_readings",
+               "hosts", "jupyter", "model_files",
                "options", "perf", "repository", "restrictions", "results", "scheduling", "serving", "statistics",
                "switches", "tensors", "testing", "tools", "tracing", "tritonserver", "tuning", "types", "ui",
                "live_stats", "remote"}

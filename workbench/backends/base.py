@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
+from workbench.custom_metrics import CustomMetrics
 from workbench.errors import WorkbenchError
 from workbench.statistics import ComputeTotals, MemoryUsage
 from workbench.types import CancelSignal, InferenceRequest, InferenceResponse
@@ -199,10 +200,14 @@ class BackendContext:
             when stopping early, e.g. with ``contextlib.aclosing``); raises
             :class:`WorkbenchError` with Triton's texts (unknown model, bad input, ...).
             The same path as a client's request: validation, batching and statistics apply.
+        custom_metrics: the server's custom metric families (Python models'
+            ``pb_utils.MetricFamily``, scraped on ``/metrics``); None: each instance keeps
+            its own, unscraped.
     """
 
     loop: asyncio.AbstractEventLoop
     infer_stream: Callable[[InferenceRequest], AsyncGenerator[InferenceResponse, None]]
+    custom_metrics: CustomMetrics | None = None
 
 
 class Backend(ABC):

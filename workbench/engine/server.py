@@ -27,6 +27,7 @@ from typing import Any
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import BackendContext
+from workbench.custom_metrics import CustomMetrics
 from workbench.engine.config_files import ConfigFileService
 from workbench.engine.lifecycle import ModelLifecycle, entry_reason
 from workbench.engine.metadata import EXTENSIONS, model_metadata, server_metadata
@@ -85,6 +86,8 @@ class Server:
         self.tracer = self.settings.tracer
         self.config_files = ConfigFileService(self.lifecycle, self.poll_repository)
         self.rollouts = RolloutService(self.lifecycle, self.config_files)
+        #: Python models' ``pb_utils.MetricFamily`` families, scraped on ``/metrics``
+        self.custom_metrics = CustomMetrics()
 
     async def __aenter__(self) -> Server:
         await self.start()
@@ -116,7 +119,8 @@ class Server:
         self.tracer.open()
         lifecycle = self.lifecycle
         try:
-            await lifecycle.open(BackendContext(asyncio.get_running_loop(), self.infer_stream))
+            await lifecycle.open(BackendContext(asyncio.get_running_loop(), self.infer_stream,
+                                                self.custom_metrics))
         except InvalidArgument as exc:
             if self.options.exit_on_error or not lifecycle.opened:
                 raise

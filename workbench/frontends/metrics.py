@@ -394,12 +394,15 @@ class TritonMetricsCollector(Collector):
     def render(self) -> bytes:
         """The scrape's bytes: those of ``generate_latest`` over :meth:`collect`, with the
         per-model families written by the cached :attr:`model_text` (issue 20: a scrape of
-        100 models took ~30 ms on the event loop through ``generate_latest``)."""
+        100 models took ~30 ms on the event loop through ``generate_latest``), then the Python
+        models' custom families (``Server.custom_metrics``, :mod:`workbench.custom_metrics`:
+        written as Triton's prometheus-cpp writes them, which ``generate_latest`` cannot)."""
         all_stats = self.server.model_statistics()
         between = _Families(list(self._latency_and_system_families(all_stats)))
         ready = gauge_text(*READY_FAMILY, MODEL_LABELS, _readiness_rows(self.server))
         return b"".join((self.model_text.render(all_stats).encode(), generate_latest(between),
-                         ready.encode(), generate_latest(_Families(list(poll_families(self.server))))))
+                         ready.encode(), generate_latest(_Families(list(poll_families(self.server)))),
+                         self.server.custom_metrics.render().encode()))
 
     def _other_families(self, all_stats: list[ModelStatistics]) -> Iterator[Metric]:
         yield from self._latency_and_system_families(all_stats)

@@ -58,6 +58,7 @@ from workbench.backends.python.bls import BlsForwarder
 from workbench.backends.python.process import StubDied, StubProcess
 from workbench.backends.python.transport import encode_tensor
 from workbench.config.model_config import model_config_to_json
+from workbench.custom_metrics import CustomMetricError, CustomMetrics
 from workbench.datatypes import config_to_wire, numpy_dtype, wire_name
 from workbench.errors import (
     AlreadyExists,
@@ -140,6 +141,8 @@ class PythonInstance(ModelInstance):
         self._senders: dict[int, Sender] = {}
         self._sender_ids = itertools.count(1)
         self._bls = BlsForwarder(context, spec.name)
+        #: where the model's ``pb_utils.MetricFamily`` calls go (each stub owns its handles)
+        self._metrics = context.custom_metrics if context is not None and context.custom_metrics else CustomMetrics()
         self._readiness = _Readiness()
         #: the stub died with nothing in flight: it stays down until the next request
         self._down_idle = False
@@ -322,6 +325,8 @@ class PythonInstance(ModelInstance):
             self._bls.cancel(stub, message["call"])
         elif op == "log":
             self._log(message)
+        elif op == "metric":
+            self._metric(stub, message)
         elif op == "ready":
             if message["error"] is not None:
                 log.error("model instance '%s': is_ready() failed: %s", self.name, message["error"])
@@ -336,6 +341,19 @@ class PythonInstance(ModelInstance):
         if model_log.isEnabledFor(level):
             model_log.handle(model_log.makeRecord(model_log.name, level, message["file"], message["line"],
                                                   message["message"], (), None))
+
+    def _metric(self, stub: StubProcess, message: dict) -> None:
+        """A model's custom-metric call, applied to the server's families with the stub as
+        owner; answered when the stub waits for it (``call`` set)."""
+        try:
+            value, error = self._metrics.apply(stub, message), None
+        except CustomMetricError as exc:
+            value, error = None, str(exc)
+        except (KeyError, TypeError, ValueError) as exc:  # a malformed call fails, never the reader
+            value, error = None, f"malformed metric request: {type(exc).__name__}: {exc}"
+        if message.get("call"):
+            with contextlib.suppress(StubDied, OSError):  # the stub is gone: nobody waits
+                stub.send({"op": "answer", "call": message["call"], "value": value, "error": error})
 
     def _on_send(self, message: dict) -> None:
         key, final = message["sender"], message["final"]
@@ -430,6 +448,13 @@ class PythonInstance(ModelInstance):
         request, which fails and restarts it, as in Triton (L0_backend_python restart and
         model_readiness)."""
         self._readiness.answer(False)
+        try:
+            self._after_stub_exit(stub)
+        finally:  # its families and metrics leave /metrics (Triton: the stub's objects die); a
+            # restart waits for this (it joins this reader thread), so the new stub starts afresh
+            self._metrics.release(stub)
+
+    def _after_stub_exit(self, stub: StubProcess) -> None:
         if stub.stopping or self._closing or stub is not self._stub:
             return
         in_flight = stub.busy or bool(self._senders)
@@ -458,6 +483,7 @@ class PythonInstance(ModelInstance):
             stub, self._stub = self._stub, None
         if stub is not None:
             stub.stop(self._timeout_s)
+            self._metrics.release(stub)  # also when the stop outran its exit handling
         self._fail_senders("the model instance was unloaded")
         self._bls.close()
 

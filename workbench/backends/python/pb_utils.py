@@ -24,7 +24,9 @@ hands the request back to its model's scheduler when ``execute`` returns (the st
 flags; see :mod:`.instance` and Triton's iterative sequences in
 :mod:`workbench.scheduling.sequence_batcher`).
 
-Not provided: custom metrics (``MetricFamily``), model control from a model
+Custom metrics: ``MetricFamily`` (:mod:`.pb_metrics`), exported on the server's ``/metrics``.
+
+Not provided: model control from a model
 (``load_model`` / ``unload_model`` / ``is_model_ready``), GPU tensors.
 
 This module runs inside the stub process: numpy and the standard library only.
@@ -40,6 +42,7 @@ from workbench.backends.python import pb_runtime
 from workbench.backends.python.model_config import ModelConfig
 from workbench.backends.python.pb_args import check_int, check_list, check_str, incompatible, parameters_json
 from workbench.backends.python.pb_log import Logger, LogLevel
+from workbench.backends.python.pb_metrics import MetricFamily
 from workbench.backends.python.pb_tensor import (
     TRITON_STRING_TO_NUMPY,
     Tensor,
@@ -448,6 +451,7 @@ __all__ = [
     "InferenceResponseSender",
     "LogLevel",
     "Logger",
+    "MetricFamily",
     "ModelConfig",
     "ResponseIterator",
     "Tensor",

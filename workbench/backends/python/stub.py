@@ -59,7 +59,7 @@ import traceback
 from typing import Any
 
 from workbench.backends.python import c_utils, pb_runtime, pb_utils
-from workbench.backends.python.stub_calls import BlsCalls, decode_response, encode_response
+from workbench.backends.python.stub_calls import BlsCalls, Questions, decode_response, encode_response
 from workbench.backends.python.transport import (
     Channel,
     ChannelClosed,
@@ -99,6 +99,7 @@ class Stub:
         self._cancelled: set[int] = set()  # sender keys of open requests the client cancelled
         self._newest_key = 0  # the highest sender key received (keys only grow)
         self._bls = BlsCalls(self)
+        self._questions = Questions(self)
         self._loop: Any = None
         #: BLS is allowed between a successful ``initialize`` and ``finalize`` (as Triton)
         self.bls_allowed = False
@@ -114,6 +115,8 @@ class Stub:
                     self.pool.release(message["released"])
                 if message["op"] == "bls_response":
                     self._bls.deliver(message)
+                elif message["op"] == "answer":
+                    self._questions.deliver(message)
                 elif message["op"] == "is_ready":  # beside execute, as Triton's stub
                     threading.Thread(target=self._answer_is_ready, name="is-ready", daemon=True).start()
                 elif message["op"] == "cancel":
@@ -399,6 +402,20 @@ class Stub:
             print(f"[{level}] {filename}:{line}: {message}", file=sys.stderr, flush=True)
             return
         self.send({"op": "log", "level": level, "message": message, "file": filename, "line": line})
+
+    def metric(self, call: dict, wait: bool = True) -> Any:
+        """A custom-metric call (:mod:`.pb_metrics`): its answer's value, or None at once
+        when not ``wait`` (a family deleted from ``__del__``).
+
+        Raises:
+            TritonModelException: the server refused it (its text), or called in a process
+                the model forked.
+        """
+        message = {"op": "metric", **call}
+        if not wait:
+            self.send(message)
+            return None
+        return self._questions.ask(message)
 
     def decode_response(self, wire: dict | None) -> pb_utils.InferenceResponse | None:
         return decode_response(wire, self.reader)

@@ -160,3 +160,43 @@ class BlsCalls:
             response = pb_utils.InferenceResponse(error=error)
         if call is not None:
             call.deliver(response, final)
+
+
+class Questions:
+    """Calls the stub makes to the server that wait for one answer (custom metrics): a
+    message with a call id, answered by an ``answer`` message for that id, which the stub's
+    reader thread hands to the waiting thread. Any number may be in flight, from any thread
+    but the reader's.
+
+    Args:
+        stub: the :class:`~.stub.Stub` (sends messages).
+    """
+
+    def __init__(self, stub: Any) -> None:
+        self._stub = stub
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, queue.SimpleQueue] = {}
+
+    def ask(self, message: dict) -> Any:
+        """Send ``message`` (its ``op`` set) and wait for the answer's value.
+
+        Raises:
+            TritonModelException: the server answered with an error (its text).
+        """
+        call_id = next(self._ids)
+        answer: queue.SimpleQueue = queue.SimpleQueue()
+        self._waiting[call_id] = answer
+        try:
+            self._stub.send({**message, "call": call_id})
+            value, error = answer.get()
+        finally:
+            self._waiting.pop(call_id, None)
+        if error is not None:
+            raise pb_utils.TritonModelException(error)
+        return value
+
+    def deliver(self, message: dict) -> None:
+        """Reader thread: an ``answer`` message."""
+        waiting = self._waiting.get(message["call"])
+        if waiting is not None:
+            waiting.put((message["value"], message["error"]))
