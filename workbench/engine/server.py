@@ -116,7 +116,8 @@ class Server:
         self.tracer.open()
         lifecycle = self.lifecycle
         try:
-            await lifecycle.open(BackendContext(asyncio.get_running_loop(), self.infer_stream))
+            await lifecycle.open(BackendContext(asyncio.get_running_loop(), self.infer_stream, self.load_model,
+                                                self.unload_model, self.model_ready))
         except InvalidArgument as exc:
             if self.options.exit_on_error or not lifecycle.opened:
                 raise

@@ -55,6 +55,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.backends.python.bls import BlsForwarder
+from workbench.backends.python.control import ModelControlForwarder
 from workbench.backends.python.process import StubDied, StubProcess
 from workbench.backends.python.transport import encode_tensor
 from workbench.config.model_config import model_config_to_json
@@ -136,6 +137,7 @@ class PythonInstance(ModelInstance):
         self._senders: dict[int, Sender] = {}
         self._sender_ids = itertools.count(1)
         self._bls = BlsForwarder(context, spec.name)
+        self._control = ModelControlForwarder(context, spec.name)
         self._readiness = _Readiness()
         #: the stub died with nothing in flight: it stays down until the next request
         self._down_idle = False
@@ -299,6 +301,8 @@ class PythonInstance(ModelInstance):
             self._bls.submit(message, stub)
         elif op == "background_failed":
             self._background_failed(message)
+        elif op == "control":
+            self._control.submit(message, stub)
         elif op == "bls_cancel":
             self._bls.cancel(stub, message["call"])
         elif op == "log":

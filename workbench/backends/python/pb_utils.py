@@ -19,8 +19,10 @@ Cancellation: ``is_cancelled()`` of a request and of its response sender turn Tr
 engine cancelled the request (the stub is told; see :mod:`.instance`), and
 ``ResponseIterator.cancel()`` cancels a decoupled BLS call.
 
-Not provided: custom metrics (``MetricFamily``), model control from a model
-(``load_model`` / ``unload_model`` / ``is_model_ready``), GPU tensors, request
+Model control from a model (``load_model`` / ``unload_model`` / ``is_model_ready``) is
+:mod:`.pb_control`, re-exported here.
+
+Not provided: custom metrics (``MetricFamily``), GPU tensors, request
 rescheduling (``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``).
 
 This module runs inside the stub process: numpy and the standard library only.
@@ -35,6 +37,7 @@ from typing import Any
 from workbench.backends.python import pb_runtime
 from workbench.backends.python.model_config import ModelConfig
 from workbench.backends.python.pb_args import check_int, check_list, check_str, incompatible, parameters_json
+from workbench.backends.python.pb_control import is_model_ready, load_model, unload_model
 from workbench.backends.python.pb_log import Logger, LogLevel
 from workbench.backends.python.pb_tensor import (
     TRITON_STRING_TO_NUMPY,
@@ -439,9 +442,12 @@ __all__ = [
     "get_input_tensor_by_name",
     "get_output_config_by_name",
     "get_output_tensor_by_name",
+    "is_model_ready",
+    "load_model",
     "numpy_to_triton_type",
     "serialize_byte_tensor",
     "triton_string_to_numpy",
     "triton_to_numpy_type",
+    "unload_model",
     "using_decoupled_model_transaction_policy",
 ]

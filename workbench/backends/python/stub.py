@@ -59,6 +59,7 @@ import traceback
 from typing import Any
 
 from workbench.backends.python import pb_runtime, pb_utils
+from workbench.backends.python.pb_control import ControlCalls
 from workbench.backends.python.stub_calls import BlsCalls, decode_response, encode_response
 from workbench.backends.python.transport import (
     Channel,
@@ -99,6 +100,7 @@ class Stub:
         self._cancelled: set[int] = set()  # sender keys of open requests the client cancelled
         self._newest_key = 0  # the highest sender key received (keys only grow)
         self._bls = BlsCalls(self)
+        self._control = ControlCalls(self.send)
         self._loop: Any = None
         #: BLS is allowed between a successful ``initialize`` and ``finalize`` (as Triton)
         self.bls_allowed = False
@@ -114,6 +116,8 @@ class Stub:
                     self.pool.release(message["released"])
                 if message["op"] == "bls_response":
                     self._bls.deliver(message)
+                elif message["op"] == "control_response":
+                    self._control.deliver(message)
                 elif message["op"] == "is_ready":  # beside execute, as Triton's stub
                     threading.Thread(target=self._answer_is_ready, name="is-ready", daemon=True).start()
                 elif message["op"] == "cancel":
@@ -372,6 +376,13 @@ class Stub:
         if os.getpid() != self._pid:
             return BlsCalls.failed(FORKED_TEXT)
         return self._bls.start(request, decoupled)
+
+    def model_control(self, request: dict) -> dict:
+        """Run one ``load_model`` / ``unload_model`` / ``is_model_ready`` call on the server
+        (:mod:`.pb_control`); in a process the model forked the answer is an error."""
+        if os.getpid() != self._pid:
+            return {"result": None, "error": FORKED_TEXT}
+        return self._control.call(request)
 
     def log(self, level: str, message: str, filename: str, line: int) -> None:
         if os.getpid() != self._pid:  # a forked worker: its stderr (the server's) instead
