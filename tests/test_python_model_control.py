@@ -151,3 +151,19 @@ async def test_python_loads_do_not_hold_other_loads_behind_their_measurement(
 class _Loaded:
     def reported_memory(self) -> list:
         return []
+
+
+async def test_stub_texts_name_the_model_instance_as_tritons_stub(tmp_path: Path) -> None:
+    """Triton's stub is started with the instance's name and words its execute errors with it
+    (L0_backend_python decoupled test_decoupled_return_response_error expects ``..._0_0``)."""
+    from workbench.errors import WorkbenchError
+    from workbench.testing.repeat_backend import collect_stream
+
+    copy_python_model(tmp_path, "identity", "returns_responses",
+                      extra="model_transaction_policy { decoupled: true }\n")
+    async with Server(ServerOptions(model_repository=[str(tmp_path)])) as engine:
+        request = InferenceRequest("returns_responses", [Tensor("INPUT0", "FP32", np.ones(4, np.float32))])
+        with pytest.raises(WorkbenchError) as raised:
+            await collect_stream(engine, request)
+    assert ("Python model 'returns_responses_0_0' is using the decoupled mode and the execute function "
+            "must return None.") in raised.value.message

@@ -93,6 +93,8 @@ class Stub:
         self.reader = SegmentReader(segment_base + "p", writable=True)
         self.model: Any = None
         self.model_name = ""
+        #: the instance's name (``<model>_<group>_<n>``): Triton's stub names it in its texts
+        self.instance_name = ""
         self.decoupled = False
         self._events_sent = 0  # event messages sent so far (each reply carries the count)
         self._events_lock = threading.Lock()
@@ -188,6 +190,7 @@ class Stub:
     def _initialize(self, message: dict) -> None:
         args = message["args"]
         self.model_name = args["model_name"]
+        self.instance_name = args["model_instance_name"]
         self.decoupled = bool(message["decoupled"])
         module = load_model_module(message["model_file"])
         model_class = getattr(module, "TritonPythonModel", None)
@@ -274,7 +277,7 @@ class Stub:
         if self.decoupled:
             if result is not None:
                 raise pb_utils.TritonModelException(
-                    f"Python model '{self.model_name}' is using the decoupled mode and the "
+                    f"Python model '{self.instance_name}' is using the decoupled mode and the "
                     "execute function must return None."
                 )
             return None
@@ -282,8 +285,7 @@ class Stub:
             return [None] * count
         if not isinstance(result, (list, tuple)):
             raise pb_utils.TritonModelException(
-                f"execute() of Python model '{self.model_name}' must return a list of "
-                f"pb_utils.InferenceResponse, one per request; got {type(result).__name__}"
+                f"Expected a list in the execute return, found type '{type(result)}'."
             )
         if len(result) != count:
             raise pb_utils.TritonModelException(
