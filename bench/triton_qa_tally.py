@@ -258,7 +258,9 @@ def record_rows(folder: Path, pattern: str, prefix: str) -> list[Row]:
 
 def example_row(out: Path) -> Row | None:
     """python_backend examples from L0_backend_python/examples' output (bash -x): an example passes
-    when its client ran and no "Failed to verify" line followed before the next client."""
+    when its client ran and no "Failed to verify" line followed before the next example's section
+    (test.sh sets ``CLIENT_LOG`` first in each: a section whose client never runs, instance_kind's
+    here, reports its own "Failed to verify ..." line, which is not the previous client's)."""
     if not out.exists():
         return None
     row = Row("python_backend examples")
@@ -269,6 +271,8 @@ def example_row(out: Path) -> Row | None:
         if started:
             current = started.group(1)
             ran[current] = True
+        elif re.match(r"^\++ CLIENT_LOG=", line):
+            current = None  # the next example's section
         elif current and not line.startswith("+") and "Failed to verify" in line:
             ran[current] = False
     for example in EXAMPLES:

@@ -234,3 +234,25 @@ def test_tally_reads_a_protocol_results_folder_given_directly(tmp_path: Path, ca
     out = capsys.readouterr().out
     assert re.search(r"^L0_shared_memory\s+1 / 1\b", out, re.M)
     assert "-- " not in out
+
+
+def test_an_example_section_whose_client_never_runs_fails_no_other_example(tmp_path: Path):
+    """instance_kind is not run here: its section's "Failed to verify ..." line was counted against
+    the client before it (bls_decoupled/async_client, which had printed PASS)."""
+    out = tmp_path / "examples.out"
+    out.write_text("\n".join([
+        "+ CLIENT_LOG=../examples_bls_decoupled_async_client.log",
+        "+ python3 examples/bls_decoupled/async_client.py",
+        "+ grep PASS ../examples_bls_decoupled_async_client.log",
+        "PASS: BLS Decoupled Async",
+        "+ CLIENT_LOG=../examples_model_instance_kind.log",
+        "+ echo -e '\\n***\\n*** Failed to verify Model Instance Kind example after 3 attempt(s). \\n***'",
+        "*** Failed to verify Model Instance Kind example after 3 attempt(s). ",
+        "+ CLIENT_LOG=../examples_custom_metrics_client.log",
+        "+ python3 examples/custom_metrics/client.py",
+        "*** Failed to verify Custom Metrics example. ",
+    ]) + "\n")
+    row = tally.example_row(out)
+    assert row is not None
+    assert "bls_decoupled/async_client" not in row.failing
+    assert "custom_metrics/client" in row.failing

@@ -426,3 +426,19 @@ async def test_bad_config_override_over_http_and_grpc(test_repository: Path, asg
             await stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="add_sub", parameters=params))
         assert rpc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert rpc.value.details().startswith("failed to load 'add_sub', failed to poll from model repository")
+
+
+async def test_a_config_naming_another_model_fails_as_tritons_poll(test_repository: Path, add_sub_onnx: bytes,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """L0_backend_python model_control: curl turns ``models/model{test}/load`` into a load of
+    ``modeltest`` whose config says ``model{test}``; Triton's poll fails ("failed to load ...")
+    and logs why. Nothing is loaded, nothing left on disk."""
+    config = json.dumps({"name": "model{test}", "backend": "onnxruntime"})
+    async with explicit(test_repository) as server:
+        with pytest.raises(InvalidArgument) as raised:
+            await server.load_model("modeltest", config, {"1/model.onnx": add_sub_onnx})
+        assert raised.value.message == (
+            "failed to load 'modeltest', failed to poll from model repository: unexpected directory name "
+            "'modeltest' for model 'model{test}', directory name must equal model name")
+        assert "Poll failed for model directory 'modeltest'" in caplog.text
+        assert not await server.model_ready("modeltest") and server.lifecycle.overrides.live() == []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -203,11 +203,22 @@ class BackendContext:
         custom_metrics: the server's custom metric families (Python models'
             ``pb_utils.MetricFamily``, scraped on ``/metrics``); None: each instance keeps
             its own, unscraped.
+        load_model: ``await load_model(name, config, files)``, the server's explicit-mode
+            load (``config``: a JSON model config or None; ``files``: path in the model
+            folder -> bytes, or None); raises :class:`WorkbenchError` with Triton's texts.
+            None: a context without model control (every call then fails).
+        unload_model: ``await unload_model(name, unload_dependents)``, the explicit-mode
+            unload.
+        model_ready: ``await model_ready(name, version)`` -> bool (version "": any), never
+            an error (Triton's ``ModelIsReady``).
     """
 
     loop: asyncio.AbstractEventLoop
     infer_stream: Callable[[InferenceRequest], AsyncGenerator[InferenceResponse, None]]
     custom_metrics: CustomMetrics | None = None
+    load_model: Callable[[str, str | None, dict[str, bytes] | None], Awaitable[None]] | None = None
+    unload_model: Callable[[str, bool], Awaitable[None]] | None = None
+    model_ready: Callable[[str, str], Awaitable[bool]] | None = None
 
 
 class Backend(ABC):
@@ -230,6 +241,12 @@ class Backend(ABC):
     #: the instances of one model version load on parallel threads (Triton's
     #: ``TRITONBACKEND_BackendAttributeSetParallelModelInstanceLoading``); False: one by one
     parallel_instance_loading: bool = True
+    #: the loader measures the instances' load alone (other loads wait for it, so they do
+    #: not blur its memory figure); False for a backend whose instances live in processes
+    #: of their own and report their memory themselves (the Python backend's stubs): the
+    #: server's growth says nothing of them, and their load may start other loads (a
+    #: model's ``pb_utils.load_model`` in ``initialize``) that must not wait for it
+    measured_alone: bool = True
 
     @abstractmethod
     def load_instance(

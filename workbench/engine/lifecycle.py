@@ -941,11 +941,18 @@ def _config_override(name: str, config: str | dict[str, Any]) -> ModelConfig:
         InvalidModelConfig: not a JSON model config: "failed to load 'm', failed to poll
             from model repository: Invalid config override: <why>" (Triton's prefix and
             log line; Triton answers INTERNAL, here INVALID_ARGUMENT, a client's mistake).
+        InvalidArgument: the config names another model: "failed to load 'm', failed to poll
+            from model repository: unexpected directory name 'm' for model 'n', directory
+            name must equal model name" (Triton's poll failure and its logged cause).
     """
     try:
-        return model_config_from_json(config)
+        parsed = model_config_from_json(config)
     except InvalidModelConfig as exc:
         raise _poll_failure(name, InvalidModelConfig(f"Invalid config override: {exc.message}")) from None
+    if parsed.name and parsed.name != name:
+        raise _poll_failure(name, InvalidArgument(f"unexpected directory name '{name}' for model '{parsed.name}', "
+                                                  "directory name must equal model name"))
+    return parsed
 
 
 __all__ = ["ModelLifecycle", "entry_reason"]

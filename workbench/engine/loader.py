@@ -285,10 +285,11 @@ def _create_instances(
         import_frameworks(backend.framework_modules)
         loads = [partial(backend.load_instance, config, version_dir, spec) for spec in specs]
         if backend.parallel_instance_loading:
-            loaded.instances, loaded.instance_memory = measure_loads(loads, specs, loaded.instances)
+            loaded.instances, loaded.instance_memory = measure_loads(loads, specs, loaded.instances,
+                                                                     alone=backend.measured_alone)
         else:
             for load, spec in zip(loads, specs, strict=True):
-                instance, usage = measure_load(load, spec)
+                instance, usage = measure_load(load, spec, alone=backend.measured_alone)
                 loaded.instances.append(instance)
                 loaded.instance_memory.append(usage)
         if warmup:
@@ -327,7 +328,7 @@ def _version_error(name: str, version: int, exc: OSError) -> str:
 
 
 def measure_load(
-    load: Callable[[], ModelInstance], spec: InstanceSpec | None = None
+    load: Callable[[], ModelInstance], spec: InstanceSpec | None = None, alone: bool = True,
 ) -> tuple[ModelInstance, list[MemoryUsage]]:
     """Run ``load`` (creating the instance ``spec`` describes) and return it with its memory
     footprint.
@@ -344,7 +345,8 @@ def measure_load(
     measured (a lock around the load and its readings), so they do not blur each other's
     numbers, for at most :data:`MEASURING_WAIT_S` seconds (a load that never ends holds up no
     other: past that they load beside it); requests served meanwhile still can blur them: the
-    measured entries are marked ``estimate``.
+    measured entries are marked ``estimate``. ``alone=False`` (a backend whose instances
+    report their own memory, :attr:`Backend.measured_alone`): no lock, nothing waits.
 
     :meth:`ModelInstance.reported_memory` entries replace the measured entry of the same
     (kind, device) (:func:`~workbench.statistics.merge_memory`): a backend that knows its
@@ -354,7 +356,7 @@ def measure_load(
     """
     kind, device_id = (spec.kind, spec.device_id) if spec is not None else ("KIND_CPU", 0)
     on_gpu = kind in ("KIND_GPU", "KIND_MODEL")
-    with _measuring():
+    with _measuring(alone):
         gpu_before = read_gpu_memory() if on_gpu else {}
         before = host_rss_bytes()
         instance = load()
@@ -371,7 +373,7 @@ def measure_load(
 
 def measure_loads(
     loads: Sequence[Callable[[], ModelInstance]], specs: Sequence[InstanceSpec],
-    created: list[ModelInstance] | None = None,
+    created: list[ModelInstance] | None = None, alone: bool = True,
 ) -> tuple[list[ModelInstance], list[list[MemoryUsage]]]:
     """Run ``loads`` (creating the instances ``specs`` describe, in that order) on parallel
     threads, as Triton creates a model's instances concurrently, and return the instances
@@ -380,7 +382,8 @@ def measure_loads(
     measured for all of them together, so each instance gets an even share of it (an
     estimate); a (kind, device) any instance reports is taken from the reports alone, so
     the footprints add up to the measured growth joined with the reports.
-    ``created`` (a list the caller holds) receives each instance as soon as it exists.
+    ``created`` (a list the caller holds) receives each instance as soon as it exists;
+    ``alone``: as :func:`measure_load`'s.
 
     Raises:
         Exception: the first error of ``loads`` in spec order, once every load finished
@@ -389,7 +392,7 @@ def measure_loads(
     created = [] if created is None else created
     kinds = {spec.kind for spec in specs}
     on_gpu = bool(kinds & {"KIND_GPU", "KIND_MODEL"})
-    with _measuring():
+    with _measuring(alone):
         gpu_before = read_gpu_memory() if on_gpu else {}
         before = host_rss_bytes()
         results: list[ModelInstance | BaseException] = []
@@ -424,9 +427,13 @@ def measure_loads(
 
 
 @contextlib.contextmanager
-def _measuring() -> Iterator[None]:
+def _measuring(wanted: bool = True) -> Iterator[None]:
     """The measurement section: alone, unless another load held it longer than
-    :data:`MEASURING_WAIT_S` (then beside it, logged: the memory figures may blur)."""
+    :data:`MEASURING_WAIT_S` (then beside it, logged: the memory figures may blur);
+    ``wanted=False``: beside any other, without waiting."""
+    if not wanted:
+        yield
+        return
     alone = _MEASURING.acquire(timeout=MEASURING_WAIT_S)
     if not alone:
         log.warning("another model load has been measured for more than %.0fs; this load goes on "

@@ -120,7 +120,8 @@ class Server:
         lifecycle = self.lifecycle
         try:
             await lifecycle.open(BackendContext(asyncio.get_running_loop(), self.infer_stream,
-                                                self.custom_metrics))
+                                                self.custom_metrics, self.load_model,
+                                                self.unload_model, self.model_ready))
         except InvalidArgument as exc:
             if self.options.exit_on_error or not lifecycle.opened:
                 raise

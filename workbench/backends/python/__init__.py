@@ -5,12 +5,12 @@ process (:mod:`.stub`) that imports ``model.py`` with ``triton_python_backend_ut
 (:mod:`.pb_utils`) available, so a crash, hang or leak in model code never takes the
 server down. Tensors cross the process boundary inline (up to 128 KiB) or through
 reusable POSIX shared-memory segments (:mod:`.transport`); decoupled response senders and
-BLS (:mod:`.bls`) call back into the server.
+BLS (:mod:`.bls`) and model control (:mod:`.control`) call back into the server.
 
 Server side: :class:`PythonBackend` -> :class:`~.instance.PythonInstance` ->
 :class:`~.process.StubProcess`. Stub side: :mod:`.stub`, :mod:`.stub_calls`,
 :mod:`.pb_utils`, :mod:`.pb_tensor`, :mod:`.pb_log`, :mod:`.pb_args` (argument checks),
-:mod:`.pb_runtime`, :mod:`.model_config`, :mod:`.c_utils` (``c_python_backend_utils``) (numpy
+:mod:`.pb_control`, :mod:`.pb_runtime`, :mod:`.model_config`, :mod:`.c_utils` (``c_python_backend_utils``) (numpy
 and the standard library only).
 Auto-complete (``auto_complete_config``) is run by the config layer
 (``workbench.config.python_autocomplete``), which starts the stub in its
@@ -37,6 +37,9 @@ class PythonBackend(Backend):
 
     def __init__(self, python_based: Path | None = None) -> None:
         self.python_based = python_based
+
+    #: a stub reports its own memory; a model's initialize may load other models
+    measured_alone = False
 
     def load_instance(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec) -> ModelInstance:
         """Start the instance's stub and run the model's ``initialize``.

@@ -55,6 +55,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.backends.python.bls import BlsForwarder
+from workbench.backends.python.control import ModelControlForwarder
 from workbench.backends.python.process import StubDied, StubProcess
 from workbench.backends.python.transport import encode_tensor
 from workbench.config.model_config import model_config_to_json
@@ -143,6 +144,7 @@ class PythonInstance(ModelInstance):
         self._bls = BlsForwarder(context, spec.name)
         #: where the model's ``pb_utils.MetricFamily`` calls go (each stub owns its handles)
         self._metrics = context.custom_metrics if context is not None and context.custom_metrics else CustomMetrics()
+        self._control = ModelControlForwarder(context, spec.name)
         self._readiness = _Readiness()
         #: the stub died with nothing in flight: it stays down until the next request
         self._down_idle = False
@@ -321,6 +323,8 @@ class PythonInstance(ModelInstance):
             self._bls.submit(message, stub)
         elif op == "background_failed":
             self._background_failed(message)
+        elif op == "control":
+            self._control.submit(message, stub)
         elif op == "bls_cancel":
             self._bls.cancel(stub, message["call"])
         elif op == "log":

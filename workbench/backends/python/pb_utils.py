@@ -26,8 +26,10 @@ flags; see :mod:`.instance` and Triton's iterative sequences in
 
 Custom metrics: ``MetricFamily`` (:mod:`.pb_metrics`), exported on the server's ``/metrics``.
 
-Not provided: model control from a model
-(``load_model`` / ``unload_model`` / ``is_model_ready``), GPU tensors.
+Model control from a model (``load_model`` / ``unload_model`` / ``is_model_ready``) is
+:mod:`.pb_control`, re-exported here.
+
+Not provided: GPU tensors.
 
 This module runs inside the stub process: numpy and the standard library only.
 """
@@ -41,6 +43,7 @@ from typing import Any
 from workbench.backends.python import pb_runtime
 from workbench.backends.python.model_config import ModelConfig
 from workbench.backends.python.pb_args import check_int, check_list, check_str, incompatible, parameters_json
+from workbench.backends.python.pb_control import is_model_ready, load_model, unload_model
 from workbench.backends.python.pb_log import Logger, LogLevel
 from workbench.backends.python.pb_metrics import MetricFamily
 from workbench.backends.python.pb_tensor import (
@@ -463,9 +466,12 @@ __all__ = [
     "get_model_dir",
     "get_output_config_by_name",
     "get_output_tensor_by_name",
+    "is_model_ready",
+    "load_model",
     "numpy_to_triton_type",
     "serialize_byte_tensor",
     "triton_string_to_numpy",
     "triton_to_numpy_type",
+    "unload_model",
     "using_decoupled_model_transaction_policy",
 ]

@@ -59,6 +59,7 @@ import traceback
 from typing import Any
 
 from workbench.backends.python import c_utils, pb_runtime, pb_utils
+from workbench.backends.python.pb_control import ControlCalls
 from workbench.backends.python.stub_calls import BlsCalls, Questions, decode_response, encode_response
 from workbench.backends.python.transport import (
     Channel,
@@ -92,6 +93,8 @@ class Stub:
         self.reader = SegmentReader(segment_base + "p", writable=True)
         self.model: Any = None
         self.model_name = ""
+        #: the instance's name (``<model>_<group>_<n>``): Triton's stub names it in its texts
+        self.instance_name = ""
         self.decoupled = False
         self._events_sent = 0  # event messages sent so far (each reply carries the count)
         self._events_lock = threading.Lock()
@@ -100,6 +103,7 @@ class Stub:
         self._newest_key = 0  # the highest sender key received (keys only grow)
         self._bls = BlsCalls(self)
         self._questions = Questions(self)
+        self._control = ControlCalls(self.send)
         self._loop: Any = None
         #: BLS is allowed between a successful ``initialize`` and ``finalize`` (as Triton)
         self.bls_allowed = False
@@ -117,6 +121,8 @@ class Stub:
                     self._bls.deliver(message)
                 elif message["op"] == "answer":
                     self._questions.deliver(message)
+                elif message["op"] == "control_response":
+                    self._control.deliver(message)
                 elif message["op"] == "is_ready":  # beside execute, as Triton's stub
                     threading.Thread(target=self._answer_is_ready, name="is-ready", daemon=True).start()
                 elif message["op"] == "cancel":
@@ -187,6 +193,7 @@ class Stub:
     def _initialize(self, message: dict) -> None:
         args = message["args"]
         self.model_name = args["model_name"]
+        self.instance_name = args["model_instance_name"]
         self.decoupled = bool(message["decoupled"])
         pb_runtime.model_dir = message.get("model_dir", "")
         module = load_model_module(message["model_file"], bool(message.get("python_based")))
@@ -287,7 +294,7 @@ class Stub:
         if self.decoupled:
             if result is not None:
                 raise pb_utils.TritonModelException(
-                    f"Python model '{self.model_name}' is using the decoupled mode and the "
+                    f"Python model '{self.instance_name}' is using the decoupled mode and the "
                     "execute function must return None."
                 )
             return None
@@ -295,8 +302,7 @@ class Stub:
             return [None] * count
         if not isinstance(result, (list, tuple)):
             raise pb_utils.TritonModelException(
-                f"execute() of Python model '{self.model_name}' must return a list of "
-                f"pb_utils.InferenceResponse, one per request; got {type(result).__name__}"
+                f"Expected a list in the execute return, found type '{type(result)}'."
             )
         if len(result) != count:
             raise pb_utils.TritonModelException(
@@ -396,6 +402,13 @@ class Stub:
         if os.getpid() != self._pid:
             return BlsCalls.failed(FORKED_TEXT)
         return self._bls.start(request, decoupled)
+
+    def model_control(self, request: dict) -> dict:
+        """Run one ``load_model`` / ``unload_model`` / ``is_model_ready`` call on the server
+        (:mod:`.pb_control`); in a process the model forked the answer is an error."""
+        if os.getpid() != self._pid:
+            return {"result": None, "error": FORKED_TEXT}
+        return self._control.call(request)
 
     def log(self, level: str, message: str, filename: str, line: int) -> None:
         if os.getpid() != self._pid:  # a forked worker: its stderr (the server's) instead
