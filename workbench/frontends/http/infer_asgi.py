@@ -9,7 +9,9 @@ Compression (``Content-Encoding`` / ``Accept-Encoding`` gzip or deflate, see
 ``compression.py``) costs an uncompressed request nothing beyond the header scan.
 
 A sampled request (``--trace-config``) gets Triton's ``HTTP_RECV_START`` / ``HTTP_RECV_END``
-(the body read) and ``HTTP_SEND_START`` / ``HTTP_SEND_END`` (the response sent) timestamps;
+(the body read), ``INFER_RESPONSE_COMPLETE`` (the engine's response encoded: Triton's
+``InferResponseComplete``, so with ``preserve_ordering`` it is the time the response was
+released in order) and ``HTTP_SEND_START`` / ``HTTP_SEND_END`` (the response sent) timestamps;
 with tracing off the path takes no timestamp. In ``opentelemetry`` mode the request's headers
 go to the sampling, for a W3C ``traceparent`` (Triton's ``HttpTextMapCarrier``).
 
@@ -157,6 +159,8 @@ class InferFastPath:
             else:
                 chunks, json_length = await encode_response_off_loop(
                     self.json_budget, response, request, json_output)
+            if trace is not None:  # Triton's: once the response is finalized, before the send
+                trace.stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
             encoding = response_encoding(accept_encoding) if accept_encoding else None
             if encoding is not None:
                 chunks = [await compress(b"".join(chunks), encoding)]
