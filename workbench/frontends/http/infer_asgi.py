@@ -122,7 +122,7 @@ class InferFastPath:
             compressed = content_encoding is not None and request_encoding(content_encoding)
             if declared is not None and not compressed:  # refused before the body is read
                 check_json_size(json_part_size(header_length, declared), self.json_limit)
-            limit, refusal = self._body_limit(header_length, compressed)
+            limit, refusal = self._body_limit(header_length, bool(compressed))
             body = await read_within(receive, limit, declared, refusal)
             if body is None:
                 raise InvalidArgument("client disconnected before the request body arrived")
