@@ -112,9 +112,12 @@ def http_service(server: Server, options: ServerOptions, *, embedded: bool = Fal
     """The uvicorn server for the v2 HTTP frontend of ``server``; ``embedded``: an
     :class:`EmbeddedHTTPService` (no signal handling). Connections are capped and timed as
     ``options.http_*`` say (:mod:`workbench.frontends.http.connection_guard`); on exit, live
-    connections are served through ``exit_timeout_secs`` as Triton's (embedded: the
-    embedded drain policy, ``Connection: close`` at once)."""
-    limits = ConnectionLimits.from_options(options, serve_through_drain=not embedded)
+    connections are served through ``exit_timeout_secs`` as Triton's (embedded, or with
+    ``reuse_http_port``: ``Connection: close`` at once, so clients move to the other
+    listener)."""
+    # a server sharing its port (--reuse-http-port: the headless switch's child) hands its
+    # clients over to the other listener at once instead of serving them through the drain
+    limits = ConnectionLimits.from_options(options, serve_through_drain=not (embedded or options.reuse_http_port))
     protocol = functools.partial(GuardedHttpToolsProtocol, limits=limits)
     config = uvicorn.Config(
         create_app(server),
