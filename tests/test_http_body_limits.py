@@ -9,10 +9,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import httpx
+import numpy as np
 import orjson
 import pytest
 
-from workbench import ServerOptions
+from workbench import Server, ServerOptions
+from workbench.frontends.http import create_app
 from workbench.testing.attack import chunk
 from workbench.testing.attack import request_head as head
 from workbench.testing.http_listener import http_listener
@@ -140,3 +143,52 @@ async def test_a_client_that_goes_on_sending_after_the_answer_is_cut_off(test_re
         assert status == 413
         with pytest.raises(ConnectionError):  # a reset once the server stops dropping
             await asyncio.wait_for(sender, 10)
+
+
+def binary_infer_body(values: np.ndarray) -> tuple[bytes, dict[str, str]]:
+    """An identity_fp32 request with ``values`` as binary tensor data (the binary extension)."""
+    header = orjson.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": list(values.shape),
+                                       "parameters": {"binary_data_size": values.nbytes}}],
+                           "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]})
+    return header + values.tobytes(), {"Inference-Header-Content-Length": str(len(header)),
+                                       "Content-Type": "application/octet-stream"}
+
+
+async def test_binary_tensor_data_is_bounded_by_its_own_limit_not_the_input_size(test_repository: Path) -> None:
+    """tritonserver bounds the JSON header, raw bodies and inflated bodies by
+    --http-max-input-size, never the binary tensor data after the header (NVIDIA's
+    L0_backend_python test_growth_error sends 512 MiB and 1 GiB); --http-max-binary-size
+    bounds that, refused before the body is read."""
+    options = ServerOptions(model_repository=[str(test_repository)], http_max_input_size=64 * 1024,
+                            http_max_binary_size=512 * 1024)
+    async with Server(options) as server:
+        transport = httpx.ASGITransport(app=create_app(server))
+        async with httpx.AsyncClient(transport=transport, base_url="http://w") as client:
+            values = np.arange(64 * 1024, dtype=np.float32).reshape(1, -1)  # 256 KiB > the input size
+            body, headers = binary_infer_body(values)
+            served = await client.post("/v2/models/identity_fp32/infer", content=body, headers=headers)
+            assert served.status_code == 200, served.text
+            length = int(served.headers["inference-header-content-length"])
+            assert np.frombuffer(served.content[length:], np.float32).tolist() == values.ravel().tolist()
+
+            body, headers = binary_infer_body(np.zeros((1, 256 * 1024), np.float32))  # 1 MiB of data
+            refused = await client.post("/v2/models/identity_fp32/infer", content=body, headers=headers)
+            assert refused.status_code == 400
+            assert refused.json()["error"] == (
+                f"request binary data of {1024 * 1024} bytes exceeds the maximum allowed size of "
+                f"{512 * 1024} bytes. Use --http-max-binary-size to increase the limit.")
+
+            raw = await client.post("/v2/models/identity_fp32/infer", content=b"\0" * 128 * 1024,
+                                    headers={"Inference-Header-Content-Length": "0"})
+            assert raw.status_code == 400
+            assert raw.json()["error"] == (
+                f"Raw input has a byte_size ({128 * 1024} bytes) that exceeds the maximum allowed value "
+                f"of {64 * 1024} bytes. Use --http-max-input-size to increase the limit.")
+
+            header = {"Inference-Header-Content-Length": str(100 * 1024)}
+            big_json = await client.post("/v2/models/identity_fp32/infer", content=b" " * 100 * 1024,
+                                         headers=header)
+            assert big_json.status_code == 400
+            assert big_json.json()["error"] == (
+                f"request JSON size of {100 * 1024} bytes exceeds the maximum allowed input size of "
+                f"{64 * 1024} bytes. Use --http-max-input-size to increase the limit.")

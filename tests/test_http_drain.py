@@ -56,22 +56,23 @@ def server(tmp_path: Path):
     process.stop(signal.SIGKILL)
 
 
-def test_request_on_idle_keepalive_connection_during_drain_is_answered(server: ServerProcess) -> None:
+def test_live_keepalive_connection_is_served_through_the_drain(server: ServerProcess) -> None:
+    """Triton's ``HTTPServer::Stop`` (L0_lifecycle ``test_shutdown_with_live_connection``): a
+    connection open when the drain starts, idle, keeps being served, keep-alive, until the
+    client closes it (or the exit timeout runs out); the drain waits for it, counting down."""
     with socket.create_connection(("127.0.0.1", server.port)) as idle:
-        drain_with(idle, server)
-
-
-def drain_with(idle: socket.socket, server: ServerProcess) -> None:
-    idle.sendall(REQUEST)
-    assert read_one(idle).startswith(b"HTTP/1.1 200")  # now idle, kept alive
-    since = len(server.lines)
-    server.process.send_signal(signal.SIGTERM)
-    server.wait_for_log("Waiting for connections to close", since=since)  # listener closed
-    with pytest.raises(ConnectionRefusedError):
-        socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
-    idle.sendall(REQUEST)  # the proxy reuses its idle connection
-    answer = read_response(idle)
-    assert answer.startswith(b"HTTP/1.1 200"), answer
-    assert b"connection: close" in answer.lower()
-    assert b'"OUTPUT0"' in answer
-    assert server.process.wait(30) == 0
+        idle.sendall(REQUEST)
+        assert read_one(idle).startswith(b"HTTP/1.1 200")  # now idle, kept alive
+        since = len(server.lines)
+        server.process.send_signal(signal.SIGINT)
+        server.wait_for_log("Timeout 30: Found 1 HTTP service connections", since=since)
+        with pytest.raises(ConnectionRefusedError):  # the listener is closed
+            socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
+        for _ in range(2):  # the live connection still serves, and stays open
+            idle.sendall(REQUEST)
+            head = read_one(idle)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            assert b"connection: close" not in head.lower()
+        assert server.process.poll() is None
+    assert server.process.wait(30) == 0  # the client closed it: the drain goes on
+    assert "Waiting for in-flight requests to complete." in server.log

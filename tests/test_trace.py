@@ -24,7 +24,7 @@ from workbench.tracing.records import tensor_record as tensor_record_or_none
 
 HTTP_NAMES = ["HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START", "QUEUE_START", "COMPUTE_START",
               "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END",
-              "HTTP_SEND_START", "HTTP_SEND_END"]
+              "INFER_RESPONSE_COMPLETE", "HTTP_SEND_START", "HTTP_SEND_END"]
 ADD_SUB = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 16], "data": [0.5] * 16},
                       {"name": "INPUT1", "datatype": "FP32", "shape": [1, 16], "data": [2.0] * 16}]}
 PAIR = {"inputs": [{"name": "IN0", "datatype": "FP32", "shape": [1, 16], "data": [3.0] * 16},
@@ -94,7 +94,7 @@ async def test_grpc_request_writes_grpc_timestamps(test_repository: Path, asgi_c
     (records,) = by_id(json.loads(first.read_text())).values()
     assert header(records)["request_id"] == "g1"
     assert [name for name, _ in stamps(records)] == [
-        "GRPC_WAITREAD_START", "GRPC_WAITREAD_END", *HTTP_NAMES[2:-2], "INFER_RESPONSE_COMPLETE",
+        "GRPC_WAITREAD_START", "GRPC_WAITREAD_END", *HTTP_NAMES[2:-2],
         "GRPC_SEND_START", "GRPC_SEND_END"]
 
 
@@ -167,10 +167,10 @@ async def test_ensemble_steps_are_child_traces(tmp_path: Path, asgi_client) -> N
     assert children == [("add_sub", top["id"]), ("identity16", top["id"])]
     assert [n for n, _ in stamps(traces[top["id"]])] == [
         "HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START", "QUEUE_START", "REQUEST_END",
-        "HTTP_SEND_START", "HTTP_SEND_END"]
+        "INFER_RESPONSE_COMPLETE", "HTTP_SEND_START", "HTTP_SEND_END"]
     for trace_id, records in traces.items():
         if trace_id != top["id"]:
-            assert [n for n, _ in stamps(records)] == HTTP_NAMES[2:-2]
+            assert [n for n, _ in stamps(records)] == HTTP_NAMES[2:-3]
 
 
 async def test_per_model_settings_take_effect(test_repository: Path, asgi_client, tmp_path: Path) -> None:

@@ -93,7 +93,8 @@ async def test_spans_reach_an_otlp_http_receiver(tmp_path: Path, asgi_client) ->
         "InferRequest", "add_sub", "compute", "compute", "ens_chain", "identity16"]
     resource, root = spans["InferRequest"]
     assert resource["service.name"] == "triton-inference-server" and resource["service.version"] == "7"
-    assert [e.name for e in root.events] == ["HTTP_RECV_START", "HTTP_RECV_END", "HTTP_SEND_START", "HTTP_SEND_END"]
+    assert [e.name for e in root.events] == ["HTTP_RECV_START", "HTTP_RECV_END", "INFER_RESPONSE_COMPLETE",
+                                             "HTTP_SEND_START", "HTTP_SEND_END"]
     _, ensemble = spans["ens_chain"]
     assert ensemble.parent_span_id == root.span_id and ensemble.trace_id == root.trace_id
     ensemble_attributes = attributes(ensemble)

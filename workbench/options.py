@@ -279,7 +279,16 @@ class ServerOptions(BaseSettings):
     size, and parsing a config costs seconds per MiB here."""
 
     http_max_input_size: int = Field(default=64 * 1024 * 1024, gt=0)
-    """Largest accepted HTTP request body, bytes (tritonserver ``--http-max-input-size``)."""
+    """Largest JSON part of an HTTP request, raw binary infer body, and decompressed body,
+    bytes (tritonserver ``--http-max-input-size``, its texts; as in tritonserver, the binary
+    tensor data after an infer request's JSON header is not bounded by it, see
+    ``http_max_binary_size``)."""
+
+    http_max_binary_size: int = Field(default=2**31 - 1, gt=0)
+    """Largest binary tensor data of one HTTP infer request (the body after its
+    ``Inference-Header-Content-Length`` JSON header), bytes; a larger body gets 400 before it is
+    read when ``Content-Length`` tells, else as soon as the bytes read pass it. Default INT32_MAX,
+    as gRPC's message size. Not a tritonserver flag (tritonserver reads any size)."""
 
     http_max_json_size: int = Field(default=64 * 1024 * 1024, gt=0)
     """Largest JSON part of an HTTP infer request, bytes: the whole body, or the JSON header

@@ -321,13 +321,18 @@ class ModelStatistics:
         self.last_inference_ms = time.time_ns() // 1_000_000
 
     def record_execution(
-        self, batch_size: int, input_ns: int, infer_ns: int, output_ns: int
+        self, batch_size: int, input_ns: int, infer_ns: int, output_ns: int,
+        inferences: int | None = None,
     ) -> None:
-        """One backend execution over ``batch_size`` inferences (the formed batch size)."""
-        self.inference_count += batch_size
+        """One backend execution of ``batch_size`` rows (the formed batch size, its
+        ``batch_stats`` key) holding ``inferences`` real inferences (default ``batch_size``;
+        fewer when a sequence batcher's null rows filled it: Triton's null requests are in the
+        batch size but collect no statistics, so not in ``inference_count``)."""
+        inferences = batch_size if inferences is None else inferences
+        self.inference_count += inferences
         self.execution_count += 1
         metrics = self.metrics
-        metrics.inference_count += batch_size
+        metrics.inference_count += inferences
         metrics.execution_count += 1
         metrics.batch_sizes[batch_size] = metrics.batch_sizes.get(batch_size, 0) + 1
         batch = self.batch_stats.get(batch_size)

@@ -13,9 +13,10 @@ stopped or restarts refuses the connection before anything was sent) and on a co
 never after it sent the request: infer is a POST and a replica may already have run it, so
 ``proxy_next_upstream ... non_idempotent`` (and re-running a request on a stateful sequence
 model) stays off. Zero failed requests through a rolling restart come from the replicas'
-drain (``workbench serve`` on SIGTERM: the listening sockets refuse new connections at once;
-requests arriving on an open connection within a 1 s grace are served, HTTP ones answered with
-``Connection: close``; then the gRPC server stops), not from retrying requests that were sent.
+drain (``workbench serve`` on SIGTERM, as tritonserver's: the listening sockets refuse new
+connections at once; requests arriving on an open HTTP connection keep being served until nginx
+closes it or the exit timeout runs out; the gRPC server stops at once, and nginx opens a new
+gRPC connection per request), not from retrying requests that were sent.
 The gRPC upstream has no keep-alive connections for that reason (see the config's comment).
 A replica killed outright (SIGKILL, OOM) costs exactly the requests it was running: nginx
 answers those 502 (HTTP) / UNAVAILABLE (gRPC).

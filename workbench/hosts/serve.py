@@ -10,14 +10,12 @@ import contextlib
 import logging
 import os
 import sys
-import time
 from functools import partial
 
 from workbench import Server, ServerOptions, WorkbenchError
 from workbench.hosts.logging_setup import apply_log_settings, configure_logging
 from workbench.serving.drain import drain_engine
-from workbench.serving.grpc_service import DRAIN_GRACE_S as GRPC_DRAIN_GRACE_S
-from workbench.serving.grpc_service import serve_grpc, stop_accepting_grpc
+from workbench.serving.grpc_service import FINAL_GRACE_S, serve_grpc, stop_accepting_grpc
 from workbench.serving.http_service import http_service
 from workbench.serving.metrics_service import serve_metrics
 from workbench.serving.ports import bind_ports
@@ -30,11 +28,13 @@ async def serve(options: ServerOptions) -> int:
     exit status.
 
     Every port is bound before any model loads, so a busy port fails fast. On exit (SIGINT /
-    SIGTERM) HTTP and gRPC refuse new connections at once; requests arriving on open
-    connections are served for a 1 s grace (:mod:`workbench.serving.grpc_service`,
-    :mod:`workbench.frontends.http.connection_guard`: what a load balancer needs for zero failed
-    requests through a rolling restart); the gRPC service lets in-flight RPCs finish, the
-    engine drains once the grace is over; the metrics endpoint keeps answering while the
+    SIGTERM), as tritonserver's ``StopEndpoints``: HTTP and gRPC refuse new connections at
+    once; live HTTP connections (idle keep-alive ones included) are served until they close
+    or ``--exit-timeout-secs`` runs out
+    (:mod:`workbench.frontends.http.connection_guard`); the gRPC server stops at once
+    (``GracefulStop``: a new RPC on an open connection is refused, in-flight RPCs finish:
+    :func:`~workbench.serving.grpc_service.stop_accepting_grpc`); then the engine drains
+    within what is left of the exit timeout; the metrics endpoint keeps answering while the
     engine drains and stops with it.
     """
     server = Server(options)
@@ -54,16 +54,13 @@ async def serve(options: ServerOptions) -> int:
         if bound.metrics is not None:
             await services.enter_async_context(serve_metrics(server, options, bound.metrics))
         if bound.grpc is not None:
-            await services.enter_async_context(serve_grpc(*bound.grpc, options))
-            http.on_exit.append(partial(stop_accepting_grpc, bound.grpc[0], options, bound.grpc[1]))
+            await services.enter_async_context(serve_grpc(*bound.grpc, options, FINAL_GRACE_S))
+            http.on_exit.append(partial(stop_accepting_grpc, bound.grpc[0], options, bound.grpc[1], 0.0))
         http.on_started.append(partial(log.info, "Started HTTPService at %s:%d", host, port))
         drained = False
         try:
             await http.serve(sockets=[bound.http])
         finally:
-            if bound.grpc is not None and http.exit_started is not None:
-                # RPCs on the gRPC connections still open are served until the gRPC stop
-                await asyncio.sleep(max(0.0, http.exit_started + GRPC_DRAIN_GRACE_S - time.monotonic()))
             drained = await drain_engine(server, options, http.exit_started)
             if not drained:  # a thread may never return (a native call, a mount that hangs):
                 exit_now(1)  # exit before asyncio's shutdown would wait for its threads

@@ -382,7 +382,7 @@ class Dispatcher(Scheduler):
         times: ExecutionTimes | None
         if result is not None:  # the execution ran (its error is None)
             responses, times = result
-            self._record_execution(self._policy.counted(batch), times)
+            self._record_execution(batch, times)  # null rows in the batch size, as Triton's
         else:  # the whole execution failed
             wrapped = error if isinstance(error, WorkbenchError) else InternalError(str(error))
             responses, times = [BackendResponse(error=wrapped)] * len(batch), None
@@ -394,12 +394,18 @@ class Dispatcher(Scheduler):
         self.dispatch()
 
     def _record_execution(self, batch: list[Pending], times: ExecutionTimes) -> None:
+        """One ``batch_stats`` entry: the batch size is every row the backend got, a
+        sequence batcher's null rows included (Triton's backends report the request count of
+        the execution, null requests among them); ``inference_count`` counts real requests
+        only (Triton's null requests collect no statistics)."""
         size = sum(p.request.batch_size for p in batch)
+        real = self._policy.counted(batch)
         self.stats.record_execution(
             size,
             times.input_done_ns - times.start_ns,
             times.infer_done_ns - times.input_done_ns,
             times.end_ns - times.infer_done_ns,
+            size if len(real) == len(batch) else sum(p.request.batch_size for p in real),
         )
 
 

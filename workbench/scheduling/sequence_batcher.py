@@ -99,8 +99,8 @@ class SequenceBatcher(Scheduler, BatchPolicy):
     :class:`~workbench.scheduling.base.SequenceScheduler`, by way of its own
     :class:`~workbench.scheduling.dispatcher.Dispatcher`, whose batch policy it is.
     Subclasses give the slot layout (:meth:`_slot_layout`) and form executions
-    (``next_batch``). Statistics count real requests only: an execution is recorded
-    with the number of real requests in it (``direct`` null requests are not counted).
+    (``next_batch``). ``inference_count`` counts real requests only, while an execution's
+    ``batch_stats`` size includes ``direct`` null rows (Triton's).
     Cancelled requests are dropped when a scan of the queue for an execution meets them.
 
     Args:
@@ -390,7 +390,7 @@ class SequenceBatcher(Scheduler, BatchPolicy):
 
     # ------------------------------------------------------------------ completion
     def counted(self, batch: list[Pending]) -> list[Pending]:
-        """Direct-strategy null rows never were in the queue and are not counted."""
+        """Direct-strategy null rows never were in the queue: not counted as queued."""
         return [p for p in batch if not p.request.parameters.get("_null")]
 
     def complete(self, pending: Pending, response: BackendResponse,

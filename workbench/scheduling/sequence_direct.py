@@ -24,8 +24,10 @@ removed one takes no new sequence, keeps executing the live sequences of its slo
 leaves (then unloads) when the last of them ends, as Triton's ``SequenceBatchScheduler``
 erases a removed instance's slots as they are released.
 
-Statistics count only the real requests: ``inference_count`` and the ``batch_stats``
-entry of an execution use the number of real requests in it, not the slot count.
+Statistics as Triton's: ``inference_count`` counts only the real requests (a null request
+collects no statistics: core ``InferenceRequest::CopyAsNull``), while the ``batch_stats`` entry
+of an execution has the batch size the backend got, null rows included (an execution of slot 2
+alone is a batch of 3), as Triton's backends report it.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ async def drain_engine(server: Server, options: ServerOptions, started: float | 
     budget = options.exit_timeout_secs
     if budget and started is not None:
         budget = max(0.0, budget - (time.monotonic() - started))
+    log.info("Waiting for in-flight requests to complete.")  # tritonserver's line
     log.info("stopping: waiting for in-flight requests (up to %.1fs)", budget)
     try:
         await asyncio.wait_for(server.stop(), timeout=budget if options.exit_timeout_secs else None)

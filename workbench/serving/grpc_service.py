@@ -16,6 +16,7 @@ import grpc
 
 from workbench import Server, ServerOptions
 from workbench.frontends.grpc import create_grpc_server
+from workbench.frontends.grpc.shutdown_gate import refuse_new_rpcs
 from workbench.serving.listeners import shut_listeners
 
 log = logging.getLogger("workbench")
@@ -37,10 +38,17 @@ def open_grpc_listener(server: Server, options: ServerOptions) -> tuple[grpc.aio
 
 @contextlib.asynccontextmanager
 async def serve_grpc(
-    grpc_server: grpc.aio.Server, port: int, options: ServerOptions
+    grpc_server: grpc.aio.Server, port: int, options: ServerOptions,
+    final_grace_s: float | None = None,
 ) -> AsyncIterator[None]:
     """Serve until the block exits, then stop accepting RPCs and let in-flight ones
-    finish (up to ``exit_timeout_secs``; streams still open then are cancelled).
+    finish (up to ``final_grace_s``, default ``exit_timeout_secs``; calls still open then
+    are cancelled).
+
+    ``workbench serve`` exits the block once the engine drained, and gives a short
+    ``final_grace_s``: every engine answer is in by then, and a call that grpc.aio took off
+    the wire after its stop began (it never runs it) is cancelled then rather than at the
+    end of the exit timeout.
 
     Logs ``Started GRPCInferenceService at <address>:<port>`` (Triton's line) with the
     bound port once serving.
@@ -50,35 +58,44 @@ async def serve_grpc(
     try:
         yield
     finally:
-        await grpc_server.stop(grace=options.exit_timeout_secs or None)
+        grace = final_grace_s if final_grace_s is not None else options.exit_timeout_secs or None
+        await grpc_server.stop(grace=grace)
 
 
 #: stop tasks started from signal handlers (kept referenced until they finish)
 _STOPPING: set[asyncio.Task] = set()
 
-#: seconds between the signal and the gRPC server's stop: RPCs that a proxy sent on its open
-#: connections meanwhile are served (grpc-core cancels every RPC that arrives once stopping)
+#: seconds between the signal and the gRPC server's stop in the headless switch: RPCs that a
+#: proxy sent on its open connections meanwhile are served (grpc-core cancels every RPC that
+#: arrives once stopping)
 DRAIN_GRACE_S = 1.0
+
+#: seconds the gRPC server of ``workbench serve`` gives its calls once the engine drained
+FINAL_GRACE_S = 1.0
 
 
 def stop_accepting_grpc(grpc_server: grpc.aio.Server, options: ServerOptions,
-                        port: int | None = None) -> None:
+                        port: int | None = None, grace_s: float = DRAIN_GRACE_S) -> None:
     """Start the gRPC server's drain now (called on the loop thread when SIGINT / SIGTERM
     arrives): new connections to ``port`` are refused at once (a proxy tries another
-    replica, nothing was sent), RPCs on connections already open are served for
-    :data:`DRAIN_GRACE_S` more; then the graceful stop (GOAWAY; new RPCs UNAVAILABLE, in-flight
-    ones finish, up to ``exit_timeout_secs``). :func:`serve_grpc` later awaits the same stop.
-    ``port`` None: stop at once (no listener to shut)."""
+    replica, nothing was sent), RPCs on connections already open are served for ``grace_s``
+    more (the headless switch's :data:`DRAIN_GRACE_S`); then the graceful stop (GOAWAY; new
+    RPCs refused, in-flight ones finish, up to ``exit_timeout_secs``). :func:`serve_grpc`
+    later awaits the same stop. ``port`` None or ``grace_s`` 0: stop at once, as Triton's
+    ``GracefulStop`` does at SIGINT / SIGTERM (a new RPC on an open connection is CANCELLED,
+    or, once the client read the GOAWAY, "failed to connect to all addresses ... Connection
+    refused")."""
     loop = asyncio.get_running_loop()
 
     def stop() -> None:
+        refuse_new_rpcs(grpc_server)  # a call matched before grpc-core's stop took effect
         task = loop.create_task(grpc_server.stop(grace=options.exit_timeout_secs or None))
         _STOPPING.add(task)
         task.add_done_callback(_STOPPING.discard)
 
-    if port is not None and shut_listeners(port):
+    if port is not None and grace_s > 0 and shut_listeners(port):
         log.info("gRPC: new connections refused; RPCs on open connections served %.1fs more",
-                 DRAIN_GRACE_S)
-        loop.call_later(DRAIN_GRACE_S, stop)
+                 grace_s)
+        loop.call_later(grace_s, stop)
     else:
         stop()

@@ -7,6 +7,7 @@ it in the background without (:class:`EmbeddedHTTPService`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
@@ -50,6 +51,26 @@ class HTTPService(uvicorn.Server):
             for callback in self.on_started:
                 callback()
 
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's shutdown (listener closed, live connections served until they close,
+        up to ``timeout_graceful_shutdown``), logging tritonserver's countdown each second
+        while connections are open: ``Timeout N: Found M HTTP service connections``."""
+        countdown = asyncio.ensure_future(self._count_down())
+        try:
+            await super().shutdown(sockets)
+        finally:
+            countdown.cancel()
+
+    async def _count_down(self) -> None:
+        budget = self.config.timeout_graceful_shutdown
+        if not budget:
+            return
+        while budget > 0 and self.server_state.connections:
+            log.info("Timeout %d: Found %d HTTP service connections", budget,
+                     len(self.server_state.connections))
+            await asyncio.sleep(1.0)
+            budget -= 1
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if not self.should_exit:
             self.exit_started = time.monotonic()
@@ -90,8 +111,14 @@ class EmbeddedHTTPService(HTTPService):
 def http_service(server: Server, options: ServerOptions, *, embedded: bool = False) -> HTTPService:
     """The uvicorn server for the v2 HTTP frontend of ``server``; ``embedded``: an
     :class:`EmbeddedHTTPService` (no signal handling). Connections are capped and timed as
-    ``options.http_*`` say (:mod:`workbench.frontends.http.connection_guard`)."""
-    protocol = functools.partial(GuardedHttpToolsProtocol, limits=ConnectionLimits.from_options(options))
+    ``options.http_*`` say (:mod:`workbench.frontends.http.connection_guard`); on exit, live
+    connections are served through ``exit_timeout_secs`` as Triton's (embedded, or with
+    ``reuse_http_port``: ``Connection: close`` at once, so clients move to the other
+    listener)."""
+    # a server sharing its port (--reuse-http-port: the headless switch's child) hands its
+    # clients over to the other listener at once instead of serving them through the drain
+    limits = ConnectionLimits.from_options(options, serve_through_drain=not (embedded or options.reuse_http_port))
+    protocol = functools.partial(GuardedHttpToolsProtocol, limits=limits)
     config = uvicorn.Config(
         create_app(server),
         log_level="debug" if options.log_verbose else "warning",

@@ -16,6 +16,7 @@ from workbench.frontends.grpc.health import add_health_service
 from workbench.frontends.grpc.restricted import RestrictedProtocolInterceptor
 from workbench.frontends.grpc.rollouts import add_rollout_service
 from workbench.frontends.grpc.service import GRPCInferenceService
+from workbench.frontends.grpc.shutdown_gate import ShutdownGate, gate
 
 
 def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
@@ -51,7 +52,9 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
     """A grpc.aio server serving ``server``, bound to ``grpc_address:grpc_port``.
 
     Must be called on the running event loop the engine uses; the server is not started.
-    With ``--grpc-restricted-protocol``, a :class:`RestrictedProtocolInterceptor` checks the
+    A :class:`~workbench.frontends.grpc.shutdown_gate.ShutdownGate` refuses new calls once
+    :func:`~workbench.frontends.grpc.shutdown_gate.refuse_new_rpcs` is called. With
+    ``--grpc-restricted-protocol``, a :class:`RestrictedProtocolInterceptor` checks the
     key of every call first. ``grpc.health.v1.Health`` is served beside it
     (:mod:`workbench.frontends.grpc.health`), and the rollout extension's
     ``workbench.RolloutService`` (:mod:`workbench.frontends.grpc.rollouts`).
@@ -63,8 +66,12 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
         RuntimeError: the address cannot be bound (in use, bad address).
     """
     restrictions = options.grpc_restrictions()
-    interceptors = [RestrictedProtocolInterceptor(restrictions)] if restrictions else []
+    shutdown_gate = ShutdownGate()
+    interceptors: list[grpc.aio.ServerInterceptor] = [shutdown_gate]
+    if restrictions:
+        interceptors.append(RestrictedProtocolInterceptor(restrictions))
     grpc_server = grpc.aio.server(options=channel_options(options), interceptors=interceptors)
+    gate(grpc_server, shutdown_gate)
     service = GRPCInferenceService(server, options.grpc_header_forward_pattern,
                                    options.grpc_infer_response_compression_level,
                                    options.grpc_max_stream_unsent_size)

@@ -25,12 +25,19 @@ new one gets 503 and is closed.
 
 tritonserver has no such flags (its libevent server has fixed limits); these go beyond it.
 
-Draining (SIGTERM, :meth:`GuardedHttpToolsProtocol.shutdown`): uvicorn closes idle keep-alive
-connections at once, and a proxy (nginx) that wrote a request on one of them a moment before
-gets a reset it must not retry (a POST may have run): a 502. Here an idle connection stays
-open :data:`DRAIN_IDLE_GRACE_S` more; a request that arrives on it meanwhile is answered with
-``Connection: close``. The listener is closed at once, so the proxy's new connections are
-refused and go to another replica.
+Draining (SIGTERM, :meth:`GuardedHttpToolsProtocol.shutdown`): the listener is closed at once,
+so new connections are refused (a proxy goes to another replica). uvicorn would also close idle
+keep-alive connections at once, and a proxy (nginx) that wrote a request on one of them a moment
+before gets a reset it must not retry (a POST may have run): a 502. Instead, two policies
+(:attr:`ConnectionLimits.drain_s`):
+
+* ``workbench serve`` (Triton's ``HTTPServer::Stop``): live connections, idle keep-alive ones
+  included, keep being served, keep-alive as before, until the client closes them, their
+  keep-alive timeout closes them, or ``--exit-timeout-secs`` runs out; then an idle one is
+  closed and a busy one is answered with ``Connection: close``;
+* the embedded listener (the Jupyter host, the headless switch): an idle connection stays open
+  :data:`DRAIN_IDLE_GRACE_S` more, and every request on a draining connection is answered with
+  ``Connection: close``, so clients move to the new listener at once.
 """
 
 from __future__ import annotations
@@ -67,16 +74,24 @@ class ConnectionLimits:
     max_header_size: int
     body_min_rate: float = 0.0
     """bytes/s (0: no slow-body eviction)"""
+    drain_s: float | None = None
+    """seconds live connections are served, keep-alive, once the drain starts (Triton's: the
+    exit timeout; ``inf``: until they close); None: the embedded policy (``Connection: close``
+    on every request of a draining connection, idle ones closed after
+    :data:`DRAIN_IDLE_GRACE_S`)"""
 
     @classmethod
-    def from_options(cls, options: Any) -> ConnectionLimits:
-        """From ``ServerOptions``; ``http_max_connections=0`` becomes :func:`auto_max_connections`."""
+    def from_options(cls, options: Any, *, serve_through_drain: bool = False) -> ConnectionLimits:
+        """From ``ServerOptions``; ``http_max_connections=0`` becomes :func:`auto_max_connections`.
+        ``serve_through_drain``: Triton's drain (:attr:`drain_s` = ``exit_timeout_secs``, 0 =
+        no limit), for ``workbench serve``."""
         return cls(
             max_connections=options.http_max_connections or auto_max_connections(),
             header_timeout_s=options.http_header_timeout,
             body_timeout_s=options.http_body_timeout,
             max_header_size=options.http_max_header_size,
             body_min_rate=options.http_body_min_rate,
+            drain_s=(options.exit_timeout_secs or float("inf")) if serve_through_drain else None,
         )
 
 
@@ -163,14 +178,29 @@ class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
 
     def shutdown(self) -> None:
         """Start this connection's drain (uvicorn calls it for every connection once the
-        listener is closed): a request in progress, and any that arrives in the next
-        :data:`DRAIN_IDLE_GRACE_S` seconds, is answered with ``Connection: close``; a
+        listener is closed). With :attr:`ConnectionLimits.drain_s` (Triton's): requests keep
+        being served, keep-alive, for that many seconds (an idle connection's keep-alive
+        timeout still closes it); a connection still open then is closed when idle, after
+        its response when busy. Without: a request in progress, and any that arrives in the
+        next :data:`DRAIN_IDLE_GRACE_S` seconds, is answered with ``Connection: close``; a
         connection still idle then is closed."""
+        drain_s = self.limits.drain_s
+        if drain_s is not None:
+            if drain_s != float("inf"):
+                self.loop.call_later(drain_s, self._end_drain)
+            return
         self._draining = True
         if self.busy():
             super().shutdown()  # keep_alive off: closed after this response
             return
         self.loop.call_later(DRAIN_IDLE_GRACE_S, self._close_if_idle)
+
+    def _end_drain(self) -> None:
+        """The exit timeout ran out: no more requests on this connection."""
+        self._draining = True
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.keep_alive = False
+        self._close_if_idle()
 
     def _close_if_idle(self) -> None:
         if self.transport.is_closing():

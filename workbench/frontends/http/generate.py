@@ -23,9 +23,10 @@ Errors follow tritonserver's ``HandleGenerate``:
 
 A sampled request (``--trace-config``) is traced as tritonserver's ``HandleGenerate`` traces it
 (sampled on arrival, before the model's metadata is read): ``HTTP_RECV_START`` / ``HTTP_RECV_END``
-(the body read), the engine's timestamps, and ``HTTP_SEND_START`` / ``HTTP_SEND_END`` around
-each response sent (the JSON object; each event of ``/generate_stream``); the trace is written
-once the response is complete.
+(the body read), the engine's timestamps, ``INFER_RESPONSE_COMPLETE`` as each response comes
+from the engine, and ``HTTP_SEND_START`` / ``HTTP_SEND_END`` around each response sent (the
+JSON object; each event of ``/generate_stream``); the trace is written once the response is
+complete.
 
 A client that disconnects abandons its request: the awaited stream is closed, so the engine
 drops the model's remaining responses (and a queued request is not run), and nothing is left
@@ -147,6 +148,7 @@ class GeneratePath:
         try:
             async with contextlib.aclosing(self.server.infer_stream(request)) as responses:
                 async for response in responses:
+                    _response_complete(trace)
                     if _is_response(response):
                         answers.append(response)
         except WorkbenchError as exc:
@@ -163,6 +165,7 @@ class GeneratePath:
         try:
             async with contextlib.aclosing(self.server.infer_stream(request)) as responses:
                 async for response in responses:
+                    _response_complete(trace)
                     if not _is_response(response):
                         continue
                     status = None if started else 200
@@ -183,6 +186,13 @@ class GeneratePath:
 def _is_response(response: InferenceResponse) -> bool:
     """False for the empty final response that only closes a decoupled request."""
     return bool(response.outputs) or bool(response.parameters) or not response.final
+
+
+def _response_complete(trace: RequestTrace | None) -> None:
+    """``INFER_RESPONSE_COMPLETE`` for each response the engine gives (Triton's generate
+    ``InferResponseComplete`` stamps each response callback, the final empty one included)."""
+    if trace is not None:
+        trace.stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
 
 
 def _event(payload: dict[str, Any]) -> bytes:

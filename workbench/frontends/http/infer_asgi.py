@@ -9,7 +9,9 @@ Compression (``Content-Encoding`` / ``Accept-Encoding`` gzip or deflate, see
 ``compression.py``) costs an uncompressed request nothing beyond the header scan.
 
 A sampled request (``--trace-config``) gets Triton's ``HTTP_RECV_START`` / ``HTTP_RECV_END``
-(the body read) and ``HTTP_SEND_START`` / ``HTTP_SEND_END`` (the response sent) timestamps;
+(the body read), ``INFER_RESPONSE_COMPLETE`` (the engine's response encoded: Triton's
+``InferResponseComplete``, so with ``preserve_ordering`` it is the time the response was
+released in order) and ``HTTP_SEND_START`` / ``HTTP_SEND_END`` (the response sent) timestamps;
 with tracing off the path takes no timestamp. In ``opentelemetry`` mode the request's headers
 go to the sampling, for a W3C ``traceparent`` (Triton's ``HttpTextMapCarrier``).
 
@@ -90,6 +92,7 @@ class InferFastPath:
         self.server = server
         self.app = app
         self.limit = server.options.http_max_input_size
+        self.binary_limit = server.options.http_max_binary_size
         self.json_limit = server.options.http_max_json_size
         self.json_budget = JsonBudget(self.json_limit)
         self.forward = compile_forward_pattern(server.options.http_header_forward_pattern)
@@ -119,7 +122,8 @@ class InferFastPath:
             compressed = content_encoding is not None and request_encoding(content_encoding)
             if declared is not None and not compressed:  # refused before the body is read
                 check_json_size(json_part_size(header_length, declared), self.json_limit)
-            body = await read_within(receive, self.limit, declared, _too_large)
+            limit, refusal = self._body_limit(header_length, bool(compressed))
+            body = await read_within(receive, limit, declared, refusal)
             if body is None:
                 raise InvalidArgument("client disconnected before the request body arrived")
             if compressed:
@@ -157,6 +161,8 @@ class InferFastPath:
             else:
                 chunks, json_length = await encode_response_off_loop(
                     self.json_budget, response, request, json_output)
+            if trace is not None:  # Triton's: once the response is finalized, before the send
+                trace.stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
             encoding = response_encoding(accept_encoding) if accept_encoding else None
             if encoding is not None:
                 chunks = [await compress(b"".join(chunks), encoding)]
@@ -177,6 +183,28 @@ class InferFastPath:
             headers = [*headers, (_CONTENT_ENCODING, encoding.encode())]
         await _respond_traced(send, 200, headers, chunks, trace)
         return trace
+
+
+    def _body_limit(self, header_length: str | None, compressed: bool
+                    ) -> tuple[int, Callable[[int, int], InvalidArgument]]:
+        """The most bytes the body may hold, and the refusal past it, as tritonserver bounds
+        them: a JSON body, a raw binary body (``Inference-Header-Content-Length: 0``) and a
+        compressed one (inflated later, up to the same limit) by ``--http-max-input-size``; a
+        binary-extension body by its JSON header (at most ``--http-max-input-size``: Triton's
+        "request JSON size ..." refusal, before the body is read) plus
+        ``--http-max-binary-size`` of tensor data (tritonserver has no bound there).
+
+        Raises:
+            InvalidArgument: the announced JSON header is over ``--http-max-input-size``.
+        """
+        json_length = _header_length(header_length)
+        if compressed or json_length is None:
+            return self.limit, _too_large
+        if json_length == 0:
+            return self.limit, _raw_too_large
+        if json_length > self.limit:
+            raise _json_too_large(json_length, self.limit)
+        return json_length + self.binary_limit, _binary_too_large(json_length)
 
 
 class DisconnectWatch:
@@ -235,6 +263,38 @@ class DisconnectWatch:
             self.dropped = True
             return True
         return False
+
+
+def _header_length(value: str | None) -> int | None:
+    """``Inference-Header-Content-Length`` as a non-negative int; None when absent or not one
+    (the codec refuses a malformed one)."""
+    if value is None or not value.isdigit():
+        return None
+    return int(value)
+
+
+def _json_too_large(size: int, limit: int) -> InvalidArgument:
+    return InvalidArgument(
+        f"request JSON size of {size} bytes exceeds the maximum allowed input size of {limit} "
+        "bytes. Use --http-max-input-size to increase the limit."
+    )
+
+
+def _raw_too_large(size: int, limit: int) -> InvalidArgument:
+    return InvalidArgument(
+        f"Raw input has a byte_size ({size} bytes) that exceeds the maximum allowed value of "
+        f"{limit} bytes. Use --http-max-input-size to increase the limit."
+    )
+
+
+def _binary_too_large(json_length: int) -> Callable[[int, int], InvalidArgument]:
+    def refusal(size: int, limit: int) -> InvalidArgument:
+        return InvalidArgument(
+            f"request binary data of {size - json_length} bytes exceeds the maximum allowed "
+            f"size of {limit - json_length} bytes. Use --http-max-binary-size to increase the "
+            "limit."
+        )
+    return refusal
 
 
 def header_carrier(scope: Scope) -> dict[str, str]:
