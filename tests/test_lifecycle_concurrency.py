@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,16 @@ async def test_a_load_override_with_one_instance_group_object_loads(tmp_path: Pa
         await server.load_model("m", config=json.dumps(override))
         assert server.lifecycle.is_ready("m")
         assert server.lifecycle.resolve("m", "").config.instance_group[0].count == 3
+
+
+async def test_loads_of_different_models_run_at_the_same_time(tmp_path: Path) -> None:
+    """Issue 33 L6: Triton loads different models in parallel (two 10 s initializes take
+    ~10 s). Each instance load waits at a barrier only both loads can pass together: loads
+    made one after the other break it (the first waits alone until the barrier's timeout)."""
+    for name in ("a", "b"):
+        write_fake_model(tmp_path, name, count=1)
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit")
+    async with Server(options) as server:
+        BEHAVIOUR.load_barrier = threading.Barrier(2, timeout=10)
+        await asyncio.gather(server.load_model("a"), server.load_model("b"))
+        assert server.lifecycle.is_ready("a") and server.lifecycle.is_ready("b")
