@@ -135,3 +135,30 @@ async def test_loads_of_different_models_run_at_the_same_time(tmp_path: Path) ->
         BEHAVIOUR.load_barrier = threading.Barrier(2, timeout=10)
         await asyncio.gather(server.load_model("a"), server.load_model("b"))
         assert server.lifecycle.is_ready("a") and server.lifecycle.is_ready("b")
+
+
+async def test_a_load_without_config_keeps_the_override_while_the_folder_is_unchanged(
+    tmp_path: Path,
+) -> None:
+    """Issue 33 L3 (L0_lifecycle test_config_override): Triton keeps a config override
+    across a load without ``config`` while the model's files are unchanged, and reads
+    config.pbtxt again once it changed; an unload forgets the override."""
+    folder = write_fake_model(tmp_path, "m", count=1)
+    (folder / "2").mkdir()
+    override = json.dumps({"backend": "fake", "max_batch_size": 4,
+                           "version_policy": {"specific": {"versions": [1]}},
+                           "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [1]}],
+                           "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [1]}]})
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit")
+    async with Server(options) as server:
+        await server.load_model("m", config=override)
+        assert server.lifecycle.version_states("m") == {1: ModelReadyState.READY}
+        await server.load_model("m")  # config.pbtxt (latest: version 2) is unchanged
+        assert server.lifecycle.version_states("m") == {1: ModelReadyState.READY}
+        (folder / "config.pbtxt").write_text((folder / "config.pbtxt").read_text() + "\n# edited\n")
+        await server.load_model("m")
+        assert server.lifecycle.is_ready("m", "2") and not server.lifecycle.is_ready("m", "1")
+        await server.load_model("m", config=override)
+        await server.unload_model("m")
+        await server.load_model("m")
+        assert server.lifecycle.is_ready("m", "2") and not server.lifecycle.is_ready("m", "1")

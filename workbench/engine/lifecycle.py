@@ -70,6 +70,7 @@ from workbench.repository.remote import (
     resolve_repositories,
 )
 from workbench.repository.repository import ModelLocation, ModelRepository
+from workbench.repository.snapshot import ModelSnapshot, snapshot_model
 from workbench.results import RepositoryIndexRow
 from workbench.scheduling.ensemble import StepAdapt
 from workbench.scheduling.rate_limiter import RateLimiter, explicit_pools
@@ -114,6 +115,9 @@ class ModelLifecycle:
         self._backend_context: BackendContext | None = None
         #: temporary model folders of loads with file overrides (removed with their model)
         self._overrides = OverrideStore()
+        #: model -> the config override it was last loaded with and its folder as it was
+        #: then: a load without ``config`` keeps that override while the folder is unchanged
+        self._kept_overrides: dict[str, tuple[ModelConfig, ModelSnapshot]] = {}
         #: model -> the weighted split of its rollout (:mod:`workbench.engine.rollouts` sets
         #: and clears them; read by :meth:`resolve_request`)
         self.splits: dict[str, Split] = {}
@@ -416,6 +420,12 @@ class ModelLifecycle:
         new sequences start on the new versions. A failed reload leaves the old versions
         serving with the failure as the reason of their READY rows in the index.
 
+        A load without ``config`` (and without ``files``) of a model serving with a ``config``
+        override keeps that override while nothing in the model's folder changed (Triton's
+        repository manager finds the model unmodified); once a file there changed (compared
+        by content, :mod:`workbench.repository.snapshot`; Triton compares modification
+        times) it loads from the folder again. An unload forgets the override.
+
         Loads and unloads of one model take turns (Triton's repository manager): a load
         that arrives while the model unloads waits for the unload, then loads; an unload
         that arrives during a load waits for its switch. What this answers is settled at
@@ -452,6 +462,9 @@ class ModelLifecycle:
         self._require_explicit()
         _check_load_name(name)
         override = _config_override(name, config) if config else None
+        kept = self._kept_overrides.pop(name, None)
+        if override is None and not files and kept is not None:
+            override = await self._kept_override(name, kept)
         directory = await self._override_directory(name, override, files)
         if directory is None and self._remotes:
             await asyncio.to_thread(self.sync_remotes, name)
@@ -466,6 +479,34 @@ class ModelLifecycle:
             entry.settle()
         if entry.outcome:  # as the load switched: an unload after it does not fail it
             raise InvalidArgument(f"load failed for model '{name}': {entry.outcome}")
+        if override is not None and directory is None:
+            snapshot = await asyncio.to_thread(self._snapshot, name)
+            if snapshot is not None:
+                self._kept_overrides[name] = (override, snapshot)
+
+    async def _kept_override(
+        self, name: str, kept: tuple[ModelConfig, ModelSnapshot]
+    ) -> ModelConfig | None:
+        """The override ``name`` was last loaded with, when its folder is as it was then and
+        the model still serves (Triton's repository manager finds the model unmodified and
+        keeps it as loaded); None when a file changed: the load reads the folder again."""
+        entry = self._models.get(name)
+        if entry is None or entry.latest_ready is None:
+            return None
+        if await asyncio.to_thread(self._snapshot, name) != kept[1]:
+            return None
+        return kept[0]
+
+    def _snapshot(self, name: str) -> ModelSnapshot | None:
+        """Blocking: model ``name``'s folder reduced to digests (None when it is in no
+        repository or cannot be read)."""
+        location = self.repository.locate(name)
+        if location is None or location.error or location.path is None:
+            return None
+        try:
+            return snapshot_model(location.path)
+        except Exception:  # noqa: BLE001 - unreadable: nothing to compare, the override goes
+            return None
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
         """Unload every version of ``name`` after its in-flight requests finish (versions
@@ -489,6 +530,7 @@ class ModelLifecycle:
         await self._unload(name, unload_dependents)
 
     async def _unload(self, name: str, unload_dependents: bool) -> None:
+        self._kept_overrides.pop(name, None)
         async with self.lock(name):
             entry = self._models.get(name)
             if entry is None:  # nothing to unload: success, as Triton (no name check either)
