@@ -155,3 +155,14 @@ async def test_a_torchscript_cpu_model_reports_its_parameters(tmp_path: Path,
         usages = server.model_statistics()[0].memory_usage
     # not torch's runtime set-up (hundreds of MB on a first load): the module's own tensors
     assert usages == [MemoryUsage("CPU", 0, weights, estimate=False)]
+
+
+def test_sections_with_equal_figures_close_as_themselves() -> None:
+    """Two sections open at once with the same figures (both 0 so far) each close as
+    themselves: telling them apart by value closed the wrong one, and the other's close
+    then failed (ValueError), and with it that model's load."""
+    rss = iter([0, 0, 0, 10])
+    ledger = GrowthLedger(read_cpu=lambda: next(rss), read_gpu=dict)
+    with ledger.section(on_gpu=False) as a, ledger.section(on_gpu=False) as b:
+        pass
+    assert (a.cpu, b.cpu) == (10, 0)

@@ -21,7 +21,7 @@ from workbench.gpu_memory import GpuMemoryReading, gpu_memory_growth, read_gpu_m
 from workbench.statistics import host_rss_bytes
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # open sections are told apart by identity, never by value
 class Growth:
     """One measured section's share of the process's growth.
 
