@@ -19,6 +19,7 @@ import pytest
 
 from workbench import ModelReadyState, Server, ServerOptions
 from workbench.config.model_config import model_config_from_json
+from workbench.testing.ensembles import ensemble_config, write_ensemble
 from workbench.testing.fake_backend import BEHAVIOUR, fake_request, write_fake_model
 
 pytestmark = pytest.mark.usefixtures("fake_backend")
@@ -162,3 +163,27 @@ async def test_a_load_without_config_keeps_the_override_while_the_folder_is_unch
         await server.unload_model("m")
         await server.load_model("m")
         assert server.lifecycle.is_ready("m", "2") and not server.lifecycle.is_ready("m", "1")
+
+
+async def test_unloading_a_composing_model_while_its_ensemble_loads_waits_for_the_load(
+    tmp_path: Path,
+) -> None:
+    """Issue 33 L7 (L0_lifecycle test_concurrent_model_load_unload): an unload of a composing
+    model that arrives while its ensemble loads waits until that load is over; both succeed,
+    then the ensemble no longer serves (its model is gone)."""
+    write_fake_model(tmp_path, "c", count=1)
+    write_ensemble(tmp_path, "e", ensemble_config(
+        "e", [("IN", "TYPE_FP32", [1])], [("OUT", "TYPE_FP32", [1])],
+        [("c", {"INPUT0": "IN"}, {"OUTPUT0": "OUT"})], max_batch_size=4))
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit")
+    async with Server(options) as server:
+        BEHAVIOUR.load_gate.clear()
+        load = asyncio.ensure_future(server.load_model("e"))
+        await asyncio.to_thread(BEHAVIOUR.loading.wait, 10)  # c's instance is loading
+        unload = asyncio.ensure_future(server.unload_model("c"))
+        for _ in range(20):  # let the unload get as far as it can while c loads
+            await asyncio.sleep(0)
+        BEHAVIOUR.load_gate.set()
+        await load  # before: "ensemble 'e' depends on 'c' which has no loaded version"
+        await unload
+        assert not server.lifecycle.is_ready("c") and not server.lifecycle.is_ready("e")

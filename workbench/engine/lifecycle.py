@@ -99,6 +99,9 @@ class ModelLifecycle:
         self._locks: dict[str, asyncio.Lock] = {}
         #: model -> the versions its load in progress loads ([] until its config is read)
         self._loading: dict[str, list[int]] = {}
+        #: the load calls in progress (:meth:`load_models`): the models each loads (an
+        #: ensemble's composing models too), and set when it is over
+        self._batches: dict[asyncio.Event, frozenset[str]] = {}
         #: model -> background drains of its versions that left service (reloads)
         self._drains: dict[str, set[asyncio.Task[None]]] = {}
         #: versions that left service on a reload but still serve their live sequences
@@ -530,6 +533,11 @@ class ModelLifecycle:
         await self._unload(name, unload_dependents)
 
     async def _unload(self, name: str, unload_dependents: bool) -> None:
+        # a load in progress that loads this model (an ensemble's with its composing models)
+        # ends first: its ensemble must not find the model gone (Triton's unload waits)
+        batches = [done.wait() for done, names in self._batches.items() if name in names]
+        if batches:
+            await asyncio.gather(*batches)
         self._kept_overrides.pop(name, None)
         async with self.lock(name):
             entry = self._models.get(name)
@@ -624,7 +632,8 @@ class ModelLifecycle:
         READY yet, non-ensembles first, then each ensemble once the models it calls are
         loaded (:func:`workbench.engine.ensembles.load_waves`); then check the other
         ensembles that call them again (:mod:`workbench.engine.dependents`). Returns every
-        entry loaded.
+        entry loaded. An unload of any model it loads waits until it returns (Triton: an
+        unload of a composing model while its ensemble loads waits, and both succeed).
         A model in ``directories`` loads from that folder instead of the repository.
 
         ``keep``: per model, versions whose files did not change (poll mode): those that are
@@ -642,17 +651,24 @@ class ModelLifecycle:
         keep = keep or {}
         ready = {n for n, e in self._models.items() if e.latest_ready is not None}
         sync = self.sync_remotes if sync_remotes and self._remotes else None
-        planned = await asyncio.to_thread(self._plan_dependencies, names, overrides, ready, sync)
-        self._dependencies.update(planned)
-        entries: dict[str, ModelEntry] = {}
-        for wave in load_waves(planned):
-            done = await asyncio.gather(
-                *(self._load(n, overrides.get(n), directories.get(n), keep.get(n, frozenset()), loaded)
-                  for n in wave)
-            )
-            entries.update(zip(wave, done, strict=True))
-        await recheck_dependents(self, entries)
-        return entries
+        done_event = asyncio.Event()
+        self._batches[done_event] = frozenset(names)
+        try:
+            planned = await asyncio.to_thread(self._plan_dependencies, names, overrides, ready, sync)
+            self._batches[done_event] = frozenset(planned)
+            self._dependencies.update(planned)
+            entries: dict[str, ModelEntry] = {}
+            for wave in load_waves(planned):
+                done = await asyncio.gather(
+                    *(self._load(n, overrides.get(n), directories.get(n), keep.get(n, frozenset()), loaded)
+                      for n in wave)
+                )
+                entries.update(zip(wave, done, strict=True))
+            await recheck_dependents(self, entries)
+            return entries
+        finally:
+            done_event.set()
+            del self._batches[done_event]
 
     def _plan_dependencies(
         self, names: list[str], overrides: dict[str, ModelConfig], ready: set[str],
