@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench import ModelReadyState, Server, ServerOptions
+from workbench import InvalidArgument, ModelReadyState, Server, ServerOptions
 from workbench.config.model_config import model_config_from_json
 from workbench.testing.ensembles import ensemble_config, write_ensemble
 from workbench.testing.fake_backend import BEHAVIOUR, fake_request, write_fake_model
@@ -187,3 +187,20 @@ async def test_unloading_a_composing_model_while_its_ensemble_loads_waits_for_th
         await load  # before: "ensemble 'e' depends on 'c' which has no loaded version"
         await unload
         assert not server.lifecycle.is_ready("c") and not server.lifecycle.is_ready("e")
+
+
+async def test_loading_a_model_found_in_two_repositories_fails_with_tritons_text(tmp_path: Path) -> None:
+    """Issue 33 L2 (L0_lifecycle test_multiple_model_repository_control): a model copied into
+    a second repository while loaded fails to load with Triton's poll failure; the loaded
+    versions keep serving (explicit mode)."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    write_fake_model(first, "m", count=1)
+    second.mkdir()
+    options = ServerOptions(model_repository=[str(first), str(second)],
+                            model_control_mode="explicit", load_model=["m"])
+    async with Server(options) as server:
+        write_fake_model(second, "m", count=1)
+        with pytest.raises(InvalidArgument) as raised:
+            await server.load_model("m")
+        assert raised.value.message == "failed to load 'm', failed to poll from model repository"
+        assert server.lifecycle.is_ready("m")

@@ -442,7 +442,9 @@ class ModelLifecycle:
         Raises:
             Unavailable: the server is not in explicit model control mode ("explicit model
                 load / unload is not allowed if polling is enabled", Triton's text).
-            InvalidArgument: the model is not in any repository, or failed to load (reason;
+            InvalidArgument: the model is not in any repository, or in more than one ("failed
+                to load 'm', failed to poll from model repository", Triton's text; the versions
+                loaded keep serving), or failed to load (reason;
                 for an ensemble, e.g. "ensemble 'e' depends on 'm' which has no loaded
                 version. ..." or a step mapping error, see :mod:`workbench.engine.ensembles`);
                 ``files`` without ``config`` ("failed to load 'm', failed to poll from model
@@ -471,6 +473,11 @@ class ModelLifecycle:
         directory = await self._override_directory(name, override, files)
         if directory is None and self._remotes:
             await asyncio.to_thread(self.sync_remotes, name)
+        if directory is None:
+            location = await asyncio.to_thread(self.repository.locate, name)
+            if location is not None and location.error:  # in two repositories: Triton's poll
+                log.error("failed to poll model '%s': not unique across all model repositories", name)
+                raise InvalidArgument(f"failed to load '{name}', failed to poll from model repository")
         self._explicit.add(name)
         entries = await self.load_models(
             [name], {name: override} if override else None, {name: directory} if directory else None,
