@@ -86,7 +86,8 @@ async def test_reload_that_no_longer_fits_makes_the_ensemble_unavailable(
         with pytest.raises(ModelNotFound, match="'ens_chain' has no available versions"):
             await server.infer(chain_request())
 
-        await server.load_model("identity16")  # back to the repository's config: fits again
+        # a load without config would keep an override (Triton): the repository's config
+        await server.load_model("identity16", config=identity_config())  # fits again
         await assert_serves(server)
 
 

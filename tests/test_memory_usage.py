@@ -6,8 +6,6 @@ from __future__ import annotations
 import importlib
 import shutil
 import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from workbench import Server, ServerOptions
 from workbench.backends.registry import register_backend
+from workbench.engine.load_memory import GrowthLedger
+from workbench.gpu_memory import GpuMemoryReading
 from workbench.statistics import MemoryUsage, host_rss_bytes, sum_memory
 from workbench.testing.fake_backend import FAKE_CONFIG, FakeBackend, write_backend_model
 from workbench.testing.models import write_model
@@ -79,35 +79,31 @@ async def test_measured_memory_is_marked_an_estimate_outside_tritons_json(tmp_pa
         assert set(entry) == {"type", "id", "byte_size"}  # Triton's message, nothing added
 
 
-class _CountingBackend(FakeBackend):
-    """Loads take 0.2 s and count how many run at once (a fake at the backend boundary)."""
-
-    names = ("counting",)
-    lock = threading.Lock()
-    active = peak = 0
-
-    def load_instance(self, config, version_dir, spec):
-        cls = type(self)
-        with cls.lock:
-            cls.active += 1
-            cls.peak = max(cls.peak, cls.active)
-        try:
-            time.sleep(0.2)
-            return super().load_instance(config, version_dir, spec)
-        finally:
-            with cls.lock:
-                cls.active -= 1
+def test_loads_measured_at_once_share_what_grew_while_both_ran() -> None:
+    """Loads of different models run at once (Triton's parallel loads, issue 33 L6): each gets
+    its own window's growth, split evenly over the time both were open, and the figures add up
+    to what the process grew by."""
+    rss = iter([1_000, 1_100, 1_500, 1_600, 2_000, 2_000])  # at each start and end
+    ledger = GrowthLedger(read_cpu=lambda: next(rss), read_gpu=dict)
+    with ledger.section(on_gpu=False) as a:          # 1_000
+        with ledger.section(on_gpu=False) as b:      # 1_100: a alone grew 100
+            pass                                     # 1_500: 400 while both ran
+        with ledger.section(on_gpu=False) as c:      # 1_600: a alone grew 100
+            pass                                     # 2_000: 400 while a and c ran
+                                                     # 2_000: a alone grew 0
+    assert (a.cpu, b.cpu, c.cpu) == (100 + 200 + 100 + 200, 200, 200)
+    assert sum(s.cpu or 0 for s in (a, b, c)) == 2_000 - 1_000
 
 
-async def test_instance_loads_are_measured_one_at_a_time(tmp_path: Path) -> None:
-    register_backend("counting", _CountingBackend)
-    for name in ("a", "b", "c"):
-        write_backend_model(tmp_path, name, FAKE_CONFIG.format(name=name, count=1, group="")
-                            .replace('backend: "fake"', 'backend: "counting"'))
-    options = ServerOptions(model_repository=[str(tmp_path)], model_load_thread_count=3)
-    async with Server(options) as server:
-        assert len(server.model_statistics()) == 3
-    assert _CountingBackend.peak == 1  # no load blurs another's resident-set growth
+def test_a_gpu_load_beside_a_cpu_load_gets_the_gpu_growth_alone() -> None:
+    cpu = iter([0, 10, 30, 40])
+    gpu = iter([{0: GpuMemoryReading(100, True)}, {0: GpuMemoryReading(700, True)},
+                {0: GpuMemoryReading(700, True)}])
+    ledger = GrowthLedger(read_cpu=lambda: next(cpu), read_gpu=lambda: next(gpu))
+    with ledger.section(on_gpu=False) as host, ledger.section(on_gpu=True) as device:
+        pass
+    assert device.gpu == {0: 600} and host.gpu == {}
+    assert (host.cpu, device.cpu) == (30, 10)
 
 
 class _ImportingBackend(FakeBackend):
@@ -159,3 +155,14 @@ async def test_a_torchscript_cpu_model_reports_its_parameters(tmp_path: Path,
         usages = server.model_statistics()[0].memory_usage
     # not torch's runtime set-up (hundreds of MB on a first load): the module's own tensors
     assert usages == [MemoryUsage("CPU", 0, weights, estimate=False)]
+
+
+def test_sections_with_equal_figures_close_as_themselves() -> None:
+    """Two sections open at once with the same figures (both 0 so far) each close as
+    themselves: telling them apart by value closed the wrong one, and the other's close
+    then failed (ValueError), and with it that model's load."""
+    rss = iter([0, 0, 0, 10])
+    ledger = GrowthLedger(read_cpu=lambda: next(rss), read_gpu=dict)
+    with ledger.section(on_gpu=False) as a, ledger.section(on_gpu=False) as b:
+        pass
+    assert (a.cpu, b.cpu) == (10, 0)

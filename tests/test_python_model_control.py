@@ -121,14 +121,12 @@ async def test_loads_and_unloads_need_explicit_model_control(tmp_path: Path) -> 
 async def test_python_loads_do_not_hold_other_loads_behind_their_measurement(
         caplog: pytest.LogCaptureFixture) -> None:
     """A Python model's initialize that loads another model (above) waited 10 s for the load
-    measurement its own load held, with a warning: Python instances report their own memory,
-    so their load is not measured alone, and what they load goes on at once."""
+    measurement its own load held, with a warning: loads are no longer measured one at a time
+    (issue 33 L6, :mod:`workbench.engine.load_memory`), so what a load starts goes on at once."""
     import threading
 
-    from workbench.backends.python import PythonBackend
     from workbench.engine.loader import measure_load
 
-    assert PythonBackend.measured_alone is False
     measuring, finish = threading.Event(), threading.Event()
 
     def held() -> _Loaded:  # another load, being measured until told to finish
@@ -141,7 +139,7 @@ async def test_python_loads_do_not_hold_other_loads_behind_their_measurement(
     try:
         measuring.wait()
         loaded = _Loaded()
-        instance, _ = measure_load(lambda: loaded, alone=False)  # type: ignore[arg-type,return-value]
+        instance, _ = measure_load(lambda: loaded)  # type: ignore[arg-type,return-value]
         assert instance is loaded  # type: ignore[comparison-overlap]
     finally:
         finish.set()

@@ -241,12 +241,6 @@ class Backend(ABC):
     #: the instances of one model version load on parallel threads (Triton's
     #: ``TRITONBACKEND_BackendAttributeSetParallelModelInstanceLoading``); False: one by one
     parallel_instance_loading: bool = True
-    #: the loader measures the instances' load alone (other loads wait for it, so they do
-    #: not blur its memory figure); False for a backend whose instances live in processes
-    #: of their own and report their memory themselves (the Python backend's stubs): the
-    #: server's growth says nothing of them, and their load may start other loads (a
-    #: model's ``pb_utils.load_model`` in ``initialize``) that must not wait for it
-    measured_alone: bool = True
 
     @abstractmethod
     def load_instance(

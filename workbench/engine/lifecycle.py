@@ -70,6 +70,7 @@ from workbench.repository.remote import (
     resolve_repositories,
 )
 from workbench.repository.repository import ModelLocation, ModelRepository
+from workbench.repository.snapshot import ModelSnapshot, snapshot_model
 from workbench.results import RepositoryIndexRow
 from workbench.scheduling.ensemble import StepAdapt
 from workbench.scheduling.rate_limiter import RateLimiter, explicit_pools
@@ -98,6 +99,9 @@ class ModelLifecycle:
         self._locks: dict[str, asyncio.Lock] = {}
         #: model -> the versions its load in progress loads ([] until its config is read)
         self._loading: dict[str, list[int]] = {}
+        #: the load calls in progress (:meth:`load_models`): the models each loads (an
+        #: ensemble's composing models too), and set when it is over
+        self._batches: dict[asyncio.Event, frozenset[str]] = {}
         #: model -> background drains of its versions that left service (reloads)
         self._drains: dict[str, set[asyncio.Task[None]]] = {}
         #: versions that left service on a reload but still serve their live sequences
@@ -114,6 +118,9 @@ class ModelLifecycle:
         self._backend_context: BackendContext | None = None
         #: temporary model folders of loads with file overrides (removed with their model)
         self._overrides = OverrideStore()
+        #: model -> the config override it was last loaded with and its folder as it was
+        #: then: a load without ``config`` keeps that override while the folder is unchanged
+        self._kept_overrides: dict[str, tuple[ModelConfig, ModelSnapshot]] = {}
         #: model -> the weighted split of its rollout (:mod:`workbench.engine.rollouts` sets
         #: and clears them; read by :meth:`resolve_request`)
         self.splits: dict[str, Split] = {}
@@ -416,6 +423,12 @@ class ModelLifecycle:
         new sequences start on the new versions. A failed reload leaves the old versions
         serving with the failure as the reason of their READY rows in the index.
 
+        A load without ``config`` (and without ``files``) of a model serving with a ``config``
+        override keeps that override while nothing in the model's folder changed (Triton's
+        repository manager finds the model unmodified); once a file there changed (compared
+        by content, :mod:`workbench.repository.snapshot`; Triton compares modification
+        times) it loads from the folder again. An unload forgets the override.
+
         Loads and unloads of one model take turns (Triton's repository manager): a load
         that arrives while the model unloads waits for the unload, then loads; an unload
         that arrives during a load waits for its switch. What this answers is settled at
@@ -429,7 +442,9 @@ class ModelLifecycle:
         Raises:
             Unavailable: the server is not in explicit model control mode ("explicit model
                 load / unload is not allowed if polling is enabled", Triton's text).
-            InvalidArgument: the model is not in any repository, or failed to load (reason;
+            InvalidArgument: the model is not in any repository, or in more than one ("failed
+                to load 'm', failed to poll from model repository", Triton's text; the versions
+                loaded keep serving), or failed to load (reason;
                 for an ensemble, e.g. "ensemble 'e' depends on 'm' which has no loaded
                 version. ..." or a step mapping error, see :mod:`workbench.engine.ensembles`);
                 ``files`` without ``config`` ("failed to load 'm', failed to poll from model
@@ -452,9 +467,17 @@ class ModelLifecycle:
         self._require_explicit()
         _check_load_name(name)
         override = _config_override(name, config) if config else None
+        kept = self._kept_overrides.pop(name, None)
+        if override is None and not files and kept is not None:
+            override = await self._kept_override(name, kept)
         directory = await self._override_directory(name, override, files)
         if directory is None and self._remotes:
             await asyncio.to_thread(self.sync_remotes, name)
+        if directory is None:
+            location = await asyncio.to_thread(self.repository.locate, name)
+            if location is not None and location.error:  # in two repositories: Triton's poll
+                log.error("failed to poll model '%s': not unique across all model repositories", name)
+                raise InvalidArgument(f"failed to load '{name}', failed to poll from model repository")
         self._explicit.add(name)
         entries = await self.load_models(
             [name], {name: override} if override else None, {name: directory} if directory else None,
@@ -466,6 +489,34 @@ class ModelLifecycle:
             entry.settle()
         if entry.outcome:  # as the load switched: an unload after it does not fail it
             raise InvalidArgument(f"load failed for model '{name}': {entry.outcome}")
+        if override is not None and directory is None:
+            snapshot = await asyncio.to_thread(self._snapshot, name)
+            if snapshot is not None:
+                self._kept_overrides[name] = (override, snapshot)
+
+    async def _kept_override(
+        self, name: str, kept: tuple[ModelConfig, ModelSnapshot]
+    ) -> ModelConfig | None:
+        """The override ``name`` was last loaded with, when its folder is as it was then and
+        the model still serves (Triton's repository manager finds the model unmodified and
+        keeps it as loaded); None when a file changed: the load reads the folder again."""
+        entry = self._models.get(name)
+        if entry is None or entry.latest_ready is None:
+            return None
+        if await asyncio.to_thread(self._snapshot, name) != kept[1]:
+            return None
+        return kept[0]
+
+    def _snapshot(self, name: str) -> ModelSnapshot | None:
+        """Blocking: model ``name``'s folder reduced to digests (None when it is in no
+        repository or cannot be read)."""
+        location = self.repository.locate(name)
+        if location is None or location.error or location.path is None:
+            return None
+        try:
+            return snapshot_model(location.path)
+        except Exception:  # noqa: BLE001 - unreadable: nothing to compare, the override goes
+            return None
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
         """Unload every version of ``name`` after its in-flight requests finish (versions
@@ -489,6 +540,12 @@ class ModelLifecycle:
         await self._unload(name, unload_dependents)
 
     async def _unload(self, name: str, unload_dependents: bool) -> None:
+        # a load in progress that loads this model (an ensemble's with its composing models)
+        # ends first: its ensemble must not find the model gone (Triton's unload waits)
+        batches = [done.wait() for done, names in self._batches.items() if name in names]
+        if batches:
+            await asyncio.gather(*batches)
+        self._kept_overrides.pop(name, None)
         async with self.lock(name):
             entry = self._models.get(name)
             if entry is None:  # nothing to unload: success, as Triton (no name check either)
@@ -582,7 +639,8 @@ class ModelLifecycle:
         READY yet, non-ensembles first, then each ensemble once the models it calls are
         loaded (:func:`workbench.engine.ensembles.load_waves`); then check the other
         ensembles that call them again (:mod:`workbench.engine.dependents`). Returns every
-        entry loaded.
+        entry loaded. An unload of any model it loads waits until it returns (Triton: an
+        unload of a composing model while its ensemble loads waits, and both succeed).
         A model in ``directories`` loads from that folder instead of the repository.
 
         ``keep``: per model, versions whose files did not change (poll mode): those that are
@@ -600,17 +658,24 @@ class ModelLifecycle:
         keep = keep or {}
         ready = {n for n, e in self._models.items() if e.latest_ready is not None}
         sync = self.sync_remotes if sync_remotes and self._remotes else None
-        planned = await asyncio.to_thread(self._plan_dependencies, names, overrides, ready, sync)
-        self._dependencies.update(planned)
-        entries: dict[str, ModelEntry] = {}
-        for wave in load_waves(planned):
-            done = await asyncio.gather(
-                *(self._load(n, overrides.get(n), directories.get(n), keep.get(n, frozenset()), loaded)
-                  for n in wave)
-            )
-            entries.update(zip(wave, done, strict=True))
-        await recheck_dependents(self, entries)
-        return entries
+        done_event = asyncio.Event()
+        self._batches[done_event] = frozenset(names)
+        try:
+            planned = await asyncio.to_thread(self._plan_dependencies, names, overrides, ready, sync)
+            self._batches[done_event] = frozenset(planned)
+            self._dependencies.update(planned)
+            entries: dict[str, ModelEntry] = {}
+            for wave in load_waves(planned):
+                done = await asyncio.gather(
+                    *(self._load(n, overrides.get(n), directories.get(n), keep.get(n, frozenset()), loaded)
+                      for n in wave)
+                )
+                entries.update(zip(wave, done, strict=True))
+            await recheck_dependents(self, entries)
+            return entries
+        finally:
+            done_event.set()
+            del self._batches[done_event]
 
     def _plan_dependencies(
         self, names: list[str], overrides: dict[str, ModelConfig], ready: set[str],

@@ -22,12 +22,10 @@ folder holding anything but regular files and folders is refused before a backen
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
-import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -54,23 +52,15 @@ from workbench.engine.instance_update import (
     instance_signature,
     plan_instances,
 )
+from workbench.engine.load_memory import LEDGER, Growth
 from workbench.engine.warmup import WarmupSample, prepare_warmup, run_warmup
 from workbench.errors import ModelLoadError, WorkbenchError
-from workbench.gpu_memory import gpu_memory_growth, read_gpu_memory
 from workbench.model_files import check_model_tree
 from workbench.options import ServerOptions
 from workbench.scheduling.rate_limiter import ResourceKey, check_resources, explicit_pools
-from workbench.statistics import MemoryUsage, host_rss_bytes, merge_memory, sum_memory
+from workbench.statistics import MemoryUsage, merge_memory, sum_memory
 
 log = logging.getLogger(__name__)
-
-#: held while one instance loads and its memory is read: loads on other model-load threads
-#: wait, so they do not blur each other's numbers (the measurement section)
-_MEASURING = threading.Lock()
-#: seconds a load waits for another one's measurement before it goes on without it: a load
-#: that never ends (a framework blocked on a file) must not hold up every other model's
-MEASURING_WAIT_S = 10.0
-
 
 @dataclass(slots=True)
 class LoadedVersion:
@@ -285,11 +275,10 @@ def _create_instances(
         import_frameworks(backend.framework_modules)
         loads = [partial(backend.load_instance, config, version_dir, spec) for spec in specs]
         if backend.parallel_instance_loading:
-            loaded.instances, loaded.instance_memory = measure_loads(loads, specs, loaded.instances,
-                                                                     alone=backend.measured_alone)
+            loaded.instances, loaded.instance_memory = measure_loads(loads, specs, loaded.instances)
         else:
             for load, spec in zip(loads, specs, strict=True):
-                instance, usage = measure_load(load, spec, alone=backend.measured_alone)
+                instance, usage = measure_load(load, spec)
                 loaded.instances.append(instance)
                 loaded.instance_memory.append(usage)
         if warmup:
@@ -328,7 +317,7 @@ def _version_error(name: str, version: int, exc: OSError) -> str:
 
 
 def measure_load(
-    load: Callable[[], ModelInstance], spec: InstanceSpec | None = None, alone: bool = True,
+    load: Callable[[], ModelInstance], spec: InstanceSpec | None = None,
 ) -> tuple[ModelInstance, list[MemoryUsage]]:
     """Run ``load`` (creating the instance ``spec`` describes) and return it with its memory
     footprint.
@@ -341,12 +330,11 @@ def measure_load(
     and KIND_MODEL instances, where NVML reads the devices; :mod:`workbench.gpu_memory`): the
     growth of this process's used memory on each device that grew, bytes (a KIND_GPU
     instance's own device is listed even at 0); the first instance on a device also carries
-    the CUDA context (hundreds of MiB). Loads on other model-load threads wait while one is
-    measured (a lock around the load and its readings), so they do not blur each other's
-    numbers, for at most :data:`MEASURING_WAIT_S` seconds (a load that never ends holds up no
-    other: past that they load beside it); requests served meanwhile still can blur them: the
-    measured entries are marked ``estimate``. ``alone=False`` (a backend whose instances
-    report their own memory, :attr:`Backend.measured_alone`): no lock, nothing waits.
+    the CUDA context (hundreds of MiB). Loads of other models run at the same time (Triton
+    loads models in parallel): what grew while several were measured is shared evenly among
+    them (:mod:`workbench.engine.load_memory`); requests served meanwhile still can blur the
+    figures: the
+    measured entries are marked ``estimate``.
 
     :meth:`ModelInstance.reported_memory` entries replace the measured entry of the same
     (kind, device) (:func:`~workbench.statistics.merge_memory`): a backend that knows its
@@ -356,24 +344,15 @@ def measure_load(
     """
     kind, device_id = (spec.kind, spec.device_id) if spec is not None else ("KIND_CPU", 0)
     on_gpu = kind in ("KIND_GPU", "KIND_MODEL")
-    with _measuring(alone):
-        gpu_before = read_gpu_memory() if on_gpu else {}
-        before = host_rss_bytes()
+    with LEDGER.section(on_gpu) as growth:
         instance = load()
-        after = host_rss_bytes()
-        gpu_after = read_gpu_memory() if on_gpu else {}
-    measured = []
-    if before is not None and after is not None:
-        measured.append(MemoryUsage("CPU", 0, max(0, after - before), estimate=True))
-    for device, grown in sorted(gpu_memory_growth(gpu_before, gpu_after).items()):
-        if grown > 0 or (kind == "KIND_GPU" and device == device_id):
-            measured.append(MemoryUsage("GPU", device, grown, estimate=True))
+    measured = _measured(growth, {device_id} if kind == "KIND_GPU" else set())
     return instance, merge_memory(measured, instance.reported_memory())
 
 
 def measure_loads(
     loads: Sequence[Callable[[], ModelInstance]], specs: Sequence[InstanceSpec],
-    created: list[ModelInstance] | None = None, alone: bool = True,
+    created: list[ModelInstance] | None = None,
 ) -> tuple[list[ModelInstance], list[list[MemoryUsage]]]:
     """Run ``loads`` (creating the instances ``specs`` describe, in that order) on parallel
     threads, as Triton creates a model's instances concurrently, and return the instances
@@ -383,7 +362,6 @@ def measure_loads(
     estimate); a (kind, device) any instance reports is taken from the reports alone, so
     the footprints add up to the measured growth joined with the reports.
     ``created`` (a list the caller holds) receives each instance as soon as it exists;
-    ``alone``: as :func:`measure_load`'s.
 
     Raises:
         Exception: the first error of ``loads`` in spec order, once every load finished
@@ -392,28 +370,18 @@ def measure_loads(
     created = [] if created is None else created
     kinds = {spec.kind for spec in specs}
     on_gpu = bool(kinds & {"KIND_GPU", "KIND_MODEL"})
-    with _measuring(alone):
-        gpu_before = read_gpu_memory() if on_gpu else {}
-        before = host_rss_bytes()
+    with LEDGER.section(on_gpu) as growth:
         results: list[ModelInstance | BaseException] = []
         if len(loads) == 1:
             results = [_attempt(loads[0])]
         elif loads:
             with ThreadPoolExecutor(len(loads), thread_name_prefix="instance-load") as pool:
                 results = list(pool.map(_attempt, loads))
-        after = host_rss_bytes()
-        gpu_after = read_gpu_memory() if on_gpu else {}
     created.extend(r for r in results if isinstance(r, ModelInstance))
     for result in results:
         if isinstance(result, BaseException):
             raise result
-    gpu_devices = {spec.device_id for spec in specs if spec.kind == "KIND_GPU"}
-    measured = []
-    if before is not None and after is not None:
-        measured.append(MemoryUsage("CPU", 0, max(0, after - before), estimate=True))
-    for device, grown in sorted(gpu_memory_growth(gpu_before, gpu_after).items()):
-        if grown > 0 or device in gpu_devices:
-            measured.append(MemoryUsage("GPU", device, grown, estimate=True))
+    measured = _measured(growth, {spec.device_id for spec in specs if spec.kind == "KIND_GPU"})
     reports = [instance.reported_memory() for instance in created]
     claimed = {(usage.kind, usage.id) for report in reports for usage in report}
     shares: list[list[MemoryUsage]] = [[] for _ in created]
@@ -426,23 +394,16 @@ def measure_loads(
     return created, [share + report for share, report in zip(shares, reports, strict=True)]
 
 
-@contextlib.contextmanager
-def _measuring(wanted: bool = True) -> Iterator[None]:
-    """The measurement section: alone, unless another load held it longer than
-    :data:`MEASURING_WAIT_S` (then beside it, logged: the memory figures may blur);
-    ``wanted=False``: beside any other, without waiting."""
-    if not wanted:
-        yield
-        return
-    alone = _MEASURING.acquire(timeout=MEASURING_WAIT_S)
-    if not alone:
-        log.warning("another model load has been measured for more than %.0fs; this load goes on "
-                    "beside it (the memory figures of both may blur)", MEASURING_WAIT_S)
-    try:
-        yield
-    finally:
-        if alone:
-            _MEASURING.release()
+def _measured(growth: Growth, gpu_devices: set[int]) -> list[MemoryUsage]:
+    """The entries of a measured section: CPU (never negative) and each GPU device that grew
+    or that a KIND_GPU instance names (listed at 0 too)."""
+    measured = []
+    if growth.cpu is not None:
+        measured.append(MemoryUsage("CPU", 0, max(0, growth.cpu), estimate=True))
+    for device, grown in sorted(growth.gpu.items()):
+        if grown > 0 or device in gpu_devices:
+            measured.append(MemoryUsage("GPU", device, grown, estimate=True))
+    return measured
 
 
 def _attempt(load: Callable[[], ModelInstance]) -> ModelInstance | BaseException:

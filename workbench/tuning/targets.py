@@ -42,8 +42,10 @@ class Target(Protocol):
     async def load(self, name: str, base: ModelConfig, knobs: Mapping[str, object]) -> None:
         """Load ``name`` with ``base`` changed by ``knobs`` (a temporary load)."""
 
-    async def restore(self, name: str) -> None:
-        """Reload ``name`` from its ``config.pbtxt``."""
+    async def restore(self, name: str, base: ModelConfig) -> None:
+        """Load ``name`` again with ``base``, the config it served with before the run: a
+        load without ``config`` would keep the last candidate's override while the model's
+        files are unchanged (Triton's repository manager; :mod:`workbench.engine.lifecycle`)."""
 
     def cpu_seconds(self) -> float | None:
         """CPU seconds the serving process has used (None where it cannot be read)."""
@@ -114,8 +116,8 @@ class EngineTarget:
     async def load(self, name: str, base: ModelConfig, knobs: Mapping[str, object]) -> None:
         await self.server.load_model(name, config=changed_config(base, knobs))
 
-    async def restore(self, name: str) -> None:
-        await self.server.load_model(name)
+    async def restore(self, name: str, base: ModelConfig) -> None:
+        await self.load(name, base, {})
 
     def cpu_seconds(self) -> float | None:
         return process_cpu_seconds()
@@ -169,8 +171,8 @@ class RemoteTarget:
         await self._repository_client().load_model(name, headers=self.headers,
                                                    config=json.dumps(changed_config(base, knobs)))
 
-    async def restore(self, name: str) -> None:
-        await self._repository_client().load_model(name, headers=self.headers)
+    async def restore(self, name: str, base: ModelConfig) -> None:
+        await self.load(name, base, {})
 
     def cpu_seconds(self) -> float | None:
         return process_cpu_seconds(self.pid) if self.pid else None

@@ -194,10 +194,10 @@ class Tuner:
     async def _restore(self, lab: Lab) -> None:
         for changed in sorted(lab.changed):
             try:
-                await self.target.restore(changed)
+                await self.target.restore(changed, lab.bases[changed])
             except Exception as exc:  # noqa: BLE001 - said, the others still restored
                 lab.failures[f"restore {changed}"] = str(exc)
-                self.on_event(TuneEvent("failed", f"reloading {changed} from config.pbtxt: {exc}",
+                self.on_event(TuneEvent("failed", f"restoring {changed}'s config: {exc}",
                                         len(lab.points)))
 
     async def _config_text(self, base: ModelConfig, knobs: dict) -> str | None:

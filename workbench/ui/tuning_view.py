@@ -189,7 +189,7 @@ class TuningView(pn.viewable.Viewer):
         Does nothing when none runs."""
         if self.running and self.tuner is not None:
             self.stop_button.disabled = True
-            self._say("stopping: the window in progress is dropped, the model reloaded from config.pbtxt")
+            self._say("stopping: the window in progress is dropped, the model loaded again with its config")
             self.tuner.stop()
 
     async def run(self, tuner: Tuner) -> TuneResult | None:

@@ -38,9 +38,6 @@ class PythonBackend(Backend):
     def __init__(self, python_based: Path | None = None) -> None:
         self.python_based = python_based
 
-    #: a stub reports its own memory; a model's initialize may load other models
-    measured_alone = False
-
     def load_instance(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec) -> ModelInstance:
         """Start the instance's stub and run the model's ``initialize``.
 
