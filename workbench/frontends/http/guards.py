@@ -56,6 +56,10 @@ API_GROUPS: list[tuple[re.Pattern, str]] = [
     (re.compile(r"^/v2/(?:system|cuda)sharedmemory(?:/|$)"), "shared-memory"),
     (re.compile(r"^/v2/trace/setting$"), "trace"),
     (re.compile(r"^/v2/logging$"), "logging"),
+    # the OpenAI-compatible routes, grouped as Triton's OpenAI frontend groups them
+    # (its api_restriction.py: inference; GET /v1/models and POST /v1/models/... model-repository)
+    (re.compile(r"^/v1/(?:embeddings|completions|chat/completions)$"), "inference"),
+    (re.compile(r"^/v1/models(?:/|$)"), "model-repository"),
 ]
 #: content types a browser page may POST cross-site without a CORS preflight
 _NEVER_ACCEPTED = ("text/plain", "multipart/form-data")

@@ -1,0 +1,131 @@
+"""Token counts for OpenAI's ``usage``, by the model's own tokenizer (the ``tokenizers`` library).
+
+The model's tokenizer is its ``tokenizer.json`` (Hugging Face's format), found in this order:
+
+1. the model-config parameter ``openai_tokenizer``: a path relative to the model's folder;
+2. ``<model>/tokenizer.json``, then ``<model>/<version>/tokenizer.json`` (highest version first);
+3. for an ensemble, the same two places in its first step's model (``text_embedder``'s
+   ``tokenizer`` step).
+
+A ``sentence_bert_config.json`` beside it gives ``max_seq_length``: an embedding's count is then
+truncated there, as sentence-transformers (and the sample ``tokenizer`` model) truncate, so the
+count is the tokens the encoder saw, [CLS] and [SEP] included. A prompt's count (completions)
+has no special tokens and no truncation. Without a tokenizer the counts are 0 (documented).
+
+Counting re-tokenizes the text in a worker thread (the Rust tokenizer: about 10-50 µs per short
+sentence); the tokenizer is loaded once per file and kept while the file is unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from workbench import Server, WorkbenchError
+
+log = logging.getLogger(__name__)
+
+TOKENIZER_FILE = "tokenizer.json"
+SENTENCE_CONFIG = "sentence_bert_config.json"
+
+
+class TokenCounter:
+    """Counts tokens with a loaded ``tokenizers.Tokenizer``; ``max_length``: truncation of an
+    embedding's count (tokens), None for none."""
+
+    def __init__(self, path: Path, max_length: int | None) -> None:
+        from tokenizers import Tokenizer
+
+        self.path = path
+        self.max_length = max_length
+        self._lock = threading.Lock()  # a Tokenizer's settings are not per call
+        self._tokenizer = Tokenizer.from_file(str(path))
+        self._tokenizer.no_padding()
+        self._tokenizer.no_truncation()
+
+    def embedding_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text as the encoder sees them: special tokens, truncated at
+        ``max_length`` (texts stripped, as sentence-transformers strips them)."""
+        with self._lock:
+            encodings = self._tokenizer.encode_batch([t.strip() for t in texts])
+        counts = [len(e.ids) for e in encodings]
+        return [min(c, self.max_length) for c in counts] if self.max_length else counts
+
+    def prompt_tokens(self, text: str) -> int:
+        """Tokens of a prompt: no special tokens, no truncation."""
+        with self._lock:
+            return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def _max_length(folder: Path) -> int | None:
+    try:
+        return int(json.loads((folder / SENTENCE_CONFIG).read_text())["max_seq_length"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _in_model_folder(folder: Path) -> Path | None:
+    if (folder / TOKENIZER_FILE).is_file():
+        return folder / TOKENIZER_FILE
+    versions = sorted((p for p in folder.iterdir() if p.name.isdigit() and p.is_dir()),
+                      key=lambda p: int(p.name), reverse=True) if folder.is_dir() else []
+    return next((v / TOKENIZER_FILE for v in versions if (v / TOKENIZER_FILE).is_file()), None)
+
+
+class TokenCounters:
+    """The token counter of each model (None: no tokenizer found), cached per tokenizer file
+    and its modification time."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self._cache: dict[tuple[str, int], TokenCounter] = {}
+
+    async def for_model(self, name: str, config: dict[str, Any]) -> TokenCounter | None:
+        """The counter of model ``name`` (its JSON ``config``), or None when it has no
+        tokenizer the module docstring's rules find."""
+        path = await self._find(name, config)
+        if path is None:
+            return None
+        return await asyncio.to_thread(self._load, path)
+
+    def _load(self, path: Path) -> TokenCounter | None:
+        try:
+            key = (str(path), path.stat().st_mtime_ns)
+            if key not in self._cache:
+                self._cache = {k: v for k, v in self._cache.items() if k[0] != key[0]}
+                self._cache[key] = TokenCounter(path, _max_length(path.parent))
+            return self._cache[key]
+        except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception for a bad file; counts become 0
+            log.warning("cannot load the tokenizer %s: %s", path, exc)
+            return None
+
+    async def _folder(self, name: str) -> Path | None:
+        try:
+            return Path((await self.server.config_files.model_config_file(name))["path"]).parent
+        except WorkbenchError:
+            return None
+
+    async def _find(self, name: str, config: dict[str, Any]) -> Path | None:
+        folder = await self._folder(name)
+        if folder is None:
+            return None
+        named = config.get("parameters", {}).get("openai_tokenizer", {}).get("string_value")
+        if named:
+            path = (folder / named).resolve()
+            return path if path.is_relative_to(folder.resolve()) and path.is_file() else None
+        found = await asyncio.to_thread(_in_model_folder, folder)
+        steps = config.get("ensemble_scheduling", {}).get("step", [])
+        if found is None and steps:
+            first = steps[0].get("model_name", "")
+            step_folder = await self._folder(first)
+            if step_folder is not None:
+                found = await asyncio.to_thread(_in_model_folder, step_folder)
+        return found
+
+
+__all__ = ["TokenCounter", "TokenCounters"]
