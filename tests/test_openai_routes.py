@@ -1,0 +1,69 @@
+"""The OpenAI-compatible routes in-process (the real app over a real engine, no models loaded):
+their API groups and key, their body limit, and how a model is recognised as an embedding or
+text-generation model. The client-level tests are in tests/e2e/test_openai_e2e.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from workbench import Server, ServerOptions
+from workbench.frontends.http.guards import api_group
+from workbench.frontends.openai.errors import OpenAIError
+from workbench.frontends.openai.model_kinds import embedding_model, text_model
+
+EMBEDDER = {"input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": ["1"]}],
+            "output": [{"name": "EMBEDDING", "data_type": "TYPE_FP32", "dims": ["384"]}],
+            "max_batch_size": 64}
+STREAMER = {"input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": ["1"]}],
+            "output": [{"name": "TOKEN", "data_type": "TYPE_STRING", "dims": ["1"]},
+                       {"name": "INDEX", "data_type": "TYPE_INT32", "dims": ["1"]}],
+            "model_transaction_policy": {"decoupled": True}}
+
+
+def test_the_v1_routes_have_triton_openai_frontends_api_groups() -> None:
+    assert [api_group(p) for p in ("/v1/embeddings", "/v1/completions", "/v1/chat/completions")] == [
+        "inference"] * 3
+    assert [api_group(p) for p in ("/v1/models", "/v1/models/m", "/v1/models/m/load")] == [
+        "model-repository"] * 3
+
+
+def test_models_are_recognised_by_their_inputs_and_outputs() -> None:
+    model = embedding_model("e", EMBEDDER)
+    assert (model.text_input, model.output, model.size, model.max_batch_size) == ("TEXT", "EMBEDDING", 384, 64)
+    outputs: list = EMBEDDER["output"]  # type: ignore[assignment]
+    two = {**EMBEDDER, "output": [*outputs, {"name": "B", "data_type": "TYPE_FP32", "dims": ["8"]}]}
+    with pytest.raises(OpenAIError, match="openai_embedding_output"):
+        embedding_model("e", two)
+    named = {**two, "parameters": {"openai_embedding_output": {"string_value": "B"}}}
+    assert embedding_model("e", named).size == 8
+    with pytest.raises(OpenAIError, match="it is decoupled"):
+        embedding_model("s", STREAMER)
+    text = text_model("s", STREAMER)
+    assert (text.prompt_input, text.text_output, text.batched) == ("TEXT", "TOKEN", False)
+    with pytest.raises(OpenAIError, match="not decoupled"):
+        text_model("e", EMBEDDER)
+
+
+async def test_bodies_are_bounded_by_the_input_size_and_keys_asked_in_openais_shape(
+        test_repository: Path, asgi_client) -> None:
+    options = ServerOptions(model_repository=[str(test_repository)], model_control_mode="explicit",
+                            http_max_input_size=200_000, http_restricted_api=["model-repository:admin=k"])
+    async with Server(options) as server, asgi_client(server) as http:
+        texts = orjson.dumps({"model": "absent", "input": ["x" * 1000] * 100})  # 100 KB > the 64 KiB control limit
+        answer = await http.post("/v1/embeddings", content=texts, headers={"Content-Type": "application/json"})
+        assert (answer.status_code, answer.json()["error"]["message"]) == (400, "Unknown model: absent")
+        answer = await http.post("/v1/embeddings", content=texts * 3, headers={"Content-Type": "application/json"})
+        assert answer.status_code == 413
+        assert answer.json()["error"]["message"] == (
+            f"Request size of {len(texts) * 3} bytes exceeds the maximum allowed input size of 200000 "
+            "bytes. Use --http-max-input-size to increase the limit.")
+        answer = await http.get("/v1/models")
+        assert answer.status_code == 401 and answer.json() == {"error": {
+            "message": "This API is restricted, expecting header 'admin' with valid value",
+            "type": "authentication_error", "param": None, "code": "invalid_auth"}}
+        answer = await http.post("/v1/models/absent/load", headers={"admin": "k"})
+        assert answer.status_code == 400 and answer.json()["error"]["type"] == "invalid_request_error"
+        assert (await http.get("/v1/models", headers={"admin": "k"})).json() == {"object": "list", "data": []}
