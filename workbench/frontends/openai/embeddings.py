@@ -96,19 +96,15 @@ async def create_embeddings(server: Server, counters: TokenCounters,
     if dimensions is not None and dimensions != model.size:
         raise OpenAIError(f"'dimensions' {dimensions} is not supported: model '{name}' gives "
                           f"{model.size} dimensions and does not truncate", param="dimensions")
+    embeddings = await _embed(server, model, texts)
+    # counted once the model answered: a refused request costs no tokenizing
     counter = await counters.for_model(name, config)
-    embeddings, counts = await asyncio.gather(
-        _embed(server, model, texts),
-        asyncio.to_thread(counter.embedding_tokens, texts) if counter else _zeros(len(texts)))
+    counts = await asyncio.to_thread(counter.embedding_tokens, texts) if counter else [0]
     data = [{"object": "embedding", "index": i, "embedding": _encoded(row, encoding)}
             for i, row in enumerate(embeddings)]
     tokens = int(sum(counts))
     return {"object": "list", "data": data, "model": name,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
-
-
-async def _zeros(n: int) -> list[int]:
-    return [0] * n
 
 
 def _encoded(row: np.ndarray, encoding: str) -> Any:
