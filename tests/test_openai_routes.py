@@ -9,10 +9,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.test_python_backend_async import model_log
 from workbench import Server, ServerOptions
 from workbench.frontends.http.guards import api_group
 from workbench.frontends.openai.errors import OpenAIError
 from workbench.frontends.openai.model_kinds import embedding_model, text_model
+from workbench.testing.python_backend import python_models_server
 
 EMBEDDER = {"input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": ["1"]}],
             "output": [{"name": "EMBEDDING", "data_type": "TYPE_FP32", "dims": ["384"]}],
@@ -67,3 +69,27 @@ async def test_bodies_are_bounded_by_the_input_size_and_keys_asked_in_openais_sh
         answer = await http.post("/v1/models/absent/load", headers={"admin": "k"})
         assert answer.status_code == 400 and answer.json()["error"]["type"] == "invalid_request_error"
         assert (await http.get("/v1/models", headers={"admin": "k"})).json() == {"object": "list", "data": []}
+        answer = await http.get("/v1/embeddings")
+        assert answer.status_code == 404 and answer.json()["error"]["message"] == "Invalid URL (GET /v1/embeddings)"
+
+
+async def test_max_tokens_closes_the_stream_and_cancels_the_models_request(tmp_path: Path, asgi_client) -> None:
+    """A model that streams words until it is cancelled: ``max_tokens`` words come back
+    (``finish_reason: length``), plain and streamed, and the model sees its request cancelled
+    rather than running its 1000 steps (10 s)."""
+    async with python_models_server(tmp_path, "words_until_cancelled") as server, asgi_client(server) as http:
+        for stream in (False, True):
+            with model_log("words_until_cancelled: ") as log:
+                body = {"model": "words_until_cancelled", "prompt": "go", "max_tokens": 3, "stream": stream}
+                answer = await http.post("/v1/completions", json=body)
+                assert answer.status_code == 200, answer.text
+                if stream:
+                    events = [line[6:] for line in answer.text.splitlines() if line.startswith("data: ")]
+                    assert events[-1] == "[DONE]"
+                    chunks = [orjson.loads(e)["choices"][0] for e in events[:-1]]
+                    text = "".join(c["text"] for c in chunks)
+                    finish = chunks[-1]["finish_reason"]
+                else:
+                    text, finish = answer.json()["choices"][0]["text"], answer.json()["choices"][0]["finish_reason"]
+                assert (text, finish) == ("w0 w1 w2 ", "length")
+                assert (await log.next()).startswith("words_until_cancelled: cancelled at step ")

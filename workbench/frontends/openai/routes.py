@@ -6,7 +6,8 @@
 ``POST /v1/models/{m}/load`` and ``/unload`` are Triton 2.68's: explicit mode only (400
 "Model load/unload requires --model-control-mode=explicit"), load answers the model object
 (400 "Model '<m>' is already loaded" when it is), unload ``{"status": "success", "model": m}``
-(400 "Unknown model: <m>" when it is not loaded).
+(400 "Unknown model: <m>" when it is not loaded). Any other ``/v1`` path or method answers
+404 "Invalid URL (<METHOD> <path>)" (OpenAI's text).
 """
 
 from __future__ import annotations
@@ -106,6 +107,11 @@ def openai_routes(server: Server) -> APIRouter:
     @router.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
         return await completion(request, chat=True)
+
+    @router.api_route("/v1/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    async def unknown_route(request: Request, rest: str) -> Response:
+        """Any other ``/v1`` path or method: 404 in OpenAI's shape and text."""
+        raise OpenAIError(f"Invalid URL ({request.method} /v1/{rest})", 404)
 
     return router
 
