@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import openai
 import orjson
 import pytest
 
@@ -14,7 +15,8 @@ from workbench import Server, ServerOptions
 from workbench.frontends.http.guards import api_group
 from workbench.frontends.openai.errors import OpenAIError
 from workbench.frontends.openai.model_kinds import embedding_model, text_model
-from workbench.testing.python_backend import python_models_server
+from workbench.testing.http_listener import http_listener
+from workbench.testing.python_backend import copy_python_model, python_models_server
 
 EMBEDDER = {"input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": ["1"]}],
             "output": [{"name": "EMBEDDING", "data_type": "TYPE_FP32", "dims": ["384"]}],
@@ -93,3 +95,22 @@ async def test_max_tokens_closes_the_stream_and_cancels_the_models_request(tmp_p
                     text, finish = answer.json()["choices"][0]["text"], answer.json()["choices"][0]["finish_reason"]
                 assert (text, finish) == ("w0 w1 w2 ", "length")
                 assert (await log.next()).startswith("words_until_cancelled: cancelled at step ")
+
+
+async def test_a_client_leaving_a_stream_cancels_the_models_request(tmp_path: Path) -> None:
+    """The ``openai`` client reads 3 chunks of an endless completion and closes the stream:
+    the connection ends, and the model sees its request cancelled (it would run 10 s)."""
+    copy_python_model(tmp_path, "words_until_cancelled")
+    options = ServerOptions(model_repository=[str(tmp_path)], exit_on_error=False)
+    async with http_listener(options) as listener, openai.AsyncOpenAI(
+            base_url=f"http://127.0.0.1:{listener.port}/v1", api_key="unused", max_retries=0) as client:
+        with model_log("words_until_cancelled: ") as log:
+            stream = await client.completions.create(model="words_until_cancelled", prompt="go", stream=True)
+            texts = []
+            async for chunk in stream:
+                texts.append(chunk.choices[0].text)
+                if len(texts) == 3:
+                    break
+            await stream.close()
+            assert texts == ["w0 ", "w1 ", "w2 "]
+            assert (await log.next()).startswith("words_until_cancelled: cancelled at step ")

@@ -11,8 +11,7 @@ through DLPack and torch, as Triton's QA model), async_gate and async_gate_bls (
 ``async def execute``), until_cancelled (stops when its request is cancelled), bls_cancel
 (cancels a BLS stream), forker (a fork Pool whose workers try BLS) and words_until_cancelled
 (a decoupled BYTES text model streaming words until cancelled: the OpenAI routes' max_tokens).
-They run in the real
-Python backend; nothing is mocked.
+They run in the real Python backend; nothing is mocked.
 """
 
 from __future__ import annotations
