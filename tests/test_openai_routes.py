@@ -15,6 +15,7 @@ from workbench import Server, ServerOptions
 from workbench.frontends.http.guards import api_group
 from workbench.frontends.openai.errors import OpenAIError
 from workbench.frontends.openai.model_kinds import embedding_model, text_model
+from workbench.frontends.openai.tokens import FIRST_WINDOW, TokenCounter, truncated_count
 from workbench.testing.http_listener import http_listener
 from workbench.testing.python_backend import copy_python_model, python_models_server
 
@@ -114,3 +115,20 @@ async def test_a_client_leaving_a_stream_cancels_the_models_request(tmp_path: Pa
             await stream.close()
             assert texts == ["w0 ", "w1 ", "w2 "]
             assert (await log.next()).startswith("words_until_cancelled: cancelled at step ")
+
+
+def test_a_long_text_is_counted_on_a_prefix(sample_repository: Path) -> None:
+    """Counting the tokens of a 1 MiB text (the most the sample tokenizer takes) tokenizes a few
+    KiB of it, not all (whole, an 8 MiB text took 31.5 s and 1.5 GB: bench/RESULTS.md), and
+    gives what the encoder sees: 256 tokens."""
+    text = "hello world, this is a sentence. " * 32_000
+    seen: list[int] = []
+
+    def count(prefix: str) -> int:
+        seen.append(len(prefix))
+        return len(prefix.split()) + 2
+
+    assert truncated_count(text, 256, count) == 256 and max(seen) <= FIRST_WINDOW
+    assert truncated_count("two words", 256, count) == 4
+    counter = TokenCounter(sample_repository / "tokenizer" / "1" / "tokenizer.json", 256)
+    assert counter.embedding_tokens([text, "  hello world  ", "tokenizer"]) == [256, 4, 4]  # [CLS] token ##izer [SEP]

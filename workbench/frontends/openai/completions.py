@@ -19,6 +19,7 @@ parser). Accepted and ignored (the model has no such inputs): ``temperature``, `
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 import uuid
@@ -178,7 +179,7 @@ class CompletionRun:
 
     async def _usage(self, completion_tokens: int) -> dict[str, int]:
         counter = await self.counters.for_model(self.job.name, self.config)
-        prompt = counter.prompt_tokens(self.job.prompt) if counter else 0
+        prompt = await asyncio.to_thread(counter.prompt_tokens, self.job.prompt) if counter else 0
         return {"prompt_tokens": prompt, "completion_tokens": completion_tokens,
                 "total_tokens": prompt + completion_tokens}
 
