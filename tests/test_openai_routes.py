@@ -15,7 +15,13 @@ from workbench import Server, ServerOptions
 from workbench.frontends.http.guards import api_group
 from workbench.frontends.openai.errors import OpenAIError
 from workbench.frontends.openai.model_kinds import embedding_model, text_model
-from workbench.frontends.openai.tokens import FIRST_WINDOW, TokenCounter, truncated_count
+from workbench.frontends.openai.tokens import (
+    FIRST_WINDOW,
+    PROMPT_PIECE,
+    TokenCounter,
+    pieces_count,
+    truncated_count,
+)
 from workbench.testing.http_listener import http_listener
 from workbench.testing.python_backend import copy_python_model, python_models_server
 
@@ -132,3 +138,6 @@ def test_a_long_text_is_counted_on_a_prefix(sample_repository: Path) -> None:
     assert truncated_count("two words", 256, count) == 4
     counter = TokenCounter(sample_repository / "tokenizer" / "1" / "tokenizer.json", 256)
     assert counter.embedding_tokens([text, "  hello world  ", "tokenizer"]) == [256, 4, 4]  # [CLS] token ##izer [SEP]
+    seen.clear()
+    assert pieces_count(text, count) == len(text.split()) + 2 * len(seen) and max(seen) <= PROMPT_PIECE
+    assert counter.prompt_tokens(text) == 8 * 32_000  # hello world , this is a sentence .
