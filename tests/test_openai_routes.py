@@ -50,6 +50,9 @@ def test_models_are_recognised_by_their_inputs_and_outputs() -> None:
         embedding_model("e", two)
     named = {**two, "parameters": {"openai_embedding_output": {"string_value": "B"}}}
     assert embedding_model("e", named).size == 8
+    hidden = {**EMBEDDER, "output": [{"name": "H", "data_type": "TYPE_FP32", "dims": ["-1", "384"]}]}
+    with pytest.raises(OpenAIError, match="one vector per text"):  # a vector per token is no embedding
+        embedding_model("e", hidden)
     with pytest.raises(OpenAIError, match="it is decoupled"):
         embedding_model("s", STREAMER)
     text = text_model("s", STREAMER)

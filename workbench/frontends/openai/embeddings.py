@@ -73,7 +73,11 @@ async def _embed(server: Server, model: EmbeddingModel, texts: list[str]) -> np.
     for response in responses:
         data = next(t.data for t in response.outputs if t.name == model.output)
         parts.append(np.asarray(data).reshape(-1, model.size))
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    rows = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    if len(rows) != len(texts):
+        raise OpenAIError(f"model '{model.name}' answered {len(rows)} embeddings for {len(texts)} "
+                          "texts", status=500)
+    return rows
 
 
 async def create_embeddings(server: Server, counters: TokenCounters,
@@ -81,7 +85,8 @@ async def create_embeddings(server: Server, counters: TokenCounters,
     """OpenAI's embeddings answer for the request ``members``.
 
     Raises:
-        OpenAIError: unknown model, not an embedding model, bad input or options (400).
+        OpenAIError: unknown model, not an embedding model, bad input or options (400); the
+            model answered another number of rows than texts (500).
         WorkbenchError: the inference failed (its v2 status and text).
     """
     name = required_string(members, "model")

@@ -2,7 +2,8 @@
 
 * An **embedding model** (``POST /v1/embeddings``): not decoupled, exactly one BYTES
   (``TYPE_STRING``) input whose dims are ``[1]`` (or ``[-1]``), and one floating-point output
-  (FP16 / FP32 / FP64 / BF16) whose last dim is a fixed size: the embedding. With several such
+  (FP16 / FP32 / FP64 / BF16) of one vector per text (a fixed last dim, any other dims 1:
+  ``[384]``, ``[1, 384]``): the embedding. With several such
   outputs, or to name it, the model-config parameter ``openai_embedding_output`` names it. An
   ensemble qualifies by its own inputs and outputs (the sample ``text_embedder``).
 * A **text-generation model** (``POST /v1/completions``, ``/v1/chat/completions``): decoupled,
@@ -76,6 +77,12 @@ def _decoupled(config: dict[str, Any]) -> bool:
     return bool(config.get("model_transaction_policy", {}).get("decoupled", False))
 
 
+def _one_vector(dims: list[Any]) -> bool:
+    """Dims of one vector per text: a fixed last dim, every other dim 1 (``[384]``, ``[1, 384]``)."""
+    sizes = [int(d) for d in dims]
+    return bool(sizes) and sizes[-1] > 0 and all(d == 1 for d in sizes[:-1])
+
+
 def embedding_model(name: str, config: dict[str, Any]) -> EmbeddingModel:
     """``name``'s embedding recipe (the module docstring).
 
@@ -96,15 +103,16 @@ def embedding_model(name: str, config: dict[str, Any]) -> EmbeddingModel:
         raise refuse(f"its BYTES input must have dims [1], not {dims}")
     wanted = _parameter(config, "openai_embedding_output")
     outputs = [o for o in config.get("output", []) if o.get("data_type") in FLOAT_TYPES
-               and o.get("dims") and int(o["dims"][-1]) > 0]
+               and _one_vector(o.get("dims", []))]
     if wanted is not None:
         outputs = [o for o in outputs if o["name"] == wanted]
         if not outputs:
             raise refuse(f"its parameter openai_embedding_output names '{wanted}', not a "
-                         "floating-point output with a fixed last dimension")
+                         "floating-point output of one vector per text (dims [n] or [1, n])")
     if len(outputs) != 1:
-        raise refuse("it must have one floating-point output with a fixed last dimension (or "
-                     "name it with the model-config parameter openai_embedding_output)")
+        raise refuse("it must have one floating-point output of one vector per text (dims [n] "
+                     "or [1, n]; or name it with the model-config parameter "
+                     "openai_embedding_output)")
     output = outputs[0]
     return EmbeddingModel(name, texts[0], output["name"], int(output["dims"][-1]),
                           int(config.get("max_batch_size", 0)))
