@@ -9,9 +9,10 @@ sleeper, sender_once (non-decoupled, answers through its response sender), shm_t
 (truncates the file an input names, then answers the identity of INPUT0), identity_bf16 (BF16
 through DLPack and torch, as Triton's QA model), async_gate and async_gate_bls (decoupled
 ``async def execute``), until_cancelled (stops when its request is cancelled), bls_cancel
-(cancels a BLS stream), forker (a fork Pool whose workers try BLS) and model_control
-(runs the `pb_utils.load_model` / `unload_model` / `is_model_ready` call a request describes). They run in the real
-Python backend; nothing is mocked.
+(cancels a BLS stream), forker (a fork Pool whose workers try BLS), model_control
+(runs the `pb_utils.load_model` / `unload_model` / `is_model_ready` call a request describes) and
+words_until_cancelled (a decoupled BYTES text model streaming words until cancelled: the OpenAI
+routes' max_tokens). They run in the real Python backend; nothing is mocked.
 """
 
 from __future__ import annotations

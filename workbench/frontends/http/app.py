@@ -25,6 +25,7 @@ from workbench.frontends.http.guards import RequestGuard
 from workbench.frontends.http.infer_asgi import InferFastPath
 from workbench.frontends.http.rollout_routes import rollout_routes
 from workbench.frontends.http.shared_memory_routes import shared_memory_routes
+from workbench.frontends.openai import openai_routes
 from workbench.frontends.status import http_status
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ def create_app(server: Server) -> RequestGuard:
     app.include_router(shared_memory_routes(server))
     app.include_router(rollout_routes(server))
     app.include_router(_settings_routes(server))
+    app.include_router(openai_routes(server))  # /v1: OpenAI-compatible (docs/openai.md)
     options = server.options
     bounded = BodyLimits(app, options.http_max_input_size, options.http_max_control_body_size)
     routes = InferFastPath(server, GeneratePath(server, bounded))  # infer, the hot path, first

@@ -12,7 +12,11 @@ limit that fits it:
 * every other route (logging and trace settings, repository index and unload, shared-memory
   registration, health, metadata, unknown paths): ``--http-max-control-body-size`` (64 KiB;
   their bodies are a few hundred bytes of JSON), answered 413 ``{"error": "..."}`` (beyond
-  Triton, which bounds them by ``--http-max-input-size`` too).
+  Triton, which bounds them by ``--http-max-input-size`` too);
+* ``POST /v1/embeddings``, ``/v1/completions``, ``/v1/chat/completions`` (the OpenAI-compatible
+  routes: their bodies carry texts): ``--http-max-input-size``, answered as Triton's OpenAI
+  frontend answers it: 413 "Request size of N bytes exceeds the maximum allowed input size of
+  M bytes. Use --http-max-input-size to increase the limit." in OpenAI's error shape.
 
 A body over its limit is refused before any of it is read when ``Content-Length`` announces
 it, else (chunked) as soon as the bytes read pass the limit; the connection ends after the
@@ -40,15 +44,19 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOAD_PATH = re.compile(r"^/v2/repository/models/[^/]+/load$")
+#: the OpenAI-compatible routes whose bodies carry texts (bounded by --http-max-input-size)
+OPENAI_PATH = re.compile(r"^/v1/(?:embeddings|completions|chat/completions)$")
 
 
 class BodyTooLarge(Exception):
     """A request body over its route's limit: ``status`` and the ``{"error": ...}`` text."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, openai: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        #: answered in OpenAI's error shape (``{"error": {"message", "type", ...}}``)
+        self.openai = openai
 
 
 def load_too_large(size: int, limit: int) -> BodyTooLarge:
@@ -57,6 +65,13 @@ def load_too_large(size: int, limit: int) -> BodyTooLarge:
     return BodyTooLarge(400, f"request JSON size of {size} bytes exceeds the maximum allowed "
                              f"input size of {limit} bytes. Use --http-max-input-size to "
                              "increase the limit.")
+
+
+def openai_too_large(size: int, limit: int) -> BodyTooLarge:
+    """Triton's OpenAI frontend's answer to a body over ``--http-max-input-size`` (413)."""
+    return BodyTooLarge(413, f"Request size of {size} bytes exceeds the maximum allowed input "
+                             f"size of {limit} bytes. Use --http-max-input-size to increase "
+                             "the limit.", openai=True)
 
 
 def control_too_large(size: int, limit: int) -> BodyTooLarge:
@@ -87,6 +102,8 @@ class BodyLimits:
             return
         if LOAD_PATH.match(scope["path"]):
             limit, refusal = self.load_limit, load_too_large
+        elif OPENAI_PATH.match(scope["path"]):
+            limit, refusal = self.load_limit, openai_too_large
         else:
             limit, refusal = self.control_limit, control_too_large
         try:
@@ -141,7 +158,9 @@ async def refuse(send: Send, error: BodyTooLarge) -> None:
     """Answer ``error`` in Triton's shape. No ``Connection: close``: uvicorn would close the
     socket at once, and a client still sending would get a reset instead of the answer; the
     protocol ends the connection itself, gracefully, when its request's body is incomplete."""
-    payload = orjson.dumps({"error": error.message})
+    error_body = {"message": error.message, "type": "invalid_request_error", "param": None,
+                  "code": None} if error.openai else error.message
+    payload = orjson.dumps({"error": error_body})
     await send({"type": "http.response.start", "status": error.status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
     await send({"type": "http.response.body", "body": payload})
@@ -158,5 +177,5 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-__all__ = ["LOAD_PATH", "BodyLimits", "BodyTooLarge", "body_length", "control_too_large",
-           "load_too_large", "read_within", "refuse"]
+__all__ = ["LOAD_PATH", "OPENAI_PATH", "BodyLimits", "BodyTooLarge", "body_length",
+           "control_too_large", "load_too_large", "openai_too_large", "read_within", "refuse"]

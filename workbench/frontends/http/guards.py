@@ -21,6 +21,12 @@ shape ``{"error": "..."}`` when:
 3. **The API group is restricted** (``--http-restricted-api``, :mod:`workbench.restrictions`)
    and the request lacks the key: Triton's text ``This API is restricted, expecting header
    '<key>'`` and status 403.
+
+On the OpenAI-compatible routes (``/v1/...``) the answer is in OpenAI's error shape
+(``{"error": {"message", "type", "param", "code"}}``, what the ``openai`` client reads), and a
+missing key is answered as Triton's OpenAI frontend answers it: 401, ``type``
+``authentication_error``, ``code`` ``invalid_auth``, "This API is restricted, expecting header
+'<key>' with valid value".
 """
 
 from __future__ import annotations
@@ -56,6 +62,10 @@ API_GROUPS: list[tuple[re.Pattern, str]] = [
     (re.compile(r"^/v2/(?:system|cuda)sharedmemory(?:/|$)"), "shared-memory"),
     (re.compile(r"^/v2/trace/setting$"), "trace"),
     (re.compile(r"^/v2/logging$"), "logging"),
+    # the OpenAI-compatible routes, grouped as Triton's OpenAI frontend groups them
+    # (its api_restriction.py: inference; GET /v1/models and POST /v1/models/... model-repository)
+    (re.compile(r"^/v1/(?:embeddings|completions|chat/completions)$"), "inference"),
+    (re.compile(r"^/v1/models(?:/|$)"), "model-repository"),
 ]
 #: content types a browser page may POST cross-site without a CORS preflight
 _NEVER_ACCEPTED = ("text/plain", "multipart/form-data")
@@ -92,8 +102,12 @@ class RequestGuard:
         if scope["type"] == "http":
             refusal = self.refusal(scope)
             if refusal is not None:
-                payload = orjson.dumps({"error": refusal})
-                await send({"type": "http.response.start", "status": 403, "headers": [
+                status: int = 403
+                error: str | dict[str, Any] = refusal
+                if scope["path"].startswith("/v1/"):
+                    status, error = _openai_refusal(refusal)
+                payload = orjson.dumps({"error": error})
+                await send({"type": "http.response.start", "status": status, "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(payload)).encode())]})
                 await send({"type": "http.response.body", "body": payload})
@@ -115,6 +129,14 @@ class RequestGuard:
                     headers.get(restriction.header.encode("latin-1"))):
                 return f"This API is restricted, expecting header '{restriction.header}'"
         return None
+
+
+def _openai_refusal(refusal: str) -> tuple[int, dict[str, Any]]:
+    """A refusal of a ``/v1`` route: its status and OpenAI-shaped error (the module docstring)."""
+    if refusal.startswith("This API is restricted"):
+        return 401, {"message": refusal + " with valid value", "type": "authentication_error",
+                     "param": None, "code": "invalid_auth"}
+    return 403, {"message": refusal, "type": "permission_error", "param": None, "code": None}
 
 
 def _browser_refusal(headers: dict[bytes, str], method: str) -> str | None:
