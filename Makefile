@@ -29,9 +29,12 @@ DEV_STAMP := $(VENV)/.installed-dev
 TORCH_VERSION := $(shell sed -nE 's/.*"torch==([0-9.]+)".*/\1/p' pyproject.toml | head -1)
 TORCH_INDEX ?=
 
-.PHONY: setup models labextension serve jupyter tutorials lint docs test test-production test-fast test-attach-triton browser bench bench-triton bench-tune compat compat-protocol compat-scheduling compat-python-backend compat-perf-analyzer clean
+.PHONY: setup setup-dev models labextension serve jupyter tutorials lint docs test test-production test-fast test-attach-triton browser bench bench-triton bench-tune compat compat-protocol compat-scheduling compat-python-backend compat-perf-analyzer clean
 
 setup: $(STAMP) $(MODELS)
+
+# the set-up `make test` makes: the serving set, then the lab and dev extras (pytest, ...)
+setup-dev: setup $(DEV_STAMP)
 
 # torch is pinned to 2.13.0 in pyproject.toml and installed first, on its own: alone, pip takes
 # a CPU build where an index or find-links offers one (this machine's holds torch 2.13.0+cpu; on
