@@ -77,7 +77,7 @@ $(LAB_STAMP): $(STAMP)
 # ruff, kubernetes-validate, mkdocs, ...) and the kserve wheel the manifest tests read
 $(DEV_STAMP): $(LAB_STAMP)
 	@echo "==> the test and lint tools, the dev extra: pytest, Playwright, moto, mypy, ruff, kubernetes-validate, ..."
-	@echo "    (~0.8 GB more installed, first \`make test\` only)"
+	@echo "    (~0.5 GB more installed, first \`make test\` only)"
 	$(PIP) -e '.[dev]' $(PIPNOTES)
 	@echo "==> the kserve $(KSERVE_VERSION) wheel, downloaded only (its models are the KServe schema the manifest tests build)"
 	$(PY) -m pip download --progress-bar on --no-deps --only-binary=:all: -d $(VENV)/crd-wheels 'kserve==$(KSERVE_VERSION)' $(PIPNOTES)
