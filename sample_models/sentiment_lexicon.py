@@ -50,12 +50,12 @@ class Example:
 def lexicon_file() -> Path:
     """Path of ``en-sentiment.xml`` in the installed textblob distribution.
 
-    Raises ``RuntimeError`` if textblob (the ``dev`` extra) is not installed or lacks the file.
+    Raises ``RuntimeError`` if textblob (the ``samples`` extra) is not installed or lacks the file.
     """
     try:
         path = Path(str(metadata.distribution(DISTRIBUTION).locate_file(LEXICON_PATH)))
     except metadata.PackageNotFoundError as exc:
-        raise RuntimeError("package textblob is not installed (pip install textblob; in the dev extra)") from exc
+        raise RuntimeError("package textblob is not installed (pip install textblob; in the samples extra)") from exc
     if not path.is_file():
         raise RuntimeError(f"{path} is missing; reinstall textblob")
     return path

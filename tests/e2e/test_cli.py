@@ -201,3 +201,20 @@ def test_out_of_range_port_is_a_usage_error(tmp_path: Path) -> None:
     result = run_cli("serve", f"--model-repository={tmp_path}", "--http-port=70000")
     assert result.returncode == 2
     assert "port must be in 0..65535, got 70000" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_sigint_stop_prints_no_grpc_acceptor_error_but_real_errors(tmp_path: Path) -> None:
+    """Refusing new gRPC connections at the stop shuts grpc-core's listening socket, and
+    grpc-core logged "Closing acceptor. Failed accept4: Invalid argument" at error level on
+    every Ctrl-C: that one line stays off the terminal; a real error (a model that fails to
+    load) and the drain's lines still reach stderr, in order, before the exit."""
+    broken = tmp_path / "broken"
+    (broken / "1").mkdir(parents=True)
+    (broken / "config.pbtxt").write_text('platform: "onnxruntime_onnx"\n')  # no model.onnx
+    server = ServerProcess([f"--model-repository={tmp_path}", "--exit-on-error=false",
+                            "--strict-readiness=false"])
+    assert server.grpc_port  # gRPC served: its listener is shut at the stop
+    assert server.stop(signal.SIGINT) == 0
+    assert "Failed accept4" not in server.log
+    assert any(line.startswith("E") and "broken" in line for line in server.lines)
+    assert server.lines[-1].endswith("all models unloaded; exiting")

@@ -14,6 +14,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from workbench.hosts.stderr_filter import DROPPED_LINES
 from workbench.testing.process import ServerProcess
 from workbench.testing.python_backend import copy_python_model
 
@@ -76,14 +77,16 @@ def test_stub_processes_end_with_the_server(tmp_path: Path, sig: int) -> None:
     process = ServerProcess([f"--model-repository={tmp_path}"])
     try:
         tasks = Path(f"/proc/{process.process.pid}/task")  # stubs are children of the load threads
-        stubs = [int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split()]
+        children = [int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split()]
+        # the other child: the stderr filter (workbench.hosts.stderr_filter), which must end too
+        filters = [pid for pid in children if DROPPED_LINES[0] in Path(f"/proc/{pid}/cmdline").read_text()]
     finally:
         process.stop(sig)
-    assert len(stubs) == 2
+    assert len(filters) == 1 and len(children) == 3
     deadline = time.monotonic() + 10
-    while any(_running(pid) for pid in stubs) and time.monotonic() < deadline:
+    while any(_running(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_running(pid) for pid in stubs)
+    assert not any(_running(pid) for pid in children)
 
 
 def test_sigterm_to_the_process_group_finalizes_stubs_without_restarting_them(tmp_path: Path) -> None:

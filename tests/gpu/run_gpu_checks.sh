@@ -9,8 +9,8 @@
 # GPU (KIND_GPU and nvJPEG "mixed" decoding; DALI comes with the dev extra) (all `pytest tests/gpu`),
 # and CUDA shared memory (tests/e2e/test_shared_memory_e2e.py, the CUDA round trip).
 #
-# Setup (skipped by --no-setup or GPU_CHECKS_SKIP_INSTALL=1): `make setup` (the .venv, the
-# sample models), then, only where a GPU exists and a package is missing, the `gpu` extra of
+# Setup (skipped by --no-setup or GPU_CHECKS_SKIP_INSTALL=1): `make setup-dev` (the .venv with the
+# test tools, the sample models), then, only where a GPU exists and a package is missing, the `gpu` extra of
 # pyproject.toml one package at a time: onnxruntime-gpu (replacing the CPU onnxruntime wheel,
 # same version), nvidia-ml-py, cuda-python, tensorrt-cu12, and a CUDA build of the pinned torch
 # (GPU_CHECKS_TORCH_INDEX_URL, if set, is passed to pip as --index-url for it). An install that
@@ -67,11 +67,11 @@ fi
 if ((SETUP)); then
     t0=$SECONDS
     if [[ -L sample_models/repository ]]; then
-        row "make setup" SKIP 0 "sample_models/repository is a link to a shared build: not rebuilt here"
-    elif timeout "$(allowance 300 180)" make setup >"$RESULTS/setup.log" 2>&1; then
-        row "make setup" PASS $((SECONDS - t0)) ".venv and sample models ready"
+        row "make setup-dev" SKIP 0 "sample_models/repository is a link to a shared build: not rebuilt here"
+    elif timeout "$(allowance 300 180)" make setup-dev >"$RESULTS/setup.log" 2>&1; then
+        row "make setup-dev" PASS $((SECONDS - t0)) ".venv and sample models ready"
     else
-        row "make setup" SKIP $((SECONDS - t0)) "make setup failed or timed out (offline?): see setup.log"
+        row "make setup-dev" SKIP $((SECONDS - t0)) "make setup-dev failed or timed out (offline?): see setup.log"
     fi
 fi
 if [[ -z $PY ]]; then

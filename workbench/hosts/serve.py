@@ -14,6 +14,7 @@ from functools import partial
 
 from workbench import Server, ServerOptions, WorkbenchError
 from workbench.hosts.logging_setup import apply_log_settings, configure_logging
+from workbench.hosts.stderr_filter import filter_stderr, restore_stderr
 from workbench.serving.drain import drain_engine
 from workbench.serving.grpc_service import FINAL_GRACE_S, serve_grpc, stop_accepting_grpc
 from workbench.serving.http_service import http_service
@@ -85,7 +86,11 @@ def run(options: ServerOptions) -> int:
     "all models unloaded; exiting" (DALI's atexit unload, a full garbage collection, TensorFlow's
     and torch's native destructors), so Ctrl-C of ``make serve`` seemed to hang. Not Triton's
     concern (a C++ binary); its stop ends at the same point.
+
+    stderr passes through :func:`~workbench.hosts.stderr_filter.filter_stderr` (grpc-core's
+    "Closing acceptor" line of every stop is dropped), restored before the exit.
     """
+    filter_stderr()
     configure_logging(options.log_verbose)
     try:
         try:
@@ -95,6 +100,7 @@ def run(options: ServerOptions) -> int:
         else:
             status = uvloop.run(serve(options))
     except KeyboardInterrupt:
+        restore_stderr()
         return 130
     exit_now(status)
     return status  # not reached
@@ -106,6 +112,7 @@ def exit_now(status: int) -> None:
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
+    restore_stderr()
     os._exit(status)
 
 

@@ -44,7 +44,8 @@ def shut_listeners(port: int) -> int:
     that new connections to it are refused while connections already accepted go on.
 
     The owner's accept loop sees an error and stops accepting (grpc-core logs "Closing
-    acceptor. Failed accept4: Invalid argument" once). Linux only (``/proc/self/fd``);
+    acceptor. Failed accept4: Invalid argument" once, at error level; ``workbench serve``
+    drops that line: :mod:`workbench.hosts.stderr_filter`). Linux only (``/proc/self/fd``);
     elsewhere nothing is shut.
 
     Returns:

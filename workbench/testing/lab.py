@@ -2,9 +2,10 @@
 keep a test's ``jupyter lab`` off the network.
 
 The Lab extension (``@workbench/jupyterlab``, sources in ``extensions/jupyterlab``) is a
-prebuilt ("federated") extension: ``make setup`` builds it with ``jupyter-builder`` and copies
-it to ``<venv>/share/jupyter/labextensions/@workbench/jupyterlab``, where JupyterLab finds it
-among ``jupyter --paths``' data folders.
+prebuilt ("federated") extension: ``make labextension`` (run by ``make jupyter`` and ``make
+test``) builds it with ``jupyter-builder`` and copies it to
+``<venv>/share/jupyter/labextensions/@workbench/jupyterlab``, where JupyterLab finds it among
+``jupyter --paths``' data folders.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def lab_missing() -> str | None:
         return "jupyterlab is not installed (the `dev` extra has it)"
     if installed_lab_extension() is None:
         return (f"the {LAB_EXTENSION} Lab extension is not built/installed "
-                "(`make setup` builds it with npm and jupyter-builder)")
+                "(`make labextension` builds it with npm and jupyter-builder)")
     return None
 
 
