@@ -101,12 +101,15 @@ def model_log(prefix: str) -> Iterator[_LogLines]:
     lines = _LogLines(prefix)
     logger = logging.getLogger("workbench.python_model")
     logger.addHandler(lines)
-    level, logger.level = logger.level, logging.INFO
+    # setLevel, not an assignment to .level: only setLevel clears the cache of isEnabledFor, which
+    # the server's model-log gate reads (an earlier test's cached False hid every line)
+    level = logger.level
+    logger.setLevel(logging.INFO)
     try:
         yield lines
     finally:
         logger.removeHandler(lines)
-        logger.level = level
+        logger.setLevel(level)
 
 
 def steps(model: str, count: int) -> InferenceRequest:
@@ -186,3 +189,20 @@ async def test_forked_workers_get_a_bls_error_obey_sigterm_and_end_with_the_stub
     await asyncio.to_thread(first.wait, 30)  # psutil.TimeoutExpired before
     os.kill(int(outputs["STUB_PID"][0]), signal.SIGKILL)  # the stub goes away without a word
     await asyncio.to_thread(second.wait, 30)
+
+
+async def test_model_log_turns_the_model_log_on_even_after_a_cached_answer() -> None:
+    """``model_log`` set ``logger.level`` directly, which leaves Logger.isEnabledFor's cache as
+    an earlier call filled it: after any code asked while the level was WARNING, the server's
+    gate dropped every model line and the cancellation tests waited out their 60 s (seen in a
+    full run: test_openai_routes' max_tokens test)."""
+    logger = logging.getLogger("workbench.python_model")
+    root = logging.getLogger()
+    saved = root.level
+    root.setLevel(logging.WARNING)
+    try:
+        logger.isEnabledFor(logging.INFO)  # fills the cache with False
+        with model_log("x: "):
+            assert logger.isEnabledFor(logging.INFO)
+    finally:
+        root.setLevel(saved)
