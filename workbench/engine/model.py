@@ -143,8 +143,10 @@ class LoadedModel:
         a failure (reason OTHER) and its ``InvalidArgument`` raised."""
         try:
             backend_request = validate_request(request, self.io)
-        except Exception:
+        except Exception as exc:
             self.statistics.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
+            if isinstance(exc, WorkbenchError):
+                exc.before_execution = True
             raise
         backend_request.compute_totals = compute_totals
         if request.cancel is not None:  # the caller's own (a BLS call's)
