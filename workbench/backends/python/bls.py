@@ -25,7 +25,7 @@ from typing import Any
 
 from workbench.backends.base import BackendContext
 from workbench.backends.python.process import StubDied, StubProcess
-from workbench.backends.python.transport import encode_tensor
+from workbench.backends.python.transport import SharedMemoryFull, encode_tensors
 from workbench.datatypes import wire_name
 from workbench.errors import InternalError, InvalidArgument, StatusCode, WorkbenchError
 from workbench.types import CancelSignal, InferenceRequest, InferenceResponse, RequestedOutput, Tensor
@@ -140,11 +140,14 @@ class BlsForwarder:
                 stub.send({"op": "bls_response", "call": call_id, "response": response, "final": final})
             except StubDied:
                 pass  # the model is gone; its segments went with it
-            except Exception:  # e.g. /dev/shm full: tell the model
+            except Exception as exc:  # e.g. /dev/shm full: tell the model
                 if not stub.alive:
                     continue
-                log.exception("model instance '%s': cannot return a BLS response", self._instance_name)
-                error = _encode(InternalError("failed to return the BLS response (see server log)"), stub)
+                if isinstance(exc, SharedMemoryFull):  # Triton's text
+                    error = _encode(InternalError(str(exc)), stub)
+                else:
+                    log.exception("model instance '%s': cannot return a BLS response", self._instance_name)
+                    error = _encode(InternalError("failed to return the BLS response (see server log)"), stub)
                 with contextlib.suppress(StubDied):
                     stub.send({"op": "bls_response", "call": call_id, "response": error, "final": final})
 
@@ -202,6 +205,6 @@ def _encode(payload: Any, stub: StubProcess) -> dict | None:
         return None
     if isinstance(payload, WorkbenchError):
         return {"outputs": [], "error": (payload.message, TRITON_ERROR_CODES[payload.code]), "parameters": None}
-    outputs = [encode_tensor(t.name, t.data, stub.pool) for t in payload.outputs]
+    outputs = encode_tensors(((t.name, t.data) for t in payload.outputs), stub.pool)
     parameters = json.dumps(payload.parameters, default=str) if payload.parameters else None
     return {"outputs": outputs, "error": None, "parameters": parameters}

@@ -57,7 +57,7 @@ from workbench.backends.base import (
 from workbench.backends.python.bls import BlsForwarder
 from workbench.backends.python.control import ModelControlForwarder
 from workbench.backends.python.process import StubDied, StubProcess
-from workbench.backends.python.transport import encode_tensor
+from workbench.backends.python.transport import SharedMemoryFull, encode_tensors
 from workbench.config.model_config import model_config_to_json
 from workbench.custom_metrics import CustomMetricError, CustomMetrics
 from workbench.datatypes import config_to_wire, numpy_dtype, wire_name
@@ -184,7 +184,9 @@ class PythonInstance(ModelInstance):
             reply = stub.call(message)
         except (StubDied, OSError) as exc:
             self._drop_senders(keys)
-            if isinstance(exc, OSError) and stub.alive:  # e.g. /dev/shm is full
+            if isinstance(exc, SharedMemoryFull) and stub.alive:  # Triton's text
+                raise InternalError(self._failure(str(exc))) from None
+            if isinstance(exc, OSError) and stub.alive:
                 raise InternalError(self._failure(f"unable to pass the inputs to the stub: {exc}")) from None
             raise InternalError(self._failure(f"Stub process '{self.name}' is not healthy.")) from None
         except BaseException:
@@ -280,7 +282,7 @@ class PythonInstance(ModelInstance):
         start = params.get("_start", params.get("sequence_start", False))
         end = params.get("_end", params.get("sequence_end", False))
         return {
-            "inputs": [encode_tensor(name, array, stub.pool) for name, array in request.inputs.items()],
+            "inputs": encode_tensors(request.inputs.items(), stub.pool),
             "outputs": list(request.requested_outputs),
             "id": request.request_id,
             "correlation_id": params.get("sequence_id", 0) or 0,
