@@ -223,8 +223,12 @@ class InferenceRequest:
             ``str`` values (or None).
         preferred_memory, trace: accepted for compatibility; ignored (CPU only, no tracing).
 
+    ``model_name``, ``requested_output_names`` and ``inputs`` are required, the others are
+    keyword-only, as in Triton's binding (``pb_stub.cc``; a missing one raises TypeError).
+
     Raises:
-        TypeError: an argument of the wrong type, None included (``inputs=None``,
+        TypeError: a required argument missing (NVIDIA's bls ``test_bls_incorrect_args``), or
+            an argument of the wrong type, None included (``inputs=None``,
             ``model_name=None``, ``requested_output_names=[None]``, ``flags=None``, ...;
             pybind11's conversion errors in Triton).
         TritonModelException: ``inputs`` holds None ("Input tensor for request with id
@@ -232,7 +236,7 @@ class InferenceRequest:
             output name, or bad ``parameters`` (Triton's texts).
     """
 
-    def __init__(self, model_name: str = "", requested_output_names: Any = (), inputs: Any = (),
+    def __init__(self, model_name: str, requested_output_names: Any, inputs: Any, *,
                  request_id: str = "", correlation_id: int | str = 0, model_version: int = -1,
                  flags: int = 0, timeout: int = 0, preferred_memory: Any = None, trace: Any = None,
                  parameters: dict | None = None) -> None:
