@@ -326,3 +326,15 @@ def test_zero_element_tensors_cross_the_transport(pool: SegmentPool, dtype, shap
     for writable in (True, False):  # into the stub (writable) and back to the server
         name, decoded = decode_tensor(encode_tensor("Z", array, pool), SegmentReader(PREFIX, writable))
         assert name == "Z" and decoded.shape == shape and decoded.dtype == array.dtype
+
+
+def test_preferred_memory_is_accepted_by_a_bls_request() -> None:
+    """NVIDIA's bls model builds ``pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_CPU)``
+    (test_preferred_memory); before, the attribute did not exist."""
+    cpu = pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_CPU)
+    gpu = pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_GPU, 0)
+    assert (cpu.preferred_memory_type, cpu.preferred_device_id) == (pb_utils.TRITONSERVER_MEMORY_CPU, 0)
+    assert gpu.preferred_memory_type == pb_utils.TRITONSERVER_MEMORY_GPU
+    assert _request(inputs=[], preferred_memory=cpu).model_name() == "m"
+    with pytest.raises(TypeError):
+        pb_utils.PreferredMemory(None)  # type: ignore[arg-type]

@@ -72,6 +72,28 @@ TRITONSERVER_MEMORY_CPU_PINNED = 1
 TRITONSERVER_MEMORY_GPU = 2
 
 
+class PreferredMemory:
+    """Where a BLS call would like its outputs (Triton's ``pb_utils.PreferredMemory``, passed
+    as ``InferenceRequest(preferred_memory=...)``). Accepted and kept; outputs are always in
+    CPU memory here (no GPU).
+
+    Args:
+        preferred_memory_type: ``TRITONSERVER_MEMORY_CPU`` or ``TRITONSERVER_MEMORY_GPU``.
+        preferred_device_id: the device (0 = the first).
+
+    Raises:
+        TypeError: an argument is not an int (None included), as Triton's binding.
+    """
+
+    def __init__(self, preferred_memory_type: int, preferred_device_id: int = 0) -> None:
+        for name, value in (("preferred_memory_type", preferred_memory_type),
+                            ("preferred_device_id", preferred_device_id)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"PreferredMemory(): {name} must be an int, got {type(value).__name__}")
+        self.preferred_memory_type = preferred_memory_type
+        self.preferred_device_id = preferred_device_id
+
+
 
 # ---------------------------------------------------------------------------- responses
 class InferenceResponse:
@@ -460,6 +482,7 @@ __all__ = [
     "Logger",
     "MetricFamily",
     "ModelConfig",
+    "PreferredMemory",
     "ResponseIterator",
     "Tensor",
     "TritonError",
