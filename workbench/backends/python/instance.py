@@ -127,8 +127,8 @@ class PythonInstance(ModelInstance):
         self._version = version_dir.name
         self._model_file = python_based or version_dir / (config.default_model_filename or "model.py")
         if not self._model_file.is_file():
-            raise ModelLoadError(
-                f"unable to load model '{config.name}', model file not found: '{self._model_file}'"
+            raise ModelLoadError(  # Triton's stub text, which its L0_backend_python greps
+                f"Failed to preinitialize Python stub: Python model file not found in '{self._model_file}'"
             )
         self._decoupled = config.model_transaction_policy.decoupled
         self._output_types = {o.name: config_to_wire(o.data_type) for o in config.output}
