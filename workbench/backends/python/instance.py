@@ -409,9 +409,9 @@ class PythonInstance(ModelInstance):
             reply = stub.call(dict(self._init))
         except StubDied as exc:
             stub.close()
-            raise ModelLoadError(
-                f"failed to load model '{self._model}': {exc} before initialize() finished "
-                "(see the server log for its output)"
+            raise ModelLoadError(  # Triton's text first (stub_launcher.cc; L0_backend_python greps it)
+                f"Stub process '{self.name}' is not healthy. ({exc} before initialize() finished; "
+                "see the server log for its output)"
             ) from None
         if reply["error"] is not None:
             stub.close()
