@@ -256,7 +256,7 @@ PRIVATE_READS: dict[str, tuple[set[str], str]] = {
     ),
     "workbench/jupyter/dashboard.py": (
         {"_discard_session", "_socket", "_subscribed_connections"},
-        "Bokeh has no public API to close a session's sockets",
+        "Bokeh has no public API to close a session's sockets (checked by tests/test_library_internals.py)",
     ),
     "workbench/ui/panel_writes.py": (
         {
@@ -268,7 +268,11 @@ PRIVATE_READS: dict[str, tuple[set[str], str]] = {
             "_socket",
             "_value",
         },
-        "works around Panel's document write queue (its internals)",
+        "works around Panel's document write queue (its internals) (checked by tests/test_library_internals.py)",
+    ),
+    "tests/test_library_internals.py": (
+        {"_on_msg", "_render_model", "_replace", "_run_write_futures"},
+        "checks that the library internals the modules above use still exist with their shape",
     ),
     "tests/jupyter/test_jupyter_open_ports.py": (
         {"_cleanup"},
