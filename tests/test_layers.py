@@ -116,6 +116,30 @@ def test_hosts_and_ui_never_import_each_other() -> None:
     assert offenders == {}
 
 
+#: scheduler-only data of a request: kept on the scheduler's queued entry, never in the
+#: backend contract (issue 35)
+SCHEDULER_ONLY = {"compute_totals", "trace"}
+
+
+def test_backends_never_see_scheduler_only_data() -> None:
+    """``BackendRequest`` carries what a backend uses; an ensemble step's compute totals and a
+    sampled request's trace stay with the scheduler (``Pending``), and no backend reads them."""
+    from dataclasses import fields
+
+    from workbench.backends.base import BackendRequest
+    from workbench.scheduling.base import Pending
+
+    assert {f.name for f in fields(BackendRequest)} & SCHEDULER_ONLY == set()
+    assert {f.name for f in fields(Pending)} >= SCHEDULER_ONLY
+    readers = {}
+    for path in (PACKAGE / "backends").rglob("*.py"):
+        names = {node.attr for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.Attribute) and node.attr in SCHEDULER_ONLY}
+        if names:
+            readers[str(path.relative_to(PACKAGE.parent))] = sorted(names)
+    assert readers == {}
+
+
 def test_shared_modules_stay_below_the_hosts() -> None:
     above = tuple(f"workbench.{name}" for name in SIDE_BY_SIDE)
     paths = [*modules_under("serving"), PACKAGE / "live_stats.py"]
@@ -256,7 +280,7 @@ PRIVATE_READS: dict[str, tuple[set[str], str]] = {
     ),
     "workbench/jupyter/dashboard.py": (
         {"_discard_session", "_socket", "_subscribed_connections"},
-        "Bokeh has no public API to close a session's sockets",
+        "Bokeh has no public API to close a session's sockets (checked by tests/test_library_internals.py)",
     ),
     "workbench/ui/panel_writes.py": (
         {
@@ -268,7 +292,11 @@ PRIVATE_READS: dict[str, tuple[set[str], str]] = {
             "_socket",
             "_value",
         },
-        "works around Panel's document write queue (its internals)",
+        "works around Panel's document write queue (its internals) (checked by tests/test_library_internals.py)",
+    ),
+    "tests/test_library_internals.py": (
+        {"_on_msg", "_render_model", "_replace", "_run_write_futures"},
+        "checks that the library internals the modules above use still exist with their shape",
     ),
     "tests/jupyter/test_jupyter_open_ports.py": (
         {"_cleanup"},

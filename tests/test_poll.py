@@ -101,9 +101,44 @@ async def test_poll_adds_reloads_and_removes_models(tmp_path: Path) -> None:
 
         shutil.rmtree(tmp_path / "second")
         await server.poll_repository()
-        assert "second" not in await index(server)
-        with pytest.raises(ModelNotFound, match="'second' is not found"):
+        assert "second" not in await index(server)  # Triton's index lists the folders only
+        # Triton keeps the deleted model without versions (issue 33 L1, L0_lifecycle
+        # test_dynamic_file_delete); before: "'second' is not found"
+        with pytest.raises(ModelNotFound, match="'second' has no available versions"):
             await server.infer(request("second"))
+        assert not server.lifecycle.is_ready("second")
+        assert all(name != "second" for name, _, _ in server.model_readiness())  # nor the metric
+
+        write_add_sub(tmp_path, "second")  # back again: loads and serves
+        await server.poll_repository()
+        assert (await index(server))["second"] == [("1", "READY", "")]
+        assert (await server.infer(request("second", 2.0))).outputs[0].data[0, 0] == 4.0
+
+
+async def test_poll_model_copied_into_a_second_repository_unloads_as_a_duplicate(tmp_path: Path) -> None:
+    """Issue 33 L2 in poll mode (L0_lifecycle test_multiple_model_repository_polling): a
+    model found in two repositories is left out of the poll, as Triton's, so it unloads;
+    the index lists it UNAVAILABLE "model appears in two or more repositories", and it loads
+    again once only one copy is left. Before, it stayed READY (a failed reload)."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    write_add_sub(first)
+    second.mkdir()
+    server = Server(ServerOptions(model_repository=[str(first), str(second)],
+                                  model_control_mode="poll", repository_poll_secs=0))
+    async with server:
+        write_add_sub(second)
+        await server.poll_repository()
+        assert (await index(server))["add_sub"] == [
+            ("", "UNAVAILABLE", "model appears in two or more repositories")]
+        assert not server.lifecycle.is_ready("add_sub")
+        with pytest.raises(ModelNotFound, match="'add_sub' has no available versions"):
+            await server.infer(request())
+        assert await server.repository_index(ready=True) == []
+
+        shutil.rmtree(first / "add_sub")
+        await server.poll_repository()
+        assert (await index(server))["add_sub"] == [("1", "READY", "")]
+        assert (await server.infer(request(value=2.0))).outputs[0].data[0, 0] == 4.0
 
 
 async def test_poll_new_version_serves_and_the_old_one_unloads(tmp_path: Path) -> None:

@@ -195,3 +195,13 @@ def test_registry_shares_children_keeps_the_first_description_and_refuses_anothe
         metrics.family_new("a", "nv_inference_count", "x", MetricKind.COUNTER)
     assert [format_value(v) for v in (0.0, 2023.0, 7.55, 1e20, float("inf"))] == ["0", "2023", "7.55", "1e+20", "+Inf"]
     assert json.dumps(MetricKind.GAUGE) == "1"
+
+
+def test_an_invalidated_histogram_says_observe() -> None:
+    """observe on an invalidated metric said "Could not set metric value" (Triton's
+    Metric::Observe: "Could not observe metric value. Metric has been invalidated.")."""
+    metrics = CustomMetrics()
+    family = metrics.family_new("a", "h", "d", MetricKind.HISTOGRAM)
+    child = metrics.metric_new("a", family, {}, [1.0])
+    with pytest.raises(CustomMetricError, match=r"^Could not observe metric value\. Metric has been invalidated\.$"):
+        metrics.observe("b", child, 0.5)

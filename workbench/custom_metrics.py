@@ -207,7 +207,7 @@ class CustomMetrics:
             CustomMetricError: not a histogram (Triton's "... does not support Observe").
         """
         with self._lock:
-            family, child = self._child_locked(owner, handle, "set")
+            family, child = self._child_locked(owner, handle, "observe")
             if family.kind != MetricKind.HISTOGRAM:
                 raise CustomMetricError(f"TRITONSERVER_METRIC_KIND_{family.kind.name} does not support Observe")
             child.counts[bisect.bisect_left(child.buckets, value)] += 1

@@ -58,7 +58,10 @@ def test_load_with_config_override(explicit) -> None:
     assert explicit.get_model_config("add_sub")["max_batch_size"] == 2
     with pytest.raises(InferenceServerException, match="batch-size must be <= 2"):
         explicit.infer("add_sub", add_sub_inputs(3))
-    explicit.load_model("add_sub")  # back to config.pbtxt
+    explicit.load_model("add_sub")  # Triton keeps the override while config.pbtxt is unchanged (L3)
+    assert explicit.get_model_config("add_sub")["max_batch_size"] == 2
+    explicit.unload_model("add_sub")  # an unload forgets it: config.pbtxt again
+    explicit.load_model("add_sub")
     assert explicit.get_model_config("add_sub")["max_batch_size"] == 8
 
 

@@ -15,18 +15,15 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.custom_metrics import CustomMetrics
 from workbench.errors import WorkbenchError
-from workbench.statistics import ComputeTotals, MemoryUsage
+from workbench.statistics import MemoryUsage
 from workbench.types import CancelSignal, InferenceRequest, InferenceResponse
-
-if TYPE_CHECKING:
-    from workbench.tracing.records import RequestTrace
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,14 +66,9 @@ class BackendRequest:
             (or ``None`` with ``final=True``: no more responses) from any thread, during or
             after ``execute``. The request is complete once a call passes ``final=True``.
             Triton's ``TRITONBACKEND_ResponseFactory``.
-        compute_totals: set by the engine when the request is a step of an ensemble request:
-            the scheduler adds the request's compute durations there on success (Triton's
-            secondary statistics aggregator). Backends ignore it.
         request_id: the client's request id (``""`` if none); Triton's ``TRITONBACKEND_RequestId``.
         batched: False for a model with ``max_batch_size: 0``: its inputs have no batch
             dimension and the request counts as batch size 1 (Triton's statistics).
-        trace: the request's trace when it is sampled (the scheduler reports its queue and
-            compute timestamps there); backends ignore it.
         cancel: cancelled by the engine when the client stopped waiting (its stream or
             connection closed) or cancelled the request; a backend that can stop work early
             registers ``cancel.on_cancel`` (Triton's ``TRITONBACKEND_RequestIsCancelled``).
@@ -86,10 +78,8 @@ class BackendRequest:
     requested_outputs: Sequence[str]
     parameters: dict[str, Any] = field(default_factory=dict)
     response_sender: Callable[[BackendResponse | None, bool], None] | None = None
-    compute_totals: ComputeTotals | None = None
     request_id: str = ""
     batched: bool = True
-    trace: RequestTrace | None = None
     cancel: CancelSignal = field(default_factory=CancelSignal)
 
     @property

@@ -66,10 +66,10 @@ from workbench.options import ServerOptions
 from workbench.repository.overrides import OverrideDirectory, OverrideStore
 from workbench.repository.remote import (
     RemoteRepository,
-    repository_names,
+    repository_name_counts,
     resolve_repositories,
 )
-from workbench.repository.repository import ModelLocation, ModelRepository
+from workbench.repository.repository import DUPLICATE_REASON, ModelLocation, ModelRepository
 from workbench.repository.snapshot import ModelSnapshot, snapshot_model
 from workbench.results import RepositoryIndexRow
 from workbench.scheduling.ensemble import StepAdapt
@@ -121,6 +121,10 @@ class ModelLifecycle:
         #: model -> the config override it was last loaded with and its folder as it was
         #: then: a load without ``config`` keeps that override while the folder is unchanged
         self._kept_overrides: dict[str, tuple[ModelConfig, ModelSnapshot]] = {}
+        #: models whose folder left the repositories in poll mode (deleted, or now in two
+        #: repositories): kept without versions, listed by the index only while a folder of
+        #: that name is there
+        self._gone: set[str] = set()
         #: model -> the weighted split of its rollout (:mod:`workbench.engine.rollouts` sets
         #: and clears them; read by :meth:`resolve_request`)
         self.splits: dict[str, Split] = {}
@@ -362,7 +366,7 @@ class ModelLifecycle:
         on the event loop (the readiness metric). Same rows as :meth:`index_rows` otherwise;
         a model in the repositories that was never loaded is not listed."""
         rows: list[RepositoryIndexRow] = []
-        for name in sorted(set(self._models) | set(self._loading)):
+        for name in sorted((set(self._models) - self._gone) | set(self._loading)):
             rows.extend(index_rows(name, self._models.get(name), self._loading.get(name)))
         return rows
 
@@ -380,12 +384,19 @@ class ModelLifecycle:
 
         The models are those in the repositories now (a remote repository is listed, not
         synced: a model uploaded to or deleted from the bucket shows at once, as in Triton,
-        whose index lists the repository on each call) plus those the server knows.
+        whose index lists the repository on each call) plus those the server knows, less
+        those whose folder left the repositories in poll mode (kept without versions, as
+        Triton's, but its index lists folders). A name found in two or more repositories has
+        one row, UNAVAILABLE "model appears in two or more repositories", as Triton's.
         """
         assert self._repository is not None
-        found = await asyncio.to_thread(repository_names, self._repository, self._remotes)
+        found = await asyncio.to_thread(repository_name_counts, self._repository, self._remotes)
         rows: list[RepositoryIndexRow] = []
-        for name in sorted(set(found) | set(self._models) | set(self._loading)):
+        for name in sorted(set(found) | (set(self._models) - self._gone) | set(self._loading)):
+            if found.get(name, 0) > 1:
+                rows.append({"name": name, "state": ModelReadyState.UNAVAILABLE.value,
+                             "reason": DUPLICATE_REASON})
+                continue
             entry = self._models.get(name)
             rows.extend(index_rows(name, entry, self._loading.get(name)))
         if ready:
@@ -591,13 +602,14 @@ class ModelLifecycle:
             )
 
     async def remove_model(self, name: str) -> None:
-        """A model folder left the repository (poll mode): drain and unload every version,
-        then forget the model (the repository index no longer lists it, as Triton's)."""
+        """A model folder left the repositories, or is now in two of them (poll mode): drain
+        and unload every version, and keep the model without versions, as Triton's poll
+        (requests get "'m' has no available versions", not "'m' is not found"); the
+        repository index lists it only while a folder of that name is there (Triton's index
+        lists the folders). It loads again when its folder is back (a poll finds it new)."""
         if name in self._models:
             await self._unload(name, unload_dependents=False)
-            entry = self._models.get(name)
-            if entry is not None and not entry.ready_versions():
-                del self._models[name]
+            self._gone.add(name)
 
     async def _override_directory(
         self, name: str, override: ModelConfig | None, files: dict[str, bytes] | None
@@ -664,6 +676,7 @@ class ModelLifecycle:
             planned = await asyncio.to_thread(self._plan_dependencies, names, overrides, ready, sync)
             self._batches[done_event] = frozenset(planned)
             self._dependencies.update(planned)
+            self._gone.difference_update(planned)  # its folder is back (or loaded by name)
             entries: dict[str, ModelEntry] = {}
             for wave in load_waves(planned):
                 done = await asyncio.gather(

@@ -128,19 +128,21 @@ class LoadedModel:
             InvalidArgument: the request does not match the model config (Triton's texts).
             WorkbenchError: the execution failed.
         """
-        backend_request = self._validated(request, arrival_ns, compute_totals)
+        backend_request = self._validated(request, arrival_ns)
         try:
             if self.cache is None:
-                result = await self.scheduler.enqueue(backend_request, arrival_ns)
+                result = await self.scheduler.enqueue(backend_request, arrival_ns,
+                                                      compute_totals=compute_totals, trace=request.trace)
                 return self._response(request, backend_request, result.outputs, result.parameters)
-            return await self._infer_cached(request, backend_request, arrival_ns)
+            return await self._infer_cached(request, backend_request, arrival_ns, compute_totals)
         except asyncio.CancelledError:  # the caller stopped waiting: tell the backend
             backend_request.cancel.cancel()
             raise
 
-    def _validated(self, request: InferenceRequest, arrival_ns: int, compute_totals):
-        """The backend request for ``request``; a request that fails validation is counted as
-        a failure (reason OTHER) and its ``InvalidArgument`` raised."""
+    def _validated(self, request: InferenceRequest, arrival_ns: int):
+        """The backend request for ``request`` (its trace, when sampled, started); a request
+        that fails validation is counted as a failure (reason OTHER) and its ``InvalidArgument``
+        raised."""
         try:
             backend_request = validate_request(request, self.io)
         except Exception as exc:
@@ -148,11 +150,9 @@ class LoadedModel:
             if isinstance(exc, WorkbenchError):
                 exc.before_execution = True
             raise
-        backend_request.compute_totals = compute_totals
         if request.cancel is not None:  # the caller's own (a BLS call's)
             backend_request.cancel = request.cancel
         if request.trace is not None:  # sampled by a frontend (--trace-config)
-            backend_request.trace = request.trace
             request.trace.start(self.name, self.version, request.id, arrival_ns)
             request.trace.report_tensors("TENSOR_QUEUE_INPUT", backend_request.inputs)
         return backend_request
@@ -175,7 +175,7 @@ class LoadedModel:
         if not self.decoupled:
             yield await self.infer(request, arrival_ns, compute_totals)
             return
-        backend_request = self._validated(request, arrival_ns, compute_totals)
+        backend_request = self._validated(request, arrival_ns)
         loop = asyncio.get_running_loop()
         sent: asyncio.Queue = asyncio.Queue()
         open_ = [True]  # False once the consumer closed the stream: later responses are dropped
@@ -186,7 +186,8 @@ class LoadedModel:
                     loop.call_soon_threadsafe(sent.put_nowait, (response, final))
 
         backend_request.response_sender = send
-        execution = asyncio.ensure_future(self.scheduler.enqueue(backend_request, arrival_ns))
+        execution = asyncio.ensure_future(self.scheduler.enqueue(
+            backend_request, arrival_ns, compute_totals=compute_totals, trace=request.trace))
         execution.add_done_callback(lambda done: _failed_execution(done, sent))
         ended = False  # the backend ended the request (final response or error)
         try:
@@ -246,7 +247,8 @@ class LoadedModel:
         return responses[0]
 
     async def _infer_cached(
-        self, request: InferenceRequest, backend_request, arrival_ns: int
+        self, request: InferenceRequest, backend_request, arrival_ns: int,
+        compute_totals: ComputeTotals | None,
     ) -> InferenceResponse:
         assert self.cache is not None
         start = time.monotonic_ns()
@@ -255,10 +257,11 @@ class LoadedModel:
         looked_up = time.monotonic_ns()
         if outputs is not None:
             self.statistics.record_cache_hit(looked_up - arrival_ns, looked_up - start)
-            if backend_request.trace is not None:  # answered without queue or compute
-                backend_request.trace.stamp("REQUEST_END", looked_up)
+            if request.trace is not None:  # answered without queue or compute
+                request.trace.stamp("REQUEST_END", looked_up)
             return self._response(request, backend_request, outputs)
-        result = await self.scheduler.enqueue(backend_request, arrival_ns)
+        result = await self.scheduler.enqueue(backend_request, arrival_ns,
+                                              compute_totals=compute_totals, trace=request.trace)
         insert_start = time.monotonic_ns()
         self.cache.insert(key, self.cache_owner, result.outputs)
         self.statistics.record_cache_miss(looked_up - start + time.monotonic_ns() - insert_start)

@@ -11,7 +11,10 @@ start-up models load):
 change                                      action
 ==========================================  ==============================================
 new model folder                            load it
-model folder gone                           drain, unload, forget it (leaves the index)
+model folder gone, or in two repositories   drain, unload, keep it without versions ("has no
+                                            available versions"; the index lists it while a
+                                            folder of that name is there: UNAVAILABLE "model
+                                            appears in two or more repositories" when two)
 file outside the version folders changed    reload the whole model: every version loads
 (``config.pbtxt``, labels, ``configs/``)    again beside the serving ones, then switches
 version folder added, removed or changed    version-level reload: the version policy is
@@ -263,7 +266,10 @@ class RepositoryPoller:
             except Exception:  # unreachable storage: what was synced so far is scanned
                 self._sync_failures += 1
                 log.exception("failed to sync remote model repository")
-        return snapshot_repository(self._repository, self._calls)
+        snapshots = snapshot_repository(self._repository, self._calls)
+        # a name in two or more repositories is left out, as Triton's poll: it counts as
+        # removed (unloaded, kept without versions) until one folder of that name is left
+        return {name: snapshot for name, snapshot in snapshots.items() if snapshot.path is not None}
 
     async def _apply(self, changes: RepositoryChanges, after: dict[str, ModelSnapshot]) -> None:
         """Apply ``changes`` (found in the snapshot ``after``): each model's snapshot is known

@@ -293,18 +293,27 @@ def repository_names(repository: ModelRepository, remotes: list[RemoteRepository
     repository index lists them: each local folder scanned, each remote repository listed
     (its mirror only when the remote cannot be read, with a warning), so a model added to
     or removed from a bucket shows at once, before any load or poll syncs it."""
+    return set(repository_name_counts(repository, remotes))
+
+
+def repository_name_counts(repository: ModelRepository, remotes: list[RemoteRepository]) -> dict[str, int]:
+    """Blocking: :func:`repository_names`, each with the number of repositories holding a
+    model folder of that name (more than 1: a duplicate, which Triton does not serve)."""
     mirrors = {remote.local: remote for remote in remotes}
-    names: set[str] = set()
+    counts: dict[str, int] = {}
     for path in repository.paths:
         remote = mirrors.get(path)
+        names: set[str] | None = None
         if remote is not None:
             try:
-                names |= remote.model_names()
-                continue
+                names = remote.model_names()
             except InvalidArgument as exc:
                 log.warning("repository index shows the local mirror: %s", exc.message)
-        names.update(name for name, _ in repository.named_folders(path))
-    return names
+        if names is None:
+            names = {name for name, _ in repository.named_folders(path)}
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def resolve_repositories(
@@ -333,5 +342,5 @@ def resolve_repositories(
 
 __all__ = [
     "MANIFEST", "SCHEMES", "RemoteRepository", "SyncResult", "default_cache_root",
-    "is_remote", "repository_names", "resolve_repositories",
+    "is_remote", "repository_name_counts", "repository_names", "resolve_repositories",
 ]

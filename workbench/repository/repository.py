@@ -15,6 +15,10 @@ from workbench.errors import AlreadyExists, InvalidArgument
 
 log = logging.getLogger(__name__)
 
+#: the repository index's reason for a name found in two or more repositories (Triton's
+#: ``MODEL_READY_REASON_DUPLICATE``)
+DUPLICATE_REASON = "model appears in two or more repositories"
+
 
 @dataclass(frozen=True, slots=True)
 class ModelLocation:

@@ -15,10 +15,14 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes, ModelInstance
 from workbench.scheduling.rate_limiter import ResourceKey
+
+if TYPE_CHECKING:
+    from workbench.statistics import ComputeTotals
+    from workbench.tracing.records import RequestTrace
 
 #: what one execution gives back: the responses (one per request, in order) and its phase times
 Execution = tuple[list[BackendResponse], ExecutionTimes]
@@ -36,6 +40,9 @@ class Pending:
     ``arrival_ns`` / ``enqueue_ns`` / ``deadline_ns`` are ``time.monotonic_ns()`` values;
     ``deadline_ns`` 0 = no queue timeout. ``priority`` is the priority level (1 = highest;
     0 when the scheduler has no levels).
+
+    ``compute_totals`` and ``trace`` are the scheduler's, never the backend's (a backend sees
+    :attr:`request` only): see :meth:`Scheduler.enqueue`.
     """
 
     request: BackendRequest
@@ -48,6 +55,10 @@ class Pending:
     shape_key: tuple[object, ...] = ()
     #: the request's batch size, at least 1 (set by the dynamic batcher at admission)
     size: int = 1
+    #: where the request's compute durations are added on success (a step of an ensemble)
+    compute_totals: ComputeTotals | None = None
+    #: the request's trace when it is sampled
+    trace: RequestTrace | None = None
 
 
 class InstanceRunner:
@@ -116,12 +127,20 @@ class Scheduler(ABC):
     """
 
     @abstractmethod
-    async def enqueue(self, request: BackendRequest, arrival_ns: int) -> BackendResponse:
+    async def enqueue(self, request: BackendRequest, arrival_ns: int, *,
+                      compute_totals: ComputeTotals | None = None,
+                      trace: RequestTrace | None = None) -> BackendResponse:
         """Queue ``request`` and wait for its response.
 
         Args:
-            request: validated inputs (numpy, batch dim first when the model batches).
+            request: validated inputs (numpy, batch dim first when the model batches); what
+                the backend gets.
             arrival_ns: ``time.monotonic_ns()`` when the server received the request.
+            compute_totals: given when the request is a step of an ensemble request: its
+                compute durations (nanoseconds) are added there on success (Triton's
+                secondary statistics aggregator). Scheduler-only: backends never see it.
+            trace: the request's trace when it is sampled (``--trace-config``): the
+                scheduler reports its queue and compute timestamps there. Scheduler-only.
 
         Raises:
             Unavailable: the scheduler is stopping.

@@ -30,6 +30,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Awaitable
 from functools import partial
+from typing import TYPE_CHECKING
 
 from workbench.backends.base import (
     BackendRequest,
@@ -41,7 +42,10 @@ from workbench.errors import Cancelled, InternalError, InvalidArgument, Unavaila
 from workbench.scheduling.base import Execution, InstanceRunner, Pending, Scheduler
 from workbench.scheduling.deadline_timer import DeadlineTimer
 from workbench.scheduling.rate_limiter import RateLimiter
-from workbench.statistics import ModelStatistics
+from workbench.statistics import ComputeTotals, ModelStatistics
+
+if TYPE_CHECKING:
+    from workbench.tracing.records import RequestTrace
 
 log = logging.getLogger(__name__)
 
@@ -170,11 +174,14 @@ class Dispatcher(Scheduler):
         """True once :meth:`stop` began: nothing waits for a batch to fill any more."""
         return self._stopping
 
-    async def enqueue(self, request: BackendRequest, arrival_ns: int) -> BackendResponse:
+    async def enqueue(self, request: BackendRequest, arrival_ns: int, *,
+                      compute_totals: ComputeTotals | None = None,
+                      trace: RequestTrace | None = None) -> BackendResponse:
         if self._stopping:
             raise Unavailable("model is being unloaded; request rejected")
         future: asyncio.Future[BackendResponse] = asyncio.get_running_loop().create_future()
-        pending = Pending(request, future, arrival_ns, time.monotonic_ns())
+        pending = Pending(request, future, arrival_ns, time.monotonic_ns(),
+                          compute_totals=compute_totals, trace=trace)
         self._policy.admit(pending)
         self._waiting[id(pending)] = pending
         self._inflight += 1
@@ -354,11 +361,11 @@ class Dispatcher(Scheduler):
                 infer_ns,
                 output_ns,
             )
-            if pending.request.compute_totals is not None:  # a step of an ensemble request
-                pending.request.compute_totals.add(input_ns, infer_ns, output_ns)
+            if pending.compute_totals is not None:  # a step of an ensemble request
+                pending.compute_totals.add(input_ns, infer_ns, output_ns)
         else:
             self.stats.record_failure(now - pending.arrival_ns, reason)
-        if pending.request.trace is not None:  # a sampled request (--trace-config)
+        if pending.trace is not None:  # a sampled request (--trace-config)
             _trace_outcome(pending, response, times, now)
         if not pending.future.done():
             if response.error is not None:
@@ -413,7 +420,7 @@ def _trace_outcome(pending: Pending, response: BackendResponse, times: Execution
                    end_ns: int) -> None:
     """Report a traced request's queue and compute timestamps (the times its statistics
     durations were just taken from), its outputs and ``REQUEST_END`` (Triton's order)."""
-    trace = pending.request.trace
+    trace = pending.trace
     assert trace is not None
     trace.stamp("QUEUE_START", pending.enqueue_ns)
     if times is not None:

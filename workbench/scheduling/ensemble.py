@@ -50,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
@@ -68,6 +69,9 @@ from workbench.scheduling.ensemble_steps import (
     ensemble_steps,
 )
 from workbench.statistics import ComputeTotals, ModelStatistics
+
+if TYPE_CHECKING:
+    from workbench.tracing.records import RequestTrace
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +114,9 @@ class EnsembleScheduler(Scheduler):
         self._stopping = False
         self._drained: asyncio.Event | None = None
 
-    async def enqueue(self, request: BackendRequest, arrival_ns: int) -> BackendResponse:
+    async def enqueue(self, request: BackendRequest, arrival_ns: int, *,
+                      compute_totals: ComputeTotals | None = None,
+                      trace: RequestTrace | None = None) -> BackendResponse:
         """Run the steps of ``request`` and answer with the requested ensemble outputs.
 
         ``request.inputs`` are the ensemble inputs (numpy, batch dim first when the
@@ -138,7 +144,7 @@ class EnsembleScheduler(Scheduler):
         totals = ComputeTotals()
         compute_start_ns = time.monotonic_ns()
         try:
-            responses = await EnsembleRun(self._plan, request, totals).run()
+            responses = await EnsembleRun(self._plan, request, totals, trace).run()
             if request.response_sender is None and len(responses) != 1:
                 raise InternalError(
                     f"in ensemble '{self.name}', {len(responses)} responses for a request to "
@@ -146,14 +152,14 @@ class EnsembleScheduler(Scheduler):
                 )
         except BaseException:
             self._stats.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
-            if request.trace is not None:
-                _trace_ensemble(request, enqueue_ns, None)
+            if trace is not None:
+                _trace_ensemble(trace, enqueue_ns, None)
             raise
         finally:
             self._forget()
         response = responses[0] if responses else BackendResponse()
-        if request.trace is not None:  # a sampled request: its steps have child traces
-            _trace_ensemble(request, enqueue_ns, response.outputs)
+        if trace is not None:  # a sampled request: its steps have child traces
+            _trace_ensemble(trace, enqueue_ns, response.outputs)
         self._stats.record_success(
             time.monotonic_ns() - arrival_ns,
             compute_start_ns - enqueue_ns,
@@ -163,8 +169,8 @@ class EnsembleScheduler(Scheduler):
         )
         batch = request.batch_size if self._batching else 1
         self._stats.record_execution(batch, totals.input_ns, totals.infer_ns, totals.output_ns)
-        if request.compute_totals is not None:  # this ensemble is a step of another one
-            request.compute_totals.add(totals.input_ns, totals.infer_ns, totals.output_ns)
+        if compute_totals is not None:  # this ensemble is a step of another one
+            compute_totals.add(totals.input_ns, totals.infer_ns, totals.output_ns)
         if request.response_sender is not None:
             request.response_sender(responses[0] if responses else None, True)
         return response
@@ -185,11 +191,9 @@ class EnsembleScheduler(Scheduler):
             self._drained.set()
 
 
-def _trace_ensemble(request: BackendRequest, enqueue_ns: int, outputs: dict[str, np.ndarray] | None) -> None:
+def _trace_ensemble(trace: RequestTrace, enqueue_ns: int, outputs: dict[str, np.ndarray] | None) -> None:
     """A traced ensemble request is done: ``QUEUE_START``, its outputs (on success) and
     ``REQUEST_END``; the steps reported their own timestamps in their child traces."""
-    trace = request.trace
-    assert trace is not None
     trace.stamp("QUEUE_START", enqueue_ns)
     if outputs is not None:
         trace.report_tensors("TENSOR_BACKEND_OUTPUT", outputs)

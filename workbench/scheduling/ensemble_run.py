@@ -148,10 +148,13 @@ class EnsembleRun:
             steps can be made").
     """
 
-    def __init__(self, plan: EnsemblePlan, request: BackendRequest, totals: ComputeTotals) -> None:
+    def __init__(self, plan: EnsemblePlan, request: BackendRequest, totals: ComputeTotals,
+                 trace: RequestTrace | None = None) -> None:
         self.plan = plan
         self.request = request
         self.totals = totals
+        #: the ensemble request's trace when it is sampled (each step request gets a child)
+        self.trace = trace
         self.requested = frozenset(request.requested_outputs)
         self.consumers = plan.graph.consumers_for(self.requested)
         #: ensemble tensor -> iteration -> value
@@ -311,8 +314,8 @@ class EnsembleRun:
         limiter = self.plan.limiters[call.step.index] if self.plan.limiters else None
         if limiter is not None:
             await limiter.acquire()
-        if self.request.trace is not None:  # a child trace per step request (Triton's parent_id)
-            call.trace = self.request.trace.spawn()
+        if self.trace is not None:  # a child trace per step request (Triton's parent_id)
+            call.trace = self.trace.spawn()
         try:
             stream = self.plan.infer(self._request(call), self.totals, lambda c: self._adapt(call, c))
             async with contextlib.aclosing(stream):

@@ -72,6 +72,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
@@ -84,7 +85,10 @@ from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.scheduler_hooks import BACKLOG_DELAY_SCHEDULER, DELAY_SCHEDULER, hook_count
 from workbench.scheduling.sequence_controls import control_tensors, control_values, initial_state, state_tensors
 from workbench.scheduling.sequence_slots import Sequence, SlotTable
-from workbench.statistics import ModelStatistics
+from workbench.statistics import ComputeTotals, ModelStatistics
+
+if TYPE_CHECKING:
+    from workbench.tracing.records import RequestTrace
 
 log = logging.getLogger(__name__)
 
@@ -157,8 +161,10 @@ class SequenceBatcher(Scheduler, BatchPolicy):
     def _configure(self, config: ModelConfig) -> None:
         """Read the strategy's own settings (called last by ``__init__``)."""
 
-    async def enqueue(self, request: BackendRequest, arrival_ns: int) -> BackendResponse:
-        return await self.dispatcher.enqueue(request, arrival_ns)
+    async def enqueue(self, request: BackendRequest, arrival_ns: int, *,
+                      compute_totals: ComputeTotals | None = None,
+                      trace: RequestTrace | None = None) -> BackendResponse:
+        return await self.dispatcher.enqueue(request, arrival_ns, compute_totals=compute_totals, trace=trace)
 
     def inflight_count(self) -> int:
         return self.dispatcher.inflight_count()

@@ -95,7 +95,23 @@ class _Stream:
         self.future.cancel()
 
 
-class ResponseIterator:
+class _Responses:
+    """What both iterators share: an engine item made a response, the end noted."""
+
+    _model: ModelRef
+    _request: InferenceRequest
+    _raise_on_error: bool
+    _complete: bool
+
+    def _answer(self, item: Any) -> InferenceResponse:
+        response = _response(self._model, self._request, item)
+        self._complete = response.final
+        if response.error is not None and self._raise_on_error:
+            raise response.error
+        return response
+
+
+class ResponseIterator(_Responses):
     """The blocking iterator of ``model.infer``: ``for response in model.infer(...)``.
 
     Raises (from ``next``): the response's :class:`TritonError` when ``raise_on_error``."""
@@ -135,18 +151,14 @@ class ResponseIterator:
         if item is None:
             self._complete = True
             raise StopIteration
-        response = _response(self._model, self._request, item)
-        self._complete = response.final
-        if response.error is not None and self._raise_on_error:
-            raise response.error
-        return response
+        return self._answer(item)
 
     def cancel(self) -> None:
         """Cancel the request (Triton's ``TRITONSERVER_InferenceRequestCancel``)."""
         self._stream.cancel()
 
 
-class AsyncResponseIterator:
+class AsyncResponseIterator(_Responses):
     """The asyncio iterator of ``model.async_infer``: ``async for response in ...``, on the
     caller's running loop (a kernel's, an application's), never blocking it.
 
@@ -187,11 +199,7 @@ class AsyncResponseIterator:
         if isinstance(item, REQUEST_ERRORS):
             self._complete = True
             raise triton_error(item)
-        response = _response(self._model, self._request, item)
-        self._complete = response.final
-        if response.error is not None and self._raise_on_error:
-            raise response.error
-        return response
+        return self._answer(item)
 
     def cancel(self) -> None:
         """Cancel the request."""

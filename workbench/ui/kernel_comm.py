@@ -186,7 +186,8 @@ def without_echoes(document: Document, msg: dict, pushed: PushedValues | None = 
             model = document.get_model_by_id(ID(str((event.get("model") or {}).get("id"))))
             attr = event.get("attr")
             if (model is None or (isinstance(model, ColumnDataSource) and attr == "data")
-                    or not model._callbacks.get(attr)):  # Bokeh's on_change callbacks
+                    or not model._callbacks.get(attr)):  # Bokeh's on_change callbacks (private:
+                # checked by tests/test_library_internals.py)
                 continue
         kept.append(event)
     content["events"] = kept
@@ -213,7 +214,8 @@ def apply_on_loop(viewable: pn.viewable.Viewable, loop: asyncio.AbstractEventLoo
             without_echoes(shown[0].document, msg, pushed)
         handle(ref, manager, msg)
 
-    # this one viewable's handlers, replaced on the instance (Panel offers no hook for them)
+    # this one viewable's handlers, replaced on the instance (Panel offers no hook for them;
+    # _on_msg, _render_model and _models are private: checked by tests/test_library_internals.py)
     viewable._render_model = render_model  # type: ignore[method-assign]
     viewable._on_msg = on_loop(on_msg, loop)  # type: ignore[method-assign]
 

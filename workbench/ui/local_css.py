@@ -73,6 +73,8 @@ def patch_stylesheet(stylesheet: object, dist_url: str, *, _panel=panel_resource
             stylesheet.url = inline  # type: ignore[attr-defined]
 
 
+# patch_stylesheet is Panel's undocumented helper, held by two of its modules: checked by
+# tests/test_library_internals.py (Panel's bound in pyproject.toml)
 def keep_stylesheets_local() -> None:
     """Install :func:`patch_stylesheet` in Panel (idempotent; process-wide, in force only in
     a server session with its own ``dist_url`` or with ``pn.config.inline``)."""

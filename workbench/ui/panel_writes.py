@@ -35,6 +35,8 @@ RETRY_S = 0.01
 _writing: set[Any] = set()
 
 
+# Panel's private write queue, Bokeh's connection._socket and tornado's Lock._block._value are
+# checked by tests/test_library_internals.py (the bounds in pyproject.toml's `ui` extra)
 def _panel_queue() -> Any | None:
     """Panel's ``panel.io.document`` module where its writer is the one :func:`install`
     corrects (1.9's ``_WRITE_MSGS`` / ``_WRITE_BLOCK`` queue), else None."""

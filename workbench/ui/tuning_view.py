@@ -51,7 +51,9 @@ HELP = """\
 Searches the model's config knobs for the best setting under your goals, as `workbench tune`
 and `workbench.tuning.tune` do (the same tuner): **quick** climbs from the served config one
 knob step at a time, **brute** measures every setting of the space. Every setting is tried as a
-temporary load (the file is untouched) at increasing load, each point measured window after
+temporary load of the served model (the file is untouched; **while the run lasts, every client of
+the model is served by the candidate settings, and the model's statistics restart at each load**:
+tune on a model that takes no production traffic) at increasing load, each point measured window after
 window until three agree within the stability tolerance; an unstable point (hollow) is shown
 but never recommended. The load generator runs *inside* this process, on the engine's loop:
 the numbers leave out HTTP/gRPC. **Apply** writes the recommended setting into `config.pbtxt`

@@ -108,6 +108,8 @@ def auto_max_connections() -> int:
     return fd_budget.auto_max_connections(fd_budget.HTTP_SHARE)
 
 
+# uses uvicorn's private protocol state (connections, pipeline, cycle, flow, transport, parser
+# callbacks): checked by tests/test_library_internals.py (uvicorn's bound in pyproject.toml)
 class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
     """uvicorn's httptools protocol (with coalesced writes) under :class:`ConnectionLimits`.
 
