@@ -256,3 +256,16 @@ def test_an_example_section_whose_client_never_runs_fails_no_other_example(tmp_p
     assert row is not None
     assert "bls_decoupled/async_client" not in row.failing
     assert "custom_metrics/client" in row.failing
+
+
+def test_a_non_zero_exit_from_a_failed_gpu_case_is_no_failed_unit(tmp_path: Path) -> None:
+    """toplevel's python_test.py exits 1 when only its CUDA-shared-memory cases (not runnable)
+    fail; before, that exit counted as one more failed unit ("failed outside its recorded cases")."""
+    _write_sample(tmp_path)
+    runs = tmp_path / "python_backend" / "runs"
+    (runs / "toplevel.results.jsonl").write_text(
+        json.dumps({"test": "python_test.py::PythonTest::test_gpu_tensor_error", "outcome": "fail"}) + "\n"
+        + json.dumps({"test": "python_test.py::PythonTest::test_growth_error", "outcome": "pass"}) + "\n")
+    rows = {row.name: row for _, section in tally.combined_rows(tmp_path) for row in section}
+    toplevel = rows["L0_backend_python/toplevel"]
+    assert (toplevel.passed, toplevel.failed, len(toplevel.excluded)) == (1, 0, 2)

@@ -48,6 +48,7 @@ def python_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
         copy_python_model(repo, name)
     copy_python_model(repo, "auto_complete", "no_config_file", config=False)
     copy_python_model(repo, "repeat", "repeat_slow", parameters={"DELAY_MS": "30"})
+    copy_python_model(repo, "bls_decoupled", "bls_decoupled_unknown", parameters={"TARGET": "no_such_model"})
     write_model(repo, "add_sub_onnx", ADD_SUB_CONFIG.replace('"add_sub"', '"add_sub_onnx"'), add_sub_graph())
     return repo
 
@@ -340,12 +341,31 @@ async def test_concurrent_bls_calls_are_batched_by_the_callee(server: Server, bl
 async def test_bls_unknown_model_comes_back_as_an_error_response(server: Server, bls: str) -> None:
     with pytest.raises(NotFound) as caught:
         await server.infer(bls_request(bls, "no_such_model"))
-    assert caught.value.message == "Request for unknown model: 'no_such_model' is not found"
+    # Triton's text (python_backend's request_executor.cc), which NVIDIA's bls unittests match
+    assert caught.value.message == ("Model no_such_model - Error when running inference: "
+                                    "Request for unknown model: 'no_such_model' is not found")
+
+
+async def test_decoupled_bls_to_an_unknown_model_reads_as_tritons(server: Server) -> None:
+    request = InferenceRequest("bls_decoupled_unknown", [Tensor("IN", "INT32", np.array([4], np.int32))])
+    with pytest.raises(NotFound) as caught:
+        await server.infer(request)
+    assert caught.value.message == ("Model no_such_model - Error when running inference: "
+                                    "Request for unknown model: 'no_such_model' is not found")
+
+
+async def test_bls_input_refused_before_execution_is_prefixed(server: Server) -> None:
+    """A request the engine refuses at validation (no inputs for add_sub_onnx) gets the
+    prefix too; the callee's own failure (below, "negative value") does not."""
+    with pytest.raises(InvalidArgument) as caught:
+        await server.infer(bls_request("bls_sync", "string_identity"))
+    assert caught.value.message.startswith("Model string_identity - Error when running inference: ")
 
 
 async def test_bls_to_a_decoupled_model_iterates_its_responses(server: Server) -> None:
     request = InferenceRequest("bls_decoupled", [Tensor("IN", "INT32", np.array([4, 5, 6], np.int32))])
     response = await server.infer(request)
     assert {t.name: int(t.data[0]) for t in response.outputs} == {"SUM": 15, "COUNT": 3}
-    with pytest.raises(InternalError, match="negative value -5 at 1"):
+    with pytest.raises(InternalError, match="negative value -5 at 1") as caught:
         await server.infer(InferenceRequest("bls_decoupled", [Tensor("IN", "INT32", np.array([4, -5], np.int32))]))
+    assert "Error when running inference" not in caught.value.message

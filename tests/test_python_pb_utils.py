@@ -92,6 +92,11 @@ def test_responses_and_errors() -> None:
 NONE: Any = None  # typed Any: the cases pass values the signatures do not allow
 ONE: Any = 1
 
+def _request(**arguments):
+    """``pb_utils.InferenceRequest`` of model "m" without requested outputs, and ``arguments``."""
+    return pb_utils.InferenceRequest(**{"model_name": "m", "requested_output_names": [], **arguments})
+
+
 # the cases of NVIDIA's qa/L0_backend_python/argument_validation (issue 33 cause 6): pybind11
 # refuses a wrong type with TypeError, the C++ constructors a None tensor with their text
 ARGUMENT_CASES = [
@@ -99,10 +104,14 @@ ARGUMENT_CASES = [
     (TypeError, lambda t: pb_utils.InferenceRequest(model_name=NONE, inputs=[t], requested_output_names=[])),
     (TypeError, lambda t: pb_utils.InferenceRequest(requested_output_names=[NONE], inputs=[t], model_name="m")),
     (TypeError, lambda t: pb_utils.InferenceRequest(requested_output_names=NONE, inputs=[t], model_name="m")),
-    (TypeError, lambda t: pb_utils.InferenceRequest(model_name="m", inputs=[t], correlation_id=NONE)),
-    (TypeError, lambda t: pb_utils.InferenceRequest(model_name="m", inputs=[t], request_id=NONE)),
-    (TypeError, lambda t: pb_utils.InferenceRequest(model_name="m", inputs=[t], model_version=NONE)),
-    (TypeError, lambda t: pb_utils.InferenceRequest(model_name="m", inputs=[t], flags=NONE)),
+    (TypeError, lambda t: _request(inputs=[t], correlation_id=NONE)),
+    (TypeError, lambda t: _request(inputs=[t], request_id=NONE)),
+    (TypeError, lambda t: _request(inputs=[t], model_version=NONE)),
+    (TypeError, lambda t: _request(inputs=[t], flags=NONE)),
+    # a required argument missing (NVIDIA's bls model, test_bls_incorrect_args)
+    (TypeError, lambda t: pb_utils.InferenceRequest(inputs=[], requested_output_names=["OUTPUT0"])),  # type: ignore[call-arg]
+    (TypeError, lambda t: pb_utils.InferenceRequest(model_name="add_sub", requested_output_names=["OUTPUT0"])),  # type: ignore[call-arg]
+    (TypeError, lambda t: pb_utils.InferenceRequest(model_name="add_sub", inputs=[])),  # type: ignore[call-arg]
     (TypeError, lambda t: pb_utils.InferenceResponse(output_tensors=NONE)),
     (TypeError, lambda t: pb_utils.Tensor(NONE, np.zeros(2))),
     (TypeError, lambda t: pb_utils.Tensor("OUTPUT0", NONE)),
@@ -113,7 +122,7 @@ ARGUMENT_CASES = [
     (TypeError, lambda t: pb_utils.Logger.log_warn(NONE)),
     (TypeError, lambda t: pb_utils.Logger.log_error(NONE)),
     (TypeError, lambda t: pb_utils.Logger.log_verbose(NONE)),
-    (pb_utils.TritonModelException, lambda t: pb_utils.InferenceRequest(inputs=[NONE], model_name="m")),
+    (pb_utils.TritonModelException, lambda t: _request(inputs=[NONE])),
     (pb_utils.TritonModelException, lambda t: pb_utils.InferenceResponse(output_tensors=[NONE])),
     (pb_utils.TritonModelException, lambda t: pb_utils.Tensor.from_dlpack("OUTPUT0", NONE)),
     (pb_utils.TritonModelException, lambda t: pb_utils.Tensor.from_dlpack("", NONE)),
@@ -129,14 +138,14 @@ def test_bad_constructor_arguments_raise_tritons_exception_types(raised: type, c
 
 def test_good_constructor_arguments_and_log_levels() -> None:
     assert pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[]).correlation_id() == 0
-    assert pb_utils.InferenceRequest(model_name="m", inputs=[], correlation_id=5).correlation_id() == 5
-    assert pb_utils.InferenceRequest(model_name="m", inputs=[], correlation_id="s-5").correlation_id() == "s-5"
+    assert _request(inputs=[], correlation_id=5).correlation_id() == 5
+    assert _request(inputs=[], correlation_id="s-5").correlation_id() == "s-5"
     assert pb_utils.InferenceResponse(output_tensors=[]).output_tensors() == []
     assert pb_utils.Logger.INFO is pb_utils.Logger.LogLevel.INFO and int(pb_utils.Logger.VERBOSE) == 3
     pb_utils.Logger.log("Level unspecified")
     with pytest.raises(pb_utils.TritonModelException, match=r"^Input tensor for request with id 'r' and "
                                                             r"model name 'm' should not be empty\.$"):
-        pb_utils.InferenceRequest(inputs=[None], model_name="m", request_id="r")
+        _request(inputs=[None], request_id="r")
 
 
 @pytest.mark.parametrize("parameters, text", [
@@ -149,7 +158,7 @@ def test_good_constructor_arguments_and_log_levels() -> None:
 def test_response_and_request_parameters_are_checked_with_tritons_texts(parameters, text: str) -> None:
     """NVIDIA's qa/L0_backend_python/parameters (response_parameters model) expectations."""
     for build in (lambda: pb_utils.InferenceResponse(parameters=parameters),
-                  lambda: pb_utils.InferenceRequest(model_name="m", inputs=[], parameters=parameters)):
+                  lambda: _request(inputs=[], parameters=parameters)):
         with pytest.raises(pb_utils.TritonModelException) as caught:
             build()
         assert str(caught.value) == text
@@ -317,3 +326,15 @@ def test_zero_element_tensors_cross_the_transport(pool: SegmentPool, dtype, shap
     for writable in (True, False):  # into the stub (writable) and back to the server
         name, decoded = decode_tensor(encode_tensor("Z", array, pool), SegmentReader(PREFIX, writable))
         assert name == "Z" and decoded.shape == shape and decoded.dtype == array.dtype
+
+
+def test_preferred_memory_is_accepted_by_a_bls_request() -> None:
+    """NVIDIA's bls model builds ``pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_CPU)``
+    (test_preferred_memory); before, the attribute did not exist."""
+    cpu = pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_CPU)
+    gpu = pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_GPU, 0)
+    assert (cpu.preferred_memory_type, cpu.preferred_device_id) == (pb_utils.TRITONSERVER_MEMORY_CPU, 0)
+    assert gpu.preferred_memory_type == pb_utils.TRITONSERVER_MEMORY_GPU
+    assert _request(inputs=[], preferred_memory=cpu).model_name() == "m"
+    with pytest.raises(TypeError):
+        pb_utils.PreferredMemory(None)  # type: ignore[arg-type]

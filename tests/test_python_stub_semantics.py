@@ -343,3 +343,34 @@ async def test_the_models_own_is_ready_decides_its_readiness(server: Server, rep
         (repository / "readiness" / trouble).unlink()
     assert await server.model_ready("readiness")
     assert (await answer(server, "readiness")) == {}  # it serves meanwhile
+
+
+async def test_a_missing_model_py_fails_to_load_with_tritons_text(tmp_path: Path) -> None:
+    """NVIDIA's L0_backend_python test.sh greps the server log for this text; before: "unable to
+    load model 'missing', model file not found: ..."."""
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit")
+    async with Server(options) as engine:
+        config = {"name": "missing", "backend": "python", "max_batch_size": 0,
+                  "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+                  "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}]}
+        with pytest.raises(WorkbenchError) as caught:
+            await engine.load_model("missing", json.dumps(config), {"1/helper.py": b"x = 1\n"})
+    assert "Failed to preinitialize Python stub: Python model file not found in '" in caught.value.message
+    assert "/1/model.py'" in caught.value.message
+
+
+async def test_a_stub_killed_in_initialize_fails_the_load_with_tritons_text(tmp_path: Path) -> None:
+    """NVIDIA's L0_backend_python init_exit model (SIGKILL in initialize): its test.sh greps the
+    server log for "Stub process 'init_exit_0_0' is not healthy."; before: "failed to load
+    model 'init_exit': stub process N ... was killed by signal 9 before initialize() finished"."""
+    killer = b"import os, signal\n\nclass TritonPythonModel:\n    def initialize(self, args):\n" \
+             b"        os.kill(os.getpid(), signal.SIGKILL)\n\n    def execute(self, requests):\n        pass\n"
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit")
+    async with Server(options) as engine:
+        config = {"name": "init_exit", "backend": "python", "max_batch_size": 0,
+                  "instance_group": [{"kind": "KIND_CPU", "count": 1}],
+                  "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+                  "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}]}
+        with pytest.raises(WorkbenchError) as caught:
+            await engine.load_model("init_exit", json.dumps(config), {"1/model.py": killer})
+    assert "Stub process 'init_exit_0_0' is not healthy." in caught.value.message

@@ -50,6 +50,11 @@ class WorkbenchError(Exception):
     """
 
     code: StatusCode = StatusCode.INTERNAL
+    #: True when the engine refused the request before any backend saw it (unknown model,
+    #: version not ready, a request that fails validation): what Triton's
+    #: ``TRITONSERVER_ServerInferAsync`` returns itself, which a Python model's BLS call
+    #: reports as "Model <name> - Error when running inference: <reason>"
+    before_execution: bool = False
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

@@ -36,14 +36,31 @@ export TRITONSERVER_IPADDR=localhost SERVER_TIMEOUT=${SERVER_TIMEOUT:-180}
 export PATH=$QA/shims:$QA/venv/bin:$PATH PYTHONPATH=$QA/pyhook PYTEST_PLUGINS=qa_pytest_record
 mkdir -p "$QA/runs"; touch "$QA/server_pids"
 
+# Triton's CI runs L0_backend_python in a container with a 1 GiB /dev/shm (`docker --shm-size=1g`);
+# python_test.py's test_growth_error needs it (its 512 MiB / 1 GiB tensors must not fit). The
+# toplevel sub-suite gets one of $TOPLEVEL_SHM_SIZE (default 1g): a private mount namespace with a
+# tmpfs on /dev/shm (root and util-linux unshare); elsewhere it runs on the host's, with a message.
+# Sets the caller's `wrap` array (the command prefix).
+shm_wrap() {
+    local size=${TOPLEVEL_SHM_SIZE:-1g}
+    if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null &&
+        unshare -m --propagation private sh -c "mount -t tmpfs -o size=$size tmpfs /dev/shm" 2>/dev/null; then
+        wrap=(unshare -m --propagation private sh -c "mount -t tmpfs -o size=$size tmpfs /dev/shm && exec \"\$@\"" sh)
+    else
+        echo "note: cannot give the toplevel sub-suite a $size /dev/shm (needs root and unshare):" \
+            "test_growth_error runs on the host's /dev/shm" >&2
+    fi
+}
+
 run_suite() {
-    local suite=$1 limit script=test.sh dir=$L/$1 x=-ex rc=0 start n0
+    local suite=$1 limit script=test.sh dir=$L/$1 x=-ex rc=0 start n0 wrap=()
     case $suite in
         bls|examples|lifecycle|decoupled) limit=${SUITE_TIMEOUT:-1500};;
         *) limit=${SUITE_TIMEOUT:-900};;
     esac
     case $suite in
-        toplevel) dir=$L; script=test.toplevel.sh; x=-x;;   # upstream's top level runs without -e
+        toplevel) dir=$L; script=test.toplevel.sh; x=-x   # upstream's top level runs without -e
+                  shm_wrap;;
         io) script=test.cpu.sh;;
     esac
     rm -f "$QA/runs/$suite.results.jsonl"
@@ -51,7 +68,7 @@ run_suite() {
     start=$(date +%s)
     echo "== $suite ($script, limit ${limit} s) $(date -u +%T)"
     (cd "$dir" && QA_RESULTS=$QA/runs/$suite.results.jsonl \
-        timeout --kill-after=30 "$limit" bash $x "$script" harness) > "$QA/runs/$suite.out" 2>&1 || rc=$?
+        timeout --kill-after=30 "$limit" ${wrap[@]+"${wrap[@]}"} bash $x "$script" harness) > "$QA/runs/$suite.out" 2>&1 || rc=$?
     stop_recorded_servers "$QA/server_pids" "$n0" >> "$QA/runs/$suite.out"
     printf '%s\t%s\t%s\n' "$suite" "$rc" "$(( $(date +%s) - start ))" | tee -a "$QA/runs/suites.tsv"
 }

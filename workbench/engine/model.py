@@ -145,8 +145,10 @@ class LoadedModel:
         raised."""
         try:
             backend_request = validate_request(request, self.io)
-        except Exception:
+        except Exception as exc:
             self.statistics.record_failure(time.monotonic_ns() - arrival_ns, "OTHER")
+            if isinstance(exc, WorkbenchError):
+                exc.before_execution = True
             raise
         if request.cancel is not None:  # the caller's own (a BLS call's)
             backend_request.cancel = request.cancel

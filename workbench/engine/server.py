@@ -38,7 +38,14 @@ from workbench.engine.shared_memory import SharedMemoryRegistry
 from workbench.engine.shared_memory_api import SharedMemoryService
 from workbench.engine.shared_memory_io import AttachedRequest, uses_shared_memory
 from workbench.engine.statistics_api import live_statistics, statistics_report
-from workbench.errors import InvalidArgument, ModelLoadError, ServerNotReady, Unavailable, Unsupported
+from workbench.errors import (
+    InvalidArgument,
+    ModelLoadError,
+    ServerNotReady,
+    Unavailable,
+    Unsupported,
+    WorkbenchError,
+)
 from workbench.options import ServerOptions
 from workbench.results import ModelMetadata, ModelStatisticsReport, RepositoryIndexRow, ServerMetadata
 from workbench.statistics import ModelStatistics, SuccessObserver
@@ -262,8 +269,12 @@ class Server:
         """
         arrival = time.monotonic_ns()
         if self.lifecycle.stopping:
-            raise ServerNotReady("Server not ready")
-        model = self.lifecycle.resolve_request(request)
+            raise _refused(ServerNotReady("Server not ready"))
+        try:
+            model = self.lifecycle.resolve_request(request)
+        except WorkbenchError as exc:
+            exc.before_execution = True
+            raise
         if not uses_shared_memory(request):
             async for response in model.infer_stream(request, arrival):
                 yield response
@@ -385,3 +396,9 @@ class Server:
 
 
 __all__ = ["EXTENSIONS", "Server"]
+
+
+def _refused(error: WorkbenchError) -> WorkbenchError:
+    """``error``, marked as refused before any backend saw the request."""
+    error.before_execution = True
+    return error

@@ -5,7 +5,8 @@ runs through ``BackendContext.infer_stream`` on the engine's event loop (the sam
 a client request: validation, scheduling, batching, statistics). Responses go back as
 ``bls_response`` messages; engine errors (unknown model, bad input, a failed execution)
 go back as responses carrying a ``TritonError`` with the engine's text and code, e.g.
-``Request for unknown model: 'x' is not found`` (NOT_FOUND), as Triton's BLS reports them.
+``Model x - Error when running inference: Request for unknown model: 'x' is not found``
+(NOT_FOUND), as Triton's BLS reports them (:func:`bls_error`).
 
 Replies are encoded and sent by one worker thread per instance, so the event loop never
 copies tensors into shared memory or blocks on the stub's socket.
@@ -24,7 +25,7 @@ from typing import Any
 
 from workbench.backends.base import BackendContext
 from workbench.backends.python.process import StubDied, StubProcess
-from workbench.backends.python.transport import encode_tensor
+from workbench.backends.python.transport import SharedMemoryFull, encode_tensors
 from workbench.datatypes import wire_name
 from workbench.errors import InternalError, InvalidArgument, StatusCode, WorkbenchError
 from workbench.types import CancelSignal, InferenceRequest, InferenceResponse, RequestedOutput, Tensor
@@ -93,7 +94,7 @@ class BlsForwarder:
             else:
                 self._reply(stub, call_id, await self._single(request), True)
         except WorkbenchError as exc:
-            self._reply(stub, call_id, exc, True)
+            self._reply(stub, call_id, bls_error(exc, request.model_name), True)
         except Exception as exc:  # noqa: BLE001 - reported to the model, never raised into the loop
             self._reply(stub, call_id, InternalError(f"{type(exc).__name__}: {exc}"), True)
         finally:
@@ -139,11 +140,14 @@ class BlsForwarder:
                 stub.send({"op": "bls_response", "call": call_id, "response": response, "final": final})
             except StubDied:
                 pass  # the model is gone; its segments went with it
-            except Exception:  # e.g. /dev/shm full: tell the model
+            except Exception as exc:  # e.g. /dev/shm full: tell the model
                 if not stub.alive:
                     continue
-                log.exception("model instance '%s': cannot return a BLS response", self._instance_name)
-                error = _encode(InternalError("failed to return the BLS response (see server log)"), stub)
+                if isinstance(exc, SharedMemoryFull):  # Triton's text
+                    error = _encode(InternalError(str(exc)), stub)
+                else:
+                    log.exception("model instance '%s': cannot return a BLS response", self._instance_name)
+                    error = _encode(InternalError("failed to return the BLS response (see server log)"), stub)
                 with contextlib.suppress(StubDied):
                     stub.send({"op": "bls_response", "call": call_id, "response": error, "final": final})
 
@@ -157,6 +161,19 @@ class BlsForwarder:
         if worker is not None:
             self._replies.put(None)
             worker.join()
+
+
+def bls_error(error: WorkbenchError, model_name: str) -> WorkbenchError:
+    """The error a BLS call reports for ``error``: one the engine raised before any backend
+    saw the request (``before_execution``: unknown model, not ready, bad input) reads
+    "Model <name> - Error when running inference: <reason>", as Triton's python_backend
+    words what ``TRITONSERVER_ServerInferAsync`` refused (``request_executor.cc``); a
+    failed execution is reported with the model's own text. The status code is kept."""
+    if not error.before_execution:
+        return error
+    wrapped = WorkbenchError(f"Model {model_name} - Error when running inference: {error.message}")
+    wrapped.code = error.code
+    return wrapped
 
 
 def engine_request(wire: dict) -> InferenceRequest:
@@ -188,6 +205,6 @@ def _encode(payload: Any, stub: StubProcess) -> dict | None:
         return None
     if isinstance(payload, WorkbenchError):
         return {"outputs": [], "error": (payload.message, TRITON_ERROR_CODES[payload.code]), "parameters": None}
-    outputs = [encode_tensor(t.name, t.data, stub.pool) for t in payload.outputs]
+    outputs = encode_tensors(((t.name, t.data) for t in payload.outputs), stub.pool)
     parameters = json.dumps(payload.parameters, default=str) if payload.parameters else None
     return {"outputs": outputs, "error": None, "parameters": parameters}

@@ -57,7 +57,7 @@ from workbench.backends.base import (
 from workbench.backends.python.bls import BlsForwarder
 from workbench.backends.python.control import ModelControlForwarder
 from workbench.backends.python.process import StubDied, StubProcess
-from workbench.backends.python.transport import encode_tensor
+from workbench.backends.python.transport import SharedMemoryFull, encode_tensors
 from workbench.config.model_config import model_config_to_json
 from workbench.custom_metrics import CustomMetricError, CustomMetrics
 from workbench.datatypes import config_to_wire, numpy_dtype, wire_name
@@ -127,8 +127,8 @@ class PythonInstance(ModelInstance):
         self._version = version_dir.name
         self._model_file = python_based or version_dir / (config.default_model_filename or "model.py")
         if not self._model_file.is_file():
-            raise ModelLoadError(
-                f"unable to load model '{config.name}', model file not found: '{self._model_file}'"
+            raise ModelLoadError(  # Triton's stub text, which its L0_backend_python greps
+                f"Failed to preinitialize Python stub: Python model file not found in '{self._model_file}'"
             )
         self._decoupled = config.model_transaction_policy.decoupled
         self._output_types = {o.name: config_to_wire(o.data_type) for o in config.output}
@@ -184,7 +184,9 @@ class PythonInstance(ModelInstance):
             reply = stub.call(message)
         except (StubDied, OSError) as exc:
             self._drop_senders(keys)
-            if isinstance(exc, OSError) and stub.alive:  # e.g. /dev/shm is full
+            if isinstance(exc, SharedMemoryFull) and stub.alive:  # Triton's text
+                raise InternalError(self._failure(str(exc))) from None
+            if isinstance(exc, OSError) and stub.alive:
                 raise InternalError(self._failure(f"unable to pass the inputs to the stub: {exc}")) from None
             raise InternalError(self._failure(f"Stub process '{self.name}' is not healthy.")) from None
         except BaseException:
@@ -280,7 +282,7 @@ class PythonInstance(ModelInstance):
         start = params.get("_start", params.get("sequence_start", False))
         end = params.get("_end", params.get("sequence_end", False))
         return {
-            "inputs": [encode_tensor(name, array, stub.pool) for name, array in request.inputs.items()],
+            "inputs": encode_tensors(request.inputs.items(), stub.pool),
             "outputs": list(request.requested_outputs),
             "id": request.request_id,
             "correlation_id": params.get("sequence_id", 0) or 0,
@@ -407,9 +409,9 @@ class PythonInstance(ModelInstance):
             reply = stub.call(dict(self._init))
         except StubDied as exc:
             stub.close()
-            raise ModelLoadError(
-                f"failed to load model '{self._model}': {exc} before initialize() finished "
-                "(see the server log for its output)"
+            raise ModelLoadError(  # Triton's text first (stub_launcher.cc; L0_backend_python greps it)
+                f"Stub process '{self.name}' is not healthy. ({exc} before initialize() finished; "
+                "see the server log for its output)"
             ) from None
         if reply["error"] is not None:
             stub.close()

@@ -72,6 +72,28 @@ TRITONSERVER_MEMORY_CPU_PINNED = 1
 TRITONSERVER_MEMORY_GPU = 2
 
 
+class PreferredMemory:
+    """Where a BLS call would like its outputs (Triton's ``pb_utils.PreferredMemory``, passed
+    as ``InferenceRequest(preferred_memory=...)``). Accepted and kept; outputs are always in
+    CPU memory here (no GPU).
+
+    Args:
+        preferred_memory_type: ``TRITONSERVER_MEMORY_CPU`` or ``TRITONSERVER_MEMORY_GPU``.
+        preferred_device_id: the device (0 = the first).
+
+    Raises:
+        TypeError: an argument is not an int (None included), as Triton's binding.
+    """
+
+    def __init__(self, preferred_memory_type: int, preferred_device_id: int = 0) -> None:
+        for name, value in (("preferred_memory_type", preferred_memory_type),
+                            ("preferred_device_id", preferred_device_id)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"PreferredMemory(): {name} must be an int, got {type(value).__name__}")
+        self.preferred_memory_type = preferred_memory_type
+        self.preferred_device_id = preferred_device_id
+
+
 
 # ---------------------------------------------------------------------------- responses
 class InferenceResponse:
@@ -223,8 +245,12 @@ class InferenceRequest:
             ``str`` values (or None).
         preferred_memory, trace: accepted for compatibility; ignored (CPU only, no tracing).
 
+    ``model_name``, ``requested_output_names`` and ``inputs`` are required, the others are
+    keyword-only, as in Triton's binding (``pb_stub.cc``; a missing one raises TypeError).
+
     Raises:
-        TypeError: an argument of the wrong type, None included (``inputs=None``,
+        TypeError: a required argument missing (NVIDIA's bls ``test_bls_incorrect_args``), or
+            an argument of the wrong type, None included (``inputs=None``,
             ``model_name=None``, ``requested_output_names=[None]``, ``flags=None``, ...;
             pybind11's conversion errors in Triton).
         TritonModelException: ``inputs`` holds None ("Input tensor for request with id
@@ -232,7 +258,7 @@ class InferenceRequest:
             output name, or bad ``parameters`` (Triton's texts).
     """
 
-    def __init__(self, model_name: str = "", requested_output_names: Any = (), inputs: Any = (),
+    def __init__(self, model_name: str, requested_output_names: Any, inputs: Any, *,
                  request_id: str = "", correlation_id: int | str = 0, model_version: int = -1,
                  flags: int = 0, timeout: int = 0, preferred_memory: Any = None, trace: Any = None,
                  parameters: dict | None = None) -> None:
@@ -456,6 +482,7 @@ __all__ = [
     "Logger",
     "MetricFamily",
     "ModelConfig",
+    "PreferredMemory",
     "ResponseIterator",
     "Tensor",
     "TritonError",

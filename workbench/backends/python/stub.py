@@ -60,12 +60,19 @@ from typing import Any
 
 from workbench.backends.python import c_utils, pb_runtime, pb_utils
 from workbench.backends.python.pb_control import ControlCalls
-from workbench.backends.python.stub_calls import BlsCalls, Questions, decode_response, encode_response
+from workbench.backends.python.stub_calls import (
+    BlsCalls,
+    Questions,
+    decode_response,
+    encode_response,
+    encode_responses,
+)
 from workbench.backends.python.transport import (
     Channel,
     ChannelClosed,
     SegmentPool,
     SegmentReader,
+    SharedMemoryFull,
     decode_tensor,
 )
 
@@ -224,9 +231,7 @@ class Stub:
             responses = self._check_result(result, requests)
             encoded = None
             if responses is not None:
-                encoded = [None if r is None else
-                           encode_response(r, self.pool, set(q.requested_output_names()))
-                           for r, q in zip(responses, requests, strict=True)]
+                encoded = encode_responses(responses, requests, self.pool)
             reply = {"op": "executed", "id": message["id"], "responses": encoded, "error": None,
                      "rescheduled": self._rescheduled(requests)}
         except BaseException as exc:  # noqa: BLE001 - fails this batch, never the stub
@@ -496,6 +501,8 @@ def _import_as(name: str, path: str) -> Any:
 
 def describe(exc: BaseException) -> str:
     """``"<Type>: <message>"`` plus the model's frames (``At:``), as Triton words Python errors."""
+    if isinstance(exc, SharedMemoryFull):  # Triton's text, as its stub words it
+        return str(exc)
     text = f"{type(exc).__name__}: {exc}"
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if os.path.dirname(os.path.abspath(f.filename)) not in _OWN_FILES]

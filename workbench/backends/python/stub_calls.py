@@ -17,7 +17,13 @@ from typing import Any
 
 from workbench.backends.python import pb_utils
 from workbench.backends.python.pb_tensor import tensor_data
-from workbench.backends.python.transport import SegmentPool, SegmentReader, decode_tensor, encode_tensor
+from workbench.backends.python.transport import (
+    SegmentPool,
+    SegmentReader,
+    decode_tensor,
+    encode_tensor,
+    encode_tensors,
+)
 
 
 def encode_response(response: pb_utils.InferenceResponse, pool: SegmentPool,
@@ -26,10 +32,26 @@ def encode_response(response: pb_utils.InferenceResponse, pool: SegmentPool,
     error = response.error()
     if error is not None:
         return {"outputs": [], "error": (error.message(), error.code()), "parameters": None}
-    outputs = [encode_tensor(t.name(), tensor_data(t), pool) for t in response.output_tensors()
-               if not wanted or t.name() in wanted]
+    outputs = encode_tensors(((t.name(), tensor_data(t)) for t in response.output_tensors()
+                              if not wanted or t.name() in wanted), pool)
     parameters = response.parameters()
     return {"outputs": outputs, "error": None, "parameters": None if parameters == "{}" else parameters}
+
+
+def encode_responses(responses: list, requests: list, pool: SegmentPool) -> list[dict | None]:
+    """:func:`encode_response` for each response (None stays None), each with its request's
+    requested outputs; when one fails (``SharedMemoryFull``), the segments of those encoded
+    before it go back to ``pool`` and the error is raised."""
+    encoded: list[dict | None] = []
+    try:
+        for response, request in zip(responses, requests, strict=True):
+            encoded.append(None if response is None else
+                           encode_response(response, pool, set(request.requested_output_names())))
+    except BaseException:
+        pool.release([wire[3][0] for part in encoded if part is not None
+                      for wire in part["outputs"] if isinstance(wire[3], tuple)])
+        raise
+    return encoded
 
 
 def decode_response(wire: dict | None, reader: SegmentReader) -> pb_utils.InferenceResponse | None:

@@ -32,6 +32,7 @@ This module is imported by the stub process: numpy and the standard library only
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import mmap
 import os
@@ -41,6 +42,7 @@ import socket
 import struct
 import threading
 import weakref
+from collections.abc import Iterable
 from typing import Any
 
 import ml_dtypes
@@ -61,6 +63,28 @@ _GRAIN = 2**20
 _HEADER = struct.Struct("<Q")
 _READ_BUFFER_BYTES = 256 * 1024
 _CONCAT_MAX_BYTES = 1 << 20
+
+
+class SharedMemoryFull(OSError):
+    """No shared-memory segment could be had for a tensor: ``/dev/shm`` is full (ENOSPC).
+
+    Its text is Triton's (python_backend's ``SharedMemoryManager::GrowIfNeeded``): "Failed to
+    increase the shared memory pool size to <bytes> bytes. If you are running Triton inside
+    docker, use '--shm-size' flag to control the shared memory region size. Error: <reason>";
+    ``<bytes>`` is what this side's pool would have held with the new segment (busy and idle
+    segments, bytes). A request that meets it fails with that text (INTERNAL); the model
+    serves on.
+    """
+
+    def __init__(self, pool_bytes: int, reason: str) -> None:
+        super().__init__(errno.ENOSPC, reason)
+        self.message = (
+            f"Failed to increase the shared memory pool size to {pool_bytes} bytes. If you are "
+            "running Triton inside docker, use '--shm-size' flag to control the shared memory "
+            f"region size. Error: {reason}")
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class ChannelClosed(Exception):
@@ -191,13 +215,14 @@ class SegmentPool:
         """Copy ``data`` (C-order bytes) into a free segment; returns ``(name, capacity)``.
 
         Raises:
-            OSError: /dev/shm is full (ENOSPC) or the pool is closed.
+            SharedMemoryFull: /dev/shm is full (ENOSPC).
+            OSError: the pool is closed.
         """
         size = data.nbytes
         with self._lock:
             segment = self._take_idle(size)
         if segment is None:
-            segment = _Segment(f"{self.prefix}{next(self._ids)}", _capacity(size))
+            segment = self._new_segment(_capacity(size))
         np.copyto(segment.array[:size], np.frombuffer(data, dtype=np.uint8))
         with self._lock:
             if not self._closed:
@@ -205,6 +230,16 @@ class SegmentPool:
                 return segment.name, segment.capacity
         segment.destroy()
         raise OSError("shared-memory pool closed")
+
+    def _new_segment(self, capacity: int) -> _Segment:
+        try:
+            return _Segment(f"{self.prefix}{next(self._ids)}", capacity)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            with self._lock:
+                held = sum(s.capacity for s in (*self._busy.values(), *self._idle))
+            raise SharedMemoryFull(held + capacity, os.strerror(errno.ENOSPC)) from None
 
     def _take_idle(self, size: int) -> _Segment | None:
         if self._closed:
@@ -370,6 +405,24 @@ def encode_tensor(name: str, array: np.ndarray, pool: SegmentPool) -> WireTensor
     return name, dtype, tuple(array.shape), (segment, capacity, raw.nbytes)
 
 
+def encode_tensors(tensors: Iterable[tuple[str, np.ndarray]], pool: SegmentPool) -> list[WireTensor]:
+    """:func:`encode_tensor` for each ``(name, array)``; when one fails, the segments the
+    others took go back to ``pool`` before the error is raised (no segment stays busy for a
+    message that is never sent).
+
+    Raises:
+        SharedMemoryFull / OSError: as :func:`encode_tensor`.
+    """
+    encoded: list[WireTensor] = []
+    try:
+        for name, array in tensors:
+            encoded.append(encode_tensor(name, array, pool))
+    except BaseException:
+        pool.release([wire[3][0] for wire in encoded if isinstance(wire[3], tuple)])
+        raise
+    return encoded
+
+
 def decode_tensor(wire: WireTensor, reader: SegmentReader) -> tuple[str, np.ndarray]:
     """``(name, array)`` from :func:`encode_tensor`'s tuple; a segment is mapped, not copied
     (BYTES are copied out into ``bytes`` objects and the mapping dropped at once).
@@ -402,9 +455,11 @@ __all__ = [
     "ChannelClosed",
     "SegmentPool",
     "SegmentReader",
+    "SharedMemoryFull",
     "WireTensor",
     "decode_tensor",
     "encode_tensor",
+    "encode_tensors",
     "remove_segments",
     "remove_stale_segments",
 ]

@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -5,13 +7,17 @@ import triton_python_backend_utils as pb_utils
 class TritonPythonModel:
     """BLS to a decoupled model (after Triton's bls_decoupled example): sends IN to 'repeat'
     with exec(decoupled=True), and returns the SUM of the OUT values and the COUNT of
-    responses that carried outputs."""
+    responses that carried outputs. The config parameter TARGET names another model."""
+
+    def initialize(self, args):
+        parameters = json.loads(args["model_config"]).get("parameters", {})
+        self.target = parameters.get("TARGET", {}).get("string_value", "repeat")
 
     def execute(self, requests):
         responses = []
         for request in requests:
             infer_request = pb_utils.InferenceRequest(
-                model_name="repeat",
+                model_name=self.target,
                 requested_output_names=["OUT"],
                 inputs=[pb_utils.get_input_tensor_by_name(request, "IN")],
             )
