@@ -24,6 +24,7 @@ from tritonclient.grpc import service_pb2_grpc
 
 from workbench.frontends.grpc.decompression import Compressed, Undecodable, looks_compressed
 from workbench.frontends.grpc.raw_wire import parse_infer_request, serialize_infer_response
+from workbench.frontends.grpc.shutdown_gate import ShutdownGate, gate_of, refuse
 
 
 def _lenient(parse: Callable[[bytes], Any], limit: int) -> Callable[[bytes], Any]:
@@ -55,23 +56,29 @@ async def _checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
     return request
 
 
-def _unary(behaviour: Callable) -> Callable:
+def _unary(behaviour: Callable, shutdown_gate: ShutdownGate) -> Callable:
     async def handler(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if shutdown_gate.closed:
+            await refuse(context)
         return await behaviour(await _checked(request, context), context)
 
     return handler
 
 
-def _unary_stream(behaviour: Callable) -> Callable:
+def _unary_stream(behaviour: Callable, shutdown_gate: ShutdownGate) -> Callable:
     async def handler(request: Any, context: grpc.aio.ServicerContext):
+        if shutdown_gate.closed:
+            await refuse(context)
         async for response in behaviour(await _checked(request, context), context):
             yield response
 
     return handler
 
 
-def _stream(behaviour: Callable) -> Callable:
+def _stream(behaviour: Callable, shutdown_gate: ShutdownGate) -> Callable:
     async def handler(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext):
+        if shutdown_gate.closed:
+            await refuse(context)
         async def decoded() -> AsyncIterator[Any]:
             async for request in requests:
                 yield await _checked(request, context)
@@ -119,10 +126,12 @@ def add_lenient(add_to_server: Callable[[Any, Any], None], servicer: Any, server
                 serialized: frozenset[str] | set[str] = frozenset()) -> None:
     """Register ``servicer`` with a generated ``add_..._to_server`` function, every method's
     request deserializer lenient (see :func:`add_service`; ``raw``: methods whose handler
-    resolves its request itself and that use :mod:`~workbench.frontends.grpc.raw_wire`;
+    resolves its request itself, checks the server's shutdown gate itself and that use
+    :mod:`~workbench.frontends.grpc.raw_wire`;
     ``serialized``: methods whose responses may be bytes already)."""
     recorder = _Recorder()
     add_to_server(servicer, recorder)
+    shutdown_gate = gate_of(server)  # each wrapper refuses a call that starts after the stop
     handlers = {}
     for name, handler in recorder.handlers.items():
         fields: dict[str, Any] = {"request_deserializer": _lenient(handler.request_deserializer, limit)}
@@ -134,11 +143,11 @@ def add_lenient(add_to_server: Callable[[Any, Any], None], servicer: Any, server
                       "response_serializer": serialize_infer_response,
                       "unary_unary": handler.unary_unary}
         elif handler.unary_unary is not None:
-            fields["unary_unary"] = _unary(handler.unary_unary)
+            fields["unary_unary"] = _unary(handler.unary_unary, shutdown_gate)
         elif handler.unary_stream is not None:
-            fields["unary_stream"] = _unary_stream(handler.unary_stream)
+            fields["unary_stream"] = _unary_stream(handler.unary_stream, shutdown_gate)
         elif handler.stream_stream is not None:
-            fields["stream_stream"] = _stream(handler.stream_stream)
+            fields["stream_stream"] = _stream(handler.stream_stream, shutdown_gate)
         else:  # no such kinds here; keep any such handler's parser strict
             fields = {}
         # grpc's handlers are namedtuples (grpc._utilities.RpcMethodHandler, undocumented):

@@ -67,7 +67,7 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
     """
     restrictions = options.grpc_restrictions()
     shutdown_gate = ShutdownGate()
-    interceptors: list[grpc.aio.ServerInterceptor] = [shutdown_gate]
+    interceptors: list[grpc.aio.ServerInterceptor] = []
     if restrictions:
         interceptors.append(RestrictedProtocolInterceptor(restrictions))
     grpc_server = grpc.aio.server(options=channel_options(options), interceptors=interceptors)
@@ -75,6 +75,7 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
     service = GRPCInferenceService(server, options.grpc_header_forward_pattern,
                                    options.grpc_infer_response_compression_level,
                                    options.grpc_max_stream_unsent_size)
+    service.shutdown_gate = shutdown_gate
     limit = min(options.grpc_max_decompressed_size, options.grpc_max_message_size)
     add_service(service, grpc_server, limit)
     add_health_service(server, grpc_server, limit)

@@ -37,6 +37,7 @@ from workbench.frontends.grpc.raw_wire import RawInferRequest, RawInferResponse
 from workbench.frontends.grpc.rpc import Context, rpc
 from workbench.frontends.grpc.settings import SettingsServicer
 from workbench.frontends.grpc.shared_memory import SharedMemoryServicer
+from workbench.frontends.grpc.shutdown_gate import ShutdownGate, refuse
 from workbench.frontends.grpc.stream import StreamCancelled, StreamFailed, StreamSession
 from workbench.frontends.header_forward import compile_forward_pattern, forwarded_parameters
 from workbench.frontends.status import grpc_status
@@ -105,6 +106,8 @@ class GRPCInferenceService(
         self.forward = compile_forward_pattern(header_forward_pattern)
         self.compression = None if compression_level == "none" else grpc.Compression.Gzip
         self.max_stream_unsent = max_stream_unsent
+        #: refuses calls that start once the server stops (create_grpc_server sets the server's)
+        self.shutdown_gate = ShutdownGate()
 
     # ------------------------------------------------------------- health & metadata
     async def ServerLive(self, request: pb.ServerLiveRequest, context: Context) -> pb.ServerLiveResponse:
@@ -191,6 +194,8 @@ class GRPCInferenceService(
         (:mod:`~workbench.frontends.grpc.decompression`); bytes that did not parse or inflate
         (:class:`~workbench.frontends.grpc.decompression.Undecodable`) are INVALID_ARGUMENT,
         too large once inflated RESOURCE_EXHAUSTED."""
+        if self.shutdown_gate.closed:
+            await refuse(context)
         if isinstance(request, (Undecodable, Compressed)):
             request = await resolve(request)
             if isinstance(request, Undecodable):

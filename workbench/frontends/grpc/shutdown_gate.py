@@ -2,8 +2,10 @@
 
 grpc.aio's graceful stop (GOAWAY, listener closed) lets RPCs in flight finish, but a call that
 reaches a connection opened before the stop may still be matched to a call the server had
-requested in advance, and run. :class:`ShutdownGate`, the first interceptor, answers every call
-that starts after :func:`refuse_new_rpcs` with ``CANCELLED`` (what grpc-core gives a call that
+requested in advance, and run. Every handler checks the server's :class:`ShutdownGate` when a
+call starts (the wrappers :func:`workbench.frontends.grpc.decoding.add_lenient` installs, and
+``ModelInfer`` itself: no interceptor coroutine on the hot path) and answers every call that
+starts after :func:`refuse_new_rpcs` with ``CANCELLED`` (what grpc-core gives a call that
 arrives while Triton's server shuts down; L0_lifecycle ``test_shutdown_*`` accept it, or the
 "Connection refused" a client that read the GOAWAY gets on reconnecting). Calls already running
 are untouched.
@@ -12,8 +14,6 @@ are untouched.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import grpc
 
@@ -23,25 +23,26 @@ SHUTTING_DOWN = "CANCELLED: the server is shutting down, no new requests accepte
 _GATES: weakref.WeakKeyDictionary[grpc.aio.Server, ShutdownGate] = weakref.WeakKeyDictionary()
 
 
-class ShutdownGate(grpc.aio.ServerInterceptor):
-    """Passes calls through until :attr:`closed`; then refuses each new one (module docstring)."""
+class ShutdownGate:
+    """Open until :attr:`closed`; then :func:`refuse` ends each new call (module docstring)."""
 
     def __init__(self) -> None:
         self.closed = False
 
-    async def intercept_service(
-        self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if not self.closed or handler is None:
-            return handler
-        return _refusal(handler)
+
+async def refuse(context: grpc.aio.ServicerContext) -> None:
+    """Abort the call starting on ``context``: CANCELLED, :data:`SHUTTING_DOWN`."""
+    await context.abort(grpc.StatusCode.CANCELLED, SHUTTING_DOWN)
 
 
 def gate(grpc_server: grpc.aio.Server, shutdown_gate: ShutdownGate) -> None:
     """Remember ``shutdown_gate`` as the gate of ``grpc_server`` (for :func:`refuse_new_rpcs`)."""
     _GATES[grpc_server] = shutdown_gate
+
+
+def gate_of(grpc_server: grpc.aio.Server) -> ShutdownGate:
+    """The gate of ``grpc_server`` (:func:`gate`), or a new one that stays open."""
+    return _GATES.get(grpc_server) or ShutdownGate()
 
 
 def refuse_new_rpcs(grpc_server: grpc.aio.Server) -> None:
@@ -51,19 +52,4 @@ def refuse_new_rpcs(grpc_server: grpc.aio.Server) -> None:
         shutdown_gate.closed = True
 
 
-def _refusal(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    """A handler of ``handler``'s kind that aborts before reading the request."""
-
-    async def refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
-        await context.abort(grpc.StatusCode.CANCELLED, SHUTTING_DOWN)
-
-    if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(refuse)
-    if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(refuse)
-    if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(refuse)
-    return grpc.unary_unary_rpc_method_handler(refuse)
-
-
-__all__ = ["SHUTTING_DOWN", "ShutdownGate", "gate", "refuse_new_rpcs"]
+__all__ = ["SHUTTING_DOWN", "ShutdownGate", "gate", "gate_of", "refuse", "refuse_new_rpcs"]
