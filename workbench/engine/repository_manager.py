@@ -351,9 +351,9 @@ class RepositoryManager:
         if batches:
             await asyncio.gather(*batches)
         self._kept_overrides.pop(name, None)
-        if not await self.lifecycle.unload(name):  # nothing to unload: success, as Triton
-            return
         lifecycle = self.lifecycle
+        if not await lifecycle.unload(name):  # nothing to unload: success, as Triton
+            return
         composing = lifecycle.forget_dependencies(name)
         self._explicit.discard(name)
         await recheck_dependents(lifecycle, [name])
