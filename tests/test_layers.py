@@ -223,6 +223,38 @@ def test_workbench_has_no_import_cycles() -> None:
     assert cycles(import_graph()) == []
 
 
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others (``start`` left out)."""
+    seen: set[str] = set()
+    frontier = [start]
+    while frontier:
+        for other in graph.get(frontier.pop(), set()) - seen:
+            seen.add(other)
+            frontier.append(other)
+    return seen - {start}
+
+
+#: the engine's model seam (issue 35), as Triton's ``ModelRepositoryManager`` over its
+#: ``ModelLifecycle``: the model lifecycle (how one model's versions load, switch, drain and
+#: unload, their states) never reaches the modules that decide which models load and when
+#: (the repository manager, the poller that drives it, the ensembles' dependency recheck it
+#: runs); the manager calls the lifecycle, which reaches the repositories only through the
+#: ``locate`` callback each load is given
+MODEL_LIFECYCLE = "workbench.engine.lifecycle"
+MANAGER_SIDE = {"workbench.engine.repository_manager", "workbench.engine.poller", "workbench.engine.dependents"}
+
+
+def test_reachable_follows_imports_through_other_modules() -> None:
+    assert reachable({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, "a") == {"b", "c"}
+
+
+def test_model_lifecycle_never_reaches_the_repository_manager() -> None:
+    graph = import_graph()
+    assert set(graph) >= MANAGER_SIDE, "a module of the seam was renamed: update MANAGER_SIDE"
+    assert MODEL_LIFECYCLE in graph["workbench.engine.repository_manager"]  # the one way: manager -> lifecycle
+    assert reachable(graph, MODEL_LIFECYCLE) & MANAGER_SIDE == set()
+
+
 #: private names read across modules (``x._name``, x not self / cls / super(), the name not
 #: bound in the reading module): file -> (names, why they must be)
 PRIVATE_READS: dict[str, tuple[set[str], str]] = {

@@ -171,11 +171,11 @@ async def test_load_from_files_ignores_and_keeps_the_repository(
             ("1", "UNAVAILABLE", "unloaded"), ("2", "READY", None)]
         config = await server.model_config("add_sub")
         assert config.max_batch_size == 4  # auto-completed from the ONNX file, not config.pbtxt's 8
-        [directory] = server.lifecycle.overrides.live()
+        [directory] = server.repository_manager.overrides.live()
         assert snapshot(directory.path).keys() == {"2", "2/model.onnx", "config.pbtxt"}
         await server.load_model("add_sub")  # a plain load goes back to the repository
         assert (await add_sub_infer(server, "add_sub"))[1] == "1"
-        assert server.lifecycle.overrides.live() == [] and not directory.path.exists()
+        assert server.repository_manager.overrides.live() == [] and not directory.path.exists()
     assert snapshot(test_repository) == before
 
 
@@ -186,7 +186,7 @@ async def test_a_model_absent_from_the_repository(test_repository: Path, add_sub
         rows = {r["name"]: r for r in await server.repository_index()}
         assert rows["brand_new"] == {"name": "brand_new", "version": "1", "state": "READY"}
         await server.unload_model("brand_new")
-        assert server.lifecycle.overrides.live() == []
+        assert server.repository_manager.overrides.live() == []
         rows = {r["name"]: r for r in await server.repository_index()}
         assert rows["brand_new"]["state"] == "UNAVAILABLE"
         with pytest.raises(InvalidArgument, match="failed to poll from model repository"):
@@ -196,7 +196,7 @@ async def test_a_model_absent_from_the_repository(test_repository: Path, add_sub
 async def test_temporary_folders_never_leak(test_repository: Path, add_sub_onnx: bytes) -> None:
     files = {"1/model.onnx": add_sub_onnx}
     async with explicit(test_repository) as server:
-        store = server.lifecycle.overrides
+        store = server.repository_manager.overrides
         await server.load_model("a", ONNX_CONFIG, files)
         [first] = store.live()
         await server.load_model("a", ONNX_CONFIG, files)  # reload: the old folder goes
@@ -229,8 +229,8 @@ async def test_files_need_a_config_and_valid_paths(test_repository: Path) -> Non
             assert error.value.message.startswith(
                 "failed to load 'add_sub', failed to poll from model repository: Invalid file "
                 f"parameter 'file:{path}': ")
-        assert server.lifecycle.overrides.live() == []
-        root = server.lifecycle.overrides.root
+        assert server.repository_manager.overrides.live() == []
+        root = server.repository_manager.overrides.root
         assert root is None or list(root.iterdir()) == []
         assert "add_sub" not in server.lifecycle.models  # nothing was loaded
 
@@ -286,7 +286,7 @@ async def test_http_load_with_base64_files(test_repository: Path, add_sub_onnx: 
             error = await http.post("/v2/repository/models/from_http/load", json={"parameters": params})
             assert error.status_code == 400
             assert error.json()["error"].startswith(message)
-        assert len(server.lifecycle.overrides.live()) == 1  # the first load's folder only
+        assert len(server.repository_manager.overrides.live()) == 1  # the first load's folder only
 
 
 async def test_http_load_body_is_bounded_by_max_input_size(test_repository: Path, asgi_client) -> None:
@@ -299,7 +299,7 @@ async def test_http_load_body_is_bounded_by_max_input_size(test_repository: Path
         assert error.json()["error"].startswith("request JSON size of ")
         assert error.json()["error"].endswith(" bytes exceeds the maximum allowed input size of 1000 "
                                               "bytes. Use --http-max-input-size to increase the limit.")
-        assert server.lifecycle.overrides.live() == []
+        assert server.repository_manager.overrides.live() == []
 
 
 async def test_grpc_load_with_bytes_params(test_repository: Path, add_sub_onnx: bytes, stub_for) -> None:
@@ -327,7 +327,7 @@ async def test_grpc_load_with_bytes_params(test_repository: Path, add_sub_onnx: 
             assert error.value.details().startswith(message)
         assert (await stub.ModelReady(pb.ModelReadyRequest(name="from_grpc"))).ready
         await stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="from_grpc"))
-        assert server.lifecycle.overrides.live() == []
+        assert server.repository_manager.overrides.live() == []
 
 
 def test_no_file_is_written_outside(tmp_path: Path) -> None:
@@ -360,7 +360,7 @@ async def test_python_model_from_files_with_a_leading_slash(test_repository: Pat
         response = await server.infer(InferenceRequest(
             "py_identity", [Tensor("INPUT0", "FP32", data)]))
         np.testing.assert_array_equal(response.outputs[0].data, data)
-        [directory] = server.lifecycle.overrides.live()
+        [directory] = server.repository_manager.overrides.live()
         await server.unload_model("py_identity")  # the stub is gone before its folder is
         assert not directory.path.exists()
 
@@ -386,7 +386,7 @@ async def test_oversized_file_parameter_is_500_and_internal_as_triton(
             await stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="add_sub", parameters=params))
         assert rpc.value.code() == grpc.StatusCode.INTERNAL
         assert "failed to poll from model repository" in rpc.value.details()
-        assert server.lifecycle.overrides.live() == []
+        assert server.repository_manager.overrides.live() == []
 
 
 # ----------------------------------------------------------------- config override errors
@@ -441,4 +441,4 @@ async def test_a_config_naming_another_model_fails_as_tritons_poll(test_reposito
             "failed to load 'modeltest', failed to poll from model repository: unexpected directory name "
             "'modeltest' for model 'model{test}', directory name must equal model name")
         assert "Poll failed for model directory 'modeltest'" in caplog.text
-        assert not await server.model_ready("modeltest") and server.lifecycle.overrides.live() == []
+        assert not await server.model_ready("modeltest") and server.repository_manager.overrides.live() == []

@@ -86,7 +86,7 @@ async def test_a_stuck_poll_is_logged_and_does_not_hold_up_stop(tmp_path: Path) 
     try:
         with watching("workbench.engine.poller", "still running") as records:
             async with Server(options) as server:
-                poller = RepositoryPoller(server.lifecycle, ModelRepository([tmp_path]), 0.01, sync=sync,
+                poller = RepositoryPoller(server.repository_manager, ModelRepository([tmp_path]), 0.01, sync=sync,
                                           overrun_s=0.05)
                 poller.start()
                 assert await asyncio.to_thread(records.seen.wait, 20), records.messages

@@ -114,7 +114,7 @@ async def test_serves_s3_repository_through_local_mirror(remote_repo, tmp_path, 
         await infer_add_sub(asgi_client, server)
         rows = await index(server)
         assert rows["versioned"] == {("1", "READY"), ("2", "READY"), ("3", "READY")}
-        local = server.lifecycle.repository.paths[0]
+        local = server.repository_manager.repository.paths[0]
         assert local.is_relative_to((tmp_path / "cache").resolve())
         assert (local / "add_sub" / "1" / "model.onnx").is_file() and (local / MANIFEST).is_file()
 
@@ -207,7 +207,7 @@ async def test_repository_index_lists_the_bucket_now(remote_repo, bucket, tmp_pa
         async with asgi_client(server) as http:
             listed = {r["name"] for r in (await http.post("/v2/repository/index")).json()}
         assert listed == set(rows)
-        assert not (server.lifecycle.repository.paths[0] / "late").exists()  # listed, not downloaded
+        assert not (server.repository_manager.repository.paths[0] / "late").exists()  # listed, not downloaded
 
 
 async def test_explicit_load_of_an_ensemble_syncs_its_new_composing_model(

@@ -23,9 +23,11 @@ revert given the ``expected_version`` its text was based on is refused with
 tab, Tuning's Apply best, an editor) or the version is another model's. The check and the
 write run under one lock, so two writes through the server never both pass it.
 
-``ConfigFileService`` reads the repositories and the loaded configs through the model
-lifecycle (:class:`~workbench.engine.lifecycle.ModelLifecycle`) and applies a change with its
-``load_model`` (explicit mode) or the server's poll (poll mode).
+``ConfigFileService`` reads the repositories through the repository manager
+(:class:`~workbench.engine.repository_manager.RepositoryManager`) and the loaded configs
+through its model lifecycle (:class:`~workbench.engine.lifecycle.ModelLifecycle`), and
+applies a change with the manager's ``load_model`` (explicit mode) or the server's poll
+(poll mode).
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ from workbench.config.normalize import is_ensemble
 from workbench.config.problems import ConfigProblem, parse_config_text, semantic_problem
 from workbench.config.validate_ensemble import check_ensemble_steps, composing_models
 from workbench.engine.dependents import dependents
-from workbench.engine.lifecycle import ModelLifecycle
 from workbench.engine.loader import prepare_config
+from workbench.engine.repository_manager import RepositoryManager
 from workbench.engine.warmup import prepare_warmup
 from workbench.errors import (
     ConfigConflict,
@@ -67,13 +69,14 @@ class ConfigFileService:
     """Read, validate, write, revert and apply a model's config file for the server.
 
     Args:
-        lifecycle: the server's models and repositories.
+        manager: the server's repositories and, through its lifecycle, its models.
         poll: polls the repositories now (poll mode; the server's ``poll_repository``).
     """
 
-    def __init__(self, lifecycle: ModelLifecycle, poll: Callable[[], Awaitable[None]]) -> None:
-        self.options = lifecycle.options
-        self._lifecycle = lifecycle
+    def __init__(self, manager: RepositoryManager, poll: Callable[[], Awaitable[None]]) -> None:
+        self.options = manager.options
+        self._manager = manager
+        self._lifecycle = manager.lifecycle
         self._poll = poll
         #: held from the version check to the end of a write (see the module docstring)
         self._writing = asyncio.Lock()
@@ -227,7 +230,7 @@ class ConfigFileService:
         mode = self.options.model_control_mode
         try:
             if mode == "explicit":
-                await self._lifecycle.load_model(name)
+                await self._manager.load_model(name)
             elif mode == "poll":
                 await self._poll()
             else:
@@ -277,12 +280,12 @@ class ConfigFileService:
     def _config_location(self, name: str) -> tuple[Path, str]:
         """Blocking: the config file loading reads for ``name``, and why it may not be
         written ("" when it may)."""
-        location = self._lifecycle.repository.locate(name) if "/" not in name and name else None
+        location = self._manager.repository.locate(name) if "/" not in name and name else None
         if location is None or location.path is None:
             detail = f": {location.error}" if location is not None and location.error else ""
             raise ModelNotFound(f"model '{name}' is not in the model repository{detail}")
         path = model_config_path(location.path, self.options.model_config_name)
-        for remote in self._lifecycle.remotes:
+        for remote in self._manager.remotes:
             if location.path.is_relative_to(remote.local):
                 return path, (f"it is mirrored from the remote repository '{remote.url}'; "
                               "edit it there")

@@ -46,8 +46,9 @@ log = logging.getLogger(__name__)
 
 class Lifecycle(Protocol):
     """What the recheck reads and changes of the model lifecycle: the public API of
-    :class:`~workbench.engine.lifecycle.ModelLifecycle` (a protocol, so that the lifecycle,
-    which calls :func:`recheck_dependents`, is not imported back)."""
+    :class:`~workbench.engine.lifecycle.ModelLifecycle` (a protocol: the repository manager,
+    :mod:`workbench.engine.repository_manager`, calls :func:`recheck_dependents` with its
+    lifecycle, which imports neither)."""
 
     @property
     def stopping(self) -> bool: ...

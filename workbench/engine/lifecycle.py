@@ -1,20 +1,21 @@
-"""``ModelLifecycle``: the one owner of the models the server knows, following Triton's
-``ModelRepositoryManager`` (which models to load: start-up list, load / unload API, poll,
-ensembles' dependencies) over ``ModelLifecycle`` (each model's versions: load beside what
-serves, switch, drain, unload; their states).
+"""``ModelLifecycle``: how each model's versions load, switch, drain and unload, and their
+states and reasons; Triton's ``ModelLifecycle`` (core ``model_lifecycle.cc``). Which models
+load and when (start-up list, load / unload API, poll, ensembles' composing models) is the
+repository manager's (:mod:`workbench.engine.repository_manager`), which drives this class
+and is never imported here: a load reaches the repositories only through the ``locate``
+callback the manager hands to :meth:`ModelLifecycle.load`.
 
 It owns the model entries, their per-model locks, the loads in progress, the background
 drains, the versions retiring with live sequences (:mod:`workbench.engine.retiring`), the
-temporary folders of file-override loads and the model-load threads. Everything else reads
-it through a small API: :meth:`ModelLifecycle.resolve_request` / :meth:`~ModelLifecycle.resolve`
-(a request to a loaded model), :meth:`~ModelLifecycle.load_model` /
-:meth:`~ModelLifecycle.unload_model` / :meth:`~ModelLifecycle.load_models` /
-:meth:`~ModelLifecycle.remove_model`, :meth:`~ModelLifecycle.index_rows`,
-:meth:`~ModelLifecycle.version_states`, :attr:`~ModelLifecycle.models` (read-only),
-:attr:`~ModelLifecycle.retiring` (live sequences kept by old versions) and
-:meth:`~ModelLifecycle.stop`. The :class:`~workbench.engine.server.Server` is a facade over
-it; the poller (:mod:`workbench.engine.poller`) and the ensemble dependency check
-(:mod:`workbench.engine.dependents`) drive it.
+model-load threads, and the record of what each model's ensemble steps call (the ensemble
+check at a load and the stop order read it; the manager plans loads from it). Everything
+else reads it through a small API: :meth:`ModelLifecycle.resolve_request` /
+:meth:`~ModelLifecycle.resolve` (a request to a loaded model), :meth:`~ModelLifecycle.load` /
+:meth:`~ModelLifecycle.unload` (one model, for the manager), :attr:`~ModelLifecycle.models`
+(read-only), :meth:`~ModelLifecycle.version_states`, :attr:`~ModelLifecycle.retiring` (live
+sequences kept by old versions) and :meth:`~ModelLifecycle.stop`. The
+:class:`~workbench.engine.server.Server` is a facade over it and the manager; the ensemble
+dependency check (:mod:`workbench.engine.dependents`) changes entries through it.
 """
 
 from __future__ import annotations
@@ -30,15 +31,11 @@ from typing import Any
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import BackendContext
-from workbench.config.model_config import model_config_from_json
 from workbench.config.normalize import is_ensemble
 from workbench.config.validate_ensemble import composing_models
-from workbench.engine.dependents import recheck_dependents
 from workbench.engine.ensembles import (
-    declared_dependencies,
     ensemble_error,
     ensemble_labels,
-    load_waves,
     stop_waves,
     with_transaction_policy,
 )
@@ -48,30 +45,18 @@ from workbench.engine.load_threads import LoadThreads
 from workbench.engine.loader import LoadedVersion, LoadResult, load_model
 from workbench.engine.model import LoadedModel
 from workbench.engine.registry import ModelEntry, VersionState, drain_versions
-from workbench.engine.repository_index import index_rows
 from workbench.engine.response_cache import ResponseCache
 from workbench.engine.retiring import RetiringVersions
 from workbench.engine.rollout_split import Split
 from workbench.engine.switching import switch_entry
 from workbench.errors import (
-    InternalError,
     InvalidArgument,
-    InvalidModelConfig,
     ModelNotFound,
     ModelNotReady,
-    Unavailable,
-    WorkbenchError,
 )
 from workbench.options import ServerOptions
-from workbench.repository.overrides import OverrideDirectory, OverrideStore
-from workbench.repository.remote import (
-    RemoteRepository,
-    repository_name_counts,
-    resolve_repositories,
-)
-from workbench.repository.repository import DUPLICATE_REASON, ModelLocation, ModelRepository
-from workbench.repository.snapshot import ModelSnapshot, snapshot_model
-from workbench.results import RepositoryIndexRow
+from workbench.repository.overrides import OverrideDirectory
+from workbench.repository.repository import ModelLocation
 from workbench.scheduling.ensemble import StepAdapt
 from workbench.scheduling.rate_limiter import RateLimiter, explicit_pools
 from workbench.statistics import ComputeTotals, SuccessObserver
@@ -79,12 +64,16 @@ from workbench.types import InferenceRequest, InferenceResponse, ModelReadyState
 
 log = logging.getLogger(__name__)
 
+#: blocking: the folder of a model in the repositories (None when in none): what a load is
+#: given by the repository manager (:meth:`ModelLifecycle.load`)
+Locate = Callable[[str], ModelLocation | None]
+
 
 class ModelLifecycle:
-    """The models of one server: their entries, loads, switches, drains and unloads.
+    """The loaded models of one server: their entries, loads, switches, drains and unloads.
 
     Args:
-        options: server options (repositories, control mode, load threads, cache size, ...).
+        options: server options (load threads, cache size, rate limiter, ...).
     """
 
     def __init__(self, options: ServerOptions) -> None:
@@ -93,22 +82,13 @@ class ModelLifecycle:
         #: model -> the models its ensemble steps call (() for other models), for every
         #: model read for loading and not unloaded since
         self._dependencies: dict[str, tuple[str, ...]] = {}
-        #: models loaded by name (start-up list, load API); the others were loaded as an
-        #: ensemble's composing models (Triton's ``explicitly_load_``)
-        self._explicit: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
         #: model -> the versions its load in progress loads ([] until its config is read)
         self._loading: dict[str, list[int]] = {}
-        #: the load calls in progress (:meth:`load_models`): the models each loads (an
-        #: ensemble's composing models too), and set when it is over
-        self._batches: dict[asyncio.Event, frozenset[str]] = {}
         #: model -> background drains of its versions that left service (reloads)
         self._drains: dict[str, set[asyncio.Task[None]]] = {}
         #: versions that left service on a reload but still serve their live sequences
         self._retiring = RetiringVersions()
-        self._repository: ModelRepository | None = None
-        #: remote repositories (s3://, gs://, ...) and their local mirrors
-        self._remotes: list[RemoteRepository] = []
         self._load_threads = LoadThreads(options.model_load_thread_count)
         self._stopping = False
         self._observers: list[SuccessObserver] = []
@@ -116,15 +96,6 @@ class ModelLifecycle:
         self._cache = ResponseCache(size) if size > 0 else None
         self._rate_limiter: RateLimiter | None = None
         self._backend_context: BackendContext | None = None
-        #: temporary model folders of loads with file overrides (removed with their model)
-        self._overrides = OverrideStore()
-        #: model -> the config override it was last loaded with and its folder as it was
-        #: then: a load without ``config`` keeps that override while the folder is unchanged
-        self._kept_overrides: dict[str, tuple[ModelConfig, ModelSnapshot]] = {}
-        #: models whose folder left the repositories in poll mode (deleted, or now in two
-        #: repositories): kept without versions, listed by the index only while a folder of
-        #: that name is there
-        self._gone: set[str] = set()
         #: model -> the weighted split of its rollout (:mod:`workbench.engine.rollouts` sets
         #: and clears them; read by :meth:`resolve_request`)
         self.splits: dict[str, Split] = {}
@@ -143,32 +114,20 @@ class ModelLifecycle:
         return self._dependencies
 
     @property
-    def repository(self) -> ModelRepository:
-        """The local model repositories served (remote ones: their mirrors). Raises
-        AssertionError before :meth:`open`."""
-        assert self._repository is not None, "the server is not started"
-        return self._repository
+    def loading(self) -> Mapping[str, list[int]]:
+        """Model -> the versions its load in progress loads ([] until its config is read),
+        for the models loading now (read-only)."""
+        return self._loading
 
     @property
-    def opened(self) -> bool:
-        """True once :meth:`open` set up the repositories (also when one of them was
-        missing: then with none)."""
-        return self._repository is not None
-
-    @property
-    def remotes(self) -> list[RemoteRepository]:
-        """The remote repositories (``s3://``, ...) and their local mirrors ([] for none)."""
-        return list(self._remotes)
+    def load_threads(self) -> LoadThreads:
+        """The model-load threads (``model_load_thread_count``): loads run there."""
+        return self._load_threads
 
     @property
     def retiring(self) -> RetiringVersions:
         """The versions that left service on a reload but still serve their live sequences."""
         return self._retiring
-
-    @property
-    def overrides(self) -> OverrideStore:
-        """The temporary folders of the models loaded with file overrides."""
-        return self._overrides
 
     @property
     def stopping(self) -> bool:
@@ -213,43 +172,13 @@ class ModelLifecycle:
 
     # ----------------------------------------------------------------- start & stop
     async def open(self, backend_context: BackendContext) -> None:
-        """Set up the rate limiter and the backends' context, sync the remote repositories
-        into their mirrors and open the repositories (no model loads yet).
+        """Set up the rate limiter and the backends' context (no model loads yet).
 
         Raises:
-            InvalidArgument: a model repository does not exist (a remote one: or cannot be
-                read): the lifecycle is then open with no repository (:attr:`repository`
-                lists nothing; Triton's server without a model repository manager); or a
-                malformed ``--rate-limit-resource`` (nothing is open then).
+            InvalidArgument: a malformed ``--rate-limit-resource``.
         """
         self._rate_limiter = _rate_limiter(self.options)
         self._backend_context = backend_context
-        try:
-            paths, self._remotes = await asyncio.to_thread(
-                resolve_repositories, self.options.model_repository, self.options.model_repository_cache
-            )
-            self._repository = ModelRepository(paths)
-        except InvalidArgument:
-            self._remotes, self._repository = [], ModelRepository([])
-            raise
-
-    async def load_startup_models(self) -> list[ModelEntry]:
-        """Load the start-up models (every model in ``none`` and ``poll`` mode, the
-        ``load_model`` list in ``explicit`` mode); returns the entries that failed."""
-        names = await asyncio.to_thread(self._startup_models)
-        self._explicit.update(names)
-        entries = await self.load_models(names)
-        return [entry for entry in entries.values() if entry.failed()]
-
-    def _startup_models(self) -> list[str]:
-        found = sorted(self.repository.scan())
-        if self.options.model_control_mode != "explicit":
-            if self.options.load_model:
-                log.warning("--load-model is ignored in model control mode '%s': every model "
-                            "in the repository is loaded", self.options.model_control_mode)
-            return found
-        wanted = self.options.load_model
-        return found if "*" in wanted else [n for n in wanted]
 
     def begin_stop(self) -> None:
         """Refuse new requests and loads from now on (what loads meanwhile never serves)."""
@@ -258,17 +187,16 @@ class ModelLifecycle:
     async def stop(self) -> None:
         """Drain and unload every model: retiring versions stop waiting for their sequences,
         background drains finish, loads still running on the load threads end (also those
-        whose caller stopped waiting), then ensembles stop before the models they call; the
-        load threads and override folders go. Idempotent."""
+        whose caller stopped waiting), then ensembles stop before the models they call.
+        Idempotent."""
         self._stopping = True
         self._retiring.end()
         await self._retiring.finished()
         while self._drains:
-            await self._drained(*self._drains)
+            await self.drained(*self._drains)
         await self._load_threads.finish()  # a load whose caller stopped waiting still runs
         for entries in stop_waves(dict(self._models), self._dependencies):
             await asyncio.gather(*(e.stop() for e in entries))
-        await asyncio.to_thread(self._overrides.close)
 
     # ----------------------------------------------------------------- resolving requests
     def resolve_request(self, request: InferenceRequest) -> LoadedModel:
@@ -359,372 +287,25 @@ class ModelLifecycle:
             async for response in stream:
                 yield response
 
-    # ----------------------------------------------------------------- repository API
-    def known_rows(self) -> list[RepositoryIndexRow]:
-        """The repository index rows of the models the server knows (loaded, loading, failed
-        or unloaded), without listing the repositories: synchronous and cheap, for scrapers
-        on the event loop (the readiness metric). Same rows as :meth:`index_rows` otherwise;
-        a model in the repositories that was never loaded is not listed."""
-        rows: list[RepositoryIndexRow] = []
-        for name in sorted((set(self._models) - self._gone) | set(self._loading)):
-            rows.extend(index_rows(name, self._models.get(name), self._loading.get(name)))
-        return rows
+    # ----------------------------------------------------------------- loads, switches, drains
+    def record_dependencies(self, planned: Mapping[str, tuple[str, ...]]) -> None:
+        """Record, per model about to load, the models its ensemble steps call (the repository
+        manager's plan, read from the configs to load)."""
+        self._dependencies.update(planned)
 
-    async def index_rows(self, ready: bool = False) -> list[RepositoryIndexRow]:
-        """Every model in the repositories, and every version the server knows, with state.
-
-        Rows are ``{"name", "version", "state", "reason"}``; a model never loaded has only
-        ``name``; ``reason`` only when non-empty (Triton's repository index). States are
-        Triton's: ``READY``; ``LOADING`` for a version being loaded that does not serve yet
-        (a model whose config is still being read has one row without version); a version
-        being reloaded keeps serving and stays ``READY``; ``UNLOADING`` while a version
-        drains (unload, or a version removed by a reload); ``UNAVAILABLE`` with the load
-        error, or "unloaded". When the latest reload of a model failed and its previous
-        versions kept serving, their ``READY`` rows carry that failure as ``reason``.
-
-        The models are those in the repositories now (a remote repository is listed, not
-        synced: a model uploaded to or deleted from the bucket shows at once, as in Triton,
-        whose index lists the repository on each call) plus those the server knows, less
-        those whose folder left the repositories in poll mode (kept without versions, as
-        Triton's, but its index lists folders). A name found in two or more repositories has
-        one row, UNAVAILABLE "model appears in two or more repositories", as Triton's.
-        """
-        assert self._repository is not None
-        found = await asyncio.to_thread(repository_name_counts, self._repository, self._remotes)
-        rows: list[RepositoryIndexRow] = []
-        for name in sorted(set(found) | (set(self._models) - self._gone) | set(self._loading)):
-            if found.get(name, 0) > 1:
-                rows.append({"name": name, "state": ModelReadyState.UNAVAILABLE.value,
-                             "reason": DUPLICATE_REASON})
-                continue
-            entry = self._models.get(name)
-            rows.extend(index_rows(name, entry, self._loading.get(name)))
-        if ready:
-            rows = [r for r in rows if r.get("state") == "READY"]
-        return rows
-
-    async def load_model(
-        self, name: str, config: str | dict[str, Any] | None = None, files: dict[str, bytes] | None = None
-    ) -> None:
-        """Load or reload ``name`` (explicit mode); ``config`` (JSON) overrides config.pbtxt.
-
-        ``files`` (Triton's ``file:<version>/<name>`` load parameters, without the ``file:``
-        prefix: path relative to the model folder -> contents) make the model load from a
-        temporary folder holding only those files and ``config`` (which is then required),
-        not from the repository, which stays untouched; the folder is removed when the model
-        is unloaded or reloaded and at :meth:`stop` (:mod:`workbench.repository.overrides`
-        has the path rules). A model need not be in a repository to load this way.
-
-        A reload loads the new versions beside the old ones, switches traffic when they are
-        ready, then drains and unloads the old ones: no request is dropped. A reload that
-        fails leaves the previously loaded versions serving. An ensemble's composing models
-        (ensembles of ensembles included) that are not READY are loaded first (Triton);
-        READY ones are left as they are. After a model's (re)load the ensembles that call it
-        are checked again: those its new config no longer fits become UNAVAILABLE with
-        Triton's reason, those it fits again READY (:mod:`workbench.engine.dependents`);
-        that does not change what this returns or raises for ``name``.
-
-        The load runs on the model-load threads (``model_load_thread_count``): the event
-        loop, health checks and the other models keep serving meanwhile; the repository
-        index shows the versions that do not serve yet as LOADING. Traffic moves to the new
-        versions as soon as they are ready; this returns once the old ones have drained and
-        unloaded (meanwhile UNLOADING in the index when the new load no longer has their
-        version); an old version whose sequence batcher holds live sequences keeps serving
-        them after this returns, until each ends (:mod:`workbench.engine.retiring`), while
-        new sequences start on the new versions. A failed reload leaves the old versions
-        serving with the failure as the reason of their READY rows in the index.
-
-        A load without ``config`` (and without ``files``) of a model serving with a ``config``
-        override keeps that override while nothing in the model's folder changed (Triton's
-        repository manager finds the model unmodified); once a file there changed (compared
-        by content, :mod:`workbench.repository.snapshot`; Triton compares modification
-        times) it loads from the folder again. An unload forgets the override.
-
-        Loads and unloads of one model take turns (Triton's repository manager): a load
-        that arrives while the model unloads waits for the unload, then loads; an unload
-        that arrives during a load waits for its switch. What this answers is settled at
-        the switch: an unload right after it does not make it fail.
-
-        With remote repositories (``s3://``, ...) the model's folder is synced from the
-        remote into the local mirror first, and so are the composing models the load loads
-        with it (Triton polls the repository, ensembles' composing models included, on each
-        load): a model uploaded or changed in the bucket loads as it is there now.
-
-        Raises:
-            Unavailable: the server is not in explicit model control mode ("explicit model
-                load / unload is not allowed if polling is enabled", Triton's text).
-            InvalidArgument: the model is not in any repository, or in more than one ("failed
-                to load 'm', failed to poll from model repository", Triton's text; the versions
-                loaded keep serving), or failed to load (reason;
-                for an ensemble, e.g. "ensemble 'e' depends on 'm' which has no loaded
-                version. ..." or a step mapping error, see :mod:`workbench.engine.ensembles`);
-                ``files`` without ``config`` ("failed to load 'm', failed to poll from model
-                repository: Load parameter 'config' must be specified for model file
-                override") or with an invalid path ("...: Invalid file parameter
-                'file:../x': ..."): nothing is loaded or written then; a remote repository
-                could not be read ("failed to load 'm', failed to poll from model
-                repository: ..."); an empty or blank name ("Model name cannot be empty.
-                Please enter a valid name to deploy.") or one that could name a folder
-                outside the repositories ('/' in it, or '..' / '.' once stripped: "invalid
-                model name 'm', model name must not contain path traversal characters"),
-                Triton's texts, checked before anything is read.
-            InternalError: a ``files`` path component longer than 255 bytes ("failed to
-                load 'm', failed to poll from model repository: Invalid file parameter
-                ..."): Triton's INTERNAL (HTTP 500), which its clients check.
-            InvalidModelConfig: ``config`` is not a JSON model config ("failed to load 'm',
-                failed to poll from model repository: Invalid config override: ...", also
-                logged, as Triton's poll failure); the loaded versions keep serving.
-        """
-        self._require_explicit()
-        _check_load_name(name)
-        override = _config_override(name, config) if config else None
-        kept = self._kept_overrides.pop(name, None)
-        if override is None and not files and kept is not None:
-            override = await self._kept_override(name, kept)
-        directory = await self._override_directory(name, override, files)
-        if directory is None and self._remotes:
-            await asyncio.to_thread(self.sync_remotes, name)
-        if directory is None:
-            location = await asyncio.to_thread(self.repository.locate, name)
-            if location is not None and location.error:  # in two repositories: Triton's poll
-                log.error("failed to poll model '%s': not unique across all model repositories", name)
-                raise InvalidArgument(f"failed to load '{name}', failed to poll from model repository")
-        self._explicit.add(name)
-        entries = await self.load_models(
-            [name], {name: override} if override else None, {name: directory} if directory else None,
-            sync_remotes=True,
-        )
-        await self._drained(name)
-        entry = entries[name]
-        if entry.outcome is None:
-            entry.settle()
-        if entry.outcome:  # as the load switched: an unload after it does not fail it
-            raise InvalidArgument(f"load failed for model '{name}': {entry.outcome}")
-        if override is not None and directory is None:
-            snapshot = await asyncio.to_thread(self._snapshot, name)
-            if snapshot is not None:
-                self._kept_overrides[name] = (override, snapshot)
-
-    async def _kept_override(
-        self, name: str, kept: tuple[ModelConfig, ModelSnapshot]
-    ) -> ModelConfig | None:
-        """The override ``name`` was last loaded with, when its folder is as it was then and
-        the model still serves (Triton's repository manager finds the model unmodified and
-        keeps it as loaded); None when a file changed: the load reads the folder again."""
-        entry = self._models.get(name)
-        if entry is None or entry.latest_ready is None:
-            return None
-        if await asyncio.to_thread(self._snapshot, name) != kept[1]:
-            return None
-        return kept[0]
-
-    def _snapshot(self, name: str) -> ModelSnapshot | None:
-        """Blocking: model ``name``'s folder reduced to digests (None when it is in no
-        repository or cannot be read)."""
-        location = self.repository.locate(name)
-        if location is None or location.error or location.path is None:
-            return None
-        try:
-            return snapshot_model(location.path)
-        except Exception:  # noqa: BLE001 - unreadable: nothing to compare, the override goes
-            return None
-
-    async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
-        """Unload every version of ``name`` after its in-flight requests finish (versions
-        still serving live sequences after a reload too: those sequences end, as in Triton).
-
-        With ``unload_dependents`` an ensemble's composing models are unloaded too (and
-        theirs, for ensembles of ensembles), as Triton does: except those loaded by name
-        (start-up list or load API) and those another loaded ensemble still calls. Without
-        it they stay loaded. The ensembles that call an unloaded model become UNAVAILABLE
-        once their requests in flight finish ("ensemble e contains models that are not
-        available or ambiguous: m", Triton's dependency check), and READY again when it is
-        loaded again (:mod:`workbench.engine.dependents`).
-
-        A name the server has not loaded (not in any repository, or never loaded) is a
-        success with nothing to do, as in Triton; unload checks no name rules either.
-
-        Raises:
-            Unavailable: the server is not in explicit model control mode.
-        """
-        self._require_explicit()
-        await self._unload(name, unload_dependents)
-
-    async def _unload(self, name: str, unload_dependents: bool) -> None:
-        # a load in progress that loads this model (an ensemble's with its composing models)
-        # ends first: its ensemble must not find the model gone (Triton's unload waits)
-        batches = [done.wait() for done, names in self._batches.items() if name in names]
-        if batches:
-            await asyncio.gather(*batches)
-        self._kept_overrides.pop(name, None)
-        async with self.lock(name):
-            entry = self._models.get(name)
-            if entry is None:  # nothing to unload: success, as Triton (no name check either)
-                return
-            self._retiring.end(name)  # versions still serving live sequences after a reload
-            await entry.stop("unloaded")
-            await self._retiring.finished(name)
-            entry.reason = "unloaded" if not entry.versions else ""
-            entry.blocked_versions = None  # unloaded by name: no longer follows its models
-        composing = self._dependencies.pop(name, ())
-        self._explicit.discard(name)
-        await recheck_dependents(self, [name])
-        if not unload_dependents:
-            return
-        for model in composing:
-            still_used = any(
-                model in calls and self._models.get(other) is not None
-                and self._models[other].ready_versions()
-                for other, calls in self._dependencies.items()
-            )
-            if model not in self._explicit and not still_used and model in self._models:
-                await self._unload(model, unload_dependents=True)
-
-    def sync_remotes(self, name: str | None = None) -> None:
-        """Blocking: bring the local mirrors of the remote repositories up to date (only
-        ``name``'s folder when given).
-
-        Raises:
-            InvalidArgument: a remote repository could not be read (name given: as Triton's
-                "failed to load '<m>', failed to poll from model repository: ...").
-        """
-        errors = []
-        for remote in self._remotes:  # one unreachable repository does not stop the others
-            try:
-                remote.sync(name)
-            except InvalidArgument as exc:
-                errors.append(exc.message)
-        if errors and name is None:
-            raise InvalidArgument("; ".join(errors))
-        if errors:
-            raise InvalidArgument(
-                f"failed to load '{name}', failed to poll from model repository: {'; '.join(errors)}"
-            )
-
-    async def remove_model(self, name: str) -> None:
-        """A model folder left the repositories, or is now in two of them (poll mode): drain
-        and unload every version, and keep the model without versions, as Triton's poll
-        (requests get "'m' has no available versions", not "'m' is not found"); the
-        repository index lists it only while a folder of that name is there (Triton's index
-        lists the folders). It loads again when its folder is back (a poll finds it new)."""
-        if name in self._models:
-            await self._unload(name, unload_dependents=False)
-            self._gone.add(name)
-
-    async def _override_directory(
-        self, name: str, override: ModelConfig | None, files: dict[str, bytes] | None
-    ) -> OverrideDirectory | None:
-        """The temporary model folder for a load with ``files`` (None without files).
-
-        Raises:
-            InvalidArgument: no ``config`` override, or an invalid file path (Triton's
-                "failed to load 'm', failed to poll from model repository" first).
-        """
-        if not files:
-            return None
-        try:
-            if override is None:
-                raise InvalidArgument("Load parameter 'config' must be specified for model file override")
-            return await self._load_threads.run(self._overrides.create, name, override, files)
-        except (InvalidArgument, InternalError) as exc:
-            raise _poll_failure(name, exc) from None
-
-    def _require_explicit(self) -> None:
-        if self.options.model_control_mode != "explicit":
-            raise Unavailable("explicit model load / unload is not allowed if polling is enabled")
+    def forget_dependencies(self, name: str) -> tuple[str, ...]:
+        """Forget what model ``name`` calls (it was unloaded by name); returns it."""
+        return self._dependencies.pop(name, ())
 
     def lock(self, name: str) -> asyncio.Lock:
         """The lock held while model ``name``'s entry changes (load, switch, unload, an
         ensemble's recheck); one per model, created on first use."""
         return self._locks.setdefault(name, asyncio.Lock())
 
-    async def load_models(
-        self,
-        names: list[str],
-        overrides: dict[str, ModelConfig] | None = None,
-        directories: dict[str, OverrideDirectory] | None = None,
-        keep: dict[str, frozenset[int]] | None = None,
-        sync_remotes: bool = False,
-        loaded: Callable[[str], object] | None = None,
-    ) -> dict[str, ModelEntry]:
-        """Load ``names`` and the composing models of the ensembles among them that are not
-        READY yet, non-ensembles first, then each ensemble once the models it calls are
-        loaded (:func:`workbench.engine.ensembles.load_waves`); then check the other
-        ensembles that call them again (:mod:`workbench.engine.dependents`). Returns every
-        entry loaded. An unload of any model it loads waits until it returns (Triton: an
-        unload of a composing model while its ensemble loads waits, and both succeed).
-        A model in ``directories`` loads from that folder instead of the repository.
-
-        ``keep``: per model, versions whose files did not change (poll mode): those that are
-        READY keep serving as they are instead of loading again. ``sync_remotes``: sync the
-        composing models to load from the remote repositories first (explicit load).
-        ``loaded(model)``: called once that model's load is over (switched, or failed with its
-        reason as its state), while the others may still load: how a poll knows which changes
-        are applied (:mod:`workbench.engine.poller`).
-
-        Raises:
-            InvalidArgument: a model is in no repository (and has no override config).
-        """
-        overrides = overrides or {}
-        directories = directories or {}
-        keep = keep or {}
-        ready = {n for n, e in self._models.items() if e.latest_ready is not None}
-        sync = self.sync_remotes if sync_remotes and self._remotes else None
-        done_event = asyncio.Event()
-        self._batches[done_event] = frozenset(names)
-        try:
-            planned = await asyncio.to_thread(self._plan_dependencies, names, overrides, ready, sync)
-            self._batches[done_event] = frozenset(planned)
-            self._dependencies.update(planned)
-            self._gone.difference_update(planned)  # its folder is back (or loaded by name)
-            entries: dict[str, ModelEntry] = {}
-            for wave in load_waves(planned):
-                done = await asyncio.gather(
-                    *(self._load(n, overrides.get(n), directories.get(n), keep.get(n, frozenset()), loaded)
-                      for n in wave)
-                )
-                entries.update(zip(wave, done, strict=True))
-            await recheck_dependents(self, entries)
-            return entries
-        finally:
-            done_event.set()
-            del self._batches[done_event]
-
-    def _plan_dependencies(
-        self, names: list[str], overrides: dict[str, ModelConfig], ready: set[str],
-        sync: Callable[[str], object] | None = None,
-    ) -> dict[str, tuple[str, ...]]:
-        """Blocking: ``names`` plus the composing models to load with them (those in a
-        repository and not in ``ready``), each with the models its config's steps call.
-        ``sync(model)`` runs before each composing model is looked for (remote mirrors).
-
-        Raises:
-            InvalidArgument: ``sync`` failed.
-        """
-        assert self._repository is not None
-        found = self._repository.scan()
-        planned: dict[str, tuple[str, ...]] = {}
-        queue = list(names)
-        while queue:
-            name = queue.pop(0)
-            if name in planned:
-                continue
-            location = found.get(name)
-            path = location.path if location is not None and not location.error else None
-            planned[name] = tuple(declared_dependencies(path, overrides.get(name),
-                                                        self.options.model_config_max_size,
-                                                        self.options.model_config_name))
-            wanted = [m for m in planned[name] if m not in ready and m not in planned]
-            if sync is not None and wanted:
-                for model in wanted:
-                    sync(model)
-                found = self._repository.scan()
-            queue.extend(m for m in wanted if m in found)
-        return planned
-
-    async def _load(
+    async def load(
         self,
         name: str,
+        locate: Locate,
         override: ModelConfig | None,
         directory: OverrideDirectory | None = None,
         keep: frozenset[int] = frozenset(),
@@ -734,12 +315,18 @@ class ModelLifecycle:
         overrides; the entry then owns it, and it is removed at once when nothing was
         loaded), beside what serves, then switch (:mod:`workbench.engine.switching`).
 
-        The versions of ``keep`` that are READY now are not loaded again: they move to the
-        new entry as they are. Returns the new entry, also when the switch kept the old one;
-        ``loaded(name)`` is called first.
+        ``locate(name)`` (blocking; the repository manager's repositories, run on a worker
+        thread under the model's lock) finds the folder when there is no ``directory``: the
+        one way this class reaches the repositories. The versions of ``keep`` that are READY
+        now are not loaded again: they move to the new entry as they are. Returns the new
+        entry, also when the switch kept the old one; ``loaded(name)`` is called first.
+
+        Raises:
+            InvalidArgument: ``name`` is in no repository and there is no ``override``
+                ("failed to load 'm', failed to poll from model repository").
         """
         try:
-            entry = await self._load_entry(name, override, directory, keep)
+            entry = await self._load_entry(name, locate, override, directory, keep)
         except BaseException:
             if directory is not None:
                 await asyncio.to_thread(directory.remove)
@@ -753,16 +340,16 @@ class ModelLifecycle:
     async def _load_entry(
         self,
         name: str,
+        locate: Locate,
         override: ModelConfig | None,
         directory: OverrideDirectory | None,
         keep: frozenset[int],
     ) -> ModelEntry:
-        assert self._repository is not None
         async with self.lock(name):
             if directory is not None:
                 location: ModelLocation | None = ModelLocation(name, directory.path)
             else:
-                location = await asyncio.to_thread(self._repository.locate, name)
+                location = await asyncio.to_thread(locate, name)
             if location is None and override is None:
                 raise InvalidArgument(f"failed to load '{name}', failed to poll from model repository")
             old = self._models.get(name)
@@ -829,17 +416,33 @@ class ModelLifecycle:
         finally:
             self._loading.pop(name, None)
 
+    async def unload(self, name: str) -> bool:
+        """Unload every version of ``name`` under its lock after its in-flight requests finish
+        (versions still serving live sequences after a reload too: those sequences end):
+        UNAVAILABLE "unloaded", no longer held as an ensemble that follows its composing
+        models. Returns False when the server does not know ``name`` (nothing to do)."""
+        async with self.lock(name):
+            entry = self._models.get(name)
+            if entry is None:  # nothing to unload: success, as Triton (no name check either)
+                return False
+            self._retiring.end(name)  # versions still serving live sequences after a reload
+            await entry.stop("unloaded")
+            await self._retiring.finished(name)
+            entry.reason = "unloaded" if not entry.versions else ""
+            entry.blocked_versions = None  # unloaded by name: no longer follows its models
+        return True
+
     def _drain_later(
         self, name: str, states: list[tuple[int, VersionState]], old: ModelEntry | None
     ) -> None:
         """Drain and unload ``states`` (out of service already) in a background task, then
-        delete ``old``'s override folder, if any; :meth:`stop` and :meth:`load_model` wait
-        for it (:meth:`_drained`), a poll does not.
+        delete ``old``'s override folder, if any; :meth:`stop` and the repository manager's ``load_model`` wait
+        for it (:meth:`drained`), a poll does not.
 
         Versions whose sequence batcher holds live sequences retire instead
         (:mod:`workbench.engine.retiring`): they serve those sequences until each ends,
         then unload (the folder goes after them); only :meth:`stop` and
-        :meth:`unload_model` wait for them, and end them first. Call it in the same step as
+        :meth:`unload` wait for them, and end them first. Call it in the same step as
         the switch: a sequence's next request must find its version retiring."""
         holding = [(v, s) for v, s in states if s.model is not None and s.model.live_sequences()]
         states = [(v, s) for v, s in states if all(s is not held for _, held in holding)]
@@ -865,7 +468,7 @@ class ModelLifecycle:
 
     def _track_drain(self, name: str, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` (a drain, or the removal of instances an update took out) in the
-        background, listed in ``self._drains`` until it ends (:meth:`_drained` waits)."""
+        background, listed in ``self._drains`` until it ends (:meth:`drained` waits)."""
         task = asyncio.ensure_future(work)
         tasks = self._drains.setdefault(name, set())
         tasks.add(task)
@@ -877,7 +480,7 @@ class ModelLifecycle:
 
         task.add_done_callback(done)
 
-    async def _drained(self, *names: str) -> None:
+    async def drained(self, *names: str) -> None:
         """Wait until the background drains of ``names`` (started so far) have finished."""
         tasks = [t for n in names for t in self._drains.get(n, ())]
         if tasks:
@@ -985,52 +588,6 @@ def _rate_limiter(options: ServerOptions) -> RateLimiter | None:
 def entry_reason(entry: ModelEntry) -> str:
     """Why ``entry`` (or some of its versions) is not READY, as the load API reports it."""
     return entry.failure_reason()
-
-
-def _check_load_name(name: str) -> None:
-    """Refuse a name to load that is blank or could leave the repositories (Triton's load
-    checks and texts; unload does no such check, as in Triton).
-
-    Raises:
-        InvalidArgument: see :meth:`ModelLifecycle.load_model`.
-    """
-    if not name.strip():
-        raise InvalidArgument("Model name cannot be empty. Please enter a valid name to deploy.")
-    if "/" in name or name.strip() in ("..", "."):
-        raise InvalidArgument(f"invalid model name '{name}', model name must not contain path "
-                              "traversal characters")
-
-
-def _poll_failure(name: str, cause: InvalidArgument | InternalError) -> WorkbenchError:
-    """A load refused before anything is read, as Triton's poll failure: the cause is logged
-    ("Poll failed for model directory 'm': ...") and the error reads "failed to load 'm',
-    failed to poll from model repository: <cause>", with the cause's code (Triton answers
-    INTERNAL for every poll failure; here only where the cause is internal, e.g. a file
-    name the file system cannot hold, which Triton's clients check; a client's mistake
-    stays INVALID_ARGUMENT)."""
-    log.error("Poll failed for model directory '%s': %s", name, cause.message)
-    return type(cause)(f"failed to load '{name}', failed to poll from model repository: {cause.message}")
-
-
-def _config_override(name: str, config: str | dict[str, Any]) -> ModelConfig:
-    """The ``config`` load parameter parsed (Triton's ``JsonToModelConfig``).
-
-    Raises:
-        InvalidModelConfig: not a JSON model config: "failed to load 'm', failed to poll
-            from model repository: Invalid config override: <why>" (Triton's prefix and
-            log line; Triton answers INTERNAL, here INVALID_ARGUMENT, a client's mistake).
-        InvalidArgument: the config names another model: "failed to load 'm', failed to poll
-            from model repository: unexpected directory name 'm' for model 'n', directory
-            name must equal model name" (Triton's poll failure and its logged cause).
-    """
-    try:
-        parsed = model_config_from_json(config)
-    except InvalidModelConfig as exc:
-        raise _poll_failure(name, InvalidModelConfig(f"Invalid config override: {exc.message}")) from None
-    if parsed.name and parsed.name != name:
-        raise _poll_failure(name, InvalidArgument(f"unexpected directory name '{name}' for model '{parsed.name}', "
-                                                  "directory name must equal model name"))
-    return parsed
 
 
 __all__ = ["ModelLifecycle", "entry_reason"]

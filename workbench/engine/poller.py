@@ -74,7 +74,7 @@ from workbench.repository.repository import ModelRepository
 from workbench.repository.snapshot import ModelSnapshot, snapshot_repository
 
 if TYPE_CHECKING:
-    from workbench.engine.lifecycle import ModelLifecycle
+    from workbench.engine.repository_manager import RepositoryManager
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -131,8 +131,8 @@ class RepositoryPoller:
     """Applies repository changes to a server's models in poll mode.
 
     Args:
-        lifecycle: the models that follow the repository
-            (:class:`~workbench.engine.lifecycle.ModelLifecycle`).
+        manager: the repository manager whose models follow the repository
+            (:class:`~workbench.engine.repository_manager.RepositoryManager`).
         repository: the repositories it serves.
         interval_s: seconds between two polls (``--repository-poll-secs``, default 15 as
             tritonserver); 0 = no periodic poll (as tritonserver), only
@@ -144,9 +144,9 @@ class RepositoryPoller:
             (default: the interval, at least :data:`OVERRUN_S`).
     """
 
-    def __init__(self, lifecycle: ModelLifecycle, repository: ModelRepository, interval_s: float,
+    def __init__(self, manager: RepositoryManager, repository: ModelRepository, interval_s: float,
                  sync: Callable[[], object] | None = None, overrun_s: float | None = None) -> None:
-        self._lifecycle = lifecycle
+        self._manager = manager
         self._sync = sync
         self._repository = repository
         self.interval_s = interval_s
@@ -275,7 +275,7 @@ class RepositoryPoller:
         """Apply ``changes`` (found in the snapshot ``after``): each model's snapshot is known
         once its own change is applied. A failure is logged and counted; the models it left
         unapplied are compared against their previous snapshot again at the next poll."""
-        lifecycle = self._lifecycle
+        lifecycle = self._manager.lifecycle
         try:
             for name in changes.removed:
                 if name not in lifecycle.models:
@@ -285,8 +285,8 @@ class RepositoryPoller:
                 await asyncio.gather(*(self._remove(entry.name) for entry in wave))
             names = changes.added + changes.reload + list(changes.versions)
             if names and not lifecycle.stopping:
-                await lifecycle.load_models(sorted(names), keep=changes.versions,
-                                            loaded=partial(self._applied, after))
+                await self._manager.load_models(sorted(names), keep=changes.versions,
+                                                loaded=partial(self._applied, after))
         except Exception:
             self._failures += 1
             log.exception("failed to apply model repository changes")
@@ -294,7 +294,7 @@ class RepositoryPoller:
             self._busy.difference_update(changes.models())
 
     async def _remove(self, name: str) -> None:
-        await self._lifecycle.remove_model(name)
+        await self._manager.remove_model(name)
         self._known.pop(name, None)
 
     def _applied(self, after: dict[str, ModelSnapshot], name: str) -> None:

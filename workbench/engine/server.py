@@ -6,9 +6,12 @@ Usage::
         response = await server.infer(request)
 
 The server owns every model, scheduler, thread and task it starts; ``stop()``
-lets queued and executing requests finish before unloading. It is a facade: the models
-live in :class:`~workbench.engine.lifecycle.ModelLifecycle` (``server.lifecycle``, whose
-read API tests and tools use); the shared-memory and settings extensions and config file
+lets queued and executing requests finish before unloading. It is a facade: which models
+load and when is :class:`~workbench.engine.repository_manager.RepositoryManager`'s
+(``server.repository_manager``: the repositories, the load / unload API, the index, the
+poll), how each model's versions load, serve, drain and unload is
+:class:`~workbench.engine.lifecycle.ModelLifecycle`'s (``server.lifecycle``, whose read API
+tests and tools use); the shared-memory and settings extensions and config file
 editing are services the frontends call directly: ``server.shared_memory``
 (:mod:`~workbench.engine.shared_memory_api`), ``server.settings``
 (:mod:`~workbench.engine.settings_api`), ``server.config_files``
@@ -32,6 +35,7 @@ from workbench.engine.config_files import ConfigFileService
 from workbench.engine.lifecycle import ModelLifecycle, entry_reason
 from workbench.engine.metadata import EXTENSIONS, model_metadata, server_metadata
 from workbench.engine.poller import RepositoryPoller
+from workbench.engine.repository_manager import RepositoryManager
 from workbench.engine.rollouts import RolloutService
 from workbench.engine.settings_api import SettingsService
 from workbench.engine.shared_memory import SharedMemoryRegistry
@@ -55,16 +59,19 @@ log = logging.getLogger(__name__)
 
 
 class Server:
-    """The inference engine: a facade over the model lifecycle, the shared-memory registry,
-    the settings and the config-file service; inference and statistics read the lifecycle.
+    """The inference engine: a facade over the repository manager and the model lifecycle,
+    the shared-memory registry, the settings and the config-file service; inference and
+    statistics read the lifecycle.
 
     Args:
         options: server options (model repositories, control mode, ...).
 
     Attributes:
-        lifecycle: the models (:class:`~workbench.engine.lifecycle.ModelLifecycle`); its read
-            API (``models``, ``entry``, ``version_states``, ``retiring``, ``overrides``,
-            ``repository``) is public.
+        lifecycle: the models' versions (:class:`~workbench.engine.lifecycle.ModelLifecycle`);
+            its read API (``models``, ``entry``, ``version_states``, ``retiring``) is public.
+        repository_manager: which models load and when
+            (:class:`~workbench.engine.repository_manager.RepositoryManager`, over
+            ``lifecycle``); its read API (``repository``, ``remotes``, ``overrides``) is public.
         shared_memory: Triton's system and CUDA shared-memory extensions
             (:class:`~workbench.engine.shared_memory_api.SharedMemoryService`): register,
             unregister and status of the regions that inference reads inputs from and writes
@@ -84,6 +91,7 @@ class Server:
     def __init__(self, options: ServerOptions) -> None:
         self.options = options
         self.lifecycle = ModelLifecycle(options)
+        self.repository_manager = RepositoryManager(options, self.lifecycle)
         self._poller: RepositoryPoller | None = None
         self._live = False
         self._regions = SharedMemoryRegistry(options.allow_client_shm)
@@ -91,7 +99,7 @@ class Server:
         self.settings = SettingsService(options, self.lifecycle.is_ready)
         #: which requests the frontends trace (``--trace-config``, the trace extension)
         self.tracer = self.settings.tracer
-        self.config_files = ConfigFileService(self.lifecycle, self.poll_repository)
+        self.config_files = ConfigFileService(self.repository_manager, self.poll_repository)
         self.rollouts = RolloutService(self.lifecycle, self.config_files)
         #: Python models' ``pb_utils.MetricFamily`` families, scraped on ``/metrics``
         self.custom_metrics = CustomMetrics()
@@ -124,21 +132,21 @@ class Server:
                 load all models: '<model>': <reason>; ...").
         """
         self.tracer.open()
-        lifecycle = self.lifecycle
+        manager = self.repository_manager
         try:
-            await lifecycle.open(BackendContext(asyncio.get_running_loop(), self.infer_stream,
+            await manager.open(BackendContext(asyncio.get_running_loop(), self.infer_stream,
                                                 self.custom_metrics, self.load_model,
                                                 self.unload_model, self.model_ready))
         except InvalidArgument as exc:
-            if self.options.exit_on_error or not lifecycle.opened:
+            if self.options.exit_on_error or not manager.opened:
                 raise
             log.error("%s", exc.message)  # Triton: not live, not ready, metadata answers
             return
         if self.options.model_control_mode == "poll":
-            self._poller = RepositoryPoller(lifecycle, lifecycle.repository, self.options.repository_poll_secs,
-                                            lifecycle.sync_remotes if lifecycle.remotes else None)
+            self._poller = RepositoryPoller(manager, manager.repository, self.options.repository_poll_secs,
+                                            manager.sync_remotes if manager.remotes else None)
             await self._poller.baseline()  # changes made while the start-up models load count
-        failed = await lifecycle.load_startup_models()
+        failed = await manager.load_startup_models()
         self._live = True
         for entry in failed:
             log.error("failed to load '%s': %s", entry.name, entry_reason(entry))
@@ -151,14 +159,14 @@ class Server:
 
     async def stop(self) -> None:
         """Refuse new requests, drain in-flight ones, unload every model
-        (:meth:`ModelLifecycle.stop`: ensembles before the models they call). Idempotent.
+        (:meth:`RepositoryManager.stop`: ensembles before the models they call). Idempotent.
         In ``poll`` mode polling stops first (a poll under way finishes; what it loads after
         this call is unloaded again at once)."""
         self.lifecycle.begin_stop()
         if self._poller is not None:
             await self._poller.stop()
         await self.rollouts.close()
-        await self.lifecycle.stop()
+        await self.repository_manager.stop()
         self._regions.close()
         self.tracer.close()
         self._live = False
@@ -323,11 +331,11 @@ class Server:
     def model_readiness(self) -> list[tuple[str, str, bool]]:
         """``(model, version, ready)`` of every model the server knows (loaded, loading,
         failed or unloaded; a model never loaded is not listed), from the repository index
-        rows (:meth:`ModelLifecycle.known_rows`): ``version`` is "" for a model that failed
+        rows (:meth:`RepositoryManager.known_rows`): ``version`` is "" for a model that failed
         before any version loaded (an unloaded one keeps its version rows, UNAVAILABLE);
         ``ready`` is true for ``READY`` rows. Synchronous and cheap: for the readiness metric, read on the loop."""
         return [(row["name"], row.get("version", ""), row.get("state") == "READY")
-                for row in self.lifecycle.known_rows()]
+                for row in self.repository_manager.known_rows()]
 
     def poll_counts(self) -> tuple[int, int] | None:
         """``(polls, failed polls)`` since start in ``poll`` mode (see
@@ -339,18 +347,18 @@ class Server:
 
     # ----------------------------------------------------------------- repository API
     async def repository_index(self, ready: bool = False) -> list[RepositoryIndexRow]:
-        """Triton's repository index: :meth:`ModelLifecycle.index_rows`."""
-        return await self.lifecycle.index_rows(ready)
+        """Triton's repository index: :meth:`RepositoryManager.index_rows`."""
+        return await self.repository_manager.index_rows(ready)
 
     async def load_model(self, name: str, config: str | dict[str, Any] | None = None,
                          files: dict[str, bytes] | None = None) -> None:
-        """Load or hot-reload ``name`` (explicit mode): :meth:`ModelLifecycle.load_model`
+        """Load or hot-reload ``name`` (explicit mode): :meth:`RepositoryManager.load_model`
         (its errors: Unavailable, InvalidArgument, InvalidModelConfig)."""
-        await self.lifecycle.load_model(name, config, files)
+        await self.repository_manager.load_model(name, config, files)
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
-        """Unload ``name`` (explicit mode): :meth:`ModelLifecycle.unload_model`."""
-        await self.lifecycle.unload_model(name, unload_dependents)
+        """Unload ``name`` (explicit mode): :meth:`RepositoryManager.unload_model`."""
+        await self.repository_manager.unload_model(name, unload_dependents)
 
     async def register_model_repository(self, path: str, name_mapping: dict[str, str] | None = None) -> None:
         """Serve one more local model repository (explicit mode; Triton's
@@ -363,7 +371,7 @@ class Server:
                 :meth:`workbench.repository.repository.ModelRepository.register`.
         """
         self._explicit_only("repository registration")
-        self.lifecycle.repository.register(path, dict(name_mapping or {}))
+        self.repository_manager.repository.register(path, dict(name_mapping or {}))
         log.info("Model repository registered: %s", path)
 
     async def unregister_model_repository(self, path: str) -> None:
@@ -375,7 +383,7 @@ class Server:
             InvalidArgument: not a repository of this server.
         """
         self._explicit_only("repository unregistration")
-        self.lifecycle.repository.unregister(path)
+        self.repository_manager.repository.unregister(path)
         log.info("Model repository unregistered: %s", path)
 
     def _explicit_only(self, what: str) -> None:

@@ -45,7 +45,7 @@ class Target(Protocol):
     async def restore(self, name: str, base: ModelConfig) -> None:
         """Load ``name`` again with ``base``, the config it served with before the run: a
         load without ``config`` would keep the last candidate's override while the model's
-        files are unchanged (Triton's repository manager; :mod:`workbench.engine.lifecycle`)."""
+        files are unchanged (Triton's repository manager; :mod:`workbench.engine.repository_manager`)."""
 
     def cpu_seconds(self) -> float | None:
         """CPU seconds the serving process has used (None where it cannot be read)."""
