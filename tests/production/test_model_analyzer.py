@@ -93,7 +93,9 @@ def _check_reports(run: subprocess.CompletedProcess[str], export: Path, model: s
         assert float(row["Throughput (infer/sec)"]) > 0, row
         assert float(row["p99 Latency (ms)"]) > 0, row
         # perf_analyzer's server-side split, from the statistics extension
-        assert float(_column(row, "Server Queue")) >= 0 and float(_column(row, "Server Compute Infer")) > 0, row
+        assert float(_column(row, "Server Queue")) >= 0 and float(_column(row, "Server Compute Infer")) >= 0, row
+    # the CSV has 0.1 ms resolution: digits_mlp's compute (tens of µs a request) may read 0.0 in a row
+    assert any(float(_column(row, "Server Compute Infer")) > 0 for row in rows), rows
     text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", summary.read_text(encoding="utf-8"))))
     recommendation = re.search(r"In \d+ measurements across \d+ configurations, .*?constraints\.", text)
     assert recommendation, text[:2000]

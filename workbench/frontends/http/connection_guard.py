@@ -32,9 +32,11 @@ before gets a reset it must not retry (a POST may have run): a 502. Instead, two
 (:attr:`ConnectionLimits.drain_s`):
 
 * ``workbench serve`` (Triton's ``HTTPServer::Stop``): live connections, idle keep-alive ones
-  included, keep being served, keep-alive as before, until the client closes them, their
-  keep-alive timeout closes them, or ``--exit-timeout-secs`` runs out; then an idle one is
-  closed and a busy one is answered with ``Connection: close``;
+  included, stay open and are served until the client closes them, their keep-alive timeout
+  closes them, or ``--exit-timeout-secs`` runs out (then an idle one is closed); unlike
+  Triton, each response sent during the drain carries ``Connection: close``, so a proxy's
+  pooled connections end after their next request instead of holding the drain (and a
+  rolling restart) for the whole exit timeout;
 * the embedded listener (the Jupyter host, the headless switch): an idle connection stays open
   :data:`DRAIN_IDLE_GRACE_S` more, and every request on a draining connection is answered with
   ``Connection: close``, so clients move to the new listener at once.
@@ -180,18 +182,22 @@ class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
 
     def shutdown(self) -> None:
         """Start this connection's drain (uvicorn calls it for every connection once the
-        listener is closed). With :attr:`ConnectionLimits.drain_s` (Triton's): requests keep
-        being served, keep-alive, for that many seconds (an idle connection's keep-alive
-        timeout still closes it); a connection still open then is closed when idle, after
-        its response when busy. Without: a request in progress, and any that arrives in the
+        listener is closed). With :attr:`ConnectionLimits.drain_s` (Triton's): an idle
+        connection stays open for that many seconds (its keep-alive timeout still closes it)
+        and a request on it is served, answered with ``Connection: close`` (beyond Triton,
+        which keeps it alive: a proxy that keeps sending on its pooled connections would hold
+        the drain for the whole exit timeout); a connection still open then is closed when
+        idle, after its response when busy. Without: a request in progress, and any that arrives in the
         next :data:`DRAIN_IDLE_GRACE_S` seconds, is answered with ``Connection: close``; a
         connection still idle then is closed."""
         drain_s = self.limits.drain_s
+        self._draining = True
         if drain_s is not None:
+            if self.busy() and self.cycle is not None:
+                self.cycle.keep_alive = False  # the request in progress is this connection's last
             if drain_s != float("inf"):
                 self.loop.call_later(drain_s, self._end_drain)
             return
-        self._draining = True
         if self.busy():
             super().shutdown()  # keep_alive off: closed after this response
             return
