@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from workbench import InvalidArgument
+from workbench.frontends.error_boundary import send_json
 from workbench.frontends.http.codec import parse_json_object
 
 if TYPE_CHECKING:
@@ -193,10 +194,7 @@ async def refuse(send: Send, error: BodyTooLarge) -> None:
     protocol ends the connection itself, gracefully, when its request's body is incomplete."""
     error_body = {"message": error.message, "type": "invalid_request_error", "param": None,
                   "code": None} if error.openai else error.message
-    payload = orjson.dumps({"error": error_body})
-    await send({"type": "http.response.start", "status": error.status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
-    await send({"type": "http.response.body", "body": payload})
+    await send_json(send, error.status, orjson.dumps({"error": error_body}))
 
 
 async def route_body(request: Request) -> bytes:
