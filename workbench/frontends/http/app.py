@@ -16,7 +16,7 @@ import re
 import orjson
 from fastapi import APIRouter, FastAPI, Request, Response
 
-from workbench import InvalidArgument, Server, model_config_to_json
+from workbench import InvalidArgument, Server, Unsupported, model_config_to_json
 from workbench.frontends.error_boundary import HttpErrorBoundary, http_exception_handlers
 from workbench.frontends.http.body_limits import BodyLimits, route_body, route_json
 from workbench.frontends.http.codec import parse_json_object
@@ -35,11 +35,6 @@ JSON = "application/json"
 def json_response(payload: object, status: int = 200) -> Response:
     """A JSON response serialized with orjson."""
     return Response(orjson.dumps(payload), status_code=status, media_type=JSON)
-
-
-def error_response(message: str, status: int) -> Response:
-    """Triton's error body: ``{"error": "<message>"}``."""
-    return json_response({"error": message}, status)
 
 
 def create_app(server: Server) -> RequestGuard:
@@ -105,7 +100,7 @@ def _model_routes(server: Server) -> APIRouter:
     async def model_ready(model: str, version: str = "") -> Response:
         if await server.model_ready(model, version):
             return Response(status_code=200)
-        return error_response("Model version not ready", 400)
+        raise InvalidArgument("Model version not ready")  # Triton's 400 and text
 
     @router.get("/v2/models/{model}/config")
     @router.get("/v2/models/{model}/versions/{version}/config")
@@ -173,7 +168,7 @@ def _repository_routes(server: Server) -> APIRouter:
 
     @router.api_route("/v2/repository/{repository}/{rest:path}", methods=["GET", "POST"])
     async def named_repository(repository: str, rest: str) -> Response:
-        return error_response("'repository_name' specification is not supported", 501)
+        raise Unsupported("'repository_name' specification is not supported")  # 501, Triton's
 
     return router
 
