@@ -1,8 +1,8 @@
-"""Bodies of the routes other than infer and generate (frontends/http/body_limits.py), on a
-real uvicorn listener with raw sockets: a body over its route's limit is refused before it is
-read on, announced (``Content-Length``) or chunked, and the connection ends after the answer
-(frontends/http/connection_guard.py: a FIN, the rest dropped for at most the keep-alive
-timeout)."""
+"""Bodies of the routes other than infer and generate (frontends/http/body_limits.py, the one
+body reader of every route), on a real uvicorn listener with raw sockets: a body over its
+route's limit is refused before it is read on, announced (``Content-Length``) or chunked, and
+the connection ends after the answer (frontends/http/connection_guard.py: a FIN, the rest
+dropped for at most the keep-alive timeout)."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ async def test_an_infer_body_refused_for_its_size_closes_the_connection(test_rep
                             http_keepalive_timeout=60.0)
     async with http_listener(options) as clients:
         reader, writer = await clients.connect()
-        # generate reads and drops up to twice the limit before it answers; infer reads nothing
+        # answered at the Content-Length: neither route reads any of the body (one body reader)
         writer.write(head("POST", path, b"content-length: 536870912") + b"{" + b" " * 140_000)
         status, _, error = await answer(reader)
         assert status == 400, error

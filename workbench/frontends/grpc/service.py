@@ -29,7 +29,8 @@ from google.protobuf import json_format
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
-from workbench import DecoupledNotSupported, InvalidArgument, Server, Unsupported, WorkbenchError
+from workbench import InvalidArgument, Server, Unsupported, WorkbenchError
+from workbench.frontends.error_boundary import grpc_failure
 from workbench.frontends.grpc.codec import decode_request, encode_raw_response
 from workbench.frontends.grpc.decoding import resolve
 from workbench.frontends.grpc.decompression import Compressed, Undecodable
@@ -40,13 +41,11 @@ from workbench.frontends.grpc.shared_memory import SharedMemoryServicer
 from workbench.frontends.grpc.shutdown_gate import ShutdownGate, refuse
 from workbench.frontends.grpc.stream import StreamCancelled, StreamFailed, StreamSession
 from workbench.frontends.header_forward import compile_forward_pattern, forwarded_parameters
-from workbench.frontends.status import grpc_status
 from workbench.tracing import RequestTrace
 
 log = logging.getLogger(__name__)
 
 #: Triton's text when a decoupled model does not send exactly one response to ``ModelInfer``
-DECOUPLED_MODEL_INFER = "ModelInfer RPC doesn't support models with decoupled transaction policy"
 
 
 def _sample(server: Server, model: str, context: Context) -> RequestTrace | None:
@@ -217,13 +216,8 @@ class GRPCInferenceService(
             response = encode_raw_response(answer)
             trace.stamp("GRPC_SEND_START", time.monotonic_ns())
             return response
-        except DecoupledNotSupported:
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, DECOUPLED_MODEL_INFER)
-        except WorkbenchError as exc:
-            await context.abort(grpc_status(exc.code), exc.message)
-        except Exception as exc:
-            log.exception("internal error in ModelInfer")
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001  # the error boundary answers (and logs a bug)
+            await context.abort(*grpc_failure(exc, "ModelInfer"))
         raise AssertionError("unreachable: context.abort raises")
 
     async def ModelStreamInfer(
@@ -251,4 +245,4 @@ class GRPCInferenceService(
         except StreamCancelled as exc:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         except StreamFailed as exc:
-            await context.abort(grpc_status(exc.error.code), exc.error.message)
+            await context.abort(*grpc_failure(exc.error, "ModelStreamInfer"))

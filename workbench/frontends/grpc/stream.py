@@ -48,6 +48,7 @@ from typing import TypeAlias
 from tritonclient.grpc import service_pb2 as pb
 
 from workbench import InferenceResponse, Server, WorkbenchError
+from workbench.frontends.error_boundary import failure
 from workbench.frontends.grpc.codec import decode_request, encode_response
 from workbench.tracing import RequestTrace
 
@@ -285,9 +286,8 @@ class StreamSession:
                     self._fail(exc)
                 return
             error = exc.message
-        except Exception as exc:
-            log.exception("internal error in ModelStreamInfer")
-            error = f"internal error: {type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001  # the error boundary's text (it logs the bug)
+            error = failure(exc, "ModelStreamInfer").message
         failed = pb.ModelInferResponse(
             id=message.id, model_name=message.model_name, model_version=message.model_version
         )

@@ -1,8 +1,8 @@
 """``create_app(server)``: the KServe v2 REST API and Triton's extensions over one engine.
 
-Routes are thin: decode -> one ``Server`` call -> encode. Every engine error is
-answered ``{"error": "<message>"}`` with Triton's HTTP status
-(``workbench.frontends.status``).
+Routes are thin: decode -> one ``Server`` call -> encode. Every error is answered by the one
+error boundary (:mod:`workbench.frontends.error_boundary`): ``{"error": "<message>"}`` with
+Triton's HTTP status.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import re
 
 import orjson
 from fastapi import APIRouter, FastAPI, Request, Response
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from workbench import InvalidArgument, Server, WorkbenchError, model_config_to_json
-from workbench.frontends.http.body_limits import BodyLimits
+from workbench import InvalidArgument, Server, Unsupported, model_config_to_json
+from workbench.frontends.error_boundary import HttpErrorBoundary, http_exception_handlers
+from workbench.frontends.http.body_limits import BodyLimits, route_body, route_json
 from workbench.frontends.http.codec import parse_json_object
 from workbench.frontends.http.generate import GeneratePath
 from workbench.frontends.http.guards import RequestGuard
@@ -26,7 +26,6 @@ from workbench.frontends.http.infer_asgi import InferFastPath
 from workbench.frontends.http.rollout_routes import rollout_routes
 from workbench.frontends.http.shared_memory_routes import shared_memory_routes
 from workbench.frontends.openai import openai_routes
-from workbench.frontends.status import http_status
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +35,6 @@ JSON = "application/json"
 def json_response(payload: object, status: int = 200) -> Response:
     """A JSON response serialized with orjson."""
     return Response(orjson.dumps(payload), status_code=status, media_type=JSON)
-
-
-def error_response(message: str, status: int) -> Response:
-    """Triton's error body: ``{"error": "<message>"}``."""
-    return json_response({"error": message}, status)
 
 
 def create_app(server: Server) -> RequestGuard:
@@ -53,16 +47,10 @@ def create_app(server: Server) -> RequestGuard:
     :class:`BodyLimits` (each route's body bounded, refused before it is read on).
     The app does not start or stop the engine: its host does.
     """
-    app = FastAPI(title="Model Serving Workbench", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="Model Serving Workbench", docs_url=None, redoc_url=None, openapi_url=None,
+                  exception_handlers=http_exception_handlers())
+    app.add_middleware(HttpErrorBoundary)  # any other exception: 500 in Triton's shape
     app.state.server = server
-
-    @app.exception_handler(WorkbenchError)
-    async def _engine_error(_: Request, exc: WorkbenchError) -> Response:
-        return error_response(exc.message, http_status(exc.code))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> Response:
-        return error_response(str(exc.detail), exc.status_code)
 
     app.include_router(_health_routes(server))
     app.include_router(_model_routes(server))
@@ -112,7 +100,7 @@ def _model_routes(server: Server) -> APIRouter:
     async def model_ready(model: str, version: str = "") -> Response:
         if await server.model_ready(model, version):
             return Response(status_code=200)
-        return error_response("Model version not ready", 400)
+        raise InvalidArgument("Model version not ready")  # Triton's 400 and text
 
     @router.get("/v2/models/{model}/config")
     @router.get("/v2/models/{model}/versions/{version}/config")
@@ -142,7 +130,7 @@ def _repository_routes(server: Server) -> APIRouter:
             InvalidArgument: ``ready`` is not a JSON boolean ("Invalid value for 'ready':
                 expected a boolean", Triton's text).
         """
-        body = await request.body()
+        body = await route_body(request)
         try:
             ready = (parse_json_object(body) if body.strip() else {}).get("ready", False)
         except InvalidArgument:
@@ -160,8 +148,7 @@ def _repository_routes(server: Server) -> APIRouter:
         """Load (explicit mode): ``config`` (a JSON string) and ``file:<path>`` parameters
         (base64-encoded file contents, Triton's repository extension). The body is bounded
         by ``--http-max-input-size``, as Triton's (:class:`BodyLimits`)."""
-        body = await request.body()
-        params = _parameters(parse_json_object(body) if body.strip() else {})
+        params = _parameters(await route_json(request))
         config = params.get("config")
         if config is not None and not isinstance(config, str):
             raise InvalidArgument("Config parameter 'config' must have string type for its value")
@@ -172,7 +159,7 @@ def _repository_routes(server: Server) -> APIRouter:
 
     @router.post("/v2/repository/models/{model}/unload")
     async def unload(request: Request, model: str) -> Response:
-        dependents = _parameters(await _json_body(request)).get("unload_dependents", False)
+        dependents = _parameters(await route_json(request)).get("unload_dependents", False)
         if not isinstance(dependents, bool):
             raise InvalidArgument("Unable to parse 'unload_dependents': attempt to access JSON "
                                   "non-boolean as boolean")
@@ -181,7 +168,7 @@ def _repository_routes(server: Server) -> APIRouter:
 
     @router.api_route("/v2/repository/{repository}/{rest:path}", methods=["GET", "POST"])
     async def named_repository(repository: str, rest: str) -> Response:
-        return error_response("'repository_name' specification is not supported", 501)
+        raise Unsupported("'repository_name' specification is not supported")  # 501, Triton's
 
     return router
 
@@ -196,7 +183,7 @@ def _settings_routes(server: Server) -> APIRouter:
 
     @router.post("/v2/logging")
     async def update_logging(request: Request) -> Response:
-        return json_response(await server.settings.update_log_settings(await _json_body(request)))
+        return json_response(await server.settings.update_log_settings(await route_json(request)))
 
     @router.get("/v2/trace/setting")
     @router.get("/v2/models/{model}/trace/setting")
@@ -206,7 +193,7 @@ def _settings_routes(server: Server) -> APIRouter:
     @router.post("/v2/trace/setting")
     @router.post("/v2/models/{model}/trace/setting")
     async def update_trace(request: Request, model: str | None = None) -> Response:
-        return json_response(await server.settings.update_trace_settings(await _json_body(request), model))
+        return json_response(await server.settings.update_trace_settings(await route_json(request), model))
 
     return router
 
@@ -248,8 +235,3 @@ def _parameters(body: dict) -> dict:
     if not isinstance(params, dict):
         raise InvalidArgument("Unable to parse 'parameters': attempt to access JSON non-object as object")
     return params
-
-
-async def _json_body(request: Request) -> dict:
-    body = await request.body()
-    return parse_json_object(body) if body.strip() else {}

@@ -1,9 +1,29 @@
-"""Request bodies of the v2 routes other than infer and generate: a limit per route, refused early.
+"""The one request-body reader of every HTTP edge, and its one size-limit behaviour.
 
-Starlette's ``Request.body()`` buffers whatever arrives, and a route that never reads its body
-(``GET /v2/health/live``, a 405) leaves uvicorn to read and drop all of it after the answer on
-a keep-alive connection. :class:`BodyLimits`, in front of the FastAPI app, gives each route a
-limit that fits it:
+Every body a workbench edge reads goes through this module (``tests/test_layers.py`` checks
+that no other module calls ``Request.body()`` / ``.stream()`` or reads ASGI ``more_body``):
+
+* :func:`read_within` reads an ASGI request's body: the infer path
+  (:class:`~workbench.frontends.http.infer_asgi.InferFastPath`), the generate path
+  (:class:`~workbench.frontends.http.generate.GeneratePath`) and :class:`BodyLimits`, in front
+  of every FastAPI route (v2, OpenAI-compatible), each with its route's limit and refusal;
+* :func:`route_body` / :func:`route_json` hand a FastAPI route the body :class:`BodyLimits`
+  already read and bounded;
+* :func:`received_body` bounds a body its server read whole before the handler ran (tornado,
+  for the Jupyter extension's REST API).
+
+The behaviour, the same at every edge: a body over its limit is refused with the route's
+Triton text (Triton's ``EVBufferToJson`` "request JSON size of N bytes exceeds the maximum
+allowed input size of M bytes. Use --http-max-input-size to increase the limit.", 400, where
+the route has no text of its own), before any of it is read when ``Content-Length`` announces
+it, else as soon as the bytes read pass the limit; the connection then ends after the answer,
+the rest of the body unread. Beyond Triton, whose HTTP server reads any body whole before it
+checks its size: a client cannot make the server read (or hold) more than the limit.
+
+Starlette's ``Request.body()`` alone buffers whatever arrives, and a route that never reads its
+body (``GET /v2/health/live``, a 405) leaves uvicorn to read and drop all of it after the answer
+on a keep-alive connection. :class:`BodyLimits`, in front of the FastAPI app, gives each route
+a limit that fits it:
 
 * ``POST /v2/repository/models/{m}/load``: ``--http-max-input-size`` (64 MiB; its ``file:``
   parameters carry base64 model files), answered as Triton answers it: 400 "request JSON size
@@ -18,24 +38,27 @@ limit that fits it:
   frontend answers it: 413 "Request size of N bytes exceeds the maximum allowed input size of
   M bytes. Use --http-max-input-size to increase the limit." in OpenAI's error shape.
 
-A body over its limit is refused before any of it is read when ``Content-Length`` announces
-it, else (chunked) as soon as the bytes read pass the limit; the connection ends after the
-answer, the rest of the body unread (the protocol's lingering close:
-:meth:`~workbench.frontends.http.connection_guard.GuardedHttpToolsProtocol._linger`). A body within
+The connection ends after an early answer by the protocol's lingering close
+(:meth:`~workbench.frontends.http.connection_guard.GuardedHttpToolsProtocol._linger`). A body within
 its limit is read whole before the route runs and handed to it as one message. Requests
 without a body (no ``Content-Length`` or ``Transfer-Encoding``, or a length of 0) pass
-untouched. The infer and generate routes bound their own bodies
-(:class:`~workbench.frontends.http.infer_asgi.InferFastPath`,
-:class:`~workbench.frontends.http.generate.GeneratePath`).
+untouched.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+from workbench import InvalidArgument
+from workbench.frontends.error_boundary import send_json
+from workbench.frontends.http.codec import parse_json_object
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -59,12 +82,23 @@ class BodyTooLarge(Exception):
         self.openai = openai
 
 
+def json_too_large_text(size: int, limit: int) -> str:
+    """Triton's text for a JSON body over ``--http-max-input-size`` (``EVBufferToJson``)."""
+    return (f"request JSON size of {size} bytes exceeds the maximum allowed input size of "
+            f"{limit} bytes. Use --http-max-input-size to increase the limit.")
+
+
+def json_too_large(size: int, limit: int) -> InvalidArgument:
+    """Triton's refusal (400) of a JSON body over ``--http-max-input-size``, as the engine error
+    the edge's error boundary answers (``size``: the Content-Length, or the bytes read of a
+    chunked body)."""
+    return InvalidArgument(json_too_large_text(size, limit))
+
+
 def load_too_large(size: int, limit: int) -> BodyTooLarge:
     """Triton's answer to a load body over ``--http-max-input-size`` (400, its text; ``size``:
     the Content-Length, or the bytes read of a chunked body)."""
-    return BodyTooLarge(400, f"request JSON size of {size} bytes exceeds the maximum allowed "
-                             f"input size of {limit} bytes. Use --http-max-input-size to "
-                             "increase the limit.")
+    return BodyTooLarge(400, json_too_large_text(size, limit))
 
 
 def openai_too_large(size: int, limit: int) -> BodyTooLarge:
@@ -160,10 +194,38 @@ async def refuse(send: Send, error: BodyTooLarge) -> None:
     protocol ends the connection itself, gracefully, when its request's body is incomplete."""
     error_body = {"message": error.message, "type": "invalid_request_error", "param": None,
                   "code": None} if error.openai else error.message
-    payload = orjson.dumps({"error": error_body})
-    await send({"type": "http.response.start", "status": error.status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
-    await send({"type": "http.response.body", "body": payload})
+    await send_json(send, error.status, orjson.dumps({"error": error_body}))
+
+
+async def route_body(request: Request) -> bytes:
+    """A FastAPI route's request body: read and bounded by :class:`BodyLimits` in front of the
+    app, so this only takes the one message it replays."""
+    return await request.body()
+
+
+async def route_json(request: Request) -> dict:
+    """A FastAPI route's request body as a JSON object ({} when empty or blank).
+
+    Raises:
+        InvalidArgument: not a JSON object (:func:`~workbench.frontends.http.codec.parse_json_object`).
+    """
+    body = await request.body()
+    return parse_json_object(body) if body.strip() else {}
+
+
+def received_body(request: Any, limit: int,
+                   refusal: Callable[[int, int], Exception] = json_too_large) -> bytes:
+    """The body of a request its server already read whole (a tornado ``HTTPServerRequest``:
+    tornado reads a handler's body before the handler runs, up to its own ``max_body_size``),
+    held to ``limit`` bytes as :func:`read_within` holds one it reads.
+
+    Raises:
+        Exception: ``refusal(len(body), limit)`` when it is over the limit.
+    """
+    body: bytes = request.body
+    if len(body) > limit:
+        raise refusal(len(body), limit)
+    return body
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -177,5 +239,6 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-__all__ = ["LOAD_PATH", "OPENAI_PATH", "BodyLimits", "BodyTooLarge", "body_length",
-           "control_too_large", "load_too_large", "openai_too_large", "read_within", "refuse"]
+__all__ = ["LOAD_PATH", "OPENAI_PATH", "BodyLimits", "BodyTooLarge", "body_length", "control_too_large",
+           "json_too_large", "json_too_large_text", "load_too_large", "openai_too_large", "read_within",
+           "received_body", "refuse", "route_body", "route_json"]

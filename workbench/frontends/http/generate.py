@@ -45,7 +45,9 @@ from urllib.parse import unquote
 
 import orjson
 
-from workbench import InferenceResponse, InvalidArgument, Server, WorkbenchError
+from workbench import InferenceRequest, InferenceResponse, InvalidArgument, Server
+from workbench.frontends.error_boundary import failure, http_failure
+from workbench.frontends.http.body_limits import body_length, json_too_large, read_within
 from workbench.frontends.http.generate_mapping import (
     generate_request,
     generate_response,
@@ -59,7 +61,6 @@ from workbench.frontends.http.infer_asgi import (
     Send,
     header_carrier,
 )
-from workbench.frontends.status import http_status
 from workbench.tracing import RequestTrace
 
 log = logging.getLogger(__name__)
@@ -114,25 +115,30 @@ class GeneratePath:
                      streaming: bool, trace: RequestTrace | None) -> None:
         try:
             request = await self._request(scope, receive, model, version, trace)
-        except WorkbenchError as exc:
-            await _respond_json(send, http_status(exc.code), {"error": exc.message}, trace)
+        except Exception as exc:  # noqa: BLE001  # refused before it ran: the error boundary answers (and logs a bug)
+            await _respond_failure(send, *http_failure(exc, scope["path"]), trace)
+            return
+        if request is None:  # the client left before its body arrived: nobody to answer
             return
         request.trace = trace
         async with DisconnectWatch(receive, scope):  # a client gone: nobody to answer, the rest dropped
             if streaming:
-                await self._stream(request, send, trace)
+                await self._stream(request, send, trace, scope["path"])
             else:
-                await self._one(request, send, trace)
+                await self._one(request, send, trace, scope["path"])
 
     async def _request(self, scope: Scope, receive: Receive, model: str, version: str,
-                       trace: RequestTrace | None):
-        """The engine request of the body (Triton's order: the model's metadata first)."""
+                       trace: RequestTrace | None) -> InferenceRequest | None:
+        """The engine request of the body (Triton's order: the model's metadata first); None
+        when the client left before its body arrived."""
         metadata = await self.server.model_metadata(model, version)
         headers = dict(scope["headers"])
         encoding = headers.get(b"content-encoding", b"identity").decode("latin-1").strip().lower()
         if encoding not in ("", "identity"):
             raise InvalidArgument("Unsupported content-encoding, only 'identity' is supported.")
-        body = await _read_body(receive, self.limit, headers.get(b"content-length"))
+        body = await read_within(receive, self.limit, body_length(scope), json_too_large)
+        if body is None:
+            return None
         if trace is not None:
             trace.stamp("HTTP_RECV_END", time.monotonic_ns())
         if len(body) >= _OFFLOAD_BYTES:
@@ -142,7 +148,8 @@ class GeneratePath:
         max_input = self.server.options.http_max_input_size
         return generate_request(members, model, version, metadata["inputs"], max_input)
 
-    async def _one(self, request, send: Send, trace: RequestTrace | None) -> None:
+    async def _one(self, request: InferenceRequest, send: Send, trace: RequestTrace | None,
+                   where: str) -> None:
         """``/generate``: exactly one response, as one JSON object."""
         answers: list[InferenceResponse] = []
         try:
@@ -151,15 +158,16 @@ class GeneratePath:
                     _response_complete(trace)
                     if _is_response(response):
                         answers.append(response)
-        except WorkbenchError as exc:
-            await _respond_json(send, http_status(exc.code), {"error": exc.message}, trace)
+        except Exception as exc:  # noqa: BLE001  # the error boundary answers (and logs a bug)
+            await _respond_failure(send, *http_failure(exc, where), trace)
             return
         if len(answers) != 1:
             await _respond_json(send, 501, {"error": ONE_RESPONSE}, trace)
             return
         await _respond_json(send, 200, generate_response(answers[0]), trace)
 
-    async def _stream(self, request, send: Send, trace: RequestTrace | None) -> None:
+    async def _stream(self, request: InferenceRequest, send: Send, trace: RequestTrace | None,
+                      where: str) -> None:
         """``/generate_stream``: one SSE event per response, as it arrives."""
         started = False
         try:
@@ -171,12 +179,13 @@ class GeneratePath:
                     status = None if started else 200
                     started = True
                     await _send_event(send, status, generate_response(response), trace)
-        except WorkbenchError as exc:
-            status = http_status(exc.code)
-            if not started and status < 500:  # refused before it ran (Triton's error_callback)
-                await _respond_json(send, status, {"error": exc.message}, trace)
+        except Exception as exc:  # noqa: BLE001  # the error boundary answers (and logs a bug)
+            error = failure(exc, where)
+            if not started and error.http_status < 500:  # refused before it ran (Triton's error_callback)
+                await _respond_json(send, error.http_status, {"error": error.message}, trace)
                 return
-            await _send_event(send, None if started else status, {"error": exc.message}, trace)
+            await _send_event(send, None if started else error.http_status, {"error": error.message},
+                              trace)
             started = True
         if not started:  # no response at all: an empty event stream
             await send({"type": "http.response.start", "status": 200, "headers": _SSE})
@@ -199,43 +208,6 @@ def _event(payload: dict[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
-async def _read_body(receive: Receive, limit: int, declared: bytes | None) -> bytes:
-    """The request body, at most ``limit`` bytes.
-
-    Raises:
-        InvalidArgument: Triton's "request JSON size of N bytes exceeds the maximum allowed
-            input size of M bytes. Use --http-max-input-size to increase the limit." (N: the
-            Content-Length, or the bytes read of a chunked body). The rest of a body over the
-            limit is read and dropped, so that the client, which is still sending it, reads
-            the answer instead of a reset connection (up to twice the limit).
-    """
-    size, chunks, too_big = 0, [], None
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        too_big = int(declared)
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise InvalidArgument("client disconnected before the request body arrived")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if too_big is None and size > limit:
-            too_big = size
-        if too_big is not None and size > 2 * limit:
-            break  # past twice the limit: stop reading (the connection is closed)
-        if too_big is None:
-            chunks.append(chunk)
-        else:
-            chunks.clear()
-        if not message.get("more_body", False):
-            break
-    if too_big is not None:
-        raise InvalidArgument(
-            f"request JSON size of {too_big} bytes exceeds the maximum allowed input size of "
-            f"{limit} bytes. Use --http-max-input-size to increase the limit."
-        )
-    return b"".join(chunks)
-
-
 async def _send_event(send: Send, status: int | None, payload: dict[str, Any],
                       trace: RequestTrace | None) -> None:
     """One SSE event (after the response start with ``status``, when given), between
@@ -251,7 +223,12 @@ async def _send_event(send: Send, status: int | None, payload: dict[str, Any],
 
 async def _respond_json(send: Send, status: int, payload: dict,
                         trace: RequestTrace | None = None) -> None:
-    body = orjson.dumps(payload)
+    await _respond_failure(send, status, orjson.dumps(payload), trace)
+
+
+async def _respond_failure(send: Send, status: int, body: bytes, trace: RequestTrace | None) -> None:
+    """A complete JSON response (``body``), between ``HTTP_SEND_START`` and ``HTTP_SEND_END``
+    when traced."""
     if trace is not None:
         trace.stamp("HTTP_SEND_START", time.monotonic_ns())
     await send({"type": "http.response.start", "status": status,

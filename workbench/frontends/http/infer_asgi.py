@@ -30,11 +30,10 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import unquote
 
-import orjson
-
-from workbench import DecoupledNotSupported, InvalidArgument, Server, WorkbenchError
+from workbench import InvalidArgument, Server
+from workbench.frontends.error_boundary import http_failure
 from workbench.frontends.header_forward import compile_forward_pattern, forwarded_parameters
-from workbench.frontends.http.body_limits import read_within
+from workbench.frontends.http.body_limits import json_too_large, read_within
 from workbench.frontends.http.codec import (
     HEADER_LENGTH,
     decode_request,
@@ -58,7 +57,6 @@ from workbench.frontends.http.large_bodies import (
 )
 from workbench.frontends.http.protocol import DISCONNECT_EXTENSION, sent_headers
 from workbench.frontends.http.raw_binary import raw_binary_request
-from workbench.frontends.status import http_status
 from workbench.tracing import RequestTrace
 
 Scope = MutableMapping[str, Any]
@@ -67,9 +65,6 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 log = logging.getLogger(__name__)
-
-#: Triton's text (HTTP 501) when a decoupled model does not send exactly one response
-DECOUPLED_HTTP = "HTTP end point doesn't support models with decoupled transaction policy"
 
 INFER_PATH = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 _HEADER_LENGTH = HEADER_LENGTH.encode()
@@ -120,9 +115,11 @@ class InferFastPath:
         try:
             header_length, content_encoding, accept_encoding, declared = _headers(scope)
             compressed = content_encoding is not None and request_encoding(content_encoding)
+            limit, refusal = self._body_limit(header_length, bool(compressed))
+            if declared is not None and declared > limit:  # Triton's limit and text come first
+                raise refusal(declared, limit)
             if declared is not None and not compressed:  # refused before the body is read
                 check_json_size(json_part_size(header_length, declared), self.json_limit)
-            limit, refusal = self._body_limit(header_length, bool(compressed))
             body = await read_within(receive, limit, declared, refusal)
             if body is None:
                 raise InvalidArgument("client disconnected before the request body arrived")
@@ -166,15 +163,9 @@ class InferFastPath:
             encoding = response_encoding(accept_encoding) if accept_encoding else None
             if encoding is not None:
                 chunks = [await compress(b"".join(chunks), encoding)]
-        except WorkbenchError as exc:
-            message = DECOUPLED_HTTP if isinstance(exc, DecoupledNotSupported) else exc.message
-            payload = orjson.dumps({"error": message})
-            await _respond_traced(send, http_status(exc.code), _JSON, payload, trace)
-            return trace
-        except Exception as exc:  # a bug must still answer in the protocol's error shape
-            log.exception("internal error while serving %s", scope["path"])
-            payload = orjson.dumps({"error": f"internal error: {type(exc).__name__}: {exc}"})
-            await _respond_traced(send, 500, _JSON, payload, trace)
+        except Exception as exc:  # noqa: BLE001  # engine errors and bugs alike: the error boundary (it logs a bug)
+            status, payload = http_failure(exc, scope["path"])
+            await _respond_traced(send, status, _JSON, payload, trace)
             return trace
         headers = _JSON
         if json_length is not None:
@@ -198,12 +189,14 @@ class InferFastPath:
             InvalidArgument: the announced JSON header is over ``--http-max-input-size``.
         """
         json_length = _header_length(header_length)
-        if compressed or json_length is None:
-            return self.limit, _too_large
+        if compressed:
+            return self.limit, _compressed_too_large
+        if json_length is None:  # a JSON body: Triton's EVBufferToJson refusal
+            return self.limit, json_too_large
         if json_length == 0:
             return self.limit, _raw_too_large
         if json_length > self.limit:
-            raise _json_too_large(json_length, self.limit)
+            raise json_too_large(json_length, self.limit)
         return json_length + self.binary_limit, _binary_too_large(json_length)
 
 
@@ -273,13 +266,6 @@ def _header_length(value: str | None) -> int | None:
     return int(value)
 
 
-def _json_too_large(size: int, limit: int) -> InvalidArgument:
-    return InvalidArgument(
-        f"request JSON size of {size} bytes exceeds the maximum allowed input size of {limit} "
-        "bytes. Use --http-max-input-size to increase the limit."
-    )
-
-
 def _raw_too_large(size: int, limit: int) -> InvalidArgument:
     return InvalidArgument(
         f"Raw input has a byte_size ({size} bytes) that exceeds the maximum allowed value of "
@@ -320,7 +306,7 @@ def _headers(scope: Scope) -> tuple[str | None, str | None, str | None, int | No
     return length, content, accept, declared
 
 
-def _too_large(size: int, limit: int) -> InvalidArgument:
+def _compressed_too_large(size: int, limit: int) -> InvalidArgument:
     return InvalidArgument(
         f"request size {size} exceeds the maximum allowed input size of {limit}. "
         "Use --http-max-input-size to increase the limit."

@@ -20,7 +20,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 
 from workbench import Server
-from workbench.frontends.http.codec import parse_json_object
+from workbench.frontends.http.body_limits import route_json
 from workbench.frontends.rollout_body import PROMOTE_FIELDS, ROLLOUT_FIELDS, checked_fields
 
 
@@ -35,7 +35,7 @@ def rollout_routes(server: Server) -> APIRouter:
 
     @router.post(base)
     async def set_rollout(request: Request, model: str) -> Response:
-        body = checked_fields(await _body(request), ROLLOUT_FIELDS)
+        body = checked_fields(await route_json(request), ROLLOUT_FIELDS)
         return json_response(await server.rollouts.set(model, **body))
 
     @router.delete(base)
@@ -45,7 +45,7 @@ def rollout_routes(server: Server) -> APIRouter:
 
     @router.post(f"{base}/promote")
     async def promote(request: Request, model: str) -> Response:
-        body = checked_fields(await _body(request), PROMOTE_FIELDS)
+        body = checked_fields(await route_json(request), PROMOTE_FIELDS)
         return json_response(await server.rollouts.promote(model, body.get("version")))
 
     @router.post(f"{base}/rollback")
@@ -57,11 +57,6 @@ def rollout_routes(server: Server) -> APIRouter:
 
 def json_response(payload: object) -> Response:
     return Response(orjson.dumps(payload), status_code=200, media_type="application/json")
-
-
-async def _body(request: Request) -> dict:
-    body = await request.body()
-    return parse_json_object(body) if body.strip() else {}
 
 
 __all__ = ["rollout_routes"]

@@ -18,7 +18,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 
 from workbench import InvalidArgument, Server
-from workbench.frontends.http.codec import parse_json_object
+from workbench.frontends.http.body_limits import route_json
 
 JSON = "application/json"
 
@@ -83,8 +83,7 @@ def _status_and_unregister(router: APIRouter, prefix: str, status, unregister) -
 async def _register_body(request: Request, name: str, kind: str) -> dict:
     if not name:
         raise InvalidArgument(f"'region name' is necessary to register {kind} shared memory region")
-    body = await request.body()
-    return parse_json_object(body) if body.strip() else {}
+    return await route_json(request)
 
 
 def _required(body: dict, field: str) -> object:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from workbench import InferenceRequest, InferenceResponse, RequestedOutput, Server, Tensor, WorkbenchError
+from workbench import InferenceRequest, InferenceResponse, RequestedOutput, Server, Tensor
 from workbench.frontends.openai.errors import OpenAIError, as_openai_error, error_payload
 from workbench.frontends.openai.model_kinds import TextModel, model_config, text_model
 from workbench.frontends.openai.requests import optional, required_string
@@ -215,8 +215,8 @@ class CompletionRun:
                                                  _finish(job, count))], None))
             if job.include_usage:
                 yield _event(_envelope(job, [], await self._usage(count)))
-        except WorkbenchError as exc:
-            error = as_openai_error(exc)
+        except Exception as exc:  # noqa: BLE001  # the error boundary's answer, as the stream's last event
+            error = as_openai_error(exc, "a /v1 completion stream")
             yield _event(error_payload(error.message, error.status, error.param, error.code))
         finally:
             await pieces.aclose()  # type: ignore[attr-defined]

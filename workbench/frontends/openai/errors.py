@@ -4,7 +4,9 @@ Triton's OpenAI frontend answers errors as FastAPI's ``{"detail": "..."}``; the 
 answers OpenAI's shape (what the ``openai`` client parses into ``APIError.message`` /
 ``.code`` / ``.param``) with Triton's texts and status codes: 400 for a client error
 (unknown model on a POST, bad input), 404 for an unknown model on ``GET /v1/models/{m}``,
-500 for a server error; engine errors keep their v2 status (``workbench.frontends.status``).
+500 for a server error; engine errors keep their v2 status and any other exception (a bug) is
+500 "internal error: ...", both from the one error boundary
+(:func:`workbench.frontends.error_boundary.failure`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,7 @@ import orjson
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
-from workbench import WorkbenchError
-from workbench.frontends.status import http_status
+from workbench.frontends.error_boundary import failure
 
 
 class OpenAIError(Exception):
@@ -55,25 +56,25 @@ def error_payload(message: str, status: int, param: str | None = None,
     return {"error": {"message": message, "type": error_type(status), "param": param, "code": code}}
 
 
-def as_openai_error(exc: Exception) -> OpenAIError:
-    """An engine error (its v2 status and text) or an :class:`OpenAIError` as the latter."""
+def as_openai_error(exc: Exception, where: str = "a /v1 request") -> OpenAIError:
+    """An :class:`OpenAIError` as it is; any other exception as the error boundary answers it
+    (an engine error: its v2 status and text; a bug: 500, logged)."""
     if isinstance(exc, OpenAIError):
         return exc
-    if isinstance(exc, WorkbenchError):
-        return OpenAIError(exc.message, http_status(exc.code))
-    raise exc
+    answer = failure(exc, where)
+    return OpenAIError(answer.message, answer.http_status)
 
 
-def error_response(exc: Exception) -> Response:
-    """The JSON response of an :class:`OpenAIError` or engine error."""
-    error = as_openai_error(exc)
+def error_response(exc: Exception, where: str = "a /v1 request") -> Response:
+    """The JSON response of an :class:`OpenAIError`, engine error or bug."""
+    error = as_openai_error(exc, where)
     body = orjson.dumps(error_payload(error.message, error.status, error.param, error.code))
     return Response(body, status_code=error.status, media_type="application/json")
 
 
 class OpenAIRoute(APIRoute):
-    """A FastAPI route whose :class:`OpenAIError` and engine errors are answered in OpenAI's
-    shape (the v2 app's exception handlers answer Triton's ``{"error": "<text>"}``)."""
+    """A FastAPI route whose every error (:class:`OpenAIError`, engine errors, bugs) is answered
+    in OpenAI's shape (the v2 app's exception handlers answer Triton's ``{"error": "<text>"}``)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -81,8 +82,8 @@ class OpenAIRoute(APIRoute):
         async def answer(request: Request) -> Response:
             try:
                 return await handler(request)
-            except (OpenAIError, WorkbenchError) as exc:
-                return error_response(exc)
+            except Exception as exc:  # noqa: BLE001  # the error boundary answers (and logs a bug)
+                return error_response(exc, request.url.path)
 
         return answer
 

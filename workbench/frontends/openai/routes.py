@@ -20,6 +20,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from workbench import Server
+from workbench.frontends.http.body_limits import route_body
 from workbench.frontends.openai.completions import prepare
 from workbench.frontends.openai.embeddings import create_embeddings
 from workbench.frontends.openai.errors import OpenAIError, OpenAIRoute, unknown_model
@@ -90,10 +91,10 @@ def openai_routes(server: Server) -> APIRouter:
 
     @router.post("/v1/embeddings")
     async def embeddings(request: Request) -> Response:
-        return _json(await create_embeddings(server, counters, parse_body(await request.body())))
+        return _json(await create_embeddings(server, counters, parse_body(await route_body(request))))
 
     async def completion(request: Request, chat: bool) -> Response:
-        run = await prepare(server, counters, parse_body(await request.body()), chat)
+        run = await prepare(server, counters, parse_body(await route_body(request)), chat)
         if not run.job.stream:
             return _json(await run.answer())
         pieces, first = await run.first_piece()

@@ -2,9 +2,13 @@
 XSRF and CORS rules, JSON errors) plus the engine error translation.
 
 An engine error (:class:`~workbench.WorkbenchError`) raised by a handler is answered with
-the HTTP status of its Triton status code, from the table the v2 HTTP frontend uses
-(:mod:`workbench.frontends.status`: NOT_FOUND 404, UNAVAILABLE 503, INVALID_ARG 400, ...),
-and Jupyter's JSON error body: ``{"message": "<engine message>", "reason": "<code>"}``.
+the HTTP status of its Triton status code by the error boundary every edge uses
+(:func:`workbench.frontends.error_boundary.failure`: NOT_FOUND 404, UNAVAILABLE 503,
+INVALID_ARG 400, ...), and Jupyter's JSON error body: ``{"message": "<engine message>",
+"reason": "<code>"}``. A request body is held to ``--http-max-input-size`` by the one body
+reader (:func:`workbench.frontends.http.body_limits.received_body`): over it, 400 with Triton's
+"request JSON size of N bytes exceeds the maximum allowed input size of M bytes. Use
+--http-max-input-size to increase the limit.", as the v2 load route answers.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from typing import Any
 from jupyter_server.base.handlers import APIHandler
 
 from workbench import InvalidArgument, Server, WorkbenchError
-from workbench.frontends.status import http_status
+from workbench.frontends.error_boundary import failure
+from workbench.frontends.http.body_limits import received_body
 from workbench.jupyter.host import EngineHost
 from workbench.switches import parse_switch
 
@@ -47,15 +52,18 @@ class WorkbenchHandler(APIHandler):
         return self.host.engine()
 
     def json_body(self) -> dict[str, Any]:
-        """The request body as a JSON object ({} when empty).
+        """The request body as a JSON object ({} when empty), at most ``--http-max-input-size``
+        bytes (tornado read it whole before the handler ran, up to Jupyter's
+        ``max_body_size``).
 
         Raises:
-            InvalidArgument: the body is not a JSON object (400).
+            InvalidArgument: the body is over the limit, or not a JSON object (400).
         """
-        if not self.request.body:
+        raw = received_body(self.request, self.engine().options.http_max_input_size)
+        if not raw:
             return {}
         try:
-            body = json.loads(self.request.body)
+            body = json.loads(raw)
         except (UnicodeDecodeError, ValueError) as exc:
             raise InvalidArgument(f"request body is not valid JSON: {exc}") from None
         if not isinstance(body, dict):
@@ -84,7 +92,7 @@ class WorkbenchHandler(APIHandler):
         """Finish with the engine error's status (or ``status``) and Jupyter's error body
         (plus ``extra``)."""
         self.reply({"message": error.message, "reason": error.code.value, **extra},
-                   status or http_status(error.code))
+                   status or failure(error).http_status)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc_info = kwargs.get("exc_info")
