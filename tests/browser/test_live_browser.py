@@ -19,6 +19,7 @@ from tests.browser.browser_support import (
     FIND_JS,
     PATIENCE_S,
     Dashboard,
+    doc_image,
     run_all_cells_until,
     write_dashboard_notebook,
 )
@@ -103,6 +104,8 @@ def check_traffic_then_idle(page, scope, key: str, start, stop, shots: Path, pre
                                timeout=WAIT_MS)
         check_traffic_shows(page, scope)
         page.screenshot(path=shots / f"{prefix}-2-traffic.png", full_page=True)
+        if prefix == "hosted":
+            doc_image(page, "Live")
     finally:
         stop()
     scope.get_by_text(f"{key}: no traffic for").first.wait_for(timeout=WAIT_MS)
