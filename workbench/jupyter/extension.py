@@ -24,6 +24,7 @@ from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, v
 
 from workbench import ServerOptions
 from workbench.jupyter.host import EngineHost
+from workbench.jupyter.process_exit import exit_at_once_after
 from workbench.jupyter.routes import workbench_handlers
 from workbench.restrictions import CATEGORIES, GRPC_KEY_PREFIX, restriction_value
 
@@ -101,6 +102,10 @@ class Workbench(ExtensionApp):
     dashboard_session_linger_s = Float(15.0, help=(
         "Seconds a dashboard session lives on once its browser tab is gone (closed, or "
         "disconnected); then it is destroyed and stops watching the engine.")).tag(config=True)
+    exit_at_once = Bool(True, help=(
+        "When the Jupyter server stops (a signal, POST /api/shutdown), end the process as "
+        "soon as Jupyter's shutdown is over, without the interpreter's finalization (the "
+        "frameworks' destructors: 12-28 s with the sample models). Beyond Triton.")).tag(config=True)
     server_options = Dict(help=(
         "Any other engine option, by its ServerOptions name, e.g. "
         "{'response_cache_byte_size': 1048576, 'exit_timeout_secs': 10}.")).tag(config=True)
@@ -214,6 +219,8 @@ class Workbench(ExtensionApp):
         finally:
             if self.host is not None:
                 await self.host.stop()
+            if self.exit_at_once:
+                exit_at_once_after(self.serverapp)
 
 
 def _log_to(jupyter_log: logging.Logger | None) -> None:
