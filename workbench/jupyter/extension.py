@@ -24,9 +24,10 @@ from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, v
 
 from workbench import ServerOptions
 from workbench.jupyter.host import EngineHost
-from workbench.jupyter.process_exit import exit_at_once_after
+from workbench.jupyter.process_exit import exit_at_once_after, server_stopping
 from workbench.jupyter.routes import workbench_handlers
 from workbench.restrictions import CATEGORIES, GRPC_KEY_PREFIX, restriction_value
+from workbench.serving.stderr_filter import filter_stderr
 
 #: ServerOptions fields that have their own trait (not accepted in ``server_options``)
 _OWN_TRAITS = {
@@ -212,15 +213,21 @@ class Workbench(ExtensionApp):
 
     async def stop_extension(self) -> None:
         """Jupyter is stopping: close the dashboard sessions, drain and unload every model,
-        release the v2 ports (also when closing the sessions failed)."""
+        release the v2 ports (also when closing the sessions failed). When the Jupyter server
+        stops its process, grpc-core's "Closing acceptor" line is filtered from here on and,
+        with ``exit_at_once``, the process ends right after Jupyter's shutdown
+        (:mod:`workbench.jupyter.process_exit`)."""
+        stopping = server_stopping(self.serverapp)
+        if stopping and self.host is not None and self.host.switch is not None:  # v2 ports open
+            filter_stderr()
         try:
             if self.dashboard is not None:
                 await self.dashboard.stop()
         finally:
             if self.host is not None:
                 await self.host.stop()
-            if self.exit_at_once:
-                exit_at_once_after(self.serverapp)
+            if stopping and self.exit_at_once:
+                exit_at_once_after()
 
 
 def _log_to(jupyter_log: logging.Logger | None) -> None:

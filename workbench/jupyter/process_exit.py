@@ -10,10 +10,15 @@ its sockets. So the extension's stop registers :func:`_exit_at_once` with ``atex
 first: registered last), which ends the process with ``os._exit`` once the logs are flushed,
 as ``workbench serve`` ends (:func:`workbench.hosts.serve.run`).
 
-Only in a process whose :class:`~jupyter_server.serverapp.ServerApp` is stopping
-(``ServerApp.stop()``: a signal, ``POST /api/shutdown``, the no-activity timeout), never where
-a test or an embedding application stops the extensions itself, and only with
-``c.Workbench.exit_at_once`` (the default). Beyond Triton (a C++ binary: its stop ends there).
+From that stop on, grpc-core's "Closing acceptor" line (printed when the v2 gRPC port stops
+accepting: expected, not a fault) is kept off the terminal as ``workbench serve`` keeps it:
+descriptor 2 passes through :func:`~workbench.serving.stderr_filter.filter_stderr`'s child.
+
+Both only in a process whose :class:`~jupyter_server.serverapp.ServerApp` is stopping
+(:func:`server_stopping`: ``ServerApp.stop()``, from a signal, ``POST /api/shutdown``, the
+no-activity timeout), never where a test or an embedding application stops the extensions
+itself; the exit only with ``c.Workbench.exit_at_once`` (the default). Beyond Triton (a C++
+binary: its stop ends there, and its listener is its own).
 """
 
 from __future__ import annotations
@@ -24,14 +29,19 @@ import logging
 import os
 import sys
 
+from workbench.serving.stderr_filter import restore_stderr
 
-def exit_at_once_after(serverapp: object) -> bool:
-    """Register :func:`_exit_at_once` when ``serverapp`` is stopping (its ``_stopping``
-    trait, set by ``ServerApp.stop()``); returns whether it did."""
-    if not getattr(serverapp, "_stopping", False):
-        return False
+
+def server_stopping(serverapp: object) -> bool:
+    """Whether ``serverapp`` (a ``ServerApp``) is stopping its process: its ``_stopping``
+    trait, set by ``ServerApp.stop()`` (checked by tests/test_library_internals.py)."""
+    return bool(getattr(serverapp, "_stopping", False))
+
+
+def exit_at_once_after() -> None:
+    """Register :func:`_exit_at_once` with ``atexit`` (it then runs before every hook
+    registered earlier)."""
     atexit.register(_exit_at_once)
-    return True
 
 
 def _exit_at_once() -> None:
@@ -42,7 +52,8 @@ def _exit_at_once() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed stream: nothing to flush
             stream.flush()
+    restore_stderr()  # the filter's child passes on the last lines first
     os._exit(status)
 
 
-__all__ = ["exit_at_once_after"]
+__all__ = ["exit_at_once_after", "server_stopping"]
