@@ -4,8 +4,9 @@ engine, in JupyterLab), read as a person sees it: what is on top at a point of t
 
 * the Models table: the ``reason`` column is on screen (the table ran past the window after
   the ``failures`` column), and the button columns (no header) carry no sort arrows;
-* the Config editor: scrolled to its end, the last line of ``config.pbtxt`` is on screen
-  (the editor's box cut it).
+* the Config editor: scrolled to its end, the last line of ``config.pbtxt`` is on screen in
+  the editor's text area (in the inline host a long line's horizontal scrollbar still covers
+  it: marked xfail, see ``LAST_LINE_UNDER_THE_SCROLLBAR``).
 
 Issue 35 (a new user's findings). Screenshots kept (see conftest).
 """
@@ -96,7 +97,8 @@ def editor_shows_its_last_line(page, scope, model: str, shot: Path) -> None:
         if not 0 <= point[1] <= HEIGHT:
             page.mouse.wheel(0, 200)  # the page's own scroll, as a person scrolls down
             return None
-        return line if page.evaluate(TOPMOST_IN_JS, [*point, ".ace_editor"]) else None
+        # the text area itself, not the gutter, a scrollbar over it or what lies below the box
+        return line if page.evaluate(TOPMOST_IN_JS, [*point, ".ace_scroller"]) else None
 
     line = eventually(last_line_on_top, f"the last line of {model}'s config on screen")
     page.screenshot(path=shot, full_page=True)
@@ -149,7 +151,16 @@ def test_models_table_fits_1400_px_in_the_inline_dashboard(inline, shots: Path) 
     models_table_fits(page, output, shots / "inline-models.png")
 
 
-@pytest.mark.parametrize("model", ["add_sub", "digits_mlp"])
+#: the defect still open in the inline host: a config with a line wider than the editor
+#: (digits_mlp's comments) gets Ace's horizontal scrollbar, 20 px drawn over the last row, while
+#: Ace sizes its scroll range as if the bar took no room (renderer.$size.scrollerHeight 420 =
+#: the editor's height; scrollTop at its end, 28 = 448 - 420): the last line stays under it.
+#: The Jupyter-hosted page (a wider editor, no horizontal bar for these files) shows it.
+LAST_LINE_UNDER_THE_SCROLLBAR = pytest.mark.xfail(
+    strict=True, reason="inline host: Ace's horizontal scrollbar covers the last line (not fixed yet)")
+
+
+@pytest.mark.parametrize("model", ["add_sub", pytest.param("digits_mlp", marks=LAST_LINE_UNDER_THE_SCROLLBAR)])
 def test_config_editor_shows_the_last_line_in_the_inline_dashboard(inline, model: str, shots: Path) -> None:
     page, output = inline
     editor_shows_its_last_line(page, output, model, shots / f"inline-config-{model}.png")
