@@ -29,7 +29,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 TORCH_VERSION := $(shell sed -nE 's/.*"torch==([0-9.]+)".*/\1/p' pyproject.toml | head -1)
 TORCH_INDEX ?=
 
-.PHONY: setup setup-dev models labextension serve jupyter tutorials lint docs test test-production test-fast test-attach-triton browser bench bench-triton bench-tune compat compat-protocol compat-scheduling compat-python-backend compat-perf-analyzer clean
+.PHONY: setup setup-dev models labextension serve jupyter tutorials lint docs test doc-images test-production test-fast test-attach-triton browser bench bench-triton bench-tune compat compat-protocol compat-scheduling compat-python-backend compat-perf-analyzer clean
 
 setup: $(STAMP) $(MODELS)
 
@@ -173,6 +173,17 @@ test: setup labextension browser lint
 
 # the production tier: container images built and run with podman, replicas behind nginx,
 # model-analyzer against the product (minutes; not part of `make test`)
+# the docs' screenshot of each dashboard tab (docs/images/*.png), retaken by the browser tests
+# that walk those tabs (tests/browser/browser_support.py:TAB_IMAGES); `make test` writes none
+DOC_IMAGE_TESTS := tests/browser/test_dashboard_browser.py::test_clicks_edits_and_traffic_reach_the_engine_and_back \
+	tests/browser/test_live_browser.py::test_live_tab_traffic_then_idle_in_the_jupyter_hosted_dashboard \
+	tests/browser/test_models_browser.py::test_rollout_tab_in_the_jupyter_dashboard \
+	tests/browser/test_tuning_browser.py::test_a_search_and_apply_in_the_jupyter_dashboard \
+	tests/browser/test_headless_switch_browser.py \
+	tests/browser/test_attach_browser.py::test_hosted_dashboard_attaches_to_a_headless_server
+doc-images: setup labextension browser $(DEV_STAMP)
+	WORKBENCH_DOC_IMAGES=docs/images $(PY) -m pytest -v $(DOC_IMAGE_TESTS)
+
 test-production: setup $(DEV_STAMP)
 	@bash scripts/debian_tools.sh $(TEST_TOOLS) $(PRODUCTION_TOOLS)
 	$(PY) -m pytest -m production

@@ -306,6 +306,10 @@ PRIVATE_READS: dict[str, tuple[set[str], str]] = {
         {"_exit"},
         "os._exit is the stdlib's documented immediate exit",
     ),
+    "workbench/jupyter/process_exit.py": (
+        {"_exit"},
+        "as hosts/serve.py",
+    ),
     "workbench/testing/python_models/crasher/1/model.py": (
         {"_exit"},
         "as hosts/serve.py",

@@ -249,6 +249,16 @@ def test_jupyter_handler_prepare() -> None:
 # --- grpc ---------------------------------------------------------------------------------
 
 
+def test_jupyter_serverapp_stopping_flag() -> None:
+    """``workbench.jupyter.process_exit`` ends the process only when ``ServerApp.stop()`` set
+    the ``_stopping`` trait (pytest-jupyter's cleanup never calls ``stop()``)."""
+    pytest.importorskip("jupyter_server")
+    from jupyter_server.serverapp import ServerApp
+
+    assert ServerApp.class_traits()["_stopping"].default_value is False
+    assert "self._stopping = True" in inspect.getsource(ServerApp.stop)
+
+
 def test_grpc_method_handler_shape() -> None:
     """add_lenient collects the generated code's method handlers and rebuilds each with
     ``_replace`` (grpc's handlers are namedtuples: ``grpc._utilities.RpcMethodHandler``)."""

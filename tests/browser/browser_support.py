@@ -58,6 +58,28 @@ def serving(jupyter: JupyterProcess) -> Iterator[Dashboard]:
         jupyter.stop()
 
 
+#: the environment variable naming the folder the docs' screenshots are written to (relative:
+#: to the checkout), e.g. ``WORKBENCH_DOC_IMAGES=docs/images`` (``make doc-images``); unset
+#: (as in ``make test``) nothing is written there
+DOC_IMAGES = "WORKBENCH_DOC_IMAGES"
+#: the docs' screenshot of each dashboard tab (and the attach bar), by the test step that
+#: takes it (tests/test_doc_images.py checks every tab has one and the docs show it)
+TAB_IMAGES = {"Models": "models-tab.png", "Config": "config-tab.png", "Live": "live-tab.png",
+              "Rollout": "rollout-tab.png", "Tuning": "tuning-tab.png",
+              "Headless": "headless-switch.png", "Attach": "attach.png"}
+
+
+def doc_image(page, tab: str, full_page: bool = True) -> None:
+    """The docs' screenshot of ``tab`` (a key of :data:`TAB_IMAGES`) from ``page`` as it is,
+    written to ``$WORKBENCH_DOC_IMAGES`` when that is set; nothing otherwise."""
+    folder = os.environ.get(DOC_IMAGES)
+    if not folder:
+        return
+    target = ROOT / folder / TAB_IMAGES[tab]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=target, full_page=full_page)
+
+
 def browser_missing() -> str | None:
     """Why the browser tests cannot run here (no Playwright, no Chromium), or None."""
     import importlib.util

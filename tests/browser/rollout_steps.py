@@ -10,7 +10,13 @@ from pathlib import Path
 
 import httpx
 
-from tests.browser.browser_support import PATIENCE_S, Dashboard, run_all_cells_until, write_dashboard_notebook
+from tests.browser.browser_support import (
+    PATIENCE_S,
+    Dashboard,
+    doc_image,
+    run_all_cells_until,
+    write_dashboard_notebook,
+)
 from tests.browser.test_dashboard_browser import open_dashboard, tab
 
 WAIT_MS = PATIENCE_S * 1000
@@ -54,6 +60,7 @@ def rollout_tab_in_the_jupyter_dashboard(browser, dashboard: Dashboard, shots: P
     expect(report.locator("tr", has_text="logits")).to_contain_text("argmax")
     expect(report.locator("tr", has_text="logits")).to_contain_text("100.0 %")
     page.screenshot(path=shots / "1-rollout-mirror.png", full_page=True)
+    doc_image(page, "Rollout")
 
     page.get_by_role("button", name="Promote candidate", exact=True).click()
     expect(page.get_by_text("Version 2 of 'digits_mlp' promoted")).to_be_visible(timeout=WAIT_MS)

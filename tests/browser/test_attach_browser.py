@@ -20,6 +20,7 @@ from tests.browser.browser_support import (
     FIND_JS,
     PATIENCE_S,
     Dashboard,
+    doc_image,
     run_all_cells_until,
 )
 from workbench.testing.attach import (
@@ -86,6 +87,8 @@ def attach_and_check(page, scope, headless: ServerProcess | TritonProcess, shots
     scope.get_by_text(f"{url}: live, ready").first.wait_for(timeout=WAIT_MS)
     assert page.locator("input[type=password]").first.input_value() == ""  # the key is not kept in the page
     page.screenshot(path=shots / f"{prefix}-1-models.png", full_page=True)
+    if prefix == "hosted" and isinstance(headless, ServerProcess):  # a workbench serve
+        doc_image(page, "Attach")
     # Live moves under a little traffic
     scope.locator(".bk-tab", has_text="Live").first.click()
     scope.get_by_label("Model version").first.select_option("add_sub/1")

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from tests.browser.browser_support import PATIENCE_S, eventually
+from tests.browser.browser_support import PATIENCE_S, doc_image, eventually
 
 #: the live time series, named in workbench.ui.live_view
 SERIES_JS = "Bokeh.documents[0].get_model_by_name('live_series')"
@@ -53,7 +53,10 @@ def test_clicks_edits_and_traffic_reach_the_engine_and_back(
         browser, dashboard, models: Path, shots: Path) -> None:
     elsewhere: list[str] = []
     page = open_dashboard(browser, dashboard, elsewhere)
+    page.locator(".tabulator-row", has_text="digits_mlp").filter(has_text="READY").nth(1).wait_for(
+        timeout=PATIENCE_S * 1000)  # both versions
     page.screenshot(path=shots / "1-models.png", full_page=True)
+    doc_image(page, "Models")
     assert dashboard.state("add_sub") == "READY"
 
     # Models tab: the selected model (add_sub, the first) unloaded, then loaded, by clicking
@@ -71,7 +74,9 @@ def test_clicks_edits_and_traffic_reach_the_engine_and_back(
     knob.fill("4")
     knob.press("Enter")
     page.get_by_text("max_batch_size: 4").first.wait_for(timeout=PATIENCE_S * 1000)  # the editor
+    page.get_by_text("+max_batch_size: 4").first.wait_for(timeout=PATIENCE_S * 1000)  # the diff
     page.screenshot(path=shots / "3-config-edited.png", full_page=True)
+    doc_image(page, "Config")
     page.get_by_role("button", name="Apply (write + reload)").click()
     config = models / "add_sub" / "config.pbtxt"
     eventually(lambda: "max_batch_size: 4" in config.read_text(), "config.pbtxt written")

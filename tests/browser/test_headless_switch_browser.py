@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.browser.browser_support import PATIENCE_S
+from tests.browser.browser_support import PATIENCE_S, doc_image
 from tests.browser.test_headless_browser import open_headless
 from workbench.testing.switch_load import SwitchLoad
 
@@ -39,6 +39,7 @@ def test_switch_to_headless_and_back_under_load(browser, dashboard, shots: Path)
         expect(command).to_contain_text("ExecStart=")
         expect(page.get_by_role("button", name="Switch to headless")).to_be_disabled()
         page.screenshot(path=shots / "1-headless.png", full_page=True)
+        doc_image(page, "Headless")
 
         page.get_by_role("button", name="Switch back").click()
         expect(page.locator(STATE)).to_contain_text(re.compile(r"^in-process: "), timeout=WAIT_MS)

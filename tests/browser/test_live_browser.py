@@ -19,6 +19,7 @@ from tests.browser.browser_support import (
     FIND_JS,
     PATIENCE_S,
     Dashboard,
+    doc_image,
     run_all_cells_until,
     write_dashboard_notebook,
 )
@@ -103,6 +104,8 @@ def check_traffic_then_idle(page, scope, key: str, start, stop, shots: Path, pre
                                timeout=WAIT_MS)
         check_traffic_shows(page, scope)
         page.screenshot(path=shots / f"{prefix}-2-traffic.png", full_page=True)
+        if prefix == "hosted":
+            doc_image(page, "Live")
     finally:
         stop()
     scope.get_by_text(f"{key}: no traffic for").first.wait_for(timeout=WAIT_MS)
@@ -113,7 +116,10 @@ def check_traffic_then_idle(page, scope, key: str, start, stop, shots: Path, pre
     }}""")
     assert last[0] is None or last[0] != last[0]  # NaN: the line stops, no frozen last value
     assert last[1] == 0
-    assert page.evaluate(f"() => {model_js('live_idle_latency')}.visible") is True
+    # the traffic's points are still plotted: no "no traffic" line beside them (there was)
+    page.wait_for_function(f"() => {model_js('live_series')}.data.time.length > 0", timeout=WAIT_MS)
+    assert page.evaluate(f"() => {model_js('live_idle_latency')}.visible") is False
+    assert page.evaluate(f"() => {model_js('live_idle_throughput')}.visible") is False
     page.screenshot(path=shots / f"{prefix}-3-idle-again.png", full_page=True)
 
 

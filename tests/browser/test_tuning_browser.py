@@ -24,7 +24,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.browser.browser_support import FIND_JS, PATIENCE_S, eventually, run_all_cells_until, write_dashboard_notebook
+from tests.browser.browser_support import (
+    FIND_JS,
+    PATIENCE_S,
+    doc_image,
+    eventually,
+    run_all_cells_until,
+    write_dashboard_notebook,
+)
 from tests.browser.test_config_editor_browser import notebook_lab  # noqa: F401 - the fixture
 from tests.browser.test_dashboard_browser import open_dashboard
 from tests.browser.test_live_browser import EXECUTE_JS, assert_ok
@@ -110,6 +117,8 @@ def search_and_apply(page, scope, models: Path, shots: Path, prefix: str) -> Non
     table = scope.locator(".tabulator", has=page.locator(".tabulator-cell", has_text=CHOSEN))
     expect(table.locator(".tabulator-cell", has_text="★")).to_have_count(1)
     page.screenshot(path=shots / f"{prefix}-2-tuning-done.png", full_page=True)
+    if prefix == "hosted":
+        doc_image(page, "Tuning")
 
     with page.expect_download(timeout=WAIT_MS) as download:
         scope.get_by_role("button", name="CSV", exact=True).click()

@@ -14,7 +14,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from workbench.hosts.stderr_filter import DROPPED_LINES
+from workbench.serving.stderr_filter import DROPPED_LINES
 from workbench.testing.process import ServerProcess
 from workbench.testing.python_backend import copy_python_model
 
@@ -78,7 +78,7 @@ def test_stub_processes_end_with_the_server(tmp_path: Path, sig: int) -> None:
     try:
         tasks = Path(f"/proc/{process.process.pid}/task")  # stubs are children of the load threads
         children = [int(pid) for task in tasks.iterdir() for pid in (task / "children").read_text().split()]
-        # the other child: the stderr filter (workbench.hosts.stderr_filter), which must end too
+        # the other child: the stderr filter (workbench.serving.stderr_filter), which must end too
         filters = [pid for pid in children if DROPPED_LINES[0] in Path(f"/proc/{pid}/cmdline").read_text()]
     finally:
         process.stop(sig)

@@ -118,7 +118,9 @@ async def test_traffic_then_idle_drops_the_latency_and_says_since_when(
     assert data["inferences_per_s"][-1] == 0
     status = view.status.object
     assert "add_sub/1: no traffic for" in status and "last request" in status
-    assert view.idle_labels["latency"].visible and view.idle_labels["throughput"].visible
+    # the traffic's points are still on the time axis: no "no traffic" beside them (it was
+    # shown there, reading as a caption of the points)
+    assert not any(label.visible for key, label in view.idle_labels.items() if key != "sweeps")
     view.close()
 
 
@@ -191,6 +193,17 @@ async def test_the_time_axis_follows_a_burst_not_the_whole_history(store: Engine
     assert burst > 0.4, (start, end)
     assert start == (1_000 + 250 - 2) * 1000  # the burst's first second, less 2 s
     view.close()
+
+
+def test_the_idle_labels_show_once_no_traffic_is_on_the_time_axis() -> None:
+    from workbench.ui.live_view import _traffic_on_axis
+
+    times = [float(t * 1000) for t in range(300)]
+    recent = [5.0 if 250 <= t < 275 else 0.0 for t in range(300)]  # 24 s idle: still plotted
+    old = [5.0 if 100 <= t < 125 else 0.0 for t in range(300)]  # 175 s idle: off the axis
+    assert _traffic_on_axis({"time": times, "requests_per_s": recent})
+    assert not _traffic_on_axis({"time": times, "requests_per_s": old})
+    assert not _traffic_on_axis({"time": [], "requests_per_s": []})
 
 
 def test_follow_window_shows_the_idle_minute_once_traffic_is_old() -> None:

@@ -14,12 +14,12 @@ from functools import partial
 
 from workbench import Server, ServerOptions, WorkbenchError
 from workbench.hosts.logging_setup import apply_log_settings, configure_logging
-from workbench.hosts.stderr_filter import filter_stderr, restore_stderr
 from workbench.serving.drain import drain_engine
 from workbench.serving.grpc_service import FINAL_GRACE_S, serve_grpc, stop_accepting_grpc
 from workbench.serving.http_service import http_service
 from workbench.serving.metrics_service import serve_metrics
 from workbench.serving.ports import bind_ports
+from workbench.serving.stderr_filter import filter_stderr, restore_stderr
 
 log = logging.getLogger("workbench")
 
@@ -87,7 +87,7 @@ def run(options: ServerOptions) -> int:
     and torch's native destructors), so Ctrl-C of ``make serve`` seemed to hang. Not Triton's
     concern (a C++ binary); its stop ends at the same point.
 
-    stderr passes through :func:`~workbench.hosts.stderr_filter.filter_stderr` (grpc-core's
+    stderr passes through :func:`~workbench.serving.stderr_filter.filter_stderr` (grpc-core's
     "Closing acceptor" line of every stop is dropped), restored before the exit.
     """
     filter_stderr()

@@ -24,8 +24,10 @@ from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, v
 
 from workbench import ServerOptions
 from workbench.jupyter.host import EngineHost
+from workbench.jupyter.process_exit import exit_at_once_after, server_stopping
 from workbench.jupyter.routes import workbench_handlers
 from workbench.restrictions import CATEGORIES, GRPC_KEY_PREFIX, restriction_value
+from workbench.serving.stderr_filter import filter_stderr
 
 #: ServerOptions fields that have their own trait (not accepted in ``server_options``)
 _OWN_TRAITS = {
@@ -101,6 +103,10 @@ class Workbench(ExtensionApp):
     dashboard_session_linger_s = Float(15.0, help=(
         "Seconds a dashboard session lives on once its browser tab is gone (closed, or "
         "disconnected); then it is destroyed and stops watching the engine.")).tag(config=True)
+    exit_at_once = Bool(True, help=(
+        "When the Jupyter server stops (a signal, POST /api/shutdown), end the process as "
+        "soon as Jupyter's shutdown is over, without the interpreter's finalization (the "
+        "frameworks' destructors: 12-28 s with the sample models). Beyond Triton.")).tag(config=True)
     server_options = Dict(help=(
         "Any other engine option, by its ServerOptions name, e.g. "
         "{'response_cache_byte_size': 1048576, 'exit_timeout_secs': 10}.")).tag(config=True)
@@ -207,13 +213,21 @@ class Workbench(ExtensionApp):
 
     async def stop_extension(self) -> None:
         """Jupyter is stopping: close the dashboard sessions, drain and unload every model,
-        release the v2 ports (also when closing the sessions failed)."""
+        release the v2 ports (also when closing the sessions failed). When the Jupyter server
+        stops its process, grpc-core's "Closing acceptor" line is filtered from here on and,
+        with ``exit_at_once``, the process ends right after Jupyter's shutdown
+        (:mod:`workbench.jupyter.process_exit`)."""
+        stopping = server_stopping(self.serverapp)
+        if stopping and self.host is not None and self.host.switch is not None:  # v2 ports open
+            filter_stderr()
         try:
             if self.dashboard is not None:
                 await self.dashboard.stop()
         finally:
             if self.host is not None:
                 await self.host.stop()
+            if stopping and self.exit_at_once:
+                exit_at_once_after()
 
 
 def _log_to(jupyter_log: logging.Logger | None) -> None:

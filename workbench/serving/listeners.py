@@ -45,7 +45,7 @@ def shut_listeners(port: int) -> int:
 
     The owner's accept loop sees an error and stops accepting (grpc-core logs "Closing
     acceptor. Failed accept4: Invalid argument" once, at error level; ``workbench serve``
-    drops that line: :mod:`workbench.hosts.stderr_filter`). Linux only (``/proc/self/fd``);
+    drops that line: :mod:`workbench.serving.stderr_filter`). Linux only (``/proc/self/fd``);
     elsewhere nothing is shut.
 
     Returns:

@@ -4,8 +4,8 @@ traffic (:func:`follow_window`), y-axes from 0 (fitted to the kept data by :func
 preferred batch sizes marked, the overlay figures (versions or replicas: a fixed set of line
 slots, one renderer and legend entry each), and in-process sweeps on a figure and time axis
 of their own. Every legend sits right of its plot area and hides a line on a click. The idle
-text is a second, grey title line of each figure (shown while idle), so it never covers data
-or a legend.
+text is a second, grey title line of each figure (shown while no traffic is on the time
+axis), so it never covers data or a legend.
 
 Only builds models; :class:`~workbench.ui.live_view.LiveView` fills the sources and toggles
 the labels (on the session's document, from the periodic callback). Every model a browser

@@ -9,8 +9,10 @@ polled per plot. GPU utilisation and memory are plotted only where
 :func:`workbench.ui.gpu.gpu_sampler` finds a GPU source.
 
 While a version is idle the page says so: a status line ("no traffic for 12 s, last request
-at ..."), a "no traffic" label on each plot, latency and queue / compute left empty for idle
-intervals (NaN: the line stops instead of repeating the last value). The time plots share one
+at ..."), a "no traffic" label on each plot with no traffic on its time axis (while earlier
+traffic's points are still plotted the label is hidden: it would sit beside them), latency
+and queue / compute left empty for idle intervals (NaN: the line stops instead of repeating
+the last value). The time plots share one
 x-range that follows the recent traffic (:func:`~workbench.ui.live_plots.follow_window`: the
 last minute with traffic, not the whole kept history) and their y-axes start at 0. Intervals
 in which an in-process load generator ran (the Tuning tab, ``workbench perf`` in process:
@@ -270,11 +272,10 @@ class LiveView(pn.viewable.Viewer):
         """The status line and the idle labels, from the chosen version's kept history."""
         key = self._selected()
         kept = list(self.live.history.get(key, ())) if key else []
-        latest = kept[-1] if kept else None
-        busy = latest is not None and (latest.requests_per_s > 0 or latest.failures > 0)
+        plotted = _traffic_on_axis(self.series.data)
         for name, label in self.idle_labels.items():
             if name not in ("batch_sizes", "sweeps"):
-                label.visible = not busy
+                label.visible = not plotted
         self.idle_labels["sweeps"].visible = not self.sweep_series.data["time"]
         self._show_status(kept)
         self.diagnosis.object = _diagnosis(kept) if key else ""
@@ -305,6 +306,17 @@ class LiveView(pn.viewable.Viewer):
             "utilization_pct": [sum(s.utilization_pct for s in samples) / len(samples)],
             "memory_used_gb": [sum(s.memory_used_bytes for s in samples) / 1e9],
         }, rollover=self.history)
+
+
+def _traffic_on_axis(data: dict) -> bool:
+    """Whether an interval with traffic (``requests_per_s`` > 0) lies on the time axis that
+    :func:`follow_window` gives ``data`` (``time`` in ms, one row per interval): the plots
+    then show its points, and their "no traffic" label would sit beside them. The status
+    line says since when the version is idle."""
+    times, rates = list(data["time"]), list(data["requests_per_s"])
+    window = follow_window(times, [rate > 0 for rate in rates])
+    return window is not None and any(rate > 0 and at >= window[0]
+                                      for at, rate in zip(times, rates, strict=True))
 
 
 def _draw_lines(slots: list[OverlaySlot], lines: dict[str, list]) -> None:

@@ -60,7 +60,7 @@ COLUMNS = ("model", "version", *BUTTONS, "state", "reason", "backend", "instance
 #: columns the memory cell's template reads, not shown
 HIDDEN = ("memory_text", "memory_note")
 #: column headers shown
-TITLES = {"max_batch_size": "max batch", "requests_per_s": "requests/s", "p99_ms": "p99 (ms)",
+TITLES = {"max_batch_size": "max batch", "requests_per_s": "req/s", "p99_ms": "p99 (ms)",
           "memory": "memory", "config": "", "live": ""}
 
 
@@ -111,8 +111,10 @@ class ModelsView(pn.viewable.Viewer):
             _frame([]), disabled=True, show_index=False, selectable=1, max_height=560,
             sizing_mode="stretch_width", label="models", titles=TITLES,
             hidden_columns=list(HIDDEN), header_tooltips=HEADER_TOOLTIPS,
-            widths={"version": 90, "config": 92, "live": 80, "state": 130, "memory": 180,
-                    "reason": 200},
+            # every column within a 1400 px window (the memory column ran past it; a longer
+            # reason or memory text ends in "…", whole in the row's reason line and the tooltip)
+            widths={"version": 90, "config": 92, "live": 80, "state": 110, "memory": 140,
+                    "reason": 150},
             frozen_columns=["model", "version", *BUTTONS],
             formatters={
                 "max_batch_size": NumberFormatter(format="0", nan_format="–"),

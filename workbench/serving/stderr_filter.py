@@ -1,4 +1,5 @@
-"""Keep grpc-core's line about the listener ``workbench serve`` shuts itself off the terminal.
+"""Keep grpc-core's line about the listener a host shuts itself off the terminal (``workbench
+serve`` for its whole run, the Jupyter host from its stop on: :mod:`workbench.jupyter.process_exit`).
 
 At a stop, new gRPC connections are refused at once by shutting grpc-core's listening socket
 (:func:`workbench.serving.listeners.shut_listeners`: grpc.aio has no call to stop accepting

@@ -1,0 +1,166 @@
+"""The dashboard's layout at a 1400 px wide window, in both hosts it lives in: the
+Jupyter-hosted page (``{base_url}/workbench/``) and the inline notebook dashboard (a kernel's
+engine, in JupyterLab), read as a person sees it: what is on top at a point of the page.
+
+* the Models table: the ``reason`` column is on screen (the table ran past the window after
+  the ``failures`` column), and the button columns (no header) carry no sort arrows;
+* the Config editor: scrolled to its end, the last line of ``config.pbtxt`` is on screen in
+  the editor's text area (in the inline host a long line's horizontal scrollbar still covers
+  it: marked xfail, see ``LAST_LINE_UNDER_THE_SCROLLBAR``).
+
+Issue 35 (a new user's findings). Screenshots kept (see conftest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.browser.browser_support import (
+    PATIENCE_S,
+    Dashboard,
+    eventually,
+    run_all_cells_until,
+    write_dashboard_notebook,
+)
+from workbench.ui.models_view import BUTTONS
+
+WAIT_MS = PATIENCE_S * 1000
+WIDTH, HEIGHT = 1400, 1000
+#: the element on top at (x, y), looking through Panel's shadow roots; returns whether it is
+#: inside an element matching the selector
+TOPMOST_IN_JS = """([x, y, selector]) => {
+  let el = document.elementFromPoint(x, y);
+  while (el && el.shadowRoot) {
+    const inner = el.shadowRoot.elementFromPoint(x, y);
+    if (!inner || inner === el) break;
+    el = inner;
+  }
+  return !!el?.closest(selector);
+}"""
+#: the last line of the editor's text, after Ctrl+End scrolled to it: its row, the row count
+#: and its box on the page (Ace's own geometry: the row Ace draws the line at)
+LAST_LINE_JS = """e => {
+  const editor = e.env.editor, renderer = editor.renderer, row = editor.session.getLength() - 1;
+  const at = renderer.textToScreenCoordinates(row, 0);
+  return {row, rows: editor.session.getLength(), x: at.pageX, y: at.pageY,
+          height: renderer.lineHeight, text: editor.session.getLine(row)};
+}"""
+
+
+# ----------------------------------------------------------------- the checks, in any host
+def models_table_fits(page, scope, shot: Path) -> None:
+    """The reason column's header and cells are on top on the page, inside the window; the
+    button columns cannot be sorted and show no sort arrow."""
+    scope.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=WAIT_MS)
+    header = scope.locator('.tabulator-col[tabulator-field="reason"]').first
+    header.scroll_into_view_if_needed()
+    page.screenshot(path=shot, full_page=True)
+
+    def on_top():
+        box = header.bounding_box()
+        if box is None or box["width"] == 0:
+            return None
+        centre = [box["x"] + box["width"] / 2, box["y"] + box["height"] / 2]
+        return box if page.evaluate(TOPMOST_IN_JS, [*centre, '.tabulator-col[tabulator-field="reason"]']) else None
+
+    box = eventually(on_top, "the reason column's header on top on the page")
+    assert box["x"] >= 0 and box["x"] + box["width"] <= WIDTH, box
+    assert box["width"] >= 150, box
+    assert page.evaluate("() => document.scrollingElement.scrollWidth <= window.innerWidth"), \
+        "the page scrolls sideways"
+    for field in BUTTONS:
+        column = scope.locator(f'.tabulator-col[tabulator-field="{field}"]').first
+        assert "tabulator-sortable" not in (column.get_attribute("class") or ""), field
+        assert column.locator(".tabulator-col-sorter .tabulator-arrow").count() == 0, field
+
+
+def editor_shows_its_last_line(page, scope, model: str, shot: Path) -> None:
+    """``model``'s config open in the Config tab: a click in the editor and Ctrl+End (as a
+    person goes to the end) leave the last line on top on the page, in the window."""
+    scope.locator(".bk-tab", has_text="Config").first.click()
+    scope.get_by_role("button", name="Apply (write + reload)").wait_for(timeout=WAIT_MS)
+    scope.get_by_label("Model", exact=True).filter(visible=True).first.select_option(model)
+    editor = scope.locator(".ace_editor").filter(visible=True).first
+    eventually(lambda: f'name: "{model}"' in editor.evaluate("e => e.env.editor.getValue()"),
+               f"{model}'s config in the editor")
+    editor.locator(".ace_line").first.click(force=True)
+    page.keyboard.press("Control+End")
+
+    def last_line_on_top():
+        line = editor.evaluate(LAST_LINE_JS)
+        point = [line["x"] + 4, line["y"] + line["height"] * 0.75]  # its text's lower part
+        if not 0 <= point[1] <= HEIGHT:
+            page.mouse.wheel(0, 200)  # the page's own scroll, as a person scrolls down
+            return None
+        # the text area itself, not the gutter, a scrollbar over it or what lies below the box
+        return line if page.evaluate(TOPMOST_IN_JS, [*point, ".ace_scroller"]) else None
+
+    line = eventually(last_line_on_top, f"the last line of {model}'s config on screen")
+    page.screenshot(path=shot, full_page=True)
+    assert line["rows"] > 1, line
+
+
+# ----------------------------------------------------------------- the Jupyter-hosted page
+@pytest.fixture
+def hosted(browser, dashboard: Dashboard) -> Iterator[Any]:
+    page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
+    page.goto(dashboard.page_url)
+    yield page
+    page.close()
+
+
+def test_models_table_fits_1400_px_in_the_jupyter_dashboard(hosted, shots: Path) -> None:
+    models_table_fits(hosted, hosted, shots / "hosted-models.png")
+    # the whole table in the window: its last column (memory) ended past it
+    last = hosted.locator('.tabulator-col[tabulator-field="memory"]').first.bounding_box()
+    assert last is not None and last["x"] + last["width"] <= WIDTH, last
+
+
+@pytest.mark.parametrize("model", ["add_sub", "digits_mlp"])
+def test_config_editor_shows_the_last_line_in_the_jupyter_dashboard(hosted, model: str, shots: Path) -> None:
+    hosted.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=WAIT_MS)
+    editor_shows_its_last_line(hosted, hosted, model, shots / f"hosted-config-{model}.png")
+
+
+# ----------------------------------------------------------------- the inline notebook dashboard
+@pytest.fixture(scope="module")
+def inline(browser, lab: Dashboard, models: Path) -> Iterator[tuple[Any, Any]]:
+    """The notebook's page and its inline dashboard's output (the kernel shut after)."""
+    write_dashboard_notebook(Path(lab.jupyter.root_dir) / "layout.ipynb", models,
+                             "model_control_mode='explicit', load_model=['*']")
+    page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
+    page.goto(f"{lab.root}lab/tree/layout.ipynb?token={lab.jupyter.token}")
+    output = page.locator(".jp-OutputArea")
+    table = output.locator(".tabulator-cell", has_text="digits_mlp").first
+    run_all_cells_until(page, table.is_visible, "the inline dashboard's Models table")
+    yield page, output
+    page.close()
+    with httpx.Client(base_url=lab.root, headers=lab.jupyter.headers, timeout=60) as jupyter:
+        for session in jupyter.get("api/sessions").json():
+            jupyter.delete(f"api/sessions/{session['id']}").raise_for_status()
+
+
+def test_models_table_fits_1400_px_in_the_inline_dashboard(inline, shots: Path) -> None:
+    page, output = inline
+    output.locator(".bk-tab", has_text="Models").first.click()
+    models_table_fits(page, output, shots / "inline-models.png")
+
+
+#: the defect still open in the inline host: a config with a line wider than the editor
+#: (digits_mlp's comments) gets Ace's horizontal scrollbar, 20 px drawn over the last row, while
+#: Ace sizes its scroll range as if the bar took no room (renderer.$size.scrollerHeight 420 =
+#: the editor's height; scrollTop at its end, 28 = 448 - 420): the last line stays under it.
+#: The Jupyter-hosted page (a wider editor, no horizontal bar for these files) shows it.
+LAST_LINE_UNDER_THE_SCROLLBAR = pytest.mark.xfail(
+    strict=True, reason="inline host: Ace's horizontal scrollbar covers the last line (not fixed yet)")
+
+
+@pytest.mark.parametrize("model", ["add_sub", pytest.param("digits_mlp", marks=LAST_LINE_UNDER_THE_SCROLLBAR)])
+def test_config_editor_shows_the_last_line_in_the_inline_dashboard(inline, model: str, shots: Path) -> None:
+    page, output = inline
+    editor_shows_its_last_line(page, output, model, shots / f"inline-config-{model}.png")
