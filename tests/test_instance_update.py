@@ -285,11 +285,53 @@ async def test_oldest_sequences_go_on_across_a_count_change(tmp_path: Path) -> N
         await asyncio.gather(send(1, 3.0, end=True), send(2, 4.0, end=True))
         third = asyncio.ensure_future(send(3, 5.0, start=True))  # one candidate slot now
         await asyncio.wait_for(third, 10)
-        assert {name for name, _ in PROBE.executions[2:]} == {"probe_0_0"}
+        # sequence 2 belongs to probe_0_1 (slot 0 of each instance first): it ended there
+        assert [name for name, _ in PROBE.executions[2:]] in (
+            ["probe_0_0", "probe_0_1", "probe_0_0"], ["probe_0_1", "probe_0_0", "probe_0_0"])
+        await until(lambda: PROBE.unloaded == ["probe_0_1"], "probe_0_1 unloaded")
         atomic_write(tmp_path / "probe" / "config.pbtxt", config.replace("count: 2 ", "count: 3 "))
         await server.load_model("probe")
         await asyncio.gather(*(send(c, float(c), start=True) for c in (4, 5)))  # 3 slots
         assert await successes(server, "probe") == 7
+
+
+async def test_oldest_removed_instance_stays_while_its_sequences_live(tmp_path: Path) -> None:
+    """Triton's ``oldest`` strategy gives each instance its own candidate slots (one
+    ``OldestSequenceBatch`` per instance, slot 0 of every instance first), so a sequence
+    belongs to an instance: an instance update removes at once only the instances holding no
+    live sequence; a removed one holding some executes them until they end, then unloads
+    (L0_model_update ``test_oldest_scheduler_update_with_ongoing_sequences``)."""
+    write_probe_model(tmp_path, "probe", count=3, max_batch_size=4,
+                      strategy="oldest { max_candidate_sequences: 4 }")
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit",
+                            load_model=["probe"])
+
+    async def send(corr: int, value: float, start: bool = False, end: bool = False) -> None:
+        params = {"sequence_id": corr, "sequence_start": start, "sequence_end": end}
+        await server.infer(InferenceRequest(
+            "probe", [Tensor("INPUT", "FP32", np.full((1, 1), value, np.float32))], parameters=params))
+
+    def ran(value: float) -> str:
+        return next(name for name, rows in PROBE.executions if any(r.value == value for r in rows))
+
+    async with Server(options) as server:
+        await send(1, 1.0, start=True)  # belongs to probe_0_0
+        await send(2, 2.0, start=True)  # belongs to probe_0_1
+        config = (tmp_path / "probe" / "config.pbtxt").read_text()
+        atomic_write(tmp_path / "probe" / "config.pbtxt", config.replace("count: 3 ", "count: 1 "))
+        await server.load_model("probe")  # removes probe_0_1 and probe_0_2
+        await until(lambda: PROBE.unloaded == ["probe_0_2"], "the idle removed instance unloaded")
+        await send(2, 3.0)
+        await send(1, 4.0)
+        assert (ran(3.0), ran(4.0)) == ("probe_0_1", "probe_0_0")  # each where it belongs
+        await send(3, 5.0, start=True)  # a new sequence never goes to a removed instance
+        assert ran(5.0) == "probe_0_0"
+        await send(1, 6.0, end=True)
+        assert PROBE.unloaded == ["probe_0_2"]
+        await send(2, 7.0, end=True)  # the last sequence of probe_0_1: it leaves
+        await until(lambda: PROBE.unloaded == ["probe_0_2", "probe_0_1"], "probe_0_1 unloaded")
+        await send(3, 8.0, end=True)
+        assert await successes(server, "probe") == 8
 
 
 class ReportingInstance(FakeInstance):

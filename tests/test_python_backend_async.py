@@ -44,7 +44,7 @@ async def server(tmp_path_factory: pytest.TempPathFactory):
     copy_python_model(repo, "until_cancelled", "until_cancelled_stream",
                       extra="model_transaction_policy { decoupled: true }\n")
     async with python_models_server(repo, "async_gate", "async_gate_bls", "until_cancelled",
-                                    "bls_cancel", "forker") as engine:
+                                    "bls_cancel", "forker", "bls_iterate_again", "repeat") as engine:
         yield engine
 
 
@@ -166,6 +166,19 @@ async def test_bls_response_iterator_cancel_cancels_the_called_model(server: Ser
     outputs = {t.name: t.data.tolist() for t in response.outputs}
     assert outputs["IS_CANCELLED"] == [True]
     assert 10 <= outputs["SUM"][0] < sum(range(500))
+
+
+async def test_a_finished_bls_response_iterator_replays_its_responses(server: Server) -> None:
+    """Triton's ``ResponseIterator``: once the final response was read, iterating again starts
+    from the first response (every response is kept), ``next()`` past the end raises
+    StopIteration, and a loop broken off resumes where it stopped (L0_backend_python bls
+    ``test_response_iterator``). Before: a second loop over the finished iterator got nothing."""
+    response = await server.infer(InferenceRequest(
+        "bls_iterate_again", [Tensor("IN", "INT32", np.array([4, 5, 6, 7], np.int32))]))
+    counts = response.outputs[0].data.tolist()
+    total = counts[1]
+    assert total >= 4, counts  # 4 responses (and a final empty one if 'repeat' sends it apart)
+    assert counts == [total - 1, total, total, 1, total - 3]
 
 
 async def test_an_uncancelled_request_runs_to_its_end(server: Server) -> None:

@@ -82,3 +82,18 @@ async def test_a_full_dev_shm_fails_the_request_with_tritons_text_and_the_model_
             assert "use '--shm-size' flag" in caught.value.message
         answer = await server.infer(request(2 * MIB))
         assert answer.outputs[0].data.shape == (2 * MIB,) and int(answer.outputs[0].data[-1]) == 7
+
+
+async def test_a_bls_input_that_does_not_fit_comes_back_as_an_error_response(tmp_path: Path) -> None:
+    """Triton's ``InferRequest::Exec``: an input that cannot be placed in shared memory makes
+    ``exec()`` (and ``exec(decoupled=True)``'s one response) return an error response with
+    the text, not raise (L0_backend_python bls ``bls_memory``, which checks
+    ``has_error()`` then the text); the stub goes on with BLS. Before: ``SharedMemoryFull``
+    was raised out of ``exec``."""
+    async with python_models_server(tmp_path, "bls_shm_limited", "identity") as server:
+        answer = await server.infer(InferenceRequest(
+            "bls_shm_limited", [Tensor("ELEMENTS", "INT64", np.array([4 * MIB], np.int64))]))
+        plain, decoupled, small = (e.decode() for e in answer.outputs[0].data)
+        for text in (plain, decoupled):
+            assert text.startswith(TRITON_TEXT) and "use '--shm-size' flag" in text, text
+        assert small == ""

@@ -37,8 +37,9 @@ export PATH=$QA/shims:$QA/venv/bin:$PATH PYTHONPATH=$QA/pyhook PYTEST_PLUGINS=qa
 mkdir -p "$QA/runs"; touch "$QA/server_pids"
 
 # Triton's CI runs L0_backend_python in a container with a 1 GiB /dev/shm (`docker --shm-size=1g`);
-# python_test.py's test_growth_error needs it (its 512 MiB / 1 GiB tensors must not fit). The
-# toplevel sub-suite gets one of $TOPLEVEL_SHM_SIZE (default 1g): a private mount namespace with a
+# python_test.py's test_growth_error needs it (its 512 MiB / 1 GiB tensors must not fit), and so
+# does bls's bls_memory model (its 1 GiB BLS input). The toplevel and bls sub-suites get one of
+# $TOPLEVEL_SHM_SIZE (default 1g): a private mount namespace with a
 # tmpfs on /dev/shm (root and util-linux unshare); elsewhere it runs on the host's, with a message.
 # Sets the caller's `wrap` array (the command prefix).
 shm_wrap() {
@@ -61,6 +62,7 @@ run_suite() {
     case $suite in
         toplevel) dir=$L; script=test.toplevel.sh; x=-x   # upstream's top level runs without -e
                   shm_wrap;;
+        bls) shm_wrap;;   # bls_memory's 1 GiB BLS input must not fit, as in Triton's CI
         io) script=test.cpu.sh;;
     esac
     rm -f "$QA/runs/$suite.results.jsonl"

@@ -55,6 +55,14 @@ cp ../docs/examples/model_repository/simple/1/model.onnx L0_simple_ensemble/mode
 (cd L0_lifecycle && sed -E 's/^(\s*)kill \$SERVER_PID\s*$/\1{ [ "$SERVER_PID" != "0" ] \&\& kill $SERVER_PID; } || true/; s/^(\s*)wait \$SERVER_PID\s*$/\1wait $SERVER_PID || true/; s/^(\s*)exit 1\s*$/\1RET=1; echo "*** harness: continuing after a failed server start"/' test.sh \
     | sed 's/`grep -o -e .AsyncUnload(). -e .OnLoadFinal(). $SERVER_LOG`/`grep -o -e "AsyncUnload()" -e "OnLoadFinal()" $SERVER_LOG || true`/' > test.harness.sh \
     && grep -q 'AsyncUnload()" -e "OnLoadFinal()" $SERVER_LOG || true' test.harness.sh)
+# L0_model_update: test.l5.sh runs only the four sequence-batcher instance-update cases (issue 33 L5),
+# in each rate-limit mode; L0_lifecycle: test.poll.sh only the poll-mode cases
+# test_dynamic_file_delete and test_multiple_model_repository_polling (its lines 737-798)
+(cd L0_model_update && c=TestInstanceUpdate.test_ && sed "s#^    python instance_update_test.py > #    python instance_update_test.py ${c}oldest_scheduler_update_with_ongoing_sequences ${c}oldest_scheduler_update_no_ongoing_sequences ${c}direct_scheduler_update_with_ongoing_sequences ${c}direct_scheduler_update_no_ongoing_sequences > #" test.sh > test.l5.sh \
+    && grep -q "instance_update_test.py ${c}oldest" test.l5.sh)
+(cd L0_lifecycle && [ "$(sed -n 737p test.harness.sh)" = "# LifeCycleTest.test_dynamic_file_delete" ] \
+    && [ "$(sed -n 799,800p test.harness.sh | tail -1)" = "# LifeCycleTest.test_multiple_model_repository_control" ] \
+    && { sed -n 1,76p test.harness.sh; sed -n 737,798p test.harness.sh; echo 'if [ $RET -eq 0 ]; then echo -e "\n***\n*** Test Passed\n***"; else echo -e "\n***\n*** Test Failed\n***"; fi; exit $RET'; } > test.poll.sh)
 cd "$QA"
 # 5. fixtures (ONNX, with upstream's generators in the client venv), ensembles, and the names of
 # libtorch_* / openvino_* / plan_* fixtures as ONNX copies (the cases need only the name)

@@ -187,6 +187,10 @@ class SequenceBatcher(Scheduler, BatchPolicy):
     def _slot_freed(self, slot: tuple[int, int]) -> None:
         """A sequence that held ``slot`` ended (the strategy may let a removed instance go)."""
 
+    def _sequence_ended(self, sequence: Sequence) -> None:
+        """``sequence`` ended (after :meth:`_slot_freed`; the strategy may let a removed
+        instance go)."""
+
     async def stop(self) -> None:
         self.end_retirement()
         await self.dispatcher.stop()
@@ -447,6 +451,7 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         self._slots.release(sequence)
         if slot is not None:
             self._slot_freed(slot)
+        self._sequence_ended(sequence)
         if not self._live and self._retired is not None:
             self._retired.set()
         error = error or InvalidArgument(f"inference request for sequence {sequence.correlation_id} "

@@ -16,14 +16,23 @@ without a delay, leaves whole (up to ``max_batch_size``); else it waits. Empty
 a ``loop.call_later`` timer, never a block. What the strategies share is in
 :mod:`workbench.scheduling.sequence_batcher`.
 
-Instance update: the sequences' state lives in the batcher, not on an instance, so removed
-instances leave at once (after their execution) and every sequence goes on on the others;
-without an explicit ``max_candidate_sequences`` the candidate slots follow the instance count.
+Instance update: Triton runs one ``OldestSequenceBatch`` per instance, each with its own
+candidate slots, and a new sequence takes slot 0 of every instance before any slot 1
+(``ready_batcher_seq_slots_``), so a sequence belongs to one instance; an update removes at
+once only the instances none of whose sequences is live, and a removed instance holding live
+sequences executes them (and nothing else) until the last one ends or goes idle, then leaves
+(``SequenceBatchScheduler::Update``). Here the candidate slots are shared and any instance
+executes any sequence, so each sequence is given, when its first request is taken, the
+instance Triton would have put it on (the one owning the fewest live sequences, lowest index
+first; :attr:`~workbench.scheduling.sequence_slots.Sequence.owner`); that matters only once
+that instance is removed. Without an explicit ``max_candidate_sequences`` the candidate slots
+follow the instance count.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
@@ -49,19 +58,55 @@ class OldestSequenceBatcher(SequenceBatcher):
 
     def instances_changed(self, added: list[InstanceRunner],
                           removed: list[InstanceRunner]) -> list[InstanceRunner]:
-        """Resize the candidate slots when they follow the instance count; keeps no instance."""
+        """Resize the candidate slots when they follow the instance count; returns the removed
+        instances that own live sequences (kept until those end: :meth:`_sequence_ended`)."""
+        owners = {s.owner for s in self._live}
+        held = [r for r in removed if id(r) in owners]
+        self._leaving.update((id(r), r) for r in held)
         if self._following:
-            count = len(self.dispatcher.runners) - len(removed)
+            count = len(self.dispatcher.runners) - len(removed) - len(
+                [i for i in self._leaving if all(i != id(r) for r in removed)])
             wanted = count * self._max_batch_size
             if wanted > self._following:
                 self._slots.add_slots((0, index) for index in range(self._following, wanted))
             else:
                 self._slots.remove_slots((0, index) for index in range(wanted, self._following))
             self._following = wanted
-        return []
+        return held
+
+    def _sequence_ended(self, sequence: Sequence) -> None:
+        """The last live sequence of a removed instance ended: it leaves now."""
+        owner = sequence.owner
+        if owner in self._leaving and all(s.owner != owner for s in self._live):
+            self.dispatcher.release_runner(self._leaving.pop(owner))
+
+    def _owner_for(self) -> int:
+        """``id()`` of the serving instance owning the fewest live sequences (lowest index
+        first): the one whose candidate slot Triton hands out next."""
+        owned: dict[int, int] = {}
+        for sequence in self._live:
+            if sequence.owner is not None:
+                owned[sequence.owner] = owned.get(sequence.owner, 0) + 1
+        serving = [r for r in self.dispatcher.runners if id(r) not in self._leaving]
+        return id(min(serving, key=lambda r: owned.get(id(r), 0)))
+
+    def free_runner(self, idle: deque[InstanceRunner]) -> InstanceRunner | None:
+        """As the base class, but while removed instances still execute their sequences, an
+        idle one with a request of its own ready goes first, and the others get the rest."""
+        if not self._leaving:
+            return super().free_runner(idle)
+        ready = {p.request.parameters["_sequence"].owner for p in self._queue
+                 if not p.future.done() and not p.request.parameters["_sequence"].busy}
+        mine = [r for r in idle if id(r) in self._leaving and id(r) in ready]
+        serving = [r for r in idle if id(r) not in self._leaving]
+        if mine:
+            return self.dispatcher.first_free(mine)
+        return self.dispatcher.first_free(serving) if serving else idle[0]
 
     def _configure(self, config: ModelConfig) -> None:
         oldest = config.sequence_batching.oldest
+        #: removed instances executing the live sequences they own, by ``id()``
+        self._leaving: dict[int, InstanceRunner] = {}
         self._delay_ns = int(oldest.max_queue_delay_microseconds) * 1000
         self._preferred = sorted(
             {int(p) for p in oldest.preferred_batch_size if 0 < p <= self._max_batch_size}
@@ -70,9 +115,9 @@ class OldestSequenceBatcher(SequenceBatcher):
     def next_batch(self, runner: InstanceRunner) -> list[Pending]:
         if self._holding():
             return []
-        batch, closed = self._candidates()
+        batch, closed = self._candidates(runner)
         if self._drop_skipped():  # the scan met cancelled requests: scan what is left
-            batch, closed = self._candidates()
+            batch, closed = self._candidates(runner)
         if not batch:
             return []
         cut = max((p for p in self._preferred if p <= len(batch)), default=0)
@@ -85,22 +130,29 @@ class OldestSequenceBatcher(SequenceBatcher):
             self.dispatcher.dispatch_at(due_ns)
             return []
         for pending in batch:
+            sequence: Sequence = pending.request.parameters["_sequence"]
+            if sequence.owner is None:
+                sequence.owner = self._owner_for()
             self._take(pending)
         return batch
 
-    def _candidates(self) -> tuple[list[Pending], bool]:
+    def _candidates(self, runner: InstanceRunner) -> tuple[list[Pending], bool]:
         """The oldest ready request of up to ``max_batch_size`` different slotted sequences
         with the same input shapes, in queue order (not yet taken), and ``closed``: a ready
         request of another sequence has other shapes (Triton sends the batch then); cancelled
-        requests met on the way are skipped (:meth:`_drop_skipped` drops them)."""
+        requests met on the way are skipped (:meth:`_drop_skipped` drops them). A removed
+        ``runner`` takes only the sequences it owns, and the others none of those."""
         batch: list[Pending] = []
         chosen: set[int] = set()
         shape = None
         closed = False
+        leaving = id(runner) in self._leaving
         for pending in self._queue:
             if self._skipped(pending):
                 continue
             sequence: Sequence = pending.request.parameters["_sequence"]
+            if self._leaving and (sequence.owner != id(runner) if leaving else sequence.owner in self._leaving):
+                continue
             if sequence.busy or sequence.slot is None or id(sequence) in chosen:
                 chosen.add(id(sequence))  # later requests of it must wait their turn
                 continue

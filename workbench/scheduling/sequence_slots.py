@@ -46,6 +46,8 @@ class Sequence:
             of the previous sequence); each queued request remembers the epoch it joined.
         expires_ns: while in the backlog, when it times out (the earliest ``timeout`` of
             its requests; 0 = never).
+        owner: ``oldest`` only: ``id()`` of the instance runner whose candidate slots Triton
+            would have given it (set when its first request is taken; None before).
     """
 
     correlation_id: int | str
@@ -56,6 +58,7 @@ class Sequence:
     last_used_ns: int = 0
     epoch: int = 0
     expires_ns: int = 0
+    owner: int | None = None
 
 
 class SlotTable:

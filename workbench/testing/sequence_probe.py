@@ -50,8 +50,9 @@ class Row:
 
 class SequenceProbe:
     """Shared record and knobs: ``executions`` holds ``(instance name, rows)`` per
-    execution in start order; clearing ``gate`` blocks executions until it is set;
-    ``await PROBE.executing(n)`` returns once ``n`` executions have started (before the gate)."""
+    execution in start order; ``unloaded`` the names of the instances unloaded, in order;
+    clearing ``gate`` blocks executions until it is set; ``await PROBE.executing(n)``
+    returns once ``n`` executions have started (before the gate)."""
 
     def __init__(self) -> None:
         self.gate = threading.Event()
@@ -62,6 +63,7 @@ class SequenceProbe:
     def reset(self) -> None:
         self.gate.set()
         self.executions: list[tuple[str, list[Row]]] = []
+        self.unloaded: list[str] = []
 
     def wait_started(self, count: int = 1, timeout_s: float = 10.0) -> None:
         """Block until ``count`` executions have started since :meth:`reset`.
@@ -95,6 +97,10 @@ class ProbeInstance(ModelInstance):
         times.mark_input_done()
         times.mark_infer_done()
         return [_response(request, row) for request, row in zip(requests, rows, strict=True)]
+
+    def unload(self) -> None:
+        with PROBE.lock:
+            PROBE.unloaded.append(self.name)
 
 
 def _response(request: BackendRequest, row: Row) -> BackendResponse:

@@ -398,22 +398,38 @@ class InferenceRequest:
 
 
 class ResponseIterator(Iterator):
-    """Responses of a decoupled BLS call, in arrival order; ends after the final one."""
+    """Responses of a decoupled BLS call, in arrival order; ends after the final one.
+
+    As Triton's ``ResponseIterator`` (python_backend ``pb_response_iterator.cc``), every
+    response is kept: once the final one was read, iterating again (``iter()``, a ``for``
+    loop) starts from the first response when the last pass reached the end, else resumes
+    where it stopped; ``next()`` past the end raises StopIteration.
+    """
 
     def __init__(self, next_response: Any, cancel: Any = None) -> None:
         self._next = next_response
         self._cancel = cancel
         self._done = False
+        self._responses: list[InferenceResponse] = []
+        self._index = 0  # the next kept response to hand out, once done
 
     def __iter__(self) -> ResponseIterator:
+        if self._done and self._index >= len(self._responses):
+            self._index = 0
         return self
 
     def __next__(self) -> InferenceResponse:
         if self._done:
-            raise StopIteration
+            if self._index >= len(self._responses):
+                raise StopIteration
+            self._index += 1
+            return self._responses[self._index - 1]
         response, final = self._next()
+        if response is not None:
+            self._responses.append(response)
         if final:
             self._done = True
+            self._index = len(self._responses)
             if response is None:
                 raise StopIteration
         return response

@@ -20,8 +20,8 @@ from workbench.backends.python.pb_tensor import tensor_data
 from workbench.backends.python.transport import (
     SegmentPool,
     SegmentReader,
+    SharedMemoryFull,
     decode_tensor,
-    encode_tensor,
     encode_tensors,
 )
 
@@ -132,7 +132,10 @@ class BlsCalls:
         self._calls: dict[int, BlsCall] = {}
 
     def start(self, request: pb_utils.InferenceRequest, decoupled: bool) -> BlsCall:
-        """Send ``request`` to the server; the returned call collects its responses.
+        """Send ``request`` to the server; the returned call collects its responses. An
+        input that cannot be placed in shared memory (/dev/shm full) sends nothing: the call
+        answers at once with one final error response, Triton's "Failed to increase the
+        shared memory pool size ..." (python_backend's ``InferRequest::Exec``).
 
         Raises:
             TritonModelException: called outside ``execute`` (in ``initialize`` or
@@ -143,13 +146,19 @@ class BlsCalls:
             raise pb_utils.TritonModelException("BLS is only supported during the 'execute' function.")
         if not request.model_name():
             raise pb_utils.TritonModelException("BLS request needs a model_name")
-        call_id = next(self._ids)
-        call = BlsCall(lambda: self._cancel(call_id))
-        inputs = []
+        tensors = []
         for tensor in request.inputs():
             if not isinstance(tensor, pb_utils.Tensor):
                 raise pb_utils.TritonModelException("BLS request inputs must be pb_utils.Tensor objects")
-            inputs.append(encode_tensor(tensor.name(), tensor_data(tensor), self._stub.pool))
+            tensors.append((tensor.name(), tensor_data(tensor)))
+        try:
+            inputs = encode_tensors(tensors, self._stub.pool)
+        except SharedMemoryFull as exc:
+            # Triton's InferRequest::Exec: a shared-memory failure while saving the request
+            # becomes the call's (one, final) error response; exec() does not raise
+            return self.failed(exc.message)
+        call_id = next(self._ids)
+        call = BlsCall(lambda: self._cancel(call_id))
         self._calls[call_id] = call
         self._stub.send({"op": "bls", "call": call_id, "decoupled": bool(decoupled), "request": {
             "model": request.model_name(), "version": request.model_version(),
