@@ -114,7 +114,7 @@ class DynamicBatchPolicy(BatchPolicy):
         candidates, size, cut, closed = self._candidates()
         if not candidates:
             return []
-        oldest_ns = min(p.enqueue_ns for p in candidates)
+        oldest_ns = min([p.enqueue_ns for p in candidates])
         due_ns = oldest_ns + self._max_queue_delay_ns
         expired = bool(self._max_queue_delay_ns) and now_ns >= due_ns
         if cut and not expired:
@@ -227,8 +227,10 @@ def _shape_key(pending: Pending, ragged: frozenset[str]) -> tuple[tuple[str, tup
     """What must be equal for requests to share an execution: the names of the inputs they
     carry (an optional input in some only cannot be joined), and the non-batch shapes of the
     non-ragged ones."""
-    return tuple((name, None if name in ragged else a.shape[1:])
-                 for name, a in pending.request.inputs.items())
+    if not ragged:  # a list, not a generator, into the tuple: this runs per request
+        return tuple([(name, a.shape[1:]) for name, a in pending.request.inputs.items()])
+    return tuple([(name, None if name in ragged else a.shape[1:])
+                  for name, a in pending.request.inputs.items()])
 
 
 __all__ = ["DynamicBatchPolicy", "dynamic_batcher"]
