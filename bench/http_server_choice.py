@@ -15,7 +15,9 @@ app of ``workbench.frontends.http.create_app`` served on 127.0.0.1:PORT by
   runtime threads ``--granian-threads``) on the same event loop as the engine: HTTP parsing, socket reads and
   writes run in Rust threads without the GIL; the app and the engine stay on the loop thread.
   granian is not a dependency of the project: install it somewhere (``pip install --target DIR granian``)
-  and pass ``--granian-path DIR``.
+  and pass ``--granian-path DIR``;
+* ``granian-nowatch``: granian with the infer path's per-request disconnect watcher task left out (a
+  measurement of what that task costs, not a configuration to serve with: a client that leaves goes unnoticed).
 
 All servers start first; then every round measures each in turn (alternating, so the shared machine's minute
 weighs on all of them alike): perf_analyzer (``$BENCH_BIN/perf_analyzer``) mlp, HTTP binary tensors, c=16,
@@ -43,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = Path(os.environ.get("BENCH_WORK", "/tmp/bench_work"))
 PERF_ANALYZER = str(Path(os.environ.get("BENCH_BIN", "/tmp/bench_bin")) / "perf_analyzer")
 TICK = os.sysconf("SC_CLK_TCK")
-KINDS = ("uvicorn", "uvicorn-plain", "h11", "granian")
+KINDS = ("uvicorn", "uvicorn-plain", "h11", "granian", "granian-nowatch")
 
 
 def serve(kind: str, port: int, granian_threads: int) -> None:
@@ -75,7 +77,10 @@ def serve(kind: str, port: int, granian_threads: int) -> None:
                 from granian.constants import HTTPModes, Interfaces  # type: ignore[import-not-found]
                 from granian.server.embed import Server as Granian  # type: ignore[import-not-found]
 
-                await Granian(create_app(server), address="127.0.0.1", port=port, interface=Interfaces.ASGINL,
+                app = create_app(server)
+                if kind == "granian-nowatch":
+                    app = _without_disconnect_watch(app)
+                await Granian(app, address="127.0.0.1", port=port, interface=Interfaces.ASGINL,
                               http=HTTPModes.http1, runtime_threads=granian_threads, websockets=False,
                               log_level="warning").serve()
 
@@ -85,6 +90,19 @@ def serve(kind: str, port: int, granian_threads: int) -> None:
         asyncio.run(main())
     else:
         uvloop.run(main())
+
+
+def _without_disconnect_watch(app):
+    """``app`` with an empty disconnect-callback set in every scope: the infer path then starts no watcher
+    task per request (what granian costs without one; a client that goes away is then not noticed, so this
+    is a measurement, not a configuration to serve with)."""
+    from workbench.frontends.http.protocol import DISCONNECT_EXTENSION
+
+    async def wrapped(scope, receive, send):
+        scope["extensions"] = {**(scope.get("extensions") or {}), DISCONNECT_EXTENSION: set()}
+        await app(scope, receive, send)
+
+    return wrapped
 
 
 def thread_cpu(pid: int) -> dict[str, float]:
