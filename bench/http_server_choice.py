@@ -140,8 +140,8 @@ def measure(pid: int, port: int, seconds: float) -> dict[str, float]:
     total = sum(v - cpu0.get(t, 0.0) for t, v in cpu1.items())
     throughput = re.findall(r"Throughput: ([\d.]+) infer/sec", run.stdout)
     p99 = re.findall(r"p99 latency: (\d+) usec", run.stdout)
-    return {"infer_per_s": float(throughput[-1]) if throughput else 0.0,
-            "p99_ms": int(p99[-1]) / 1000 if p99 else 0.0,
+    return {"infer_per_s": float(throughput[-1]) if throughput else float("nan"),  # nan: pa printed none
+            "p99_ms": int(p99[-1]) / 1000 if p99 else float("nan"),
             "loop_us": 1e6 * (cpu1.get(main, 0.0) - cpu0.get(main, 0.0)) / n,
             "all_us": 1e6 * total / n, "batch": (n1 - n0) / max(e1 - e0, 1)}
 
@@ -205,7 +205,8 @@ def main() -> None:
                 print(f"| {r} | {kind} | {m['infer_per_s']:.0f} | {m['p99_ms']:.2f} | {m['loop_us']:.1f} | "
                       f"{m['all_us']:.1f} | {m['batch']:.1f} | {load} |", flush=True)
         for kind in kinds:
-            med = {k: statistics.median(x[k] for x in results[kind]) for k in results[kind][0]}
+            med = {k: statistics.median([x[k] for x in results[kind] if x[k] == x[k]] or [float("nan")])
+                   for k in results[kind][0]}  # over the rounds that have the figure (x == x: not nan)
             print(f"| median | {kind} | {med['infer_per_s']:.0f} | {med['p99_ms']:.2f} | {med['loop_us']:.1f} | "
                   f"{med['all_us']:.1f} | {med['batch']:.1f} | |")
     finally:
