@@ -63,6 +63,7 @@ VENVS = Path(os.environ.get("BENCH_VENVS", "/tmp/bench_venvs"))
 PERF_ANALYZER = os.environ.get("PERF_ANALYZER", str(Path(os.environ.get("BENCH_BIN", "/tmp/bench_bin"))
                                                     / "perf_analyzer"))
 SERVERS = ("triton", "workbench")
+CLOCK_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 SERVER_NAMES = {"triton": "Triton", "workbench": "workbench"}
 PROTOCOLS = {"http": "HTTP binary", "http-json": "HTTP JSON", "grpc": "gRPC"}
 #: perf_analyzer --verbose-csv columns (microseconds) -> our keys (milliseconds)
@@ -292,9 +293,45 @@ def loadavg() -> str:
         return "-"
 
 
-def measure(rdir: Path, server: str, model: str, proto: str, conc: int, port: int, a: argparse.Namespace
-            ) -> dict[str, Any]:
-    """Warm-up plus one recorded perf_analyzer run; the parsed numbers, or ``ok: False`` with the error."""
+def group_cpu(pgid: int) -> dict[str, float]:
+    """CPU seconds (user + system) of every thread of every process in process group ``pgid``, by
+    ``pid/tid`` (the server and its children: Triton's python-backend stubs, ours)."""
+    out: dict[str, float] = {}
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            if int(stat[stat.rindex(")") + 2:].split()[2]) != pgid:
+                continue
+            tids = os.listdir(f"/proc/{pid}/task")
+        except (OSError, ValueError):
+            continue
+        for tid in tids:
+            try:
+                text = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            except OSError:
+                continue
+            fields = text[text.rindex(")") + 2:].split()
+            out[f"{pid}/{tid}"] = (int(fields[11]) + int(fields[12])) / CLOCK_TICK
+    return out
+
+
+def inference_count(http_port: int, model: str) -> int | None:
+    """The model's ``inference_count`` summed over its versions (the statistics extension), None if unread."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/v2/models/{model}/stats", timeout=10) as r:
+            return sum(int(s["inference_count"]) for s in json.load(r)["model_stats"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def measure(rdir: Path, server: str, model: str, proto: str, conc: int, port: int, a: argparse.Namespace,
+            pgid: int | None = None, http_port: int | None = None) -> dict[str, Any]:
+    """Warm-up plus one recorded perf_analyzer run; the parsed numbers, or ``ok: False`` with the error.
+
+    With ``pgid`` and ``http_port`` also the server's CPU per inference over the recorded run: every thread of
+    its process group from ``/proc`` (``cpu_us``: all of them; ``busiest_thread_us``: the one thread that
+    spent the most, workbench's event loop), divided by the inferences its statistics counted meanwhile.
+    """
     base = rdir / f"{server}__{model}__{proto}__c{conc}"
     url = f"localhost:{port}"
     rec: dict[str, Any] = {"server": server, "model": model, "proto": proto, "conc": conc,
@@ -308,11 +345,22 @@ def measure(rdir: Path, server: str, model: str, proto: str, conc: int, port: in
             return rec
     argv = pa_command(model, url, proto, conc, a.interval, a.windows, Path(f"{base}.csv"))
     Path(f"{base}.cmd").write_text(shlex.join(argv) + "\n")
+    accounted = pgid is not None and http_port is not None
+    if accounted:
+        cpu0, n0 = group_cpu(pgid), inference_count(http_port, model)  # type: ignore[arg-type]
     with open(f"{base}.log", "wb") as f:
         rc = subprocess.run(["timeout", "120", *argv], stdout=f, stderr=subprocess.STDOUT, check=False).returncode
+    if accounted:
+        cpu1, n1 = group_cpu(pgid), inference_count(http_port, model)  # type: ignore[arg-type]
+        if n0 is not None and n1 is not None and n1 > n0:
+            deltas = [v - cpu0.get(k, 0.0) for k, v in cpu1.items()]
+            rec["cpu_us"] = 1e6 * sum(deltas) / (n1 - n0)
+            rec["busiest_thread_us"] = 1e6 * max(deltas) / (n1 - n0)
     try:
         rec.update(ok=True, **parse_pa(Path(f"{base}.csv"), Path(f"{base}.log")))
-        log(f"  {server} {model} {proto} c={conc}: {rec['infer_per_s']:.1f} infer/s, p99 {rec['p99_ms']:.2f} ms")
+        cpu = f", CPU {rec['cpu_us']:.0f} us/inf (busiest thread {rec['busiest_thread_us']:.0f})" \
+            if "cpu_us" in rec else ""
+        log(f"  {server} {model} {proto} c={conc}: {rec['infer_per_s']:.1f} infer/s, p99 {rec['p99_ms']:.2f} ms{cpu}")
     except (OSError, ValueError, IndexError, KeyError) as e:
         errs = [ln for ln in Path(f"{base}.log").read_text(errors="replace").splitlines()
                 if re.search("error|fail", ln, re.I)][:2]
@@ -429,7 +477,9 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
                     for proto in protocols:
                         port = ports[server][1 if proto == "grpc" else 0]
                         for conc in concs:
-                            rnd["measurements"].append(measure(rdir, server, model, proto, conc, port, a))
+                            pgid = srv.proc.pid if srv.proc is not None else None
+                            rnd["measurements"].append(measure(rdir, server, model, proto, conc, port, a,
+                                                               pgid, ports[server][0]))
                             save()
             except RuntimeError as e:
                 log(str(e))
@@ -574,6 +624,17 @@ def tables(res: dict[str, Any]) -> str:
                       f"{cell(m('compute_infer_ms'), 2)} | "
                       f"{cell(m('compute_output_ms'), 2)} | {cell(m('server_overhead_ms'), 2)} | "
                       f"{cell(m('server_request_ms'), 2)} | {cell(m('avg_ms'), 2)} | {cell(m('avg_batch'), 1)} |")
+    md += ["", "### Server CPU per inference (µs, every thread of the server's process group from /proc over "
+           "the recorded run, / inferences its statistics counted; per round, then the median)", "",
+           "| model | protocol | conc | server | all threads per round | all threads median | busiest thread "
+           "per round | busiest thread median |", "|---|---|---:|---|---|---:|---|---:|"]
+    for (model, proto, conc), per in data.items():
+        for server in SERVERS:
+            alls = [x.get("cpu_us") if x else None for x in per[server]]
+            busy = [x.get("busiest_thread_us") if x else None for x in per[server]]
+            md.append(f"| {model} | {PROTOCOLS.get(proto, proto)} | {conc} | {SERVER_NAMES[server]} | "
+                      f"{' / '.join(cell(v, 0) for v in alls)} | {cell(med([v for v in alls if v is not None]), 0)} | "
+                      f"{' / '.join(cell(v, 0) for v in busy)} | {cell(med([v for v in busy if v is not None]), 0)} |")
     md += ["", "### Machine-speed probe and in-process onnxruntime per round", "",
            "| round | time UTC | loadavg | probe mlp b=1 infer/s | probe minilm b=1 infer/s | numpy 64 MiB copy GB/s | "
            "raw ORT minilm infer/s per batch | Triton ready s | workbench ready s |",

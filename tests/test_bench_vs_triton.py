@@ -205,3 +205,22 @@ def test_failed_starts_and_measurements_are_listed_for_the_exit_status() -> None
     assert vs.failures(res) == ["round 1 triton: tritonserver.sh: No such file",
                                 "round 1 triton mlp http c=16: not started"]
     assert vs.failures({"rounds": [{"round": 1, "measurements": []}]}) == []
+
+
+def test_server_cpu_per_inference_is_tabled_per_round_with_its_median() -> None:
+    rounds = []
+    for cpu_t, cpu_w in ((360.0, 150.0), (340.0, 130.0), (380.0, 170.0)):
+        t, w = _m("triton", "mlp", 4000.0), _m("workbench", "mlp", 4000.0)
+        t.update(cpu_us=cpu_t, busiest_thread_us=60.0)
+        w.update(cpu_us=cpu_w, busiest_thread_us=cpu_w - 20)
+        rounds.append([t, w])
+    section = vs.tables(_results(rounds)).split("### Server CPU per inference")[1].split("###")[0]
+    [line] = [ln for ln in section.splitlines() if ln.startswith("| mlp | gRPC | 16 | workbench |")]
+    assert [c.strip() for c in line.strip("|").split("|")][4:] == ["150 / 130 / 170", "150", "130 / 110 / 150",
+                                                                    "130"]
+
+
+def test_group_cpu_reads_every_thread_of_the_process_group() -> None:
+    cpu = vs.group_cpu(os.getpgrp())
+    assert f"{os.getpid()}/{os.getpid()}" in cpu  # this process's main thread
+    assert all(v >= 0.0 for v in cpu.values())

@@ -279,3 +279,53 @@ async def test_without_preserve_ordering_fast_requests_return_first(tmp_path: Pa
     BEHAVIOUR.release.set()
     await first
     assert done == [2.0, 1.0]
+
+
+# While an idle instance's batch fills (the queue delay running), each arrival is decided without a
+# scan of the queue when nothing can have changed the decision (DynamicBatchPolicy._still_filling);
+# these check the arrivals that must still dispatch at once.
+
+async def test_a_filling_batch_leaves_when_it_reaches_max_batch_size(tmp_path: Path, stopper) -> None:
+    server = await start(tmp_path, "dynamic_batching { max_queue_delay_microseconds: 60000000 }")
+    stopper(server)
+    tasks = []
+    for i in range(3):  # max_batch_size 4, one arrival at a time
+        tasks.append(asyncio.create_task(server.infer(request(i))))
+        await queued(server, "fake", i + 1)
+    tasks.append(asyncio.create_task(server.infer(request(3))))
+    results = await asyncio.wait_for(asyncio.gather(*tasks), timeout=20)
+    assert [float(r.outputs[0].data[0, 0]) for r in results] == [0.0, 1.0, 2.0, 3.0]
+    assert await batch_sizes(server) == {4: 1}
+
+
+async def test_a_filling_batch_counts_batch_sizes_towards_the_max(tmp_path: Path, stopper) -> None:
+    server = await start(tmp_path, "dynamic_batching { max_queue_delay_microseconds: 60000000 }")
+    stopper(server)
+    first = asyncio.create_task(server.infer(request(1, batch=3)))
+    await queued(server, "fake", 1)
+    second = asyncio.create_task(server.infer(request(2)))  # 3 + 1 = max_batch_size 4
+    await asyncio.wait_for(asyncio.gather(first, second), timeout=20)
+    assert await batch_sizes(server) == {4: 1}
+
+
+async def test_a_request_of_another_shape_closes_a_filling_batch_at_once(tmp_path: Path) -> None:
+    config = """
+name: "ident"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+dynamic_batching { max_queue_delay_microseconds: 60000000 }
+"""
+    write_model(tmp_path, "ident", config, identity_graph(TensorProto.FLOAT, ["b", "n"]))
+    async with Server(ServerOptions(model_repository=[str(tmp_path)])) as server:
+        def ident(n: int) -> InferenceRequest:
+            return InferenceRequest("ident", [Tensor("INPUT0", "FP32", np.full((1, n), n, np.float32))])
+
+        first = [asyncio.create_task(server.infer(ident(2))) for _ in range(2)]
+        await queued(server, "ident", 2)
+        other = asyncio.create_task(server.infer(ident(3)))  # closes the batch of the two before it
+        await asyncio.wait_for(asyncio.gather(*first), timeout=20)
+        assert await batch_sizes(server, "ident") == {2: 1}
+        other.cancel()

@@ -68,12 +68,16 @@ class CancelSignal:
     client gone, a dropped task); a BLS caller cancels its call (``ResponseIterator.cancel``).
     """
 
-    __slots__ = ("_callbacks", "_cancelled", "_lock")
+    __slots__ = ("_callbacks", "_cancelled")
+
+    #: one lock for every signal: a request's signal is made per request and cancelled or
+    #: registered with rarely, so a lock (and a callback list) per signal would be an allocation
+    #: per request for nothing; the critical sections below are a few attribute operations
+    _lock = threading.Lock()
 
     def __init__(self) -> None:
         self._cancelled = False
-        self._lock = threading.Lock()
-        self._callbacks: list[Callable[[], None]] = []
+        self._callbacks: list[Callable[[], None]] | None = None  # made by the first on_cancel
 
     @property
     def cancelled(self) -> bool:
@@ -81,19 +85,22 @@ class CancelSignal:
 
     def cancel(self) -> None:
         """Cancel (idempotent); runs the registered callbacks once."""
-        with self._lock:
+        with CancelSignal._lock:
             if self._cancelled:
                 return
             self._cancelled = True
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
+            callbacks, self._callbacks = self._callbacks, None
+        for callback in callbacks or ():
             callback()
 
     def on_cancel(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` when cancelled (at once when already cancelled)."""
-        with self._lock:
+        with CancelSignal._lock:
             if not self._cancelled:
-                self._callbacks.append(callback)
+                if self._callbacks is None:
+                    self._callbacks = [callback]
+                else:
+                    self._callbacks.append(callback)
                 return
         callback()
 

@@ -269,15 +269,22 @@ class LoadedModel:
 
     def _response(self, request: InferenceRequest, backend_request, outputs: dict,
                   parameters: dict | None = None) -> InferenceResponse:
-        params = {o.name: o.parameters for o in request.outputs or ()}
         specs, batched = self.io.outputs, self.io.max_batch_size > 0
-        tensors = [  # an output's reshape undone: the client gets the config's dims (Triton)
-            Tensor(name, specs[name].wire_of(outputs[name]), specs[name].undo_reshape(outputs[name], batched),
-                   params.get(name, {}))
-            for name in backend_request.requested_outputs
-            if name in outputs
-        ]
-        if params and any(p.get("classification") for p in params.values()):
+        tensors = []
+        if not request.outputs:  # all outputs, no per-output parameters: the usual request
+            for name in backend_request.requested_outputs:
+                if name in outputs:  # an output's reshape undone: the client gets the config's dims (Triton)
+                    array, spec = outputs[name], specs[name]
+                    tensors.append(Tensor(name, spec.wire_of(array), spec.undo_reshape(array, batched), {}))
+            return InferenceResponse(self.name, self.version_str, tensors, request.id, parameters or {})
+        params = {o.name: o.parameters for o in request.outputs}
+        classified = False
+        for name in backend_request.requested_outputs:
+            if name in outputs:
+                array, spec, output_params = outputs[name], specs[name], params.get(name, {})
+                tensors.append(Tensor(name, spec.wire_of(array), spec.undo_reshape(array, batched), output_params))
+                classified = classified or bool(output_params.get("classification"))
+        if classified:
             tensors = [self._classified(t) for t in tensors]
         return InferenceResponse(self.name, self.version_str, tensors, request.id, parameters or {})
 

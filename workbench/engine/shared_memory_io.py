@@ -34,9 +34,13 @@ T = TypeVar("T")
 
 def uses_shared_memory(request: InferenceRequest) -> bool:
     """True when an input or a requested output names a shared-memory region."""
-    if any(SHM_REGION in tensor.parameters for tensor in request.inputs):
-        return True
-    return any(SHM_REGION in o.parameters for o in request.outputs or ())
+    for tensor in request.inputs:  # loops, not any(...): no generator per request
+        if tensor.parameters and SHM_REGION in tensor.parameters:
+            return True
+    for output in request.outputs or ():  # noqa: SIM110  # the loop on purpose (above)
+        if output.parameters and SHM_REGION in output.parameters:
+            return True
+    return False
 
 
 def shared_memory_reference(parameters: dict) -> tuple[str, int, int]:

@@ -127,6 +127,11 @@ class DeadlineTimer:
         """True while a deadline is set and has not fired."""
         return self._watched or self._handle is not None
 
+    @property
+    def due_ns(self) -> int:
+        """The deadline set while :attr:`armed` (``time.monotonic_ns()`` nanoseconds), else 0."""
+        return self._due_ns if self.armed else 0
+
     def arm(self, due_ns: int) -> None:
         """Fire at ``due_ns`` (``time.monotonic_ns()`` nanoseconds; a past one fires at once)."""
         self._due_ns = due_ns

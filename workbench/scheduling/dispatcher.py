@@ -296,6 +296,11 @@ class Dispatcher(Scheduler):
         (:mod:`~workbench.scheduling.deadline_timer`), as Triton's batcher thread waits."""
         self._dispatch_timer.arm_earlier(due_ns)
 
+    def dispatch_due_ns(self) -> int:
+        """When the dispatch set by :meth:`dispatch_at` will run (``time.monotonic_ns()``), 0 when
+        none is set."""
+        return self._dispatch_timer.due_ns
+
     def _on_dispatch_timer(self) -> None:
         self.dispatch()
 

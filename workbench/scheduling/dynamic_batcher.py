@@ -73,6 +73,8 @@ class DynamicBatchPolicy(BatchPolicy):
         self._held: dict[int, tuple[BackendResponse, ExecutionTimes | None, str]] = {}
         self._timeout_timer = DeadlineTimer(self._on_timeout)
         self._hold_until = hook_count(DELAY_SCHEDULER)  # queued requests; 0 = not holding
+        #: the shape key every queued request shares; None once two differ (until the queue empties)
+        self._uniform_key: tuple[object, ...] | None = None
 
     # ------------------------------------------------------------------ admission
     def admit(self, pending: Pending) -> None:
@@ -80,11 +82,16 @@ class DynamicBatchPolicy(BatchPolicy):
         pending.priority, pending.deadline_ns = self._queue.level_and_deadline(params, pending.enqueue_ns)
         pending.shape_key = _shape_key(pending, self._ragged)
         pending.size = max(1, pending.request.batch_size)
+        first = not self._queue
         try:
             self._queue.push(pending)
         except Unavailable:
             self.dispatcher.stats.record_failure(time.monotonic_ns() - pending.arrival_ns, "REJECTED")
             raise
+        if first:
+            self._uniform_key = pending.shape_key
+        elif self._uniform_key is not None and pending.shape_key != self._uniform_key:
+            self._uniform_key = None
         if self._preserve_ordering:
             self._order.append(pending)
         if pending.deadline_ns:
@@ -107,14 +114,14 @@ class DynamicBatchPolicy(BatchPolicy):
 
     # ------------------------------------------------------------------ batch forming
     def next_batch(self, runner: InstanceRunner) -> list[Pending]:
-        if self._holding():
+        if self._holding() or self._still_filling():
             return []
         now_ns = time.monotonic_ns()
         self._expire(now_ns)
         candidates, size, cut, closed = self._candidates()
         if not candidates:
             return []
-        oldest_ns = min(p.enqueue_ns for p in candidates)
+        oldest_ns = min([p.enqueue_ns for p in candidates])
         due_ns = oldest_ns + self._max_queue_delay_ns
         expired = bool(self._max_queue_delay_ns) and now_ns >= due_ns
         if cut and not expired:
@@ -125,6 +132,22 @@ class DynamicBatchPolicy(BatchPolicy):
             return self._take(candidates)
         self.dispatcher.dispatch_at(due_ns)
         return []
+
+    def _still_filling(self) -> bool:
+        """True when the batch forming now is sure to wait for the dispatch already set for the
+        queue delay: what a new arrival finds most of the time, decided without the scan of
+        :meth:`_candidates`. Sure when every queued request has the same shape key (nothing
+        closes the batch), their sizes add up to less than the largest preferred size (no cut,
+        no full batch) and no other preferred size is configured, no queued request has a queue
+        timeout, the dispatch set (by this policy, for the oldest request's delay) is still
+        ahead, and no queued request was cancelled (those are dropped by the scan, at once)."""
+        queue = self._queue
+        if self._uniform_key is None or len(self._preferred) > 1 or queue.total_size >= self._max_preferred:
+            return False
+        due_ns = self.dispatcher.dispatch_due_ns()
+        if not due_ns or queue.next_deadline_ns() or self.dispatcher.stopping:
+            return False
+        return time.monotonic_ns() < due_ns and not queue.any_done()
 
     def _holding(self) -> bool:
         """Triton's ``TRITONSERVER_DELAY_SCHEDULER`` hold: True until that many requests are
@@ -227,8 +250,10 @@ def _shape_key(pending: Pending, ragged: frozenset[str]) -> tuple[tuple[str, tup
     """What must be equal for requests to share an execution: the names of the inputs they
     carry (an optional input in some only cannot be joined), and the non-batch shapes of the
     non-ragged ones."""
-    return tuple((name, None if name in ragged else a.shape[1:])
-                 for name, a in pending.request.inputs.items())
+    if not ragged:  # a list, not a generator, into the tuple: this runs per request
+        return tuple([(name, a.shape[1:]) for name, a in pending.request.inputs.items()])
+    return tuple([(name, None if name in ragged else a.shape[1:])
+                  for name, a in pending.request.inputs.items()])
 
 
 __all__ = ["DynamicBatchPolicy", "dynamic_batcher"]

@@ -75,6 +75,8 @@ class RequestQueue:
         self._order: list[int] = []  # their numbers, ascending (scheduling order)
         self._deadlines: list[tuple[int, int, Pending]] = []
         self._size = 0
+        #: the batch sizes (``Pending.size``) of the queued requests added up
+        self.total_size = 0
 
     def policy(self, level: int) -> QueuePolicy:
         """The queue policy of ``level``: its ``priority_queue_policy``, else the default one."""
@@ -120,6 +122,7 @@ class RequestQueue:
             bisect.insort(self._order, level)
         queue.ready.append(pending)
         self._size += 1
+        self.total_size += pending.size
         if pending.deadline_ns:
             heapq.heappush(self._deadlines, (pending.deadline_ns, id(pending), pending))
 
@@ -149,6 +152,7 @@ class RequestQueue:
                     pending = queue.popleft()
                     if id(pending) in ids:
                         left -= 1
+                        self.total_size -= pending.size
                     else:
                         kept.append(pending)
                 queue.extendleft(reversed(kept))
@@ -175,6 +179,18 @@ class RequestQueue:
                 queue.delayed.append(pending)
         self.remove(rejected)
         return rejected
+
+    def any_done(self) -> bool:
+        """True when some queued request's future is done (its caller went away): a pass over the
+        queue that only asks each request that."""
+        for level in self._queues.values():
+            for pending in level.ready:
+                if pending.future.done():
+                    return True
+            for pending in level.delayed:
+                if pending.future.done():
+                    return True
+        return False
 
     def next_deadline_ns(self) -> int:
         """The earliest pending queue deadline, 0 if none."""
