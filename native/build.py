@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "native" / "grpc_frontend.cc"
-BUILD = ROOT / "build" / "native"
+BUILD = ROOT / "native" / "build"
 TARGET = ROOT / "workbench" / "frontends" / "grpc" / f"_native_grpc{sysconfig.get_config_var('EXT_SUFFIX')}"
 
 

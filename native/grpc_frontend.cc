@@ -266,6 +266,16 @@ class Frontend {
     return true;
   }
 
+  // grpc-core's decompression is off (as on the Python front end): a compressed message goes
+  // to Python as it came, which inflates it up to --grpc-max-decompressed-size. The sniff is
+  // workbench/frontends/grpc/decompression.py's looks_compressed.
+  static bool LooksCompressed(const std::string& data) {
+    if (data.size() < 2) return false;
+    unsigned first = static_cast<unsigned char>(data[0]), flg = static_cast<unsigned char>(data[1]);
+    if ((first & 0x0F) != 8) return first == 0x1F && flg == 0x8B;
+    return (first >> 4) <= 7 && ((first << 8) | flg) % 31 == 0 && !(flg & 0x20);
+  }
+
   Call* Find(uint64_t id, bool take) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = open_.find(id);
@@ -338,7 +348,7 @@ class Frontend {
               call->payload.append(reinterpret_cast<const char*>(s.begin()), s.size());
           }
           call->in.Clear();
-          if (call->ctx.method() == kModelInfer) {
+          if (call->ctx.method() == kModelInfer && !LooksCompressed(call->payload)) {
             auto request = std::make_shared<inference::ModelInferRequest>();
             if (request->ParseFromString(call->payload) && Plain(*request)) {
               call->infer = std::move(request);

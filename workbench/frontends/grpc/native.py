@@ -18,8 +18,9 @@ arrived meanwhile (:meth:`NativeGrpcServer._take`). Then:
 
 Not served natively (documented in docs/grpc-native.md): streaming RPCs (``ModelStreamInfer``,
 health ``Watch``: UNIMPLEMENTED, use ``--grpc-frontend=python``), ``--grpc-restricted-protocol``
-(the server falls back to the Python front end), ``--grpc-max-decompressed-size`` (grpc-core
-inflates compressed requests, up to ``--grpc-max-message-size``).
+(the server falls back to the Python front end), ``--grpc-max-connections`` (Debian's grpc++ 1.51
+has no ``grpc.max_allowed_incoming_connections``: no connection cap). Compressed requests are
+inflated in Python as on the Python front end (grpc-core's decompression is off on both).
 """
 
 from __future__ import annotations
@@ -150,8 +151,7 @@ class NativeGrpcServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         address = options.grpc_address
         host = f"[{address}]" if ":" in address else address
-        args = [(name, value) for name, value in channel_args
-                if name != "grpc.per_message_decompression"]
+        args = list(channel_args)
         self._native = _native_grpc.Frontend(
             f"{host}:{options.grpc_port}", args, options.grpc_max_message_size,
             options.grpc_max_message_size, THREADS)
