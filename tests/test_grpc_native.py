@@ -112,6 +112,16 @@ async def test_the_same_bytes_from_both_front_ends(server: Server, case: str) ->
         assert python[0] == "OK"
 
 
+@pytest.mark.parametrize("case", ["plain", "with a parameter", "metadata"])
+async def test_compressed_answers_are_the_same_messages(server: Server, case: str) -> None:
+    """``--grpc-infer-response-compression-level``: the client inflates the same bytes."""
+    method, request = REQUESTS[case]
+    async with both(server, grpc_infer_response_compression_level="high") as channels:
+        python = await answer(channels["python"], method, request)
+        native = await answer(channels["native"], method, request)
+    assert native == python and python[0] == "OK"
+
+
 async def test_plain_infer_answers_are_right(server: Server) -> None:
     a = np.arange(32, dtype=np.float32).reshape(2, 16)
     b = np.ones((2, 16), np.float32)
