@@ -202,8 +202,12 @@ class NativeGrpcServer:
             self._tasks[call] = task
             task.add_done_callback(functools.partial(self._forget, call))
 
-    def _forget(self, call: int, _task: asyncio.Task) -> None:
+    def _forget(self, call: int, task: asyncio.Task) -> None:
+        """The call's task ended; one cancelled before it ran never answered: CANCELLED (a call
+        already answered is not answered twice)."""
         self._tasks.pop(call, None)
+        if task.cancelled():
+            self._native.finish_error(call, grpc.StatusCode.CANCELLED.value[0], "CANCELLED")
 
     async def _infer(self, call: int, infer: tuple) -> None:
         """A plain ModelInfer: decoded by C++, answered by C++ (the Python path's wire bytes)."""
