@@ -59,6 +59,8 @@ def _descriptor_set(path: Path) -> None:
 
 
 def build(force: bool = False) -> int:
+    """Build the extension when the tools are there and it is out of date; 0 in every case but
+    a failed compile of present tools (1: the Python front end still serves)."""
     missing = _missing()
     if missing:
         print(f"native gRPC front end not built (missing: {', '.join(missing)}); "
@@ -79,7 +81,10 @@ def build(force: bool = False) -> int:
                str(SOURCE), str(BUILD / "grpc_service.pb.cc"), str(BUILD / "model_config.pb.cc"),
                "-o", str(TARGET), *flags]
     print("building the native gRPC front end (g++, about a minute)")
-    subprocess.run(command, check=True)
+    if subprocess.run(command).returncode:
+        TARGET.unlink(missing_ok=True)
+        print("native gRPC front end failed to build (above); the Python front end serves gRPC")
+        return 1
     print(f"native gRPC front end built: {TARGET.relative_to(ROOT)}")
     return 0
 
