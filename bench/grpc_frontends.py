@@ -80,7 +80,10 @@ def main() -> int:
     ap.add_argument("--windows", type=int, default=3)
     ap.add_argument("--ports", default="19400,19401,19402", help="http,grpc,metrics (each server in turn)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help="triton, python, native, or nativeN (native with --grpc-native-threads=N)")
     a = ap.parse_args()
+    variants = tuple(a.variants.split(","))
     out = Path(a.out or vt.WORK / "results" / time.strftime("grpc-frontends-%Y%m%dT%H%M%SZ", time.gmtime()))
     out.mkdir(parents=True, exist_ok=True)
     ports = tuple(int(p) for p in a.ports.split(","))
@@ -94,10 +97,12 @@ def main() -> int:
         rdir.mkdir(exist_ok=True)
         rnd: dict[str, Any] = {"round": r, "probe": vt.machine_probe(rdir), "measurements": []}
         res["rounds"].append(rnd)
-        order = VARIANTS[r - 1:] + VARIANTS[:r - 1]
+        shift = (r - 1) % len(variants)
+        order = variants[shift:] + variants[:shift]
         for variant in order:
             kind = "triton" if variant == "triton" else "workbench"
-            cmd = vt.server_command(kind, ports, [a.model], f"{ours} --grpc-frontend={variant}", out)
+            flags = f" --grpc-frontend={variant[:6]}" + (f" --grpc-native-threads={variant[6:]}" if variant[6:] else "")
+            cmd = vt.server_command(kind, ports, [a.model], ours + flags, out)
             srv = vt.Server(variant, cmd, ports[0], [a.model], rdir / f"{variant}.server.log")
             try:
                 srv.start()
@@ -120,7 +125,7 @@ def main() -> int:
     lines = [f"{res['meta']['machine']}; {res['meta']['code']}", "",
              "| front end | infer/s per round | median | p99 ms median | CPU µs/inf all threads | main thread |",
              "|---|---|---:|---:|---:|---:|"]
-    for variant in VARIANTS:
+    for variant in variants:
         recs = [m for rnd in res["rounds"] for m in rnd["measurements"] if m["server"] == variant and m.get("ok")]
         if not recs:
             continue

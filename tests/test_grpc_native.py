@@ -145,10 +145,11 @@ async def test_streams_are_unimplemented_on_native(server: Server) -> None:
     assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
-async def test_many_concurrent_calls_are_each_answered(server: Server) -> None:
+@pytest.mark.parametrize("threads", [1, 4])
+async def test_many_concurrent_calls_are_each_answered(server: Server, threads: int) -> None:
     import asyncio
 
-    async with both(server) as channels:
+    async with both(server, grpc_native_threads=threads) as channels:
         requests = [add_sub(np.full((1, 16), i, np.float32), np.ones((1, 16), np.float32), id=str(i))
                     for i in range(200)]
         answers = await asyncio.gather(*(answer(channels["native"], "ModelInfer", r) for r in requests))

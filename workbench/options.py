@@ -126,6 +126,11 @@ class ServerOptions(BaseSettings):
     where the extension is not built, or with ``--grpc-restricted-protocol``, serves with python
     (logged)."""
 
+    grpc_native_threads: int = Field(default=2, ge=1, le=64)
+    """Completion-queue threads of the native gRPC front end (``--grpc-native-threads``; not a
+    tritonserver flag): HTTP/2, reading and parsing requests, writing responses; the engine's
+    Python thread is not one of them."""
+
     grpc_infer_allocation_pool_size: int = Field(default=8, ge=0)
     """Accepted for tritonserver compatibility (``--grpc-infer-allocation-pool-size``); it
     sizes a C++ response-object pool there and has no effect here."""

@@ -65,8 +65,6 @@ MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
 #: the status text of a streaming RPC on the native front end
 NO_STREAMS = ("streaming RPCs are not served by the native gRPC front end; "
               "start the server with --grpc-frontend=python")
-#: completion-queue threads of the native front end
-THREADS = 2
 
 
 def available() -> bool:
@@ -154,7 +152,7 @@ class NativeGrpcServer:
         args = list(channel_args)
         self._native = _native_grpc.Frontend(
             f"{host}:{options.grpc_port}", args, options.grpc_max_message_size,
-            options.grpc_max_message_size, THREADS)
+            options.grpc_max_message_size, options.grpc_native_threads)
         self.port: int = self._native.port
 
     # ------------------------------------------------------------ registration (add_lenient)
