@@ -9,7 +9,9 @@
 // the answer's protobuf bytes are written here (finish_infer: the response header through the
 // generated class, then each output buffer as a raw_output_contents record, the bytes protobuf
 // writes for the full message). Cancelled calls (client gone, deadline) are reported to Python
-// through the same queue. Streaming RPCs are not served here (UNIMPLEMENTED; docs/grpc-native.md).
+// through the same queue. On a streaming method (the names Python passes) every request message,
+// the end of the requests and each written response are events of the same queue; Python writes
+// one response at a time (stream_write) and ends the call with finish_error (OK included).
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/generic/async_generic_service.h>
 #include <pybind11/pybind11.h>
@@ -39,9 +41,9 @@ struct Call;
 // A completion-queue tag: which step of which call completed.
 struct Tag {
   Call* call;
-  int step;  // kStarted, kRead, kFinished, kDone
+  int step;  // kStarted, kRead, kFinished, kDone, kWritten
 };
-enum { kStarted, kRead, kFinished, kDone };
+enum { kStarted, kRead, kFinished, kDone, kWritten };
 
 struct Call {
   explicit Call(uint64_t call_id) : id(call_id), stream(&ctx) {}
@@ -51,15 +53,20 @@ struct Call {
   grpc::ByteBuffer in;
   std::string payload;
   std::shared_ptr<inference::ModelInferRequest> infer;  // parsed here: a ModelInfer request
-  Tag started{this, kStarted}, read{this, kRead}, finished{this, kFinished}, done{this, kDone};
-  std::atomic<int> refs{2};  // the op chain and the done notification
+  Tag started{this, kStarted}, read{this, kRead}, finished{this, kFinished}, done{this, kDone},
+      written{this, kWritten};
+  std::atomic<int> refs{2};  // the op chain and the done notification (+1 per read or write in flight)
+  bool streaming = false;   // a streaming method: every message is read and handed on
+  bool compressing = false;  // a streaming call's responses are compressed (set at the first)
   std::atomic<bool> answered{false};
 };
 
-// One event for Python: a call to serve (kind 0) or a cancelled one (kind 1).
+// One event for Python: a call to serve (kind 0), a cancelled one (1); on a streaming call a
+// request message (2), the end of the requests (3), a response written (4).
 struct Event {
   int kind;
   Call* call;
+  std::string payload;
 };
 
 class Frontend;
@@ -73,8 +80,8 @@ struct RawInput {
 class Frontend {
  public:
   Frontend(const std::string& address, const std::vector<std::pair<std::string, int>>& args,
-           int max_receive, int max_send, int threads)
-      : efd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+           int max_receive, int max_send, int threads, const std::vector<std::string>& streams)
+      : efd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)), streams_(streams) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
     for (const auto& [name, value] : args) builder.AddChannelArgument(name, value);
@@ -131,6 +138,17 @@ class Frontend {
       if (event.kind == 1) {
         out[i++] = py::make_tuple(call->id, py::none(), py::none(), py::none());
         Unref(call);
+        continue;
+      }
+      if (event.kind >= 2) {  // (id, "", message | None, kind)
+        py::object message = event.kind == 2 ? py::object(py::bytes(event.payload)) : py::none();
+        out[i++] = py::make_tuple(call->id, "", message, event.kind);
+        Unref(call);
+        continue;
+      }
+      if (call->streaming) {
+        out[i++] = py::make_tuple(call->id, std::string(call->ctx.method()), py::none(), py::none());
+        Unref(call);  // the event's reference; the op chain's keeps the call
         continue;
       }
       const std::string method(call->ctx.method());
@@ -198,6 +216,23 @@ class Frontend {
       out += n;
     }
     Write(call, grpc::ByteBuffer(&slice, 1), compress);
+  }
+
+  // One response message on a streaming call; Python writes the next once this one's kind-4
+  // event came (one write in flight, as grpc allows).
+  void StreamWrite(uint64_t id, const py::bytes& data, bool compress) {
+    Call* call = Find(id, false);
+    if (call == nullptr) return;
+    char* buffer;
+    ssize_t length;
+    PYBIND11_BYTES_AS_STRING_AND_SIZE(data.ptr(), &buffer, &length);
+    grpc::Slice slice(buffer, static_cast<size_t>(length));
+    if (compress && !call->compressing) {  // before the initial metadata goes, once
+      call->compressing = true;
+      call->ctx.set_compression_algorithm(GRPC_COMPRESS_GZIP);
+    }
+    call->refs.fetch_add(1);
+    call->stream.Write(grpc::ByteBuffer(&slice, 1), &call->written);
   }
 
   void FinishError(uint64_t id, int code, const std::string& message) {
@@ -300,16 +335,32 @@ class Frontend {
     service_.RequestCall(&call->ctx, &call->stream, cq, cq, &call->started);
   }
 
-  void Push(Call* call, int kind) {
+  void Push(Call* call, int kind, std::string payload = std::string()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped_) { Unref(call); return; }
     bool wake = events_.empty();
-    events_.push_back({kind, call});
+    events_.push_back({kind, call, std::move(payload)});
     if (wake) {
       uint64_t one = 1;
       ssize_t unused = write(efd_, &one, sizeof one);
       (void)unused;
     }
+  }
+
+  static std::string Flatten(grpc::ByteBuffer& buffer) {
+    std::string out;
+    grpc::Slice slice;
+    if (buffer.TrySingleSlice(&slice).ok()) {
+      out.assign(reinterpret_cast<const char*>(slice.begin()), slice.size());
+      return out;
+    }
+    std::vector<grpc::Slice> slices;
+    buffer.Dump(&slices);
+    size_t total = 0;
+    for (auto& s : slices) total += s.size();
+    out.reserve(total);
+    for (auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    return out;
   }
 
   static void Unref(Call* call) {
@@ -326,27 +377,38 @@ class Frontend {
         case kStarted:
           if (!ok) { break; }  // shutting down: the call never started (leaked at exit)
           if (!stopped_) Request(cq);
+          for (const auto& name : streams_)
+            if (call->ctx.method() == name) call->streaming = true;
+          if (call->streaming) {
+            call->refs.fetch_add(1);  // held until Python took the event
+            Push(call, 0);
+          }
+          call->refs.fetch_add(1);  // the read in flight
           call->stream.Read(&call->in, &call->read);
           break;
+        case kWritten:
+          Push(call, 4);  // takes over the write's reference
+          break;
         case kRead: {
+          if (call->streaming) {
+            if (!ok) {
+              Push(call, 3);  // takes over the read's reference
+              break;
+            }
+            call->refs.fetch_add(1);  // the message event's reference
+            Push(call, 2, Flatten(call->in));
+            call->in.Clear();
+            call->stream.Read(&call->in, &call->read);  // the read's reference goes on
+            break;
+          }
+          Unref(call);  // the read's reference (the op chain's keeps it)
           if (!ok) {  // the client sent no message (half-closed at once or cancelled)
             call->answered = true;
             call->stream.Finish(grpc::Status(grpc::StatusCode::INTERNAL, "no request message"),
                                 &call->finished);
             break;
           }
-          grpc::Slice slice;
-          if (call->in.TrySingleSlice(&slice).ok()) {
-            call->payload.assign(reinterpret_cast<const char*>(slice.begin()), slice.size());
-          } else {
-            std::vector<grpc::Slice> slices;
-            call->in.Dump(&slices);
-            size_t total = 0;
-            for (auto& s : slices) total += s.size();
-            call->payload.reserve(total);
-            for (auto& s : slices)
-              call->payload.append(reinterpret_cast<const char*>(s.begin()), s.size());
-          }
+          call->payload = Flatten(call->in);
           call->in.Clear();
           if (call->ctx.method() == kModelInfer && !LooksCompressed(call->payload)) {
             auto request = std::make_shared<inference::ModelInferRequest>();
@@ -382,6 +444,7 @@ class Frontend {
   std::unordered_map<uint64_t, Call*> open_;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> stopped_{false};
+  std::vector<std::string> streams_;
 };
 
 }  // namespace
@@ -396,9 +459,9 @@ PYBIND11_MODULE(_native_grpc, m) {
       });
   py::class_<Frontend>(m, "Frontend")
       .def(py::init<const std::string&, const std::vector<std::pair<std::string, int>>&, int, int,
-                    int>(),
+                    int, const std::vector<std::string>&>(),
            py::arg("address"), py::arg("args"), py::arg("max_receive"), py::arg("max_send"),
-           py::arg("threads"))
+           py::arg("threads"), py::arg("streams"))
       .def_property_readonly("port", &Frontend::port)
       .def_property_readonly("fd", &Frontend::fd)
       .def("take", &Frontend::Take)
@@ -408,5 +471,6 @@ PYBIND11_MODULE(_native_grpc, m) {
       .def("finish_bytes", &Frontend::FinishBytes)
       .def("finish_infer", &Frontend::FinishInfer)
       .def("finish_error", &Frontend::FinishError)
+      .def("stream_write", &Frontend::StreamWrite)
       .def("stop", &Frontend::Stop);
 }

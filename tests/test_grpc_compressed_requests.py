@@ -110,7 +110,6 @@ async def test_corrupt_and_truncated_data_is_invalid_argument(server: Server, gr
         await answers_add_sub(port)
 
 
-@pytest.mark.python_grpc
 async def test_compressed_stream_messages_and_a_bomb_on_a_stream(server: Server, grpc_serving) -> None:
     async with grpc_serving(server, grpc_max_decompressed_size=1 << 20) as port:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", compression=grpc.Compression.Gzip) as channel:

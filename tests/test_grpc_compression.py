@@ -53,14 +53,12 @@ def _trace(repo: Path, level: str) -> str:
     return done.stderr
 
 
-@pytest.mark.python_grpc
 @pytest.mark.parametrize("level", ["high", "low"])
 def test_infer_responses_are_compressed(test_repository: Path, level: str) -> None:
     # the unary response and the stream response, each compressed by the server
     assert _trace(test_repository, level).count("Compressed[gzip]") == 2
 
 
-@pytest.mark.python_grpc
 def test_no_compression_by_default(test_repository: Path) -> None:
     assert "Compressed[" not in _trace(test_repository, "none")
 

@@ -142,7 +142,6 @@ async def test_infer_inputs_and_outputs_in_shared_memory(stub, shm_segments) -> 
     np.testing.assert_array_equal(diff, a - b)
 
 
-@pytest.mark.python_grpc
 async def test_stream_with_shared_memory_and_mixed_raw_input(stub, shm_segments) -> None:
     a, _b, out_handle = await register_io(stub, shm_segments)
     request = add_sub_shm_request()

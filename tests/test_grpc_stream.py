@@ -16,9 +16,6 @@ from workbench import Server, ServerOptions
 from workbench.backends.registry import register_backend
 from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend, write_fake_model
 
-#: ModelStreamInfer: served by the Python gRPC front end only (docs/grpc-native.md)
-pytestmark = pytest.mark.python_grpc
-
 
 @pytest_asyncio.fixture
 async def fake_stub(tmp_path: Path, stub_for):

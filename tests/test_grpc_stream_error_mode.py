@@ -18,9 +18,6 @@ from workbench.backends.registry import register_backend
 from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend, write_fake_model
 from workbench.testing.repeat_backend import RepeatBackend, write_repeat_model
 
-#: ModelStreamInfer: served by the Python gRPC front end only (docs/grpc-native.md)
-pytestmark = pytest.mark.python_grpc
-
 ERROR_MODE = (("triton_grpc_error", "true"),)
 
 

@@ -23,9 +23,6 @@ from workbench.frontends.grpc.stream import UNREAD_TEXT
 from workbench.testing.repeat_backend import RepeatBackend, write_repeat_model
 from workbench.testing.waits import until
 
-#: ModelStreamInfer: served by the Python gRPC front end only (docs/grpc-native.md)
-pytestmark = pytest.mark.python_grpc
-
 LIMIT = 256 * 1024
 
 

@@ -121,8 +121,8 @@ class ServerOptions(BaseSettings):
     grpc_frontend: Literal["auto", "native", "python"] = "auto"
     """Which gRPC front end serves the port (``--grpc-frontend``; not a tritonserver flag,
     docs/grpc-native.md): ``python`` is grpc.aio on the engine's loop; ``native`` is the C++
-    front end built by ``make setup`` (HTTP/2 and ModelInfer's protobuf on its own threads; no
-    streaming RPCs yet); ``auto`` picks python until the native one serves streams. ``native``
+    front end built by ``make setup`` (HTTP/2 and ModelInfer's protobuf on its own threads);
+    ``auto`` picks python while native lacks the connection cap (docs/grpc-native.md). ``native``
     where the extension is not built, or with ``--grpc-restricted-protocol``, serves with python
     (logged)."""
 

@@ -16,8 +16,12 @@ arrived meanwhile (:meth:`NativeGrpcServer._take`). Then:
   :class:`NativeContext`, its request bytes deserialized by protobuf in Python, its response
   serialized there; so statuses and texts are the Python front end's.
 
-Not served natively (documented in docs/grpc-native.md): streaming RPCs (``ModelStreamInfer``,
-health ``Watch``: UNIMPLEMENTED, use ``--grpc-frontend=python``), ``--grpc-restricted-protocol``
+Streaming calls (``ModelStreamInfer``, health ``Watch``) run the servicers' stream methods too: C++
+reads every request message and hands each on as an event of the same queue, and writes one
+response at a time, the next once Python took the previous one's completion (as grpc.aio resumes
+a stream handler once its response is written, which ``--grpc-max-stream-unsent-size`` counts on).
+
+Not served natively (documented in docs/grpc-native.md): ``--grpc-restricted-protocol``
 (the server falls back to the Python front end), ``--grpc-max-connections`` (Debian's grpc++ 1.51
 has no ``grpc.max_allowed_incoming_connections``: no connection cap). Compressed requests are
 inflated in Python as on the Python front end (grpc-core's decompression is off on both).
@@ -29,7 +33,7 @@ import asyncio
 import functools
 import importlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -62,9 +66,12 @@ except ImportError:  # not built (no compiler or headers): the Python front end 
     _native_grpc = None
 
 MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
-#: the status text of a streaming RPC on the native front end
-NO_STREAMS = ("streaming RPCs are not served by the native gRPC front end; "
-              "start the server with --grpc-frontend=python")
+#: the streaming methods of the services served (C++ reads every message of these)
+STREAM_METHODS = ("/inference.GRPCInferenceService/ModelStreamInfer", "/grpc.health.v1.Health/Watch")
+#: C++'s events on a streaming call: a request message, the end of the requests, a response written
+_MESSAGE, _END, _WRITTEN = 2, 3, 4
+#: the status text of a streaming method not in STREAM_METHODS (none of the services served has one)
+NO_STREAMS = "streaming method without a stream registration in the native gRPC front end"
 
 
 def available() -> bool:
@@ -146,13 +153,14 @@ class NativeGrpcServer:
         self.handlers: dict[str, grpc.RpcMethodHandler] = {}
         self.shutdown_gate: ShutdownGate = service.shutdown_gate
         self._tasks: dict[int, asyncio.Task] = {}
+        self._streams: dict[int, _Stream] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         address = options.grpc_address
         host = f"[{address}]" if ":" in address else address
         args = list(channel_args)
         self._native = _native_grpc.Frontend(
             f"{host}:{options.grpc_port}", args, options.grpc_max_message_size,
-            options.grpc_max_message_size, options.grpc_native_threads)
+            options.grpc_max_message_size, options.grpc_native_threads, list(STREAM_METHODS))
         self.port: int = self._native.port
 
     # ------------------------------------------------------------ registration (add_lenient)
@@ -190,7 +198,15 @@ class NativeGrpcServer:
                 if task is not None:
                     task.cancel()
                 continue
-            if infer is not None and fast and not self.shutdown_gate.closed:
+            if not method:  # an event of a streaming call
+                stream = self._streams.get(call)
+                if stream is not None:
+                    stream.event(infer, payload)
+                continue
+            if method in STREAM_METHODS:
+                stream = self._streams[call] = _Stream(loop)
+                coroutine = self._stream(call, method, stream)
+            elif infer is not None and fast and not self.shutdown_gate.closed:
                 coroutine = self._infer(call, infer)
             else:
                 if payload is None:
@@ -204,6 +220,7 @@ class NativeGrpcServer:
         """The call's task ended; one cancelled before it ran never answered: CANCELLED (a call
         already answered is not answered twice)."""
         self._tasks.pop(call, None)
+        self._streams.pop(call, None)
         if task.cancelled():
             self._native.finish_error(call, grpc.StatusCode.CANCELLED.value[0], "CANCELLED")
 
@@ -248,6 +265,51 @@ class NativeGrpcServer:
                             [(t.name, t.datatype, t.data.shape, _buffer(t)) for t in response.outputs],
                             compress)
 
+    async def _stream(self, call: int, method: str, stream: _Stream) -> None:
+        """A streaming call through the servicer method grpc.aio runs: request messages as they
+        come, each response written (and its write awaited, as grpc.aio's generator) in turn."""
+        native = self._native
+        handler = self.handlers.get(method)
+        if handler is None:
+            native.finish_error(call, grpc.StatusCode.UNIMPLEMENTED.value[0], "Method not found!")
+            return
+        context = NativeContext(native, call)
+        deserialize, serialize = handler.request_deserializer, handler.response_serializer
+
+        async def requests() -> AsyncIterator[Any]:
+            while (message := await stream.next_message()) is not None:
+                yield deserialize(message)
+
+        try:
+            if self.shutdown_gate.closed:
+                native.finish_error(call, grpc.StatusCode.CANCELLED.value[0], SHUTTING_DOWN)
+                return
+            if handler.stream_stream is not None:
+                responses = handler.stream_stream(requests(), context)
+            else:
+                first = await stream.next_message()
+                if first is None:
+                    native.finish_error(call, grpc.StatusCode.INTERNAL.value[0], "no request message")
+                    return
+                responses = handler.unary_stream(deserialize(first), context)
+            async for response in responses:
+                native.stream_write(call, serialize(response), context.compress)
+                await stream.written()
+        except _Aborted:
+            code = context.code or grpc.StatusCode.UNKNOWN
+            native.finish_error(call, code.value[0], context.details)
+            return
+        except asyncio.CancelledError:
+            native.finish_error(call, grpc.StatusCode.CANCELLED.value[0], "CANCELLED")
+            raise
+        except Exception as exc:
+            log.exception("internal error in %s", method)
+            native.finish_error(call, grpc.StatusCode.UNKNOWN.value[0], f"Unexpected error: {exc}")
+            return
+        finally:
+            context.done()
+        native.finish_error(call, grpc.StatusCode.OK.value[0], "")
+
     async def _generic(self, call: int, method: str, payload: bytes) -> None:
         """Any call through the servicer methods grpc.aio runs (request parsed by protobuf)."""
         native = self._native
@@ -283,6 +345,38 @@ class NativeGrpcServer:
         finally:
             context.done()
         native.finish_bytes(call, data, context.compress)
+
+
+class _Stream:
+    """The request messages and write completions of one streaming call, fed by
+    :meth:`NativeGrpcServer._take`."""
+
+    __slots__ = ("_loop", "_messages", "_written")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._messages: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._written: asyncio.Future[None] | None = None
+
+    def event(self, kind: int, message: bytes | None) -> None:
+        if kind == _MESSAGE:
+            self._messages.put_nowait(message)
+        elif kind == _END:
+            self._messages.put_nowait(None)
+        elif self._written is not None and not self._written.done():
+            self._written.set_result(None)
+
+    async def next_message(self) -> bytes | None:
+        """The next request message; None once the client sent its last (and from then on)."""
+        message = await self._messages.get()
+        if message is None:
+            self._messages.put_nowait(None)
+        return message
+
+    async def written(self) -> None:
+        """Until C++ wrote the response handed to it last."""
+        self._written = self._loop.create_future()
+        await self._written
 
 
 def _buffer(tensor: Any) -> Any:

@@ -64,7 +64,7 @@ def native_frontend(options: ServerOptions) -> bool:
     elif choice == "native" and options.grpc_restrictions():
         why = " (native asked for; --grpc-restricted-protocol is served by python only)"
     elif choice == "native":
-        log.info("gRPC front end: native (grpc++ on C++ threads; streaming RPCs not served)")
+        log.info("gRPC front end: native (grpc++ on C++ threads)")
         return True
     log.info("gRPC front end: python (grpc.aio)%s", why)
     return False
