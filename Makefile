@@ -29,9 +29,9 @@ DEV_STAMP := $(VENV)/.installed-dev
 TORCH_VERSION := $(shell sed -nE 's/.*"torch==([0-9.]+)".*/\1/p' pyproject.toml | head -1)
 TORCH_INDEX ?=
 
-.PHONY: setup setup-dev models labextension serve jupyter tutorials lint docs test doc-images test-production test-fast test-attach-triton browser bench bench-triton bench-tune compat compat-protocol compat-scheduling compat-python-backend compat-perf-analyzer clean
+.PHONY: setup setup-dev models native labextension serve jupyter tutorials lint docs test doc-images test-production test-fast test-attach-triton browser bench bench-triton bench-tune compat compat-protocol compat-scheduling compat-python-backend compat-perf-analyzer clean
 
-setup: $(STAMP) $(MODELS)
+setup: $(STAMP) $(MODELS) native
 
 # the set-up `make test` makes: the serving set, then the lab and dev extras (pytest, ...)
 setup-dev: setup $(DEV_STAMP)
@@ -89,6 +89,18 @@ $(MODELS): $(STAMP) sample_models/build*.py workbench/testing/models.py $(MODEL_
 	touch $(MODELS)
 
 models: $(MODELS)
+
+# The native gRPC front end (native/grpc_frontend.cc, docs/grpc-native.md): a C++ extension
+# built against Debian's grpc++ and protobuf (installed with apt-get when missing and running
+# as root), its protobuf classes generated from tritonclient's descriptors. Where it cannot be
+# built, one line says why and the Python front end serves gRPC.
+NATIVE_DEBS := g++ protobuf-compiler libgrpc++-dev libprotobuf-dev pybind11-dev pkg-config
+native: $(STAMP)
+	@if ! pkg-config --exists grpc++ 2>/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "==> $(NATIVE_DEBS) for the native gRPC front end (apt-get)"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(NATIVE_DEBS) >/dev/null; } \
+		|| echo "apt-get could not install them: the Python gRPC front end serves"; fi
+	-$(PY) native/build.py
 
 # The JupyterLab extension (extensions/jupyterlab: the "Model Serving Workbench" launcher card
 # and command that open the dashboard in a Lab tab), prebuilt with jupyter-builder from the npm

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -36,7 +37,11 @@ SLOW_MODULES = {
     "test_examples.py",
     "test_gpu_check_script.py",
     "test_fuzz.py",
+    "test_grpc_native.py",
 }
+#: the gRPC fixtures serve with the native front end (ServerOptions reads WORKBENCH_GRPC_FRONTEND):
+#: tests marked ``python_grpc`` skip (docs/grpc-native.md says what it does not serve)
+NATIVE_GRPC = os.environ.get("WORKBENCH_GRPC_FRONTEND") == "native"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -52,6 +57,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(tier)
         elif parts[-1] in SLOW_MODULES:
             item.add_marker("slow")
+        if NATIVE_GRPC and item.get_closest_marker("python_grpc") is not None:
+            item.add_marker(pytest.mark.skip(reason="not served by the native gRPC front end"))
 
 
 @pytest.fixture(scope="session")

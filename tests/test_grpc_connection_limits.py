@@ -13,6 +13,7 @@ from pathlib import Path
 import grpc
 import h2.errors
 import httpx
+import pytest
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
@@ -53,6 +54,7 @@ def open_streams(port: int, count: int) -> list[int]:
         return [reset for s in streams if (reset := connection.replies[s].reset) is not None]
 
 
+@pytest.mark.python_grpc
 async def test_streams_beyond_the_cap_are_refused(server: Server, grpc_serving) -> None:
     async with grpc_serving(server, grpc_max_concurrent_streams=4) as port:
         resets = await asyncio.to_thread(open_streams, port, 7)
@@ -80,6 +82,7 @@ def idle_connections(port: int, count: int) -> tuple[list[socket.socket], int]:
     return kept, closed
 
 
+@pytest.mark.python_grpc
 async def test_connections_beyond_the_cap_are_closed(server: Server, grpc_serving) -> None:
     async with grpc_serving(server, grpc_max_connections=8) as port:
         kept, closed = await asyncio.to_thread(idle_connections, port, 12)
@@ -104,6 +107,7 @@ def test_flags_and_the_automatic_connection_cap() -> None:
     assert defaults["grpc.max_concurrent_streams"] == 128
 
 
+@pytest.mark.python_grpc
 def test_idle_grpc_connections_cannot_make_health_fail(tmp_path: Path) -> None:
     """300 idle HTTP/2 connections to the gRPC port of a server allowed 256 open files: without a
     cap they took every descriptor and the HTTP health probe was never answered."""

@@ -118,6 +118,19 @@ class ServerOptions(BaseSettings):
     """Let several servers listen on the gRPC port, each started with this set (grpc's
     ``grpc.so_reuseport``; tritonserver's ``--reuse-grpc-port``)."""
 
+    grpc_frontend: Literal["auto", "native", "python"] = "auto"
+    """Which gRPC front end serves the port (``--grpc-frontend``; not a tritonserver flag,
+    docs/grpc-native.md): ``python`` is grpc.aio on the engine's loop; ``native`` is the C++
+    front end built by ``make setup`` (HTTP/2 and ModelInfer's protobuf on its own threads);
+    ``auto`` picks python while native lacks the connection cap (docs/grpc-native.md). ``native``
+    where the extension is not built, or with ``--grpc-restricted-protocol``, serves with python
+    (logged)."""
+
+    grpc_native_threads: int = Field(default=2, ge=1, le=64)
+    """Completion-queue threads of the native gRPC front end (``--grpc-native-threads``; not a
+    tritonserver flag): HTTP/2, reading and parsing requests, writing responses; the engine's
+    Python thread is not one of them."""
+
     grpc_infer_allocation_pool_size: int = Field(default=8, ge=0)
     """Accepted for tritonserver compatibility (``--grpc-infer-allocation-pool-size``); it
     sizes a C++ response-object pool there and has no effect here."""

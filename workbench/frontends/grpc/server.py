@@ -7,16 +7,22 @@ Triton's, so large tensors are never refused for size.
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 import grpc
 
 from workbench import Server, ServerOptions
 from workbench.frontends.fd_budget import GRPC_SHARE, auto_max_connections
 from workbench.frontends.grpc.decoding import add_service
 from workbench.frontends.grpc.health import add_health_service
+from workbench.frontends.grpc.native import NativeGrpcServer, available
 from workbench.frontends.grpc.restricted import RestrictedProtocolInterceptor
 from workbench.frontends.grpc.rollouts import add_rollout_service
 from workbench.frontends.grpc.service import GRPCInferenceService
 from workbench.frontends.grpc.shutdown_gate import ShutdownGate, gate
+
+log = logging.getLogger("workbench")
 
 
 def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
@@ -48,8 +54,26 @@ def channel_options(options: ServerOptions) -> list[tuple[str, int]]:
          if options.grpc_max_connection_age_ms else [])
 
 
-def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio.Server, int]:
-    """A grpc.aio server serving ``server``, bound to ``grpc_address:grpc_port``.
+def native_frontend(options: ServerOptions) -> bool:
+    """Whether ``--grpc-frontend`` (``grpc_frontend``) gets the native front end; logs the
+    choice in one line (why python where native was asked for)."""
+    choice = options.grpc_frontend
+    why = ""
+    if choice == "native" and not available():
+        why = " (native asked for, not built: make setup builds it where g++ and grpc++ are)"
+    elif choice == "native" and options.grpc_restrictions():
+        why = " (native asked for; --grpc-restricted-protocol is served by python only)"
+    elif choice == "native":
+        log.info("gRPC front end: native (grpc++ on C++ threads)")
+        return True
+    log.info("gRPC front end: python (grpc.aio)%s", why)
+    return False
+
+
+def create_grpc_server(server: Server, options: ServerOptions) -> tuple[Any, int]:
+    """A gRPC server serving ``server``, bound to ``grpc_address:grpc_port``: grpc.aio's, or
+    the native front end's (:func:`native_frontend`,
+    :class:`~workbench.frontends.grpc.native.NativeGrpcServer`, the same servicers).
 
     Must be called on the running event loop the engine uses; the server is not started.
     A :class:`~workbench.frontends.grpc.shutdown_gate.ShutdownGate` refuses new calls once
@@ -67,19 +91,25 @@ def create_grpc_server(server: Server, options: ServerOptions) -> tuple[grpc.aio
     """
     restrictions = options.grpc_restrictions()
     shutdown_gate = ShutdownGate()
-    interceptors: list[grpc.aio.ServerInterceptor] = []
-    if restrictions:
-        interceptors.append(RestrictedProtocolInterceptor(restrictions))
-    grpc_server = grpc.aio.server(options=channel_options(options), interceptors=interceptors)
-    gate(grpc_server, shutdown_gate)
     service = GRPCInferenceService(server, options.grpc_header_forward_pattern,
                                    options.grpc_infer_response_compression_level,
                                    options.grpc_max_stream_unsent_size)
     service.shutdown_gate = shutdown_gate
+    grpc_server: Any
+    if native_frontend(options):
+        grpc_server = NativeGrpcServer(server, service, options, channel_options(options))
+    else:
+        interceptors: list[grpc.aio.ServerInterceptor] = []
+        if restrictions:
+            interceptors.append(RestrictedProtocolInterceptor(restrictions))
+        grpc_server = grpc.aio.server(options=channel_options(options), interceptors=interceptors)
+    gate(grpc_server, shutdown_gate)
     limit = min(options.grpc_max_decompressed_size, options.grpc_max_message_size)
     add_service(service, grpc_server, limit)
     add_health_service(server, grpc_server, limit)
     add_rollout_service(server, grpc_server, limit)
+    if isinstance(grpc_server, NativeGrpcServer):
+        return grpc_server, grpc_server.port
     address = options.grpc_address
     host = f"[{address}]" if ":" in address else address
     port = grpc_server.add_insecure_port(f"{host}:{options.grpc_port}")
