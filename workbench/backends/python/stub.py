@@ -277,13 +277,9 @@ class Stub:
         reader = self.reader
         tensors = [pb_utils.Tensor._wrap(*decode_tensor(t, reader, blob)) for t in inputs]
         correlation_id, flags, timeout, parameters, cancelled = extra or _NO_EXTRA
-        request = pb_utils.InferenceRequest(
-            model_name=self.model_name, requested_output_names=list(outputs), inputs=tensors,
-            request_id=request_id, correlation_id=correlation_id, flags=flags, timeout=timeout,
-        )
-        request._parameters = parameters  # the server's JSON, already checked
-        request._sender_key = key
-        request._decoupled = self.decoupled
+        request = pb_utils.InferenceRequest._received(self.model_name, list(outputs), tensors, request_id,
+                                                      correlation_id, flags, timeout, parameters, key,
+                                                      self.decoupled)
         names = wanted.get(outputs)
         if names is None:
             names = wanted[outputs] = frozenset(outputs)
@@ -365,7 +361,7 @@ class Stub:
                 )
         for response, request in zip(result, requests, strict=True):
             if response is not None:
-                request.get_response_sender()._count(True, True)
+                request._answer_returned()
                 self._forget(request._sender_key)
         return list(result)
 

@@ -417,10 +417,12 @@ def encode_tensor(name: str, array: np.ndarray, pool: SegmentPool, blob: Blob | 
     Raises:
         OSError: no segment could be had (/dev/shm full).
     """
-    if array.dtype.kind in ("O", "S"):
-        dtype, raw = "BYTES", memoryview(encode_bytes(array))
+    dtype = _WIRE_DTYPES.get(array.dtype)
+    if dtype is None:
+        dtype = _wire_dtype(array.dtype)
+    if dtype == "BYTES":
+        raw = memoryview(encode_bytes(array))
     else:
-        dtype = "bfloat16" if array.dtype == _BF16 else array.dtype.str
         # flat uint8 first: memoryview.cast refuses a view with a zero in its shape ([1,0])
         raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8).data
     if raw.nbytes <= INLINE_MAX_BYTES:
@@ -479,6 +481,14 @@ def decode_tensor(wire: WireTensor, reader: SegmentReader, blob: Any = None) -> 
 
 
 _DTYPES: dict[str, np.dtype] = {}
+_WIRE_DTYPES: dict[np.dtype, str] = {}
+
+
+def _wire_dtype(dtype: np.dtype) -> str:
+    """The wire name of a numpy dtype (see :data:`WireTensor`), remembered."""
+    name = "BYTES" if dtype.kind in ("O", "S") else "bfloat16" if dtype == _BF16 else dtype.str
+    _WIRE_DTYPES[dtype] = name
+    return name
 
 
 def _dtype(text: str) -> np.dtype:
