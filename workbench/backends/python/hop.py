@@ -7,8 +7,9 @@ by the stub), mapped by both processes, and an ``eventfd`` per direction that th
 bumps once the message is in place (the reader blocks in ``read`` on it, the GIL released).
 No socket, no pickled framing on the way: one ``memcpy`` of the message into the mapping and
 one 8-byte ``write`` per hop (Triton's python_backend also keeps its messages in shared memory
-and wakes the other side with a futex; an ``eventfd`` measured here cost ~6 µs CPU per round
-trip against ~12 µs for the same 4.6 KB over a Unix socket, see bench/RESULTS.md "Issue 34").
+and wakes the other side with a futex; an ``eventfd`` with the message in a shared mapping
+measured ~3 µs CPU per round trip, both processes, against ~7.5 µs for the same 4.6 KB over a
+Unix socket: bench/hop_wakeups.py, bench/RESULTS.md "Issue 34").
 
 A message is a header, a *blob* and an *envelope*::
 
