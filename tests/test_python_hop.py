@@ -7,6 +7,7 @@ thread drives it); nothing is mocked.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from workbench.backends.python import hop
 from workbench.backends.python.instance import PythonInstance
 from workbench.backends.python.transport import SHM_DIR
 from workbench.config.model_config import parse_model_config
+from workbench.errors import InternalError
 from workbench.testing.python_backend import python_backend_segments
 
 CONFIG = """
@@ -100,3 +102,23 @@ def test_a_batch_larger_than_the_link_buffers_grows_them(instance: PythonInstanc
     links = [name for name in python_backend_segments() if name.endswith(("_call", "_reply"))]
     assert len(links) == 2  # the call link's two buffers, grown in place
     assert all(os.stat(os.path.join(SHM_DIR, name)).st_size >= 8 * width * 4 for name in links)
+
+
+def test_a_message_that_cannot_grow_its_buffer_fails_that_execution_only(
+        instance: PythonInstance, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full /dev/shm while the call buffer must grow (the server's side sees 512 KiB): that
+    execution fails with Triton's "Failed to increase the shared memory pool size" text and
+    the model serves the next one."""
+    real = os.posix_fallocate
+
+    def limited(fd: int, offset: int, length: int) -> None:
+        if offset + length > 512 * 1024:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(fd, offset, length)
+
+    monkeypatch.setattr(os, "posix_fallocate", limited)
+    with pytest.raises(InternalError) as caught:
+        instance.execute(_requests([float(v) for v in range(8)], 120 * 1024 // 4), ExecutionTimes())
+    assert "Failed to increase the shared memory pool size to " in caught.value.message
+    responses = instance.execute(_requests([5.0], 4), ExecutionTimes())
+    assert responses[0].outputs["OUTPUT0"].tolist() == [[6.0] * 4]

@@ -39,6 +39,7 @@ import os
 import pickle
 import select
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 from workbench.backends.python.transport import SHM_DIR, SharedMemoryFull
@@ -79,7 +80,7 @@ class HopBuffer:
     def size(self) -> int:
         return self._size
 
-    def write(self, seq: int, blob_parts: list[Any], blob_bytes: int, envelope: bytes) -> None:
+    def write(self, seq: int, blob_parts: Sequence[Any], blob_bytes: int, envelope: bytes) -> None:
         """Place one message: ``blob_parts`` (buffers of ``blob_bytes`` bytes in all) back to
         back, then ``envelope``; grows the file when it does not fit.
 
@@ -171,7 +172,7 @@ class HopLink:
         self.out_fd = out_fd
         self.in_fd = in_fd
 
-    def send(self, seq: int, envelope: dict, blob_parts: list[Any] = (), blob_bytes: int = 0) -> None:  # type: ignore[assignment]
+    def send(self, seq: int, envelope: dict, blob_parts: Sequence[Any] = (), blob_bytes: int = 0) -> None:
         """Write one message and wake the peer.
 
         Raises:

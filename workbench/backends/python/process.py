@@ -155,10 +155,14 @@ class StubProcess:
             if released:
                 message["released"] = released
             link = self.link
-            if blob is None:
-                link.send(seq, message)
-            else:
-                link.send(seq, message, blob.parts, blob.nbytes)
+            try:
+                if blob is None:
+                    link.send(seq, message)
+                else:
+                    link.send(seq, message, blob.parts, blob.nbytes)
+            except BaseException:
+                self.reader.put_back(released)  # the stub learns of them with the next message
+                raise
             while True:
                 if not link.wait(timeout_s):
                     raise TimeoutError(f"no reply from the stub within {timeout_s} s")

@@ -323,6 +323,12 @@ class SegmentReader:
         weakref.finalize(mapping, self._released.put, name)
         return mapping
 
+    def put_back(self, names: list[str]) -> None:
+        """Names taken by :meth:`released` for a message that was not sent: reported again
+        with the next one."""
+        for name in names:
+            self._released.put(name)
+
     def released(self) -> list[str]:
         """Names whose arrays are all gone since the last call (never blocks)."""
         names = []
