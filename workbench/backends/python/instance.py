@@ -187,9 +187,9 @@ class PythonInstance(ModelInstance):
             reply = stub.call({"op": "execute", "requests": wired}, blob=blob)
         except (StubDied, OSError) as exc:
             self._drop_senders(keys)
-            if stub.alive:  # not sent: the segments of the inputs encoded so far are free again
-                stub.pool.release([t[3][0] for w in wired for t in w[1] if isinstance(t[3], tuple)])
             if isinstance(exc, SharedMemoryFull) and stub.alive:  # Triton's text
+                # nothing was sent: the segments of the inputs encoded so far are free again
+                stub.pool.release([t[3][0] for w in wired for t in w[1] if isinstance(t[3], tuple)])
                 raise InternalError(self._failure(str(exc))) from None
             if isinstance(exc, OSError) and stub.alive:
                 raise InternalError(self._failure(f"unable to pass the inputs to the stub: {exc}")) from None
