@@ -277,7 +277,7 @@ PRIVATE_READS: dict[str, tuple[set[str], str]] = {
         "sys._getframe is the stdlib's documented frame access (the caller's module)",
     ),
     "workbench/backends/python/stub.py": (
-        {"_close", "_count", "_release_flags", "_wrap"},
+        {"_answer_returned", "_close", "_received", "_release_flags", "_sender_key", "_wrap"},
         "hooks of the model-facing pb_utils shim, private so that model code sees Triton's names only",
     ),
     "workbench/backends/python/stub_calls.py": (

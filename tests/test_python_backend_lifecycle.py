@@ -88,8 +88,12 @@ async def test_crash_cleans_up_the_stubs_shared_memory(tmp_path: Path) -> None:
     async with Server(options(tmp_path)) as server:
         with pytest.raises(InternalError, match="is not healthy"):
             await server.infer(mode_request(4))  # leaves a segment file, then SIGKILL
-        assert python_backend_segments() == []
-        await stub_pid(server)
+        await stub_pid(server)  # served by the restarted stub
+        # what is left is the restarted stub's call link (its two message buffers), nothing of the dead one's
+        left = python_backend_segments()
+        assert len(left) == 2 and {name.rsplit("_", 1)[1] for name in left} == {"call", "reply"}
+        assert len({name.rsplit("_", 1)[0] for name in left}) == 1
+    assert python_backend_segments() == []
 
 
 async def test_a_failing_restart_is_retried_by_the_next_request_and_the_model_is_not_ready_meanwhile(

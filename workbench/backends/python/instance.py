@@ -57,7 +57,7 @@ from workbench.backends.base import (
 from workbench.backends.python.bls import BlsForwarder
 from workbench.backends.python.control import ModelControlForwarder
 from workbench.backends.python.process import StubDied, StubProcess
-from workbench.backends.python.transport import SharedMemoryFull, encode_tensors
+from workbench.backends.python.transport import Blob, SharedMemoryFull, encode_tensors
 from workbench.config.model_config import model_config_to_json
 from workbench.custom_metrics import CustomMetricError, CustomMetrics
 from workbench.datatypes import config_to_wire, numpy_dtype, wire_name
@@ -177,14 +177,19 @@ class PythonInstance(ModelInstance):
         stub = self._healthy_stub()
         keys: list[int] = []
         slots: list[_Slot] = []
+        blob = Blob()
+        wired: list[tuple] = []
         try:
-            message = {"op": "execute",
-                       "requests": [self._wire_request(r, stub, keys, slots) for r in requests]}
+            outputs: dict[tuple[str, ...], tuple[str, ...]] = {}
+            for request in requests:
+                wired.append(self._wire_request(request, stub, keys, slots, blob, outputs))
             times.mark_input_done()
-            reply = stub.call(message)
+            reply = stub.call({"op": "execute", "requests": wired}, blob=blob)
         except (StubDied, OSError) as exc:
             self._drop_senders(keys)
             if isinstance(exc, SharedMemoryFull) and stub.alive:  # Triton's text
+                # nothing was sent: the segments of the inputs encoded so far are free again
+                stub.pool.release([t[3][0] for w in wired for t in w[1] if isinstance(t[3], tuple)])
                 raise InternalError(self._failure(str(exc))) from None
             if isinstance(exc, OSError) and stub.alive:
                 raise InternalError(self._failure(f"unable to pass the inputs to the stub: {exc}")) from None
@@ -238,7 +243,7 @@ class PythonInstance(ModelInstance):
                 self._senders.pop(key, None)
                 responses.append(self._backend_response(wire))
                 continue
-            slot.done.wait()  # set by the sender's FINAL, a stub exit or the unload
+            slot.wait()  # until the sender's FINAL, a stub exit or the unload
             responses.append(slot.response if slot.response is not None else BackendResponse(
                 error=InternalError(self._failure("the response sender sent no response"))))
         times.mark_infer_done()
@@ -268,7 +273,11 @@ class PythonInstance(ModelInstance):
         return f"Failed to process the request(s) for model instance '{self.name}', message: {message}"
 
     def _wire_request(self, request: BackendRequest, stub: StubProcess, keys: list[int],
-                      slots: list[_Slot]) -> dict:
+                      slots: list[_Slot], blob: Blob, outputs: dict[tuple[str, ...], tuple[str, ...]]) -> tuple:
+        """One request of an ``execute`` message (the stub's ``Stub._request`` reads it):
+        ``(sender key, wire inputs, requested outputs, request id, extra)``; inline inputs go
+        into ``blob``; equal output lists are one tuple (pickled once); ``extra`` is None
+        unless the request has a sequence, timeout, custom parameters or was cancelled."""
         params = request.parameters
         key = next(self._sender_ids)
         if self._decoupled:
@@ -279,19 +288,17 @@ class PythonInstance(ModelInstance):
             self._senders[key] = slot.send
         keys.append(key)
         request.cancel.on_cancel(lambda: self._cancel(stub, key))
+        inputs = encode_tensors(request.inputs.items(), stub.pool, blob)
+        names = tuple(request.requested_outputs)
+        names = outputs.setdefault(names, names)
+        cancelled = request.cancel.cancelled
+        if not params and not cancelled:
+            return key, inputs, names, request.request_id, None
         start = params.get("_start", params.get("sequence_start", False))
         end = params.get("_end", params.get("sequence_end", False))
-        return {
-            "inputs": encode_tensors(request.inputs.items(), stub.pool),
-            "outputs": list(request.requested_outputs),
-            "id": request.request_id,
-            "correlation_id": params.get("sequence_id", 0) or 0,
-            "flags": (1 if start else 0) | (2 if end else 0),
-            "timeout": int(params.get("timeout", 0) or 0),
-            "parameters": custom_parameters(params),
-            "sender": key,
-            "cancelled": request.cancel.cancelled,
-        }
+        extra = (params.get("sequence_id", 0) or 0, (1 if start else 0) | (2 if end else 0),
+                 int(params.get("timeout", 0) or 0), custom_parameters(params), cancelled)
+        return key, inputs, names, request.request_id, None if extra == _NO_EXTRA else extra
 
     def _backend_response(self, wire: dict) -> BackendResponse:
         """A decoded response part -> :class:`BackendResponse`: the configured outputs, each
@@ -494,6 +501,10 @@ class PythonInstance(ModelInstance):
         self._bls.close()
 
 
+#: ``extra`` of a request without sequence, timeout, custom parameters or cancellation
+_NO_EXTRA = (0, 0, 0, "{}", False)
+
+
 def custom_parameters(params: dict[str, Any]) -> str:
     """The parameters a model sees (``request.parameters()``): JSON of the custom keys."""
     custom = {k: v for k, v in params.items()
@@ -584,19 +595,39 @@ class _Readiness:
 class _Slot:
     """Where the response sender of one request of a non-decoupled model puts its response.
 
-    ``done`` is set by the FINAL send (with or after the one response), or by an error when
-    the stub exits or the instance unloads.
+    Done once the FINAL send arrived (with or after the one response), or an error when the
+    stub exits or the instance unloads. Its ``threading.Event`` is made only when a waiter
+    comes before the FINAL (a request answered through its sender after ``execute``
+    returned): most requests are answered by ``execute``'s return value and never wait.
     """
+
+    __slots__ = ("_done", "_final", "response")
+    _lock = threading.Lock()  # guards the lazy event of every slot (held for a few lines)
 
     def __init__(self) -> None:
         self.response: BackendResponse | None = None
-        self.done = threading.Event()
+        self._final = False
+        self._done: threading.Event | None = None
 
     def send(self, response: BackendResponse | None, final: bool) -> None:
         if response is not None and self.response is None:
             self.response = response
         if final:
-            self.done.set()
+            with _Slot._lock:
+                self._final = True
+                done = self._done
+            if done is not None:
+                done.set()
+
+    def wait(self) -> None:
+        """Block until the FINAL send (or the stub's exit / the unload)."""
+        with _Slot._lock:
+            if self._final:
+                return
+            if self._done is None:
+                self._done = threading.Event()
+            done = self._done
+        done.wait()
 
 
 def _ignore(response: BackendResponse | None, final: bool) -> None:

@@ -294,8 +294,38 @@ class InferenceRequest:
         self._sender_key: int | None = None
         self._decoupled = True
         self._sender: InferenceResponseSender | None = None
+        #: ``execute`` returned this request's one response before its sender was asked for
+        self._answered = False
         #: how the request is released after ``execute`` (``set_release_flags``)
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+        # (keep _received below in step: it sets the same attributes)
+
+    @classmethod
+    def _received(cls, model_name: str, outputs: list[str], inputs: list[Tensor], request_id: str,
+                  correlation_id: int | str, flags: int, timeout: int, parameters: str,
+                  sender_key: int, decoupled: bool) -> InferenceRequest:
+        """A request the stub decoded from the server's execute message (its values are
+        checked there already): the constructor's attributes without its checks."""
+        request = cls.__new__(cls)
+        request._model_name, request._request_id, request._outputs = model_name, request_id, outputs
+        request._inputs, request._correlation_id, request._model_version = inputs, correlation_id, -1
+        request._flags, request._timeout, request._parameters = flags, timeout, parameters
+        request._sender_key, request._decoupled, request._sender = sender_key, decoupled, None
+        request._answered = False
+        request._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+        return request
+
+    def _answer_returned(self) -> None:
+        """``execute`` returned this request's response: its sender counts it as the one final
+        response (a later send raises, as Triton's); the sender is made only if asked for.
+
+        Raises:
+            TritonModelException: its sender already sent a response (Triton's text).
+        """
+        if self._sender is not None:
+            self._sender._count(True, True)
+        else:
+            self._answered = True
 
     def inputs(self) -> list[Tensor]:
         return self._inputs
@@ -367,6 +397,8 @@ class InferenceRequest:
             )
         if self._sender is None:
             self._sender = InferenceResponseSender(self._sender_key, self._decoupled)
+            if self._answered:
+                self._sender._count(True, True)
         return self._sender
 
     def exec(self, decoupled: bool = False) -> Any:

@@ -1,13 +1,15 @@
 """Server side of one stub process: start it, call it, watch it, stop it, clean up after it.
 
 A :class:`StubProcess` owns the child process (``python stub.py``, the same interpreter as
-the server), two :class:`~.transport.Channel` s and a reader thread:
+the server), the call link (:mod:`.hop`), a :class:`~.transport.Channel` and a reader thread:
 
-* the *call* channel carries ``init`` / ``execute`` / ``finalize`` and their replies
-  (``init_done`` / ``executed`` / ``finalized``), one call at a time: the calling thread
-  (the instance's) sends and then reads the reply itself, and the stub's main thread reads
-  the calls itself. No thread hand-off on either side: under load each hand-off is a
-  wake-up and a wait for the GIL (profiled in bench/RESULTS.md, issue 20);
+* the *call link* carries ``init`` / ``execute`` / ``finalize`` and their replies
+  (``init_done`` / ``executed`` / ``finalized``), one call at a time, as one message each
+  (an ``execute`` holds the whole batch: every request, its inline tensors back to back in
+  the message's blob) in a shared-memory buffer per direction, woken by an eventfd: the
+  calling thread (the instance's) writes and then waits for the reply itself, and the stub's
+  main thread waits for the calls itself. No thread hand-off on either side: under load each
+  hand-off is a wake-up and a wait for the GIL (profiled in bench/RESULTS.md, issue 20);
 * the *event* channel carries everything else (decoupled responses, BLS requests, log
   lines from the stub; BLS responses to it), read by the reader thread, which gives each
   message to the ``handler`` given by the instance. A reply says how many event messages
@@ -28,7 +30,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import select
 import socket
 import subprocess
 import sys
@@ -37,8 +38,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from workbench.backends.python import shm_space
+from workbench.backends.python.hop import HopBuffer, HopLink
 from workbench.backends.python.transport import (
     SHM_PREFIX,
+    Blob,
     Channel,
     ChannelClosed,
     SegmentPool,
@@ -95,25 +98,30 @@ class StubProcess:
         self._events_cond = threading.Condition(self._lock)
         self._gone_done = threading.Event()
         server_sock, stub_sock = socket.socketpair()
-        server_call, stub_call = socket.socketpair()
+        call_fd, reply_fd = os.eventfd(0), os.eventfd(0)  # close-on-exec: only this stub inherits them
+        buffers: list[HopBuffer] = []
         try:
+            buffers.append(HopBuffer(self.segment_base + "call", create=True))
+            buffers.append(HopBuffer(self.segment_base + "reply", create=True))
             self.process = subprocess.Popen(
                 [sys.executable, str(STUB_SCRIPT), "--fd", str(stub_sock.fileno()),
-                 "--call-fd", str(stub_call.fileno()), "--segment-base", self.segment_base],
-                pass_fds=(stub_sock.fileno(), stub_call.fileno()), stdin=subprocess.DEVNULL,
+                 "--hop-fds", f"{call_fd},{reply_fd}", "--segment-base", self.segment_base],
+                pass_fds=(stub_sock.fileno(), call_fd, reply_fd), stdin=subprocess.DEVNULL,
             )
         except BaseException:
             server_sock.close()
-            server_call.close()
+            for fd in (call_fd, reply_fd):
+                os.close(fd)
+            for buffer in buffers:
+                buffer.close(unlink=True)
             raise
         finally:
             stub_sock.close()
-            stub_call.close()
         shm_space.BUDGET.started()  # warns once when /dev/shm is small for the live stubs
         #: events: stub-initiated messages (read by the reader thread) and BLS responses
         self.channel = Channel(server_sock)
-        #: calls and their replies (read by the calling thread)
-        self.calls = Channel(server_call)
+        #: calls and their replies (waited for by the calling thread)
+        self.link = HopLink(buffers[0], buffers[1], out_fd=call_fd, in_fd=reply_fd)
         self._reader = threading.Thread(target=self._read, name=f"{instance_name}-stub", daemon=True)
         self._reader.start()
 
@@ -126,32 +134,49 @@ class StubProcess:
     def pid(self) -> int:
         return self.process.pid
 
-    def call(self, message: dict, timeout_s: float | None = None) -> dict:
-        """Send ``message`` on the call channel and read its reply on this thread (``None``
-        timeout: wait for as long as it takes); the reply's tensors are mapped, and the
-        event messages the stub sent before it have been handled.
+    def call(self, message: dict, timeout_s: float | None = None, blob: Blob | None = None) -> dict:
+        """Send ``message`` (and the inline tensors its wire tensors place in ``blob``) on the
+        call link and wait for its reply on this thread (``None`` timeout: for as long as it
+        takes); the reply's tensors are decoded (views of one copy of its blob, or mapped
+        segments), and the event messages the stub sent before it have been handled.
 
         Raises:
             StubDied: the stub is gone, or went away before replying (raised once the
                 reader thread has cleaned up after it and told the instance).
             TimeoutError: no reply within ``timeout_s`` seconds.
+            SharedMemoryFull: the message did not fit and its buffer could not grow (nothing
+                was sent).
         """
         with self._call_lock:
             if not self.alive:
                 raise StubDied(self.exit_description())
-            message["id"] = next(self._ids)
+            seq = message["id"] = next(self._ids)
+            released = self.reader.released()
+            if released:
+                message["released"] = released
+            link = self.link
             try:
-                self._send_on(self.calls, message)
-                if timeout_s is not None and not _readable(self.calls, timeout_s):
+                if blob is None:
+                    link.send(seq, message)
+                else:
+                    link.send(seq, message, blob.parts, blob.nbytes)
+            except BaseException:
+                self.reader.put_back(released)  # the stub learns of them with the next message
+                raise
+            while True:
+                if not link.wait(timeout_s):
                     raise TimeoutError(f"no reply from the stub within {timeout_s} s")
-                reply = self.calls.recv()
-            except (ChannelClosed, StubDied):
-                self.channel.shutdown()  # the reader sees the end too, and cleans up
-                self._gone_done.wait()
-                raise StubDied(self.exit_description()) from None
+                if link.inp.seq() == seq:
+                    break
+                if not self.alive:  # woken by the reader thread: the stub is gone
+                    self._gone_done.wait()
+                    raise StubDied(self.exit_description())
+            _, view, reply = link.receive()
+            data = bytes(view) if view.nbytes else b""
+            view.release()
             if "released" in reply:
                 self.pool.release(reply["released"])
-            self._decode(reply)
+            self._decode(reply, data)
         events = reply.get("events", 0)
         if self._events_seen < events:
             with self._events_cond:
@@ -202,22 +227,21 @@ class StubProcess:
         finally:
             self._gone()
 
-    def _decode(self, message: dict) -> None:
-        """Map the tensors of ``message`` in place: wire tuples -> ``(name, array)`` pairs."""
+    def _decode(self, message: dict, blob: bytes = b"") -> None:
+        """Map the tensors of ``message`` in place: wire tuples -> ``(name, array)`` pairs
+        (``blob``: the message's inline tensor bytes, for a call link reply)."""
+        reader = self.reader
         for part in _responses_in(message):
-            part["outputs"] = [self._tensor(t) for t in part["outputs"]]
+            part["outputs"] = [decode_tensor(t, reader, blob) for t in part["outputs"]]
         if message["op"] == "bls":
             request = message["request"]
-            request["inputs"] = [self._tensor(t) for t in request["inputs"]]
-
-    def _tensor(self, wire: tuple) -> tuple:
-        return decode_tensor(wire, self.reader)
+            request["inputs"] = [decode_tensor(t, reader) for t in request["inputs"]]
 
     def _gone(self) -> None:
         with self._events_cond:
             self.alive = False
             self._events_cond.notify_all()
-        self.calls.shutdown()  # a call blocked on its reply ends (and waits for the below)
+        self.link.wake()  # a call waiting for its reply ends (and waits for the below)
         self._reap()
         self.pool.close()
         remove_segments(self.segment_base)
@@ -260,20 +284,10 @@ class StubProcess:
         the reader to clean up. Blocking; idempotent."""
         self.stopping = True
         self.channel.shutdown()
-        self.calls.shutdown()
         if threading.current_thread() is not self._reader:
             self._reader.join()
-            with self._call_lock:  # no call is reading any more
-                self.calls.close()
-
-
-def _readable(channel: Channel, timeout_s: float) -> bool:
-    """Whether a reply is there to read within ``timeout_s`` seconds (the call channel holds
-    no buffered bytes between calls: the stub sends one reply per call). ``poll``, not
-    ``select``: a server with many stubs may hold descriptors above 1024."""
-    poller = select.poll()
-    poller.register(channel.fileno(), select.POLLIN)
-    return bool(poller.poll(max(0.0, timeout_s) * 1000))
+            with self._call_lock:  # no call is waiting any more
+                self.link.close()
 
 
 def _responses_in(message: dict) -> list[dict]:

@@ -2,11 +2,12 @@
 
 Triton's ``triton_python_backend_stub``. The server starts it as a script::
 
-    python .../workbench/backends/python/stub.py --fd N --call-fd M --segment-base PREFIX
+    python .../workbench/backends/python/stub.py --fd N --hop-fds C,R --segment-base PREFIX
 
-(``--fd`` / ``--call-fd``: the connected event and call sockets inherited from the server,
-see :mod:`.process`; ``--segment-base``: the shared-memory name prefix of this stub
-generation, see :mod:`.transport`). Run as
+(``--fd``: the connected event socket inherited from the server, see :mod:`.process`;
+``--hop-fds``: the call link's eventfds, calls and replies, see :mod:`.hop`;
+``--segment-base``: the shared-memory name prefix of this stub generation, see
+:mod:`.transport`; the call link's buffers are ``<prefix>call`` and ``<prefix>reply``). Run as
 ``--auto-complete MODEL_FILE`` it instead reads a model config (JSON) on stdin, calls the
 model's ``auto_complete_config`` and writes ``{"config": ...}`` or ``{"error": ...}`` to
 stdout (the model's own prints go to stderr).
@@ -20,8 +21,8 @@ Launched as a file, it imports only its own package folder (numpy and the standa
 library): ``workbench/__init__`` (the engine) is never loaded here, so a stub starts in
 about the time of ``import numpy``. A model crash, hang or leak stays in this process.
 
-Threads: the main thread reads the calls itself and runs ``initialize`` / ``execute`` /
-``finalize`` one at a time (as Triton's stub), replying on the call socket; a reader thread
+Threads: the main thread waits for the calls itself and runs ``initialize`` / ``execute`` /
+``finalize`` one at a time (as Triton's stub), replying on the call link; a reader thread
 receives the event socket's messages (BLS responses are delivered from it, so ``exec``
 works while ``execute`` runs); ``async def execute`` runs on a background
 asyncio loop: awaited there for a non-decoupled model, left running there for a decoupled
@@ -59,6 +60,7 @@ import traceback
 from typing import Any
 
 from workbench.backends.python import c_utils, pb_runtime, pb_utils
+from workbench.backends.python.hop import HopBuffer, HopLink
 from workbench.backends.python.pb_control import ControlCalls
 from workbench.backends.python.stub_calls import (
     BlsCalls,
@@ -68,6 +70,7 @@ from workbench.backends.python.stub_calls import (
     encode_responses,
 )
 from workbench.backends.python.transport import (
+    Blob,
     Channel,
     ChannelClosed,
     SegmentPool,
@@ -77,6 +80,8 @@ from workbench.backends.python.transport import (
 )
 
 _OWN_FILES = {os.path.dirname(os.path.abspath(__file__))}
+#: ``extra`` of a request with no sequence, timeout, custom parameters or cancellation
+_NO_EXTRA = (0, 0, 0, "{}", False)
 #: what BLS and response senders answer in a process the model forked
 FORKED_TEXT = ("BLS and response senders are not available in a process forked by the model (e.g. a "
                "multiprocessing worker); call them from the model's own process")
@@ -88,14 +93,14 @@ class Stub:
     Args:
         channel: the event channel to the server (responses sent through response senders,
             BLS requests and their responses, log lines).
-        calls: the call channel (``init`` / ``execute`` / ``finalize`` and their replies).
+        link: the call link (``init`` / ``execute`` / ``finalize`` and their replies).
         segment_base: this stub's shared-memory prefix; the stub writes ``<base>s<n>``
             segments and accepts only ``<base>p<n>`` ones from the server.
     """
 
-    def __init__(self, channel: Channel, calls: Channel, segment_base: str) -> None:
+    def __init__(self, channel: Channel, link: HopLink, segment_base: str) -> None:
         self.channel = channel
-        self.calls = calls
+        self.link = link
         self.pool = SegmentPool(segment_base + "s")
         self.reader = SegmentReader(segment_base + "p", writable=True)
         self.model: Any = None
@@ -143,18 +148,19 @@ class Stub:
     def serve(self) -> None:
         """Main thread: read initialize / execute / finalize calls and run them in order;
         exit when the server is gone."""
+        link = self.link
         while True:
-            try:
-                message = self.calls.recv()
-            except ChannelClosed:
-                _exit(0)  # the server is gone (or done with us): no finalize
+            link.wait()  # the server's end is seen by the reader thread (it exits the process)
+            _, view, message = link.receive()
+            blob = bytearray(view)  # the model's inline inputs: owned, writable, one copy per message
+            view.release()
             if "released" in message:
                 self.pool.release(message["released"])
             op = message["op"]
             if op == "init":
                 self._reply(message, "init_done", self._initialize, message)
             elif op == "execute":
-                self._execute(message)
+                self._execute(message, blob)
             elif op == "finalize":
                 self._reply(message, "finalized", self._finalize)
                 return
@@ -168,11 +174,26 @@ class Stub:
         self.reply({"op": op, "id": message["id"], "error": error,
                     "is_ready": hasattr(self.model, "is_ready")})
 
-    def reply(self, message: dict) -> None:
-        """Answer a call on the call channel, with the number of event messages sent before
-        it (the server handles those first)."""
+    def reply(self, message: dict, blob: Blob | None = None) -> None:
+        """Answer a call on the call link (with the inline tensors its wire tensors placed in
+        ``blob``), with the number of event messages sent before it (the server handles
+        those first). A reply that does not fit and cannot grow its buffer (``/dev/shm``
+        full) is answered with that error instead."""
         message["events"] = self._events_sent
-        self._send_on(self.calls, message)
+        released = self.reader.released()
+        if released:
+            message["released"] = released
+        try:
+            if blob is None:
+                self.link.send(message["id"], message)
+            else:
+                self.link.send(message["id"], message, blob.parts, blob.nbytes)
+        except SharedMemoryFull as exc:
+            self.pool.release([name for part in message.get("responses") or () if part is not None
+                               for name in _segments(part["outputs"])])
+            self.link.send(message["id"], {"op": message["op"], "id": message["id"], "responses": None,
+                                           "error": describe(exc), "events": message["events"],
+                                           "released": message.get("released", [])})
 
     def send(self, message: dict) -> None:
         """Send an event message; exit when the server is gone.
@@ -219,10 +240,12 @@ class Stub:
         if finalize is not None:
             self._run(finalize())
 
-    def _execute(self, message: dict) -> None:
+    def _execute(self, message: dict, blob: bytearray) -> None:
         requests: list = []
+        out_blob = None
         try:
-            requests = [self._request(r) for r in message["requests"]]
+            wanted: dict[tuple, frozenset[str]] = {}
+            requests = [self._request(r, blob, wanted) for r in message["requests"]]
             result = self.model.execute(requests)
             if self.decoupled and inspect.iscoroutine(result):
                 self._in_background(result, requests)  # as Triton: not awaited
@@ -231,7 +254,8 @@ class Stub:
             responses = self._check_result(result, requests)
             encoded = None
             if responses is not None:
-                encoded = encode_responses(responses, requests, self.pool)
+                out_blob = Blob()
+                encoded = encode_responses(responses, requests, self.pool, out_blob)
             reply = {"op": "executed", "id": message["id"], "responses": encoded, "error": None,
                      "rescheduled": self._rescheduled(requests)}
         except BaseException as exc:  # noqa: BLE001 - fails this batch, never the stub
@@ -239,22 +263,29 @@ class Stub:
                 request.get_response_sender()._close()
                 self._forget(request._sender_key)
             reply = {"op": "executed", "id": message["id"], "responses": None, "error": describe(exc)}
+            out_blob = None
         requests, result, responses = [], None, None  # drop the inputs: their segments go back with the reply
-        self.reply(reply)
+        self.reply(reply, out_blob)
 
-    def _request(self, wire: dict) -> pb_utils.InferenceRequest:
-        tensors = [pb_utils.Tensor._wrap(*decode_tensor(t, self.reader)) for t in wire["inputs"]]
-        request = pb_utils.InferenceRequest(
-            model_name=self.model_name, requested_output_names=wire["outputs"], inputs=tensors,
-            request_id=wire["id"], correlation_id=wire["correlation_id"], flags=wire["flags"],
-            timeout=wire["timeout"],
-        )
-        request._parameters = wire["parameters"]  # the server's JSON, already checked
-        key = request._sender_key = wire["sender"]
-        request._decoupled = self.decoupled
-        self._senders[key] = frozenset(wire["outputs"])
+    def _request(self, wire: tuple, blob: bytearray,
+                 wanted: dict[tuple, frozenset[str]]) -> pb_utils.InferenceRequest:
+        """One request of an ``execute`` message: ``(sender key, wire inputs, requested
+        outputs, request id, extra)``, ``extra`` None for a request without a sequence,
+        timeout, custom parameters or cancellation, else ``(correlation id, flags, timeout,
+        parameters JSON, cancelled)``; inline inputs are views of the message's ``blob``."""
+        key, inputs, outputs, request_id, extra = wire
+        reader = self.reader
+        tensors = [pb_utils.Tensor._wrap(*decode_tensor(t, reader, blob)) for t in inputs]
+        correlation_id, flags, timeout, parameters, cancelled = extra or _NO_EXTRA
+        request = pb_utils.InferenceRequest._received(self.model_name, list(outputs), tensors, request_id,
+                                                      correlation_id, flags, timeout, parameters, key,
+                                                      self.decoupled)
+        names = wanted.get(outputs)
+        if names is None:
+            names = wanted[outputs] = frozenset(outputs)
+        self._senders[key] = names
         self._newest_key = max(self._newest_key, key)
-        if wire["cancelled"]:
+        if cancelled:
             self._cancelled.add(key)
         return request
 
@@ -330,7 +361,7 @@ class Stub:
                 )
         for response, request in zip(result, requests, strict=True):
             if response is not None:
-                request.get_response_sender()._count(True, True)
+                request._answer_returned()
                 self._forget(request._sender_key)
         return list(result)
 
@@ -511,6 +542,11 @@ def describe(exc: BaseException) -> str:
     return text
 
 
+def _segments(wires: list) -> list[str]:
+    """The pool segments named by wire tensors (payload ``(segment, capacity, nbytes)``)."""
+    return [wire[3][0] for wire in wires if isinstance(wire[3], tuple)]
+
+
 def _exit(code: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # exiting anyway (a model may have replaced the stream)
@@ -518,9 +554,10 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
-def serve(fd: int, call_fd: int, segment_base: str) -> None:
-    """Run a stub on the inherited sockets ``fd`` (events) and ``call_fd`` (calls) until
-    finalize; then exit the process.
+def serve(fd: int, hop_fds: tuple[int, int], segment_base: str) -> None:
+    """Run a stub on the inherited event socket ``fd`` and the call link (its eventfds
+    ``hop_fds``: calls, replies; its buffers named after ``segment_base``) until finalize;
+    then exit the process.
 
     Ctrl-C in the server's terminal, or a SIGTERM sent to the whole process group (``make``,
     a shell's ``kill -- -PGID``), reaches the stub too: it ignores both and lets the server
@@ -533,8 +570,10 @@ def serve(fd: int, call_fd: int, segment_base: str) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _end_forked_children_with_the_stub()
     channel = Channel(socket.socket(fileno=fd))
-    calls = Channel(socket.socket(fileno=call_fd))
-    stub = Stub(channel, calls, segment_base)
+    call_fd, reply_fd = hop_fds
+    link = HopLink(HopBuffer(segment_base + "reply", create=False), HopBuffer(segment_base + "call", create=False),
+                   out_fd=reply_fd, in_fd=call_fd)
+    stub = Stub(channel, link, segment_base)
     pb_runtime.runtime = stub
     sys.modules["triton_python_backend_utils"] = pb_utils
     sys.modules["c_python_backend_utils"] = c_utils
@@ -598,7 +637,7 @@ def main(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="workbench python stub")
     parser.add_argument("--fd", type=int)
-    parser.add_argument("--call-fd", type=int)
+    parser.add_argument("--hop-fds", default="", help="the call link's eventfds: calls,replies")
     parser.add_argument("--segment-base", default="")
     parser.add_argument("--auto-complete", metavar="MODEL_FILE")
     parser.add_argument("--python-based-backend", action="store_true")
@@ -607,7 +646,8 @@ def main(argv: list[str]) -> int:
     if options.auto_complete:
         return auto_complete(options.auto_complete, options.python_based_backend)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    serve(options.fd, options.call_fd, options.segment_base)
+    call_fd, reply_fd = (int(fd) for fd in options.hop_fds.split(","))
+    serve(options.fd, (call_fd, reply_fd), options.segment_base)
     return 0
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from workbench.backends.python import pb_utils
 from workbench.backends.python.pb_tensor import tensor_data
 from workbench.backends.python.transport import (
+    Blob,
     SegmentPool,
     SegmentReader,
     SharedMemoryFull,
@@ -27,26 +28,34 @@ from workbench.backends.python.transport import (
 
 
 def encode_response(response: pb_utils.InferenceResponse, pool: SegmentPool,
-                    wanted: set[str] | frozenset[str]) -> dict:
-    """A response as a message part; only the ``wanted`` outputs (all when empty) travel."""
+                    wanted: set[str] | frozenset[str], blob: Blob | None = None) -> dict:
+    """A response as a message part; only the ``wanted`` outputs (all when empty) travel
+    (small ones into ``blob`` when given: a call link reply)."""
     error = response.error()
     if error is not None:
         return {"outputs": [], "error": (error.message(), error.code()), "parameters": None}
     outputs = encode_tensors(((t.name(), tensor_data(t)) for t in response.output_tensors()
-                              if not wanted or t.name() in wanted), pool)
+                              if not wanted or t.name() in wanted), pool, blob)
     parameters = response.parameters()
     return {"outputs": outputs, "error": None, "parameters": None if parameters == "{}" else parameters}
 
 
-def encode_responses(responses: list, requests: list, pool: SegmentPool) -> list[dict | None]:
+def encode_responses(responses: list, requests: list, pool: SegmentPool,
+                     blob: Blob | None = None) -> list[dict | None]:
     """:func:`encode_response` for each response (None stays None), each with its request's
     requested outputs; when one fails (``SharedMemoryFull``), the segments of those encoded
     before it go back to ``pool`` and the error is raised."""
     encoded: list[dict | None] = []
+    wanted: dict[tuple, frozenset[str]] = {}
     try:
         for response, request in zip(responses, requests, strict=True):
-            encoded.append(None if response is None else
-                           encode_response(response, pool, set(request.requested_output_names())))
+            if response is None:
+                encoded.append(None)
+                continue
+            names = tuple(request.requested_output_names())
+            if names not in wanted:
+                wanted[names] = frozenset(names)
+            encoded.append(encode_response(response, pool, wanted[names], blob))
     except BaseException:
         pool.release([wire[3][0] for part in encoded if part is not None
                       for wire in part["outputs"] if isinstance(wire[3], tuple)])

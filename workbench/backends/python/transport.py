@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
+import math
 import mmap
 import os
 import pickle
@@ -322,6 +323,12 @@ class SegmentReader:
         weakref.finalize(mapping, self._released.put, name)
         return mapping
 
+    def put_back(self, names: list[str]) -> None:
+        """Names taken by :meth:`released` for a message that was not sent: reported again
+        with the next one."""
+        for name in names:
+            self._released.put(name)
+
     def released(self) -> list[str]:
         """Names whose arrays are all gone since the last call (never blocks)."""
         names = []
@@ -379,13 +386,36 @@ def _process_exists(pid: int) -> bool:
 # ---------------------------------------------------------------------------- tensors
 #: one tensor on the wire: (name, dtype, shape, payload); dtype is numpy's ``dtype.str``
 #: (``"<f4"``), ``"bfloat16"`` (BF16: its ``str`` is a plain ``"<V2"``) or ``"BYTES"``;
-#: payload is ``bytes`` (inline) or ``(segment, capacity, nbytes)``.
+#: payload is ``bytes`` (inline), an ``int`` offset into a call-link message's blob
+#: (:class:`Blob`) or ``(segment, capacity, nbytes)``.
 WireTensor = tuple[str, str, tuple[int, ...], Any]
 _BF16 = np.dtype(ml_dtypes.bfloat16)  # importing ml_dtypes also lets np.dtype("bfloat16") find it
 
 
-def encode_tensor(name: str, array: np.ndarray, pool: SegmentPool) -> WireTensor:
-    """One tensor for a message: inline when small, else copied once into a pool segment.
+class Blob:
+    """The inline tensors of one call-link message (:mod:`.hop`), gathered to be copied back to
+    back into its shared-memory buffer: a tensor's payload is then the ``int`` offset of its
+    bytes in the blob (its size follows from shape and dtype; no per-tensor ``bytes`` object,
+    one copy into the mapping). BYTES tensors stay inline ``bytes`` (their size does not
+    follow from the shape)."""
+
+    __slots__ = ("nbytes", "parts")
+
+    def __init__(self) -> None:
+        self.parts: list[memoryview] = []
+        self.nbytes = 0
+
+    def add(self, raw: memoryview) -> int:
+        """Append ``raw`` (flat bytes); returns its offset in the blob."""
+        start = self.nbytes
+        self.nbytes = start + raw.nbytes
+        self.parts.append(raw)
+        return start
+
+
+def encode_tensor(name: str, array: np.ndarray, pool: SegmentPool, blob: Blob | None = None) -> WireTensor:
+    """One tensor for a message: inline when small (into ``blob`` when given, else as
+    ``bytes``), else copied once into a pool segment.
 
     BYTES tensors (numpy ``object`` / ``bytes_`` arrays) use Triton's length-prefixed
     encoding (4-byte little-endian length + bytes per element; ``str`` elements as UTF-8).
@@ -393,19 +423,24 @@ def encode_tensor(name: str, array: np.ndarray, pool: SegmentPool) -> WireTensor
     Raises:
         OSError: no segment could be had (/dev/shm full).
     """
-    if array.dtype.kind in ("O", "S"):
-        dtype, raw = "BYTES", memoryview(encode_bytes(array))
+    dtype = _WIRE_DTYPES.get(array.dtype)
+    if dtype is None:
+        dtype = _wire_dtype(array.dtype)
+    if dtype == "BYTES":
+        raw = memoryview(encode_bytes(array))
     else:
-        dtype = "bfloat16" if array.dtype == _BF16 else array.dtype.str
         # flat uint8 first: memoryview.cast refuses a view with a zero in its shape ([1,0])
         raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8).data
     if raw.nbytes <= INLINE_MAX_BYTES:
-        return name, dtype, tuple(array.shape), raw.tobytes()
+        if blob is None or dtype == "BYTES":
+            return name, dtype, tuple(array.shape), raw.tobytes()
+        return name, dtype, tuple(array.shape), blob.add(raw)
     segment, capacity = pool.write(raw)
     return name, dtype, tuple(array.shape), (segment, capacity, raw.nbytes)
 
 
-def encode_tensors(tensors: Iterable[tuple[str, np.ndarray]], pool: SegmentPool) -> list[WireTensor]:
+def encode_tensors(tensors: Iterable[tuple[str, np.ndarray]], pool: SegmentPool,
+                   blob: Blob | None = None) -> list[WireTensor]:
     """:func:`encode_tensor` for each ``(name, array)``; when one fails, the segments the
     others took go back to ``pool`` before the error is raised (no segment stays busy for a
     message that is never sent).
@@ -416,22 +451,26 @@ def encode_tensors(tensors: Iterable[tuple[str, np.ndarray]], pool: SegmentPool)
     encoded: list[WireTensor] = []
     try:
         for name, array in tensors:
-            encoded.append(encode_tensor(name, array, pool))
+            encoded.append(encode_tensor(name, array, pool, blob))
     except BaseException:
         pool.release([wire[3][0] for wire in encoded if isinstance(wire[3], tuple)])
         raise
     return encoded
 
 
-def decode_tensor(wire: WireTensor, reader: SegmentReader) -> tuple[str, np.ndarray]:
+def decode_tensor(wire: WireTensor, reader: SegmentReader, blob: Any = None) -> tuple[str, np.ndarray]:
     """``(name, array)`` from :func:`encode_tensor`'s tuple; a segment is mapped, not copied
-    (BYTES are copied out into ``bytes`` objects and the mapping dropped at once).
+    (BYTES are copied out into ``bytes`` objects and the mapping dropped at once); a blob
+    tensor is a view of ``blob`` (the message's blob, copied out of the call link once per
+    message: ``bytes`` on the server, a writable ``bytearray`` in the stub).
 
     Raises:
         ValueError: a segment name outside the reader's prefix.
         OSError: the segment is missing.
     """
     name, dtype, shape, payload = wire
+    if type(payload) is int:  # an offset into the message's blob (never BYTES)
+        return name, np.frombuffer(blob, _dtype(dtype), math.prod(shape), payload).reshape(shape)
     if isinstance(payload, bytes):
         if dtype == "BYTES":
             return name, decode_bytes(payload).reshape(shape)
@@ -447,10 +486,29 @@ def decode_tensor(wire: WireTensor, reader: SegmentReader) -> tuple[str, np.ndar
     return name, array.reshape(shape)
 
 
+_DTYPES: dict[str, np.dtype] = {}
+_WIRE_DTYPES: dict[np.dtype, str] = {}
+
+
+def _wire_dtype(dtype: np.dtype) -> str:
+    """The wire name of a numpy dtype (see :data:`WireTensor`), remembered."""
+    name = "BYTES" if dtype.kind in ("O", "S") else "bfloat16" if dtype == _BF16 else dtype.str
+    _WIRE_DTYPES[dtype] = name
+    return name
+
+
+def _dtype(text: str) -> np.dtype:
+    dtype = _DTYPES.get(text)
+    if dtype is None:
+        dtype = _DTYPES[text] = np.dtype(text)
+    return dtype
+
+
 __all__ = [
     "INLINE_MAX_BYTES",
     "SHM_DIR",
     "SHM_PREFIX",
+    "Blob",
     "Channel",
     "ChannelClosed",
     "SegmentPool",
