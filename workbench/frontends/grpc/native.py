@@ -39,23 +39,20 @@ from typing import Any
 import grpc
 
 from workbench import (
-    DecoupledNotSupported,
     InferenceRequest,
     InvalidArgument,
     RequestedOutput,
     Server,
     ServerOptions,
-    WorkbenchError,
     tensor_from_buffer,
     tensor_to_buffer,
 )
+from workbench.frontends.error_boundary import grpc_failure
 from workbench.frontends.grpc.codec import encode_raw_response
 from workbench.frontends.grpc.decompression import Undecodable
 from workbench.frontends.grpc.parameters import SHARED_MEMORY_REGION
 from workbench.frontends.grpc.raw_wire import serialize_infer_response
-from workbench.frontends.grpc.service import DECOUPLED_MODEL_INFER
 from workbench.frontends.grpc.shutdown_gate import SHUTTING_DOWN, ShutdownGate
-from workbench.frontends.status import grpc_status
 
 log = logging.getLogger(__name__)
 
@@ -247,16 +244,9 @@ class NativeGrpcServer:
         except asyncio.CancelledError:
             native.finish_error(call, grpc.StatusCode.CANCELLED.value[0], "CANCELLED")
             raise
-        except DecoupledNotSupported:
-            native.finish_error(call, grpc.StatusCode.UNIMPLEMENTED.value[0], DECOUPLED_MODEL_INFER)
-            return
-        except WorkbenchError as exc:
-            native.finish_error(call, grpc_status(exc.code).value[0], exc.message)
-            return
-        except Exception as exc:
-            log.exception("internal error in ModelInfer")
-            native.finish_error(call, grpc.StatusCode.INTERNAL.value[0],
-                                f"internal error: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001  # the error boundary answers (and logs a bug)
+            code, message = grpc_failure(exc, "ModelInfer")
+            native.finish_error(call, code.value[0], message)
             return
         if response.parameters or any(t.parameters for t in response.outputs):
             native.finish_bytes(call, serialize_infer_response(encode_raw_response(response)), compress)
@@ -303,7 +293,7 @@ class NativeGrpcServer:
             native.finish_error(call, grpc.StatusCode.CANCELLED.value[0], "CANCELLED")
             raise
         except Exception as exc:
-            log.exception("internal error in %s", method)
+            log.exception("uncaught exception in %s (answered as grpc.aio would)", method)
             native.finish_error(call, grpc.StatusCode.UNKNOWN.value[0], f"Unexpected error: {exc}")
             return
         finally:
@@ -339,7 +329,7 @@ class NativeGrpcServer:
             native.finish_error(call, grpc.StatusCode.CANCELLED.value[0], "CANCELLED")
             raise
         except Exception as exc:
-            log.exception("internal error in %s", method)
+            log.exception("uncaught exception in %s (answered as grpc.aio would)", method)
             native.finish_error(call, grpc.StatusCode.UNKNOWN.value[0], f"Unexpected error: {exc}")
             return
         finally:
