@@ -172,8 +172,14 @@ test: setup labextension browser lint
 	$(PY) -m pytest -m "not production"
 
 # the production tier: container images built and run with podman, replicas behind nginx,
-# model-analyzer against the product (minutes; not part of `make test`)
-test-production: setup $(DEV_STAMP)
+# model-analyzer against the product, a 3-node Ray cluster (minutes; not part of `make test`)
+RAY_STAMP := $(VENV)/.installed-ray
+$(RAY_STAMP): $(DEV_STAMP)
+	@echo "==> Ray Serve for the cluster tests, the ray extra (~0.2 GB more installed, first \`make test-production\` only)"
+	$(PIP) -e '.[dev,ray]' $(PIPNOTES)
+	touch $@
+
+test-production: setup $(DEV_STAMP) $(RAY_STAMP)
 	@bash scripts/debian_tools.sh $(TEST_TOOLS) $(PRODUCTION_TOOLS)
 	$(PY) -m pytest -m production
 

@@ -10,7 +10,7 @@ import workbench
 PACKAGE = Path(workbench.__file__).parent
 #: packages that may only use the public names re-exported by `workbench`
 ADAPTERS = ("frontends", "hosts", "ui", "jupyter", "perf", "deploy", "serving", "config_edits", "tuning",
-            "remote", "tritonserver")
+            "remote", "tritonserver", "ray")
 #: the engine's internals, which adapters must never reach
 INTERNALS = ("workbench.backends", "workbench.scheduling", "workbench.engine", "workbench.config",
              "workbench.repository")
@@ -78,7 +78,7 @@ def test_public_surface_is_exactly_all() -> None:
     modules = {"backends", "bounded_calls", "bytes_codec", "config", "config_edits", "datatypes", "deploy",
                "custom_metrics", "devices", "engine", "errors", "flags", "frontends", "gpu_memory", "gpu_readings",
                "hosts", "jupyter", "model_files",
-               "options", "perf", "repository", "restrictions", "results", "scheduling", "serving", "statistics",
+               "options", "perf", "ray", "repository", "restrictions", "results", "scheduling", "serving", "statistics",
                "switches", "tensors", "testing", "tools", "tracing", "tritonserver", "tuning", "types", "ui",
                "live_stats", "remote"}
     assert public - modules == set(workbench.__all__) - {"__version__"}
