@@ -5,7 +5,7 @@
 ``workbench serve``'s flags (the engine's, per replica); ``--http-port`` / ``--grpc-port`` /
 ``--http-address`` are those of Serve's proxies, the cluster's ingress on every node. Connects
 to a running cluster (``--ray-address``, default ``auto``: ``ray start``'s) or starts a local
-one (``--ray-address=local``), deploys, prints ``workbench ray-serve ready``, and on
+one (``--ray-address=local``), deploys, logs ``workbench ray-serve ready`` (stderr), and on
 SIGINT/SIGTERM deletes the application (Serve drains each replica first) and disconnects.
 """
 
@@ -86,8 +86,8 @@ def run(options: ServerOptions, scaling: Scaling, ray_address: str, proxy_locati
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     serve.run(build_app(options, scaling), name=APP_NAME, route_prefix="/")
-    print(f"workbench ray-serve ready: HTTP {options.http_address}:{options.http_port}, "
-          f"gRPC {options.grpc_port}, deployment {DEPLOYMENT}", flush=True)
+    log.info("workbench ray-serve ready: HTTP %s:%d, gRPC %d, deployment %s", options.http_address,
+             options.http_port, options.grpc_port, DEPLOYMENT)
     stop.wait()
     log.info("deleting application %s (replicas drain first)", APP_NAME)
     serve.delete(APP_NAME)
