@@ -64,7 +64,7 @@ def node_args(node: str) -> list[str]:
             "--disable-usage-stats"]
 
 
-def ray_start(args: list[str], env: dict[str, str], temp: Path, tries: int = 3) -> None:
+def ray_start(args: list[str], env: dict[str, str], temp: Path, tries: int = 5) -> None:
     """``ray start`` with retries: Ray's raylet waits a fixed 15 s for its dashboard agent,
     which a loaded 2-core machine can miss (the start then fails: its processes are ended
     and it is tried again)."""
@@ -72,12 +72,12 @@ def ray_start(args: list[str], env: dict[str, str], temp: Path, tries: int = 3) 
         done = subprocess.run([RAY, "start", *args], env=env, capture_output=True, text=True, timeout=300)
         if done.returncode == 0:
             return
-        if attempt == tries - 1:
-            raise RuntimeError(f"ray start {args} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
         if "--head" in args:
             stop_cluster(temp)
         else:
             kill_nodes(args)
+        if attempt == tries - 1:
+            raise RuntimeError(f"ray start {args} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
 
 
 def raylet_pid(node: str) -> int | None:
@@ -120,9 +120,9 @@ def cluster(repository: Path) -> Iterator[RayServeProcess]:
     """Three Ray nodes and ``workbench ray-serve`` on them; everything stopped after."""
     temp = Path(tempfile.mkdtemp(prefix="wbray", dir="/tmp"))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "RAY_TMPDIR": str(temp)}
-    ray_start(["--head", f"--port={GCS}", "--num-cpus=0", "--include-dashboard=false",
-               f"--ray-client-server-port={GCS + 9}", f"--temp-dir={temp}", *node_args("head")], env, temp)
     try:
+        ray_start(["--head", f"--port={GCS}", "--num-cpus=0", "--include-dashboard=false",
+                   f"--ray-client-server-port={GCS + 9}", f"--temp-dir={temp}", *node_args("head")], env, temp)
         for node in ("a", "b"):
             ray_start([f"--address={ADDRESS}", "--num-cpus=1", f'--resources={{"node_{node}": 1}}',
                        *node_args(node)], env, temp)
