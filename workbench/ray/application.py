@@ -25,7 +25,7 @@ def build_app(options: ServerOptions, scaling: Scaling | None = None) -> Any:
     """The bound Serve application: one deployment, :data:`DEPLOYMENT`, of engine replicas.
 
     With ``max_replicas > min_replicas`` Serve autoscales it with
-    :func:`workbench.ray.autoscaling.queue_time_policy`. Serve waits up to
+    :class:`workbench.ray.autoscaling.QueueTimePolicy`. Serve waits up to
     ``--exit-timeout-secs`` for a stopping replica's requests in flight (Triton's drain time).
     """
     scaling = scaling or Scaling()
@@ -43,7 +43,7 @@ def build_app(options: ServerOptions, scaling: Scaling | None = None) -> Any:
             "max_replicas": scaling.max_replicas, "metrics_interval_s": scaling.metrics_interval_s,
             "look_back_period_s": max(2 * scaling.metrics_interval_s, 2.0),
             "upscale_delay_s": 0.0, "downscale_delay_s": 0.0,
-            "policy": {"policy_function": "workbench.ray.autoscaling:queue_time_policy",
+            "policy": {"policy_function": "workbench.ray.autoscaling:QueueTimePolicy",
                        "policy_kwargs": {"target_queue_us": scaling.target_queue_us,
                                          "downscale_delay_s": scaling.downscale_delay_s}},
         }

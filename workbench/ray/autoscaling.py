@@ -31,30 +31,41 @@ def desired_replicas(current: int, queue_us: float, target_us: float) -> int:
     return math.ceil(current * ratio)
 
 
-def queue_time_policy(ctx: Any, target_queue_us: float = 10_000.0,
-                      downscale_delay_s: float = 30.0) -> tuple[int, dict[str, Any]]:
-    """Serve's custom policy entry (``AutoscalingPolicy(policy_function=...)``).
+class QueueTimePolicy:
+    """Serve's custom policy (``AutoscalingPolicy(policy_function=...)``, a class: Serve
+    builds it once with ``policy_kwargs`` and calls it every autoscaling tick).
 
     Args:
-        ctx: Serve's ``AutoscalingContext`` (``aggregated_metrics``: metric -> replica ->
-            value over Serve's look-back window; ``current_num_replicas``;
-            ``capacity_adjusted_min_replicas`` / ``_max_replicas``; ``policy_state``;
-            ``current_time``, seconds).
         target_queue_us: the queue time per request to hold, µs (the HPA's
             ``queue_time_target_us``).
         downscale_delay_s: how long recommendations below the current count must last.
-
-    Returns:
-        The replica count and the policy state to keep (the recent recommendations).
     """
-    current = max(int(ctx.current_num_replicas), 1)
-    per_replica = (ctx.aggregated_metrics or {}).get(QUEUE_METRIC, {})
-    queue_us = sum(per_replica.values()) / len(per_replica) if per_replica else 0.0
-    wanted = desired_replicas(current, queue_us, target_queue_us)
-    wanted = min(max(wanted, ctx.capacity_adjusted_min_replicas), ctx.capacity_adjusted_max_replicas)
-    now = float(ctx.current_time or 0.0)
-    history = [(t, n) for t, n in ctx.policy_state.get("recommendations", []) if now - t <= downscale_delay_s]
-    history.append((now, wanted))
-    # the HPA's stabilization window: scale down only to the highest recent recommendation
-    decision = wanted if wanted >= current else min(current, max(n for _, n in history))
-    return decision, {"recommendations": history, "queue_us": queue_us}
+
+    def __init__(self, target_queue_us: float = 10_000.0, downscale_delay_s: float = 30.0) -> None:
+        self.target_queue_us = target_queue_us
+        self.downscale_delay_s = downscale_delay_s
+
+    def __call__(self, ctx: Any) -> tuple[int, dict[str, Any]]:
+        """One decision.
+
+        Args:
+            ctx: Serve's ``AutoscalingContext`` (``aggregated_metrics``: metric -> replica ->
+                value over Serve's look-back window; ``current_num_replicas``;
+                ``capacity_adjusted_min_replicas`` / ``_max_replicas``; ``policy_state``;
+                ``current_time``, seconds).
+
+        Returns:
+            The replica count and the policy state to keep (the recent recommendations).
+        """
+        current = max(int(ctx.current_num_replicas), 1)
+        per_replica = (ctx.aggregated_metrics or {}).get(QUEUE_METRIC, {})
+        queue_us = sum(per_replica.values()) / len(per_replica) if per_replica else 0.0
+        wanted = desired_replicas(current, queue_us, self.target_queue_us)
+        wanted = min(max(wanted, ctx.capacity_adjusted_min_replicas), ctx.capacity_adjusted_max_replicas)
+        now = float(ctx.current_time or 0.0)
+        history = [(t, n) for t, n in (ctx.policy_state or {}).get("recommendations", [])
+                   if now - t <= self.downscale_delay_s]
+        history.append((now, wanted))
+        # the HPA's stabilization window: scale down only to the highest recent recommendation
+        decision = wanted if wanted >= current else min(current, max(n for _, n in history))
+        return decision, {"recommendations": history, "queue_us": queue_us}
