@@ -130,6 +130,7 @@ def main() -> int:
                                       "--object-manager-port=19752", "--dashboard-agent-listen-port=19753",
                                       "--dashboard-agent-grpc-port=19754", "--metrics-export-port=19755",
                                       "--runtime-env-agent-port=19756", "--ray-client-server-port=19759",
+                                      "--dashboard-port=19757",
                                       "--min-worker-port=20200", "--max-worker-port=20299",
                                       "--node-ip-address=127.0.0.1", "--disable-usage-stats"],
                                      env=env, capture_output=True, text=True, timeout=300)

@@ -122,7 +122,8 @@ def cluster(repository: Path) -> Iterator[RayServeProcess]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "RAY_TMPDIR": str(temp)}
     try:
         ray_start(["--head", f"--port={GCS}", "--num-cpus=0", "--include-dashboard=false",
-                   f"--ray-client-server-port={GCS + 9}", f"--temp-dir={temp}", *node_args("head")], env, temp)
+                   f"--ray-client-server-port={GCS + 9}", f"--dashboard-port={GCS + 8}", f"--temp-dir={temp}",
+                   *node_args("head")], env, temp)
         for node in ("a", "b"):
             ray_start([f"--address={ADDRESS}", "--num-cpus=1", f'--resources={{"node_{node}": 1}}',
                        *node_args(node)], env, temp)
@@ -238,7 +239,10 @@ async def test_load_ramp_scales_out_and_back_with_no_failure(cluster: RayServePr
         peak = max(peak, len(replica_pids()))
         stop.set()
         await load
+        stopped = time.monotonic()
         await asyncio.to_thread(wait_until, lambda: len(replica_pids()) == 1, 180, "back to one replica")
+        print(f"ramp: peak {peak} replicas, back to 1 in {time.monotonic() - stopped:.0f} s after the load, "
+              f"{tally.ok} requests, {tally.failed} failed")
     finally:
         stop.set()
         await client.close()
@@ -274,6 +278,7 @@ async def test_rolling_model_update_with_no_failure(cluster: RayServeProcess, re
     finally:
         stop.set()
         await client.close()
+    print(f"rolling update: {tally.ok} requests, {tally.failed} failed, {len(replica_pids())} replicas")
     assert tally.failed == 0, tally.errors
     assert tally.ok > 0
 
