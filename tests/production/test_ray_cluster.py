@@ -7,8 +7,8 @@ CPU, 1..3, autoscaled on queue time, the repository in poll mode).
   equal those of a local ``workbench serve`` of the same repository, errors included;
 - a load ramp on a model that queues (``sleeper``: 50 ms per batch) scales 1 -> N -> 1
   replicas with no failed request (a replica removed drains first);
-- a new version of add_sub written into the repository rolls through the replicas (poll
-  mode) with no failed request;
+- a new version of add_sub written into the repository while 2-3 replicas run rolls through
+  them (poll mode) with no failed request;
 - SIGKILL of the raylet of a worker node that hosts a replica, under load: only the requests
   in flight there may fail (each counted, at most one per client loop), then all succeed.
 
@@ -252,12 +252,17 @@ async def test_load_ramp_scales_out_and_back_with_no_failure(cluster: RayServePr
 
 
 async def test_rolling_model_update_with_no_failure(cluster: RayServeProcess, repository: Path) -> None:
+    """Version 2 of add_sub written while the deployment is scaled out (a sleeper load holds
+    2-3 replicas): every replica loads it at its next poll, none fails a request."""
+    sleeper_client, sleeper_send = await _send("sleeper")
     client, send = await _send("add_sub")
     stop = asyncio.Event()
-    tally = Tally()
+    tally, sleeper_tally = Tally(), Tally()
     try:
+        scale_out = asyncio.ensure_future(run_clients(sleeper_send, 24, stop, sleeper_tally))
+        await asyncio.to_thread(wait_until, lambda: len(replica_pids()) >= 2, 180, "a second replica")
         load = asyncio.ensure_future(run_clients(send, 4, stop, tally))
-        await asyncio.sleep(2)
+        replicas = len(replica_pids())
         atomic_write(repository / "add_sub" / "2" / "model.onnx", add_sub_model_bytes(2))
 
         async def on_version_2() -> bool:
@@ -265,21 +270,22 @@ async def test_rolling_model_update_with_no_failure(cluster: RayServeProcess, re
             return {s["version"] for s in stats["model_stats"]} == {"2"}
 
         deadline = time.monotonic() + 120
-        while not await on_version_2():  # every replica that answers serves version 2 only
-            assert time.monotonic() < deadline, "version 2 never replaced version 1"
-            await asyncio.sleep(0.5)
-        ready_count = 0
-        while ready_count < 10:  # ten answers in a row (any replica) from version 2
-            ready_count = ready_count + 1 if await on_version_2() else 0
+        in_a_row = 0
+        while in_a_row < 20:  # twenty answers in a row (from any replica) serving version 2 only
+            in_a_row = in_a_row + 1 if await on_version_2() else 0
             assert time.monotonic() < deadline, "a replica still serves version 1"
+            await asyncio.sleep(0.1)
         await asyncio.sleep(2)
         stop.set()
-        await load
+        await asyncio.gather(load, scale_out)
     finally:
         stop.set()
         await client.close()
-    print(f"rolling update: {tally.ok} requests, {tally.failed} failed, {len(replica_pids())} replicas")
-    assert tally.failed == 0, tally.errors
+        await sleeper_client.close()
+    print(f"rolling update over {replicas} replicas: {tally.ok} add_sub requests, {tally.failed} failed; "
+          f"{sleeper_tally.ok} sleeper requests, {sleeper_tally.failed} failed")
+    assert replicas >= 2
+    assert tally.failed == 0 and sleeper_tally.failed == 0, tally.errors + sleeper_tally.errors
     assert tally.ok > 0
 
 
