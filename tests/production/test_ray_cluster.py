@@ -9,6 +9,8 @@ CPU, 1..3, autoscaled on queue time, the repository in poll mode).
   replicas with no failed request (a replica removed drains first);
 - a new version of add_sub written into the repository while 2-3 replicas run rolls through
   them (poll mode) with no failed request;
+- perf_analyzer (the production tier's) measures through the proxies: HTTP, gRPC, gRPC
+  ``--streaming``;
 - SIGKILL of the raylet of a worker node that hosts a replica, under load: only the requests
   in flight there may fail (each counted, at most one per client loop), then all succeed.
 
@@ -287,6 +289,37 @@ async def test_rolling_model_update_with_no_failure(cluster: RayServeProcess, re
     assert replicas >= 2
     assert tally.failed == 0 and sleeper_tally.failed == 0, tally.errors + sleeper_tally.errors
     assert tally.ok > 0
+
+
+def perf_analyzer() -> Path:
+    """perf_analyzer of the production tier's Model Analyzer folder (made when missing, as
+    tests/production/test_model_analyzer.py does), or skip without libb64."""
+    probe = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False)
+    if "libb64.so.0d" not in probe.stdout:
+        pytest.skip("libb64-0d (perf_analyzer's) not installed (apt-get install libb64-0d)")
+    root = Path(__file__).resolve().parents[2]
+    folder = Path(os.environ.get("MODEL_ANALYZER_ENV", root / ".venv-production" / "model-analyzer"))
+    made = subprocess.run(["bash", str(root / "scripts" / "model_analyzer_env.sh"), str(folder)],
+                          capture_output=True, text=True, timeout=1200, check=False)
+    assert made.returncode == 0, made.stdout + made.stderr
+    return folder / "bin" / "perf_analyzer"
+
+
+@pytest.mark.parametrize(("protocol", "port", "extra"), [("http", HTTP, []), ("grpc", GRPC, []),
+                                                          ("grpc", GRPC, ["--streaming"])],
+                         ids=["http", "grpc", "grpc-streaming"])
+def test_perf_analyzer_against_the_cluster(cluster: RayServeProcess, protocol: str, port: int,
+                                           extra: list[str]) -> None:
+    """Unmodified perf_analyzer measures add_sub through Serve's proxies (its gRPC
+    ``--streaming`` mode over the bidirectional ModelStreamInfer)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([str(perf_analyzer()), "-m", "add_sub", "-u", f"127.0.0.1:{port}", "-i", protocol,
+                           *extra, "--concurrency-range", "4", "--measurement-interval", "2000", "-r", "5",
+                           "-s", "50"], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    throughput = re.search(r"Throughput: ([\d.]+) infer/sec", done.stdout)
+    assert throughput is not None and float(throughput.group(1)) > 0, done.stdout[-3000:]
+    print(f"perf_analyzer {protocol} {' '.join(extra)}: {throughput.group(1)} infer/s")
 
 
 async def test_worker_node_killed_only_in_flight_requests_fail(cluster: RayServeProcess) -> None:
