@@ -311,11 +311,12 @@ def perf_analyzer() -> Path:
 def test_perf_analyzer_against_the_cluster(cluster: RayServeProcess, protocol: str, port: int,
                                            extra: list[str]) -> None:
     """Unmodified perf_analyzer measures add_sub through Serve's proxies (its gRPC
-    ``--streaming`` mode over the bidirectional ModelStreamInfer)."""
+    ``--streaming`` mode over the bidirectional ModelStreamInfer). Its stability bound is
+    loose (100 %, up to 10 windows): on 2 shared cores a 50 % bound failed a run."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run([str(perf_analyzer()), "-m", "add_sub", "-u", f"127.0.0.1:{port}", "-i", protocol,
-                           *extra, "--concurrency-range", "4", "--measurement-interval", "2000", "-r", "5",
-                           "-s", "50"], env=env, capture_output=True, text=True, timeout=300, check=False)
+                           *extra, "--concurrency-range", "4", "--measurement-interval", "2000", "-r", "10",
+                           "-s", "100"], env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     throughput = re.search(r"Throughput: ([\d.]+) infer/sec", done.stdout)
     assert throughput is not None and float(throughput.group(1)) > 0, done.stdout[-3000:]
