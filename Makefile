@@ -183,8 +183,6 @@ test: setup labextension browser lint
 	@bash scripts/debian_tools.sh $(TEST_TOOLS)
 	$(PY) -m pytest -m "not production"
 
-# the production tier: container images built and run with podman, replicas behind nginx,
-# model-analyzer against the product (minutes; not part of `make test`)
 # the docs' screenshot of each dashboard tab (docs/images/*.png), retaken by the browser tests
 # that walk those tabs (tests/browser/browser_support.py:TAB_IMAGES); `make test` writes none
 DOC_IMAGE_TESTS := tests/browser/test_dashboard_browser.py::test_clicks_edits_and_traffic_reach_the_engine_and_back \
@@ -196,7 +194,15 @@ DOC_IMAGE_TESTS := tests/browser/test_dashboard_browser.py::test_clicks_edits_an
 doc-images: setup labextension browser $(DEV_STAMP)
 	WORKBENCH_DOC_IMAGES=docs/images $(PY) -m pytest -v $(DOC_IMAGE_TESTS)
 
-test-production: setup $(DEV_STAMP)
+# the production tier: container images built and run with podman, replicas behind nginx,
+# model-analyzer against the product, a 3-node Ray cluster (minutes; not part of `make test`)
+RAY_STAMP := $(VENV)/.installed-ray
+$(RAY_STAMP): $(DEV_STAMP)
+	@echo "==> Ray Serve for the cluster tests, the ray extra (~0.2 GB more installed, first \`make test-production\` only)"
+	$(PIP) -e '.[dev,ray]' $(PIPNOTES)
+	touch $@
+
+test-production: setup $(DEV_STAMP) $(RAY_STAMP)
 	@bash scripts/debian_tools.sh $(TEST_TOOLS) $(PRODUCTION_TOOLS)
 	$(PY) -m pytest -m production
 

@@ -271,3 +271,28 @@ def test_grpc_method_handler_shape() -> None:
     assert replaced.request_deserializer is bytes and replaced.unary_unary is handler.unary_unary
     require(grpc.aio.Server, ("add_generic_rpc_handlers", "add_registered_method_handlers"),
             "workbench/frontends/grpc/decoding.py")
+
+
+def test_ray_serve_controller_constants() -> None:
+    """workbench/ray/cli.py (serve_running) finds Serve's controller actor by the name and
+    namespace of ``ray.serve._private.constants``."""
+    pytest.importorskip("ray.serve", reason="the ray extra")
+    from ray.serve._private import constants
+
+    assert isinstance(constants.SERVE_CONTROLLER_NAME, str)
+    assert isinstance(constants.SERVE_NAMESPACE, str)
+
+
+def test_ray_serve_grpc_proxy_keeps_the_request_deserializer() -> None:
+    """workbench/ray/grpc_relay.py (add_inference_service) registers the v2 service with no
+    request deserializer so Serve's gRPC proxy hands requests on as bytes: the proxy's
+    ``gRPCGenericServer._override_method_handler`` must replace the handlers and the response
+    serializer only."""
+    pytest.importorskip("ray.serve", reason="the ray extra")
+    import grpc
+    from ray.serve._private.grpc_util import gRPCGenericServer
+
+    source = inspect.getsource(gRPCGenericServer._override_method_handler)
+    assert "request_deserializer" not in source
+    handler = grpc.unary_unary_rpc_method_handler(lambda request, context: request)
+    assert handler.request_deserializer is None

@@ -3,7 +3,8 @@
 (the config search under an SLA: :mod:`workbench.tuning.cli`), ``workbench tune-plan``
 (several tuned models under one memory budget: :mod:`workbench.tuning.plan_cli`) and ``workbench
 build-plan`` (a TensorRT plan from an ONNX model: :mod:`workbench.hosts.build_plan_cli`), ``workbench
-deploy`` (Dockerfile and Kubernetes manifests: :mod:`workbench.hosts.deploy_command`).
+deploy`` (Dockerfile and Kubernetes manifests: :mod:`workbench.hosts.deploy_command`), ``workbench
+ray-serve`` (the engine on a Ray cluster: :mod:`workbench.ray.cli`).
 
     workbench serve --model-repository=sample_models/repository --http-port=8000
     workbench perf -m digits_mlp -u localhost:8000 --concurrency-range 1:16:4
@@ -47,6 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
     plan_cli.add_arguments(plan)
     add_build_plan_command(commands)
     deploy_command.add_parser(commands)
+    ray_serve = commands.add_parser("ray-serve", help="serve a model repository on a Ray cluster (Ray Serve "
+                                                     "replicas, v2 HTTP and gRPC at its ingress; the ray extra)")
+    add_server_flags(ray_serve)
+    from workbench.ray.cli import add_arguments as add_ray_arguments
+
+    add_ray_arguments(ray_serve)
     return parser
 
 
@@ -68,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         options = options_from_args(args)
     except ValueError as exc:  # pydantic's ValidationError: out-of-range values
         parser.error(str(exc).replace("\n", "; "))
+    if args.command == "ray-serve":
+        from workbench.ray.cli import run as ray_run
+        from workbench.ray.cli import scaling_from_args
+
+        return ray_run(options, scaling_from_args(args), args.ray_address, args.proxy_location)
     from workbench.hosts.serve import run
 
     return run(options)

@@ -192,6 +192,18 @@ class ServerProcess(_HostProcess):
         return _STARTED.search(line) is not None
 
 
+class RayServeProcess(_HostProcess):
+    """``workbench ray-serve ARGS`` (the engine on a Ray cluster, :mod:`workbench.ray.cli`);
+    up at its ``workbench ray-serve ready`` line. Ports are Serve's proxies', given in ``args``."""
+
+    def __init__(self, args: Sequence[str], timeout_s: float = 600.0,
+                 env: Mapping[str, str] | None = None) -> None:
+        super().__init__([sys.executable, "-m", "workbench.hosts.cli", "ray-serve", *args], timeout_s, False, env)
+
+    def _ready(self, line: str) -> bool:
+        return "workbench ray-serve ready" in line
+
+
 class TritonProcess(_HostProcess):
     """A real ``tritonserver`` (2.51, from the nvidia-pytriton wheel's venv made by
     ``scripts/triton_venv.sh``) on free ports, with the environment its python backend needs
