@@ -7,26 +7,21 @@ time from its /proc entry just before it exits is not visible, so it is taken fr
 and prints CPU seconds per server thread name, per second of wall time.
 """
 import argparse
-import os
+import importlib
 import resource
 import subprocess
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
-TICK = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+#: CPU time of processes and threads from /proc, loaded from this folder
+proc_cpu: Any = importlib.import_module("proc_cpu")
 
 
 def threads(pid: int) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                s = f.read()
-        except OSError:
-            continue
-        name = s[s.index("(") + 1:s.rindex(")")]
-        fields = s[s.rindex(")") + 2:].split()
-        out[f"{name}:{tid}"] = (int(fields[11]) + int(fields[12])) / TICK
-    return out
+    return {f"{name}:{tid}": cpu for tid, (name, cpu) in proc_cpu.thread_cpu_s(pid).items()}
 
 
 ap = argparse.ArgumentParser()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import statistics
 import sys
 import time
@@ -28,8 +27,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 #: the side-by-side runner's servers, perf_analyzer command and probe, loaded from this folder
 vt: Any = importlib.import_module("vs_triton")
+proc_cpu: Any = importlib.import_module("proc_cpu")
 
-TICK = os.sysconf("SC_CLK_TCK")
 VARIANTS = ("triton", "python", "native")
 
 
@@ -37,31 +36,10 @@ def group_cpu(pgid: int) -> tuple[float, float]:
     """(CPU seconds of every thread of every process in process group ``pgid``, of the main
     thread of its ``workbench`` or ``tritonserver`` process)."""
     total, main = 0.0, 0.0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[2]) != pgid:
-            continue
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                text = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-            except OSError:
-                continue
-            name = text[text.index("(") + 1:text.rindex(")")]
-            f = text[text.rindex(")") + 2:].split()
-            cpu = (int(f[11]) + int(f[12])) / TICK
-            total += cpu
-            if tid == pid and name in ("workbench", "tritonserver"):
-                main = cpu
+    for (pid, tid), (name, cpu) in proc_cpu.group_thread_cpu_s(pgid).items():
+        total += cpu
+        if tid == pid and name in ("workbench", "tritonserver"):
+            main = cpu
     return total, main
 
 

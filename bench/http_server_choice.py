@@ -30,6 +30,7 @@ markdown table per round and the medians. Results: bench/RESULTS.md, "Issue 34: 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
@@ -40,11 +41,15 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+#: CPU time of processes and threads from /proc, loaded from this folder
+proc_cpu: Any = importlib.import_module("proc_cpu")
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = Path(os.environ.get("BENCH_WORK", "/tmp/bench_work"))
 PERF_ANALYZER = str(Path(os.environ.get("BENCH_BIN", "/tmp/bench_bin")) / "perf_analyzer")
-TICK = os.sysconf("SC_CLK_TCK")
 KINDS = ("uvicorn", "uvicorn-plain", "h11", "granian", "granian-nowatch")
 
 
@@ -105,17 +110,9 @@ def _without_disconnect_watch(app):
     return wrapped
 
 
-def thread_cpu(pid: int) -> dict[str, float]:
+def thread_cpu(pid: int) -> dict[int, float]:
     """CPU seconds (user + system) of every thread of ``pid``, by thread id."""
-    out: dict[str, float] = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            text = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2:].split()
-        out[tid] = (int(fields[11]) + int(fields[12])) / TICK
-    return out
+    return {tid: cpu for tid, (_, cpu) in proc_cpu.thread_cpu_s(pid).items()}
 
 
 def counts(port: int) -> tuple[int, int]:
@@ -136,7 +133,7 @@ def measure(pid: int, port: int, seconds: float) -> dict[str, float]:
                          check=False)
     cpu1, (n1, e1) = thread_cpu(pid), counts(port)
     n = max(n1 - n0, 1)
-    main = str(pid)
+    main = pid
     total = sum(v - cpu0.get(t, 0.0) for t, v in cpu1.items())
     throughput = re.findall(r"Throughput: ([\d.]+) infer/sec", run.stdout)
     p99 = re.findall(r"p99 latency: (\d+) usec", run.stdout)

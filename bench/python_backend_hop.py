@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import importlib
 import json
 import os
 import signal
@@ -41,13 +42,16 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+#: CPU time of processes and threads from /proc, loaded from this folder
+proc_cpu: Any = importlib.import_module("proc_cpu")
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("SHARED_BENCH", ROOT.parent / "shared" / "bench"))
 if not SHARED.is_dir():
     SHARED = Path("/work/shared/bench")
 WORK = Path(os.environ.get("BENCH_WORK", "/tmp/bench_work"))
 PA = os.environ.get("PA", str(Path(os.environ.get("BENCH_BIN", "/tmp/bench_bin")) / "perf_analyzer"))
-TICK = os.sysconf("SC_CLK_TCK")
 MODEL = "identity"
 
 
@@ -60,26 +64,8 @@ def workbench_bin() -> str:
 
 def process_cpu_s(pid: int) -> tuple[float, float]:
     """(CPU seconds of process ``pid``'s own threads, CPU seconds of its live descendants + reaped children)."""
-    children: dict[int, list[int]] = {}
-    times: dict[int, float] = {}
-    reaped = 0.0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / TICK
-        if int(entry.name) == pid:
-            reaped = (int(fields[13]) + int(fields[14])) / TICK
-    own, others, todo = times.get(pid, 0.0), reaped, list(children.get(pid, []))
-    while todo:
-        current = todo.pop()
-        others += times.get(current, 0.0)
-        todo += children.get(current, [])
-    return own, others
+    own, descendants, reaped = proc_cpu.tree_cpu_s(pid)
+    return own, descendants + reaped
 
 
 class Server:

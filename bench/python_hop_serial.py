@@ -14,14 +14,20 @@ another source tree (before/after in one sitting: run twice, alternating, under 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-TICK = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+#: CPU time of processes and threads from /proc, loaded from this folder
+proc_cpu: Any = importlib.import_module("proc_cpu")
+cpu_s = proc_cpu.process_cpu_s
+
 CONFIG = """
 name: "identity"
 backend: "python"
@@ -40,11 +46,6 @@ class TritonPythonModel:
                                                             pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
                 for r in requests]
 """
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def main() -> int:

@@ -20,18 +20,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
+import importlib
 import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "sample_models"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+#: CPU time of processes and threads from /proc, loaded from this folder
+proc_cpu: Any = importlib.import_module("proc_cpu")
 
 from workbench import InferenceRequest, Server, ServerOptions, Tensor  # noqa: E402
 
@@ -66,11 +70,6 @@ def sentence_requests(repository: Path) -> list[InferenceRequest]:
 REQUESTS = {"digits_mlp": digits_requests, "minilm_encoder": sentence_requests}
 
 
-def cpu_seconds() -> float:
-    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def one_round(server: Server, requests: list[InferenceRequest], seconds: float,
                     concurrency: int) -> dict[str, float]:
     latencies: list[float] = []
@@ -85,10 +84,10 @@ async def one_round(server: Server, requests: list[InferenceRequest], seconds: f
             latencies.append(time.perf_counter() - start)
             i += concurrency
 
-    cpu, wall = cpu_seconds(), time.monotonic()
+    cpu, wall = proc_cpu.process_cpu_s(), time.monotonic()
     await asyncio.gather(*(loop(k) for k in range(concurrency)))
     await server.rollouts.settle(requests[0].model_name)
-    cpu, wall = cpu_seconds() - cpu, time.monotonic() - wall
+    cpu, wall = proc_cpu.process_cpu_s() - cpu, time.monotonic() - wall
     return {"infer_s": len(latencies) / wall, "p99_us": float(np.percentile(latencies, 99)) * 1e6,
             "cpu_us_per_infer": cpu / len(latencies) * 1e6}
 

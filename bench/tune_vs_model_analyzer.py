@@ -57,6 +57,7 @@ import argparse
 import contextlib
 import csv
 import html
+import importlib
 import json
 import math
 import os
@@ -72,6 +73,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+#: CPU time of processes and threads from /proc, loaded from this folder
+proc_cpu: Any = importlib.import_module("proc_cpu")
 
 ROOT = Path(__file__).resolve().parent.parent
 SIDES = ("ma", "workbench")
@@ -145,26 +150,7 @@ def machine() -> str:
 def tree_cpu_s(pid: int) -> float:
     """CPU seconds (user + system) of process ``pid`` and its live descendants, plus the children
     it has reaped (``/proc/PID/stat``)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    children: dict[int, list[int]] = {}
-    times: dict[int, float] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-        times[int(entry.name)] = sum(int(v) for v in fields[11:13]) / tick  # utime, stime
-        if int(entry.name) == pid:
-            times[pid] += sum(int(v) for v in fields[13:15]) / tick  # cutime, cstime
-    total, todo = 0.0, [pid]
-    while todo:
-        current = todo.pop()
-        total += times.get(current, 0.0)
-        todo += children.get(current, [])
-    return total
+    return sum(proc_cpu.tree_cpu_s(pid))
 
 
 # ---------------------------------------------------------------- repositories and servers

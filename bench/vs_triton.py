@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import importlib
 import json
 import os
 import re
@@ -56,6 +57,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+#: CPU time of processes and threads from /proc, loaded from this folder
+proc_cpu: Any = importlib.import_module("proc_cpu")
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("SHARED_BENCH", ROOT.parent / "shared" / "bench"))
 WORK = Path(os.environ.get("BENCH_WORK", "/tmp/bench_work"))
@@ -63,7 +68,6 @@ VENVS = Path(os.environ.get("BENCH_VENVS", "/tmp/bench_venvs"))
 PERF_ANALYZER = os.environ.get("PERF_ANALYZER", str(Path(os.environ.get("BENCH_BIN", "/tmp/bench_bin"))
                                                     / "perf_analyzer"))
 SERVERS = ("triton", "workbench")
-CLOCK_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 SERVER_NAMES = {"triton": "Triton", "workbench": "workbench"}
 PROTOCOLS = {"http": "HTTP binary", "http-json": "HTTP JSON", "grpc": "gRPC"}
 #: perf_analyzer --verbose-csv columns (microseconds) -> our keys (milliseconds)
@@ -296,23 +300,7 @@ def loadavg() -> str:
 def group_cpu(pgid: int) -> dict[str, float]:
     """CPU seconds (user + system) of every thread of every process in process group ``pgid``, by
     ``pid/tid`` (the server and its children: Triton's python-backend stubs, ours)."""
-    out: dict[str, float] = {}
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            if int(stat[stat.rindex(")") + 2:].split()[2]) != pgid:
-                continue
-            tids = os.listdir(f"/proc/{pid}/task")
-        except (OSError, ValueError):
-            continue
-        for tid in tids:
-            try:
-                text = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-            except OSError:
-                continue
-            fields = text[text.rindex(")") + 2:].split()
-            out[f"{pid}/{tid}"] = (int(fields[11]) + int(fields[12])) / CLOCK_TICK
-    return out
+    return {f"{pid}/{tid}": cpu for (pid, tid), (_, cpu) in proc_cpu.group_thread_cpu_s(pgid).items()}
 
 
 def inference_count(http_port: int, model: str) -> int | None:
