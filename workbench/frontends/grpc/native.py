@@ -270,7 +270,7 @@ class NativeGrpcServer:
             while (message := await stream.next_message()) is not None:
                 yield deserialize(message)
 
-        try:
+        with _ServicerCall(native, call, method, context) as outcome:
             if self.shutdown_gate.closed:
                 native.finish_error(call, grpc.StatusCode.CANCELLED.value[0], SHUTTING_DOWN)
                 return
@@ -285,19 +285,8 @@ class NativeGrpcServer:
             async for response in responses:
                 native.stream_write(call, serialize(response), context.compress)
                 await stream.written()
-        except _Aborted:
-            code = context.code or grpc.StatusCode.UNKNOWN
-            native.finish_error(call, code.value[0], context.details)
+        if outcome.failed:
             return
-        except asyncio.CancelledError:
-            native.finish_error(call, grpc.StatusCode.CANCELLED.value[0], "CANCELLED")
-            raise
-        except Exception as exc:
-            log.exception("uncaught exception in %s (answered as grpc.aio would)", method)
-            native.finish_error(call, grpc.StatusCode.UNKNOWN.value[0], f"Unexpected error: {exc}")
-            return
-        finally:
-            context.done()
         native.finish_error(call, grpc.StatusCode.OK.value[0], "")
 
     async def _generic(self, call: int, method: str, payload: bytes) -> None:
@@ -311,7 +300,7 @@ class NativeGrpcServer:
             native.finish_error(call, grpc.StatusCode.UNIMPLEMENTED.value[0], NO_STREAMS)
             return
         context = NativeContext(native, call)
-        try:
+        with _ServicerCall(native, call, method, context) as outcome:
             if self.shutdown_gate.closed:
                 native.finish_error(call, grpc.StatusCode.CANCELLED.value[0], SHUTTING_DOWN)
                 return
@@ -321,20 +310,42 @@ class NativeGrpcServer:
                 return
             response = await handler.unary_unary(request, context)
             data = handler.response_serializer(response)
-        except _Aborted:
-            code = context.code or grpc.StatusCode.UNKNOWN
-            native.finish_error(call, code.value[0], context.details)
+        if outcome.failed:
             return
-        except asyncio.CancelledError:
-            native.finish_error(call, grpc.StatusCode.CANCELLED.value[0], "CANCELLED")
-            raise
-        except Exception as exc:
-            log.exception("uncaught exception in %s (answered as grpc.aio would)", method)
-            native.finish_error(call, grpc.StatusCode.UNKNOWN.value[0], f"Unexpected error: {exc}")
-            return
-        finally:
-            context.done()
         native.finish_bytes(call, data, context.compress)
+
+
+class _ServicerCall:
+    """Ends a servicer method's call that raised, as grpc.aio does: its own ``abort`` with
+    that status, a cancellation as CANCELLED (re-raised), anything else as UNKNOWN
+    ``Unexpected error: ...`` (logged); :attr:`failed` tells the caller the call is ended."""
+
+    __slots__ = ("_call", "_context", "_method", "_native", "failed")
+
+    def __init__(self, native: Any, call: int, method: str, context: NativeContext) -> None:
+        self._native, self._call, self._method, self._context = native, call, method, context
+        self.failed = False
+
+    def __enter__(self) -> _ServicerCall:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        self._context.done()
+        if exc is None:
+            return False
+        if isinstance(exc, asyncio.CancelledError):
+            self._native.finish_error(self._call, grpc.StatusCode.CANCELLED.value[0], "CANCELLED")
+            return False
+        if isinstance(exc, _Aborted):
+            code = self._context.code or grpc.StatusCode.UNKNOWN
+            self._native.finish_error(self._call, code.value[0], self._context.details)
+        elif isinstance(exc, Exception):
+            log.error("uncaught exception in %s (answered as grpc.aio would)", self._method, exc_info=exc)
+            self._native.finish_error(self._call, grpc.StatusCode.UNKNOWN.value[0], f"Unexpected error: {exc}")
+        else:
+            return False
+        self.failed = True
+        return True
 
 
 class _Stream:
