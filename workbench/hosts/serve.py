@@ -15,7 +15,7 @@ from functools import partial
 from workbench import Server, ServerOptions, WorkbenchError
 from workbench.hosts.logging_setup import apply_log_settings, configure_logging
 from workbench.serving.drain import drain_engine
-from workbench.serving.grpc_service import FINAL_GRACE_S, serve_grpc, stop_accepting_grpc
+from workbench.serving.grpc_service import FINAL_GRACE_S, SERVE_DRAIN_GRACE_S, serve_grpc, stop_accepting_grpc
 from workbench.serving.http_service import http_service
 from workbench.serving.metrics_service import serve_metrics
 from workbench.serving.ports import bind_ports
@@ -32,11 +32,13 @@ async def serve(options: ServerOptions) -> int:
     SIGTERM), as tritonserver's ``StopEndpoints``: HTTP and gRPC refuse new connections at
     once; live HTTP connections (idle keep-alive ones included) are served until they close
     or ``--exit-timeout-secs`` runs out
-    (:mod:`workbench.frontends.http.connection_guard`); the gRPC server stops at once
-    (``GracefulStop``: a new RPC on an open connection is refused, in-flight RPCs finish:
-    :func:`~workbench.serving.grpc_service.stop_accepting_grpc`); then the engine drains
-    within what is left of the exit timeout; the metrics endpoint keeps answering while the
-    engine drains and stops with it.
+    (:mod:`workbench.frontends.http.connection_guard`); RPCs on open gRPC connections are
+    served for ``SERVE_DRAIN_GRACE_S`` (0.2 s), then the gRPC server stops (``GracefulStop``:
+    GOAWAY, a new RPC is refused, in-flight RPCs finish:
+    :func:`~workbench.serving.grpc_service.stop_accepting_grpc`; Triton stops at once, which
+    fails a request a proxy wrote on a connection accepted at that moment: docs/serve.md);
+    then the engine drains within what is left of the exit timeout; the metrics endpoint
+    keeps answering while the engine drains and stops with it.
     """
     server = Server(options)
     server.settings.add_log_settings_observer(apply_log_settings)  # --log-* flags and /v2/logging
@@ -51,17 +53,24 @@ async def serve(options: ServerOptions) -> int:
         return 1
     host, port = bound.http.getsockname()[:2]
     http = http_service(server, options)
+    grpc_stops: list[asyncio.Event] = []  # set once gRPC's graceful stop began
     async with contextlib.AsyncExitStack() as services:
         if bound.metrics is not None:
             await services.enter_async_context(serve_metrics(server, options, bound.metrics))
         if bound.grpc is not None:
             await services.enter_async_context(serve_grpc(*bound.grpc, options, FINAL_GRACE_S))
-            http.on_exit.append(partial(stop_accepting_grpc, bound.grpc[0], options, bound.grpc[1], 0.0))
+            grpc_server, grpc_port = bound.grpc
+
+            def stop_grpc() -> None:
+                grpc_stops.append(stop_accepting_grpc(grpc_server, options, grpc_port, SERVE_DRAIN_GRACE_S))
+            http.on_exit.append(stop_grpc)
         http.on_started.append(partial(log.info, "Started HTTPService at %s:%d", host, port))
         drained = False
         try:
             await http.serve(sockets=[bound.http])
         finally:
+            for grpc_stop in grpc_stops:  # the engine refuses requests once it stops
+                await grpc_stop.wait()
             drained = await drain_engine(server, options, http.exit_started)
             if not drained:  # a thread may never return (a native call, a mount that hangs):
                 exit_now(1)  # exit before asyncio's shutdown would wait for its threads

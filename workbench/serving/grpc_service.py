@@ -70,28 +70,47 @@ _STOPPING: set[asyncio.Task] = set()
 #: arrives once stopping)
 DRAIN_GRACE_S = 1.0
 
+#: seconds between the signal and the gRPC server's stop in ``workbench serve``. The listener
+#: is shut at once; grpc-core's stop would end a connection it accepted just before but had
+#: not set up yet with a GOAWAY carrying INTERNAL_ERROR (2), which a proxy that already wrote
+#: its request on it (nginx opens one connection per gRPC request) can only answer with 502,
+#: and would cancel that request arriving after it. A fifth of a second lets those connections
+#: deliver their request, and keeps the GOAWAY well within the 0.5 s after which L0_lifecycle's
+#: ``test_shutdown_dynamic`` expects a client on an open connection to have read it.
+SERVE_DRAIN_GRACE_S = 0.2
+
 #: seconds the gRPC server of ``workbench serve`` gives its calls once the engine drained
 FINAL_GRACE_S = 1.0
 
 
 def stop_accepting_grpc(grpc_server: grpc.aio.Server, options: ServerOptions,
-                        port: int | None = None, grace_s: float = DRAIN_GRACE_S) -> None:
+                        port: int | None = None, grace_s: float = DRAIN_GRACE_S) -> asyncio.Event:
     """Start the gRPC server's drain now (called on the loop thread when SIGINT / SIGTERM
     arrives): new connections to ``port`` are refused at once (a proxy tries another
     replica, nothing was sent), RPCs on connections already open are served for ``grace_s``
-    more (the headless switch's :data:`DRAIN_GRACE_S`); then the graceful stop (GOAWAY; new
-    RPCs refused, in-flight ones finish, up to ``exit_timeout_secs``). :func:`serve_grpc`
-    later awaits the same stop. ``port`` None or ``grace_s`` 0: stop at once, as Triton's
-    ``GracefulStop`` does at SIGINT / SIGTERM (a new RPC on an open connection is CANCELLED,
-    or, once the client read the GOAWAY, "failed to connect to all addresses ... Connection
-    refused")."""
+    more (:data:`DRAIN_GRACE_S`, :data:`SERVE_DRAIN_GRACE_S`); then the graceful stop
+    (GOAWAY; new RPCs refused with CANCELLED, in-flight ones finish, up to
+    ``exit_timeout_secs``). :func:`serve_grpc` later awaits the same stop. ``port`` None or
+    ``grace_s`` 0: stop at once, as Triton's ``GracefulStop`` does at SIGINT / SIGTERM (a
+    new RPC on an open connection is CANCELLED, or, once the client read the GOAWAY,
+    "failed to connect to all addresses ... Connection refused"; a connection grpc-core
+    accepted but had not set up yet gets a GOAWAY with INTERNAL_ERROR: a proxy's request
+    written on it fails with 502).
+
+    Returns:
+        An event set once the graceful stop began: the engine's drain waits for it, since
+        an engine that stopped refuses the RPCs served until then.
+    """
     loop = asyncio.get_running_loop()
+    began = asyncio.Event()
 
     def stop() -> None:
+        log.info("gRPC: stopping: new RPCs refused, in-flight ones finish")
         refuse_new_rpcs(grpc_server)  # a call matched before grpc-core's stop took effect
         task = loop.create_task(grpc_server.stop(grace=options.exit_timeout_secs or None))
         _STOPPING.add(task)
         task.add_done_callback(_STOPPING.discard)
+        began.set()
 
     if port is not None and grace_s > 0 and shut_listeners(port):
         log.info("gRPC: new connections refused; RPCs on open connections served %.1fs more",
@@ -99,3 +118,4 @@ def stop_accepting_grpc(grpc_server: grpc.aio.Server, options: ServerOptions,
         loop.call_later(grace_s, stop)
     else:
         stop()
+    return began

@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
+import time
+
+#: the longest :func:`shut_listeners` waits for the owner to accept what the kernel queued, seconds
+ACCEPT_WAIT_S = 0.1
 
 
 def own_listeners(port: int) -> list[socket.socket]:
@@ -39,6 +44,15 @@ def own_listeners(port: int) -> list[socket.socket]:
     return found
 
 
+def queued_connections(sock: socket.socket) -> int:
+    """Connections the kernel established on the listening ``sock`` that its owner has not
+    accepted yet (``TCP_INFO``'s ``tcpi_unacked`` of a listener, Linux; 0 elsewhere)."""
+    try:
+        return int(struct.unpack_from("I", sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104), 24)[0])
+    except (AttributeError, OSError, struct.error):
+        return 0
+
+
 def shut_listeners(port: int) -> int:
     """Shut down this process's listening TCP sockets bound to ``port`` (any address), so
     that new connections to it are refused while connections already accepted go on.
@@ -48,11 +62,20 @@ def shut_listeners(port: int) -> int:
     drops that line: :mod:`workbench.serving.stderr_filter`). Linux only (``/proc/self/fd``);
     elsewhere nothing is shut.
 
+    Shutting a listener resets the connections in its accept queue, on which a client may
+    have written its request already (nginx: "recv() failed (104: Connection reset by
+    peer)", a 502 for a request it cannot resend): each listener is shut once the owner
+    accepted what was queued (:func:`queued_connections`), waiting up to
+    :data:`ACCEPT_WAIT_S` (blocking: grpc-core accepts on its own threads).
+
     Returns:
         How many listening sockets were shut down.
     """
     shut = 0
+    deadline = time.monotonic() + ACCEPT_WAIT_S
     for sock in own_listeners(port):
+        while queued_connections(sock) and time.monotonic() < deadline:
+            time.sleep(0.0005)
         with sock:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
@@ -62,4 +85,4 @@ def shut_listeners(port: int) -> int:
     return shut
 
 
-__all__ = ["own_listeners", "shut_listeners"]
+__all__ = ["ACCEPT_WAIT_S", "own_listeners", "queued_connections", "shut_listeners"]

@@ -21,6 +21,7 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.settings
+import hyperframe.frame
 
 from workbench.frontends.grpc.raw_wire import varint_bytes as varint
 
@@ -80,6 +81,11 @@ class RawGrpcConnection:
         self._ended: set[int] = set()
         self.remote_settings: dict[int, int] = {}
         self.closed = False
+        #: the error codes of the server's GOAWAY frames (0 NO_ERROR, 2 INTERNAL_ERROR, ...)
+        self.goaway_errors: list[int] = []
+        #: the server closed the socket
+        self.eof = False
+        self._unread = b""
 
     def _flush(self) -> None:
         data = self.h2.data_to_send()
@@ -135,14 +141,31 @@ class RawGrpcConnection:
         return self.replies[stream_id]
 
     def receive(self) -> None:
-        """Read what the server sent (one ``recv``) and record its events."""
+        """Read what the server sent (one ``recv``) and record its events. After the
+        server's first GOAWAY (:attr:`closed`), h2 takes no more frames: later GOAWAYs are
+        recorded and PINGs answered, as a proxy does while its streams finish (grpc-core's
+        graceful GOAWAY sends a PING and its final GOAWAY once the answer came back)."""
         data = self.sock.recv(1 << 20)
         if not data:
-            self.closed = True
+            self.closed = self.eof = True
             return
-        for event in self.h2.receive_data(data):
-            self._record(event)
-        self._flush()
+        self._unread += data
+        while len(self._unread) >= 9:
+            header, length = hyperframe.frame.Frame.parse_frame_header(memoryview(self._unread[:9]))
+            if len(self._unread) < 9 + length:
+                break
+            data, self._unread = self._unread[: 9 + length], self._unread[9 + length :]
+            if not self.closed:
+                for event in self.h2.receive_data(data):
+                    self._record(event)
+            elif isinstance(header, hyperframe.frame.GoAwayFrame):
+                header.parse_body(memoryview(data[9:]))
+                self.goaway_errors.append(header.error_code)
+            elif isinstance(header, hyperframe.frame.PingFrame) and "ACK" not in header.flags:
+                header.parse_body(memoryview(data[9:]))
+                self.sock.sendall(hyperframe.frame.PingFrame(0, header.opaque_data, flags=["ACK"]).serialize())
+        if not self.closed:
+            self._flush()
 
     def _record(self, event: h2.events.Event) -> None:
         if isinstance(event, h2.events.RemoteSettingsChanged):
@@ -165,6 +188,8 @@ class RawGrpcConnection:
             reply.messages = _messages(b"".join(reply.messages))
             self._ended.add(event.stream_id)
         elif isinstance(event, h2.events.ConnectionTerminated):
+            # h2 reads nothing after a GOAWAY (even grpc-core's first, graceful one)
+            self.goaway_errors.append(int(event.error_code or 0))
             self.closed = True
 
     def settings(self) -> dict[int, int]:
