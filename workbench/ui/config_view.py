@@ -53,6 +53,20 @@ from workbench.ui.store import AlertKind, EngineStore, Spawned, user_text
 #: seconds of quiet typing before the text is validated
 DEBOUNCE_S = 0.4
 #: Apply's tooltip while the text has problems
+#: the text area's height in px; the editor box is :data:`SCROLLBAR_PX` taller
+EDITOR_PX = 420
+#: the room under the text area for Ace's horizontal scrollbar (a 20 px box: Ace draws it
+#: ``(measured width or 15) + 5`` px tall)
+SCROLLBAR_PX = 20
+#: Ace measures the page's scrollbar width once (0 with overlay or hidden scrollbars: macOS,
+#: headless Chromium) and leaves that much room for its horizontal scrollbar, but draws the
+#: bar 20 px tall: a long line's bar then lay over the last line, which no scrolling reached.
+#: The editor (Ace's container) stops :data:`SCROLLBAR_PX` above the box's bottom and the bar
+#: hangs into that room, under the text area, whatever Ace measured.
+EDITOR_CSS = f"""
+.ace_editor {{ height: calc(100% - {SCROLLBAR_PX}px) !important; overflow: visible !important; }}
+.ace_scrollbar-h {{ bottom: -{SCROLLBAR_PX}px !important; height: {SCROLLBAR_PX}px !important; }}
+"""
 FIX_FIRST = "fix the problems listed under the editor first"
 #: Revert's tooltip while there is no backup
 NO_BACKUP = "no backup to revert to: Apply keeps the file it replaces as one"
@@ -346,8 +360,9 @@ class ConfigView(pn.viewable.Viewer):
 
     # ----------------------------------------------------------------- reactions
     def _new_editor(self, text: str) -> pn.widgets.CodeEditor:
-        editor = pn.widgets.CodeEditor(value=text, language="text", height=420,
+        editor = pn.widgets.CodeEditor(value=text, language="text", height=EDITOR_PX + SCROLLBAR_PX,
                                        sizing_mode="stretch_width", label="config.pbtxt",
+                                       stylesheets=[EDITOR_CSS],
                                        css_classes=["workbench-config-editor"])
         editor.param.watch(self._on_text, "value")
         return editor
