@@ -1,9 +1,7 @@
-import errno
-import json
-import os
-
 import numpy as np
 import triton_python_backend_utils as pb_utils
+
+from workbench.testing.shm_limit import limit_shm_from_config
 
 
 class TritonPythonModel:
@@ -15,16 +13,7 @@ class TritonPythonModel:
     an error response carrying "Failed to increase the shared memory pool size")."""
 
     def initialize(self, args):
-        parameters = json.loads(args["model_config"])["parameters"]
-        limit = int(parameters["SHM_LIMIT_BYTES"]["string_value"])
-        real = os.posix_fallocate
-
-        def limited(fd, offset, length):
-            if offset + length > limit:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            real(fd, offset, length)
-
-        os.posix_fallocate = limited
+        limit_shm_from_config(args)
 
     def _call(self, elements, decoupled):
         request = pb_utils.InferenceRequest(

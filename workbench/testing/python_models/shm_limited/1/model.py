@@ -1,8 +1,6 @@
-import errno
-import json
-import os
-
 import triton_python_backend_utils as pb_utils
+
+from workbench.testing.shm_limit import limit_shm_from_config
 
 
 class TritonPythonModel:
@@ -12,16 +10,7 @@ class TritonPythonModel:
     Triton's CI gets from ``docker --shm-size=1g`` for its 512 MiB / 1 GiB tensors)."""
 
     def initialize(self, args):
-        parameters = json.loads(args["model_config"])["parameters"]
-        limit = int(parameters["SHM_LIMIT_BYTES"]["string_value"])
-        real = os.posix_fallocate
-
-        def limited(fd, offset, length):
-            if offset + length > limit:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            real(fd, offset, length)
-
-        os.posix_fallocate = limited
+        limit_shm_from_config(args)
 
     def execute(self, requests):
         outputs = [pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() for r in requests]
