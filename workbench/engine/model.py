@@ -270,18 +270,14 @@ class LoadedModel:
     def _response(self, request: InferenceRequest, backend_request, outputs: dict,
                   parameters: dict | None = None) -> InferenceResponse:
         specs, batched = self.io.outputs, self.io.max_batch_size > 0
+        # per-output parameters only where the request named its outputs (most name none)
+        params = {o.name: o.parameters for o in request.outputs} if request.outputs else None
         tensors = []
-        if not request.outputs:  # all outputs, no per-output parameters: the usual request
-            for name in backend_request.requested_outputs:
-                if name in outputs:  # an output's reshape undone: the client gets the config's dims (Triton)
-                    array, spec = outputs[name], specs[name]
-                    tensors.append(Tensor(name, spec.wire_of(array), spec.undo_reshape(array, batched), {}))
-            return InferenceResponse(self.name, self.version_str, tensors, request.id, parameters or {})
-        params = {o.name: o.parameters for o in request.outputs}
         classified = False
         for name in backend_request.requested_outputs:
-            if name in outputs:
-                array, spec, output_params = outputs[name], specs[name], params.get(name, {})
+            if name in outputs:  # an output's reshape undone: the client gets the config's dims (Triton)
+                array, spec = outputs[name], specs[name]
+                output_params = params.get(name, {}) if params else {}
                 tensors.append(Tensor(name, spec.wire_of(array), spec.undo_reshape(array, batched), output_params))
                 classified = classified or bool(output_params.get("classification"))
         if classified:
