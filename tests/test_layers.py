@@ -330,6 +330,10 @@ PRIVATE_READS: dict[str, tuple[set[str], str]] = {
         },
         "works around Panel's document write queue (its internals) (checked by tests/test_library_internals.py)",
     ),
+    "tests/test_python_pb_utils.py": (
+        {"_received"},
+        "checks that the stub's check-free request constructor sets what __init__ sets",
+    ),
     "tests/test_library_internals.py": (
         {"_on_msg", "_override_method_handler", "_render_model", "_replace", "_run_write_futures"},
         "checks that the library internals the modules above use still exist with their shape",

@@ -338,3 +338,13 @@ def test_preferred_memory_is_accepted_by_a_bls_request() -> None:
     assert _request(inputs=[], preferred_memory=cpu).model_name() == "m"
     with pytest.raises(TypeError):
         pb_utils.PreferredMemory(None)  # type: ignore[arg-type]
+
+
+def test_a_received_request_has_every_attribute_the_constructor_sets() -> None:
+    """The stub builds requests with ``InferenceRequest._received`` (no argument checks, per
+    request on the hop): it must set exactly what ``__init__`` sets, or a later attribute of
+    ``__init__`` would be missing on every request a model receives."""
+    tensor = pb_utils.Tensor("INPUT0", np.zeros(2, np.float32))
+    built = pb_utils.InferenceRequest("m", ["OUTPUT0"], [tensor], request_id="r")
+    received = pb_utils.InferenceRequest._received("m", ["OUTPUT0"], [tensor], "r", 0, 0, 0, "{}", 1, True)
+    assert set(vars(received)) == set(vars(built))

@@ -298,7 +298,7 @@ class InferenceRequest:
         self._answered = False
         #: how the request is released after ``execute`` (``set_release_flags``)
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
-        # (keep _received below in step: it sets the same attributes)
+        # (keep _received below in step: it sets the same attributes; a test checks it)
 
     @classmethod
     def _received(cls, model_name: str, outputs: list[str], inputs: list[Tensor], request_id: str,
