@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import subprocess
 import sys
 import threading
@@ -442,7 +443,9 @@ parameters { key: "ENABLE_CACHE_CLEANING" value: { string_value: "true" } }"""
             a = np.ones((1, 16), np.float32)
             out = await infer(server, "shared", {"INPUT__0": a, "INPUT__1": a})
             np.testing.assert_array_equal(out["OUTPUT__0"], a * 2)
-    assert "Reusing TorchScript model for instance 'shared_0_1'" in caplog.text
+    # the two instances load side by side: whichever reads the file second reuses the first's module
+    reused = re.findall(r"Reusing TorchScript model for instance '(shared_0_[01])'", caplog.text)
+    assert len(reused) == 1, caplog.text
     assert "parameter ENABLE_NVFUSER is ignored" in caplog.text
     assert "ENABLE_CACHE_CLEANING has no effect off the GPU" in caplog.text
 
