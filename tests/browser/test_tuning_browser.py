@@ -102,6 +102,8 @@ def search_and_apply(page, scope, models: Path, shots: Path, prefix: str) -> Non
         field = visible(scope, label)
         field.fill(value)
         field.press("Enter")
+    # the server holds what was typed: the search's size, said from its text
+    scope.get_by_text("The search: 2 settings × 2 load levels").wait_for(timeout=WAIT_MS)
     page.screenshot(path=shots / f"{prefix}-1-tuning-form.png", full_page=True)
 
     scope.get_by_role("button", name="Run", exact=True).click()

@@ -46,7 +46,9 @@ async def test_set_report_promote_and_roll_back(server: Server, store: EngineSto
     assert not view.error.visible and view.status.visible
     for _ in range(5):
         assert (await server.infer(digits_request())).model_version == "1"
-    await server.rollouts.settle("digits_mlp")
+        # each copy ends before the next request: copies queued on v2 beyond the mirror's cap
+        # (4 in flight) are shed by design, which a slow machine reached (CI: 'shed 1')
+        await server.rollouts.settle("digits_mlp")
     await view.refresh()
     report = view.report.object
     assert "| 1 | 5 | 5 |" in report and "| 2 | 5 | 0 |" in report, report  # v2 ran the 5 copies

@@ -70,6 +70,40 @@ async def test_a_space_typed_before_the_fill_lands_is_kept(server: Server, store
     assert "**digits_mlp** is served now with" in view.served.object  # the rest of it landed
 
 
+async def test_a_fill_of_the_same_model_again_keeps_what_was_typed_another_model_replaces_it(
+        server: Server, store: EngineStore) -> None:
+    """The model picked again after a person typed (since = the typed text): a fill for the
+    model the form was filled for keeps the typing (it replaced it: CI's inline browser test
+    measured the default space with the levels and SLA typed after it); a pick of another
+    model fills the form for that model."""
+    view = TuningView(store)
+    await view.refresh_models()
+    view.form.model.value = "digits_mlp"
+    await store.settle()
+    typed = ("max_queue_delay_us=0,50000", view.form.levels.value)
+    view.form.space.value = typed[0]
+    await view.show_served("digits_mlp", prefill=view.form.typed())  # the same model's fill again
+    assert view.form.typed() == typed
+    view.form.model.value = "add_sub"
+    await store.settle()
+    expected = default_space(await server.model_config("add_sub"), Machine.read())
+    assert view.form.space.value == expected.text() != typed[0]
+
+
+async def test_the_size_of_the_search_is_said_as_the_space_and_levels_change(
+        server: Server, store: EngineStore) -> None:
+    view = await tab(store, space="max_queue_delay_us=0,50000", levels="1, 2")
+    assert "The search: 2 settings × 2 load levels" in view.form.size.object
+    view.form.space.value = "instance_count=1,2,3 max_queue_delay_us=0,100"
+    view.form.levels.value = "4"
+    assert "The search: 6 settings × 1 load level " in view.form.size.object
+    view.form.space.value = "instance_count=x"
+    assert view.form.size.object.startswith("*Not a search space yet: ")
+    view.form.space.value = "instance_count=1"
+    view.form.levels.value = "4:1"
+    assert view.form.size.object == "*Not a search space yet: '4:1': need 0 < start <= end*"
+
+
 async def test_a_run_plots_every_point_fills_the_table_and_ends_with_the_verdict(
         server: Server, store: EngineStore) -> None:
     before = await server.model_config("digits_mlp")

@@ -4,7 +4,8 @@ how it measures, read into a :class:`~workbench.tuning.TuneSpec` by :meth:`Tunin
 * the model, the strategy (``quick`` / ``brute``) and the search space, shown *before* the
   run as editable text (``knob=v1,v2 ...``, :func:`workbench.tuning.parse_space`), filled from
   the served config and this machine (:func:`workbench.tuning.default_space`) when a model
-  is chosen;
+  is chosen (a later fill for the same model keeps what a person typed), with the search's
+  size (settings × load levels) said under it as the server holds the text now;
 * the load: concurrency or request rate and its levels (``1, 2, 4``, ``1:16`` doubling,
   ``1:16:4``);
 * the goals: an SLA at p99 or p95 (**ms**), the objective, a minimum throughput
@@ -27,7 +28,7 @@ import weakref
 import panel as pn
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.perf import PerfOptions
+from workbench.perf import PerfError, PerfOptions
 from workbench.tuning import (
     OBJECTIVES,
     STRATEGIES,
@@ -78,9 +79,16 @@ class TuningForm:
         self.path = pn.widgets.TextInput(label="JSON file (--input-data format)",
                                          placeholder="/path/to/data.json", width=260)
         self.upload = pn.widgets.FileInput(accept=".json", multiple=False)
+        #: the search's size from the space and levels as the server holds them now (what
+        #: Run measures), said under the space and kept up to date as a person types
+        self.size = pn.pane.Markdown("", sizing_mode="stretch_width", css_classes=["workbench-tuning-size"])
+        #: (model, space, levels) the last fill put in the form
+        self._filled: tuple[str, str, str] | None = None
         self._folder = tempfile.mkdtemp(prefix="workbench-tuning-")
         weakref.finalize(self, shutil.rmtree, self._folder, True)
         self.mode.param.watch(self._on_mode, "value")
+        for widget in (self.space, self.levels, self.mode):
+            widget.param.watch(lambda _e: self._show_size(), "value")
         self.upload.param.watch(self._on_upload, "value")
 
     def layout(self) -> pn.viewable.Viewable:
@@ -90,7 +98,7 @@ class TuningForm:
             return pn.FlexBox(*widgets, flex_wrap="wrap", align_items="flex-end", sizing_mode="stretch_width")
 
         return pn.Column(
-            row(self.model, self.strategy), self.space,
+            row(self.model, self.strategy), self.space, self.size,
             row(self.mode, self.levels, self.sla_ms, self.percentile, self.objective),
             row(self.min_throughput, self.host_memory_mb),
             row(self.interval_ms, self.warmup_ms, self.stability, self.max_windows, self.batch_size),
@@ -108,10 +116,17 @@ class TuningForm:
         keeps it: a fill that arrives late never overwrites typing."""
         space = default_space(config, machine)
         space_then, levels_then = since if since is not None else self.typed()
-        if (self.space.value or "") == space_then:
+        model = config.name
+        # a fill for the model the form was last filled for keeps what differs from that fill
+        # (a person's typing): only a pick of another model replaces typed text
+        last = self._filled if self._filled is not None and self._filled[0] == model else None
+        space_now, levels_now = self.typed()
+        if space_now == space_then and (last is None or space_now in ("", last[1])):
             self.space.value = space.text()
-        if MODES[self.mode.value] == "concurrency" and (self.levels.value or "") == levels_then:
+        if (MODES[self.mode.value] == "concurrency" and levels_now == levels_then
+                and (last is None or levels_now in ("", last[2]))):
             self.levels.value = ", ".join(f"{level.value:g}" for level in space.levels)
+        self._filled = (model, self.space.value or "", self.levels.value or "")
 
     def goals(self) -> Goals:
         """The goals of the form.
@@ -156,6 +171,22 @@ class TuningForm:
             raise ValueError("choose a JSON file (a path on the server, or upload one)")
         return PerfOptions(self.model.value or "", batch_size=self.batch_size.value or 0, input_data=input_data,
                            measurement_interval_ms=self.interval_ms.value or 0, warmup_ms=self.warmup_ms.value or 0)
+
+    def _show_size(self) -> None:
+        """Say how many settings and load levels the space and levels name now, or what is
+        wrong with them (the error Run would give)."""
+        text = (self.space.value or "").strip()
+        if not text:
+            self.size.object = ""
+            return
+        try:
+            levels = levels_from_text(MODES[self.mode.value], (self.levels.value or "").strip())
+            count = parse_space(text, levels).size()
+        except (PerfError, ValueError) as exc:
+            self.size.object = f"*Not a search space yet: {exc}*"
+            return
+        self.size.object = (f"The search: {count} setting{'s' * (count != 1)} × {len(levels)} load "
+                            f"level{'s' * (len(levels) != 1)} (brute measures every pair; quick fewer)")
 
     def _on_mode(self, event) -> None:
         if self.levels.value in DEFAULT_LEVELS.values() or MODES[event.new] == "request_rate":
