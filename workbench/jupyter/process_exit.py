@@ -29,6 +29,7 @@ import contextlib
 import logging
 import os
 import sys
+from types import FrameType
 
 from workbench.serving.stderr_filter import restore_stderr
 
@@ -44,7 +45,7 @@ def server_stopping(serverapp: object) -> bool:
     if getattr(serverapp, "_stopping", False):
         return True
     start_ioloop = getattr(getattr(type(serverapp), "start_ioloop", None), "__code__", None)
-    frame = sys._getframe()
+    frame: FrameType | None = sys._getframe()
     while frame is not None:
         if frame.f_code is start_ioloop:
             return True
