@@ -83,11 +83,7 @@ class DynamicBatchPolicy(BatchPolicy):
         pending.shape_key = _shape_key(pending, self._ragged)
         pending.size = max(1, pending.request.batch_size)
         first = not self._queue
-        try:
-            self._queue.push(pending)
-        except Unavailable:
-            self.dispatcher.stats.record_failure(time.monotonic_ns() - pending.arrival_ns, "REJECTED")
-            raise
+        self._queue.push(pending)  # Unavailable when full: the dispatcher counts the rejection
         if first:
             self._uniform_key = pending.shape_key
         elif self._uniform_key is not None and pending.shape_key != self._uniform_key:
@@ -195,9 +191,7 @@ class DynamicBatchPolicy(BatchPolicy):
     # ------------------------------------------------------------------ queue timeouts
     def _expire(self, now_ns: int) -> None:
         for pending in self._queue.expire(now_ns):
-            self.dispatcher.stats.pending -= 1
-            response = BackendResponse(error=Unavailable("Request timeout expired"))
-            self.dispatcher.finish(pending, response, None, "REJECTED")
+            self.dispatcher.fail_queued(pending, Unavailable("Request timeout expired"), "REJECTED")
 
     def _watch_timeouts(self) -> None:
         """Arm the timer for the next queue timeout; none while the delay hook holds (Triton's

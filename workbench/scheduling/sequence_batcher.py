@@ -123,7 +123,9 @@ class SequenceBatcher(Scheduler, BatchPolicy):
     ) -> None:
         self._queue: deque[Pending] = deque()
         self._cancelled: list[Pending] = []
-        Dispatcher(instances, statistics, rate_limiter, self)  # binds self.dispatcher
+        #: its own dispatcher, as a scheduler (what the engine calls is passed on to it); as
+        #: this policy's host it is ``self.dispatcher`` (bound here), narrowed to PolicyHost
+        self._pool = Dispatcher(instances, statistics, rate_limiter, self)
         batching = config.sequence_batching
         self._model = config.name
         self._max_batch_size = max(1, config.max_batch_size)
@@ -164,19 +166,19 @@ class SequenceBatcher(Scheduler, BatchPolicy):
     async def enqueue(self, request: BackendRequest, arrival_ns: int, *,
                       compute_totals: ComputeTotals | None = None,
                       trace: RequestTrace | None = None) -> BackendResponse:
-        return await self.dispatcher.enqueue(request, arrival_ns, compute_totals=compute_totals, trace=trace)
+        return await self._pool.enqueue(request, arrival_ns, compute_totals=compute_totals, trace=trace)
 
     def inflight_count(self) -> int:
-        return self.dispatcher.inflight_count()
+        return self._pool.inflight_count()
 
     def instances(self) -> list[ModelInstance]:
         """See :class:`~workbench.scheduling.base.InstanceScheduler`."""
-        return self.dispatcher.instances()
+        return self._pool.instances()
 
     def update_instances(self, added: list[ModelInstance], removed: list[ModelInstance]) -> Awaitable[object]:
         """See :class:`~workbench.scheduling.base.InstanceScheduler`; the slots follow
         (:meth:`instances_changed`)."""
-        return self.dispatcher.update_instances(added, removed)
+        return self._pool.update_instances(added, removed)
 
     def instances_changed(self, added: list[InstanceRunner],
                           removed: list[InstanceRunner]) -> list[InstanceRunner]:
@@ -193,7 +195,7 @@ class SequenceBatcher(Scheduler, BatchPolicy):
 
     async def stop(self) -> None:
         self.end_retirement()
-        await self.dispatcher.stop()
+        await self._pool.stop()
         self._cancel_timers()
 
     def has_queued(self) -> bool:
@@ -273,7 +275,7 @@ class SequenceBatcher(Scheduler, BatchPolicy):
                 "the START flag on the first request of the sequence"
             )
         if sequence is None:
-            sequence = self._open(corr, pending)
+            sequence = self._open(corr)
         elif start:  # Triton ends the live sequence early; the new one continues in its place
             log.warning("sequence %s for model '%s' has a conflict. The previous sequence did not "
                         "end before this sequence start. Previous sequence will be terminated early.",
@@ -318,13 +320,9 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         self._queue.append(pending)
         return True
 
-    def _open(self, corr: int | str, pending: Pending) -> Sequence:
+    def _open(self, corr: int | str) -> Sequence:
         sequence = Sequence(corr)
-        try:
-            self._slots.admit(sequence)
-        except Unavailable:
-            self.dispatcher.stats.record_failure(time.monotonic_ns() - pending.arrival_ns, "REJECTED")
-            raise
+        self._slots.admit(sequence)  # Unavailable when full: the dispatcher counts the rejection
         self._reset_state(sequence)
         self._sequences[corr] = sequence
         self._live.add(sequence)
@@ -465,8 +463,7 @@ class SequenceBatcher(Scheduler, BatchPolicy):
             return
         self._queue = deque(p for p in self._queue if id(p) not in ids)
         for pending in queued:
-            self.dispatcher.stats.pending -= 1
-            self.dispatcher.finish(pending, BackendResponse(error=error), None, reason)
+            self.dispatcher.fail_queued(pending, error, reason)
 
     # ------------------------------------------------------------------ reaper (time limits)
     def _arm(self, due_ns: int) -> None:
