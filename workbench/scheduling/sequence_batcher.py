@@ -70,25 +70,19 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes, ModelInstance
+from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes
 from workbench.config.validate_scheduling import max_sequence_backlog
 from workbench.errors import Cancelled, InvalidArgument, Unavailable, WorkbenchError
-from workbench.scheduling.base import InstanceRunner, Pending, Scheduler
-from workbench.scheduling.dispatcher import BatchPolicy, Dispatcher
-from workbench.scheduling.rate_limiter import RateLimiter
+from workbench.scheduling.base import InstanceRunner, Pending
+from workbench.scheduling.dispatcher import BatchPolicy
 from workbench.scheduling.scheduler_hooks import BACKLOG_DELAY_SCHEDULER, DELAY_SCHEDULER, hook_count
 from workbench.scheduling.sequence_controls import control_tensors, control_values, initial_state, state_tensors
 from workbench.scheduling.sequence_slots import Sequence, SlotTable
-from workbench.statistics import ComputeTotals, ModelStatistics
-
-if TYPE_CHECKING:
-    from workbench.tracing.records import RequestTrace
 
 log = logging.getLogger(__name__)
 
@@ -96,36 +90,26 @@ log = logging.getLogger(__name__)
 BACKLOG_TIMEOUT = "timeout of the corresponding sequence has been expired"
 
 
-class SequenceBatcher(Scheduler, BatchPolicy):
+class SequenceBatcher(BatchPolicy):
     """What both strategies share: admission, slots and backlog, state, completion.
 
-    A :class:`~workbench.scheduling.base.Scheduler` and a
-    :class:`~workbench.scheduling.base.SequenceScheduler`, by way of its own
-    :class:`~workbench.scheduling.dispatcher.Dispatcher`, whose batch policy it is.
+    The batch policy of a :class:`~workbench.scheduling.sequence_scheduler.SequenceDispatcher`
+    (the scheduler, which passes the
+    :class:`~workbench.scheduling.base.SequenceScheduler` calls on to it).
     Subclasses give the slot layout (:meth:`_slot_layout`) and form executions
     (``next_batch``). ``inference_count`` counts real requests only, while an execution's
     ``batch_stats`` size includes ``direct`` null rows (Triton's).
     Cancelled requests are dropped when a scan of the queue for an execution meets them.
 
     Args:
-        instances, statistics, rate_limiter: as for
-            :class:`~workbench.scheduling.dispatcher.Dispatcher`.
         config: the model config (``sequence_batching``, ``max_batch_size``, name,
             ``parameters.max_sequence_backlog``).
+        instances: how many instances the dispatcher starts with (the slot layout).
     """
 
-    def __init__(
-        self,
-        instances: list[ModelInstance],
-        statistics: ModelStatistics,
-        config: ModelConfig,
-        rate_limiter: RateLimiter | None = None,
-    ) -> None:
+    def __init__(self, config: ModelConfig, instances: int) -> None:
         self._queue: deque[Pending] = deque()
         self._cancelled: list[Pending] = []
-        #: its own dispatcher, as a scheduler (what the engine calls is passed on to it); as
-        #: this policy's host it is ``self.dispatcher`` (bound here), narrowed to PolicyHost
-        self._pool = Dispatcher(instances, statistics, rate_limiter, self)
         batching = config.sequence_batching
         self._model = config.name
         self._max_batch_size = max(1, config.max_batch_size)
@@ -134,7 +118,7 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         self._ragged = frozenset(i.name for i in config.input if i.allow_ragged_batch)
         self._controls = control_tensors(batching)
         self._states = state_tensors(batching)
-        self._slots = SlotTable(*self._slot_layout(config, len(instances)),
+        self._slots = SlotTable(*self._slot_layout(config, instances),
                                 max_sequence_backlog(config), config.name)
         self._idle_ns = int(batching.max_sequence_idle_microseconds or 1_000_000) * 1000
         #: Triton's iterative sequences: IDs for requests without one, RESCHEDULE taken
@@ -163,23 +147,6 @@ class SequenceBatcher(Scheduler, BatchPolicy):
     def _configure(self, config: ModelConfig) -> None:
         """Read the strategy's own settings (called last by ``__init__``)."""
 
-    async def enqueue(self, request: BackendRequest, arrival_ns: int, *,
-                      compute_totals: ComputeTotals | None = None,
-                      trace: RequestTrace | None = None) -> BackendResponse:
-        return await self._pool.enqueue(request, arrival_ns, compute_totals=compute_totals, trace=trace)
-
-    def inflight_count(self) -> int:
-        return self._pool.inflight_count()
-
-    def instances(self) -> list[ModelInstance]:
-        """See :class:`~workbench.scheduling.base.InstanceScheduler`."""
-        return self._pool.instances()
-
-    def update_instances(self, added: list[ModelInstance], removed: list[ModelInstance]) -> Awaitable[object]:
-        """See :class:`~workbench.scheduling.base.InstanceScheduler`; the slots follow
-        (:meth:`instances_changed`)."""
-        return self._pool.update_instances(added, removed)
-
     def instances_changed(self, added: list[InstanceRunner],
                           removed: list[InstanceRunner]) -> list[InstanceRunner]:
         """The strategy's slots follow the instances (see the strategies); returns the
@@ -192,11 +159,6 @@ class SequenceBatcher(Scheduler, BatchPolicy):
     def _sequence_ended(self, sequence: Sequence) -> None:
         """``sequence`` ended (after :meth:`_slot_freed`; the strategy may let a removed
         instance go)."""
-
-    async def stop(self) -> None:
-        self.end_retirement()
-        await self._pool.stop()
-        self._cancel_timers()
 
     def has_queued(self) -> bool:
         return bool(self._queue)
@@ -249,7 +211,8 @@ class SequenceBatcher(Scheduler, BatchPolicy):
             self._retired = asyncio.Event()
         self._retired.set()
 
-    def _cancel_timers(self) -> None:
+    def cancel_timers(self) -> None:
+        """The dispatcher stopped: the reaper (idle and backlog time limits) wakes no more."""
         if self._reaper is not None:
             self._reaper.cancel()
             self._reaper = None
