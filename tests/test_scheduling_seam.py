@@ -43,7 +43,8 @@ def _uses(path: Path, owner: str) -> list[tuple[int, str]]:
 
 def test_policies_call_only_the_policy_host() -> None:
     allowed = _class_members(SCHEDULING / "base.py", "PolicyHost")
-    assert {"answer", "drop", "fail_queued", "dispatch_at"} <= allowed
+    assert {"drop", "fail_queued", "dispatch_at"} <= allowed
+    assert "answer" not in allowed  # a policy returns the answers it decides on
     offenders = [f"{name}:{line} self.dispatcher.{member}"
                  for name in MODULES
                  for line, member in _uses(SCHEDULING / name, "dispatcher")
@@ -100,6 +101,19 @@ def _in_annotation(tree: ast.Module, target: ast.Name) -> bool:
     return any(isinstance(node, ast.FunctionDef) and node.returns is not None
                and any(n is target for n in ast.walk(node.returns))
                for node in ast.walk(tree))
+
+
+def test_only_the_dispatcher_answers_requests() -> None:
+    """No policy module resolves a request's future: it returns its answers to the dispatcher
+    (``BatchPolicy.complete``, ``abandon``), which alone answers (``Dispatcher.answer``)."""
+    offenders = [
+        f"{name}:{node.lineno} .{node.func.attr}"
+        for name in _policy_modules()
+        for node in ast.walk(ast.parse((SCHEDULING / name).read_text()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("set_result", "set_exception", "answer", "finish")
+    ]
+    assert offenders == []
 
 
 def test_the_counts_are_kept_in_one_place() -> None:

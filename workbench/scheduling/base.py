@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 Execution = tuple[list[BackendResponse], ExecutionTimes]
 #: ``done(result, error)``: the execution's result, or None and the exception it raised
 DoneCallback = Callable[[Execution | None, BaseException | None], None]
+#: a batch policy's decision to answer a request now: ``(pending, response, times, reason)``,
+#: the arguments of :meth:`Dispatcher.answer` (``reason`` labels a failure)
+Answer = tuple["Pending", BackendResponse, ExecutionTimes | None, str]
 
 
 @dataclass(slots=True, eq=False)
@@ -162,10 +165,11 @@ class PolicyHost(Protocol):
     """All a batch policy may call on the dispatcher that runs it (``BatchPolicy.dispatcher``).
 
     One way only: the dispatcher drives its policy (admit, form the next execution, complete a
-    request) and owns the counts (requests in flight and queued, statistics); the policy
-    decides (what to batch, when it is due, which instance) and hands a request back here when
-    it leaves the queue or is done. ``tests/test_scheduling_seam.py`` checks that the policy
-    modules call nothing else of the dispatcher.
+    request) and owns the counts (requests in flight and queued, statistics) and every answer;
+    the policy decides (what to batch, when it is due, which instance, which finished requests
+    are answered now: the :data:`Answer` values it returns) and hands a request back here only
+    when it takes one out of its queue without running it. ``tests/test_scheduling_seam.py``
+    checks that the policy modules call nothing else of the dispatcher.
     """
 
     @property
@@ -205,11 +209,6 @@ class PolicyHost(Protocol):
     def fail_queued(self, pending: Pending, error: WorkbenchError, reason: str) -> None:
         """``pending`` (taken out of the policy's queue) fails with ``error`` without running,
         counted as a failure of ``reason``."""
-        ...
-
-    def answer(self, pending: Pending, response: BackendResponse,
-               times: ExecutionTimes | None, reason: str = "BACKEND") -> None:
-        """Answer a finished request (from ``BatchPolicy.complete``)."""
         ...
 
 

@@ -43,7 +43,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.errors import Cancelled, InternalError, InvalidArgument, Unavailable, WorkbenchError
-from workbench.scheduling.base import Execution, InstanceRunner, Pending, PolicyHost, Scheduler
+from workbench.scheduling.base import Answer, Execution, InstanceRunner, Pending, PolicyHost, Scheduler
 from workbench.scheduling.deadline_timer import DeadlineTimer
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.statistics import ComputeTotals, ModelStatistics
@@ -90,9 +90,11 @@ class BatchPolicy(ABC):
         """Empty the queue and return what it held (after a scheduler defect the dispatcher
         fails those requests)."""
 
-    def abandon(self, failed: list[Pending]) -> None:  # noqa: B027  # a default on purpose: most keep no state
+    def abandon(self, failed: list[Pending]) -> tuple[Answer, ...]:
         """A scheduler defect failed ``failed`` (queued ones, or an execution's): forget any
-        state kept for them. Here: none."""
+        state kept for them and return the answers that were held behind them, now due (the
+        dispatcher gives them before failing ``failed``). Here: no state, none."""
+        return ()
 
     @abstractmethod
     def next_batch(self, runner: InstanceRunner) -> list[Pending]:
@@ -113,10 +115,11 @@ class BatchPolicy(ABC):
         return batch
 
     def complete(self, pending: Pending, response: BackendResponse,
-                 times: ExecutionTimes | None, reason: str) -> None:
-        """A request is finished: hand it to :meth:`Dispatcher.answer` (at once here; a
-        policy may update its own state first, or hold answers to release them in order)."""
-        self.dispatcher.answer(pending, response, times, reason)
+                 times: ExecutionTimes | None, reason: str) -> tuple[Answer, ...]:
+        """A request is finished: return the answers the dispatcher gives now (this one at
+        once here; a policy may update its own state first, hold answers to release them in
+        order, or answer nobody for a request no one waits for)."""
+        return ((pending, response, times, reason),)
 
     def reschedule(self, pending: Pending) -> bool:
         """The backend released ``pending`` with ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``
@@ -368,17 +371,21 @@ class Dispatcher(Scheduler):
                 self._queued(pending)
                 return
             response = BackendResponse(error=InvalidArgument(RESCHEDULE_REFUSED))
-        self._policy.complete(pending, response, times, reason)
+        for answer in self._policy.complete(pending, response, times, reason):
+            self.answer(*answer)
 
     def scheduler_failed(self, error: Exception, failed: list[Pending]) -> None:
         """A defect of the scheduler (``error``, logged with its traceback) struck while
         ``failed`` waited: each is answered with an INTERNAL error naming it (counted as a
         failure of reason OTHER) and the policy forgets them; the model serves on."""
         log.error("scheduler failure (%d requests failed)", len(failed), exc_info=error)
+        released: tuple[Answer, ...] = ()
         try:
-            self._policy.abandon(failed)
+            released = self._policy.abandon(failed)
         except Exception:
             log.exception("the policy could not forget the failed requests")
+        for answer in released:
+            self.answer(*answer)
         failure = InternalError(f"request failed in the scheduler: {type(error).__name__}: {error}")
         for pending in failed:  # a cancelled one too: it still counts in flight
             self.answer(pending, BackendResponse(error=failure), None, "OTHER")

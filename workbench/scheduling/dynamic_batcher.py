@@ -35,7 +35,7 @@ from tritonclient.grpc.model_config_pb2 import ModelDynamicBatching
 
 from workbench.backends.base import BackendResponse, ExecutionTimes, ModelInstance
 from workbench.errors import Unavailable
-from workbench.scheduling.base import InstanceRunner, Pending
+from workbench.scheduling.base import Answer, InstanceRunner, Pending
 from workbench.scheduling.deadline_timer import DeadlineTimer
 from workbench.scheduling.dispatcher import BatchPolicy, Dispatcher
 from workbench.scheduling.rate_limiter import RateLimiter
@@ -101,12 +101,12 @@ class DynamicBatchPolicy(BatchPolicy):
         self._queue.remove(queued)
         return queued
 
-    def abandon(self, failed: list[Pending]) -> None:
+    def abandon(self, failed: list[Pending]) -> tuple[Answer, ...]:
         """The failed requests leave the response order (``preserve_ordering``): answers held
         behind them go out."""
         ids = {id(p) for p in failed}
         self._order = deque(p for p in self._order if id(p) not in ids)
-        self._release_held()
+        return self._release_held()
 
     # ------------------------------------------------------------------ batch forming
     def next_batch(self, runner: InstanceRunner) -> list[Pending]:
@@ -210,18 +210,19 @@ class DynamicBatchPolicy(BatchPolicy):
 
     # ------------------------------------------------------------------ preserve_ordering
     def complete(self, pending: Pending, response: BackendResponse,
-                 times: ExecutionTimes | None, reason: str) -> None:
+                 times: ExecutionTimes | None, reason: str) -> tuple[Answer, ...]:
         if not self._preserve_ordering:
-            self.dispatcher.answer(pending, response, times, reason)
-            return
+            return ((pending, response, times, reason),)
         self._held[id(pending)] = (response, times, reason)
-        self._release_held()
+        return self._release_held()
 
-    def _release_held(self) -> None:
-        """Answer the held responses now at the head of the arrival order."""
+    def _release_held(self) -> tuple[Answer, ...]:
+        """The held responses now at the head of the arrival order, out of the hold."""
+        released: list[Answer] = []
         while self._order and id(self._order[0]) in self._held:
             head = self._order.popleft()
-            self.dispatcher.answer(head, *self._held.pop(id(head)))
+            released.append((head, *self._held.pop(id(head))))
+        return tuple(released)
 
 
 def dynamic_batcher(

@@ -78,7 +78,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes
 from workbench.config.validate_scheduling import max_sequence_backlog
 from workbench.errors import Cancelled, InvalidArgument, Unavailable, WorkbenchError
-from workbench.scheduling.base import InstanceRunner, Pending
+from workbench.scheduling.base import Answer, InstanceRunner, Pending
 from workbench.scheduling.dispatcher import BatchPolicy
 from workbench.scheduling.scheduler_hooks import BACKLOG_DELAY_SCHEDULER, DELAY_SCHEDULER, hook_count
 from workbench.scheduling.sequence_controls import control_tensors, control_values, initial_state, state_tensors
@@ -167,7 +167,7 @@ class SequenceBatcher(BatchPolicy):
         queued, self._queue = list(self._queue), deque()
         return queued
 
-    def abandon(self, failed: list[Pending]) -> None:
+    def abandon(self, failed: list[Pending]) -> tuple[Answer, ...]:
         """End the sequences of the failed requests (a scheduler defect left their state
         unknown): their slots are freed and their requests still queued fail ("the sequence
         has ended"); a later request of one needs a START."""
@@ -175,6 +175,7 @@ class SequenceBatcher(BatchPolicy):
         for sequence in {id(s): s for s in sequences if s is not None}.values():
             sequence.busy = False
             self._close(sequence)
+        return ()
 
     def holds_sequence(self, correlation_id: int | str) -> bool:
         return correlation_id in self._sequences
@@ -365,10 +366,10 @@ class SequenceBatcher(BatchPolicy):
         return [p for p in batch if not p.request.parameters.get("_null")]
 
     def complete(self, pending: Pending, response: BackendResponse,
-                 times: ExecutionTimes | None, reason: str) -> None:
+                 times: ExecutionTimes | None, reason: str) -> tuple[Answer, ...]:
         params = pending.request.parameters
         if params.get("_null"):
-            return  # a direct-strategy null request: nobody waits for it, its outputs are dropped
+            return ()  # a direct-strategy null request: nobody waits for it, its outputs are dropped
         sequence: Sequence | None = params.get("_sequence")
         if sequence is not None and params.get("_taken"):
             if response.error is None:
@@ -383,7 +384,7 @@ class SequenceBatcher(BatchPolicy):
                 self._close(sequence)  # an iterative request not rescheduled ends its sequence
             if sequence in self._live:
                 self._arm(sequence.last_used_ns + self._idle_ns)
-        self.dispatcher.answer(pending, response, times, reason)
+        return ((pending, response, times, reason),)
 
     def _queued_of(self, sequence: Sequence) -> list[Pending]:
         return [p for p in self._queue if p.request.parameters["_sequence"] is sequence]
