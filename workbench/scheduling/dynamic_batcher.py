@@ -210,9 +210,9 @@ class DynamicBatchPolicy(BatchPolicy):
 
     # ------------------------------------------------------------------ preserve_ordering
     def complete(self, pending: Pending, response: BackendResponse,
-                 times: ExecutionTimes | None, reason: str) -> tuple[Answer, ...]:
+                 times: ExecutionTimes | None, reason: str) -> tuple[Answer, ...] | None:
         if not self._preserve_ordering:
-            return ((pending, response, times, reason),)
+            return None  # answered at once
         self._held[id(pending)] = (response, times, reason)
         return self._release_held()
 

@@ -366,7 +366,7 @@ class SequenceBatcher(BatchPolicy):
         return [p for p in batch if not p.request.parameters.get("_null")]
 
     def complete(self, pending: Pending, response: BackendResponse,
-                 times: ExecutionTimes | None, reason: str) -> tuple[Answer, ...]:
+                 times: ExecutionTimes | None, reason: str) -> tuple[Answer, ...] | None:
         params = pending.request.parameters
         if params.get("_null"):
             return ()  # a direct-strategy null request: nobody waits for it, its outputs are dropped
@@ -384,7 +384,7 @@ class SequenceBatcher(BatchPolicy):
                 self._close(sequence)  # an iterative request not rescheduled ends its sequence
             if sequence in self._live:
                 self._arm(sequence.last_used_ns + self._idle_ns)
-        return ((pending, response, times, reason),)
+        return None  # answered at once
 
     def _queued_of(self, sequence: Sequence) -> list[Pending]:
         return [p for p in self._queue if p.request.parameters["_sequence"] is sequence]
