@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import inspect
 import logging
 import os
 import sys
@@ -45,7 +46,7 @@ def server_stopping(serverapp: object) -> bool:
     if getattr(serverapp, "_stopping", False):
         return True
     start_ioloop = getattr(getattr(type(serverapp), "start_ioloop", None), "__code__", None)
-    frame: FrameType | None = sys._getframe()
+    frame: FrameType | None = inspect.currentframe()
     while frame is not None:
         if frame.f_code is start_ioloop:
             return True
