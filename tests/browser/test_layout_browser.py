@@ -18,6 +18,7 @@ Issue 35 (a new user's findings). Screenshots kept (see conftest).
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,12 +172,25 @@ def editor_shows_its_last_line(page, scope, model: str, shot: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def models(models: Path) -> Path:
-    """The browser tier's repository and a model with a name as long as the sample
-    repository's longest (digits_jpeg_preprocess): the model column widened to fit it and
-    pushed the memory column past the table at 1400 px."""
+def models(models: Path, sample_repository: Path) -> Path:
+    """The browser tier's repository, a model with a name as long as the sample repository's
+    longest (digits_jpeg_preprocess: the model column widened to fit it and pushed the memory
+    column past the table at 1400 px) and the sample's sequence-batched accumulator (first by
+    name: the dashboard opened on it)."""
     write_add_sub(models, "add_sub_with_a_long_name")
+    shutil.copytree(sample_repository / "accumulator", models / "accumulator")
     return models
+
+
+def opens_on_a_plain_model(scope) -> None:
+    """The Models tab's model (every tab's, one selection) is add_sub: the first READY model
+    that serves plain requests, not the sequence-batched accumulator first by name."""
+    from playwright.sync_api import expect
+
+    scope.locator('.tabulator-cell[tabulator-field="model"]', has_text="accumulator").first.wait_for(
+        timeout=WAIT_MS)
+    select = scope.get_by_label("Model", exact=True).filter(visible=True).first
+    expect(select).to_have_value("add_sub", timeout=WAIT_MS)
 
 
 # ----------------------------------------------------------------- the Jupyter-hosted page
@@ -193,6 +207,10 @@ def test_models_table_fits_1400_px_in_the_jupyter_dashboard(hosted, shots: Path)
     # the whole table in the window: its last column (memory) ended past it
     last = hosted.locator('.tabulator-col[tabulator-field="memory"]').first.bounding_box()
     assert last is not None and last["x"] + last["width"] <= WIDTH, last
+
+
+def test_the_jupyter_dashboard_opens_on_a_model_that_serves_plain_requests(hosted) -> None:
+    opens_on_a_plain_model(hosted)
 
 
 @pytest.mark.parametrize("model", ["add_sub", "digits_mlp"])
@@ -217,6 +235,11 @@ def inline(browser, lab: Dashboard, models: Path) -> Iterator[tuple[Any, Any]]:
     with httpx.Client(base_url=lab.root, headers=lab.jupyter.headers, timeout=60) as jupyter:
         for session in jupyter.get("api/sessions").json():
             jupyter.delete(f"api/sessions/{session['id']}").raise_for_status()
+
+
+def test_the_inline_dashboard_opens_on_a_model_that_serves_plain_requests(inline) -> None:
+    _page, output = inline  # before any test chose a model in it
+    opens_on_a_plain_model(output)
 
 
 def test_models_table_fits_1400_px_in_the_inline_dashboard(inline, shots: Path) -> None:

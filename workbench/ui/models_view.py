@@ -215,8 +215,7 @@ class ModelsView(pn.viewable.Viewer):
         if names and self.model.value not in names:
             self.model.value = names[0]
         if not self.store.selection.name and names:
-            ready = [row.name for row in rows if row.state == "READY"]
-            self.store.selection.choose(ready[0] if ready else names[0])
+            self.store.selection.choose(first_model(rows))
 
     async def load(self) -> None:
         """Load the selected model (explicit mode)."""
@@ -350,6 +349,16 @@ class ModelsView(pn.viewable.Viewer):
             self.open_tab(BUTTON_TABS[event.column])
 
 
+def first_model(rows: list[ModelRow]) -> str:
+    """The model a dashboard opens on: the first (by name) READY model that serves plain
+    requests (not sequence-batched: each of its requests needs a sequence id and control
+    flags), else the first READY model, else the first model; "" without rows."""
+    ready = [row for row in rows if row.state == "READY"]
+    plain = [row for row in ready if row.batching != "sequence"]
+    chosen = min((row.name for row in plain or ready or rows), default="")
+    return chosen
+
+
 async def _true_after(awaitable) -> bool:
     await awaitable
     return True
@@ -373,4 +382,4 @@ def _number(value: float | None) -> float:
     return float("nan") if value is None else float(value)
 
 
-__all__ = ["BUTTONS", "BUTTON_ICONS", "COLUMNS", "ModelsView"]
+__all__ = ["BUTTONS", "BUTTON_ICONS", "COLUMNS", "ModelsView", "first_model"]
