@@ -7,11 +7,15 @@ folder (issue 16, items 7, 10, 11)."""
 from __future__ import annotations
 
 import re
+import socket
 from pathlib import Path
+
+import pytest
 
 from tests.browser.browser_support import PATIENCE_S
 from workbench.testing.process import free_ports
 from workbench.testing.reload import write_add_sub
+from workbench.ui.serve_process import DEFAULT_PORTS
 
 WAIT_MS = PATIENCE_S * 1000
 #: the log box of the Headless tab (its css class, workbench.ui.headless_view)
@@ -113,3 +117,37 @@ def test_start_stop_and_deploy_show_on_the_page(browser, dashboard, tmp_path: Pa
     expect(page.get_by_role("button", name="Write Dockerfile + manifests")).to_be_disabled()
     page.screenshot(path=shots / "6-no-folder.png", full_page=True)
     page.close()
+
+
+def test_the_form_proposes_free_ports_and_says_which_were_taken(browser, dashboard, shots: Path) -> None:
+    """Another server holds Triton's 8000-8002 (here on ``[::1]`` only, as a server bound to
+    ``localhost`` may: an IPv4-only probe took them for free and the form proposed them): the
+    form proposes a free trio and says which ports were taken."""
+    from playwright.sync_api import expect
+
+    held: list[socket.socket] = []
+    for port in DEFAULT_PORTS:
+        holder = socket.socket(socket.AF_INET6)
+        try:
+            holder.bind(("::1", port))
+            holder.listen()
+        except OSError as exc:
+            holder.close()
+            for other in held:
+                other.close()
+            pytest.skip(f"cannot hold [::1]:{port} here: {exc}")
+        held.append(holder)
+    try:
+        page = open_headless(browser, dashboard)
+        http = page.get_by_label("HTTP port", exact=True)
+        assert int(http.input_value()) not in DEFAULT_PORTS
+        proposed = [int(page.get_by_label(label, exact=True).input_value())
+                    for label in ("HTTP port", "gRPC port", "metrics port")]
+        note = page.locator(".workbench-ports-note")
+        expect(note).to_contain_text("Taken: 8000, 8001, 8002", timeout=WAIT_MS)
+        expect(note).to_contain_text(f"proposing {proposed[0]}, {proposed[1]} and {proposed[2]}")
+        page.screenshot(path=shots / "headless-ports.png", full_page=True)
+        page.close()
+    finally:
+        for holder in held:
+            holder.close()
