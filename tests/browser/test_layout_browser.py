@@ -11,7 +11,9 @@ engine, in JupyterLab), read as a person sees it: what is on top at a point of t
   the editor's text area (in the inline host, digits_mlp's long comment lines give the editor
   a horizontal scrollbar, which lay over the last line: Ace measures a 0 px scrollbar under
   headless Chromium or overlay scrollbars and draws a 20 px bar; see
-  ``workbench.ui.config_view.EDITOR_CSS``).
+  ``workbench.ui.config_view.EDITOR_CSS``);
+* every tab of the inline dashboard opens without a browser console warning (the Live tab's
+  idle sweeps plot warned "could not set initial ranges").
 
 Issue 35 (a new user's findings). Screenshots kept (see conftest).
 """
@@ -254,3 +256,26 @@ def test_models_table_fits_1400_px_in_the_inline_dashboard(inline, shots: Path) 
 def test_config_editor_shows_the_last_line_in_the_inline_dashboard(inline, model: str, shots: Path) -> None:
     page, output = inline
     editor_shows_its_last_line(page, output, model, shots / f"inline-config-{model}.png")
+
+
+#: console messages of Panel's own making in a notebook: Ace (bundled in Panel's CodeEditor)
+#: finds no script ``src`` to load its modes and themes from when Panel's JavaScript is inlined
+#: in the notebook's output, says so when the first editor opens, then asks for its theme
+#: file beside the notebook's URL (Lab answers with a page, which the browser refuses). The
+#: Jupyter-hosted page loads Panel's bundle by URL and prints neither. A known defect of the
+#: inline editor's theme, not of the tabs checked here (to fix: Ace's basePath, Panel's side)
+INLINE_NOT_OURS = ("Unable to infer path to ace from script src", "theme-github_light_default.js")
+
+
+def test_every_inline_tab_opens_without_a_console_warning(inline) -> None:
+    """Every tab of the inline dashboard opened in turn: no browser console warning or error
+    (the idle sweeps plot of the Live tab warned "could not set initial ranges")."""
+    page, output = inline
+    messages: list[str] = []
+    page.on("console", lambda m: messages.append(f"{m.type}: {m.text}")
+            if m.type in ("warning", "error") and not any(text in m.text for text in INLINE_NOT_OURS) else None)
+    page.on("pageerror", lambda e: messages.append(f"uncaught: {e}"))
+    for title in ("Models", "Config", "Live", "Rollout", "Tuning", "Headless"):
+        output.locator(".bk-tab", has_text=title).first.click()
+        page.wait_for_timeout(2000)  # a beat or two of the tab's updates (nothing to wait for)
+    assert messages == []
