@@ -180,6 +180,18 @@ class ModelLifecycle:
         self._rate_limiter = _rate_limiter(self.options)
         self._backend_context = backend_context
 
+    def inflight_status(self) -> list[tuple[str, int, int]]:
+        """``(model, version, requests queued or executing)`` of each loaded version with
+        some in flight, by name and version (Triton's ``ModelRepositoryManager::InflightStatus``,
+        which a stopping server logs)."""
+        status = []
+        for name in sorted(self._models):
+            for version, state in sorted(self._models[name].versions.items()):
+                count = state.model.scheduler.inflight_count() if state.model is not None else 0
+                if count:
+                    status.append((name, version, count))
+        return status
+
     def begin_stop(self) -> None:
         """Refuse new requests and loads from now on (what loads meanwhile never serves)."""
         self._stopping = True
