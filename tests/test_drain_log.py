@@ -57,3 +57,22 @@ async def test_drain_logs_the_in_flight_inferences_of_each_version(tmp_path: Pat
         await server.stop()
     assert "Timeout 30: Found 1 model versions that have in-flight inferences" in seen.messages
     assert "Model 'm' (version 1) has 2 in-flight inferences" in seen.messages
+
+
+async def test_a_sequence_batchers_live_sequences_are_its_in_flight_inferences(tmp_path: Path) -> None:
+    """Triton counts a sequence batcher's live sequences (those holding a slot), answered or
+    not: two sequences started and not ended are "2 in-flight inferences" (L0_lifecycle
+    ``test_shutdown_sequence``)."""
+    write_fake_model(tmp_path, "seq", count=1, extra="sequence_batching { max_sequence_idle_microseconds: 2000000 }")
+    register_backend("fake", FakeBackend)
+    BEHAVIOUR.reset()
+    server = Server(ServerOptions(model_repository=[str(tmp_path)], exit_timeout_secs=30))
+    await server.start()
+    try:
+        for sequence_id in (1, 2):
+            request = fake_request("seq")
+            request.parameters = {"sequence_id": sequence_id, "sequence_start": True}
+            await server.infer(request)
+        assert server.lifecycle.inflight_status() == [("seq", 1, 2)]
+    finally:
+        await server.stop()

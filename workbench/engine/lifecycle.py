@@ -57,6 +57,7 @@ from workbench.errors import (
 from workbench.options import ServerOptions
 from workbench.repository.overrides import OverrideDirectory
 from workbench.repository.repository import ModelLocation
+from workbench.scheduling.base import SequenceScheduler
 from workbench.scheduling.ensemble import StepAdapt
 from workbench.scheduling.rate_limiter import RateLimiter, explicit_pools
 from workbench.statistics import ComputeTotals, SuccessObserver
@@ -181,13 +182,18 @@ class ModelLifecycle:
         self._backend_context = backend_context
 
     def inflight_status(self) -> list[tuple[str, int, int]]:
-        """``(model, version, requests queued or executing)`` of each loaded version with
-        some in flight, by name and version (Triton's ``ModelRepositoryManager::InflightStatus``,
-        which a stopping server logs)."""
+        """``(model, version, in-flight inferences)`` of each loaded version with some, by name
+        and version (Triton's ``ModelRepositoryManager::InflightStatus``, which a stopping
+        server logs): requests queued or executing; for a sequence batcher its live sequences,
+        as Triton's ``SequenceBatchScheduler::InflightInferenceCount``."""
         status = []
         for name in sorted(self._models):
             for version, state in sorted(self._models[name].versions.items()):
-                count = state.model.scheduler.inflight_count() if state.model is not None else 0
+                if state.model is None:
+                    continue
+                scheduler = state.model.scheduler
+                count = (scheduler.live_sequences() if isinstance(scheduler, SequenceScheduler)
+                         else scheduler.inflight_count())
                 if count:
                     status.append((name, version, count))
         return status
