@@ -8,15 +8,29 @@ Headless tab shows why there is no switch (tests/ui/test_ui_headless.py)."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
+
+import pytest
 
 from tests.browser.browser_support import PATIENCE_S, doc_image
 from tests.browser.test_headless_browser import open_headless
+from workbench.testing.reload import write_add_sub
 from workbench.testing.switch_load import SwitchLoad
 
 WAIT_MS = PATIENCE_S * 1000
 STATE = ".workbench-switch-state"
 COMMAND = ".workbench-switch-command"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory, sample_repository: Path) -> Path:
+    """add_sub and a copy of digits_mlp, in every run (the docs' screenshot too): the load's
+    clients send add_sub's inputs (workbench.testing.switch_load)."""
+    repo = tmp_path_factory.mktemp("headless-switch") / "models"
+    write_add_sub(repo)
+    shutil.copytree(sample_repository / "digits_mlp", repo / "digits_mlp")
+    return repo
 
 
 def test_switch_to_headless_and_back_under_load(browser, dashboard, shots: Path) -> None:
