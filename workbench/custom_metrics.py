@@ -1,37 +1,21 @@
 """Custom metrics: the families Python models create with ``pb_utils.MetricFamily``.
 
-Triton keeps them in the one Prometheus registry its own families live in, so they are
-scraped from the same ``/metrics`` endpoint (``--metrics-port``). Here the engine owns one
-:class:`CustomMetrics` (``Server.custom_metrics``); the Python backend applies its models'
-calls to it (each stub's calls travel over the stub's event channel, see
-``workbench.backends.python.pb_metrics``), and the metrics frontend appends
-:meth:`CustomMetrics.render` to every scrape.
+As in Triton they are scraped from the server's ``/metrics``: the engine owns one
+:class:`CustomMetrics` (``Server.custom_metrics``), the Python backend applies its stubs'
+calls to it (over each stub's event channel, ``workbench.backends.python.pb_metrics``), and
+the metrics frontend appends :meth:`CustomMetrics.render` to every scrape.
 
-Semantics, as Triton's core (``metric_family.cc``) over prometheus-cpp:
-
-- A family is a (name, kind, help). Creating one whose name exists with the same kind gives
-  the existing family (its first description is kept); another kind is refused ("Family
-  name already exists with different type").
-- A metric is a family's child for one label set; creating one for a label set that exists
-  gives the same child (shared by every handle, across model instances and models),
-  counted by reference. A child whose last handle is deleted leaves the scrape; so does a
-  family without children (prometheus-cpp exports no empty family).
-- Every created family / metric is a *handle* owned by the stub that created it. Deleting a
-  family handle deletes the metric handles created through it (python_backend's
-  ``MetricFamily`` clears its metrics first). When a stub exits (model unload, crash) every
-  handle it owned is deleted (:meth:`CustomMetrics.release`): an unloaded model's metrics
-  leave the scrape.
-- A family with no handle left is forgotten (beyond Triton, whose registry keeps it for the
-  process's life): a reloaded model may register the name again with another kind.
-- Names starting with ``nv_`` or ``workbench_`` are refused (beyond Triton): they are the
-  server's own families, and two families of one name would make an invalid scrape.
-
-Exposition (prometheus-cpp's text serializer): ``# HELP`` / ``# TYPE`` lines, labels sorted
-by name, a histogram's ``_count``, ``_sum`` then ``_bucket`` lines (``le`` last, ``+Inf``
-included), numbers in their shortest form (``0``, ``7.55``, ``1e+20``).
-
-Thread-safe: stubs' reader threads apply calls while the event loop renders.
-"""
+Semantics of Triton's core (``metric_family.cc``) over prometheus-cpp: a family is (name,
+kind, help), created again with the same kind it is the same family, another kind is refused
+("Family name already exists with different type"); a metric is a family's child for one
+label set, shared by every handle and counted by reference, leaving the scrape with its last
+handle (so does a family without children). Handles belong to the stub that created them;
+deleting a family handle deletes its metric handles, and :meth:`CustomMetrics.release` drops
+every handle of an exited stub. Beyond Triton: a family with no handle left is forgotten, and
+``nv_`` / ``workbench_`` names are refused. Exposition as prometheus-cpp's text serializer
+(labels sorted; a histogram's ``_count``, ``_sum`` then ``_bucket`` lines; shortest numbers).
+Thread-safe (stubs' reader threads apply calls while the loop renders). Docs:
+docs/python-backend.md, "Custom metrics"."""
 
 from __future__ import annotations
 

@@ -2,33 +2,25 @@
 non-blocking, bounded in size and, for the small files the server parses itself, in time;
 folder trees walked without recursion, within bounds. One way for the poll's scans
 (:mod:`workbench.repository.snapshot`) and for model loading (config, labels, warmup data,
-auto-complete, the model files handed to a framework), so a file a scan skips is never
-opened by a load either.
+auto-complete, the files handed to a framework), so a file a scan skips is never opened by a
+load either. (A FIFO blocks its reader until a writer comes; a hung mount blocks a read
+beyond interruption.)
 
-Why: opening a FIFO for reading blocks until a writer comes (in a model folder: forever), and
-a read on a hung mount (NFS, FUSE) blocks its thread with no way to interrupt it. So:
+* A path is ``stat``-ed first (symlinks followed) and anything but a regular file is refused
+  (:class:`NotRegularFile`) unopened; the open is ``O_NONBLOCK`` and the descriptor checked
+  again (:func:`read_head`).
+* Small parsed files are read on a daemon worker thread per calling thread
+  (:class:`~workbench.bounded_calls.BoundedCalls`), waiting at most :data:`READ_TIMEOUT_S`
+  seconds (``TimeoutError``) and refused beyond a size (:class:`FileTooLarge`):
+  :func:`read_file`, :func:`read_prefix`.
+* Files a framework opens itself are checked first: the model file (:func:`check_model_path`)
+  and every file of its version folder (:func:`check_model_tree`).
+* Trees: :func:`walk_tree`, at most :data:`MAX_TREE_DEPTH` deep and :data:`MAX_TREE_ENTRIES`
+  entries (:class:`TreeTooLarge`).
 
-* a path is ``stat``-ed first (symlinks followed, as the frameworks follow them) and anything
-  but a regular file is refused (:class:`NotRegularFile`) without being opened; the open is
-  ``O_NONBLOCK`` and the descriptor is checked again, so a file swapped for a FIFO between
-  the two looks cannot block either (:func:`read_head`);
-* the small files the server parses itself are read on a daemon worker thread of the calling
-  thread (:class:`~workbench.bounded_calls.BoundedCalls`; one per calling thread, so a read
-  stuck on one model's file never delays another model's load), whose wait ends after
-  :data:`READ_TIMEOUT_S` seconds (``TimeoutError``), and refused beyond a size
-  (:class:`FileTooLarge`; before reading when ``stat`` tells): :func:`read_file`,
-  :func:`read_prefix`;
-* the files a framework opens itself (ONNX Runtime, torch, ...: blocking, beyond our reach)
-  are checked first: the model file (:func:`check_model_path`) and every file of its version
-  folder (:func:`check_model_tree`, a framework may open more than the path it is given);
-* folder trees are walked iteratively (:func:`walk_tree`), at most :data:`MAX_TREE_DEPTH`
-  folders deep and :data:`MAX_TREE_ENTRIES` entries (:class:`TreeTooLarge`).
-
-Every error is an ``OSError`` (``TimeoutError`` is one), so a caller reporting ``OSError`` as
-"cannot read" reports these too; the texts of :class:`NotRegularFile` and
-:class:`FileTooLarge` leave the path to the caller's message. Triton opens model files as
-they are: these checks go beyond it.
-"""
+Every error is an ``OSError``; the texts of :class:`NotRegularFile` and :class:`FileTooLarge`
+leave the path to the caller. Beyond Triton (which opens model files as they are): see
+docs/security.md, "Every limit, its flag and default"."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ import os
 import textwrap
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -68,6 +69,48 @@ DOC_IMAGES = "WORKBENCH_DOC_IMAGES"
 TAB_IMAGES = {"Models": "models-tab.png", "Config": "config-tab.png", "Live": "live-tab.png",
               "Rollout": "rollout-tab.png", "Tuning": "tuning-tab.png",
               "Headless": "headless-switch.png", "Attach": "attach.png"}
+
+
+def doc_images_run() -> bool:
+    """Whether this run retakes the docs' screenshots (``$WORKBENCH_DOC_IMAGES`` set)."""
+    return bool(os.environ.get(DOC_IMAGES))
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The model a browser test unloads, edits and sends traffic to, as the test expects it
+    served: its name, the version traffic reaches, its ``max_batch_size`` (Triton's default
+    preferred batch size too) and the value the Config test types instead, the v2 JSON body of
+    one request, and the Live tab's per-version legend."""
+
+    name: str
+    version: str
+    max_batch_size: int
+    edited_batch_size: int
+    body: dict
+    versions: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        """``<name>/<version>``, as the Live tab's version picker names it."""
+        return f"{self.name}/{self.version}"
+
+
+#: the test model (workbench.testing.reload.write_add_sub: max_batch_size 8, 2 CPU instances)
+ADD_SUB = Subject("add_sub", "1", 8, 4, {"inputs": [
+    {"name": name, "shape": [1, 16], "datatype": "FP32", "data": [1.0] * 16} for name in ("INPUT0", "INPUT1")]},
+    ("v1",))
+#: the sample digits_mlp (versions 1 and 2 served; a request without a version reaches 2)
+DIGITS_MLP = Subject("digits_mlp", "2", 64, 32, {"inputs": [
+    {"name": "pixels", "shape": [1, 64], "datatype": "FP32", "data": [0.5] * 64}]}, ("v1", "v2"))
+#: the sample models the docs' screenshots show (a new user serves them), beside digits_mlp
+DOC_SAMPLE_MODELS = ("digits_mlp", "digits_router")
+
+
+def subject() -> Subject:
+    """digits_mlp when the docs' screenshots are retaken (they show the sample models), add_sub
+    otherwise (the tests' own model, served in every tier)."""
+    return DIGITS_MLP if doc_images_run() else ADD_SUB
 
 
 def doc_image(page, tab: str, full_page: bool = True) -> None:

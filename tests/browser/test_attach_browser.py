@@ -8,6 +8,7 @@ and read why Headless is not available."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,10 +18,14 @@ import pytest
 
 from tests.browser.browser_support import (
     BASE_URL,
+    DIGITS_MLP,
+    DOC_SAMPLE_MODELS,
     FIND_JS,
     PATIENCE_S,
     Dashboard,
+    Subject,
     doc_image,
+    doc_images_run,
     run_all_cells_until,
 )
 from workbench.testing.attach import (
@@ -38,32 +43,51 @@ KEY_TEXT = "; ".join(f"{name}: {value}" for name, value in ADMIN_HEADER.items())
 
 
 @pytest.fixture(scope="module", params=KINDS)
-def headless(request, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess | TritonProcess]:
+def headless(request, tmp_path_factory: pytest.TempPathFactory,
+             sample_repository: Path) -> Iterator[ServerProcess | TritonProcess]:
     """``workbench serve`` (or the real tritonserver, where its venv is made) with the python
-    add_sub, its repository API behind the key."""
+    add_sub, its repository API behind the key; when the docs' screenshots are retaken,
+    ``workbench serve`` serves copies of sample models instead (digits_mlp and the python
+    digits_router, see :func:`attached_subject`)."""
     missing = triton_missing() if request.param == "triton" else None
     if missing:
         pytest.skip(missing)
-    process = start_server(request.param, server_flags(write_python_add_sub(
-        tmp_path_factory.mktemp("attach-browser") / "models")))
+    repo = tmp_path_factory.mktemp("attach-browser") / "models"
+    if doc_images_run() and request.param != "triton":
+        for name in DOC_SAMPLE_MODELS:
+            shutil.copytree(sample_repository / name, repo / name)
+        flags = [f for f in server_flags(repo) if f != "--load-model=add_sub"]
+        process = start_server(request.param, flags + [f"--load-model={name}" for name in DOC_SAMPLE_MODELS])
+    else:
+        process = start_server(request.param, server_flags(write_python_add_sub(repo)))
     yield process
     process.stop()
 
 
-class Traffic:
-    """add_sub requests to ``url`` from a thread while the test looks."""
+#: the python add_sub of workbench.testing.attach (INPUT0, INPUT1: FP32 [4])
+PYTHON_ADD_SUB = Subject("add_sub", "1", 8, 4, {"inputs": [
+    {"name": n, "shape": [1, 4], "datatype": "FP32", "data": [1.0] * 4} for n in ("INPUT0", "INPUT1")]}, ("v1",))
 
-    def __init__(self, url: str) -> None:
-        self.url, self.sent = url, 0
+
+def attached_subject(headless: ServerProcess | TritonProcess) -> Subject:
+    """The model the attached server sends traffic to: its python add_sub, or the sample
+    digits_mlp when ``workbench serve`` serves the sample models (the docs' screenshot)."""
+    return DIGITS_MLP if doc_images_run() and isinstance(headless, ServerProcess) else PYTHON_ADD_SUB
+
+
+class Traffic:
+    """Requests to ``url`` (``model``: the python add_sub) from a thread while the test looks."""
+
+    def __init__(self, url: str, model: Subject = PYTHON_ADD_SUB) -> None:
+        self.url, self.sent, self.model = url, 0, model
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        body = {"inputs": [{"name": n, "shape": [1, 4], "datatype": "FP32", "data": [1.0] * 4}
-                           for n in ("INPUT0", "INPUT1")]}
         with httpx.Client(base_url=self.url, timeout=30) as client:
             while not self._stop.is_set():
-                assert client.post("/v2/models/add_sub/infer", json=body).status_code == 200
+                response = client.post(f"/v2/models/{self.model.name}/infer", json=self.model.body)
+                assert response.status_code == 200, response.text
                 self.sent += 1
 
     def __enter__(self) -> Traffic:
@@ -82,7 +106,9 @@ def attach_and_check(page, scope, headless: ServerProcess | TritonProcess, shots
     scope.get_by_label("Headers (optional, this session only)").first.fill(KEY_TEXT)
     scope.get_by_role("button", name="Attach").first.click()
     scope.get_by_text(f"Attached to {url}").first.wait_for(timeout=WAIT_MS)
-    # Models: the attached server's add_sub, a python model (the engine here has none)
+    model = attached_subject(headless)
+    # Models: the attached server's add_sub (or digits_router), a python model (the engine here
+    # has none)
     scope.locator(".tabulator-cell", has_text="python").first.wait_for(timeout=WAIT_MS)
     scope.get_by_text(f"{url}: live, ready").first.wait_for(timeout=WAIT_MS)
     assert page.locator("input[type=password]").first.input_value() == ""  # the key is not kept in the page
@@ -91,11 +117,11 @@ def attach_and_check(page, scope, headless: ServerProcess | TritonProcess, shots
         doc_image(page, "Attach")
     # Live moves under a little traffic
     scope.locator(".bk-tab", has_text="Live").first.click()
-    scope.get_by_label("Model version").first.select_option("add_sub/1")
-    with Traffic(url) as traffic:
+    scope.get_by_label("Model version").first.select_option(model.key)
+    with Traffic(url, model) as traffic:
         page.wait_for_function(
             f"() => Math.max(0, ...({FIND_JS})('live_series').data.inferences_per_s) > 0", timeout=WAIT_MS)
-        scope.get_by_text("add_sub/1: ").filter(has_text="infer/s").first.wait_for(timeout=WAIT_MS)
+        scope.get_by_text(f"{model.key}: ").filter(has_text="infer/s").first.wait_for(timeout=WAIT_MS)
         page.screenshot(path=shots / f"{prefix}-2-live.png", full_page=True)
     assert traffic.sent > 0
     # Config: the served config, applied as a load override

@@ -9,7 +9,16 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from tests.browser.browser_support import PATIENCE_S, doc_image, eventually
+from tests.browser.browser_support import (
+    ADD_SUB,
+    DIGITS_MLP,
+    DOC_SAMPLE_MODELS,
+    PATIENCE_S,
+    doc_image,
+    doc_images_run,
+    eventually,
+    subject,
+)
 
 #: the live time series, named in workbench.ui.live_view
 SERIES_JS = "Bokeh.documents[0].get_model_by_name('live_series')"
@@ -39,61 +48,69 @@ def tab(page, title: str) -> None:
     page.locator(".bk-tab", has_text=title).click()
 
 
-def infer_add_sub(http_port: int, count: int) -> None:
-    """``count`` add_sub requests on the engine's v2 HTTP port (checked)."""
-    body = {"inputs": [{"name": name, "shape": [1, 16], "datatype": "FP32", "data": [1.0] * 16}
-                       for name in ("INPUT0", "INPUT1")]}
+def infer_add_sub(http_port: int, count: int, model: str = "add_sub") -> None:
+    """``count`` requests to ``model`` (add_sub, or a :class:`Subject`'s name: its body) on the
+    engine's v2 HTTP port (checked)."""
+    body = next(s.body for s in (ADD_SUB, DIGITS_MLP) if s.name == model)
     with httpx.Client(base_url=f"http://127.0.0.1:{http_port}", timeout=30) as client:
         for _ in range(count):
-            response = client.post("/v2/models/add_sub/infer", json=body)
+            response = client.post(f"/v2/models/{model}/infer", json=body)
             assert response.status_code == 200, response.text
 
 
 def test_clicks_edits_and_traffic_reach_the_engine_and_back(
         browser, dashboard, models: Path, shots: Path) -> None:
     elsewhere: list[str] = []
+    model = subject()  # add_sub; digits_mlp when the docs' screenshots are retaken
+    name = model.name
     page = open_dashboard(browser, dashboard, elsewhere)
     page.locator(".tabulator-row", has_text="digits_mlp").filter(has_text="READY").nth(1).wait_for(
         timeout=PATIENCE_S * 1000)  # both versions
+    for other in DOC_SAMPLE_MODELS[1:] if doc_images_run() else ():  # the screenshot's python model
+        page.locator(".tabulator-row", has_text=other).filter(has_text="READY").first.wait_for(
+            timeout=PATIENCE_S * 1000)
     page.screenshot(path=shots / "1-models.png", full_page=True)
     doc_image(page, "Models")
-    assert dashboard.state("add_sub") == "READY"
+    assert dashboard.state(name) == "READY"
 
-    # Models tab: the selected model (add_sub, the first) unloaded, then loaded, by clicking
+    # Models tab: the selected model (the first: add_sub, or digits_mlp) unloaded, then loaded,
+    # by clicking
     page.get_by_role("button", name="Unload", exact=True).click()
-    eventually(lambda: dashboard.state("add_sub") == "UNAVAILABLE", "add_sub unloaded")
+    eventually(lambda: dashboard.state(name) == "UNAVAILABLE", f"{name} unloaded")
     page.screenshot(path=shots / "2-unloaded.png", full_page=True)
     page.get_by_role("button", name="Load", exact=True).click()
-    eventually(lambda: dashboard.state("add_sub") == "READY", "add_sub loaded again")
+    eventually(lambda: dashboard.state(name) == "READY", f"{name} loaded again")
 
-    # Config tab: max_batch_size 8 -> 4 in the knob form, applied (file written, model reloaded)
+    # Config tab: max_batch_size (add_sub's 8 -> 4) in the knob form, applied (file written,
+    # model reloaded)
+    served, edited = model.max_batch_size, model.edited_batch_size
     tab(page, "Config")
     knob = page.get_by_label("max_batch_size", exact=True)
     knob.wait_for(timeout=PATIENCE_S * 1000)
-    eventually(lambda: knob.input_value() == "8", "the form shows add_sub's max_batch_size")
-    knob.fill("4")
+    eventually(lambda: knob.input_value() == str(served), f"the form shows {name}'s max_batch_size")
+    knob.fill(str(edited))
     knob.press("Enter")
-    page.get_by_text("max_batch_size: 4").first.wait_for(timeout=PATIENCE_S * 1000)  # the editor
-    page.get_by_text("+max_batch_size: 4").first.wait_for(timeout=PATIENCE_S * 1000)  # the diff
+    page.get_by_text(f"max_batch_size: {edited}").first.wait_for(timeout=PATIENCE_S * 1000)  # the editor
+    page.get_by_text(f"+max_batch_size: {edited}").first.wait_for(timeout=PATIENCE_S * 1000)  # the diff
     page.screenshot(path=shots / "3-config-edited.png", full_page=True)
     doc_image(page, "Config")
     page.get_by_role("button", name="Apply (write + reload)").click()
-    config = models / "add_sub" / "config.pbtxt"
-    eventually(lambda: "max_batch_size: 4" in config.read_text(), "config.pbtxt written")
-    eventually(lambda: (dashboard.get("models/add_sub/config")["config"] or {}).get("max_batch_size") == 4,
-               "the engine serves max_batch_size 4")
-    assert (models / "add_sub" / "config.pbtxt.bak").read_text().count("max_batch_size: 8") == 1
+    config = models / name / "config.pbtxt"
+    eventually(lambda: f"max_batch_size: {edited}" in config.read_text(), "config.pbtxt written")
+    eventually(lambda: (dashboard.get(f"models/{name}/config")["config"] or {}).get("max_batch_size") == edited,
+               f"the engine serves max_batch_size {edited}")
+    assert (models / name / "config.pbtxt.bak").read_text().count(f"max_batch_size: {served}") == 1
     page.screenshot(path=shots / "4-config-applied.png", full_page=True)
 
     # Live tab: traffic on the v2 port shows on the throughput plot of add_sub/1 (chosen:
     # while add_sub was unloaded, the plot moved on to digits_mlp)
     tab(page, "Live")
     page.wait_for_function(f"() => {SERIES_JS} !== null", timeout=PATIENCE_S * 1000)
-    page.get_by_label("Model version").select_option("add_sub/1")
+    page.get_by_label("Model version").select_option(model.key)
     http_port = dashboard.get("status")["ports"]["http"]
 
     def plotted() -> float:
-        infer_add_sub(http_port, 20)
+        infer_add_sub(http_port, 20, name)
         return page.evaluate(f"() => Math.max(0, ...{SERIES_JS}.data.inferences_per_s)")
 
     assert eventually(plotted, "inferences on the live plot") > 0

@@ -15,12 +15,16 @@ from pathlib import Path
 import httpx
 
 from tests.browser.browser_support import (
+    ADD_SUB,
     BASE_URL,
     FIND_JS,
     PATIENCE_S,
     Dashboard,
+    Subject,
     doc_image,
+    doc_images_run,
     run_all_cells_until,
+    subject,
     write_dashboard_notebook,
 )
 
@@ -33,8 +37,9 @@ def model_js(name: str) -> str:
     return f"({FIND_JS})({name!r})"
 
 
-def check_idle_page(page, scope, key: str, shot: Path) -> None:
-    """The idle state of ``key`` as the page shows it, before any traffic."""
+def check_idle_page(page, scope, key: str, shot: Path, model: Subject = ADD_SUB) -> None:
+    """The idle state of ``key`` (a version of ``model``) as the page shows it, before any
+    traffic."""
     scope.get_by_text(f"{key}: no traffic").first.wait_for(timeout=WAIT_MS)
     page.wait_for_function(f"() => {model_js('live_idle_throughput')}?.visible === true", timeout=WAIT_MS)
     axes = page.evaluate(f"""() => {{
@@ -44,10 +49,11 @@ def check_idle_page(page, scope, key: str, shot: Path) -> None:
     }}""")
     # one time axis; y-axes drawn from 0 (not -1..1, not blank for an all-NaN latency)
     assert axes == {"shared": 1, "ranges": [[0, 1]] * 4}
-    # the served add_sub config (max_batch_size 8, preferred [8] by Triton's default) marked
-    page.wait_for_function(f"() => {model_js('live_batch_limits')}?.data.batch_size[0] === 8",
+    # the served config (add_sub: max_batch_size 8, preferred [8] by Triton's default) marked
+    largest = model.max_batch_size
+    page.wait_for_function(f"() => {model_js('live_batch_limits')}?.data.batch_size[0] === {largest}",
                            timeout=WAIT_MS)
-    assert page.evaluate(f"() => Array.from({model_js('live_batch_preferred')}.data.batch_size)") == [8]
+    assert page.evaluate(f"() => Array.from({model_js('live_batch_preferred')}.data.batch_size)") == [largest]
     assert page.evaluate(f"() => {model_js('live_idle_batch_sizes')}.visible") is True
     scope.locator(".workbench-live-diagnosis").filter(
         has_text="Why p99: No traffic in the last 30 s").first.wait_for(timeout=WAIT_MS)
@@ -65,7 +71,7 @@ AXIS_FOLLOWS_JS = f"""() => {{
 }}"""
 
 
-def check_traffic_shows(page, scope) -> None:
+def check_traffic_shows(page, scope, model: Subject = ADD_SUB) -> None:
     """While traffic runs: the diagnosis line names a cause (not "no traffic"), the histogram
     has bars and says the mean batch against max_batch_size, the time axis follows the
     traffic (idle rows before it are off the axis), the version's overlay has its legend."""
@@ -75,12 +81,12 @@ def check_traffic_shows(page, scope) -> None:
         f"() => Array.from({model_js('live_batches')}.data.executions).reduce((a, b) => a + b, 0) > 0",
         timeout=WAIT_MS)
     page.wait_for_function(
-        f"() => / mean [0-9.]+ of 8, [0-9]+ % at a preferred size/.test("
+        f"() => / mean [0-9.]+ of {model.max_batch_size}, [0-9]+ % at a preferred size/.test("
         f"{model_js('live_batch_sizes')}.title.text)", timeout=WAIT_MS)
     page.wait_for_function(AXIS_FOLLOWS_JS, timeout=WAIT_MS)
     legend = model_js("live_versions_throughput_legend")
     labels = page.evaluate(f"() => {legend}.items.filter(i => i.visible).map(i => i.label.value)")
-    assert labels == ["v1"]
+    assert labels == list(model.versions)
     # every legend right of its plot, hiding a line on a click (they covered the lines' start)
     placed = page.evaluate(f"""() => ['live_throughput', 'live_latency', 'live_versions_latency'].map(name => {{
       const fig = ({FIND_JS})(name);
@@ -89,7 +95,8 @@ def check_traffic_shows(page, scope) -> None:
     assert placed == [True, True, True], placed
 
 
-def check_traffic_then_idle(page, scope, key: str, start, stop, shots: Path, prefix: str) -> None:
+def check_traffic_then_idle(page, scope, key: str, start, stop, shots: Path, prefix: str,
+                            model: Subject = ADD_SUB) -> None:
     """Traffic (``start()``) shows on the plot and the status line; after ``stop()`` the page
     says since when the version is idle and plots no latency for idle intervals."""
     start()
@@ -102,9 +109,13 @@ def check_traffic_then_idle(page, scope, key: str, start, stop, shots: Path, pre
                                timeout=WAIT_MS)
         page.wait_for_function(f"() => {model_js('live_idle_batch_sizes')}.visible === false",
                                timeout=WAIT_MS)
-        check_traffic_shows(page, scope)
+        check_traffic_shows(page, scope, model)
         page.screenshot(path=shots / f"{prefix}-2-traffic.png", full_page=True)
         if prefix == "hosted":
+            if doc_images_run():  # the docs' screenshot: ten intervals of traffic on the plots
+                page.wait_for_function(
+                    f"() => Array.from({model_js('live_series')}.data.requests_per_s).filter(r => r > 0)"
+                    ".length >= 10", timeout=WAIT_MS)
             doc_image(page, "Live")
     finally:
         stop()
@@ -124,20 +135,19 @@ def check_traffic_then_idle(page, scope, key: str, start, stop, shots: Path, pre
 
 
 class Traffic:
-    """add_sub requests on the engine's v2 HTTP port from a thread, until stopped."""
+    """Requests to ``model`` (add_sub) on the engine's v2 HTTP port from a thread, until
+    stopped."""
 
-    def __init__(self, http_port: int) -> None:
-        self.http_port = http_port
+    def __init__(self, http_port: int, model: Subject = ADD_SUB) -> None:
+        self.http_port, self.model = http_port, model
         self.sent = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def _run(self) -> None:
-        body = {"inputs": [{"name": name, "shape": [1, 16], "datatype": "FP32", "data": [1.0] * 16}
-                           for name in ("INPUT0", "INPUT1")]}
         with httpx.Client(base_url=f"http://127.0.0.1:{self.http_port}", timeout=30) as client:
             while not self._stop.is_set():
-                response = client.post("/v2/models/add_sub/infer", json=body)
+                response = client.post(f"/v2/models/{self.model.name}/infer", json=self.model.body)
                 assert response.status_code == 200, response.text
                 self.sent += 1
 
@@ -157,11 +167,22 @@ def test_live_tab_traffic_then_idle_in_the_jupyter_hosted_dashboard(
     page.goto(dashboard.page_url)
     page.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=WAIT_MS)
     page.locator(".bk-tab", has_text="Live").click()
-    page.get_by_label("Model version").select_option("add_sub/1")
-    check_idle_page(page, page, "add_sub/1", shots / "hosted-1-idle.png")
-    traffic = Traffic(dashboard.get("status")["ports"]["http"])
-    check_traffic_then_idle(page, page, "add_sub/1", traffic.start, traffic.stop, shots, "hosted")
-    assert traffic.sent > 0
+    model = subject()  # add_sub/1; digits_mlp/2 when the docs' screenshots are retaken
+    page.get_by_label("Model version").select_option(model.key)
+    check_idle_page(page, page, model.key, shots / "hosted-1-idle.png", model)
+    # one client; four for the docs' screenshot, so that the batcher forms batches
+    clients = [Traffic(dashboard.get("status")["ports"]["http"], model) for _ in range(4 if doc_images_run() else 1)]
+
+    def start() -> None:
+        for client in clients:
+            client.start()
+
+    def stop() -> None:
+        for client in clients:
+            client.stop()
+
+    check_traffic_then_idle(page, page, model.key, start, stop, shots, "hosted", model)
+    assert all(client.sent > 0 for client in clients)
     page.close()
 
 

@@ -35,34 +35,26 @@ def gather_inputs(
 ) -> tuple[dict[str, np.ndarray], list[int]]:
     """The batch's inputs as one array per input, and each request's batch size.
 
-    Each input's arrays are joined along the first (batch) dimension in request order
-    (``np.concatenate``: shape ``[sum(sizes), ...]``, the requests' dtype); with one request
-    its arrays are returned as they are (no copy). Backends convert the joined arrays to
-    their framework's types themselves. Triton's backends gather the same way
-    (``BackendInputCollector``).
-
-    With a ``layout`` (Triton's ragged batching), a ragged input (``allow_ragged_batch``) is
-    given flat: all requests' elements concatenated, shape ``[total elements]``, also for one
-    request; and every ``batch_input`` target is added, computed from the batch
-    (:func:`~workbench.backends.ragged.batch_input_array`).
+    Each input's arrays are joined along the batch dimension in request order
+    (``np.concatenate``: shape ``[sum(sizes), ...]``, the requests' dtype; one request's arrays
+    are returned as they are), as Triton's ``BackendInputCollector``. With a ``layout`` (ragged
+    batching) a ragged input is given flat (``[total elements]``, also for one request) and every
+    ``batch_input`` target is added (:func:`~workbench.backends.ragged.batch_input_array`).
 
     Args:
         requests: the execution's 1..max_batch_size requests.
-        names: the inputs to gather, in this order (e.g. a graph's inputs); default: every
-            input of the requests, in the first request's order, then the batch inputs'
-            targets. An input that no request carries (an optional one) is left out of the
-            result; a batch input's target is computed whether named or not.
+        names: the inputs to gather, in this order; default: every input of the requests, in the
+            first request's order, then the batch inputs' targets. An input no request carries
+            (optional) is left out; a batch input's target is computed whether named or not.
         model: the model's name, for the error text.
-        layout: the model's ragged inputs and batch inputs (``batch_layout(config)``, built
-            once at load); None: none.
+        layout: the model's ragged and batch inputs (``batch_layout(config)``); None: none.
 
     Returns:
-        ``(feed, sizes)``: input name -> joined array, and ``requests[i].batch_size`` per
-        request (what :func:`split_outputs` takes).
+        ``(feed, sizes)``: input name -> joined array, and ``requests[i].batch_size`` per request
+        (what :func:`split_outputs` takes).
 
     Raises:
-        InvalidArgument: an input that some requests of the batch carry and others do not.
-    """
+        InvalidArgument: an input that some requests of the batch carry and others do not."""
     layout = layout or _NO_LAYOUT
     sizes = [r.batch_size for r in requests]
     computed = {t: spec for spec in layout.inputs for t in spec.targets}

@@ -1,40 +1,20 @@
 """DALI backend (``backend: "dali"``): serialized NVIDIA DALI pipelines, on CPU or a GPU.
 
-Follows Triton's dali_backend:
+Follows Triton's dali_backend: ``model.dali`` (``Pipeline.serialize``; or Python to
+autoserialize, in Triton's file order, in a child process: :mod:`.dali_autoserialize`).
+Inputs are the pipeline's ``fn.external_source(name=...)`` operators by name, outputs match
+the config's by position (a mismatch fails the load with Triton's texts). ``max_batch_size >
+0``: one pipeline per instance built with that batch size; every row of a request is a
+sample, a batch of requests is one pipeline run, each request gets its own samples' outputs
+(stacked on the batch dim); variable-length inputs need ``allow_ragged_batch``.
+``max_batch_size: 0``: each request alone, its rows the samples, run in chunks of the
+serialized batch size. Auto-complete: :mod:`workbench.config.dali_autocomplete`. Parameter
+``num_threads``; ``split_along_outer_axis`` is a load error. KIND_CPU runs with
+``device_id=None`` (CPU-only DALI), KIND_GPU on the group's GPU.
 
-* The version folder holds ``model.dali``, a pipeline serialized with ``Pipeline.serialize``
-  (``default_model_filename`` may name another file), or the pipeline as Python to
-  autoserialize (Triton's order: the model file if it is a serialized pipeline, else the model
-  file if its name ends in ``.py``, else ``dali.py``; a ``pipeline_def`` decorated with
-  ``@autoserialize``, serialized in a child process: :mod:`.dali_autoserialize`).
-* Inputs are the pipeline's ``fn.external_source(name=...)`` operators, matched by name: a
-  config input that is no external source, or an external source without a config input,
-  fails the load (Triton's texts). Outputs are matched by position: config output ``i`` is
-  the pipeline's output ``i``; the counts must be equal.
-* ``max_batch_size > 0``: one pipeline per instance, built with that max batch size. Every row
-  of a request's inputs is one sample, so a batch of requests is one pipeline run over all of
-  their samples, and each request gets its own samples' outputs back (stacked on the batch
-  dim). Variable-length inputs (JPEG bytes, ``TYPE_UINT8 [ -1 ]``) need
-  ``allow_ragged_batch: true`` to be batched across requests of different lengths, as in
-  Triton (its DALI backend auto-completes that flag); each request's bytes stay one sample.
-* Auto-complete (inputs, outputs, max_batch_size, dynamic batching from what the pipeline
-  declares) is the backend table row's hook, :mod:`workbench.config.dali_autocomplete`; a type
-  the pipeline declares and the config contradicts fails the load here too.
-* ``max_batch_size: 0`` (Triton's "unbatched" DALI model): each request runs alone; its inputs'
-  first dimension is still the samples (DALI's reading of a request), run in chunks of the
-  serialized pipeline's batch size.
-* Parameter ``num_threads`` (Triton's name) sets the pipeline's CPU threads (default: the
-  serialized value). ``split_along_outer_axis`` is not supported (a load error says so).
-* KIND_CPU runs the pipeline with ``device_id=None`` (DALI's CPU-only mode: operators with
-  ``device="gpu"`` / ``"mixed"`` then fail the load with DALI's text); KIND_GPU runs it on the
-  group's GPU (``device_id``), as Triton's backend does.
-
-Beyond Triton: Triton's backend fails every request of a batch when DALI raises (a corrupt
-JPEG). Here the pipeline is rebuilt (DALI leaves it unusable after an error) and each request
-of the failed batch runs alone, so only the requests whose data DALI refuses fail, with
-InvalidArgument (HTTP 400). ``nvidia.dali`` is imported on the first load; a load without it
-fails saying what to install.
-"""
+Beyond Triton: when DALI raises on a batch (a corrupt JPEG) the pipeline is rebuilt and each
+request reruns alone, so only the refused requests fail (InvalidArgument, HTTP 400).
+``nvidia.dali`` is imported on the first load. Docs: docs/backends.md, the **DALI** item."""
 
 from __future__ import annotations
 

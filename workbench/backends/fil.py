@@ -1,35 +1,20 @@
 """FIL backend (``backend: "fil"``): tree models (XGBoost, LightGBM, scikit-learn via Treelite) on CPU.
 
-Follows Triton's fil_backend for the repository layout, the config and the outputs, and runs
-each library's own CPU predictor (:mod:`workbench.backends.fil_predictors`) instead of GPU FIL
-(which needs cuML's FIL, not served here): the outputs equal ``xgboost`` / ``lightgbm`` /
-``treelite.gtil`` predictions cast to float32, bit for bit. Triton's FIL converts every model
-to Treelite and predicts in float32, so for float64 models (LightGBM, scikit-learn) its numbers
-may differ from these in the last bits.
+Follows Triton's fil_backend for the layout, the config and the outputs, and runs each
+library's own CPU predictor (:mod:`workbench.backends.fil_predictors`) instead of GPU FIL:
+outputs equal ``xgboost`` / ``lightgbm`` / ``treelite.gtil`` predictions cast to float32.
+Files and parameters: :mod:`workbench.backends.fil_options`; each library is imported on the
+first load of its type.
 
-* Files: ``model_type`` (:mod:`workbench.backends.fil_options`) names the format and the
-  default file in the version folder (``xgboost.json``, ``model.txt``, ``checkpoint.tl`` ...);
-  ``default_model_filename`` overrides it. The library is imported on the first load of its
-  type, so the server runs without any of them; a load without it says what to install.
-* Tensors, as FIL: one input ``input__0`` TYPE_FP32 ``[n_features]`` (batch dimension first;
-  with ``max_batch_size: 0`` ``[rows, n_features]``), one output ``output__0`` TYPE_FP32:
-  ``[1]`` the class index (``is_classifier``; a binary one is 1 where ``p > threshold``) or the
-  regression value; with ``predict_proba`` ``[n_classes]`` probabilities, a binary classifier
-  ``[1]`` (the positive class's, FIL's default) or ``[2]`` (``[1 - p, p]``, as
-  ``predict_proba``). FIL's optional second output ``treeshap_output`` FP32 (SHAP values,
-  ``[n_features + 1]`` for a binary classifier or a regressor, ``[n_classes, n_features + 1]``
-  else; the last column the bias) is the library's own TreeSHAP (xgboost ``pred_contribs``,
-  lightgbm ``pred_contrib``), computed only for requests that ask for it; Treelite's GTIL has
-  none, so a ``treelite_checkpoint`` model with it fails the load. Outputs are squeezed as
-  FIL's are (rapids-triton's ``squeeze_output``): dims of 1 are dropped, so ``dims: [ 1 ]``
-  answers ``[rows]`` and ``[2]`` answers ``[rows, 2]`` (FIL's own QA, ``qa/L0_e2e``, checks it).
-* The load checks the config against the model: names, FP32, the number of features and the
-  output width; a mismatch fails the load with the text of what differs.
-* KIND_GPU fails the load (no GPU FIL here); KIND_CPU and KIND_AUTO run on CPU. No
-  auto-complete: Triton's FIL backend has none, the config gives the tensors.
-* A batch of requests is joined along the batch dimension, predicted once and split back
-  (:mod:`workbench.backends.batching`).
-"""
+Tensors, as FIL: input ``input__0`` FP32 ``[n_features]`` (``[rows, n_features]`` with
+``max_batch_size: 0``); output ``output__0`` FP32: ``[1]`` class index or regression value,
+with ``predict_proba`` ``[n_classes]`` (binary: ``[1]`` or ``[2]``); optional
+``treeshap_output`` FP32 ``[n_features + 1]`` (or ``[n_classes, n_features + 1]``), the
+library's own TreeSHAP, only for requests that ask (a ``treelite_checkpoint`` model with it
+fails the load). Outputs are squeezed as rapids-triton's ``squeeze_output``: ``dims: [ 1 ]``
+answers ``[rows]``. The load checks names, FP32, feature count and output width against the
+model; KIND_GPU fails the load; no auto-complete. A batch is joined, predicted once and split
+back (:mod:`workbench.backends.batching`). Docs: docs/backends.md, the **FIL** item."""
 
 from __future__ import annotations
 

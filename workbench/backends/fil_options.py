@@ -2,36 +2,21 @@
 
 Read once per load by :func:`fil_options`; :mod:`workbench.backends.fil` uses the result.
 
-* ``model_type``: the file format, and with it the default file name in the version folder
-  (used unless the config sets ``default_model_filename``), as Triton's FIL backend:
-  ``xgboost`` (``xgboost.model``, the default type), ``xgboost_json`` (``xgboost.json``),
-  ``xgboost_ubj`` (``xgboost.ubj``), ``lightgbm`` (``model.txt``), ``treelite_checkpoint``
-  (``checkpoint.tl``). Any other value fails the load (FIL: "<type> not recognized as a valid
-  serialization format.").
-* ``is_classifier`` (``true``/``false``; FIL before 25.09 called it ``output_class``, still
-  accepted here and, as in FIL, winning when both are set): required, as in FIL.
-* ``predict_proba`` (default ``false``): classifiers return one probability per class instead
-  of the class index.
-* ``threshold`` (default 0.5): a binary classifier without ``predict_proba`` returns 1 where the
-  positive probability is greater than it, else 0.
-* ``cpu_nthread``: threads of the library's CPU predictor (xgboost ``nthread``, lightgbm
-  ``num_threads``, treelite GTIL ``nthread``); ``-1`` = the library's default, all cores, as in
-  FIL. The one parameter of FIL's performance group that has an effect here. Unset, it is
-  :func:`default_cpu_threads` (FIL's default is -1): the CPUs this process may use less 2, at
-  least 1, so the predictor leaves the event loop and the frontends two CPUs (on a 2-CPU machine:
-  one thread). Measured on 2 shared CPUs (load ~3), cancer_xgboost's 100 trees: one row 7.0 ms
-  with all threads vs 0.39 ms with one, 64 rows 23.6 vs 0.43 ms, 1144 rows 25.6 vs 2.7 ms
-  (LightGBM and GTIL alike, 3-7x): OpenMP threads waiting for a busy core cost more than the
-  trees.
-* GPU-layout hints, accepted and logged once per load, with no effect: the libraries' CPU
-  predictors pick their own layout. Current FIL's ``layout``, ``chunk_size``,
-  ``transfer_threshold``; FIL's removed ones ``storage_type``, ``algo``, ``blocks_per_sm``,
-  ``threads_per_tree``, ``use_experimental_optimizations``; ``xgboost_allow_unknown_field``
-  (xgboost's own loader reads the file here).
+* ``model_type``: the format and its default file (``xgboost`` ``xgboost.model``, the default;
+  ``xgboost_json`` ``.json``; ``xgboost_ubj`` ``.ubj``; ``lightgbm`` ``model.txt``;
+  ``treelite_checkpoint`` ``checkpoint.tl``), unless ``default_model_filename``; any other
+  value fails the load (FIL: "<type> not recognized as a valid serialization format.").
+* ``is_classifier`` (required; FIL's older ``output_class`` accepted and winning),
+  ``predict_proba`` (default false), ``threshold`` (default 0.5).
+* ``cpu_nthread``: the library predictor's threads; -1 = all cores (FIL's default); unset:
+  :func:`default_cpu_threads`, the usable CPUs less 2, at least 1 (all-core OpenMP on a busy
+  2-CPU machine cost 3-7x).
+* GPU-layout hints (``layout``, ``chunk_size``, ``transfer_threshold``, ``storage_type``,
+  ``algo``, ``blocks_per_sm``, ``threads_per_tree``, ``use_experimental_optimizations``,
+  ``xgboost_allow_unknown_field``): accepted and logged once per load, no effect.
 
 Booleans are ``true``/``false`` (any case); a value that does not parse fails the load with
-the parameter's name.
-"""
+the parameter's name. Docs and measurements: docs/backends.md, the **FIL** item."""
 
 from __future__ import annotations
 

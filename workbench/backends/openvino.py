@@ -1,31 +1,22 @@
 """OpenVINO backend (``backend: "openvino"``), on CPU with the ``openvino`` package.
 
-Follows Triton's openvino_backend: the version folder holds an OpenVINO IR (``model.xml``
-plus ``model.bin``, the default) or any file OpenVINO reads itself (``default_model_filename:
-"model.onnx"``). One compiled model and one infer request per instance (KIND_CPU; KIND_GPU
-fails the load: Triton's backend runs on CPU only too). ``openvino`` is imported on the first
-load, so the server runs without it; a load without it fails with what to install.
+Follows Triton's openvino_backend: an OpenVINO IR (``model.xml`` + ``model.bin``) or any file
+OpenVINO reads (``default_model_filename: "model.onnx"``); one compiled model and one infer
+request per instance; KIND_CPU only (KIND_GPU fails the load, as Triton's). ``openvino`` is
+imported on the first load; without it the load says what to install.
 
-Model config ``parameters`` (Triton's names; values are strings):
+Config ``parameters`` (Triton's names, string values): ``NUM_STREAMS``
+(``CPU_THROUGHPUT_STREAMS``), ``INFERENCE_NUM_THREADS`` (``CPU_THREADS_NUM``),
+``PERFORMANCE_HINT``, ``INFERENCE_PRECISION_HINT``, ``ENABLE_CPU_PINNING``,
+``COMPILATION_NUM_THREADS``, ``CACHE_DIR`` go to ``Core.compile_model`` (a refused value fails
+the load with OpenVINO's text); ``SKIP_OV_DYNAMIC_BATCHSIZE: YES`` keeps the model's own batch
+dimension (else, with ``max_batch_size > 0``, it is made dynamic); ``ENABLE_BATCH_PADDING``,
+``RESHAPE_IO_LAYERS`` accepted and ignored.
 
-* ``NUM_STREAMS`` (``CPU_THROUGHPUT_STREAMS`` in older Triton), ``INFERENCE_NUM_THREADS``
-  (``CPU_THREADS_NUM``), ``PERFORMANCE_HINT`` (``LATENCY``/``THROUGHPUT``/
-  ``CUMULATIVE_THROUGHPUT``), ``INFERENCE_PRECISION_HINT``, ``ENABLE_CPU_PINNING``,
-  ``COMPILATION_NUM_THREADS``, ``CACHE_DIR``: passed to ``Core.compile_model`` as OpenVINO
-  properties; a value OpenVINO refuses fails the load with its text.
-* ``SKIP_OV_DYNAMIC_BATCHSIZE`` (``YES``/``NO``): with ``max_batch_size > 0`` the model's
-  first dimension is made dynamic (Triton's default) unless this is ``YES``; then only
-  batches of the model's own batch size run.
-* ``ENABLE_BATCH_PADDING``, ``RESHAPE_IO_LAYERS``: accepted and ignored.
-
-Inputs/outputs are checked against the config at load (names, datatypes, rank and fixed
-dims, as the onnxruntime backend). A batch of requests is concatenated along the batch
-dimension, run once and split back (:mod:`workbench.backends.batching`). Ragged batching
-(``allow_ragged_batch``, ``batch_input``, ``BATCH_SCATTER_WITH_INPUT_SHAPE``) works as on the
-onnxruntime backend: ragged inputs go in flat (model shape ``[-1]``), batch inputs are model
-inputs, scatter outputs are split by their source input's shapes. Triton's openvino_backend has
-no ragged batching; this follows its onnxruntime and pytorch backends instead.
-"""
+Inputs/outputs are checked against the config at load (names, datatypes, rank, fixed dims). A
+batch is concatenated, run once and split back (:mod:`workbench.backends.batching`); ragged
+batching as the onnxruntime backend's (beyond Triton's openvino_backend). Docs:
+docs/backends.md, the **OpenVINO** item."""
 
 from __future__ import annotations
 

@@ -1,35 +1,22 @@
 """Model config -> ONNX Runtime session settings and execution providers (pure, no ORT import).
 
-Follows Triton's onnxruntime_backend (``src/onnxruntime.cc``, README "ONNX Runtime with
-TensorRT optimization" / "CUDA Execution Provider optimization" / "OpenVINO optimization" /
-"Other Optimization Options"):
+Follows Triton's onnxruntime_backend (``src/onnxruntime.cc`` and its README's optimization
+sections):
 
-* ``optimization { graph { level } }``: -1 -> ``ORT_ENABLE_BASIC``, 1 -> ``ORT_ENABLE_EXTENDED``,
-  2 -> ``ORT_DISABLE_ALL``, anything else (0, unset) -> ``ORT_ENABLE_ALL``.
-* ``parameters``: ``intra_op_thread_count`` / ``inter_op_thread_count`` (threads; only values
-  > 0 are applied, 0 lets ORT pick the core count), ``execution_mode`` (0 sequential,
-  1 parallel; anything else fails the load), ``enable_mem_arena`` / ``enable_mem_pattern``
-  (bools), ORT session config entries (keys starting ``session.``, e.g.
-  ``session.use_device_allocator_for_initializers``). Intra-op thread spinning
-  (``session.intra_op.allow_spinning``) defaults to on only where the model's intra-op threads
-  leave cores for the rest of the server (:func:`default_intra_op_spinning`), else off;
-  inter-op spinning defaults to off. A ``session.*`` parameter always wins.
-* ``gpu_execution_accelerator`` (KIND_GPU instances only; ignored on KIND_CPU like Triton):
-  ``tensorrt`` -> ``TensorrtExecutionProvider`` with the options of :data:`TRT_PARAMETERS`
-  (``precision_mode`` FP32/FP16/BF16/INT8 -> ``trt_fp16_enable`` / ``trt_bf16_enable`` /
-  ``trt_int8_enable``, ``max_workspace_size_bytes`` -> ``trt_max_workspace_size`` in bytes,
-  ...) plus ``device_id``; ``cuda`` -> options of the CUDA provider, which is always added
-  for KIND_GPU, with the deprecated top-level ``cudnn_conv_algo_search`` (0/1/2),
-  ``gpu_mem_limit`` (bytes), ``arena_extend_strategy`` (0/1), ``do_copy_in_default_stream``.
-* ``cpu_execution_accelerator``: ``openvino`` -> ``OpenVINOExecutionProvider``
-  (``device_type: CPU``), for every instance kind.
+* ``optimization { graph { level } }``: -1 ``ORT_ENABLE_BASIC``, 1 ``ORT_ENABLE_EXTENDED``,
+  2 ``ORT_DISABLE_ALL``, else ``ORT_ENABLE_ALL``.
+* ``parameters``: ``intra_op_thread_count`` / ``inter_op_thread_count`` (> 0 applied),
+  ``execution_mode`` (0 / 1, else a load error), ``enable_mem_arena`` / ``enable_mem_pattern``,
+  ``session.*`` config entries (always win). Intra-op spinning defaults on only where the
+  model's threads leave cores to the server (:func:`default_intra_op_spinning`), inter-op off.
+* ``gpu_execution_accelerator`` (KIND_GPU only): ``tensorrt`` (:data:`TRT_PARAMETERS`,
+  sizes in bytes) and ``cuda`` (CUDA provider options; the CUDA provider is always added for
+  KIND_GPU); ``cpu_execution_accelerator``: ``openvino`` (``device_type: CPU``).
 
-Provider order is Triton's: gpu accelerators, CUDA (KIND_GPU), cpu accelerators, CPU.
-
-An accelerator whose provider the installed onnxruntime lacks fails the load. Triton does
-the same: a backend built without TensorRT/OpenVINO answers "unknown Execution Accelerator
-'tensorrt' is requested"; we keep that text and add which provider and package is missing.
-"""
+Provider order is Triton's: gpu accelerators, CUDA (KIND_GPU), cpu accelerators, CPU. An
+accelerator whose provider the installed onnxruntime lacks fails the load with Triton's
+"unknown Execution Accelerator '<name>' is requested" plus the missing provider and package.
+Docs: docs/backends.md, the **ONNX Runtime** item."""
 
 from __future__ import annotations
 

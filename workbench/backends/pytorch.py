@@ -1,58 +1,26 @@
 """PyTorch backend (``backend: "pytorch"`` / ``platform: "pytorch_libtorch"``): TorchScript models.
 
-Follows Triton's pytorch_backend (the libtorch one): ``<version>/model.pt`` (or
-``default_model_filename``) is a TorchScript module (``torch.jit.script`` / ``torch.jit.trace``
-then ``.save``) loaded with ``torch.jit.load`` once per model instance. ``torch`` is imported
-only when such a model loads, so the server runs without it (``pip install workbench[pytorch]``).
+Follows Triton's pytorch_backend (libtorch): ``<version>/model.pt`` (or
+``default_model_filename``) loaded with ``torch.jit.load`` once per instance; ``torch`` is
+imported only when such a model loads. Inputs bind to ``forward()`` by argument name, else by
+``<name>__<index>``, else in config order (a single ``Dict[str, Tensor]`` argument gets them
+all by name); outputs by ``<name>__<index>``, else in config order; sequence controls and
+implicit state must be named ``<name>__<index>``. Binding and its load errors:
+:mod:`.pytorch_binding`.
 
-Inputs and outputs are bound as Triton binds them, checked at load:
+Datatypes: BOOL, UINT8, INT8..INT64, FP16/32/64; BYTES only as ``List[str]``; UINT16/32/64
+and BF16 refused at load. Each output's datatype and shape are checked against the config at
+every execution (a mismatch fails that execution). A batch is joined along dim 0, run in one
+``forward()`` and split back; ragged inputs go in flat, ``batch_input`` targets are extra
+arguments, scatter outputs are split by their source input's shapes.
 
-- inputs: if every config input is named after a ``forward()`` argument, by name; else if every
-  one follows ``<name>__<index>`` (``INPUT__0``), by that index; else in config order (with
-  Triton's warning). A ``forward()`` taking a single ``Dict[str, Tensor]`` gets every input by
-  its config name. Arguments must be ``Tensor`` (or ``List[str]`` for a 1-D BYTES input, as in
-  Triton); the config must list as many inputs as ``forward()`` takes.
-- outputs: ``forward()`` returns a Tensor, a ``List[str]`` (BYTES) or a tuple of these; config
-  outputs named ``<name>__<index>`` (``OUTPUT__0``) take that element, others go in config order.
-  Dicts and lists of tensors are refused, as Triton's TorchScript backend does.
-- sequence batching: control inputs (START, END, READY, CORRID) and implicit state are
-  ``forward()`` arguments / results too and, as in Triton, must be named ``<name>__<index>``
-  (with state, every input and output must).
-
-Datatypes: BOOL, UINT8, INT8, INT16, INT32, INT64, FP16, FP32, FP64 (Triton's list); BYTES only
-as ``List[str]``. UINT16/32/64 are refused (torch has the dtypes but no arithmetic on them) and so
-is BF16 (not converted to torch here; the Python backend takes it). An output's datatype and shape are compared with
-the config at every execution; a mismatch fails that execution with a clear error.
-
-A batch of requests is joined along dim 0, run in one ``forward()`` call, and every output is
-split back. Ragged batching as in Triton's pytorch_backend: an ``allow_ragged_batch`` input is
-given flat (all requests' elements, shape ``[total elements]``), every ``batch_input`` target is
-one more ``forward()`` argument (bound by the inputs' naming convention; counted once per
-``batch_input`` entry, as Triton counts them), and a ``BATCH_SCATTER_WITH_INPUT_SHAPE`` output
-is not compared with its configured shape but split by each request's source input shape.
-Instances: KIND_CPU on the CPU; KIND_GPU on ``cuda:<device_id>`` with its own CUDA
-stream (a clear load error where torch sees no CUDA device); KIND_MODEL leaves the module on the
-devices it was saved on and feeds it CPU tensors. A KIND_GPU instance reports the bytes of its
-parameters and buffers on its device as its ``GPU`` memory usage (statistics' ``memory_usage``).
-
-Config ``parameters`` (Triton's names; booleans accept true/false/1/0/on/off/yes/no):
-
-- ``INFERENCE_MODE`` (default true): run under ``torch.inference_mode()``, else ``torch.no_grad()``.
-- ``DISABLE_OPTIMIZED_EXECUTION``: ``torch._C._set_graph_executor_optimize(False)`` before each
-  execution. The flag is thread-local in torch and every instance runs on its own thread, so it
-  holds per instance (Triton sets it the same way, per execution).
-- ``ENABLE_JIT_PROFILING`` / ``ENABLE_JIT_EXECUTOR`` / ``ENABLE_TENSOR_FUSER``: set before each
-  execution when given (process-wide switches in torch, as in Triton).
-- ``DISABLE_CUDNN`` (GPU instances), ``ENABLE_CACHE_CLEANING`` (``torch.cuda.empty_cache()``
-  after each GPU execution; logged and ignored on CPU), ``ENABLE_WEIGHT_SHARING`` (instances of
-  one model version on the same device share one loaded module).
-- ``INTRA_OP_THREAD_COUNT`` or ``NUM_THREADS``: ``torch.set_num_threads``; ``INTER_OP_THREAD_COUNT``
-  or ``NUM_INTEROP_THREADS``: ``torch.set_num_interop_threads``. Both are process-wide in torch:
-  as in Triton, the first model that sets one wins and later different values are logged and
-  ignored.
-- ``ENABLE_NVFUSER`` (NvFuser is gone from PyTorch) and ``TORCH_COMPILE_OPTIONAL_PARAMETERS``
-  (Triton's Python-based PyTorch runtime) are accepted and ignored with a log line.
-"""
+Instances: KIND_CPU; KIND_GPU on ``cuda:<device_id>`` with its own CUDA stream (reports its
+parameter and buffer bytes as ``GPU`` memory); KIND_MODEL (CPU tensors in). Config
+``parameters`` (Triton's names): ``INFERENCE_MODE``, ``DISABLE_OPTIMIZED_EXECUTION``
+(thread-local in torch, so per instance), the process-wide JIT switches and thread counts
+(the first model that sets a thread count wins), ``DISABLE_CUDNN``, ``ENABLE_CACHE_CLEANING``,
+``ENABLE_WEIGHT_SHARING``; ``ENABLE_NVFUSER`` and ``TORCH_COMPILE_OPTIONAL_PARAMETERS``
+accepted and ignored. Docs: docs/backends.md, the **PyTorch** item."""
 
 from __future__ import annotations
 

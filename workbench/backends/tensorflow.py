@@ -1,34 +1,21 @@
 """TensorFlow backend (``platform: "tensorflow_savedmodel"``), on CPU with ``tensorflow-cpu``.
 
-Follows Triton's tensorflow_backend: the version folder holds a SavedModel directory
-``model.savedmodel/`` (``default_model_filename`` may name another); its meta graph of tag
-``TF_GRAPH_TAG`` (default ``serve``) and signature ``TF_SIGNATURE_DEF`` (default
-``serving_default``; see :mod:`workbench.config.tensorflow_signature`) are served. The config
-names tensors by the signature's input/output *keys*, as Triton does. ``tensorflow`` is
-imported on the first load only (a server without TensorFlow models never imports it); a load
-without it fails with what to install. GraphDef models (``tensorflow_graphdef``) are not
-served: their load fails saying so (TF2's Python API has no GraphDef session to run them).
+Follows Triton's tensorflow_backend: ``<version>/model.savedmodel/`` (or
+``default_model_filename``), the meta graph of ``TF_GRAPH_TAG`` (default ``serve``) and the
+signature ``TF_SIGNATURE_DEF`` (default ``serving_default``;
+:mod:`workbench.config.tensorflow_signature`); config tensors are the signature's keys.
+``tensorflow`` is imported on the first load. GraphDef models fail their load, saying so.
 
-Model config ``parameters`` (Triton's names; string values):
+``TF_NUM_INTRA_THREADS`` / ``TF_NUM_INTER_THREADS``: TF2 keeps one pair of pools per process,
+fixed when TensorFlow first runs, so the first model that sets them wins
+(:func:`apply_thread_settings`), later ones load with a warning. ``TF_USE_PER_SESSION_THREADS``,
+``MAX_SESSION_SHARE_COUNT``, ``TF_INIT_OPS_FILE`` are accepted and ignored.
 
-* ``TF_SIGNATURE_DEF``, ``TF_GRAPH_TAG``: the signature and meta graph served.
-* ``TF_NUM_INTRA_THREADS`` (>= 0), ``TF_NUM_INTER_THREADS``: TensorFlow's thread pools
-  (0 = TensorFlow's choice). Triton sets them per session; TF2's Python runtime keeps *one*
-  pair of pools per process, fixed when TensorFlow first runs: the first TensorFlow model
-  that sets them wins (even among models loading at once, see
-  :func:`apply_thread_settings`); a later model asking for other values loads with a warning
-  saying the values in force. (Triton's sessions without ``TF_USE_PER_SESSION_THREADS`` share
-  the first session's global pools much the same way.)
-* ``TF_USE_PER_SESSION_THREADS``, ``MAX_SESSION_SHARE_COUNT``, ``TF_INIT_OPS_FILE``:
-  accepted and ignored (GraphDef/session options: each instance here loads its own copy).
-
-Load errors (the model UNAVAILABLE, its reason in the repository index): no TensorFlow,
-GraphDef, KIND_GPU where TensorFlow sees no GPU (``tensorflow-cpu``), a missing SavedModel,
-a missing tag or signature (the signatures there are listed), a config tensor the signature
-lacks, another input count, datatype or shape (Triton's ``ValidateTensorFlowModel`` /
-``CompareDims`` texts). A batch of requests is concatenated along the batch dimension, run
-once and split back (:mod:`workbench.backends.batching`).
-"""
+Load errors (UNAVAILABLE with the reason): no TensorFlow, GraphDef, KIND_GPU without a GPU, a
+missing SavedModel, tag or signature, a config tensor the signature lacks, another input
+count, datatype or shape (Triton's ``ValidateTensorFlowModel`` / ``CompareDims`` texts). A
+batch is concatenated along the batch dimension, run once and split back
+(:mod:`workbench.backends.batching`). Docs: docs/backends.md, **TensorFlow SavedModel**."""
 
 from __future__ import annotations
 

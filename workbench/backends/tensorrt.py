@@ -1,38 +1,26 @@
 """TensorRT backend (``backend: "tensorrt"`` / ``platform: "tensorrt_plan"``): serialized
 TensorRT engines (``<version>/model.plan``, or ``default_model_filename``).
 
-Follows Triton's tensorrt_backend with TensorRT 10's API: named I/O tensors,
-``IExecutionContext.execute_async_v3`` on one CUDA stream per instance, optimization profiles
-for dynamic shapes. ``tensorrt`` and ``cuda-python`` are imported only when such a model
-loads: without them, or without an NVIDIA GPU, the model is UNAVAILABLE with the reason
-(:data:`~workbench.config.tensorrt_plan.REQUIREMENTS`) and the server serves its other models.
+Follows Triton's tensorrt_backend with TensorRT 10's API (named I/O tensors,
+``execute_async_v3`` on one CUDA stream per instance, optimization profiles). ``tensorrt`` and
+``cuda-python`` are imported only when a plan loads; without them or a GPU the model is
+UNAVAILABLE with the reason (:data:`~workbench.config.tensorrt_plan.REQUIREMENTS`).
 
-- Instances: KIND_GPU only (Triton's "TensorRT backend supports only GPU device"), on
-  ``cuda:<device_id>``. Each deserializes the plan (a plan built by another TensorRT version,
-  or for another GPU architecture, fails with a reason naming both sides and what to do:
-  :func:`~workbench.config.tensorrt_plan.explain_plan_errors`) and creates one execution
-  context per optimization profile it uses: the instance group's ``profile`` list, else
-  profile 0. Each execution runs in the fitting profile closest to its opt shapes.
-- Load-time checks (:mod:`workbench.config.tensorrt_io`, :mod:`workbench.config.tensorrt_profiles`):
-  config inputs/outputs against the engine's (names, datatypes, dims); with
-  ``max_batch_size > 0`` a dynamic first dimension and profiles whose max batch is at least
-  ``max_batch_size``; fixed config dims inside every profile's range.
-- Execution: a batch of requests is joined along dim 0, its input shapes are set on the
-  context (``set_input_shape``), inputs are copied to device buffers that grow as needed,
-  every engine output is computed (TensorRT needs an address for each) and the requested ones
-  are copied back to host numpy arrays; then split per request. Ragged batching as in
-  Triton's tensorrt_backend: a ragged input goes in flat (engine shape ``[-1]``), batch inputs
-  are engine inputs computed from the batch, scatter outputs are split by their source input's
-  shapes (:mod:`workbench.backends.batching`). Outputs whose shape depends on
-  the data (``-1`` after the input shapes are set) are not supported.
-- ``parameters { key: "execution_context_allocation_strategy" }``: ``STATIC`` (default),
-  ``ON_PROFILE_CHANGE`` or ``RUNTIME`` (Triton's parameter; TensorRT's
-  ``ExecutionContextAllocationStrategy``).
-- ``optimization { cuda { graphs: true } }`` (and ``graph_spec``, ``busy_wait_events``,
-  ``output_copy_stream``) is accepted and ignored with a log line: no CUDA graphs here.
-- ``reported_memory()``: GPU bytes on the instance's device: the plan's size (its weights,
-  which TensorRT keeps on the GPU) plus each context's ``device_memory_size_v2``.
-"""
+- KIND_GPU only, on ``cuda:<device_id>``; each instance deserializes the plan (version or
+  architecture mismatches explained: :func:`~workbench.config.tensorrt_plan.explain_plan_errors`)
+  and creates one execution context per profile it uses (the group's ``profile`` list, else
+  0); an execution runs in the fitting profile closest to its opt shapes.
+- Load checks: :mod:`workbench.config.tensorrt_io`, :mod:`workbench.config.tensorrt_profiles`.
+- Execution: the batch joined along dim 0, input shapes set, inputs copied to growing device
+  buffers, every output computed and the requested ones copied back, split per request;
+  ragged batching as Triton's (:mod:`workbench.backends.batching`); data-dependent output
+  shapes are not supported.
+- ``execution_context_allocation_strategy`` (``STATIC`` / ``ON_PROFILE_CHANGE`` /
+  ``RUNTIME``) applied; ``optimization { cuda { graphs ... } }`` accepted and ignored (logged).
+- ``reported_memory()``: GPU bytes: the plan's size plus each context's
+  ``device_memory_size_v2``.
+
+Docs: docs/backends.md, the **TensorRT** item."""
 
 from __future__ import annotations
 

@@ -53,40 +53,30 @@ def autocomplete_model_config(
 ) -> ModelConfig:
     """Fill what Triton's auto-complete fills; never mutates ``config``.
 
-    Follows tritonserver: ``name`` defaults to the directory name; backend,
-    platform and default model filename are derived from each other or from the
-    files in the lowest version folder (``model.onnx`` -> onnxruntime /
-    onnxruntime_onnx, ``model.py`` -> python, ``model.pt`` -> pytorch /
-    pytorch_libtorch, ``model.plan`` -> tensorrt / tensorrt_plan, ``model.xml``
-    -> openvino, a directory named ``x.<backend>`` -> ``<backend>``). Unless
-    ``strict``, an onnxruntime model then gets max_batch_size, dynamic batching
-    and inputs/outputs from its ONNX graph like the onnxruntime backend does,
-    and a python model whatever its ``auto_complete_config`` sets (run in a
-    separate process, as Triton's python backend does).
+    As tritonserver: ``name`` defaults to the directory name; backend, platform and default model
+    filename come from each other or from the lowest version folder's files (``model.onnx``,
+    ``model.py``, ``model.pt``, ``model.plan``, ``model.xml``, a directory ``x.<backend>``).
+    Unless ``strict``, an onnxruntime model gets max_batch_size, dynamic batching and its
+    inputs/outputs from its ONNX graph, and a python model what its ``auto_complete_config``
+    sets (run in a separate process). Docs: docs/backends.md (each backend's auto-complete).
 
     Args:
         config: the parsed config.pbtxt, or None when the model has none.
         model_name: the model's directory name.
         model_dir: the model's directory.
-        strict: tritonserver ``--strict-model-config=true`` /
-            ``--disable-auto-complete-config``: a config file is required and
-            nothing is read from the model files except for the backend fields
-            (which Triton fills even in strict mode).
-        default_max_batch_size: the onnxruntime ``default-max-batch-size``
-            backend config used for batchable graphs with ``max_batch_size`` 0.
-        backend_directory: ``--backend-directory``: a backend the table does not know is
-            a Python-based backend when ``<backend_directory>/<backend>/model.py`` exists
-            (:mod:`workbench.config.python_based`): ``runtime`` becomes ``model.py`` and
-            that file's ``auto_complete_config`` runs (unless strict).
+        strict: ``--strict-model-config=true`` / ``--disable-auto-complete-config``: a config
+            file is required; only the backend fields are filled (as Triton does).
+        default_max_batch_size: the onnxruntime ``default-max-batch-size`` backend config, for
+            batchable graphs with ``max_batch_size`` 0.
+        backend_directory: ``--backend-directory``: an unknown backend is Python-based when
+            ``<backend_directory>/<backend>/model.py`` exists (:mod:`workbench.config.python_based`).
 
     Returns:
         A new, completed ``ModelConfig``.
 
     Raises:
-        InvalidModelConfig: strict mode without a config file; no backend can be
-            determined; the ONNX graph cannot be read or contradicts the config; a
-            python model's ``auto_complete_config`` fails.
-    """
+        InvalidModelConfig: strict mode without a config file; no backend can be determined; the
+            ONNX graph cannot be read or contradicts the config; ``auto_complete_config`` fails."""
     if config is None and strict:
         raise InvalidModelConfig(
             f"model configuration file is missing for model '{model_name}' in "

@@ -225,38 +225,30 @@ def check_ensemble_steps(config: mc.ModelConfig, composing: Mapping[str, mc.Mode
     """Check an ensemble against its composing models' configs (Triton's
     ``ValidateEnsembleConfig``), in Triton's order and with its texts:
 
-    - "ensemble E allows maximum batch size N, but it contains model M which only allows
-      maximum batch size to be K" (a non-batching composing model, K = 0, is allowed);
+    - "ensemble E allows maximum batch size N, but it contains model M which only allows maximum
+      batch size to be K" (K = 0, a non-batching model, is allowed);
     - "in ensemble E, ensemble tensor T is mapping to non-existing input I in model M";
-    - "in ensemble E, input I in model M is not mapped to any ensemble tensors" (a
-      required input; optional ones may stay unmapped);
+    - "in ensemble E, input I in model M is not mapped to any ensemble tensors" (required inputs);
     - "in ensemble E, ensemble tensor T is mapped from non-existing output O in model M";
-    - "in ensemble E, ensemble tensor T: inconsistent data type: TYPE_FP32 is inferred from
-      model A while TYPE_INT32 is inferred from model B";
-    - "in ensemble E, ensemble tensor T: inconsistent shape: [-1,16] is inferred from model
-      A while [-1,8] is inferred from model B" (``-1`` matches any size; shapes also match
-      when they agree once the batch dimension of a batching model is counted).
-
-    - "in ensemble E, step of model 'M' receives inputs originated from different
-      decoupled models" (a step, or the ensemble's outputs, fed by two decoupled models, or
-      by a decoupled model and the ensemble inputs: their responses could not be paired;
-      'M' is the model the step's first output tensor was inferred from, as in Triton).
+    - "in ensemble E, ensemble tensor T: inconsistent data type: ..." / "...: inconsistent shape:
+      ..." (``-1`` matches any size; shapes also match once a batching model's batch dim counts);
+    - "in ensemble E, step of model 'M' receives inputs originated from different decoupled
+      models" ('M': the model the step's first output tensor was inferred from, as in Triton).
 
     Ensemble inputs and outputs take part as tensors "inferred from" the ensemble (their
-    ``reshape`` when they have one). Unmapped composing-model outputs are fine (Triton).
+    ``reshape`` when they have one); unmapped composing-model outputs are fine. Docs:
+    docs/ensembles.md.
 
     Args:
         config: a normalized ensemble config that passed :func:`check_ensemble`.
         composing: the normalized config of every model :func:`composing_models` names.
 
     Returns:
-        Whether the ensemble is decoupled: some decoupled composing model feeds it (Triton
-        sets the ensemble's ``model_transaction_policy.decoupled`` so).
+        Whether the ensemble is decoupled (some decoupled composing model feeds it).
 
     Raises:
         InvalidModelConfig: the first rule broken.
-        KeyError: ``composing`` lacks a composing model (the caller checks presence first).
-    """
+        KeyError: ``composing`` lacks a composing model (the caller checks presence first)."""
     m = config.name
     batching = config.max_batch_size > 0
     tensors: dict[str, _Node] = {}

@@ -1,47 +1,23 @@
 """The config knobs people tune, read from and written into ``config.pbtxt`` text.
 
-:class:`ConfigKnobs` is what the config editor's form controls and the notebook widgets show:
-max batch size, dynamic batching (preferred batch sizes, max queue delay in µs, priority
+:class:`ConfigKnobs` is what the config editor's form and the notebook widgets show: max
+batch size, dynamic batching (preferred batch sizes, max queue delay in **µs**, priority
 levels), the first instance group's count and kind, the response cache, and the backend's
-thread and stream counts (config ``parameters``, :data:`BACKEND_PARAMETERS`).
-:func:`set_knobs` rewrites only the values that changed, so comments, the indent and the list
-style of every block survive, inside the rewritten ones too (:mod:`workbench.config_edits.pbtxt_edit`).
+thread and stream counts (config ``parameters`` under each backend's own names, older names
+read too: :data:`BACKEND_PARAMETERS`; 0 = the backend's default, the parameter removed).
+:func:`set_knobs` rewrites only the values that changed, keeping comments, indent and list
+style (:mod:`workbench.config_edits.pbtxt_edit`).
 
-Not every knob applies to every model (:func:`knob_reasons` says why one does not):
+:func:`knob_reasons` says why a knob does not apply: a sequence-batched model has no dynamic
+batcher (Triton's ``scheduling_choice``), so no dynamic batching, priority levels or response
+cache, and its queue delay / preferred sizes map to ``sequence_batching.oldest`` (or
+``direct.max_queue_delay_microseconds`` with ``minimum_slot_utilization``); an ensemble has
+no batcher, instances or backend; a backend parameter of another backend does not exist.
+Changing a knob that does not apply raises ``ValueError`` with the reason (nothing written).
 
-* a sequence-batched model (``sequence_batching``, e.g. the sample ``accumulator``) has no
-  dynamic batcher: Triton's ``scheduling_choice`` is one of the two, so dynamic batching and
-  priority levels do not apply, nor the response cache (Triton refuses it with sequence
-  batching). The queue delay and preferred batch sizes map to the sequence batcher's own
-  fields where its strategy has them: ``sequence_batching.oldest.max_queue_delay_microseconds``
-  and ``.oldest.preferred_batch_size``; ``direct.max_queue_delay_microseconds`` where
-  ``direct.minimum_slot_utilization`` is set (the direct strategy waits only then);
-* an ensemble has no batcher and no instance groups of its own (its composing models have),
-  nor a backend;
-* the backend knobs are config ``parameters`` of their backend's own names, as Triton's
-  backends read them (``parameters { key: "intra_op_thread_count" value: { string_value:
-  "2" } }``); a model of another backend has no such parameter (:data:`BACKEND_PARAMETERS`):
-
-  - onnxruntime (``onnxruntime_onnx``): intra-op threads ``intra_op_thread_count``, inter-op
-    threads ``inter_op_thread_count``;
-  - pytorch (``pytorch_libtorch``): ``INTRA_OP_THREAD_COUNT`` (``NUM_THREADS``),
-    ``INTER_OP_THREAD_COUNT`` (``NUM_INTEROP_THREADS``);
-  - openvino: intra-op threads ``INFERENCE_NUM_THREADS`` (``CPU_THREADS_NUM``), streams
-    ``NUM_STREAMS`` (``CPU_THROUGHPUT_STREAMS``).
-
-  The older names in brackets are read too (the engine accepts them); a changed value is
-  written under the name the file already has (its other spellings removed), else the first
-  one. 0 is the backend's default: the parameter is removed. A value that is not a count
-  (OpenVINO's ``NUM_STREAMS: "AUTO"``, a negative one) reads as 0 and stays as written unless
-  the knob is changed.
-
-Changing a knob that does not apply raises ``ValueError`` with the reason (nothing is
-written); the form shows such knobs disabled, with the reason.
-
-Parsing and printing use ``google.protobuf.text_format`` with the ``ModelConfig`` message
-``tritonclient`` ships, as the engine does; nothing here validates (the engine's
-``validate_model_config_text`` does).
-"""
+Parsing and printing use ``google.protobuf.text_format`` with ``tritonclient``'s
+``ModelConfig``, as the engine does; nothing here validates (the engine's
+``validate_model_config_text`` does). User view: docs/dashboard.md, the **Config** tab."""
 
 from __future__ import annotations
 

@@ -1,36 +1,26 @@
 """Rewrite a ``config.pbtxt`` text so that it holds a changed message, touching only the
-values that changed: comments, the order of fields, the indent and the list style the user
-wrote stay, inside rewritten blocks too.
+values that changed: comments, field order, indent and list style stay, inside rewritten
+blocks too (``text_format`` would print the whole message its own way).
 
-``google.protobuf.text_format`` prints a whole message its own way (2-space indent, repeated
-fields one per line, no comments). The config editor's form and Tuning's Apply best change a
-few knobs, so :func:`rewrite_message` compares the message parsed from the text with the
-changed one field by field and edits the text in place (:mod:`workbench.config_edits.pbtxt_spans`
-finds where each field is written):
+:func:`rewrite_message` compares the message parsed from the text with the changed one field
+by field and edits the text in place (:mod:`workbench.config_edits.pbtxt_spans` finds where
+each field is written):
 
-* a changed scalar: its value token is replaced (``max_queue_delay_microseconds: 100`` ->
-  ``200``, a comment after it stays);
-* a changed list of scalars: written again in the style found, ``[ 4, 8 ]`` as a list with
-  the same spacing and separator, repeated ``preferred_batch_size: 4`` lines as such lines;
-* a changed message: its block is rewritten the same way, recursively (so a comment inside
-  ``dynamic_batching { ... }`` stays), as are the elements of a repeated message
-  (``instance_group [ { count: 1 } ]``) when their number is unchanged;
-* a changed map (``parameters``): entry by entry, where each entry is written as its own
-  block (``parameters { key: "k" value: { ... } }``) with a key of its own: a changed entry's
-  value rewritten inside its block, a removed key's entry removed, a new key written on a line
-  after the map's last entry, as Triton writes one (``parameters { key: "k" value: {
-  string_value: "2" } }``); the other entries, and the comments between them, stay
-  byte-for-byte;
-* a field added: inserted at the end of its block, indented as the block's other fields
-  (an empty one-line block ``{ }`` opens onto lines, indented one unit more than its line;
-  the unit is the file's own), lists written in the file's list style;
-* a field removed (a message cleared, a list emptied): its text is removed, with its line
-  where it stood alone.
+* a changed scalar: its value token replaced (a comment after it stays);
+* a changed list of scalars: written again in the style found (``[ 4, 8 ]`` with the same
+  spacing and separator, or repeated ``preferred_batch_size: 4`` lines);
+* a changed message, or the elements of a repeated message whose number is unchanged: its
+  block rewritten the same way, recursively;
+* a changed map (``parameters``) written entry by entry: a changed entry's value rewritten in
+  its block, a removed key's entry removed, a new key on a line after the last entry (as
+  Triton writes one); the other entries and comments stay byte for byte;
+* a field added: at the end of its block, indented as its siblings (an empty ``{ }`` opens onto
+  lines, one unit deeper; the unit is the file's own);
+* a field removed: its text removed, with its line where it stood alone.
 
-Anything the lexer cannot place (a repeated message whose number of elements changed, a map
-written as a ``[...]`` list whose keys changed) is written whole at the place of its first
-occurrence.
-"""
+Anything the lexer cannot place (a repeated message whose element count changed, a map
+written as a ``[...]`` list whose keys changed) is written whole at its first occurrence.
+Users' view: docs/dashboard.md (**Config**)."""
 
 from __future__ import annotations
 

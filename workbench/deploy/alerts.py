@@ -1,37 +1,18 @@
 """Prometheus alert rules for a ``workbench serve`` deployment, and promtool unit tests for them.
 
-``workbench deploy`` writes the same rule group twice: ``prometheus/alerts.rules.yml`` (a plain
-rules file: ``rule_files:`` of a Prometheus, ``promtool check rules``) and
-``k8s/prometheus-rule.yaml`` (a ``PrometheusRule`` of the Prometheus operator), plus
-``prometheus/alerts.test.yml``, unit tests that ``promtool test rules`` runs: for each alert,
-series that fire it and series that do not, and an evaluation before its ``for`` has passed.
+``workbench deploy`` writes one rule group twice, ``prometheus/alerts.rules.yml`` (plain
+rules file) and ``k8s/prometheus-rule.yaml`` (a ``PrometheusRule``), plus
+``prometheus/alerts.test.yml`` for ``promtool test rules`` (per alert: series that fire it,
+series that do not, an evaluation before its ``for`` has passed).
 
-The alerts (thresholds from :class:`~workbench.deploy.spec.DeploySpec`; every expression is
-restricted to the series of ``spec.alert_selector``, default ``job="<name>"``):
-
-=================================  ========================================================
-alert                              fires when (per scraped server, model and version)
-=================================  ========================================================
-WorkbenchModelNotReady             no version of a model the server knows is READY
-                                   (``workbench_model_ready``, beyond Triton) for 5 min
-WorkbenchErrorRateHigh             failed / all requests over 5 min above
-                                   ``alert_error_rate`` (Triton's ``nv_inference_request_*``)
-WorkbenchLatencyP99High            p99 request latency above ``alert_p99_latency_us`` for
-                                   5 min (Triton's ``nv_inference_request_summary_us``:
-                                   ``--metrics-config summary_latencies=true``)
-WorkbenchQueueTimeHigh             mean queue time per request over 5 min above
-                                   ``alert_queue_time_us`` for 5 min
-WorkbenchPendingRequestsGrowing    pending requests above ``alert_pending_requests`` and
-                                   higher than 5 min before, for 2 min
-WorkbenchGpuMemoryNearFull         used / total GPU memory above ``alert_gpu_memory_fraction``
-                                   for 5 min (Triton's ``nv_gpu_memory_*_bytes``)
-WorkbenchServerDown                Prometheus cannot scrape the server (``up == 0``) for 1 min
-WorkbenchRepositoryPollFailing     a repository poll failed in the last 10 min
-                                   (``workbench_repository_poll_failures_total``, beyond Triton)
-=================================  ========================================================
-
-Latencies are **microseconds**, as Triton's ``*_us`` families.
-"""
+Alerts (thresholds from :class:`~workbench.deploy.spec.DeploySpec`; every expression restricted
+to ``spec.alert_selector``, default ``job="<name>"``): ``WorkbenchModelNotReady``,
+``WorkbenchErrorRateHigh``, ``WorkbenchLatencyP99High`` (Triton's
+``nv_inference_request_summary_us``), ``WorkbenchQueueTimeHigh``,
+``WorkbenchPendingRequestsGrowing``, ``WorkbenchGpuMemoryNearFull``, ``WorkbenchServerDown``,
+``WorkbenchRepositoryPollFailing``. Latencies are **microseconds**, as Triton's ``*_us``
+families. What each fires on, and the flags: docs/deploy.md, "Prometheus alert rules and
+Grafana dashboard"."""
 
 from __future__ import annotations
 

@@ -1,43 +1,18 @@
 """A Grafana dashboard (JSON model) for a ``workbench serve`` deployment scraped by Prometheus.
 
-``workbench deploy`` writes it to ``grafana/dashboard.json`` (import it in Grafana, or mount it
-with a dashboard provider). Template variables: ``datasource`` (a Prometheus data source),
-``model`` and ``version`` (multi-value, "All" = every one, read from
-``nv_inference_request_success``); every query is restricted to the deployment's series
-(``spec.alert_selector``, default ``job="<name>"``, as the alert rules) and aggregated per
-model and version across the replicas.
+``workbench deploy`` writes it to ``grafana/dashboard.json``. Template variables:
+``datasource``, ``model`` and ``version`` (multi-value, "All", read from
+``nv_inference_request_success``); every query is restricted to ``spec.alert_selector``
+(default ``job="<name>"``) and aggregated per model and version across replicas.
 
-Panels and the families they read (Triton's names unless marked):
-
-===========================  ===========================================================
-panel                        query
-===========================  ===========================================================
-Throughput                   ``rate(nv_inference_count)``, ``rate(nv_inference_request_success)``
-Latency p50 / p95 / p99      ``nv_inference_request_summary_us{quantile=...}`` (µs; needs
-                             ``--metrics-config summary_latencies=true``; the worst replica)
-Queue vs compute             ``rate(nv_inference_{queue,compute_input,compute_infer,
-                             compute_output}_duration_us) / rate(nv_inference_request_success)``:
-                             mean µs per request
-Error rate by reason         ``rate(nv_inference_request_failure)`` by ``reason``, and the
-                             failed fraction of all requests
-Batch size                   ``rate(nv_inference_count) / rate(nv_inference_exec_count)``
-Pending requests             ``nv_inference_pending_request_count``
-Request / queue / compute    ``histogram_quantile(0.99, workbench_{request,queue,compute}_
-p99 (histograms)             duration_us_bucket)`` (µs; beyond Triton, needs
-                             ``--metrics-config workbench_histograms=true``)
-Formed batch size            ``histogram_quantile(0.5 / 0.99, workbench_batch_size_bucket)``
-                             (beyond Triton, as above)
-Batch fill and preferred     mean ``workbench_batch_fill_ratio`` and the share of executions
-hits                         at a preferred size
-                             (``workbench_batch_preferred_executions_total`` /
-                             ``nv_inference_exec_count``; beyond Triton, as above)
-Model ready                  ``workbench_model_ready`` (beyond Triton)
-GPU utilisation / memory     ``nv_gpu_utilization``, ``nv_gpu_memory_{used,total}_bytes``
-                             (per ``gpu_uuid``; empty without a GPU)
-CPU utilisation / memory     ``nv_cpu_utilization``, ``nv_cpu_memory_used_bytes``
-Servers up                   ``up``
-===========================  ===========================================================
-"""
+Panels read Triton's families (``nv_inference_count``, ``_request_success`` / ``_failure``,
+``_exec_count``, the ``*_duration_us`` counters as mean **µs** per request,
+``nv_inference_request_summary_us`` quantiles in µs with the worst replica,
+``nv_inference_pending_request_count``, ``nv_gpu_*``, ``nv_cpu_*``, ``up``) and, beyond
+Triton, ``workbench_model_ready`` and the ``workbench_*`` histograms (p99 durations in µs,
+formed batch size, batch fill and preferred-size share; they need ``--metrics-config
+workbench_histograms=true``). Panel list for users: docs/deploy.md, "Prometheus alert rules
+and Grafana dashboard"."""
 
 from __future__ import annotations
 

@@ -1,34 +1,25 @@
 """Editing a model's ``config.pbtxt`` on disk through :class:`~workbench.engine.server.Server`:
-read it, validate a new text the way loading would, write it atomically with the previous file
-kept as a backup, revert to that backup, and apply the change with a hot reload.
+read it, validate a new text as loading would, write it atomically keeping the previous file as
+a backup, revert to that backup, and apply the change with a hot reload. The config editor and
+the Jupyter extension's config handlers call it; Triton has no such API.
 
-This is what the workbench's config editor and the Jupyter extension's config handlers call;
-Triton has no such API (operators edit the file and reload, or poll). Validation is the
-loader's own (:func:`~workbench.engine.loader.prepare_config`: parse, auto-complete,
-normalize, validate; warmup samples; an ensemble's steps against the composing models loaded
-now), so a text that validates here fails to load only for reasons outside the config (a
-broken model file, a missing device).
+Validation is the loader's own (:func:`~workbench.engine.loader.prepare_config`: parse,
+auto-complete, normalize, validate; warmup samples; an ensemble's steps against the composing
+models loaded now), so a text that validates fails to load only for reasons outside the
+config. A write whose reload fails is taken back (the file that served before and its backup
+put back, ``kept`` False; the failure stays the model's reason). After every write or revert
+the result lists the ensembles that cannot serve now (``dependents``).
 
-A write whose reload fails is taken back (beyond a plain file write: Triton has no config-write
-API, and a file it cannot load would stop the next start under ``--exit-on-error``): the file
-that served before is put back, with the backup it had, and the result says so (``kept``
-False); the failed load's reason stays on the model, whose last good versions keep serving.
-After every write or revert, the result lists the ensembles that call the model and cannot
-serve now (``dependents``: a ``max_batch_size`` below an ensemble's, a renamed output, ...).
+Stale and foreign writes: every read is stamped with a version (:func:`config_version`: the
+model's name and the sha256 of the file's bytes); a write or revert whose ``expected_version``
+is not the file's now raises :class:`~workbench.errors.ConfigConflict` and writes nothing. The
+check and the write run under one lock.
 
-Stale and foreign writes: every file read is stamped with a version
-(:func:`config_version`: the model's name and the sha256 of the file's bytes); a write or
-revert given the ``expected_version`` its text was based on is refused with
-:class:`~workbench.errors.ConfigConflict`, writing nothing, when the file changed since (another
-tab, Tuning's Apply best, an editor) or the version is another model's. The check and the
-write run under one lock, so two writes through the server never both pass it.
-
-``ConfigFileService`` reads the repositories through the repository manager
-(:class:`~workbench.engine.repository_manager.RepositoryManager`) and the loaded configs
-through its model lifecycle (:class:`~workbench.engine.lifecycle.ModelLifecycle`), and
-applies a change with the manager's ``load_model`` (explicit mode) or the server's poll
-(poll mode).
-"""
+``ConfigFileService`` reads the repositories through the repository manager, the loaded
+configs through its model lifecycle (:class:`~workbench.engine.lifecycle.ModelLifecycle`), and
+applies a change with ``load_model`` (explicit mode) or a poll (poll mode). User view:
+docs/dashboard.md (**Config**) and docs/security.md ("A config write lands only in the file
+its text was read from")."""
 
 from __future__ import annotations
 
@@ -129,36 +120,29 @@ class ConfigFileService:
                                  expected_version: str | None = None) -> ConfigWriteResult:
         """Validate ``text``, write it as ``name``'s config file and apply it.
 
-        The write is atomic (a temporary file in the same folder, fsynced, then renamed over
-        the old one), and the previous file is kept beside it as ``<file>.bak`` for
-        :meth:`revert_model_config`. With ``reload`` the change is applied as the model
-        control mode allows: ``explicit`` reloads the model (a hot reload: the new versions
-        load beside the serving ones and no in-flight request is dropped, see ``load_model``),
-        ``poll`` polls the repository now; ``none`` applies nothing until the next start.
+        The write is atomic (a temporary file in the same folder, fsynced, renamed over the old one);
+        the previous file is kept as ``<file>.bak`` for :meth:`revert_model_config`. With ``reload``:
+        ``explicit`` reloads the model (hot, see ``load_model``), ``poll`` polls now, ``none`` applies
+        nothing until the next start.
 
         Args:
             expected_version: the ``version`` of the file ``text`` was based on
                 (:meth:`model_config_file`); None: no check (a new text).
 
         Returns:
-            ``{"name", "path", "backup", "restored_from", "version", "reloaded", "reason",
-            "kept", "dependents"}``: ``backup`` is the backup's path or None (no previous
-            file); ``restored_from`` is None; ``version`` is the file's now; ``reloaded`` is
-            True when the model serves the new config; otherwise ``reason`` says why (mode
-            ``none``: the file stays written; or the load error: the previous versions keep
-            serving, and the file that served before is put back with its backup, ``kept``
-            False, unless the file changed again meanwhile); ``dependents``: each ensemble
-            calling the model that cannot serve now, with why.
+            ``{"name", "path", "backup", "restored_from", "version", "reloaded", "reason", "kept",
+            "dependents"}``: ``backup`` the backup's path or None; ``restored_from`` None; ``version``
+            the file's now; ``reloaded`` True when the model serves the new config, else ``reason``
+            says why (mode ``none``; or the load error: the file that served before is put back with
+            its backup, ``kept`` False, unless it changed again meanwhile); ``dependents``: each
+            ensemble calling the model that cannot serve now, with why.
 
-        Raises:
-            InvalidModelConfig: ``text`` has problems (each on its own line of the message,
-                ``line N: ...``); nothing is written.
-            ConfigConflict: ``expected_version`` is not the file's version now (it changed
-                since, or it is another model's); nothing is written.
+        Raises (nothing is written):
+            InvalidModelConfig: ``text`` has problems (one ``line N: ...`` per line).
+            ConfigConflict: ``expected_version`` is not the file's version now.
             ModelNotFound: ``name`` is not a model folder in the repositories.
             Unsupported: the model comes from a remote repository.
-            InvalidArgument: ``text`` is larger than ``--model-config-max-size`` (1 MiB).
-        """
+            InvalidArgument: ``text`` is larger than ``--model-config-max-size`` (1 MiB)."""
         limit = self.options.model_config_max_size
         _check_size(text, limit)
         path, reason = await asyncio.to_thread(self._config_location, name)

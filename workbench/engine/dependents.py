@@ -2,32 +2,22 @@
 unload, a poll), the ensembles that call it, directly or through other ensembles, are
 checked again against the composing models as loaded now.
 
-Follows Triton's ``ModelRepositoryManager`` dependency graph: a composing model that is
-modified, added or removed "unchecks" its downstream ensembles (``UpdateNodes``,
-``AddNodes``, ``RemoveNode``), and ``LoadModelByDependency`` checks each of them again
-(``CheckNode``, then ``ValidateEnsembleConfig``): an ensemble that no longer fits is
-unloaded with the failure as its status, one that fits (again) is loaded. Here:
+Follows Triton's ``ModelRepositoryManager`` dependency graph (``UpdateNodes`` / ``AddNodes``
+/ ``RemoveNode`` uncheck the downstream ensembles, ``LoadModelByDependency`` checks them
+again: ``CheckNode``, ``ValidateEnsembleConfig``). Here:
 
-- a READY ensemble that no longer fits (a composing model unloaded or gone from the
-  repository, an output renamed, a datatype or shape changed, a version its step names no
-  longer loaded, ...) leaves service: its requests in flight finish, then its versions are
-  UNAVAILABLE with the reason in Triton's words
-  (:func:`~workbench.engine.ensembles.ensemble_error`, e.g. "ensemble e contains models
-  that are not available or ambiguous: m"), and the entry remembers them
-  (``ModelEntry.blocked_versions``);
-- such an ensemble whose composing models fit again is READY again at once (an ensemble
-  has no instances: nothing loads); so is an ensemble that failed this check at its own
-  load, as Triton loads a node once its upstreams are satisfied;
-- an ensemble that still fits is left as it is: its scheduler resolves its composing
-  models for each request, so a compatible reload of a composing model fails none of its
-  requests; unless what it derives from them changed (a composing model reloaded as
-  decoupled, or back): then it is loaded again, as Triton loads every downstream ensemble
-  again, so that it is decoupled exactly when a decoupled model feeds it (its requests in
-  flight finish on the old copy);
+- a READY ensemble that no longer fits leaves service once its requests in flight finish:
+  UNAVAILABLE with Triton's reason (:func:`~workbench.engine.ensembles.ensemble_error`),
+  remembered in ``ModelEntry.blocked_versions``;
+- one whose composing models fit again is READY at once (nothing to load), as is one that
+  failed this check at its own load;
+- one that still fits is left as it is (its scheduler resolves composing models per
+  request), unless it changed what it derives from them (a composing model reloaded as
+  decoupled, or back): then it loads again (its requests in flight finish on the old copy);
 - ensembles unloaded by the API, or whose own load failed otherwise, are not touched.
 
 Inner ensembles are checked before the ensembles that call them, each once per change.
-"""
+User view: docs/ensembles.md and docs/model-control.md."""
 
 from __future__ import annotations
 

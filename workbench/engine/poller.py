@@ -1,59 +1,23 @@
 """``--model-control-mode poll``: rescan the model repositories periodically and apply what
-changed (Triton's ``ModelRepositoryManager::PollAndUpdate`` driven by tritonserver's poll
-loop every ``--repository-poll-secs`` seconds).
+changed (Triton's ``ModelRepositoryManager::PollAndUpdate``, every ``--repository-poll-secs``).
 
-How a change is seen: each poll takes a :func:`~workbench.repository.snapshot.snapshot_repository`
-(on a worker thread: file system reads and hashing never run on the event loop) and
-compares it with the snapshot of the previous poll (the first one is taken before the
-start-up models load):
-
-==========================================  ==============================================
-change                                      action
-==========================================  ==============================================
-new model folder                            load it
-model folder gone, or in two repositories   drain, unload, keep it without versions ("has no
-                                            available versions"; the index lists it while a
-                                            folder of that name is there: UNAVAILABLE "model
-                                            appears in two or more repositories" when two)
-file outside the version folders changed    reload the whole model: every version loads
-(``config.pbtxt``, labels, ``configs/``)    again beside the serving ones, then switches
-version folder added, removed or changed    version-level reload: the version policy is
-                                            applied to the folders now present; unchanged
-                                            READY versions keep serving untouched, new or
-                                            changed ones load, the ones no longer selected
-                                            drain (UNLOADING) and unload
-==========================================  ==============================================
-
-Every (re)load follows :mod:`workbench.engine.switching`: the new versions load beside the
-serving ones and take over when ready; a model whose new config or files fail to load keeps
-serving its last good versions, with the failure as the reason of its READY rows in the
-repository index (a model that never loaded is UNAVAILABLE with the reason). A model whose
-folder did not change is not retried. Loads of one poll run concurrently
-(``--model-load-thread-count``), ensembles after the models they call (a new ensemble and
-its new composing models may appear in the same poll); removals are applied first,
-ensembles before the models they call. Ensembles resolve their composing models for each
-request, so reloading a composing model keeps its ensembles serving; after each change the
-ensembles that call a changed model are checked again (:mod:`workbench.engine.dependents`):
-one that no longer fits is UNAVAILABLE with the reason, and READY again once it fits.
+Each poll takes a :func:`~workbench.repository.snapshot.snapshot_repository` and compares it
+with the previous one (the first is taken before the start-up models load): a new model
+folder loads; a folder gone (or in two repositories) drains, unloads and is kept without
+versions; a file outside the version folders reloads the whole model; a version folder
+added, removed or changed reloads those versions under the version policy. (Re)loads follow
+:mod:`workbench.engine.switching`; removals are applied first (ensembles before the models
+they call), loads concurrently (ensembles after their composing models); dependent
+ensembles are checked again (:mod:`workbench.engine.dependents`). A model whose folder did
+not change is not retried.
 
 One model never stops the polling of the others: its snapshot becomes known once its own
-change is applied (``load_models``' ``loaded`` callback), and a periodic poll waits for the
-changes it found at most ``overrun_s`` seconds (logged as a warning); the next polls go on
-comparing and applying the other models, leaving the models still being applied for a poll
-after their apply ends. A model folder that cannot be scanned (a tree too deep or too large
-to walk: :mod:`workbench.model_files`) is that model's failure, not the scan's; what a load
-opens is opened as the scan opens it (regular files only, non-blocking, bounded in time), so
-a FIFO or a file that never answers fails that model's load with the reason instead of
-blocking it.
-
-A scan (the remote sync, then the snapshot) runs on a daemon thread of its own, never on the
-loop's default executor: a file system that stops answering can block it forever, and
-nothing may then wait for it at shutdown. Each file read and folder listing of a snapshot is
-bounded in time (:data:`~workbench.model_files.READ_TIMEOUT_S`: one that does not
-answer counts as unreadable), a scan still running after ``overrun_s`` is logged as a
-warning (and its end, with how long it took), and :meth:`RepositoryPoller.stop` abandons a
-scan under way instead of waiting for it. At most one scan thread runs at a time.
-"""
+change is applied (``load_models``' ``loaded`` callback); a poll waits for its changes at
+most ``overrun_s`` seconds (a warning). A scan (remote sync, then snapshot) runs on a daemon
+thread of its own, at most one at a time, never on the loop's executor: each read is bounded
+(:data:`~workbench.model_files.READ_TIMEOUT_S`), a scan past ``overrun_s`` is logged, and
+:meth:`RepositoryPoller.stop` abandons a scan under way. The user's view of all this:
+docs/model-control.md, "Model control modes and hot reload" (``poll``)."""
 
 from __future__ import annotations
 

@@ -202,73 +202,28 @@ class RepositoryManager:
     ) -> None:
         """Load or reload ``name`` (explicit mode); ``config`` (JSON) overrides config.pbtxt.
 
-        ``files`` (Triton's ``file:<version>/<name>`` load parameters, without the ``file:``
-        prefix: path relative to the model folder -> contents) make the model load from a
-        temporary folder holding only those files and ``config`` (which is then required),
-        not from the repository, which stays untouched; the folder is removed when the model
-        is unloaded or reloaded and at :meth:`stop` (:mod:`workbench.repository.overrides`
-        has the path rules). A model need not be in a repository to load this way.
+        ``files`` (Triton's ``file:<version>/<name>`` load parameters without the prefix: path
+        relative to the model folder -> contents) load the model from a temporary folder holding
+        only those files and ``config`` (then required); the repository stays untouched and the
+        folder is removed at unload, reload and :meth:`stop` (:mod:`workbench.repository.overrides`).
+        A reload is hot (:mod:`workbench.engine.switching`): returns once the old versions drained
+        (live sequences keep an old version serving after that, :mod:`workbench.engine.retiring`);
+        a failed one leaves them serving with the failure as their reason. Composing models that
+        are not READY load first, then dependent ensembles are checked again
+        (:mod:`workbench.engine.dependents`). A kept ``config`` override, loads and unloads of one
+        model taking turns, remote repositories synced first: Triton's repository manager, as
+        docs/model-control.md, "Model control modes and hot reload" and "Remote repositories", say.
 
-        A reload loads the new versions beside the old ones, switches traffic when they are
-        ready, then drains and unloads the old ones: no request is dropped. A reload that
-        fails leaves the previously loaded versions serving. An ensemble's composing models
-        (ensembles of ensembles included) that are not READY are loaded first (Triton);
-        READY ones are left as they are. After a model's (re)load the ensembles that call it
-        are checked again: those its new config no longer fits become UNAVAILABLE with
-        Triton's reason, those it fits again READY (:mod:`workbench.engine.dependents`);
-        that does not change what this returns or raises for ``name``.
-
-        The load runs on the model-load threads (``model_load_thread_count``): the event
-        loop, health checks and the other models keep serving meanwhile; the repository
-        index shows the versions that do not serve yet as LOADING. Traffic moves to the new
-        versions as soon as they are ready; this returns once the old ones have drained and
-        unloaded (meanwhile UNLOADING in the index when the new load no longer has their
-        version); an old version whose sequence batcher holds live sequences keeps serving
-        them after this returns, until each ends (:mod:`workbench.engine.retiring`), while
-        new sequences start on the new versions. A failed reload leaves the old versions
-        serving with the failure as the reason of their READY rows in the index.
-
-        A load without ``config`` (and without ``files``) of a model serving with a ``config``
-        override keeps that override while nothing in the model's folder changed (Triton's
-        repository manager finds the model unmodified); once a file there changed (compared
-        by content, :mod:`workbench.repository.snapshot`; Triton compares modification
-        times) it loads from the folder again. An unload forgets the override.
-
-        Loads and unloads of one model take turns (Triton's repository manager): a load
-        that arrives while the model unloads waits for the unload, then loads; an unload
-        that arrives during a load waits for its switch. What this answers is settled at
-        the switch: an unload right after it does not make it fail.
-
-        With remote repositories (``s3://``, ...) the model's folder is synced from the
-        remote into the local mirror first, and so are the composing models the load loads
-        with it (Triton polls the repository, ensembles' composing models included, on each
-        load): a model uploaded or changed in the bucket loads as it is there now.
-
-        Raises:
-            Unavailable: the server is not in explicit model control mode ("explicit model
-                load / unload is not allowed if polling is enabled", Triton's text).
-            InvalidArgument: the model is not in any repository, or in more than one ("failed
-                to load 'm', failed to poll from model repository", Triton's text; the versions
-                loaded keep serving), or failed to load (reason;
-                for an ensemble, e.g. "ensemble 'e' depends on 'm' which has no loaded
-                version. ..." or a step mapping error, see :mod:`workbench.engine.ensembles`);
-                ``files`` without ``config`` ("failed to load 'm', failed to poll from model
-                repository: Load parameter 'config' must be specified for model file
-                override") or with an invalid path ("...: Invalid file parameter
-                'file:../x': ..."): nothing is loaded or written then; a remote repository
-                could not be read ("failed to load 'm', failed to poll from model
-                repository: ..."); an empty or blank name ("Model name cannot be empty.
-                Please enter a valid name to deploy.") or one that could name a folder
-                outside the repositories ('/' in it, or '..' / '.' once stripped: "invalid
-                model name 'm', model name must not contain path traversal characters"),
-                Triton's texts, checked before anything is read.
-            InternalError: a ``files`` path component longer than 255 bytes ("failed to
-                load 'm', failed to poll from model repository: Invalid file parameter
-                ..."): Triton's INTERNAL (HTTP 500), which its clients check.
-            InvalidModelConfig: ``config`` is not a JSON model config ("failed to load 'm',
-                failed to poll from model repository: Invalid config override: ...", also
-                logged, as Triton's poll failure); the loaded versions keep serving.
-        """
+        Raises (Triton's texts, checked before anything is read or written where they can be):
+            Unavailable: not in explicit mode ("explicit model load / unload is not allowed if
+                polling is enabled").
+            InvalidArgument: the model in no repository or in two ("failed to load 'm', failed to
+                poll from model repository"), its load failed (the reason), ``files`` without
+                ``config`` or with an invalid path ("... Invalid file parameter 'file:../x': ..."),
+                a remote repository unreadable, an empty name or one with path traversal.
+            InternalError: a ``files`` path component over 255 bytes (Triton's INTERNAL, HTTP 500).
+            InvalidModelConfig: ``config`` is not a JSON model config ("... Invalid config
+                override: ..."); the loaded versions keep serving."""
         self._require_explicit()
         _check_load_name(name)
         override = _config_override(name, config) if config else None

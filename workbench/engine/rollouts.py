@@ -1,31 +1,21 @@
-"""Rollouts inside the server: a weighted split of a model's unversioned requests between
-its versions, a mirror (shadow) of a share of them on a candidate version, and promote /
-roll back of the candidate through the model's version policy. A product extension:
-Triton has none (users edit ``version_policy`` and reload, or split outside the server).
+"""Rollouts inside the server: a weighted split of a model's unversioned requests between its
+versions, a mirror (shadow) of a share of them on a candidate version, and promote / roll
+back of the candidate through the model's version policy. Beyond Triton (which has none).
 
 ``server.rollouts`` (:class:`RolloutService`) is the API the HTTP routes
-(``/v2/models/{m}/rollout``), the dashboard and notebooks call::
-
-    await server.rollouts.set("digits_mlp", {1: 90, 2: 10}, sticky="user",
-                              candidate=2, mirror_percent=50)
-    (await server.rollouts.get("digits_mlp"))["mirror"]["agreement"]
-    await server.rollouts.promote("digits_mlp")     # version_policy { specific { versions: [2] } }
-    await server.rollouts.rollback("digits_mlp")    # the policy (and rollout) before promote
-
-Everything applies hot: the split is read per request where the engine resolves the version
+(``/v2/models/{m}/rollout``), the dashboard and notebooks call (``set``, ``get``, ``settle``,
+``promote``, ``rollback``; examples in docs/rollouts.md). Everything applies hot: the split is
+read per request where the engine resolves the version
 (:class:`~workbench.engine.rollout_split.Split`), the mirror after each primary response
 (:class:`~workbench.engine.mirror.Mirror`); setting, replacing or clearing drops no request.
 
-Promote: traffic goes to the candidate at once (a split of one version), then the model's
-config file is written with ``version_policy { specific { versions: [N] } }`` through
-:meth:`~workbench.engine.config_files.ConfigFileService.write_model_config` (validated,
-atomic, the previous file kept as ``.bak``) and hot-reloaded; the rollout is then cleared
-(the candidate is the one served version: a split has nothing left to split). Rollback reverts
-the file to that ``.bak`` (:meth:`~workbench.engine.config_files.ConfigFileService.revert_model_config`,
-refused with ``ConfigConflict`` when the file changed since the promote), reloads, and
-restores the rollout that was set before the promote. Both need ``--model-control-mode``
-``explicit`` or ``poll`` (mode ``none`` never reloads).
-"""
+Promote: traffic goes to the candidate at once, then the config file is written with
+``version_policy { specific { versions: [N] } }`` through
+:meth:`~workbench.engine.config_files.ConfigFileService.write_model_config` and hot-reloaded;
+the rollout is then cleared. Rollback reverts the file to that ``.bak``
+(:meth:`~workbench.engine.config_files.ConfigFileService.revert_model_config`; ``ConfigConflict``
+when the file changed since), reloads, and restores the rollout set before the promote. Both
+need ``--model-control-mode`` ``explicit`` or ``poll``."""
 
 from __future__ import annotations
 

@@ -1,37 +1,24 @@
 """Model warmup: Triton's ``model_warmup`` samples, run on every instance before READY.
 
-Follows Triton core (``backend_model_instance.cc``: ``GenerateWarmupData``,
-``WarmUp``). Blocking: runs on the model-load threads, never on the event loop.
+Follows Triton core (``backend_model_instance.cc``: ``GenerateWarmupData``, ``WarmUp``).
+Blocking: runs on the model-load threads, never on the event loop.
 
-- A sample with ``batch_size: 0`` is skipped. Otherwise one execution of the sample is
-  ``batch_size`` requests of batch size 1 (each input gets a leading dimension of 1 when
-  the model batches, ``max_batch_size > 0``), handed to the instance in one ``execute``
-  call; it runs ``max(count, 1)`` times, on each instance in turn, right after that
-  instance is created and before the version becomes READY.
-- Inputs: ``zero_data`` (zeros; empty strings for BYTES), ``random_data`` (uniform [0, 1)
-  floats, random integers over the whole range, random booleans; BYTES falls back to zero
-  data, as in Triton. Triton fills raw random bytes, which can make NaN floats) or
-  ``input_data_file``: raw row-major bytes read from ``<model>/warmup/<file>`` (the
-  model folder, not the version folder: Triton's ``kWarmupDataFolder``); a longer file is
-  cut to the tensor's size, a shorter one fails ("warmup setting expects 64 bytes, but the
-  data provided from raw only has 10 bytes"); BYTES files hold 4-byte little-endian
-  length-prefixed elements, exactly as many as the dims give (at most
-  :data:`~workbench.model_files.MAX_TEXT_FILE_BYTES` bytes). Files are read as the poll's
-  scan reads them (:mod:`workbench.model_files`: regular files only, opened non-blocking,
-  bounded in time; only the bytes the tensor takes). Sequence batcher control
-  inputs (START, READY, ...) may be given too; they reach the backend as given.
-- Model inputs are shaped and reshaped as a client request would be
-  (:func:`workbench.engine.validation.validate_request`); every model output is requested.
-- Warmup executions never reach a scheduler: they appear in no statistics and no
-  metrics (Triton does not count them as inference requests either).
-- A failing sample fails the version's load: it is UNAVAILABLE with the reason
-  "failed to run warmup sample '<name>': <error>; " (Triton's text), its instances are
-  unloaded, and the other models keep serving. A decoupled model's sample must send its
-  final response within :data:`DECOUPLED_TIMEOUT_S` seconds.
+- ``batch_size: 0`` skips a sample; otherwise one execution is ``batch_size`` requests of
+  batch 1 (a leading dim of 1 when ``max_batch_size > 0``) in one ``execute`` call, run
+  ``max(count, 1)`` times on each instance right after it is created.
+- Inputs: ``zero_data``; ``random_data`` (floats in [0, 1), integers over the whole range,
+  booleans; BYTES as zero data: Triton's raw random bytes can make NaN floats);
+  ``input_data_file``: raw row-major bytes from ``<model>/warmup/<file>`` (cut to the
+  tensor's size; shorter fails: "warmup setting expects 64 bytes, but the data provided from
+  raw only has 10 bytes"; BYTES as 4-byte little-endian length-prefixed elements, at most
+  :data:`~workbench.model_files.MAX_TEXT_FILE_BYTES`), read through :mod:`workbench.model_files`.
+- Inputs are shaped as a client request's (:func:`workbench.engine.validation.validate_request`);
+  every output is requested; no scheduler, statistics or metrics see warmup executions.
+- A failing sample fails the version's load: UNAVAILABLE "failed to run warmup sample
+  '<name>': <error>; " (Triton's text). A decoupled sample's final response must come within
+  :data:`DECOUPLED_TIMEOUT_S` seconds.
 
-The static checks (known inputs, dims, data types) are the config's:
-:mod:`workbench.config.validate_warmup`.
-"""
+Static checks: :mod:`workbench.config.validate_warmup`. Docs: docs/backends.md (``model_warmup``)."""
 
 from __future__ import annotations
 

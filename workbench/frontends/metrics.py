@@ -1,67 +1,26 @@
 """Prometheus metrics with Triton's names and labels (``GET /metrics``, port 8002).
 
 Every per-model number is read at scrape time from the engine's live
-:class:`~workbench.ModelStatistics` (``Server.model_statistics()``), nothing is counted
-twice. The counters come from its ``metrics`` (:class:`~workbench.statistics.MetricCounters`),
-recorded by the same calls as the statistics API's numbers and equal to them until the
-version is reloaded: like Triton's reporter, they continue across a same-version reload
-(the statistics API starts at 0 again), so ``rate()`` / ``increase()`` lose nothing; an
-unloaded version's series leave the scrape (Triton removes them), and a later load starts
-them at 0. The gauges (pending, load time) are the serving copy's. Statistics are
-cumulative **nanoseconds**; Triton's ``*_duration_us`` families are **microseconds**
-(ns / 1000) and ``nv_model_load_duration_secs`` seconds.
+:class:`~workbench.ModelStatistics` (``Server.model_statistics()``): the counters from its
+``metrics`` (:class:`~workbench.statistics.MetricCounters`, which continue across a
+same-version reload, as Triton's reporter), the gauges (pending, load time) from the serving
+copy. Statistics are cumulative **nanoseconds**; the ``*_duration_us`` families are
+**microseconds** (ns / 1000), ``nv_model_load_duration_secs`` seconds. Labels ``model``,
+``version``; per family: ``nv_inference_request_success`` = ``stats["success"].count``,
+``_failure`` (+ ``reason``) = ``failures[reason]``, ``nv_inference_count`` /
+``exec_count`` = ``inference_count`` / ``execution_count``, ``nv_inference_{request,queue,
+compute_input,compute_infer,compute_output}_duration_us`` = ``stats[...].ns / 1000``
+(``request`` is ``success``), ``nv_inference_pending_request_count`` = ``pending``,
+``nv_model_load_duration_secs`` = ``load_ns / 1e9``, ``nv_cache_*`` = ``stats["cache_hit"]``
+/ ``["cache_miss"]`` (cache on). Counters are written ``untyped`` (prometheus_client would
+name them ``*_total``).
 
-Families (labels ``model``, ``version``), as ``prometheus_client.generate_latest`` writes them:
-
-=============================================  ==========  =======================================
-family                                         TYPE line   value
-=============================================  ==========  =======================================
-nv_inference_request_success                   untyped     ``stats["success"].count``
-nv_inference_request_failure (+ ``reason``)    untyped     ``failures[reason]``, all 4 reasons
-nv_inference_count                             untyped     ``inference_count``
-nv_inference_exec_count                        untyped     ``execution_count``
-nv_inference_request_duration_us               untyped     ``stats["success"].ns / 1000``
-nv_inference_queue_duration_us                 untyped     ``stats["queue"].ns / 1000``
-nv_inference_compute_input_duration_us         untyped     ``stats["compute_input"].ns / 1000``
-nv_inference_compute_infer_duration_us         untyped     ``stats["compute_infer"].ns / 1000``
-nv_inference_compute_output_duration_us        untyped     ``stats["compute_output"].ns / 1000``
-nv_inference_pending_request_count             gauge       ``pending`` (queued, not executing)
-nv_model_load_duration_secs                    gauge       ``load_ns / 1e9``
-nv_cache_num_hits_per_model                    untyped     ``stats["cache_hit"].count`` (cache on)
-nv_cache_num_misses_per_model                  untyped     ``stats["cache_miss"].count`` (cache on)
-nv_cache_hit_duration_per_model                untyped     ``stats["cache_hit"].ns / 1000``
-nv_cache_miss_duration_per_model               untyped     ``stats["cache_miss"].ns / 1000``
-=============================================  ==========  =======================================
-
-Server-wide, sampled every ``--metrics-interval-ms``: ``nv_cpu_utilization`` (0..1),
-``nv_cpu_memory_total_bytes``, ``nv_cpu_memory_used_bytes`` (gauges, ``--allow-cpu-metrics``);
-with ``--allow-gpu-metrics`` and NVML, per ``gpu_uuid``: ``nv_gpu_utilization`` (0..1),
-``nv_gpu_memory_total_bytes``, ``nv_gpu_memory_used_bytes``, ``nv_gpu_power_usage`` (W),
-``nv_gpu_power_limit`` (W) (gauges) and ``nv_energy_consumption`` (J, untyped counter).
-Optional latency histogram and summaries: :mod:`workbench.frontends.latency_metrics`;
-beyond Triton, off by default, the duration and formed-batch-size histograms
-(``--metrics-config workbench_histograms=true``): :mod:`workbench.frontends.metrics_histograms`.
-Beyond Triton (:func:`workbench_families`): ``workbench_model_ready`` (per model and version,
-every model the server knows) and, in ``poll`` mode, ``workbench_repository_polls_total`` /
-``workbench_repository_poll_failures_total``.
-A scrape writes the per-model families with :mod:`workbench.frontends.metrics_text` (the
-same bytes as ``generate_latest``, ~10x faster, idle versions' lines cached) and the others
-through ``generate_latest``.
-
-**Why Triton's counters are ``untyped`` here.** Triton (prometheus-cpp) writes
-``# TYPE nv_inference_request_success counter`` followed by samples without a ``_total``
-suffix. prometheus_client (0.2x) cannot write that: for a ``counter`` family,
-``generate_latest`` names the ``# HELP``/``# TYPE`` lines ``<name>_total`` and
-``CounterMetricFamily`` names its samples ``<name>_total`` — a scrape would show
-``nv_inference_request_success_total``, which no Triton dashboard or alert queries. Gauges
-would keep the names but tell Prometheus the values may go down. So counters are exposed
-as ``untyped`` families: the sample lines are exactly Triton's
-(``nv_inference_request_success{model="m",version="1"} 3.0``), PromQL's ``rate()`` /
-``increase()`` work on them as on counters, and only the ``# TYPE`` comment differs
-(``untyped`` instead of ``counter``). Gauges, the histogram and the summaries keep their
-types. The endpoint always answers the text format 0.0.4 (Triton does not negotiate
-OpenMetrics either).
-"""
+Server-wide CPU / GPU gauges are sampled every ``--metrics-interval-ms``; latency histogram
+and summaries: :mod:`workbench.frontends.latency_metrics`; beyond Triton:
+:mod:`workbench.frontends.metrics_histograms` and :func:`workbench_families`. Per-model
+families are written by :mod:`workbench.frontends.metrics_text` (``generate_latest``'s bytes,
+~10x faster), the others by ``generate_latest``. The families, units and why ``untyped``:
+docs/metrics-tracing.md, "Prometheus metrics"."""
 
 from __future__ import annotations
 

@@ -1,37 +1,17 @@
 """Histograms Triton does not have (``--metrics-config workbench_histograms=true``, off by
 default so that a default scrape is exactly Triton's families).
 
-Triton's metrics give the cumulative queue and compute durations (counters, means only), an
-optional first-response histogram and optional summaries, but nothing about the batches the
-dynamic batcher actually formed (server#5802, #8251: the queue delay is tuned blind). These
-families are read at scrape time from the engine's :class:`~workbench.statistics.MetricCounters`
-(``histograms`` and ``batch_sizes``, counted on the request path by a bisect and an
-increment) and the version's :class:`~workbench.statistics.BatchingLimits`:
-
-=========================================  =========  ==========================================
-family (labels ``model``, ``version``)      TYPE       value
-=========================================  =========  ==========================================
-workbench_request_duration_us               histogram  request duration per successful request,
-                                                       µs (cached requests included, as Triton's
-                                                       ``nv_inference_request_duration_us``)
-workbench_queue_duration_us                 histogram  queue duration, µs (cache hits count 0)
-workbench_compute_duration_us               histogram  compute input + infer + output, µs
-                                                       (cache hits not counted)
-workbench_batch_size                        histogram  formed batch size per execution
-                                                       (the sum of the requests' batch sizes)
-workbench_batch_fill_ratio                  histogram  formed batch size / ``max_batch_size``
-                                                       per execution (batching models only)
-workbench_batch_preferred_executions_total  counter    executions whose batch size is one of the
-                                                       dynamic batcher's preferred sizes
-                                                       (batching models only; 0 without one)
-=========================================  =========  ==========================================
-
-The duration buckets are :data:`~workbench.statistics.DURATION_BUCKETS_US`; each family's
-``_count`` / ``_sum`` come from the same counters as Triton's (``_count`` of the request
-histogram equals ``nv_inference_request_success``). Names start with ``workbench_``: Triton's
-``nv_inference_*_duration_us`` are already its counters, a histogram of the same name would
-clash.
-"""
+Read at scrape time from the engine's :class:`~workbench.statistics.MetricCounters`
+(``histograms`` and ``batch_sizes``, counted on the request path) and the version's
+:class:`~workbench.statistics.BatchingLimits`; labels ``model``, ``version``:
+``workbench_request_duration_us`` / ``_queue_`` / ``_compute_`` (histograms, **µs**, buckets
+:data:`~workbench.statistics.DURATION_BUCKETS_US`; cache hits: in the request histogram, 0 in
+the queue's, not in the compute's), ``workbench_batch_size`` (formed batch size per
+execution), ``workbench_batch_fill_ratio`` (batch size / ``max_batch_size``, batching models)
+and ``workbench_batch_preferred_executions_total`` (counter). Each ``_count`` / ``_sum`` come
+from the same counters as Triton's families (``_count`` of the request histogram equals
+``nv_inference_request_success``). Why these exist and the table for users: docs/live.md,
+"Prometheus: --metrics-config workbench_histograms=true (beyond Triton)"."""
 
 from __future__ import annotations
 

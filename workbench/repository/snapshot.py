@@ -1,36 +1,21 @@
-"""What a model repository holds at one moment, reduced to digests: how ``poll`` mode sees
-what changed between two scans (Triton's ``ModelRepositoryManager::Poll``, which compares
-modification times; here file contents are compared where that is cheap).
+"""What a model repository holds at one moment, reduced to digests: how ``poll`` mode sees what
+changed between two scans (Triton's ``ModelRepositoryManager::Poll`` compares modification
+times; here contents where that is cheap). Blocking: call it off the event loop.
 
-Blocking (file system reads): call it off the event loop.
+Per model folder: ``model_digest`` (every file outside the numbered version folders:
+``config.pbtxt``, labels, ``configs/``, ``warmup/``, ...; a change reloads every version) and
+``versions`` (one digest per numbered version folder, recursively; a change reloads that
+version, a folder appearing or gone is a version added or removed). A file up to
+:data:`CONTENT_HASH_LIMIT` bytes is digested by content (``touch`` changes nothing), a larger
+one by (size, mtime in ns). Hidden names (``.foo``) are ignored.
 
-Per model folder, two kinds of digest:
-
-* ``model_digest``: every file of the model folder outside its numbered version folders
-  (``config.pbtxt``, label files, ``configs/``, ``warmup/``, any other folder). A change here is a
-  change of the model as a whole: every version reloads.
-* ``versions``: one digest per numbered version folder (its files, recursively). A change
-  in one of them reloads only that version; a folder that appears or disappears is a
-  version added or removed (the version policy then decides what is served).
-
-A file up to :data:`CONTENT_HASH_LIMIT` bytes is digested by content (rewriting a config
-with the same text, or ``touch``, changes nothing); a larger one by (size, mtime in ns)
-so that big model files are never read on every poll. Hidden names (``.foo``: editor swap
-files, ``.ipynb_checkpoints``, a temporary file about to be renamed into place) are
-ignored, as the repository scan ignores hidden model folders.
-
-Files are read as loading reads them (:mod:`workbench.model_files`): files that are not
-regular files (a FIFO, socket or device, even through a symlink) are never opened, and
-skipped with a warning (once per path): reading a FIFO blocks forever. Every file read and
-folder listing runs through :class:`~workbench.bounded_calls.BoundedCalls`
-(:data:`~workbench.model_files.READ_TIMEOUT_S` each): one that does not answer (a hung mount)
-is digested as unreadable, with a warning, and the scan goes on with the other files. Folder
-trees are walked without recursion (:func:`~workbench.model_files.walk_tree`); a model folder
-nested deeper than :data:`~workbench.model_files.MAX_TREE_DEPTH` folders or holding more than
-:data:`~workbench.model_files.MAX_TREE_ENTRIES` entries in one tree, or that fails to scan
-for any other reason, gets that reason as its snapshot's ``error``: one model never fails
-the scan of the others.
-"""
+Files are read as loading reads them (:mod:`workbench.model_files`): non-regular files are
+skipped with a warning (once per path), every read and listing is bounded
+(:data:`~workbench.model_files.READ_TIMEOUT_S`; one that does not answer is digested as
+unreadable, with a warning), trees are walked without recursion within
+:data:`~workbench.model_files.MAX_TREE_DEPTH` / :data:`~workbench.model_files.MAX_TREE_ENTRIES`;
+a model folder that fails to scan gets the reason as its snapshot's ``error``, never failing
+the others. User view: docs/model-control.md (``poll``)."""
 
 from __future__ import annotations
 

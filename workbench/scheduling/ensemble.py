@@ -1,49 +1,23 @@
 """Triton's ensemble scheduler: an ensemble request runs as a DAG of composing-model requests.
 
-An ensemble (``platform: "ensemble"``, ``ensemble_scheduling { step [...] }``) has no
-backend and no instances: its scheduler turns one request into one request per step,
-each sent through the engine to the composing model (``step_infer``, handed over by the
-engine; scheduling never imports it). So every composing model validates, queues,
-batches (its dynamic batcher batches across ensemble requests) and records statistics as
-for a client's request. Follows core ``ensemble_scheduler.cc`` (``EnsembleContext``):
+An ensemble (``platform: "ensemble"``, ``ensemble_scheduling { step [...] }``) has no backend
+and no instances: one request becomes one request per step, each sent through the engine to
+the composing model (``step_infer``, handed over by the engine; scheduling never imports it),
+so composing models validate, queue, batch and count statistics as for a client's request.
+Follows core ``ensemble_scheduler.cc`` (``EnsembleContext``); the data flow of one request
+(iterations, placeholders, sequence parameters, ``max_inflight_requests``, the final flag,
+errors prefixed "in ensemble 'E', ") is :mod:`workbench.scheduling.ensemble_run`.
 
-- a step runs as soon as every ensemble tensor its ``input_map`` names exists; independent
-  steps run concurrently (asyncio tasks on the engine's loop); steps that lead to no
-  requested output do not run;
-- decoupled composing models: each response of a decoupled step feeds the steps
-  downstream, so the ensemble (then decoupled itself) streams one response per completion
-  of the steps producing its outputs (:mod:`workbench.scheduling.ensemble_run`);
-  ``ensemble_scheduling.max_inflight_requests`` bounds the requests of each step in flight;
-- an output a composing model did not return is left out of the steps it feeds (they run
-  without that input) and of the ensemble's response;
-- tensors move between steps as the numpy arrays the composing models returned (no
-  encoding, no copy); a step asks only for the outputs its ``output_map`` names;
-- every step request carries the ensemble request's id and parameters (``priority``, ``timeout``,
-  ``sequence_id`` / ``sequence_start`` / ``sequence_end``, custom keys);
-- ``model_version: -1`` resolves the composing model's latest READY version per request,
-  so reloading a composing model keeps the ensemble serving;
-- an omitted optional ensemble input is left out of the step requests that map it;
-- the batch dimension is converted per step (``EnsembleContext::ReshapeTensorDims``): every
-  ensemble tensor remembers the batch size it was made with (the ensemble request's when it
-  batches, the producing step request's when that model batches, else 0 = none). A tensor
-  without one that goes to a batching model gets a batch of 1 prepended when its shape
-  matches that input's dims; a tensor of batch size 1 that goes to a non-batching model
-  loses it when its shape does not match that input's dims; the ensemble's outputs are
-  matched to the ensemble's own output dims the same way. So a non-batching ensemble may
-  use batching models (and a batching ensemble non-batching ones) as Triton allows;
-- a failing step fails its ensemble request with that step's error (same class), its
-  message prefixed "in ensemble 'E', " as Triton's does; steps already running finish,
-  no further step starts; other ensemble requests are unaffected;
-- only the outputs the client asked for are returned.
-
-Statistics (Triton's ``RequestTracker``): per ensemble request one ``success`` (request
-duration from arrival to the last step's answer) or one failure with reason ``OTHER``;
-``queue`` is the time from enqueue to the first step (about 0: an ensemble has no queue);
-``compute_input`` / ``compute_infer`` / ``compute_output`` are the sums of the composing
-requests' compute durations (nested ensembles included, cache hits adding nothing);
-``inference_count`` grows by the request's batch size and ``execution_count`` by one, with
-a ``batch_stats`` entry for that batch size. The composing models keep their own counts.
-"""
+Here: step requests carry the ensemble request's id and parameters; ``model_version: -1``
+resolves the latest READY version per request; tensors move between steps as the numpy
+arrays the models returned (no copy), a step asking only for its ``output_map``'s outputs;
+the batch dimension is converted per step (``EnsembleContext::ReshapeTensorDims``: a tensor
+remembers the batch size it was made with, gets a batch of 1 prepended for a batching model
+whose dims then match, loses a batch of 1 for a non-batching one); only the requested
+outputs are returned. Statistics (Triton's ``RequestTracker``): per request one ``success``
+or one failure (reason ``OTHER``), ``queue`` from enqueue to the first step, compute
+durations the sums of the steps' (ns), ``inference_count`` += batch size,
+``execution_count`` += 1. User view: docs/ensembles.md."""
 
 from __future__ import annotations
 

@@ -2,42 +2,24 @@
 ``EnsembleContext`` in core ``ensemble_scheduler.cc``).
 
 Every ensemble tensor holds a series of values, one per *iteration*: an ensemble input has
-one (iteration 0); each response of a decoupled step adds the next one to each of its
-output tensors, so its every response starts the steps downstream of it; a non-decoupled
-step's outputs take the iteration of its inputs (Triton counts per tensor there too, which
-pairs values of different origins when steps finish out of order). A step runs for
-iteration ``k`` once each of its input tensors has a value ``k``; the ensemble answers
-for iteration ``k`` once every requested output has one (so a decoupled ensemble streams
-one response per completion of the steps that produce its outputs). A value is dropped
-once every step that takes it (and the response, for an output) has used it.
+one (iteration 0); each response of a decoupled step adds the next one to its output
+tensors; a non-decoupled step's outputs take the iteration of its inputs. A step runs for
+iteration ``k`` once each input has a value ``k``; the ensemble answers for ``k`` once every
+requested output has one. A value is dropped once everything that takes it used it.
 
-- An omitted optional ensemble input, and an output a composing model did not return,
-  are *placeholders*: the steps taking them run without that input (it must be optional
-  there, else that model's own validation error fails the request), and the ensemble's
-  response leaves that output out (Triton: "Composing models did not output tensor").
-- Steps that lead to no requested output do not run (:meth:`EnsembleGraph.consumers_for`).
-- Sequence parameters: a step runs with the correlation ID and flags (``sequence_id`` /
-  ``sequence_start`` / ``sequence_end``) of its first input a step made, else the
-  request's; its outputs carry those of its response when it set any (the flags it did not
-  set false), else the step's. The ensemble response has all three of its outputs', so
-  every response carries them (0 / false without a sequence), as Triton's: core
-  ``EnsembleContext`` stores the step's ID and flags with each tensor a step makes
-  (``parameter_override``) and adds them to the response for each output.
-- ``max_inflight_requests`` (``ensemble_scheduling``): at most that many requests of each
-  step in flight (sent, final response not yet in) across all requests of the ensemble
-  (Triton's per-step ``StepInflightRequestLimiter``); a step over the limit waits for a slot,
-  so a decoupled producer's responses queue up unconsumed meanwhile.
-- A decoupled ensemble's response formed when no step request is left in flight (every
-  step request made so far has had its final response) is its last one: it goes out with
-  the final flag (Triton's ``FinishEnsemble`` sends it with ``COMPLETE_FINAL`` when
-  ``inflight_step_counter_`` is 0), so a client that did not ask for empty final responses
-  still sees its stream end; only when the last step ends without a new response is the
-  final flag sent alone.
-- A failing step fails the request with its error (same class and status code) prefixed
-  "in ensemble 'E', " as Triton's ``EnsembleContext::FinishEnsemble`` does (so a nested
-  ensemble's step error reads "in ensemble 'outer', in ensemble 'inner', ..."); no further
-  step starts, the steps in flight finish first.
-"""
+- Placeholders: an omitted optional input, or an output a model did not return; the steps
+  taking it run without it, the response leaves it out. Steps leading to no requested
+  output do not run (:meth:`EnsembleGraph.consumers_for`).
+- Sequence parameters: a step runs with the ID and flags of its first step-made input, else
+  the request's; its outputs carry its response's (Triton's ``parameter_override``).
+- ``max_inflight_requests``: per step, across the ensemble's requests (Triton's
+  ``StepInflightRequestLimiter``).
+- A decoupled ensemble's response formed with no step request in flight carries the final
+  flag (Triton's ``FinishEnsemble``); else the flag is sent alone after the last step.
+- A failing step fails the request with its error class, prefixed "in ensemble 'E', "; no
+  further step starts, those in flight finish first.
+
+User view: docs/ensembles.md."""
 
 from __future__ import annotations
 

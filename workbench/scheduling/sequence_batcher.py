@@ -1,68 +1,22 @@
 """Triton's sequence batcher for stateful models (``sequence_batching { ... }``).
 
-Requests carry a correlation ID (``sequence_id``: non-zero uint64 or non-empty
-string) and the ``sequence_start`` / ``sequence_end`` flags. Requests of one
-sequence execute one at a time, in arrival order, and receive the configured
-control tensors and the sequence's implicit state, whose new value is read back
-from the state output. Two strategies form the executions, as in Triton:
+Requests carry a correlation ID (``sequence_id``: non-zero uint64 or non-empty string) and
+the ``sequence_start`` / ``sequence_end`` flags. Requests of one sequence execute one at a
+time, in arrival order, with the configured control tensors and the sequence's implicit
+state (its new value read back from the state output). Strategies, as in Triton: ``direct``
+(default, :mod:`.sequence_direct`: a sequence pinned to one batch slot of one instance) and
+``oldest`` (:mod:`.sequence_oldest`: any instance takes the oldest ready requests of
+different sequences, up to ``max_batch_size``). Sequences over capacity wait in a backlog,
+bounded by the ``max_sequence_backlog`` parameter (beyond Triton: a START finding it full is
+Unavailable, HTTP 503).
 
-- ``direct`` (the default; :mod:`workbench.scheduling.sequence_direct`): each
-  sequence is pinned to one batch slot of one instance for its whole life;
-- ``oldest`` (:mod:`workbench.scheduling.sequence_oldest`): any instance takes the oldest ready
-  requests of different sequences, up to ``max_batch_size``.
-
-Sequences over capacity (every slot held) wait in a backlog until a slot frees, as
-in Triton; the model config parameter ``max_sequence_backlog`` (workbench extension,
-``parameters { key: "max_sequence_backlog" value { string_value: "N" } }``) bounds
-that backlog: a START request finding the slots and N waiting sequences is rejected
-with Unavailable (HTTP 503 / gRPC UNAVAILABLE), and live sequences are untouched.
-
-How a sequence ends, as in Triton's ``SequenceBatchScheduler``:
-
-- its END request is answered. Once an END is queued, the correlation ID is free: a
-  later START opens a new sequence (its own slot or backlog place);
-- a START arrives while it is live (no END queued): Triton's "previous sequence will be
-  terminated early". The new sequence continues in the same slot (or backlog place)
-  after the requests already queued; its START request runs on fresh state;
-- it waits in the backlog longer than a request's ``timeout`` parameter (µs; the
-  earliest deadline of its queued requests counts): all its queued requests fail with
-  Unavailable "timeout of the corresponding sequence has been expired" (reason REJECTED).
-  A sequence holding a slot is not timed out (Triton);
-- it is idle (nothing queued or executing) for ``max_sequence_idle_microseconds``: its
-  slot is released then, one idle period after its last request (a loop timer due at the
-  earliest such moment, as Triton's reaper thread wakes);
-- one of its queued requests is cancelled (the client went away): its other queued
-  requests fail with Cancelled (CANCELLED, reason CANCELED) and its slot is released;
-- its START request fails: its queued requests up to the next START fail with
-  InvalidArgument instead of running on fresh state (a workbench rule).
-
-A later request of an ended sequence without START is refused.
-
-Iterative sequences (``iterative_sequence: true``, Triton's ``IterativeSequencer``): a request
-without a correlation ID gets one of the batcher's own (unique among its live sequences)
-and the START flag, so each request is a sequence of its own; the model may release it with
-``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE`` (:meth:`SequenceBatcher.reschedule`): it queues
-again in its sequence (slot kept, state kept, neither START nor END) and runs again, e.g. to
-produce a decoupled model's next response. A request of an iterative sequence that ends any
-other way (answered, failed) ends its sequence and frees the slot, as Triton's release
-callback cancels the sequence. Without ``iterative_sequence`` a rescheduled request fails
-(:data:`~workbench.scheduling.dispatcher.RESCHEDULE_REFUSED`).
-
-Triton's test hooks (:mod:`workbench.scheduling.scheduler_hooks`):
-``TRITONSERVER_DELAY_SCHEDULER=N`` holds the first execution until N requests of sequences
-holding a slot are queued; with it, ``TRITONSERVER_BACKLOG_DELAY_SCHEDULER=M`` (``direct``
-only, as in Triton) also until M requests wait in the backlog.
-
-Reload (hot swap): a batcher that left service keeps serving its live sequences
-(:meth:`SequenceBatcher.retire`), so their state is not lost; the engine routes their
-requests here by correlation ID while new sequences start on the new version.
-
-Instance update (a reload that changes only the instance count, Triton's
-``SequenceBatchScheduler::Update``): the batcher keeps its sequences and their state; the
-slots follow the instances (:meth:`SequenceBatcher.instances_changed`): a ``direct``
-instance removed while its slots hold live sequences keeps executing them, takes no new
-ones, and unloads when the last of them ends.
-"""
+How a sequence ends (Triton's ``SequenceBatchScheduler``: END answered, START for a live ID,
+backlog ``timeout`` in µs, ``max_sequence_idle_microseconds``, a cancelled request, a failed
+START), iterative sequences (:meth:`SequenceBatcher.reschedule`), the test hooks
+(:mod:`workbench.scheduling.scheduler_hooks`), reloads (:meth:`SequenceBatcher.retire`) and
+instance updates (:meth:`SequenceBatcher.instances_changed`): docs/scheduling.md, the
+``sequence_batching`` items; docs/python-backend.md (rescheduling); docs/model-control.md
+("Model control modes and hot reload": live sequences and instance updates)."""
 
 from __future__ import annotations
 

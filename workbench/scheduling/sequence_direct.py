@@ -3,32 +3,23 @@
 Follows Triton's ``DirectSequenceBatch`` (core ``sequence_batch_scheduler.cc``) and
 ``sequence_batching { direct { max_queue_delay_microseconds minimum_slot_utilization } }``:
 
-- every model instance has ``max(1, max_batch_size)`` batch slots; a new sequence gets a
-  free slot ``(instance, slot index)`` and keeps it for its whole life, so all its
-  requests execute on that instance, at that row of the batch;
-- an execution on an instance takes the next request of each of its slots whose
-  sequence has one ready; its batch size is the highest such slot index + 1, and the
-  slots in between get a *null request*: the inputs of the first ready request as
-  zeros, START / END / READY false, CORRID 0, implicit state zeros shaped like that
-  request's state (Triton's dummy state). Null responses and state outputs are
-  dropped; the state of the sequence holding such a slot is left untouched;
-- a slot whose request has other input shapes than the first one waits (null row); the
-  shapes of ``allow_ragged_batch`` inputs are not compared (Triton's ragged batching);
-- when ``minimum_slot_utilization`` > 0 and ``max_queue_delay_microseconds`` > 0, an
-  instance whose ready slots are fewer than ``minimum_slot_utilization x slots`` waits up
-  to ``max_queue_delay_microseconds`` (counted from its oldest ready request) for more
-  before it executes. The wait is a ``loop.call_later`` timer, never a block.
+- every instance has ``max(1, max_batch_size)`` batch slots; a new sequence keeps one free
+  ``(instance, slot index)`` for its whole life;
+- an execution takes the next ready request of each slot of the instance; its batch size is
+  the highest such slot index + 1, the slots in between get a *null request* (the first ready
+  request's inputs as zeros, START / END / READY false, CORRID 0, zero state: Triton's dummy
+  state), whose responses and state outputs are dropped;
+- a slot whose request has other input shapes than the first waits (null row);
+  ``allow_ragged_batch`` inputs' shapes are not compared;
+- with ``minimum_slot_utilization`` > 0 and ``max_queue_delay_microseconds`` (µs) > 0, an
+  instance with fewer ready slots than ``minimum_slot_utilization x slots`` waits up to that
+  delay from its oldest ready request (a ``loop.call_later`` timer, never a block).
 
-Instance update: an added instance brings its slots (backlog sequences take them first); a
-removed one takes no new sequence, keeps executing the live sequences of its slots, and
-leaves (then unloads) when the last of them ends, as Triton's ``SequenceBatchScheduler``
-erases a removed instance's slots as they are released.
-
-Statistics as Triton's: ``inference_count`` counts only the real requests (a null request
-collects no statistics: core ``InferenceRequest::CopyAsNull``), while the ``batch_stats`` entry
-of an execution has the batch size the backend got, null rows included (an execution of slot 2
-alone is a batch of 3), as Triton's backends report it.
-"""
+Instance update: an added instance brings its slots (backlog first); a removed one takes no
+new sequence and leaves when the last of its live sequences ends. Statistics as Triton's:
+``inference_count`` counts real requests only (core ``InferenceRequest::CopyAsNull``), the
+execution's ``batch_stats`` entry the batch size the backend got, null rows included. Docs:
+docs/scheduling.md (``sequence_batching``)."""
 
 from __future__ import annotations
 

@@ -1,33 +1,22 @@
 """Triton's ``oldest`` sequence batching strategy (``sequence_batching { oldest { ... } }``).
 
 Follows Triton's ``OldestSequenceBatch``: sequences hold one of
-``oldest.max_candidate_sequences`` slots (default ``instances x max(1, max_batch_size)``)
-shared by all instances; any free instance executes the oldest ready requests of
-different slotted sequences. ``oldest.max_queue_delay_microseconds`` (µs) lets a free
-instance wait, counted from the oldest ready request. Batches are decided as Triton's
-dynamic batcher decides them (Triton runs ``oldest`` through a ``DynamicBatchScheduler``
-given ``oldest``'s preferred sizes and delay; see
-:mod:`workbench.scheduling.dynamic_batcher`): before the delay runs out a batch reaching
-any preferred size leaves at once, cut at the largest preferred size it reaches (so never
-past the largest one); a batch that reached the largest preferred size, or that the next
-ready request cannot join (other input shapes), or any batch once the delay ran out or
-without a delay, leaves whole (up to ``max_batch_size``); else it waits. Empty
-``preferred_batch_size`` means ``[max_batch_size]`` (Triton's normalisation). The wait is
-a ``loop.call_later`` timer, never a block. What the strategies share is in
-:mod:`workbench.scheduling.sequence_batcher`.
+``oldest.max_candidate_sequences`` slots (default ``instances x max(1, max_batch_size)``,
+following the instance count) shared by all instances; any free instance executes the oldest
+ready requests of different slotted sequences. Batches are decided as the dynamic batcher
+decides them (Triton runs ``oldest`` through a ``DynamicBatchScheduler``;
+:mod:`workbench.scheduling.dynamic_batcher`) with ``oldest``'s preferred sizes (empty =
+``[max_batch_size]``) and ``max_queue_delay_microseconds`` (µs, from the oldest ready
+request; a ``loop.call_later`` timer). Shared parts: :mod:`workbench.scheduling.sequence_batcher`.
 
-Instance update: Triton runs one ``OldestSequenceBatch`` per instance, each with its own
-candidate slots, and a new sequence takes slot 0 of every instance before any slot 1
-(``ready_batcher_seq_slots_``), so a sequence belongs to one instance; an update removes at
-once only the instances none of whose sequences is live, and a removed instance holding live
-sequences executes them (and nothing else) until the last one ends or goes idle, then leaves
-(``SequenceBatchScheduler::Update``). Here the candidate slots are shared and any instance
-executes any sequence, so each sequence is given, when its first request is taken, the
-instance Triton would have put it on (the one owning the fewest live sequences, lowest index
-first; :attr:`~workbench.scheduling.sequence_slots.Sequence.owner`); that matters only once
-that instance is removed. Without an explicit ``max_candidate_sequences`` the candidate slots
-follow the instance count.
-"""
+Instance update: Triton runs one ``OldestSequenceBatch`` per instance and gives a new
+sequence slot 0 of every instance before any slot 1, so a removed instance executes its live
+sequences until they end (``SequenceBatchScheduler::Update``). Here the slots are shared, so
+each sequence is given, at its first request, the instance Triton would have put it on (the
+fewest live sequences, lowest index first:
+:attr:`~workbench.scheduling.sequence_slots.Sequence.owner`), which matters only once that
+instance is removed. Docs: docs/scheduling.md (``sequence_batching``) and
+docs/model-control.md (instance updates)."""
 
 from __future__ import annotations
 

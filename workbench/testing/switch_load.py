@@ -10,13 +10,14 @@ request in flight counts as failed. gRPC clients reconnect after GOAWAY.
 from __future__ import annotations
 
 import http.client
+import json
 import threading
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import tritonclient.grpc as grpcclient
-from tritonclient.utils import InferenceServerException
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 BODY = (b'{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"FP32","data":[' + b",".join([b"1"] * 16)
         + b']},{"name":"INPUT1","shape":[1,16],"datatype":"FP32","data":[' + b",".join([b"2"] * 16) + b"]}]}")
@@ -44,16 +45,22 @@ class Counts:
 
 
 class SwitchLoad:
-    """Four clients of ``model`` (add_sub's inputs) on ``127.0.0.1``'s HTTP and gRPC ports
-    until :meth:`stop`.
+    """Four clients of ``model`` on ``127.0.0.1``'s HTTP and gRPC ports until :meth:`stop`;
+    each request carries ``inputs`` (name -> array, batch dimension included; default:
+    add_sub's ``INPUT0`` / ``INPUT1``, FP32 ``[1, 16]``).
 
     Attributes:
         counts: per client (``http-fresh``, ``http-keepalive``, ``grpc-channel``,
             ``grpc-fresh``).
     """
 
-    def __init__(self, http_port: int, grpc_port: int | None, model: str = "add_sub") -> None:
+    def __init__(self, http_port: int, grpc_port: int | None, model: str = "add_sub",
+                 inputs: dict[str, np.ndarray] | None = None) -> None:
         self.http_port, self.grpc_port, self.model = http_port, grpc_port, model
+        self._inputs = inputs
+        self._body = BODY if inputs is None else json.dumps({"inputs": [
+            {"name": name, "shape": list(array.shape), "datatype": np_to_triton_dtype(array.dtype),
+             "data": array.ravel().tolist()} for name, array in inputs.items()]}).encode()
         self.counts: dict[str, Counts] = {}
         self._stop = threading.Event()
         clients = {"http-fresh": self._http_fresh, "http-keepalive": self._http_keepalive}
@@ -91,7 +98,7 @@ class SwitchLoad:
     def _post(self, connection: http.client.HTTPConnection, counts: Counts) -> None:
         started = time.monotonic()
         try:
-            connection.request("POST", f"/v2/models/{self.model}/infer", BODY,
+            connection.request("POST", f"/v2/models/{self.model}/infer", self._body,
                                {"Content-Type": "application/json"})
             response = connection.getresponse()
             body = response.read()
@@ -116,10 +123,12 @@ class SwitchLoad:
         connection.close()
 
     def _grpc_inputs(self) -> list[grpcclient.InferInput]:
-        data = np.ones((1, 16), dtype=np.float32)
-        inputs = [grpcclient.InferInput(f"INPUT{i}", [1, 16], "FP32") for i in range(2)]
-        for tensor in inputs:
-            tensor.set_data_from_numpy(data)
+        arrays = self._inputs or {f"INPUT{i}": np.ones((1, 16), dtype=np.float32) for i in range(2)}
+        inputs = []
+        for name, array in arrays.items():
+            tensor = grpcclient.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
+            tensor.set_data_from_numpy(array)
+            inputs.append(tensor)
         return inputs
 
     def _grpc_infer(self, client: grpcclient.InferenceServerClient, counts: Counts) -> None:

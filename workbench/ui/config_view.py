@@ -1,39 +1,22 @@
 """The Config tab: ``config.pbtxt`` in a code editor with live validation, form controls for
 the common knobs, a diff against the file on disk, Apply and Revert.
 
-* Validation: each edit (re)starts a short timer (:data:`DEBOUNCE_S`); when it fires the
-  engine validates the text as loading would (``validate_model_config_text``), and the
-  problems become editor annotations on their lines and a list under the editor.
-* Form: max batch size, dynamic batching, preferred batch sizes, max queue delay (µs),
-  priority levels, instance count and kind, response cache. A change rewrites only the
-  values it touches in the text (:mod:`workbench.config_edits.knobs`); an edit of the text moves
-  the form to match. The form is refused while the text has a syntax error; knobs that do not
-  apply to the model are disabled with the reason (:mod:`workbench.ui.config_form`).
-* One model's text at a time: each model opened gets an editor of its own, so the browser's
-  undo history (Ctrl+Z) starts at that model's text and can never bring back another
-  model's. Choosing another model while the editor holds edits asks first: keep editing
-  (the dropdown goes back) or discard the edits and open the other model.
-* Apply: ``write_model_config`` (validated atomic write keeping ``config.pbtxt.bak``, then a
-  hot reload in explicit mode without dropped requests) of the open model's text, with the
-  version of the file it was read from: the engine refuses it, writing nothing, when the file
-  changed since (another tab, Tuning's Apply best, an editor); the tab then offers to keep the
-  edits on the new file (the diff then shows them against it, and Apply writes over it).
-  Revert: ``revert_model_config`` puts the backup back once (it is used up: the button is
-  disabled until the next Apply makes one) and says which file came from which.
-* Banners: each action (an edit, Apply, Revert, another model) replaces the last one's; Apply
-  is disabled while the text has problems (its tooltip says so), and errors are shown in
-  words without Python exception names (:func:`~workbench.ui.store.user_text`).
-* Effective values: beside the form, the knobs the model is served with now (the engine's
-  completed config: e.g. an empty ``preferred_batch_size`` is served as ``[max_batch_size]``).
-* Attached to a server by URL (``store.remote``): the text is the served config, Apply loads
-  it there as the load API's ``config`` override and says so (nothing is written to a file,
-  the server's ``config.pbtxt`` stays), the diff is against the served config, and Revert is
-  hidden (there is no backup).
-* Following the disk: :meth:`ConfigView.tick` (the dashboard's beat) reopens the file when it
-  changed on disk (Tuning's Apply best, another tab, an editor) and the editor holds no
-  edits; with edits, it says the file changed instead (Apply is refused until the edits are
-  discarded or kept on the new file).
-"""
+- Validation: each edit restarts a timer (:data:`DEBOUNCE_S`, s); then the engine's
+  ``validate_model_config_text`` runs and its problems become editor annotations and a list.
+- Form: :mod:`workbench.config_edits.knobs` rewrites only the values touched; a text edit
+  moves the form; refused while the text has a syntax error; knobs that do not apply are
+  disabled with the reason (:mod:`workbench.ui.config_form`).
+- One editor per model opened (its own undo history); switching with edits asks first.
+- Apply: ``write_model_config`` with the version of the file the text was read from (a
+  changed file refuses it; the tab offers to keep the edits on the new file); Revert:
+  ``revert_model_config``, once per backup. Banners replace each other; errors in words
+  (:func:`~workbench.ui.store.user_text`).
+- Attached to a server by URL (``store.remote``): the text is the served config, Apply is a
+  load with its ``config`` override there (no file written), no Revert.
+- :meth:`ConfigView.tick` (the dashboard's beat) reopens a file changed on disk when the
+  editor holds no edits, else says it changed.
+
+What a person sees, and the texts: docs/dashboard.md (**Config**) and docs/attach.md (Config)."""
 
 from __future__ import annotations
 

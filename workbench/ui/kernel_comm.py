@@ -1,44 +1,21 @@
 """The inline (notebook) dashboard's browser messages, applied on the engine's loop.
 
-In a notebook, the browser sends each change a person makes (a tab clicked, a field typed)
-over a Jupyter comm; Panel applies it to the cell's Bokeh document and runs the widgets'
-callbacks (``MimeRenderMixin._on_msg``, wired when the cell's output is rendered).
-JupyterLab ≥ 4.4 sends comm messages to a kernel *subshell* by default
-(``commsOverSubshells: perCommTarget``), and ipykernel ≥ 7 handles each subshell's messages
-on a thread of its own. So, without this module, the browser's changes were applied on that
-thread while the dashboard's background work (the Tuning sweep, the 1 s beat) changed the
-same document on the kernel's main loop: two threads holding and unholding one document
-(a hold could be left on for good: every later change from the browser, e.g. the Config tab
-clicked after a sweep, was only collected and never reached the widgets) and two threads
-sending Panel's multi-part messages over one comm, interleaved (the browser's receiver then
-dropped or misread pushes: curves without their points, a sweep that never showed "done").
+The browser's changes arrive over a Jupyter comm, which JupyterLab 4.4+ / ipykernel 7+
+handle on a subshell's thread, while the dashboard's background work changes the same Bokeh
+document on the kernel's main loop; and Panel's notebook comm manager echoes back every
+change the kernel pushed. Why both broke the dashboard: docs/jupyter.md, "The inline
+dashboard's browser messages".
 
-Echoes: Panel's notebook comm manager (panel.models.comm_manager, in the browser) sends
-every change of the browser's document back to the kernel, also the ones it just applied
-from the kernel (Bokeh's own server client drops those, ``event.sync`` false). So each push
-of the sweep came back: a plot's streamed points were streamed a second time into the
-kernel's source, a stale status text or axis end was set again (and pushed again), and a
-table's data came back after the table had grown, where Panel's Tabulator took it as an
-edit and raised ``ValueError: Must have equal len keys and value when setting with an
-iterable``; Bokeh then dropped the rest of that message's events, the tab click among them
-(the Config tab stayed blank after a sweep). :func:`without_echoes` drops them first.
-
-Stale echoes: an echo of a widget's value was kept (the kernel listens to it), and arrived
-after the kernel had set that value again: the kernel went back to the old value. The
-Rollout tab's model select, moved add_sub -> digits_mlp by the session's selection, got
-add_sub's echo back, flipped the selection to add_sub and back, and the second fill reset
-the form: the candidate a person had just picked was lost (the page showed 2, the kernel
-held "none"; about 3 runs in 8 of the inline browser test). :class:`PushedValues` records
-each value the kernel pushes (``ModelChanged`` of the comm's ``PATCH-DOC``), and an event
-that returns one of them, in order, is an echo and dropped, whatever listens to it.
-
-:func:`apply_on_loop` makes a Panel object's browser messages run on the engine's loop (the
-kernel's main loop, where the engine and every other change of the dashboard run): a message
-arriving on another thread is handed to that loop, and the thread waits for it to be applied,
-so Panel's acknowledgement to the browser (its flow control) still follows the change and
-carries its error, and messages keep their order. A message already on the loop's thread is
-applied at once (a kernel without subshells, a frontend that does not use them).
-"""
+- :func:`apply_on_loop`: a Panel object's browser messages run on the engine's loop (the
+  kernel's main loop); a message arriving on another thread is handed to that loop and the
+  thread waits until it is applied, so Panel's acknowledgement (its flow control) follows the
+  change and carries its error, and messages keep their order; one already on the loop's
+  thread is applied at once.
+- :func:`without_echoes` drops the echoes of the kernel's own changes first (Bokeh's server
+  client drops those: ``event.sync`` false).
+- :class:`PushedValues` records each value the kernel pushes (``ModelChanged`` of the comm's
+  ``PATCH-DOC``); an event returning one of them, in order, is an echo and dropped, whatever
+  listens to it (a stale echo would set the widget back)."""
 
 from __future__ import annotations
 

@@ -1,37 +1,24 @@
 """The Live tab: throughput, latency p50/p95/p99, queue vs compute time, batch sizes and
 pending requests of one model version, streamed into Bokeh ``ColumnDataSource``s.
 
-One :class:`~workbench.live_stats.LiveStatistics` per view feeds every plot: the
-dashboard's single periodic callback calls :meth:`LiveView.tick` (about once a second), which
-closes one statistics interval and streams one row into the time-series source
-(``stream(..., rollover=history)``: bounded) and replaces the batch-size histogram. Nothing is
-polled per plot. GPU utilisation and memory are plotted only where
-:func:`workbench.ui.gpu.gpu_sampler` finds a GPU source.
+One :class:`~workbench.live_stats.LiveStatistics` per view feeds every plot: the dashboard's
+periodic callback calls :meth:`LiveView.tick` (about once a second), which closes one
+statistics interval, streams one row into the time series (``rollover=history``: bounded) and
+replaces the batch-size histogram; nothing is polled per plot. GPU plots only where
+:func:`workbench.ui.gpu.gpu_sampler` finds a source. Idle intervals plot NaN latency (the line
+stops) and a "no traffic" label; the time plots share one x-range
+(:func:`~workbench.ui.live_plots.follow_window`) with y from 0; in-process sweep intervals
+(``LiveSample.in_process``) go to a figure of their own; versions (or replicas) are overlaid
+by :mod:`~workbench.ui.live_overlay`; the diagnosis is
+:func:`~workbench.ui.live_diagnosis.diagnose`. The histogram marks the served
+``max_batch_size`` and preferred sizes, read off the tick every :attr:`LiveView.config_every`
+ticks and on a new choice.
 
-While a version is idle the page says so: a status line ("no traffic for 12 s, last request
-at ..."), a "no traffic" label on each plot with no traffic on its time axis (while earlier
-traffic's points are still plotted the label is hidden: it would sit beside them), latency
-and queue / compute left empty for idle intervals (NaN: the line stops instead of repeating
-the last value). The time plots share one
-x-range that follows the recent traffic (:func:`~workbench.ui.live_plots.follow_window`: the
-last minute with traffic, not the whole kept history) and their y-axes start at 0. Intervals
-in which an in-process load generator ran (the Tuning tab, ``workbench perf`` in process:
-``LiveSample.in_process``) are left out of those plots and drawn on a figure and time axis of
-their own. The versions of the chosen model are overlaid (throughput, p50 / p99, queue vs
-compute; one line per version, with a legend: :mod:`~workbench.ui.live_overlay`), or attached
-to several replicas, the chosen version on each replica (the plots above are their sum). A one-line diagnosis
-(:func:`~workbench.ui.live_diagnosis.diagnose`) says why p99 is what it is. The histogram
-marks the served ``max_batch_size`` and preferred batch sizes, read from the engine off the
-tick (every :attr:`LiveView.config_every` ticks and on a new choice, so a Config edit shows),
-and its title says the mean batch against its target and the share at a preferred size.
-
-Threading: Bokeh models change only in :meth:`LiveView.tick` and the Select's callback, both
-run by Panel with the session document's lock held; the config read is a task on the
-engine's loop that only stores what it read, for the next tick to apply.
-
-Units: throughput in inferences per second (batch-weighted, Triton's ``inference_count``),
-latencies and queue / compute times in **milliseconds** on the plots (the samples carry µs).
-"""
+Threading: Bokeh models change only in :meth:`LiveView.tick` and the Select's callback (Panel
+holds the document's lock); the config read is a task on the engine's loop that only stores
+what it read, for the next tick. Units: throughput in inferences/s (batch-weighted, Triton's
+``inference_count``); latencies and queue / compute in **ms** on the plots (samples carry
+µs). What a person sees: docs/live.md, "The Live tab"."""
 
 from __future__ import annotations
 

@@ -1,31 +1,20 @@
 """The Models tab: every model and version with its state, reason, served config (backend,
 instance groups, ``max_batch_size``, batching), live requests/s, p99 and failures, and
-memory; load, unload and reload; a version policy to try.
+memory (:mod:`workbench.ui.model_rows`); load, unload and reload; a version policy to try.
 
-The table follows the engine: every action refreshes it from the engine's state when it
-ends, and :meth:`ModelsView.tick` (the dashboard's one-second beat) refreshes it too, so
-changes made elsewhere (the HTTP/gRPC API, repository polling, another tab) show within a
-second or two. Its columns sort by a click on their header (numbers as numbers, memory by
-bytes); a row's **Config** and **Live** buttons open that model in those tabs (the
-session's shared selection, :mod:`workbench.ui.selection`, moves every tab to it).
+The table follows the engine: each action refreshes it when it ends, and
+:meth:`ModelsView.tick` (the dashboard's one-second beat) too, so changes made elsewhere show
+within a second or two. Columns sort by value (memory by bytes); a row's **Config** and
+**Live** buttons move the session's shared selection (:mod:`workbench.ui.selection`). Load and
+unload need explicit mode; the engine's refusal (Triton's text), as every failure, is shown in
+the tab's error pane, never as a traceback. The version policy is applied as a load with a
+config override (:mod:`workbench.config_edits.overrides`): the file is not written, a later
+Reload reads ``config.pbtxt`` again, as Triton's load API does.
 
-Memory: see :mod:`workbench.ui.model_rows` (``≈`` marks the loader's estimates; the cell's
-tooltip says how each figure was obtained).
-
-Model control needs ``--model-control-mode explicit``; in another mode the engine refuses
-load and unload, and its message ("explicit model load / unload is not allowed if polling is
-enabled") is shown in the tab's error pane, as every failure is: never a traceback.
-
-Version policy: applied as a load of the model with a config override (its current config
-with ``version_policy`` replaced, :mod:`workbench.config_edits.overrides`). The file is not written; a
-later Reload reads ``config.pbtxt`` again (Triton's load API behaves the same). To keep a
-policy, edit ``version_policy`` in the Config tab.
-
-Threading: the table and the banners change from tasks on the engine's loop (background
-work for Bokeh), so every change goes through the session document's lock (a next-tick
-callback of the document, which Bokeh runs holding it; see ``ModelsView._in_document``);
-without a server session (a notebook's comm, tests) it is made at once.
-"""
+Threading: the table and banners change from tasks on the engine's loop, so every change goes
+through the session document's lock (a next-tick callback, ``ModelsView._in_document``);
+without a server session (a notebook's comm, tests) it is made at once. What a person sees:
+docs/dashboard.md (**Models**)."""
 
 from __future__ import annotations
 

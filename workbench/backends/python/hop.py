@@ -1,34 +1,23 @@
 """The call link between the server and a stub: shared-memory message buffers and eventfd wake-ups.
 
-``init`` / ``execute`` / ``finalize`` and their replies go one at a time (a call, then its
-reply), so each direction needs one message buffer, not a queue: a POSIX shared-memory file
-per direction (``<segment base>call`` written by the server, ``<segment base>reply`` written
-by the stub), mapped by both processes, and an ``eventfd`` per direction that the writer
-bumps once the message is in place (the reader blocks in ``read`` on it, the GIL released).
-No socket, no pickled framing on the way: one ``memcpy`` of the message into the mapping and
-one 8-byte ``write`` per hop (Triton's python_backend also keeps its messages in shared memory
-and wakes the other side with a futex; an ``eventfd`` with the message in a shared mapping
-measured ~3 µs CPU per round trip, both processes, against ~7.5 µs for the same 4.6 KB over a
-Unix socket: bench/hop_wakeups.py, bench/RESULTS.md "Issue 34").
+``init`` / ``execute`` / ``finalize`` and their replies alternate, so each direction has one
+message buffer: a POSIX shared-memory file (``<segment base>call`` written by the server,
+``<segment base>reply`` by the stub) mapped by both, and an ``eventfd`` the writer bumps once
+the message is in place (the reader blocks in ``read``, GIL released). One ``memcpy`` and one
+8-byte ``write`` per hop (~3 µs CPU per round trip against ~7.5 µs over a Unix socket:
+bench/RESULTS.md, "Issue 34").
 
-A message is a header, a *blob* and an *envelope*::
+A message is ``[seq u64][blob bytes u64][envelope bytes u64][reserved u64][blob][envelope]``:
+the blob holds the batch's inline tensor bytes back to back (:mod:`.hop_codec`), the envelope
+a pickled dict (``op``, ids, the batch's columns); ``seq`` is the call's id, carried back by
+the reply so another wake-up (the reader thread waking a call after the stub died) is told
+apart. A buffer grows (``ftruncate`` + ``posix_fallocate``: a full ``/dev/shm`` raises
+:class:`~.transport.SharedMemoryFull` on the writer, never SIGBUS) and never shrinks; the
+reader remaps when the header says the message runs past its mapping.
 
-    [seq u64][blob bytes u64][envelope bytes u64][reserved u64][blob][envelope]
-
-the blob holds tensor bytes (the inline tensors of a whole batch, back to back; see
-:mod:`.hop_codec`), the envelope a pickled dict (``op``, ids, the batch's columns). ``seq`` is
-the call's id: the reply carries it back, so a wake-up that is not the reply (the server's
-reader thread wakes a waiting call when the stub died) is told apart. A buffer grows when a
-message does not fit (``ftruncate`` + ``posix_fallocate`` of the same file, so a full
-``/dev/shm`` raises :class:`~.transport.SharedMemoryFull` on the writer, never SIGBUS); the
-reader remaps when the header says the message runs past its mapping. Buffers never shrink.
-
-Stub death and server death are seen on the event socket (end of stream), as before: the
-server's reader thread then marks the stub gone and bumps the reply eventfd so that a waiting
-call returns; the stub exits when its event socket ends.
-
-This module is imported by the stub process: the standard library only.
-"""
+Stub and server death are seen on the event socket (end of stream): the server marks the stub
+gone and bumps the reply eventfd; the stub exits. Imported by the stub process: the standard
+library only. Docs: docs/python-backend.md, "The hop to the stub"."""
 
 from __future__ import annotations
 

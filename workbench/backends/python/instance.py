@@ -1,34 +1,18 @@
 """A Python-backend model instance, server side: one stub process per instance, as in Triton.
 
-``execute`` sends the batch to the stub and waits for its reply; ``unload`` runs the model's
-``finalize`` (bounded by the stub timeout, then the stub is killed). A stub that dies
-(crash, ``os._exit``, SIGKILL, out of memory) fails the requests it was running with
-Triton's text ``Failed to process the request(s) for model instance '<i>', message: Stub
-process '<i>' is not healthy.`` and is started again at once (``initialize`` runs again).
-A stub that dies with nothing in flight stays down until the next request, which fails with
-that text and starts it again (Triton's behaviour). While the stub is down the model reports
-NOT READY (:meth:`PythonInstance.ready`). If a restart fails, the next execution tries again.
+``execute`` sends the batch to the stub and waits for its reply (not bounded, as in Triton);
+``unload`` runs ``finalize``, bounded by the ``stub-timeout-seconds`` parameter (s, default
+30), then kills the stub. A stub that dies fails the requests it was running with Triton's
+"Failed to process the request(s) for model instance '<i>', message: Stub process '<i>' is
+not healthy." and restarts at once; one that dies idle stays down (NOT READY:
+:meth:`PythonInstance.ready`) until the next request fails and restarts it (Triton's). A
+failed restart is tried again at the next execution.
 
-Timeouts: ``execute`` is not bounded (as in Triton: a hung model blocks only its own
-instance); ``finalize`` is bounded by ``stub-timeout-seconds`` (Triton's backend-config key,
-read here from the model config ``parameters``; default 30 s).
-
-Async execute: a decoupled model's ``async def execute`` runs in the background in its stub
-(the stub replies at once, so the instance takes its next batch while earlier coroutines
-run, as in Triton); one that raises is logged here and fails the requests it left open.
-
-Cancellation: a request the engine cancels (its client closed the stream or connection, or
-a BLS caller cancelled it) is reported to its stub while it is open there, so the model's
-``request.is_cancelled()`` / ``response_sender.is_cancelled()`` turn True (Triton's);
-the model decides whether to stop.
-
-Response senders: every request has one (``request.get_response_sender()``). A decoupled
-model streams through it; a non-decoupled model may send its one response through it instead
-of returning it (Triton's python_backend rules: one response, then or with it the FINAL flag;
-a second response or a FINAL before any response raises in the model). Such a request is
-answered when the FINAL arrives, also from a model thread after ``execute`` returned: the
-instance waits for it, as a request whose model never sends FINAL waits in Triton.
-"""
+A decoupled model's ``async def execute`` runs in the background in its stub (one that raises
+fails the requests it left open). A request the engine cancels is reported to its stub, so
+``is_cancelled()`` turns True there. Every request has a response sender; a non-decoupled
+model may send its one response through it (Triton's rules), and the request is answered when
+its FINAL arrives, also after ``execute`` returned. Docs: docs/python-backend.md."""
 
 from __future__ import annotations
 

@@ -1,34 +1,25 @@
 """The stub process: runs one instance of a Triton Python model, isolated from the server.
 
-Triton's ``triton_python_backend_stub``. The server starts it as a script::
+Triton's ``triton_python_backend_stub``, started as a script::
 
     python .../workbench/backends/python/stub.py --fd N --hop-fds C,R --segment-base PREFIX
 
-(``--fd``: the connected event socket inherited from the server, see :mod:`.process`;
-``--hop-fds``: the call link's eventfds, calls and replies, see :mod:`.hop`;
-``--segment-base``: the shared-memory name prefix of this stub generation, see
-:mod:`.transport`; the call link's buffers are ``<prefix>call`` and ``<prefix>reply``). Run as
-``--auto-complete MODEL_FILE`` it instead reads a model config (JSON) on stdin, calls the
-model's ``auto_complete_config`` and writes ``{"config": ...}`` or ``{"error": ...}`` to
-stdout (the model's own prints go to stderr).
+(``--fd``: the event socket inherited from the server, :mod:`.process`; ``--hop-fds``: the
+call link's eventfds, :mod:`.hop`; ``--segment-base``: this stub generation's shared-memory
+prefix, :mod:`.transport`). ``--auto-complete MODEL_FILE`` instead reads a model config (JSON)
+on stdin, runs the model's ``auto_complete_config`` and writes ``{"config": ...}`` or
+``{"error": ...}`` to stdout (the model's prints go to stderr).
 
-The model sees what Triton's embedded interpreter gives it: ``sys.argv == ['']`` (so
-``unittest.main("model", exit=False)`` and argparse defaults work in ``execute``), and
-model.py imported as ``<version>.model`` with the version and model folders appended to
-``sys.path`` (:func:`load_model_module`).
+As Triton's embedded interpreter: ``sys.argv == ['']``, model.py imported as
+``<version>.model`` with the version and model folders on ``sys.path``
+(:func:`load_model_module`). Only this package folder is imported (numpy and the standard
+library; never the engine), so a stub starts in about the time of ``import numpy``.
 
-Launched as a file, it imports only its own package folder (numpy and the standard
-library): ``workbench/__init__`` (the engine) is never loaded here, so a stub starts in
-about the time of ``import numpy``. A model crash, hang or leak stays in this process.
-
-Threads: the main thread waits for the calls itself and runs ``initialize`` / ``execute`` /
-``finalize`` one at a time (as Triton's stub), replying on the call link; a reader thread
-receives the event socket's messages (BLS responses are delivered from it, so ``exec``
-works while ``execute`` runs); ``async def execute`` runs on a background
-asyncio loop: awaited there for a non-decoupled model, left running there for a decoupled
-one (Triton's stub: the next ``execute`` starts while the coroutines of earlier ones run).
-When the server goes away the stub exits at once, without ``finalize``.
-"""
+Threads: the main thread waits for calls and runs ``initialize`` / ``execute`` / ``finalize``
+one at a time, replying on the call link; a reader thread takes the event socket's messages
+(BLS responses, so ``exec`` works during ``execute``); ``async def execute`` runs on a
+background asyncio loop (awaited for a non-decoupled model, left running for a decoupled
+one). When the server goes away the stub exits at once, without ``finalize``."""
 
 from __future__ import annotations
 

@@ -1,33 +1,18 @@
 """Messages and tensors between the server and a Python model's stub process (both sides).
 
-Control messages are pickled Python dicts/tuples framed by an 8-byte little-endian length,
-sent over a connected ``AF_UNIX`` stream socket (:class:`Channel`; sends from several
-threads are serialized by a lock). Tensor *data* is never pickled as an array:
+Control messages are pickled dicts/tuples framed by an 8-byte little-endian length over a
+connected ``AF_UNIX`` stream socket (:class:`Channel`; sends serialized by a lock). Tensor
+data is never pickled as an array: up to :data:`INLINE_MAX_BYTES` (128 KiB) it travels inline
+as raw bytes; a larger tensor is copied once into a POSIX shared-memory segment
+(``/dev/shm/<prefix><n>``) of the sender's :class:`SegmentPool`, which the receiver maps
+(:class:`SegmentReader`, no copy) and releases (``"released"`` on its next message) for reuse.
 
-* a tensor of at most :data:`INLINE_MAX_BYTES` travels inline as raw bytes inside the
-  control message;
-* a larger tensor is copied once into a POSIX shared-memory segment
-  (``/dev/shm/<prefix><n>``) of the sender's :class:`SegmentPool`; the message carries the
-  segment's name and the receiver maps it (:class:`SegmentReader`; numpy views the mapping,
-  no copy). When the receiver's last array over the mapping is dropped, the name goes back
-  to the sender on its next message (``"released"``), and the segment is reused for a later
-  tensor: a reused segment costs a memcpy, a new one tmpfs page allocation (~5x slower).
-
-Why 128 KiB inline: measured on this project's 2-core box (one message, encode + send +
-receive + decode, median), inline costs 64 KiB ~110 µs, 128 KiB ~160 µs, 192 KiB ~180 µs,
-1 MiB ~2.0 ms; a segment ~190, ~190, ~215 µs and ~0.45 ms (its fixed cost: mmap, page
-faults, munmap, the release round trip). The paths cross between 128 and 256 KiB; 128 KiB
-also keeps every inline message inside a Unix socket's default send buffer (~208 KiB), so it
-goes in one write and one wake-up.
-
-Segment names start with Triton's reserved prefix ``triton_python_backend_shm_region_``
-(``workbench.engine.shared_memory`` refuses client regions whose key starts with it, as
-Triton does), then ``wb<server pid>_<stub id>_<side><n>``: no client region can collide
-with them, and the server removes every segment of a stub that exited or crashed
-(:func:`remove_segments`) or of a server process that died (:func:`remove_stale_segments`).
-
-This module is imported by the stub process: numpy and the standard library only.
-"""
+Segment names: Triton's reserved ``triton_python_backend_shm_region_`` then
+``wb<server pid>_<stub id>_<side><n>`` (``workbench.engine.shared_memory`` refuses client
+regions with that prefix); the server removes a dead stub's segments (:func:`remove_segments`)
+and a dead server's (:func:`remove_stale_segments`). A full ``/dev/shm`` raises
+:class:`SharedMemoryFull`. Why 128 KiB (measured) and the user's view: docs/python-backend.md,
+"The hop to the stub". Imported by the stub process: numpy and the standard library only."""
 
 from __future__ import annotations
 

@@ -1,40 +1,24 @@
 """``ModelStreamInfer``: many requests on one bidirectional stream, 0..n responses each.
 
-Requests run concurrently. Responses of non-decoupled models leave in request order
-(Triton adds preserve-ordering to a non-decoupled stream); those of decoupled models
-leave as the model sends them, interleaved across requests, in the order the model sent
-them within one request (Triton's ``ModelStreamInferHandler``). Every response carries
-``triton_final_response`` (true on a request's last one); a decoupled request closed
-without a last response gets an empty final response only when the client asked with
-``triton_enable_empty_final_response``. A failed request answers ``error_message`` and the
-stream stays open; closing or cancelling the stream cancels the requests in flight.
+Triton's ``ModelStreamInferHandler``: requests run concurrently; non-decoupled responses
+leave in request order, decoupled ones as the model sends them; each carries
+``triton_final_response``; an empty final response only with
+``triton_enable_empty_final_response``; a failed request answers ``error_message``; closing
+or cancelling the stream cancels the requests in flight. With ``triton_grpc_error: true`` in
+the metadata the first request failing in the engine (here its input checks too) ends the
+stream with its gRPC status, after the responses queued before it; requests failing before
+the engine still answer in the stream.
 
-``triton_grpc_error: true`` in the stream's metadata (Triton's gRPC status mode): the first
-request that fails in the engine (its execution, a model's error response, and here also the
-engine's checks of its inputs) ends the whole stream with that error as the gRPC status (code
-and message as ``ModelInfer`` answers it); the responses queued before it are written first,
-later ones and the requests in flight are dropped (cancelled). A request that fails before it
-reaches the engine (undecodable, unknown model) still answers ``error_message`` in the
-stream, as in Triton.
+Tracing (``--trace-config``): each request sampled on its own once its model is known;
+``GRPC_WAITREAD_START`` / ``_END``, ``INFER_RESPONSE_COMPLETE``, ``GRPC_SEND_START`` /
+``_END`` around each response written; written once the last response is.
 
-Tracing (``--trace-config``), as Triton's stream handler: each request of the stream is
-sampled on its own (once its model is known) and gets one trace: ``GRPC_WAITREAD_START`` (the
-stream began waiting for this message: at the start, or when the previous one was read),
-``GRPC_WAITREAD_END`` (the message read), ``INFER_RESPONSE_COMPLETE`` (the engine's first
-response), then ``GRPC_SEND_START`` / ``GRPC_SEND_END`` around each response written (a
-decoupled request's 0..n responses each; an empty final response that is not sent has none).
-The trace is written once the request's last response is written (or the stream ends).
-
-A client that does not read (beyond Triton, whose ``--grpc-max-response-pool-size`` is unbounded
-by default and then blocks the model): responses wait in the stream's outbox, serialized, until
-grpc.aio takes each (it takes the next once the last passed HTTP/2 flow control, i.e. the client
-made room). When more than ``--grpc-max-stream-unsent-size`` bytes wait (each response counted
-as its serialized size plus :data:`RESPONSE_OVERHEAD`; the one being written and one more may be
-of any size), the stream is cancelled: the reader and every request in flight are cancelled (the
-engine drops their queued work and closes their response streams), the waiting responses are
-dropped, and once the client reads what was already sent it gets RESOURCE_EXHAUSTED with
-:data:`UNREAD_TEXT`.
-"""
+A client that does not read (beyond Triton, whose response pool blocks the model):
+responses wait serialized in the stream's outbox until grpc.aio takes each; over
+``--grpc-max-stream-unsent-size`` bytes waiting (each counted as its size plus
+:data:`RESPONSE_OVERHEAD`) the stream and its requests are cancelled, the waiting responses
+dropped, and the client gets RESOURCE_EXHAUSTED :data:`UNREAD_TEXT`. User view: docs/api.md
+(gRPC API), docs/metrics-tracing.md (Tracing), docs/security.md."""
 
 from __future__ import annotations
 

@@ -1,49 +1,25 @@
 """The one request-body reader of every HTTP edge, and its one size-limit behaviour.
 
-Every body a workbench edge reads goes through this module (``tests/test_layers.py`` checks
-that no other module calls ``Request.body()`` / ``.stream()`` or reads ASGI ``more_body``):
+Every body a workbench edge reads goes through here (``tests/test_layers.py`` checks that no
+other module calls ``Request.body()`` / ``.stream()`` or reads ASGI ``more_body``):
+:func:`read_within` reads an ASGI body (the infer and generate paths, and :class:`BodyLimits`
+in front of every FastAPI route); :func:`route_body` / :func:`route_json` hand a route the
+body :class:`BodyLimits` read; :func:`received_body` bounds a body tornado already read (the
+Jupyter extension's REST API).
 
-* :func:`read_within` reads an ASGI request's body: the infer path
-  (:class:`~workbench.frontends.http.infer_asgi.InferFastPath`), the generate path
-  (:class:`~workbench.frontends.http.generate.GeneratePath`) and :class:`BodyLimits`, in front
-  of every FastAPI route (v2, OpenAI-compatible), each with its route's limit and refusal;
-* :func:`route_body` / :func:`route_json` hand a FastAPI route the body :class:`BodyLimits`
-  already read and bounded;
-* :func:`received_body` bounds a body its server read whole before the handler ran (tornado,
-  for the Jupyter extension's REST API).
-
-The behaviour, the same at every edge: a body over its limit is refused with the route's
-Triton text (Triton's ``EVBufferToJson`` "request JSON size of N bytes exceeds the maximum
-allowed input size of M bytes. Use --http-max-input-size to increase the limit.", 400, where
-the route has no text of its own), before any of it is read when ``Content-Length`` announces
-it, else as soon as the bytes read pass the limit; the connection then ends after the answer,
-the rest of the body unread. Beyond Triton, whose HTTP server reads any body whole before it
-checks its size: a client cannot make the server read (or hold) more than the limit.
-
-Starlette's ``Request.body()`` alone buffers whatever arrives, and a route that never reads its
-body (``GET /v2/health/live``, a 405) leaves uvicorn to read and drop all of it after the answer
-on a keep-alive connection. :class:`BodyLimits`, in front of the FastAPI app, gives each route
-a limit that fits it:
-
-* ``POST /v2/repository/models/{m}/load``: ``--http-max-input-size`` (64 MiB; its ``file:``
-  parameters carry base64 model files), answered as Triton answers it: 400 "request JSON size
-  of N bytes exceeds the maximum allowed input size of M bytes. Use --http-max-input-size to
-  increase the limit.";
-* every other route (logging and trace settings, repository index and unload, shared-memory
-  registration, health, metadata, unknown paths): ``--http-max-control-body-size`` (64 KiB;
-  their bodies are a few hundred bytes of JSON), answered 413 ``{"error": "..."}`` (beyond
-  Triton, which bounds them by ``--http-max-input-size`` too);
-* ``POST /v1/embeddings``, ``/v1/completions``, ``/v1/chat/completions`` (the OpenAI-compatible
-  routes: their bodies carry texts): ``--http-max-input-size``, answered as Triton's OpenAI
-  frontend answers it: 413 "Request size of N bytes exceeds the maximum allowed input size of
-  M bytes. Use --http-max-input-size to increase the limit." in OpenAI's error shape.
-
-The connection ends after an early answer by the protocol's lingering close
-(:meth:`~workbench.frontends.http.connection_guard.GuardedHttpToolsProtocol._linger`). A body within
-its limit is read whole before the route runs and handed to it as one message. Requests
-without a body (no ``Content-Length`` or ``Transfer-Encoding``, or a length of 0) pass
-untouched.
-"""
+A body over its limit is refused with its route's text before any of it is read when
+``Content-Length`` announces it, else once the bytes read pass the limit; the connection then
+ends after the answer (the lingering close of
+:meth:`~workbench.frontends.http.connection_guard.GuardedHttpToolsProtocol._linger`). Limits
+and answers per route: the load API ``--http-max-input-size`` (Triton's 400 "request JSON
+size of N bytes exceeds the maximum allowed input size of M bytes. Use
+--http-max-input-size to increase the limit."); the OpenAI-compatible routes the same limit
+with 413 in OpenAI's error shape (Triton's OpenAI frontend); every other route
+``--http-max-control-body-size`` with 413 ``{"error": "..."}`` (beyond Triton). Tritonserver
+reads a body whole before checking its size; here a client cannot make the server read more
+than the limit. A body within its limit is read whole and handed on as one message; requests
+without a body pass untouched. User view: docs/serve.md, "HTTP connection limits";
+docs/security.md, "Every limit, its flag and default"."""
 
 from __future__ import annotations
 

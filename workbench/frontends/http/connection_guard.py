@@ -1,46 +1,24 @@
 """Connection limits of the HTTP listener: how many connections, how long and how big a head.
 
-uvicorn closes an idle keep-alive connection after a response, but a connection that never
-completes a request head stays open for ever, with no cap on the number of such connections
-or on a head's size: a slowloris client (or plain idle sockets) can hold every file
-descriptor until health checks fail. :class:`GuardedHttpToolsProtocol` adds, per connection:
+uvicorn leaves a connection that never completes a request head open for ever, with no cap
+on their number or a head's size (slowloris). :class:`GuardedHttpToolsProtocol` adds, per
+connection: a deadline for each request head (``http_header_timeout``, s: 408, or a silent
+close when no byte came); an inactivity timeout while a body is read (``http_body_timeout``,
+s: 408); a head-size cap (``http_max_header_size``, bytes: 431); and a lingering close after
+a response sent before its body arrived (:meth:`GuardedHttpToolsProtocol._linger`: FIN, the
+rest dropped unparsed for at most the keep-alive timeout). For the listener, a cap on open
+connections (``http_max_connections``): at the cap a new connection closes the one idle
+longest, else the one whose body is furthest behind ``http_body_min_rate`` bytes/s (408,
+after :data:`MIN_RATE_GRACE_S`, as mod_reqtimeout's ``MinRate``), else it gets 503. None of
+these are tritonserver flags (beyond Triton).
 
-* a deadline for each request head (``http_header_timeout``), from the moment the connection
-  opens or the first byte of a later request arrives: 408, or a silent close when no byte came;
-* an inactivity timeout while a body is read (``http_body_timeout``): 408 and close;
-* a head-size cap (``http_max_header_size``, request line plus headers): 431 and close;
-* a response sent before its request's body has arrived (a body refused for its size) ends
-  the connection: a FIN after it, the rest of the body dropped unparsed for at most the
-  keep-alive timeout (:meth:`GuardedHttpToolsProtocol._linger`), instead of uvicorn reading
-  all of it to keep the connection alive;
-
-and for the listener a cap on open connections (``http_max_connections``): at the cap a new
-connection closes the connection idle longest (no request in progress), so a flood of idle or
-slowloris connections cannot lock out a health check; when none is idle, it closes the
-connection whose request body is furthest behind ``http_body_min_rate`` bytes/s (408; a
-body gets :data:`MIN_RATE_GRACE_S` before the rate counts, as mod_reqtimeout's
-``body=...,MinRate=...``), so a flood of connections that trickle a body cannot either; when
-every connection is busy otherwise (a body arriving fast enough, a request being served) the
-new one gets 503 and is closed.
-
-tritonserver has no such flags (its libevent server has fixed limits); these go beyond it.
-
-Draining (SIGTERM, :meth:`GuardedHttpToolsProtocol.shutdown`): the listener is closed at once,
-so new connections are refused (a proxy goes to another replica). uvicorn would also close idle
-keep-alive connections at once, and a proxy (nginx) that wrote a request on one of them a moment
-before gets a reset it must not retry (a POST may have run): a 502. Instead, two policies
-(:attr:`ConnectionLimits.drain_s`):
-
-* ``workbench serve`` (Triton's ``HTTPServer::Stop``): live connections, idle keep-alive ones
-  included, stay open and are served until the client closes them, their keep-alive timeout
-  closes them, or ``--exit-timeout-secs`` runs out (then an idle one is closed); unlike
-  Triton, each response sent during the drain carries ``Connection: close``, so a proxy's
-  pooled connections end after their next request instead of holding the drain (and a
-  rolling restart) for the whole exit timeout;
-* the embedded listener (the Jupyter host, the headless switch): an idle connection stays open
-  :data:`DRAIN_IDLE_GRACE_S` more, and every request on a draining connection is answered with
-  ``Connection: close``, so clients move to the new listener at once.
-"""
+Draining (:meth:`GuardedHttpToolsProtocol.shutdown`, policy :attr:`ConnectionLimits.drain_s`):
+the listener closes at once; ``workbench serve`` keeps live connections (idle ones too)
+served until the client or the keep-alive timeout closes them or ``--exit-timeout-secs``
+ends (Triton's ``HTTPServer::Stop``), each response then carrying ``Connection: close``; the
+embedded listener (Jupyter host, headless switch) keeps an idle connection
+:data:`DRAIN_IDLE_GRACE_S` more and answers every request with ``Connection: close``. User
+view and why: docs/serve.md, "HTTP connection limits" and the drain at SIGTERM."""
 
 from __future__ import annotations
 

@@ -1,37 +1,22 @@
 """Triton's generate extension: ``POST /v2/models/{m}[/versions/{v}]/generate`` and
 ``/generate_stream``, as a raw ASGI handler in front of the rest of the v2 app.
 
-``/generate`` answers one JSON object (``application/json``) for a model that sends exactly
-one response; ``/generate_stream`` answers Server-Sent Events (``text/event-stream;
-charset=utf-8``), one ``data: {...}\\n\\n`` event per response as the model sends it (a
-decoupled model's 0..n responses; a non-decoupled model's one). The JSON mapping is
+``/generate`` answers one JSON object for a model that sends exactly one response;
+``/generate_stream`` answers Server-Sent Events (``text/event-stream; charset=utf-8``), one
+``data: {...}`` event per response as the model sends it. JSON mapping:
 :mod:`workbench.frontends.http.generate_mapping`.
 
-Errors follow tritonserver's ``HandleGenerate``:
+Errors follow tritonserver's ``HandleGenerate``: a request refused before it runs answers
+``{"error": "..."}`` with Triton's status on both routes; on ``/generate_stream`` a model's
+error response is an event ``data: {"error": "..."}`` (status: the first response's); on
+``/generate`` zero or several responses answer 501 with Triton's "generate expects model to
+produce exactly 1 response, ..." (tritonserver sends it in a 200 body).
 
-* a request refused before it runs (unknown model, malformed JSON, an input of the wrong type
-  or a missing one, a body over ``--http-max-input-size``) is answered ``{"error": "..."}``
-  with ``application/json`` and Triton's status, on both routes;
-* on ``/generate_stream``, a model's error response is an event ``data: {"error": "..."}``;
-  the status is the first response's (200 once an event was sent, the error's status when
-  the error is the first response, as Triton's);
-* on ``/generate``, a model that sends no response or more than one gets Triton's text
-  "generate expects model to produce exactly 1 response, use generate stream for model that
-  generates various number of responses" with status 501, as ``/infer`` answers decoupled
-  models (tritonserver sends that text in a 200 body, because its first response already
-  set the status).
-
-A sampled request (``--trace-config``) is traced as tritonserver's ``HandleGenerate`` traces it
-(sampled on arrival, before the model's metadata is read): ``HTTP_RECV_START`` / ``HTTP_RECV_END``
-(the body read), the engine's timestamps, ``INFER_RESPONSE_COMPLETE`` as each response comes
-from the engine, and ``HTTP_SEND_START`` / ``HTTP_SEND_END`` around each response sent (the
-JSON object; each event of ``/generate_stream``); the trace is written once the response is
-complete.
-
-A client that disconnects abandons its request: the awaited stream is closed, so the engine
-drops the model's remaining responses (and a queued request is not run), and nothing is left
-waiting on the connection.
-"""
+Tracing (``--trace-config``), as ``HandleGenerate``: sampled on arrival; ``HTTP_RECV_START`` /
+``_END``, the engine's timestamps, ``INFER_RESPONSE_COMPLETE`` per response, ``HTTP_SEND_START``
+/ ``_END`` around each response sent; written once the response is complete. A client that
+disconnects abandons its request (the engine drops the remaining responses). Docs:
+docs/api.md (generate), docs/metrics-tracing.md (Tracing)."""
 
 from __future__ import annotations
 

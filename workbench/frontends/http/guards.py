@@ -4,30 +4,19 @@
 reaches no route, reads no body and changes nothing. It answers 403 with Triton's error
 shape ``{"error": "..."}`` when:
 
-1. **A browser page of another site sent it** (beyond Triton, which has no such check; it
-   closes the hole through which any web page could load code on a server on loopback):
-   an ``Origin`` header that is not this server's own (``Origin``'s host[:port] differs
-   from ``Host``; ``Origin: null`` too), or ``Sec-Fetch-Site: cross-site|same-site``. A page
-   of another site can send a "simple" POST (``text/plain``, a form) without asking the
-   server first; browsers always mark such requests with these headers. A browser request
-   whose ``Host`` is a name other than ``localhost`` is refused too (DNS rebinding: a page of
-   another site whose name was made to resolve to this server; a name under ``.localhost``
-   too), so browsers reach the v2 port only by IP address or ``localhost`` itself.
-2. **A POST body is not JSON- or binary-typed**: ``Content-Type: text/plain`` or
-   ``multipart/form-data`` is refused from any client; ``application/x-www-form-urlencoded``
-   is refused from a browser (``Origin`` or ``Sec-Fetch-*`` present) and accepted otherwise,
-   as it is what ``curl -d`` and libcurl (Triton's C++ client, perf_analyzer's shared-memory
-   registration) send by default. No Triton client sends ``text/plain`` or a form.
-3. **The API group is restricted** (``--http-restricted-api``, :mod:`workbench.restrictions`)
-   and the request lacks the key: Triton's text ``This API is restricted, expecting header
-   '<key>'`` and status 403.
+1. a browser page of another site sent it (beyond Triton): an ``Origin`` other than this
+   server's own (host[:port] against ``Host``; ``Origin: null`` too), ``Sec-Fetch-Site:
+   cross-site|same-site``, or a browser request whose ``Host`` is a name other than
+   ``localhost`` (DNS rebinding; names under ``.localhost`` too);
+2. a POST body is typed ``text/plain`` or ``multipart/form-data`` (any client), or
+   ``application/x-www-form-urlencoded`` from a browser (accepted from others: ``curl -d``'s
+   and libcurl's default, which perf_analyzer sends);
+3. the API group is restricted (``--http-restricted-api``, :mod:`workbench.restrictions`)
+   and the key is missing: Triton's "This API is restricted, expecting header '<key>'".
 
-On the OpenAI-compatible routes (``/v1/...``) the answer is in OpenAI's error shape
-(``{"error": {"message", "type", "param", "code"}}``, what the ``openai`` client reads), and a
-missing key is answered as Triton's OpenAI frontend answers it: 401, ``type``
-``authentication_error``, ``code`` ``invalid_auth``, "This API is restricted, expecting header
-'<key>' with valid value".
-"""
+On ``/v1/...`` (OpenAI-compatible) the answer is in OpenAI's error shape, and a missing key
+is 401 ``authentication_error`` / ``invalid_auth`` as Triton's OpenAI frontend answers it.
+Why, for users: docs/security.md ("Web pages of other sites", the restricted API groups)."""
 
 from __future__ import annotations
 
