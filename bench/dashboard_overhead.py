@@ -95,7 +95,7 @@ class Switchable:
     def __init__(self, server, interval_s: float) -> None:
         import panel as pn
 
-        from workbench.live_stats import LiveStatistics
+        from workbench.serving.live_stats import LiveStatistics
         from workbench.ui import Dashboard
 
         self._pn, self._live_type = pn, LiveStatistics
@@ -134,7 +134,7 @@ def observer_ns(calls: int = 200_000) -> float:
     """Mean cost of the success observer a dashboard adds, ns per call (in isolation, on a
     server with no model: the observer appends the latency to a list)."""
     from workbench import ModelStatistics, Server, ServerOptions
-    from workbench.live_stats import LiveStatistics
+    from workbench.serving.live_stats import LiveStatistics
 
     live = LiveStatistics(Server(ServerOptions(model_repository=["."])))
     stats = ModelStatistics(MODEL, "1")

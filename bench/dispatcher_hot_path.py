@@ -27,7 +27,7 @@ from tritonclient.grpc.model_config_pb2 import ModelDynamicBatching
 from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes, InstanceSpec, ModelInstance
 from workbench.scheduling.dispatcher import Dispatcher
 from workbench.scheduling.dynamic_batcher import dynamic_batcher
-from workbench.statistics import ModelStatistics
+from workbench.stats.statistics import ModelStatistics
 
 
 class _Instant(ModelInstance):

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from workbench import InferenceRequest, Server, ServerOptions, Tensor
-from workbench.ui.live_view import LiveView
-from workbench.ui.store import EngineStore
+from workbench.ui.live.live_view import LiveView
+from workbench.ui.shared.store import EngineStore
 
 REPOSITORY = Path(__file__).resolve().parents[1] / "sample_models" / "repository"
 

@@ -7,7 +7,7 @@ Runs ``--steps`` steps per concurrency of ``workbench.perf.run_step`` on ``digit
 table of ``window_s - interval`` in milliseconds (min / p50 / p99 / max) per concurrency.
 The window is the time between the two clock readings around the load's run, so the
 overshoot is the event loop's lateness in waking the step; on a busy machine it grows. A
-timing, not a pass/fail property: tests/test_perf.py checks only that each window lasts at
+timing, not a pass/fail property: tests/tools/test_perf.py checks only that each window lasts at
 least the interval and leaves out its warm-up.
 """
 

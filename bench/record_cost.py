@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 import timeit
 
-from workbench.statistics import ModelStatistics
+from workbench.stats.statistics import ModelStatistics
 
 CALLS = 200_000
 

@@ -2,7 +2,7 @@
 
 ``engine.infer`` of the test repository's ONNX ``identity_fp32`` with a 64 MiB FP32 input and output in one
 system shared-memory object; the median of ``REPS`` calls, and of the Region.read / Region.write inside them.
-``pvm``: the process_vm path (workbench.engine.shm_copy), ``fd``: pread / pwrite forced. Under the lock::
+``pvm``: the process_vm path (workbench.engine.shm.shm_copy), ``fd``: pread / pwrite forced. Under the lock::
 
     flock /tmp/bench.lock bash -c 'for m in pvm fd pvm fd; do PYTHONPATH=$PWD .venv/bin/python \
         bench/shm_engine_phases.py $m 9; done'
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from workbench import InferenceRequest, RequestedOutput, Server, ServerOptions, tensor_from_shared_memory
-from workbench.engine import shared_memory, shm_copy
+from workbench.engine.shm import shared_memory, shm_copy
 from workbench.testing.models import build_test_repository
 
 PHASES: dict[str, list[float]] = {}

@@ -32,7 +32,7 @@ MAX_ABS_DIFF = 1e-5  # TensorFlow vs onnxruntime logits on the held-out split
 SIGNATURE = "serving_default"
 
 # A full config (it loads with --disable-auto-complete-config / --strict-model-config too); the same
-# inputs and outputs are what auto-complete reads from the signature (tests/test_tensorflow_backend.py).
+# inputs and outputs are what auto-complete reads from the signature (tests/backends/test_tensorflow_backend.py).
 INSTANCE_NOTE = ("# KIND_CPU, not KIND_AUTO: tensorflow-cpu has no GPU, and on a machine with one KIND_AUTO "
                  "would ask for it\n")
 CONFIG_PBTXT = f"""\

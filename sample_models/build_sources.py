@@ -103,8 +103,8 @@ def parse_config(text: str):  # -> model_config_pb2.ModelConfig
 
 def check_config(model_dir: Path, name: str):  # -> model_config_pb2.ModelConfig
     """Parse and validate ``model_dir/config.pbtxt`` with Triton's rules; RuntimeError if it breaks one."""
+    from workbench.common.errors import InvalidModelConfig
     from workbench.config.validate import validate_model_config
-    from workbench.errors import InvalidModelConfig
 
     config = parse_config((model_dir / "config.pbtxt").read_text())
     try:

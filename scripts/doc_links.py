@@ -9,7 +9,7 @@ Two users:
   (``../ARCHITECTURE.md``, ``../bench/RESULTS.md#...``) must name a file that exists, and an
   anchor that its headings give, else a warning fails the strict build; on the site it points to
   the file in the checkout (``repo_url``'s file view when ``mkdocs.yml`` sets one).
-- ``tests/test_doc_links.py`` checks README.md's relative links and anchors
+- ``tests/docs/test_doc_links.py`` checks README.md's relative links and anchors
   (:func:`broken_links`): README.md lies outside ``docs/``, where MkDocs does not look.
 
 Links inside code (fenced blocks, inline code spans) are not links and are skipped.

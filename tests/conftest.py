@@ -236,10 +236,10 @@ async def stub_for():
 
 @pytest.fixture(params=["process_vm", "descriptor"])
 def copy_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each system shared-memory test once per copy path of :mod:`workbench.engine.shm_copy`:
+    """Each system shared-memory test once per copy path of :mod:`workbench.engine.shm.shm_copy`:
     ``process_vm`` (skipped where the kernel has no process_vm_readv) and ``descriptor``
     (pread / pwrite forced)."""
-    from workbench.engine import shm_copy
+    from workbench.engine.shm import shm_copy
 
     if request.param == "descriptor":
         monkeypatch.setattr(shm_copy, "USE_PROCESS_VM", False)

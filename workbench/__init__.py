@@ -6,10 +6,7 @@ Frontends, hosts and the UI import only these names.
 """
 
 from workbench._version import __version__
-from workbench.config.model_config import model_config_to_json
-from workbench.config.problems import ConfigProblem
-from workbench.engine.server import Server
-from workbench.errors import (
+from workbench.common.errors import (
     AlreadyExists,
     Cancelled,
     ConfigConflict,
@@ -28,16 +25,17 @@ from workbench.errors import (
     Unsupported,
     WorkbenchError,
 )
-from workbench.options import ServerOptions
-from workbench.statistics import ModelStatistics
-from workbench.tensors import (
+from workbench.config.model_config import model_config_to_json
+from workbench.config.problems import ConfigProblem
+from workbench.engine.api.server import Server
+from workbench.messages.tensors import (
     tensor_from_buffer,
     tensor_from_list,
     tensor_from_shared_memory,
     tensor_to_buffer,
     tensor_to_list,
 )
-from workbench.types import (
+from workbench.messages.types import (
     CancelSignal,
     InferenceRequest,
     InferenceResponse,
@@ -45,6 +43,8 @@ from workbench.types import (
     RequestedOutput,
     Tensor,
 )
+from workbench.startup.options import ServerOptions
+from workbench.stats.statistics import ModelStatistics
 
 __all__ = [
     "AlreadyExists",

@@ -65,7 +65,7 @@ def serving(jupyter: JupyterProcess) -> Iterator[Dashboard]:
 #: (as in ``make test``) nothing is written there
 DOC_IMAGES = "WORKBENCH_DOC_IMAGES"
 #: the docs' screenshot of each dashboard tab (and the attach bar), by the test step that
-#: takes it (tests/test_doc_images.py checks every tab has one and the docs show it)
+#: takes it (tests/docs/test_doc_images.py checks every tab has one and the docs show it)
 TAB_IMAGES = {"Models": "models-tab.png", "Config": "config-tab.png", "Live": "live-tab.png",
               "Rollout": "rollout-tab.png", "Tuning": "tuning-tab.png",
               "Headless": "headless-switch.png", "Attach": "attach.png"}

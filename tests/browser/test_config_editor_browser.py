@@ -15,7 +15,7 @@ notebook dashboard (a kernel's engine, in JupyterLab). Each check reads what the
 * an Apply whose reload fails leaves the file as it served (the new text stayed in the file,
   where it would stop the next start) and keeps the text in the editor (new-user trial).
 
-Issue 30; the engine's side is in tests/test_config_files.py, the view's in
+Issue 30; the engine's side is in tests/engine/test_config_files.py, the view's in
 tests/ui/test_ui_config_editor.py.
 """
 

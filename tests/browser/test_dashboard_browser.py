@@ -20,7 +20,7 @@ from tests.browser.browser_support import (
     subject,
 )
 
-#: the live time series, named in workbench.ui.live_view
+#: the live time series, named in workbench.ui.live.live_view
 SERIES_JS = "Bokeh.documents[0].get_model_by_name('live_series')"
 
 

@@ -2,7 +2,7 @@
 row, each one's table change shown, the websocket up throughout.
 
 A change made while the session's websocket was busy could stay unsent (Panel 1.9's queued
-writes, corrected by ``workbench.ui.panel_writes``): the table stayed on READY after Unload
+writes, corrected by ``workbench.ui.shared.panel_writes``): the table stayed on READY after Unload
 (or UNAVAILABLE after Load) until some later change flushed it, out of order. One click in a
 few showed it on this machine, so twenty in a row catch it."""
 

@@ -18,10 +18,10 @@ import pytest
 from tests.browser.browser_support import PATIENCE_S, run_all_cells_until, write_dashboard_notebook
 from workbench.testing.process import free_ports
 from workbench.testing.reload import write_add_sub
-from workbench.ui.serve_process import DEFAULT_PORTS
+from workbench.ui.headless.serve_process import DEFAULT_PORTS
 
 WAIT_MS = PATIENCE_S * 1000
-#: the log box of the Headless tab (its css class, workbench.ui.headless_view)
+#: the log box of the Headless tab (its css class, workbench.ui.headless.headless_view)
 LOG_BOX = ".workbench-headless-log"
 #: add_sub copies in the served repository: one "successfully loaded" line each, more lines
 #: than the log box shows at once

@@ -11,7 +11,7 @@ engine, in JupyterLab), read as a person sees it: what is on top at a point of t
   the editor's text area (in the inline host, digits_mlp's long comment lines give the editor
   a horizontal scrollbar, which lay over the last line: Ace measures a 0 px scrollbar under
   headless Chromium or overlay scrollbars and draws a 20 px bar; see
-  ``workbench.ui.config_view.EDITOR_CSS``);
+  ``workbench.ui.config.config_view.EDITOR_CSS``);
 * every tab of the inline dashboard opens without a browser console warning (the Live tab's
   idle sweeps plot warned "could not set initial ranges").
 
@@ -37,7 +37,7 @@ from tests.browser.browser_support import (
     write_dashboard_notebook,
 )
 from workbench.testing.reload import write_add_sub
-from workbench.ui.models_view import BUTTONS
+from workbench.ui.models.models_view import BUTTONS
 
 WAIT_MS = PATIENCE_S * 1000
 WIDTH, HEIGHT = 1400, 1000

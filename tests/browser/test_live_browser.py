@@ -61,7 +61,7 @@ def check_idle_page(page, scope, key: str, shot: Path, model: Subject = ADD_SUB)
 
 
 #: JS: the time axis spans from 2 s before the first interval with traffic to the latest one
-#: (workbench.ui.live_plots.follow_window), read with the data in one go
+#: (workbench.ui.live.live_plots.follow_window), read with the data in one go
 AXIS_FOLLOWS_JS = f"""() => {{
   const data = {model_js('live_series')}.data, range = {model_js('live_time_range')};
   const times = Array.from(data.time), busy = Array.from(data.requests_per_s).map(r => r > 0);

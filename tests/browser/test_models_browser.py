@@ -34,7 +34,7 @@ from tests.browser.rollout_steps import (
 from tests.browser.test_dashboard_browser import infer_add_sub, open_dashboard
 from tests.browser.test_lab_launcher_browser import lab  # noqa: F401 - the lab fixture
 from workbench.testing.process import JupyterProcess
-from workbench.ui.models_view import BUTTONS
+from workbench.ui.models.models_view import BUTTONS
 
 WAIT_MS = PATIENCE_S * 1000
 
@@ -44,7 +44,7 @@ def served(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[D
     """A real Jupyter server with the workbench extension, its dashboard sessions lingering
     as by default (15 s), as a person's does. (A table that stopped updating after an action
     was Panel's queued websocket writes losing a change, with either linger: see
-    ``workbench.ui.panel_writes`` and ``test_dashboard_socket_browser``.)"""
+    ``workbench.ui.shared.panel_writes`` and ``test_dashboard_socket_browser``.)"""
     if importlib.util.find_spec("playwright") is None or not CHROMIUM.exists():
         pytest.skip("needs Playwright and Chromium (see conftest)")
     jupyter = JupyterProcess(

@@ -11,7 +11,7 @@ from functools import partial
 from pathlib import Path
 
 from tests.browser.browser_support import PATIENCE_S, eventually
-from workbench.ui.models_view import BUTTONS
+from workbench.ui.models.models_view import BUTTONS
 
 WAIT_MS = PATIENCE_S * 1000
 WIDTH, HEIGHT = 1400, 900

@@ -36,8 +36,8 @@ from tests.browser.test_config_editor_browser import notebook_lab  # noqa: F401 
 from tests.browser.test_dashboard_browser import open_dashboard
 from tests.browser.test_live_browser import EXECUTE_JS, assert_ok
 from workbench.testing.reload import write_add_sub
-from workbench.ui.tuning_form import SPACE_LABEL
-from workbench.ui.tuning_plot import FIGURE_NAME, SERIES_NAME
+from workbench.ui.tuning.tuning_form import SPACE_LABEL
+from workbench.ui.tuning.tuning_plot import FIGURE_NAME, SERIES_NAME
 
 WAIT_MS = PATIENCE_S * 1000
 SPACE = "max_queue_delay_us=0,50000"

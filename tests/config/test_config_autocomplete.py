@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto
 from tritonclient.grpc import model_config_pb2 as mc
 
+from workbench.common.errors import InvalidModelConfig
 from workbench.config import (
     autocomplete_model_config,
     model_config_to_json,
@@ -19,7 +20,6 @@ from workbench.config import (
     read_model_config,
     validate_model_config,
 )
-from workbench.errors import InvalidModelConfig
 
 
 def _io(config: mc.ModelConfig, what: str) -> list[dict[str, Any]]:
@@ -294,7 +294,7 @@ def test_unsupported_onnx_type(write_model: Any, graphs: SimpleNamespace) -> Non
         ({"1/model.pt2": b"pt2"}, "pytorch", "torch_aoti", "model.pt2"),
         ({"1/model.plan": b"plan"}, "tensorrt", "tensorrt_plan", "model.plan"),
         ({"1/model.xml": "<xml/>", "1/model.bin": b""}, "openvino", "", "model.xml"),
-        # a model.savedmodel folder: tests/test_tensorflow_backend.py (its auto-complete reads it)
+        # a model.savedmodel folder: tests/backends/test_tensorflow_backend.py (its auto-complete reads it)
         ({"1/model.graphdef": b""}, "tensorflow", "tensorflow_graphdef", "model.graphdef"),
         (
             {"1/model.py": "", "2/model.plan": b""},

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from tritonclient.grpc import model_config_pb2 as mc
 
+from workbench.common.errors import InvalidArgument, InvalidModelConfig, StatusCode
 from workbench.config import (
     model_config_from_json,
     model_config_to_json,
@@ -15,7 +16,6 @@ from workbench.config import (
     parse_model_config,
     read_model_config,
 )
-from workbench.errors import InvalidArgument, InvalidModelConfig, StatusCode
 
 SIMPLE = """
 name: "simple"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from tritonclient.grpc import model_config_pb2 as mc
 
+from workbench.common.errors import InvalidModelConfig
 from workbench.config.autocomplete import autocomplete_model_config
 from workbench.config.model_config import parse_model_config
-from workbench.errors import InvalidModelConfig
 
 MODEL = '''
 import triton_python_backend_utils as pb_utils

@@ -7,8 +7,8 @@ from collections.abc import Collection
 
 import pytest
 
+from workbench.common.errors import InvalidModelConfig, StatusCode
 from workbench.config import normalize_model_config, parse_model_config, validate_model_config
-from workbench.errors import InvalidModelConfig, StatusCode
 
 GOOD_ONNX = """
 name: "m"

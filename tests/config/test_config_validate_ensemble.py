@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from workbench.common.errors import InvalidModelConfig
 from workbench.config import normalize_model_config, parse_model_config, validate_model_config
 from workbench.config.validate_ensemble import (
     check_ensemble_steps,
     circular_dependency,
     composing_models,
 )
-from workbench.errors import InvalidModelConfig
 
 HEAD = """
 name: "e"

@@ -10,7 +10,7 @@ import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from workbench.devices import gpu_count
+from workbench.gpu.devices import gpu_count
 from workbench.testing.process import ServerProcess
 
 pytestmark = pytest.mark.e2e

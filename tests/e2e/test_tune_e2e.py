@@ -3,7 +3,7 @@ the network (and labelled so), candidates loaded through the load API with a con
 override, the model reloaded from its file at the end, and the recommended config printed to
 put in the server's repository (``--apply`` is in-process only).
 
-Made to recommend whatever the machine does, as in tests/test_tune_cli.py: the served config
+Made to recommend whatever the machine does, as in tests/tuning/test_tune_cli.py: the served config
 waits 100 ms for a batch, so only the delay-0 candidate meets a 50 ms p50 SLA at
 concurrency 1; a 1000 % tolerance makes every three windows agree.
 """

@@ -19,7 +19,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig, ModelInstanceGroup
 
 from workbench import InferenceRequest, Server, Tensor
 from workbench.config.model_config import read_model_config
-from workbench.devices import gpu_count
+from workbench.gpu.devices import gpu_count
 
 
 def require_gpu(*modules: str) -> None:

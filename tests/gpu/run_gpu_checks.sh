@@ -79,7 +79,7 @@ if [[ -z $PY ]]; then
 fi
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 ENV_OK=0
-if "$PY" -c "import workbench.engine.server, pytest, pytest_asyncio, tritonclient.http" \
+if "$PY" -c "import workbench.engine.api.server, pytest, pytest_asyncio, tritonclient.http" \
     >"$RESULTS/env.log" 2>&1; then
     ENV_OK=1
     row "python environment" PASS 0 "$("$PY" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
@@ -88,7 +88,7 @@ else
 fi
 GPUS=0
 if ((ENV_OK)); then
-    GPUS=$("$PY" -c "from workbench.devices import gpu_count; print(gpu_count())")
+    GPUS=$("$PY" -c "from workbench.gpu.devices import gpu_count; print(gpu_count())")
 elif command -v nvidia-smi >/dev/null 2>&1; then
     GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 fi

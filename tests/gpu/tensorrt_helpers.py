@@ -17,7 +17,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from workbench.devices import gpu_count
+from workbench.gpu.devices import gpu_count
 
 
 def require_tensorrt() -> None:
@@ -83,7 +83,7 @@ _PROBE = """
 import json, sys, tensorrt as trt
 from pathlib import Path
 from workbench.config.tensorrt_plan import deserialize, trt_logger
-from workbench.errors import ModelLoadError
+from workbench.common.errors import ModelLoadError
 runtime = trt.Runtime(trt_logger(trt))
 reasons = []
 for path in sys.argv[1:]:

@@ -28,7 +28,7 @@ from nvidia.dali import fn, pipeline_def, types  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from workbench import InferenceRequest, Server, ServerOptions, Tensor  # noqa: E402
-from workbench.errors import InvalidArgument  # noqa: E402
+from workbench.common.errors import InvalidArgument  # noqa: E402
 
 SAMPLE = "digits_jpeg_preprocess"
 

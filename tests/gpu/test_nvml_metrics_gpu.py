@@ -18,9 +18,9 @@ from tests.gpu.gpu_support import assert_ready, copy_sample, kind_gpu, require_g
 require_gpu("pynvml")
 
 from workbench import Server, ServerOptions  # noqa: E402
-from workbench.devices import cuda_device_uuids  # noqa: E402
 from workbench.frontends.metrics import MetricsFrontend  # noqa: E402
-from workbench.gpu_memory import load_nvml, read_gpu_memory  # noqa: E402
+from workbench.gpu.devices import cuda_device_uuids  # noqa: E402
+from workbench.gpu.memory import load_nvml, read_gpu_memory  # noqa: E402
 
 if load_nvml() is None:
     pytest.skip("NVML did not start (pynvml imports, nvmlInit failed: see the log)", allow_module_level=True)

@@ -19,7 +19,7 @@ require_gpu("torch")
 import torch  # noqa: E402
 
 from workbench import Server, ServerOptions  # noqa: E402
-from workbench.results import MemoryUsage, ModelStatisticsReport  # noqa: E402
+from workbench.common.results import MemoryUsage, ModelStatisticsReport  # noqa: E402
 
 if not torch.cuda.is_available():
     pytest.skip(f"torch {torch.__version__} sees no CUDA device (a CPU build?)", allow_module_level=True)

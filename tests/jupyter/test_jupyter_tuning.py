@@ -15,7 +15,7 @@ from panel.io.state import set_curdoc
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from workbench.jupyter.dashboard import DashboardMount
-from workbench.ui.tuning_view import TuningView
+from workbench.ui.tuning.tuning_view import TuningView
 
 
 @pytest.fixture

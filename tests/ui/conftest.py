@@ -11,7 +11,7 @@ import pytest_asyncio
 
 from workbench import Server, ServerOptions
 from workbench.testing.reload import write_add_sub
-from workbench.ui.store import EngineStore
+from workbench.ui.shared.store import EngineStore
 
 
 @pytest.fixture

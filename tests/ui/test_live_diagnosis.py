@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from workbench.live_stats import LiveSample
-from workbench.statistics import BatchingLimits
-from workbench.ui.live_diagnosis import diagnose, window_of
+from workbench.serving.live_stats import LiveSample
+from workbench.stats.statistics import BatchingLimits
+from workbench.ui.live.live_diagnosis import diagnose, window_of
 
 BATCHING = BatchingLimits(max_batch_size=16, preferred=(), max_queue_delay_us=100, instances=4)
 LONG_DELAY = BatchingLimits(max_batch_size=16, preferred=(8,), max_queue_delay_us=20_000, instances=1)

@@ -11,8 +11,8 @@ import panel as pn
 from tests.ui.ui_helpers import add_sub_request, rendered_tab_titles
 from workbench import Server
 from workbench.ui import create_app, dashboard
-from workbench.ui.store import EngineStore
-from workbench.ui.tuning_view import TuningView
+from workbench.ui.shared.store import EngineStore
+from workbench.ui.tuning.tuning_view import TuningView
 
 
 async def test_dashboard_has_the_tabs_in_order_and_renders(server: Server) -> None:

@@ -10,7 +10,7 @@ import pytest
 from workbench import InvalidArgument, ModelNotFound, ModelNotReady, Unavailable
 from workbench.remote import RemoteServer
 from workbench.remote.client import RemoteVersionStats, error_of, parse_urls
-from workbench.ui.attach_view import AttachBar, parse_headers
+from workbench.ui.attach.attach_view import AttachBar, parse_headers
 
 STATS = {"name": "m", "version": "1", "inference_count": 6, "execution_count": 2,
          "inference_stats": {"success": {"count": 3, "ns": 300}, "fail": {"count": 1, "ns": 5},
@@ -110,8 +110,8 @@ async def test_live_overlays_each_replica_and_plots_their_sum(repository) -> Non
     from tests.ui.ui_helpers import add_sub_request
     from workbench import ServerOptions
     from workbench.testing.http_listener import http_listener
-    from workbench.ui.live_view import LiveView
-    from workbench.ui.store import EngineStore
+    from workbench.ui.live.live_view import LiveView
+    from workbench.ui.shared.store import EngineStore
 
     def options(*models: str) -> ServerOptions:
         return ServerOptions(model_repository=[str(repository)], model_control_mode="explicit",
@@ -158,8 +158,8 @@ async def test_attached_config_apply_says_what_the_server_did(repository) -> Non
     finding (a); this failed before."""
     from workbench import ServerOptions
     from workbench.testing.http_listener import http_listener
-    from workbench.ui.config_view import ConfigView
-    from workbench.ui.store import EngineStore
+    from workbench.ui.config.config_view import ConfigView
+    from workbench.ui.shared.store import EngineStore
 
     options = ServerOptions(model_repository=[str(repository)], model_control_mode="explicit",
                             load_model=["add_sub"])
@@ -195,9 +195,9 @@ async def test_a_model_not_loaded_on_the_attached_server_says_so(repository) -> 
     (b); this failed before."""
     from workbench import ServerOptions
     from workbench.testing.http_listener import http_listener
-    from workbench.ui.live_view import LiveView
-    from workbench.ui.model_rows import model_rows
-    from workbench.ui.store import EngineStore
+    from workbench.ui.live.live_view import LiveView
+    from workbench.ui.models.model_rows import model_rows
+    from workbench.ui.shared.store import EngineStore
 
     options = ServerOptions(model_repository=[str(repository)], model_control_mode="explicit",
                             load_model=["add_sub"])

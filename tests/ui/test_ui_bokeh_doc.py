@@ -14,7 +14,7 @@ from bokeh.models.annotations import Title  # not in the __all__ mypy reads of b
 from bokeh.plotting import figure
 from pyviz_comms import Comm  # type: ignore[import-untyped]  # pyviz_comms ships no types
 
-from workbench.ui.bokeh_doc import change_models
+from workbench.ui.shared.bokeh_doc import change_models
 
 
 class RecordingComm(Comm):

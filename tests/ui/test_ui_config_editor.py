@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from workbench import Server
-from workbench.ui import config_view
-from workbench.ui.config_view import ConfigView
-from workbench.ui.store import EngineStore
+from workbench.ui.config import config_view
+from workbench.ui.config.config_view import ConfigView
+from workbench.ui.shared.store import EngineStore
 
 
 @pytest.fixture(autouse=True)

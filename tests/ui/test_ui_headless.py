@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from workbench.testing.process import free_ports
-from workbench.ui.headless_view import HeadlessView, user_text
-from workbench.ui.serve_process import DEFAULT_PORTS, suggested_ports, taken_ports
-from workbench.ui.store import EngineStore
+from workbench.ui.headless.headless_view import HeadlessView, user_text
+from workbench.ui.headless.serve_process import DEFAULT_PORTS, suggested_ports, taken_ports
+from workbench.ui.shared.store import EngineStore
 
 
 def test_suggested_ports_leave_out_busy_ones(store: EngineStore) -> None:

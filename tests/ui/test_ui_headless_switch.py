@@ -13,8 +13,8 @@ import httpx
 from workbench import ServerOptions
 from workbench.jupyter.host import RUNNING, EngineHost
 from workbench.testing.reload import write_add_sub
-from workbench.ui.headless_view import HeadlessView
-from workbench.ui.store import EngineStore
+from workbench.ui.headless.headless_view import HeadlessView
+from workbench.ui.shared.store import EngineStore
 
 
 async def test_the_switch_buttons_show_state_steps_and_command(tmp_path: Path) -> None:

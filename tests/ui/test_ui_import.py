@@ -7,8 +7,8 @@ import sys
 
 
 def test_ui_package_and_live_stats_import_no_dashboard_library() -> None:
-    code = ("import sys, workbench.ui, workbench.live_stats, workbench.ui.store, "
-            "workbench.config_edits.knobs, workbench.config_edits.overrides, workbench.ui.serve_process; "
+    code = ("import sys, workbench.ui, workbench.serving.live_stats, workbench.ui.shared.store, "
+            "workbench.config_edits.knobs, workbench.config_edits.overrides, workbench.ui.headless.serve_process; "
             "print(sorted(m for m in ('panel', 'bokeh', 'ipywidgets', 'pandas') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -12,7 +12,7 @@ import pytest
 
 from workbench import Server
 from workbench.ui import dashboard
-from workbench.ui.kernel_comm import on_loop
+from workbench.ui.shared.kernel_comm import on_loop
 
 
 def tab_click(tabs_model_id: str, active: int, *echoes: dict) -> dict:
@@ -157,7 +157,7 @@ def test_a_push_of_what_the_browser_holds_awaits_no_echo() -> None:
     picked is not awaited as an echo, so the person's later pick of it is kept."""
     import json
 
-    from workbench.ui.kernel_comm import PushedValues
+    from workbench.ui.shared.kernel_comm import PushedValues
 
     pushed = PushedValues()
 

@@ -11,10 +11,10 @@ import pytest
 from tests.ui.ui_helpers import add_sub_request
 from workbench import Server
 from workbench.testing.fake_nvml import fake_nvml
-from workbench.ui.gpu import GpuSample, gpu_sampler
-from workbench.ui.live_plots import PAD_S, sweep_window
-from workbench.ui.live_view import SERIES, LiveView
-from workbench.ui.store import EngineStore
+from workbench.ui.live.gpu import GpuSample, gpu_sampler
+from workbench.ui.live.live_plots import PAD_S, sweep_window
+from workbench.ui.live.live_view import SERIES, LiveView
+from workbench.ui.shared.store import EngineStore
 
 
 async def test_a_tick_streams_one_row_of_what_the_engine_did(server: Server, store: EngineStore) -> None:
@@ -170,7 +170,7 @@ async def test_every_time_series_marks_each_interval_so_a_lone_one_shows(store: 
 
 def _samples(busy: range, length: int) -> list:
     """``length`` one-second samples of add_sub/1, with traffic in the seconds of ``busy``."""
-    from workbench.live_stats import LiveSample
+    from workbench.serving.live_stats import LiveSample
 
     return [LiveSample(time=1_000.0 + i, interval_s=1.0, model="add_sub", version="1",
                        requests_per_s=50.0 if i in busy else 0.0,
@@ -197,7 +197,7 @@ async def test_the_time_axis_follows_a_burst_not_the_whole_history(store: Engine
 
 
 def test_the_idle_labels_show_once_no_traffic_is_on_the_time_axis() -> None:
-    from workbench.ui.live_view import _traffic_on_axis
+    from workbench.ui.live.live_view import _traffic_on_axis
 
     times = [float(t * 1000) for t in range(300)]
     recent = [5.0 if 250 <= t < 275 else 0.0 for t in range(300)]  # 24 s idle: still plotted
@@ -208,7 +208,7 @@ def test_the_idle_labels_show_once_no_traffic_is_on_the_time_axis() -> None:
 
 
 def test_follow_window_shows_the_idle_minute_once_traffic_is_old() -> None:
-    from workbench.ui.live_plots import follow_window
+    from workbench.ui.live.live_plots import follow_window
 
     times = [float(t * 1000) for t in range(300)]
     assert follow_window(times, [200 <= t < 225 for t in range(300)]) == (237_000.0, 299_500.0)

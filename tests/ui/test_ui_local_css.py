@@ -1,4 +1,4 @@
-"""Panel's stylesheets stay off its CDN (workbench.ui.local_css): Panel's fallback for a pane
+"""Panel's stylesheets stay off its CDN (workbench.ui.shared.local_css): Panel's fallback for a pane
 updated outside the document (its model in a tab not shown) is the session's own copy in a
 server session, and inline CSS in a notebook with ``inline=True``. The browser tests
 (tests/browser/test_resources_browser.py) watch the requests of both hosts."""
@@ -17,7 +17,7 @@ from bokeh.models import ImportedStyleSheet
 from panel.io.resources import CDN_DIST, DIST_DIR, LOCAL_DIST
 from panel.io.state import set_curdoc
 
-from workbench.ui.local_css import keep_stylesheets_local, patch_stylesheet
+from workbench.ui.shared.local_css import keep_stylesheets_local, patch_stylesheet
 
 
 class _Context:

@@ -10,11 +10,11 @@ from panel.models.tabulator import CellClickEvent
 
 from tests.ui.ui_helpers import add_sub_request, index_states
 from workbench import Server, ServerOptions
-from workbench.live_stats import LiveStatistics
+from workbench.serving.live_stats import LiveStatistics
 from workbench.ui.app import Dashboard
-from workbench.ui.model_rows import model_rows
-from workbench.ui.models_view import ModelsView, first_model
-from workbench.ui.store import EngineStore
+from workbench.ui.models.model_rows import model_rows
+from workbench.ui.models.models_view import ModelsView, first_model
+from workbench.ui.shared.store import EngineStore
 
 
 async def models_view(store: EngineStore) -> ModelsView:

@@ -1,4 +1,4 @@
-"""Panel's queued websocket writes (``workbench.ui.panel_writes``): a change queued while the
+"""Panel's queued websocket writes (``workbench.ui.shared.panel_writes``): a change queued while the
 previous write completes still reaches the browser, in order.
 
 Driven through Panel's own queueing (``schedule_write_events``, what a session's change does
@@ -19,7 +19,7 @@ from bokeh.protocol import Protocol
 from panel.io import document as panel_document
 from tornado.locks import Lock
 
-from workbench.ui.panel_writes import install
+from workbench.ui.shared.panel_writes import install
 
 #: seconds a write may take to reach the socket (a deadline, not a measurement)
 DEADLINE_S = 5.0

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from workbench import InferenceRequest, Server, Tensor
-from workbench.ui.rollout_view import NOTHING_TO_PROMOTE, RolloutView, parse_weights
-from workbench.ui.store import EngineStore
+from workbench.ui.rollout.rollout_view import NOTHING_TO_PROMOTE, RolloutView, parse_weights
+from workbench.ui.shared.store import EngineStore
 
 
 def digits_request() -> InferenceRequest:

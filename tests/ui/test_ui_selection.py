@@ -9,7 +9,7 @@ import panel as pn
 
 from workbench import Server
 from workbench.ui.app import Dashboard
-from workbench.ui.selection import ModelSelection, model_of_version_key, version_of_version_key
+from workbench.ui.shared.selection import ModelSelection, model_of_version_key, version_of_version_key
 
 
 def dropdowns(selection: ModelSelection):

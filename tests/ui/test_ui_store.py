@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from workbench import InvalidArgument, Server
-from workbench.ui.store import EngineStore, error_text
+from workbench.ui.shared.store import EngineStore, error_text
 
 
 async def test_spawn_runs_on_the_engine_loop_from_the_loop_and_from_a_thread(store: EngineStore) -> None:
@@ -55,7 +55,7 @@ async def test_attempt_shows_engine_errors_as_one_line(server: Server, store: En
     async def bug() -> None:
         raise KeyError("x")
 
-    with caplog.at_level(logging.ERROR, logger="workbench.ui.store"):
+    with caplog.at_level(logging.ERROR, logger="workbench.ui.shared.store"):
         assert await store.attempt(bug, shown.append) is None
     assert shown[-1] == "unexpected error (logged on the server): 'x'"
     assert "Traceback" in caplog.text  # the bug's traceback goes to the log, not the pane

@@ -19,9 +19,9 @@ import pytest
 from workbench import Server
 from workbench.config_edits.knobs import parse_text, read_knobs
 from workbench.tuning import Machine, default_space
-from workbench.ui.store import EngineStore
-from workbench.ui.tuning_outcome import APPLIED
-from workbench.ui.tuning_view import NOTHING_TO_RESUME, TuningView
+from workbench.ui.shared.store import EngineStore
+from workbench.ui.tuning.tuning_outcome import APPLIED
+from workbench.ui.tuning.tuning_view import NOTHING_TO_RESUME, TuningView
 
 
 async def tab(store: EngineStore, space: str = "instance_count=1,2", levels: str = "1, 2",

@@ -11,7 +11,7 @@ from bokeh.models.annotations import Legend, LegendItem  # not in the __all__ my
 
 from workbench.perf import LoadLevel, StepResult
 from workbench.tuning import Point, Setting
-from workbench.ui.tuning_plot import CHOSEN, KEPT, LEGEND_NAME, PAD, TuningPlot
+from workbench.ui.tuning.tuning_plot import CHOSEN, KEPT, LEGEND_NAME, PAD, TuningPlot
 
 
 def step(level: int, throughput: float, p99_us: int) -> StepResult:

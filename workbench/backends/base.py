@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.custom_metrics import CustomMetrics
-from workbench.errors import WorkbenchError
-from workbench.statistics import MemoryUsage
-from workbench.types import CancelSignal, InferenceRequest, InferenceResponse
+from workbench.common.errors import WorkbenchError
+from workbench.messages.types import CancelSignal, InferenceRequest, InferenceResponse
+from workbench.stats.custom_metrics import CustomMetrics
+from workbench.stats.statistics import MemoryUsage
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,8 @@ import numpy as np
 
 from workbench.backends.base import BackendRequest, BackendResponse
 from workbench.backends.ragged import batch_input_array, flat_ragged, scatter
+from workbench.common.errors import InvalidArgument, Unsupported, request_prefix
 from workbench.config.batch_io import BatchLayout
-from workbench.errors import InvalidArgument, Unsupported, request_prefix
 
 _NO_LAYOUT = BatchLayout()
 
@@ -91,7 +91,7 @@ def split_outputs(
     For a batching model (``requests[0].batched``) every output must hold at least
     ``sum(sizes)`` rows; when one holds fewer (a model that reduces over the batch axis),
     it cannot be split, and every request that asked for it fails with
-    :class:`~workbench.errors.Unsupported` (Triton's ``BackendOutputResponder`` text,
+    :class:`~workbench.common.errors.Unsupported` (Triton's ``BackendOutputResponder`` text,
     "[request id: <id>] failed to split the output tensor '<name>' in responses: expected
     batch size of atleast <N> in model output, got <M>", N the batch of the execution,
     Triton's spelling) rather than
@@ -102,7 +102,7 @@ def split_outputs(
     A ``batch_output`` target of the ``layout`` (``BATCH_SCATTER_WITH_INPUT_SHAPE``) is split
     by its source input's shape per request instead
     (:func:`~workbench.backends.ragged.scatter`); with too few elements its requests fail
-    with :class:`~workbench.errors.Unsupported` likewise.
+    with :class:`~workbench.common.errors.Unsupported` likewise.
     """
     layout = layout or _NO_LAYOUT
     scattered = {n: scatter(layout.outputs[n], outputs[n], requests)

@@ -35,16 +35,16 @@ from workbench.backends.base import (
 )
 from workbench.backends.batching import requested_union
 from workbench.backends.dali_autoserialize import autoserialize
-from workbench.config.dali_pipeline import PipelineDef, read_pipeline_def
-from workbench.datatypes import config_to_wire, numpy_dtype
-from workbench.errors import (
+from workbench.common.datatypes import config_to_wire, numpy_dtype
+from workbench.common.errors import (
     InternalError,
     InvalidArgument,
     ModelLoadError,
     WorkbenchError,
     request_prefix,
 )
-from workbench.model_files import read_model_bytes
+from workbench.config.dali_pipeline import PipelineDef, read_pipeline_def
+from workbench.files.model_files import read_model_bytes
 
 INSTALL_HINT = ("install it with `pip install 'workbench[dali]'` (the nvidia-dali-cuda120 wheel; "
                 "nvidia-dali-cuda130 for CUDA 13)")

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from workbench.errors import ModelLoadError
+from workbench.common.errors import ModelLoadError
 
 #: seconds the child may take (importing DALI and the module, building the graph)
 TIMEOUT_S = 120

@@ -37,7 +37,7 @@ from workbench.backends.base import (
 from workbench.backends.batching import gather_inputs, requested_union, split_outputs
 from workbench.backends.fil_options import FilOptions, fil_options
 from workbench.backends.fil_predictors import TreePredictor, load_predictor
-from workbench.errors import InternalError, ModelLoadError
+from workbench.common.errors import InternalError, ModelLoadError
 
 log = logging.getLogger("workbench.backends.fil")
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.errors import ModelLoadError
+from workbench.common.errors import ModelLoadError
 
 #: model_type -> the default model file name in a version folder (Triton FIL's ``model_file``)
 MODEL_FILES = {

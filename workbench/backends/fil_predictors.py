@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from workbench.errors import ModelLoadError
-from workbench.model_files import read_model_bytes
+from workbench.common.errors import ModelLoadError
+from workbench.files.model_files import read_model_bytes
 
 #: model_type -> (the import, the pip package) it needs
 LIBRARIES = {

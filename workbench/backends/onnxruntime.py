@@ -31,9 +31,9 @@ from workbench.backends.base import (
 from workbench.backends.batching import gather_inputs, requested_union, split_outputs
 from workbench.backends.ort_options import OrtSessionPlan, check_providers_started, session_plan
 from workbench.backends.ragged import check_ragged_input
+from workbench.common.errors import InternalError, InvalidArgument, ModelLoadError
 from workbench.config.batch_io import BatchLayout, batch_layout
-from workbench.devices import gpu_count
-from workbench.errors import InternalError, InvalidArgument, ModelLoadError
+from workbench.gpu.devices import gpu_count
 
 #: ONNX tensor type strings (``session.get_inputs()[i].type``) -> model-config enum names.
 ONNX_TO_CONFIG = {

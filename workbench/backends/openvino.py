@@ -36,8 +36,8 @@ from workbench.backends.base import (
 )
 from workbench.backends.batching import gather_inputs, requested_union, split_outputs
 from workbench.backends.ragged import check_ragged_input
+from workbench.common.errors import InternalError, ModelLoadError
 from workbench.config.batch_io import BatchLayout, batch_layout
-from workbench.errors import InternalError, ModelLoadError
 
 #: OpenVINO element type names (``Type.get_type_name()``) -> model-config enum names.
 OV_TO_CONFIG = {

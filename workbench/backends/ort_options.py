@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.errors import ModelLoadError
-from workbench.switches import parse_switch
+from workbench.common.errors import ModelLoadError
+from workbench.common.switches import parse_switch
 
 TENSORRT = "TensorrtExecutionProvider"
 CUDA = "CUDAExecutionProvider"

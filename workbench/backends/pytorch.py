@@ -55,10 +55,10 @@ from workbench.backends.pytorch_binding import (
     torch_to_config,
 )
 from workbench.backends.pytorch_options import TorchOptions, apply_thread_counts, parse_parameters
+from workbench.common.errors import InternalError, InvalidArgument, ModelLoadError
 from workbench.config.batch_io import batch_layout
-from workbench.devices import gpu_count
-from workbench.errors import InternalError, InvalidArgument, ModelLoadError
-from workbench.statistics import MemoryUsage
+from workbench.gpu.devices import gpu_count
+from workbench.stats.statistics import MemoryUsage
 
 log = logging.getLogger(__name__)
 

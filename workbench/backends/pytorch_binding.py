@@ -10,7 +10,7 @@ from typing import Any
 
 from tritonclient.grpc.model_config_pb2 import DataType, ModelConfig, ModelOutput
 
-from workbench.errors import ModelLoadError
+from workbench.common.errors import ModelLoadError
 
 log = logging.getLogger(__name__)
 

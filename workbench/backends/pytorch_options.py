@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.errors import ModelLoadError
-from workbench.switches import parse_switch
+from workbench.common.errors import ModelLoadError
+from workbench.common.switches import parse_switch
 
 log = logging.getLogger(__name__)
 

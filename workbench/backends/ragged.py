@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from workbench.backends.base import BackendRequest
+from workbench.common.errors import InvalidArgument, ModelLoadError, request_prefix
 from workbench.config.batch_io import BatchInputSpec, BatchOutputSpec
-from workbench.errors import InvalidArgument, ModelLoadError, request_prefix
 
 _DTYPES = {"TYPE_INT32": np.int32, "TYPE_FP32": np.float32}
 

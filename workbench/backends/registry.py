@@ -16,13 +16,13 @@ from importlib.metadata import entry_points
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import Backend, BackendContext
+from workbench.common.errors import InvalidModelConfig
 from workbench.config.backend_specs import (
     backend_of_platform,
     backend_spec,
     served_backend_specs,
 )
 from workbench.config.python_based import python_based_model_file
-from workbench.errors import InvalidModelConfig
 
 #: classes given to :func:`register_backend` (tests, plugins): they win over the table's.
 _registered: dict[str, type[Backend]] = {}

@@ -38,6 +38,7 @@ from workbench.backends.base import (
 )
 from workbench.backends.batching import gather_inputs, requested_union, split_outputs
 from workbench.backends.ragged import check_ragged_input
+from workbench.common.errors import InternalError, ModelLoadError
 from workbench.config.batch_io import BatchLayout, batch_layout
 from workbench.config.tensorflow_signature import (
     DEFAULT_TAG,
@@ -47,7 +48,6 @@ from workbench.config.tensorflow_signature import (
     parameter,
     read_signature,
 )
-from workbench.errors import InternalError, ModelLoadError
 
 logger = logging.getLogger(__name__)
 

@@ -49,6 +49,8 @@ from workbench.backends.tensorrt_cuda import (
     copy_to_host,
     import_runtime,
 )
+from workbench.common.datatypes import WIRE_TO_NUMPY
+from workbench.common.errors import InternalError, InvalidArgument, ModelLoadError
 from workbench.config.batch_io import batch_layout
 from workbench.config.tensorrt_io import check_config_io, format_shape
 from workbench.config.tensorrt_plan import (
@@ -59,11 +61,9 @@ from workbench.config.tensorrt_plan import (
     trt_logger,
 )
 from workbench.config.tensorrt_profiles import check_profiles, choose_profile, instance_profiles
-from workbench.datatypes import WIRE_TO_NUMPY
-from workbench.devices import gpu_count
-from workbench.errors import InternalError, InvalidArgument, ModelLoadError
-from workbench.model_files import read_model_bytes
-from workbench.statistics import MemoryUsage
+from workbench.files.model_files import read_model_bytes
+from workbench.gpu.devices import gpu_count
+from workbench.stats.statistics import MemoryUsage
 
 log = logging.getLogger(__name__)
 

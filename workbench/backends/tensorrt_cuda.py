@@ -2,7 +2,7 @@
 
 Uses ``cuda-python`` (``cuda.bindings.runtime``; ``cuda.cudart`` before cuda-python 12.6),
 imported when a plan loads, not torch: it is the small package the engine already uses for
-CUDA shared memory (:mod:`workbench.engine.cuda_ipc`), it talks to the same CUDA runtime
+CUDA shared memory (:mod:`workbench.engine.shm.cuda_ipc`), it talks to the same CUDA runtime
 TensorRT uses, and a TensorRT deployment should not need a multi-GB torch build. Every
 pointer is a plain ``int`` device address; host arrays are numpy arrays passed by address.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.errors import InternalError, ModelLoadError
+from workbench.common.errors import InternalError, ModelLoadError
 
 #: device buffers grow to a multiple of this many bytes
 _ALIGN = 256

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
+from workbench.common.errors import InvalidModelConfig
 from workbench.config.backend_specs import (
     AutocompleteOptions,
     ModelFile,
@@ -37,7 +38,6 @@ from workbench.config.backend_specs import (
 from workbench.config.paths import stays_inside
 from workbench.config.python_based import PYTHON_FILENAME, python_based_model_file
 from workbench.config.versions import scan_version_dirs
-from workbench.errors import InvalidModelConfig
 
 ENSEMBLE_PLATFORM = "ensemble"
 

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
+from workbench.common.errors import InvalidModelConfig
 from workbench.config.versions import find_model_file
-from workbench.errors import InvalidModelConfig
-from workbench.model_files import read_text
+from workbench.files.model_files import read_text
 
 #: the hooks' messages are auto-complete's (its logger name, as before the table existed)
 logger = logging.getLogger("workbench.config.autocomplete")

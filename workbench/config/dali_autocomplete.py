@@ -25,9 +25,9 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from workbench.common.errors import InvalidModelConfig
 from workbench.config.dali_pipeline import PipelineIO, read_pipeline_def
-from workbench.errors import InvalidModelConfig
-from workbench.model_files import read_model_bytes
+from workbench.files.model_files import read_model_bytes
 
 logger = logging.getLogger("workbench.config.autocomplete")
 

@@ -19,8 +19,8 @@ from google.protobuf import json_format, text_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.errors import InvalidModelConfig
-from workbench.model_files import MAX_CONFIG_BYTES, read_file
+from workbench.common.errors import InvalidModelConfig
+from workbench.files.model_files import MAX_CONFIG_BYTES, read_file
 
 #: file name of a model's configuration inside its directory.
 CONFIG_FILENAME = "config.pbtxt"
@@ -98,7 +98,7 @@ def read_model_config(model_dir: Path, config_name: str | None = None,
     Follows Triton: ``configs/<config_name>.pbtxt`` wins when it exists, else
     ``config.pbtxt``; a missing file is not an error here (auto-complete may
     build the config from the model files). The file is read as the poll's scan reads it
-    (:func:`workbench.model_files.read_file`: a regular file only, opened non-blocking,
+    (:func:`workbench.files.model_files.read_file`: a regular file only, opened non-blocking,
     bounded in time) and refused beyond ``max_bytes`` before it is read (beyond Triton,
     which reads any size: a huge config costs minutes of parsing).
 

@@ -16,7 +16,7 @@ from typing import Any
 from google.protobuf import message as protobuf_message
 from tritonclient.grpc import model_config_pb2 as mc
 
-from workbench.errors import InvalidModelConfig
+from workbench.common.errors import InvalidModelConfig
 
 logger = logging.getLogger(__name__)
 

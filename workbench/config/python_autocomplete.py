@@ -24,9 +24,9 @@ from typing import Any
 from google.protobuf import json_format
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
+from workbench.common.errors import InvalidModelConfig
 from workbench.config.model_config import model_config_to_json
-from workbench.errors import InvalidModelConfig
-from workbench.model_files import read_text
+from workbench.files.model_files import read_text
 
 #: the Python backend's stub program (run as a file: a process boundary, not an import)
 STUB_PROGRAM = Path(__file__).resolve().parents[1] / "backends" / "python" / "stub.py"
@@ -58,7 +58,7 @@ def autocomplete_from_python(config: ModelConfig, model_file: Path, python_based
     """
     try:
         source = read_text(model_file)
-    except OSError as exc:  # a FIFO, too large, no answer in time (workbench.model_files)
+    except OSError as exc:  # a FIFO, too large, no answer in time (workbench.files.model_files)
         raise InvalidModelConfig(f"unable to read '{model_file}': {exc.strerror or exc}") from None
     if "auto_complete_config" not in source:
         return

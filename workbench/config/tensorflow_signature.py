@@ -26,8 +26,8 @@ from typing import Any
 from google.protobuf import message as protobuf_message
 from tritonclient.grpc import model_config_pb2 as mc
 
-from workbench.errors import InvalidModelConfig, ModelLoadError
-from workbench.model_files import read_model_bytes
+from workbench.common.errors import InvalidModelConfig, ModelLoadError
+from workbench.files.model_files import read_model_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from workbench.common.errors import InvalidModelConfig, ModelLoadError
 from workbench.config.batch_io import batch_layout
-from workbench.errors import InvalidModelConfig, ModelLoadError
 
 Shape = tuple[int, ...]
 

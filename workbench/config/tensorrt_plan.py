@@ -22,11 +22,11 @@ from typing import Any, SupportsInt
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from workbench.common.errors import InvalidModelConfig, ModelLoadError
 from workbench.config.tensorrt_io import EngineTensor, ProfileRange, autocomplete_from_engine, config_datatype
 from workbench.config.tensorrt_profiles import profile_indices
-from workbench.devices import gpu_count
-from workbench.errors import InvalidModelConfig, ModelLoadError
-from workbench.model_files import read_model_bytes
+from workbench.files.model_files import read_model_bytes
+from workbench.gpu.devices import gpu_count
 
 log = logging.getLogger(__name__)
 

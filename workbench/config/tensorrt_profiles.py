@@ -18,8 +18,8 @@ from collections.abc import Collection, Mapping, Sequence
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from workbench.common.errors import InvalidArgument, ModelLoadError
 from workbench.config.tensorrt_io import EngineTensor, ProfileRange, Shape, format_shape
-from workbench.errors import InvalidArgument, ModelLoadError
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ from typing import NoReturn, TypeAlias
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from workbench.common.errors import InvalidModelConfig
 from workbench.config.backend_specs import backend_spec, served_backend_specs
 from workbench.config.validate_ensemble import check_ensemble
 from workbench.config.validate_scheduling import check_dynamic_batching, check_sequence_batching
 from workbench.config.validate_warmup import check_model_warmup
-from workbench.errors import InvalidModelConfig
 
 #: accepted by default beside the backend table's served rows (Triton's identity backend, ensembles).
 ALWAYS_KNOWN = frozenset({"identity", "ensemble"})

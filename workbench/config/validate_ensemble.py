@@ -27,7 +27,7 @@ from typing import NoReturn
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from workbench.errors import InvalidModelConfig
+from workbench.common.errors import InvalidModelConfig
 
 ENSEMBLE_PLATFORM = "ensemble"
 WILDCARD_DIM = -1

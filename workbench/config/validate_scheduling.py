@@ -13,7 +13,7 @@ from typing import NoReturn
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from workbench.errors import InvalidModelConfig
+from workbench.common.errors import InvalidModelConfig
 
 logger = logging.getLogger(__name__)
 

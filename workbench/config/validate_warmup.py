@@ -22,7 +22,7 @@ requests; its texts are kept where it has one, prefixed with the sample's name:
   not batch), since the sample's requests run as one execution.
 
 The data itself (file sizes, BYTES elements) is checked when the samples are built
-(``workbench.engine.warmup``).
+(``workbench.engine.models.warmup``).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import NoReturn
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from workbench.common.errors import InvalidModelConfig
 from workbench.config.paths import stays_inside
-from workbench.errors import InvalidModelConfig
 
 #: wire names for messages (``TYPE_STRING`` is ``BYTES``), as request validation words them.
 _WIRE = {v: ("BYTES" if k == "TYPE_STRING" else k.removeprefix("TYPE_"))

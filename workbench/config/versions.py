@@ -14,8 +14,8 @@ from pathlib import Path
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.errors import InvalidModelConfig
-from workbench.model_files import check_model_path
+from workbench.common.errors import InvalidModelConfig
+from workbench.files.model_files import check_model_path
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def find_model_file(config: ModelConfig, model_dir: Path) -> Path | None:
     The newest version the version policy serves that holds the file (the one
     clients reach by default). None when the model has no version folder at all
     (loading then fails with Triton's "no version is available"). The file must be a
-    regular file or a folder (:func:`workbench.model_files.check_model_path`): the callers
+    regular file or a folder (:func:`workbench.files.model_files.check_model_path`): the callers
     read it.
 
     Raises:

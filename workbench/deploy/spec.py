@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from workbench.restrictions import CATEGORIES, restriction_value
+from workbench.startup.restrictions import CATEGORIES, restriction_value
 
 #: a DNS-1035 label: what Kubernetes accepts as a Service name (starts with a letter)
 _DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")

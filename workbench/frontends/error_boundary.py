@@ -2,7 +2,7 @@
 
 Every edge (the v2 HTTP routes, the raw infer and generate paths, the OpenAI-compatible
 ``/v1`` routes, every gRPC method and stream, the Jupyter extension's REST handlers) turns
-what a request raised into its answer here, and nowhere else (``tests/test_layers.py``):
+what a request raised into its answer here, and nowhere else (``tests/architecture/test_layers.py``):
 
 * a :class:`~workbench.WorkbenchError` keeps its message; its status is Triton's for its code
   (:mod:`workbench.frontends.status`: HTTP as ``HttpCodeFromError``, gRPC as ``grpc_utils.cc``);

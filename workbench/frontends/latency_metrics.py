@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 
 from workbench import ModelStatistics
-from workbench.statistics import MetricCounters
+from workbench.stats.statistics import MetricCounters
 
 #: Triton's default first-response histogram buckets, milliseconds.
 DEFAULT_BUCKETS_MS = (100.0, 500.0, 2000.0, 5000.0)
@@ -93,7 +93,7 @@ class LatencyObserver:
     """Histogram buckets and quantile windows per model version, fed once per success.
 
     Register it with ``Server.add_success_observer``. Per-version state lives in weak
-    dictionaries keyed by the version's :class:`~workbench.statistics.MetricCounters`, so
+    dictionaries keyed by the version's :class:`~workbench.stats.statistics.MetricCounters`, so
     it continues across a same-version reload (as Triton's histograms and summaries live
     in the reporter the copies share) and goes with the counters after an unload.
 

@@ -2,7 +2,7 @@
 
 Every per-model number is read at scrape time from the engine's live
 :class:`~workbench.ModelStatistics` (``Server.model_statistics()``): the counters from its
-``metrics`` (:class:`~workbench.statistics.MetricCounters`, which continue across a
+``metrics`` (:class:`~workbench.stats.statistics.MetricCounters`, which continue across a
 same-version reload, as Triton's reporter), the gauges (pending, load time) from the serving
 copy. Statistics are cumulative **nanoseconds**; the ``*_duration_us`` families are
 **microseconds** (ns / 1000), ``nv_model_load_duration_secs`` seconds. Labels ``model``,
@@ -44,6 +44,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from workbench import ModelStatistics, Server, ServerOptions
+from workbench.common.switches import parse_switch
 from workbench.frontends.latency_metrics import (
     DEFAULT_BUCKETS_MS,
     DEFAULT_QUANTILES,
@@ -54,7 +55,6 @@ from workbench.frontends.metrics_histograms import CONFIG_KEY as HISTOGRAMS_KEY
 from workbench.frontends.metrics_histograms import histogram_families
 from workbench.frontends.metrics_text import FamilySpec, ModelFamiliesText, Sample, gauge_text
 from workbench.frontends.system_metrics import SystemReading, SystemSampler
-from workbench.switches import parse_switch
 
 log = logging.getLogger(__name__)
 
@@ -354,7 +354,7 @@ class TritonMetricsCollector(Collector):
         """The scrape's bytes: those of ``generate_latest`` over :meth:`collect`, with the
         per-model families written by the cached :attr:`model_text` (issue 20: a scrape of
         100 models took ~30 ms on the event loop through ``generate_latest``), then the Python
-        models' custom families (``Server.custom_metrics``, :mod:`workbench.custom_metrics`:
+        models' custom families (``Server.custom_metrics``, :mod:`workbench.stats.custom_metrics`:
         written as Triton's prometheus-cpp writes them, which ``generate_latest`` cannot)."""
         all_stats = self.server.model_statistics()
         between = _Families(list(self._latency_and_system_families(all_stats)))

@@ -1,11 +1,11 @@
 """Histograms Triton does not have (``--metrics-config workbench_histograms=true``, off by
 default so that a default scrape is exactly Triton's families).
 
-Read at scrape time from the engine's :class:`~workbench.statistics.MetricCounters`
+Read at scrape time from the engine's :class:`~workbench.stats.statistics.MetricCounters`
 (``histograms`` and ``batch_sizes``, counted on the request path) and the version's
-:class:`~workbench.statistics.BatchingLimits`; labels ``model``, ``version``:
+:class:`~workbench.stats.statistics.BatchingLimits`; labels ``model``, ``version``:
 ``workbench_request_duration_us`` / ``_queue_`` / ``_compute_`` (histograms, **µs**, buckets
-:data:`~workbench.statistics.DURATION_BUCKETS_US`; cache hits: in the request histogram, 0 in
+:data:`~workbench.stats.statistics.DURATION_BUCKETS_US`; cache hits: in the request histogram, 0 in
 the queue's, not in the compute's), ``workbench_batch_size`` (formed batch size per
 execution), ``workbench_batch_fill_ratio`` (batch size / ``max_batch_size``, batching models)
 and ``workbench_batch_preferred_executions_total`` (counter). Each ``_count`` / ``_sum`` come
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 
 from workbench import ModelStatistics
-from workbench.statistics import DURATION_BUCKETS_US
+from workbench.stats.statistics import DURATION_BUCKETS_US
 
 #: the ``--metrics-config`` key that turns these families on (beyond Triton)
 CONFIG_KEY = "workbench_histograms"

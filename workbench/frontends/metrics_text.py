@@ -7,7 +7,7 @@ writes the same bytes (the same ``# HELP`` / ``# TYPE`` lines, labels sorted by 
 escaped as ``generate_latest`` does, values through prometheus_client's
 ``floatToGoString``), keeps each model version's label text, and reuses a version's lines
 while its values are unchanged (an idle model costs one tuple comparison per scrape).
-``tests/test_metrics_text.py`` compares the bytes with ``generate_latest``.
+``tests/metrics/test_metrics_text.py`` compares the bytes with ``generate_latest``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from prometheus_client.utils import floatToGoString
 
-from workbench.statistics import ModelStatistics
+from workbench.stats.statistics import ModelStatistics
 
 #: extra labels (name, value) of one sample, besides ``model`` and ``version``, and its value
 Sample = tuple[tuple[tuple[str, str], ...], float]

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.gpu_readings import GpuReading, GpuSampler
+from workbench.gpu.readings import GpuReading, GpuSampler
 
 log = logging.getLogger(__name__)
 

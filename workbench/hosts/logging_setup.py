@@ -13,7 +13,7 @@ import logging
 import os
 import time
 
-from workbench.results import LogSettings
+from workbench.common.results import LogSettings
 
 
 class TritonFormatter(logging.Formatter):

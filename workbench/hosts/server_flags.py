@@ -1,6 +1,6 @@
 """``workbench serve``'s flags, generated from :class:`~workbench.ServerOptions`.
 
-Every field is one flag: its :class:`~workbench.flags.Flag` (tritonserver's spelling when it is
+Every field is one flag: its :class:`~workbench.startup.flags.Flag` (tritonserver's spelling when it is
 not ``--<field-name>``, aliases, parser, metavar), its type (bool: ``--flag``, ``--flag=true``
 or ``--flag=false`` and the other on/off words; ``Literal``: the choices; ``list``: repeatable),
 its docstring (the ``--help`` text) and its default. A flag left out keeps the field's value
@@ -23,7 +23,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic.fields import FieldInfo
 
 from workbench import ServerOptions
-from workbench.flags import Flag, switch
+from workbench.startup.flags import Flag, switch
 
 
 def field_flags() -> Iterator[tuple[str, Flag, FieldInfo]]:

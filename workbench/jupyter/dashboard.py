@@ -133,7 +133,7 @@ class DashboardMount:
             try:
                 self._disconnect(session)
                 # Bokeh's own discard path (runs the session-destroyed callbacks; private, as
-                # _subscribed_connections and _socket below: tests/test_library_internals.py);
+                # _subscribed_connections and _socket below: tests/architecture/test_library_internals.py);
                 # BokehTornado.stop leaves sessions alive ("TODO ... shut down all sessions")
                 await self.context._discard_session(session, lambda _session: True)
             except Exception:  # one session must not keep Jupyter up

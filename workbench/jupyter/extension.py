@@ -26,8 +26,8 @@ from workbench import ServerOptions
 from workbench.jupyter.host import EngineHost
 from workbench.jupyter.process_exit import exit_at_once_after, server_stopping
 from workbench.jupyter.routes import workbench_handlers
-from workbench.restrictions import CATEGORIES, GRPC_KEY_PREFIX, restriction_value
 from workbench.serving.stderr_filter import filter_stderr
+from workbench.startup.restrictions import CATEGORIES, GRPC_KEY_PREFIX, restriction_value
 
 #: ServerOptions fields that have their own trait (not accepted in ``server_options``)
 _OWN_TRAITS = {

@@ -14,8 +14,8 @@ import logging
 import time
 
 from workbench import Server, ServerNotReady, ServerOptions, WorkbenchError, __version__
-from workbench.live_stats import LiveStatistics
 from workbench.serving.drain import drain_engine
+from workbench.serving.live_stats import LiveStatistics
 from workbench.serving.ports import OpenPorts, bind_ports, switchable_options
 from workbench.serving.switch import PortSwitch
 

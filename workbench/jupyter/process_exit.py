@@ -42,7 +42,7 @@ def server_stopping(serverapp: object) -> bool:
     Jupyter server process (``POST /api/shutdown``, ``jupyter server stop``: Jupyter's
     ``ShutdownHandler`` cleans up and stops the loop without setting ``_stopping``). A test or
     an application that runs the loop itself and stops the extensions is not stopping its
-    process. Both private names are checked by tests/test_library_internals.py."""
+    process. Both private names are checked by tests/architecture/test_library_internals.py."""
     if getattr(serverapp, "_stopping", False):
         return True
     start_ioloop = getattr(getattr(type(serverapp), "start_ioloop", None), "__code__", None)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Protocol, cast
 
 from workbench import InferenceRequest, Server, Tensor, model_config_to_json
-from workbench.live_stats import InProcessLoad
+from workbench.serving.live_stats import InProcessLoad
 
 
 class PerfClient(Protocol):

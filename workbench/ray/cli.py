@@ -55,7 +55,7 @@ def serve_running() -> bool:
     then its proxies' ports and servicer functions are the ones it was started with."""
     import ray
 
-    # Ray's private constants: checked by tests/test_library_internals.py (the extra's bound <3)
+    # Ray's private constants: checked by tests/architecture/test_library_internals.py (the extra's bound <3)
     from ray.serve._private.constants import SERVE_CONTROLLER_NAME, SERVE_NAMESPACE
 
     try:

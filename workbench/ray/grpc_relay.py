@@ -50,7 +50,7 @@ def add_inference_service(servicer: Any, server: Any) -> None:
     """Serve's gRPC servicer function (``grpc_servicer_functions``): every method of the v2
     service registered with no deserializer, so the proxy hands each request on as its
     bytes. The handlers' bodies are Serve's (it replaces them with its routing ones, keeping
-    the deserializer: checked by tests/test_library_internals.py)."""
+    the deserializer: checked by tests/architecture/test_library_internals.py)."""
     def unused(*_: Any) -> None:
         raise NotImplementedError  # replaced by Serve's proxy
 

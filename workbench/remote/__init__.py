@@ -8,7 +8,7 @@ several replicas of one, or a real ``tritonserver``.
 * :class:`~workbench.remote.config_files.RemoteConfigFiles`: the Config tab's file service
   over the load API's ``config`` override (read-only, saying why, where the server refuses).
 * :class:`~workbench.remote.live.RemoteLiveStatistics`: the Live tab's per-interval samples
-  (:class:`workbench.live_stats.LiveSample`) from statistics-API deltas and ``/metrics``.
+  (:class:`workbench.serving.live_stats.LiveSample`) from statistics-API deltas and ``/metrics``.
 
 An adapter like the UI: it reads the public API only (``workbench``) and the shared leaves.
 """

@@ -36,7 +36,7 @@ from workbench import (
     Unsupported,
     WorkbenchError,
 )
-from workbench.results import ConfigFile, ConfigWriteResult
+from workbench.common.results import ConfigFile, ConfigWriteResult
 
 
 class Served(Protocol):

@@ -1,5 +1,5 @@
-"""Live statistics of an attached server: the samples :mod:`workbench.live_stats` produces for
-the engine in this process (:class:`~workbench.live_stats.LiveSample`, one per READY version
+"""Live statistics of an attached server: the samples :mod:`workbench.serving.live_stats` produces for
+the engine in this process (:class:`~workbench.serving.live_stats.LiveSample`, one per READY version
 per interval), from what a remote v2 server publishes.
 
 Each :meth:`RemoteLiveStatistics.sample` (the dashboard's one-second beat) closes the interval
@@ -31,8 +31,8 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from workbench.live_stats import LiveSample, LiveStatistics
 from workbench.remote.client import RemoteServer, RemoteVersionStats
+from workbench.serving.live_stats import LiveSample, LiveStatistics
 
 
 class RemoteLiveStatistics(LiveStatistics):

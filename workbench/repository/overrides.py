@@ -13,7 +13,7 @@ naming the parameter (``file:<path>``):
 
 - not empty; no backslash, NUL, empty component (``1//x``, ``1/``), ``.`` or ``..``;
   components of at most 255 bytes (the file system's limit; a longer one raises
-  :class:`~workbench.errors.InternalError`, as Triton answers it INTERNAL / HTTP 500);
+  :class:`~workbench.common.errors.InternalError`, as Triton answers it INTERNAL / HTTP 500);
 - a single leading ``/`` is read as the model folder's root, as Triton joins it
   (``file:/1/model.py`` == ``file:1/model.py``); nothing else can be absolute;
 - the first component is a version folder (``1``, ``2``, ...: a non-negative integer
@@ -43,9 +43,9 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
+from workbench.common.errors import InternalError, InvalidArgument
 from workbench.config.model_config import CONFIG_FILENAME
 from workbench.config.versions import NON_VERSION_FOLDERS
-from workbench.errors import InternalError, InvalidArgument
 
 log = logging.getLogger(__name__)
 

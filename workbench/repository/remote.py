@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.errors import InvalidArgument
+from workbench.common.errors import InvalidArgument
 from workbench.repository.repository import ModelRepository
 
 log = logging.getLogger(__name__)

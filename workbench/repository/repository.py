@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.errors import AlreadyExists, InvalidArgument
+from workbench.common.errors import AlreadyExists, InvalidArgument
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ version, a folder appearing or gone is a version added or removed). A file up to
 :data:`CONTENT_HASH_LIMIT` bytes is digested by content (``touch`` changes nothing), a larger
 one by (size, mtime in ns). Hidden names (``.foo``) are ignored.
 
-Files are read as loading reads them (:mod:`workbench.model_files`): non-regular files are
+Files are read as loading reads them (:mod:`workbench.files.model_files`): non-regular files are
 skipped with a warning (once per path), every read and listing is bounded
-(:data:`~workbench.model_files.READ_TIMEOUT_S`; one that does not answer is digested as
+(:data:`~workbench.files.model_files.READ_TIMEOUT_S`; one that does not answer is digested as
 unreadable, with a warning), trees are walked without recursion within
-:data:`~workbench.model_files.MAX_TREE_DEPTH` / :data:`~workbench.model_files.MAX_TREE_ENTRIES`;
+:data:`~workbench.files.model_files.MAX_TREE_DEPTH` / :data:`~workbench.files.model_files.MAX_TREE_ENTRIES`;
 a model folder that fails to scan gets the reason as its snapshot's ``error``, never failing
 the others. User view: docs/model-control.md (``poll``)."""
 
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from workbench.bounded_calls import BoundedCalls
 from workbench.config.versions import scan_version_dirs
-from workbench.model_files import NotRegularFile, calls_of_this_thread, read_head, walk_tree
+from workbench.files.bounded_calls import BoundedCalls
+from workbench.files.model_files import NotRegularFile, calls_of_this_thread, read_head, walk_tree
 from workbench.repository.repository import ModelRepository
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def snapshot_repository(repository: ModelRepository,
     what could be read (the next scan sees it settled); one that cannot be scanned at all (a
     tree too deep or too large to walk) gets the reason as its ``error``. ``calls`` bounds each
     file read and folder listing (default: the calling thread's,
-    :func:`~workbench.model_files.calls_of_this_thread`).
+    :func:`~workbench.files.model_files.calls_of_this_thread`).
     """
     snapshots = {}
     for name, location in repository.scan().items():
@@ -175,7 +175,7 @@ def _digest_file(path: Path, base: Path, digest: _Digest, calls: BoundedCalls | 
 def _read_for_digest(path: Path) -> bytes | None:
     """What a file adds to a digest: its content up to :data:`CONTENT_HASH_LIMIT` bytes, else
     its size and mtime; None for anything but a regular file (never opened: a FIFO blocks;
-    :func:`~workbench.model_files.read_head`)."""
+    :func:`~workbench.files.model_files.read_head`)."""
     try:
         head = read_head(path, CONTENT_HASH_LIMIT)
     except NotRegularFile:

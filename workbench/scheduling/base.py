@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes, ModelInstance
-from workbench.errors import WorkbenchError
+from workbench.common.errors import WorkbenchError
 from workbench.scheduling.rate_limiter import ResourceKey
 
 if TYPE_CHECKING:
-    from workbench.statistics import ComputeTotals
+    from workbench.stats.statistics import ComputeTotals
     from workbench.tracing.records import RequestTrace
 
 #: what one execution gives back: the responses (one per request, in order) and its phase times
@@ -168,7 +168,7 @@ class PolicyHost(Protocol):
     request) and owns the counts (requests in flight and queued, statistics) and every answer;
     the policy decides (what to batch, when it is due, which instance, which finished requests
     are answered now: the :data:`Answer` values it returns) and hands a request back here only
-    when it takes one out of its queue without running it. ``tests/test_scheduling_seam.py``
+    when it takes one out of its queue without running it. ``tests/architecture/test_scheduling_seam.py``
     checks that the policy modules call nothing else of the dispatcher.
     """
 
@@ -218,7 +218,7 @@ class SequenceScheduler(Protocol):
 
     The engine checks a :class:`Scheduler` for it with ``isinstance`` (a runtime-checkable
     protocol) and routes the requests of live sequences by it across a reload
-    (:mod:`workbench.engine.retiring`).
+    (:mod:`workbench.engine.models.retiring`).
     """
 
     def holds_sequence(self, correlation_id: int | str) -> bool:

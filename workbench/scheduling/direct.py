@@ -13,7 +13,7 @@ from workbench.backends.base import ModelInstance
 from workbench.scheduling.base import InstanceRunner, Pending
 from workbench.scheduling.dispatcher import BatchPolicy, Dispatcher
 from workbench.scheduling.rate_limiter import RateLimiter
-from workbench.statistics import ModelStatistics
+from workbench.stats.statistics import ModelStatistics
 
 
 class FifoPolicy(BatchPolicy):

@@ -22,7 +22,7 @@ with an INTERNAL error naming the exception (:meth:`Dispatcher.scheduler_failed`
 forgets them (:meth:`BatchPolicy.abandon`), and the model serves on.
 
 The seam is one-way: the dispatcher calls its policy; a policy calls back only what
-:class:`~workbench.scheduling.base.PolicyHost` names (``tests/test_scheduling_seam.py``).
+:class:`~workbench.scheduling.base.PolicyHost` names (``tests/architecture/test_scheduling_seam.py``).
 """
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ from workbench.backends.base import (
     ExecutionTimes,
     ModelInstance,
 )
-from workbench.errors import Cancelled, InternalError, InvalidArgument, Unavailable, WorkbenchError
+from workbench.common.errors import Cancelled, InternalError, InvalidArgument, Unavailable, WorkbenchError
 from workbench.scheduling.base import Answer, Execution, InstanceRunner, Pending, PolicyHost, Scheduler
 from workbench.scheduling.deadline_timer import DeadlineTimer
 from workbench.scheduling.rate_limiter import RateLimiter
-from workbench.statistics import ComputeTotals, ModelStatistics
+from workbench.stats.statistics import ComputeTotals, ModelStatistics
 
 if TYPE_CHECKING:
     from workbench.tracing.records import RequestTrace

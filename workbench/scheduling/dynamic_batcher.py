@@ -34,14 +34,14 @@ from collections import deque
 from tritonclient.grpc.model_config_pb2 import ModelDynamicBatching
 
 from workbench.backends.base import BackendResponse, ExecutionTimes, ModelInstance
-from workbench.errors import Unavailable
+from workbench.common.errors import Unavailable
 from workbench.scheduling.base import Answer, InstanceRunner, Pending
 from workbench.scheduling.deadline_timer import DeadlineTimer
 from workbench.scheduling.dispatcher import BatchPolicy, Dispatcher
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.request_queue import RequestQueue
 from workbench.scheduling.scheduler_hooks import DELAY_SCHEDULER, hook_count
-from workbench.statistics import ModelStatistics
+from workbench.stats.statistics import ModelStatistics
 
 
 class DynamicBatchPolicy(BatchPolicy):

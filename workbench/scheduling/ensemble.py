@@ -30,8 +30,8 @@ import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import BackendRequest, BackendResponse
-from workbench.datatypes import config_to_wire
-from workbench.errors import InternalError, Unavailable
+from workbench.common.datatypes import config_to_wire
+from workbench.common.errors import InternalError, Unavailable
 from workbench.scheduling.base import Scheduler
 from workbench.scheduling.ensemble_run import EnsemblePlan, EnsembleRun
 from workbench.scheduling.ensemble_steps import (
@@ -42,7 +42,7 @@ from workbench.scheduling.ensemble_steps import (
     batch_reshaped,
     ensemble_steps,
 )
-from workbench.statistics import ComputeTotals, ModelStatistics
+from workbench.stats.statistics import ComputeTotals, ModelStatistics
 
 if TYPE_CHECKING:
     from workbench.tracing.records import RequestTrace

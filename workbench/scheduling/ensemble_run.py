@@ -35,15 +35,15 @@ import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import BackendRequest, BackendResponse
-from workbench.errors import Cancelled, InternalError, InvalidArgument, WorkbenchError
+from workbench.common.errors import Cancelled, InternalError, InvalidArgument, WorkbenchError
+from workbench.messages.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
 from workbench.scheduling.ensemble_steps import (
     EnsembleGraph,
     EnsembleStep,
     StepInfer,
     batch_reshaped,
 )
-from workbench.statistics import ComputeTotals
-from workbench.types import InferenceRequest, InferenceResponse, RequestedOutput, Tensor
+from workbench.stats.statistics import ComputeTotals
 
 if TYPE_CHECKING:
     from workbench.tracing.records import RequestTrace

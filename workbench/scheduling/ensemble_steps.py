@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.statistics import ComputeTotals
-from workbench.types import InferenceRequest, InferenceResponse
+from workbench.messages.types import InferenceRequest, InferenceResponse
+from workbench.stats.statistics import ComputeTotals
 
 #: ``adapt(config)``: a step's request for the composing model version about to run it,
 #: given that version's config (its inputs' batch dimension added or dropped to fit it).

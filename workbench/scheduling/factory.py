@@ -11,7 +11,7 @@ from workbench.scheduling.dynamic_batcher import dynamic_batcher
 from workbench.scheduling.ensemble import EnsembleScheduler, StepInfer
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.sequence_scheduler import sequence_scheduler
-from workbench.statistics import ModelStatistics
+from workbench.stats.statistics import ModelStatistics
 
 
 def make_scheduler(

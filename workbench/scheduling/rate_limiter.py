@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from workbench.backends.base import InstanceSpec
-from workbench.errors import InvalidArgument
+from workbench.common.errors import InvalidArgument
 
 #: (resource name, device id or None for a global resource)
 ResourceKey = tuple[str, int | None]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from tritonclient.grpc.model_config_pb2 import ModelDynamicBatching, ModelQueuePolicy
 
-from workbench.errors import InvalidArgument, Unavailable
+from workbench.common.errors import InvalidArgument, Unavailable
 from workbench.scheduling.base import Pending
 
 

@@ -30,8 +30,8 @@ from dataclasses import replace
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes
+from workbench.common.errors import Cancelled, InvalidArgument, Unavailable, WorkbenchError
 from workbench.config.validate_scheduling import max_sequence_backlog
-from workbench.errors import Cancelled, InvalidArgument, Unavailable, WorkbenchError
 from workbench.scheduling.base import Answer, InstanceRunner, Pending
 from workbench.scheduling.dispatcher import BatchPolicy
 from workbench.scheduling.scheduler_hooks import BACKLOG_DELAY_SCHEDULER, DELAY_SCHEDULER, hook_count

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelSequenceBatching
 
-from workbench.datatypes import config_to_wire, numpy_dtype
+from workbench.common.datatypes import config_to_wire, numpy_dtype
 
 Kind = ModelSequenceBatching.Control.Kind
 

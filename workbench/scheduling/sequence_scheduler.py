@@ -18,7 +18,7 @@ from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.scheduling.sequence_batcher import SequenceBatcher
 from workbench.scheduling.sequence_direct import DirectSequenceBatcher
 from workbench.scheduling.sequence_oldest import OldestSequenceBatcher
-from workbench.statistics import ModelStatistics
+from workbench.stats.statistics import ModelStatistics
 
 
 class SequenceDispatcher(Dispatcher):

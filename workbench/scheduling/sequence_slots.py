@@ -8,7 +8,7 @@ idle. A released slot goes straight to the oldest sequence of the backlog (Trito
 ``ReleaseSequenceSlot``). Triton's backlog is unbounded, and so is this one by default;
 the model config parameter ``max_sequence_backlog`` (a workbench extension) bounds it,
 and a new sequence that finds the slots and the backlog full is rejected with
-:class:`~workbench.errors.Unavailable` (HTTP 503 / gRPC UNAVAILABLE).
+:class:`~workbench.common.errors.Unavailable` (HTTP 503 / gRPC UNAVAILABLE).
 
 Slots come and go with the instances (an instance update, Triton's
 ``SequenceBatchScheduler::Update``): added slots go to the backlog first; a removed slot that
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workbench.errors import Unavailable
+from workbench.common.errors import Unavailable
 
 
 @dataclass(slots=True, eq=False)

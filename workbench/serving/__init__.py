@@ -4,5 +4,5 @@ listeners on them, and the engine's drain on shutdown (:mod:`~workbench.serving.
 
 ``workbench serve`` (:mod:`workbench.hosts`), the Jupyter extension (:mod:`workbench.jupyter`)
 and the dashboard's process launcher (:mod:`workbench.ui`) import these modules; none of them
-imports another host (``tests/test_layers.py``).
+imports another host (``tests/architecture/test_layers.py``).
 """

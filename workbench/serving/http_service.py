@@ -27,7 +27,7 @@ log = logging.getLogger("workbench")
 
 
 # overrides uvicorn.Server's startup/shutdown/handle_exit/capture_signals and reads its
-# server_state: checked by tests/test_library_internals.py (uvicorn's bound in pyproject.toml)
+# server_state: checked by tests/architecture/test_library_internals.py (uvicorn's bound in pyproject.toml)
 class HTTPService(uvicorn.Server):
     """uvicorn's server, except that SIGINT/SIGTERM only start a graceful shutdown.
 

@@ -20,7 +20,7 @@ from workbench.frontends.metrics import MetricsFrontend
 log = logging.getLogger("workbench")
 
 
-# capture_signals is uvicorn's undocumented hook: checked by tests/test_library_internals.py
+# capture_signals is uvicorn's undocumented hook: checked by tests/architecture/test_library_internals.py
 class MetricsService(uvicorn.Server):
     """uvicorn's server without signal handling: the HTTP service owns SIGINT/SIGTERM and
     the host stops this one (``should_exit``) once the engine has drained."""

@@ -25,8 +25,8 @@ from workbench.backends.base import (
     InstanceSpec,
     ModelInstance,
 )
-from workbench.errors import InvalidArgument
-from workbench.types import InferenceRequest, Tensor
+from workbench.common.errors import InvalidArgument
+from workbench.messages.types import InferenceRequest, Tensor
 
 
 class FakeBehaviour:

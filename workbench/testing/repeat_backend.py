@@ -28,9 +28,9 @@ from workbench.backends.base import (
     InstanceSpec,
     ModelInstance,
 )
-from workbench.errors import InvalidArgument
+from workbench.common.errors import InvalidArgument
+from workbench.messages.types import InferenceRequest, InferenceResponse, Tensor
 from workbench.testing.fake_backend import write_backend_model
-from workbench.types import InferenceRequest, InferenceResponse, Tensor
 
 REPEAT_CONFIG = """
 name: "{name}"

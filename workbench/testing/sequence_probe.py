@@ -29,7 +29,7 @@ from workbench.backends.base import (
     InstanceSpec,
     ModelInstance,
 )
-from workbench.errors import InternalError
+from workbench.common.errors import InternalError
 from workbench.testing.fake_backend import write_backend_model
 
 #: a ready row with this INPUT value fails (its response carries an InternalError)

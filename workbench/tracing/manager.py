@@ -29,7 +29,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from workbench.options import ServerOptions
+from workbench.startup.options import ServerOptions
 from workbench.tracing.files import TraceFile
 from workbench.tracing.records import Record, RequestTrace, Trace
 
@@ -55,7 +55,7 @@ class TraceSetting:
     Args:
         values: ``trace_level`` (list, empty = OFF), ``trace_rate``, ``trace_count``,
             ``log_frequency``, ``trace_file``, ``trace_mode`` (as
-            :class:`~workbench.engine.settings.TraceSettings` keeps them).
+            :class:`~workbench.engine.api.settings.TraceSettings` keeps them).
         file: the trace file (``triton`` mode with a file name), else None.
         export: ``opentelemetry`` mode's ``export(records)`` (the manager's exporter).
     """

@@ -30,8 +30,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from workbench.errors import InvalidArgument
-from workbench.options import ServerOptions
+from workbench.common.errors import InvalidArgument
+from workbench.startup.options import ServerOptions
 from workbench.tracing.records import Record
 
 #: Triton's ``kTritonTracer``

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from workbench.datatypes import wire_name
-from workbench.errors import InvalidArgument
+from workbench.common.datatypes import wire_name
+from workbench.common.errors import InvalidArgument
 
 #: one record of Triton's trace file (a JSON object)
 Record = dict[str, Any]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from workbench import InvalidArgument
-from workbench.datatypes import numpy_dtype, wire_name
+from workbench.common.datatypes import numpy_dtype, wire_name
 from workbench.tritonserver._enums import DataType, DLDeviceType, MemoryType
 from workbench.tritonserver._errors import InvalidArgumentError, UnsupportedError
 

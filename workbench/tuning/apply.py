@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from workbench.common.results import ConfigWriteResult
 from workbench.config_edits.knobs import parse_text, with_knob
-from workbench.results import ConfigWriteResult
 from workbench.tuning.result import TuneResult
 from workbench.tuning.targets import completed_knobs
 

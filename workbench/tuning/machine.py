@@ -5,7 +5,7 @@ search space is derived from) and a speed probe taken beside every result, as th
 Readings come from Linux: ``os.sched_getaffinity`` (the cores this process may use, which a
 container's cpuset limits), ``/proc/meminfo`` (``MemTotal`` / ``MemAvailable``) and
 ``/proc/loadavg``; GPUs from NVML when ``nvidia-ml-py`` and a driver are there
-(:class:`workbench.gpu_readings.GpuSampler`), none otherwise.
+(:class:`workbench.gpu.readings.GpuSampler`), none otherwise.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 
-from workbench.gpu_readings import GpuSampler
+from workbench.gpu.readings import GpuSampler
 
 #: the probe's work: a fixed pure-Python loop of this many iterations, one thread (the
 #: engine's request path is Python: what slows it, a busy or throttled core, slows this)

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field, fields
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
+from workbench.common.switches import parse_switch
 from workbench.config_edits.knobs import ConfigKnobs, knob_reasons, read_knobs
 from workbench.perf import LoadLevel, levels_from_range
-from workbench.switches import parse_switch
 from workbench.tuning.machine import Machine
 
 #: the knob names a space may name (for an ensemble's steps, after ``model/``)

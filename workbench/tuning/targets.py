@@ -24,7 +24,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 from workbench import Server
 from workbench.config_edits.knobs import ConfigKnobs, apply_knobs, read_knobs
 from workbench.config_edits.overrides import override_config
-from workbench.gpu_memory import read_gpu_memory
+from workbench.gpu.memory import read_gpu_memory
 from workbench.perf import InProcessClient, PerfClient, remote_client
 from workbench.tuning.machine import process_cpu_seconds, process_rss_mb
 
@@ -45,7 +45,7 @@ class Target(Protocol):
     async def restore(self, name: str, base: ModelConfig) -> None:
         """Load ``name`` again with ``base``, the config it served with before the run: a
         load without ``config`` would keep the last candidate's override while the model's
-        files are unchanged (Triton's repository manager; :mod:`workbench.engine.repository_manager`)."""
+        files are unchanged (Triton's repository manager; :mod:`workbench.engine.manager.repository_manager`)."""
 
     def cpu_seconds(self) -> float | None:
         """CPU seconds the serving process has used (None where it cannot be read)."""

@@ -1,5 +1,5 @@
 """The workbench UI: Panel/Bokeh dashboards and notebook widgets (their live statistics are
-:mod:`workbench.live_stats`, below the UI, shared with the Jupyter host).
+:mod:`workbench.serving.live_stats`, below the UI, shared with the Jupyter host).
 
 Like the frontends, the UI reads and acts only through the engine's public API (the names
 ``workbench`` exports). Importing this package imports neither Panel nor Bokeh: the

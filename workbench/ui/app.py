@@ -4,7 +4,7 @@ for a Bokeh/Panel server session (the Jupyter host mounts it at ``{base_url}/wor
 Tabs, in order: Models, Config, Live, Rollout, Tuning, Headless. The Tuning tab (a config search by
 the tuner of :mod:`workbench.tuning`, the one behind ``workbench tune``) is built by a
 builder, ``tuning(store) -> Viewable``: by default
-:func:`workbench.ui.tuning_view.tuning_tab`; pass another as ``tuning=``, or ``tuning=None``
+:func:`workbench.ui.tuning.tuning_view.tuning_tab`; pass another as ``tuning=``, or ``tuning=None``
 for no Tuning tab.
 
 Threading: Panel callbacks must reach the engine on the engine's event loop. Inside Jupyter,
@@ -12,18 +12,18 @@ the Bokeh server runs on the Jupyter server's tornado/asyncio loop, the loop the
 on, so callbacks start tasks there and await engine methods directly; in a notebook kernel
 that started the engine with top-level ``await`` it is the kernel's loop. Build the dashboard
 on that loop; a callback that runs on another thread hands its coroutine to the engine's loop
-(:class:`~workbench.ui.store.EngineStore`).
+(:class:`~workbench.ui.shared.store.EngineStore`).
 
-Per session: one :class:`~workbench.live_stats.LiveStatistics` (an observer on the engine:
+Per session: one :class:`~workbench.serving.live_stats.LiveStatistics` (an observer on the engine:
 one list append per successful request while the session is open), one periodic callback
 (:meth:`Dashboard.tick`, default every second) for every live plot, the Models table and the
 headless health, one model selection that every tab's model dropdown follows
-(:mod:`workbench.ui.selection`), and the ``workbench serve`` process the session started,
+(:mod:`workbench.ui.shared.selection`), and the ``workbench serve`` process the session started,
 stopped with it.
 
 Attached to a server by URL (the "Attach to a server" bar atop the Models tab, or
 ``dashboard(url="http://host:8000")`` / ``create_app(url=...)``): every tab is rebuilt over a
-:class:`~workbench.remote.RemoteServer` (:mod:`workbench.ui.attach_view`); Headless and Rollout say in
+:class:`~workbench.remote.RemoteServer` (:mod:`workbench.ui.attach.attach_view`); Headless and Rollout say in
 place why they are not available; "Back to this engine" returns to the engine in this process.
 """
 
@@ -38,16 +38,16 @@ from panel.io.callbacks import PeriodicCallback
 
 from workbench import Server
 from workbench.remote import RemoteServer
-from workbench.ui import kernel_comm, panel_writes
-from workbench.ui.attach_view import HEALTH_EVERY, ROLLOUT_REMOTE, AttachBar, config_note, remote_note
-from workbench.ui.config_view import ConfigView
-from workbench.ui.headless_view import HeadlessView
-from workbench.ui.live_view import LiveView
-from workbench.ui.local_css import keep_stylesheets_local
-from workbench.ui.models_view import ModelsView
-from workbench.ui.rollout_view import RolloutView
-from workbench.ui.store import EngineStore
-from workbench.ui.tuning_view import tuning_tab
+from workbench.ui.attach.attach_view import HEALTH_EVERY, ROLLOUT_REMOTE, AttachBar, config_note, remote_note
+from workbench.ui.config.config_view import ConfigView
+from workbench.ui.headless.headless_view import HeadlessView
+from workbench.ui.live.live_view import LiveView
+from workbench.ui.models.models_view import ModelsView
+from workbench.ui.rollout.rollout_view import RolloutView
+from workbench.ui.shared import kernel_comm, panel_writes
+from workbench.ui.shared.local_css import keep_stylesheets_local
+from workbench.ui.shared.store import EngineStore
+from workbench.ui.tuning.tuning_view import tuning_tab
 
 #: what a tab shows: a Panel component, or a view that makes one (``__panel__``)
 Tab: TypeAlias = pn.viewable.Viewable | pn.viewable.Viewer
@@ -64,7 +64,7 @@ class Dashboard(pn.viewable.Viewer):
         server: the started engine, or a server attached by URL (then there is no engine
             here to return to).
         tuning: the Tuning tab's builder (see the module docstring; default
-            :func:`~workbench.ui.tuning_view.tuning_tab`); None: no Tuning tab.
+            :func:`~workbench.ui.tuning.tuning_view.tuning_tab`); None: no Tuning tab.
         history: live-plot rows kept (ticks).
         loop: the engine's loop (default: the running loop).
     """
@@ -232,10 +232,10 @@ def dashboard(server: Server | None = None, *, url: str | Sequence[str] | None =
     BokehJS, Panel and the extensions' scripts (Tabulator, Ace) are inlined in the notebook's
     output (~8 MB once per kernel), not loaded from Bokeh's and HoloViz's CDNs: the dashboard
     renders where the browser has no internet, as the one Jupyter serves at ``/workbench/``;
-    so do the stylesheets of every tab (:mod:`workbench.ui.local_css`). The browser's changes
+    so do the stylesheets of every tab (:mod:`workbench.ui.shared.local_css`). The browser's changes
     (a tab clicked, a field typed) are applied on the engine's loop, as every other change of
     the dashboard, also where JupyterLab sends them to a kernel subshell's thread
-    (:mod:`workbench.ui.kernel_comm`)."""
+    (:mod:`workbench.ui.shared.kernel_comm`)."""
     pn.extension(*EXTENSIONS, inline=True)
     keep_stylesheets_local()
     board = Dashboard(_server(server, url, headers, metrics_urls), tuning=tuning, history=history)
@@ -259,8 +259,8 @@ def create_app(server: Server | None = None, *, url: str | Sequence[str] | None 
     """The dashboard of one Bokeh/Panel server session: call it per session (e.g. as the
     function given to ``pn.serve`` or a Bokeh ``FunctionHandler``), on the engine's loop. It is
     closed when the session is destroyed. Panel's stylesheets come from the session's server
-    (:mod:`workbench.ui.local_css`), never from its CDN, and Panel's queued websocket writes are
-    made lossless first (:mod:`workbench.ui.panel_writes`: without that, a change made while the
+    (:mod:`workbench.ui.shared.local_css`), never from its CDN, and Panel's queued websocket writes are
+    made lossless first (:mod:`workbench.ui.shared.panel_writes`: without that, a change made while the
     socket is busy could stay unsent, e.g. the Models table on READY after Unload)."""
     prepare_session()
     app = Dashboard(_server(server, url, headers, metrics_urls), tuning=tuning, history=history).start(interval_s)

@@ -34,7 +34,7 @@ import ipywidgets as w
 from workbench import Server
 from workbench.config_edits.knobs import KnobValues, knob_reasons, read_knobs
 from workbench.config_edits.overrides import current_config, load_with
-from workbench.ui.store import EngineStore, user_text
+from workbench.ui.shared.store import EngineStore, user_text
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

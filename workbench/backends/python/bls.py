@@ -1,6 +1,6 @@
 """Server side of BLS: a model's ``pb_utils.InferenceRequest(...).exec()`` runs in this server.
 
-Each ``bls`` message from a stub becomes a :class:`workbench.types.InferenceRequest` that
+Each ``bls`` message from a stub becomes a :class:`workbench.messages.types.InferenceRequest` that
 runs through ``BackendContext.infer_stream`` on the engine's event loop (the same path as
 a client request: validation, scheduling, batching, statistics). Responses go back as
 ``bls_response`` messages; engine errors (unknown model, bad input, a failed execution)
@@ -26,9 +26,9 @@ from typing import Any
 from workbench.backends.base import BackendContext
 from workbench.backends.python.process import StubDied, StubProcess
 from workbench.backends.python.transport import SharedMemoryFull, encode_tensors
-from workbench.datatypes import wire_name
-from workbench.errors import InternalError, InvalidArgument, StatusCode, WorkbenchError
-from workbench.types import CancelSignal, InferenceRequest, InferenceResponse, RequestedOutput, Tensor
+from workbench.common.datatypes import wire_name
+from workbench.common.errors import InternalError, InvalidArgument, StatusCode, WorkbenchError
+from workbench.messages.types import CancelSignal, InferenceRequest, InferenceResponse, RequestedOutput, Tensor
 
 log = logging.getLogger(__name__)
 

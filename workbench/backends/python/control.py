@@ -34,7 +34,7 @@ from typing import Any
 
 from workbench.backends.base import BackendContext
 from workbench.backends.python.process import StubDied, StubProcess
-from workbench.errors import InternalError, InvalidArgument, WorkbenchError
+from workbench.common.errors import InternalError, InvalidArgument, WorkbenchError
 
 log = logging.getLogger(__name__)
 

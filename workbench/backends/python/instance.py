@@ -42,10 +42,8 @@ from workbench.backends.python.bls import BlsForwarder
 from workbench.backends.python.control import ModelControlForwarder
 from workbench.backends.python.process import StubDied, StubProcess
 from workbench.backends.python.transport import Blob, SharedMemoryFull, encode_tensors
-from workbench.config.model_config import model_config_to_json
-from workbench.custom_metrics import CustomMetricError, CustomMetrics
-from workbench.datatypes import config_to_wire, numpy_dtype, wire_name
-from workbench.errors import (
+from workbench.common.datatypes import config_to_wire, numpy_dtype, wire_name
+from workbench.common.errors import (
     AlreadyExists,
     Cancelled,
     InternalError,
@@ -57,7 +55,9 @@ from workbench.errors import (
     Unsupported,
     WorkbenchError,
 )
-from workbench.statistics import MemoryUsage, process_rss_bytes
+from workbench.config.model_config import model_config_to_json
+from workbench.stats.custom_metrics import CustomMetricError, CustomMetrics
+from workbench.stats.statistics import MemoryUsage, process_rss_bytes
 
 log = logging.getLogger(__name__)
 model_log = logging.getLogger("workbench.python_model")

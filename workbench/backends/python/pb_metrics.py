@@ -1,7 +1,7 @@
 """``pb_utils.MetricFamily`` / ``Metric``: a model's custom metrics (Triton's python_backend).
 
 Each call is one message to the server over the stub's event channel, applied there to the
-engine's :class:`workbench.custom_metrics.CustomMetrics` (served on ``/metrics``). As in
+engine's :class:`workbench.stats.custom_metrics.CustomMetrics` (served on ``/metrics``). As in
 Triton's stub (``metric.cc``, ``metric_family.cc``: every operation a ``SendMessage`` that
 waits for the parent's answer), creation and ``increment`` / ``set`` / ``observe`` /
 ``value`` wait for the server's answer (about one event-channel round trip): an error is

@@ -13,7 +13,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from workbench.bytes_codec import decode_bytes, encode_bytes
+from workbench.common.bytes_codec import decode_bytes, encode_bytes
 
 TRITON_STRING_TO_NUMPY = {
     "TYPE_BOOL": bool,

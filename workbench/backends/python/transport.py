@@ -8,7 +8,7 @@ as raw bytes; a larger tensor is copied once into a POSIX shared-memory segment
 (:class:`SegmentReader`, no copy) and releases (``"released"`` on its next message) for reuse.
 
 Segment names: Triton's reserved ``triton_python_backend_shm_region_`` then
-``wb<server pid>_<stub id>_<side><n>`` (``workbench.engine.shared_memory`` refuses client
+``wb<server pid>_<stub id>_<side><n>`` (``workbench.engine.shm.shared_memory`` refuses client
 regions with that prefix); the server removes a dead stub's segments (:func:`remove_segments`)
 and a dead server's (:func:`remove_stale_segments`). A full ``/dev/shm`` raises
 :class:`SharedMemoryFull`. Why 128 KiB (measured) and the user's view: docs/python-backend.md,
@@ -34,7 +34,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from workbench.bytes_codec import decode_bytes, encode_bytes
+from workbench.common.bytes_codec import decode_bytes, encode_bytes
 
 #: Triton's prefix for the Python backend's own shared memory (``kTritonSharedMemoryRegionPrefix``)
 SHM_PREFIX = "triton_python_backend_shm_region_"

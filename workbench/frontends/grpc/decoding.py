@@ -151,7 +151,7 @@ def add_lenient(add_to_server: Callable[[Any, Any], None], servicer: Any, server
         else:  # no such kinds here; keep any such handler's parser strict
             fields = {}
         # grpc's handlers are namedtuples (grpc._utilities.RpcMethodHandler, undocumented):
-        # checked by tests/test_library_internals.py (grpcio's bound in pyproject.toml)
+        # checked by tests/architecture/test_library_internals.py (grpcio's bound in pyproject.toml)
         handlers[name] = handler._replace(**fields)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(recorder.service, handlers),))
     server.add_registered_method_handlers(recorder.service, handlers)

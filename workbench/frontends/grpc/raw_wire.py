@@ -17,7 +17,7 @@ their messages and carry the tensor data, so:
   buffers; :func:`serialize_infer_response` writes protobuf's own bytes for the message and
   appends each buffer as a field-6 record, one copy in all. protobuf serializes known fields
   in field-number order, so the result is byte-identical to serializing the full message
-  (tests/test_grpc_raw_wire.py compares them).
+  (tests/frontends/grpc/test_grpc_raw_wire.py compares them).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 
-from workbench.restrictions import Restriction
+from workbench.startup.restrictions import Restriction
 
 #: ``inference.GRPCInferenceService`` (and ``grpc.health.v1.Health``) method -> Triton's API group
 METHOD_GROUPS = {

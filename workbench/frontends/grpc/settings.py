@@ -16,8 +16,8 @@ from typing import Any
 from tritonclient.grpc import service_pb2 as pb
 
 from workbench import InvalidArgument, Server
+from workbench.common.results import LogSettings, TraceSettings
 from workbench.frontends.grpc.rpc import Context, rpc
-from workbench.results import LogSettings, TraceSettings
 
 #: LogSettings keys -> (the oneof Triton requires, the word of its error text)
 _LOG_TYPES = {

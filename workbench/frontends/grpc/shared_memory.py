@@ -16,8 +16,8 @@ from typing import Any
 from tritonclient.grpc import service_pb2 as pb
 
 from workbench import Server
+from workbench.common.results import CudaSharedMemoryStatus, SystemSharedMemoryStatus
 from workbench.frontends.grpc.rpc import Context, rpc
-from workbench.results import CudaSharedMemoryStatus, SystemSharedMemoryStatus
 
 
 class SharedMemoryServicer:

@@ -1,6 +1,6 @@
 """The one request-body reader of every HTTP edge, and its one size-limit behaviour.
 
-Every body a workbench edge reads goes through here (``tests/test_layers.py`` checks that no
+Every body a workbench edge reads goes through here (``tests/architecture/test_layers.py`` checks that no
 other module calls ``Request.body()`` / ``.stream()`` or reads ASGI ``more_body``):
 :func:`read_within` reads an ASGI body (the infer and generate paths, and :class:`BodyLimits`
 in front of every FastAPI route); :func:`route_body` / :func:`route_json` hand a route the

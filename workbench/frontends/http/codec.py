@@ -36,7 +36,7 @@ from workbench.frontends.http.json_tensor import (
     json_shape,
 )
 from workbench.frontends.output_parameters import check_shared_memory_output
-from workbench.tensors import check_shape
+from workbench.messages.tensors import check_shape
 
 HEADER_LENGTH = "inference-header-content-length"
 
@@ -233,7 +233,7 @@ def _check_element_count(name: str, shape: list[int], got: int, model: str, requ
     Raises:
         InvalidArgument: "Failed to parse 'data' field: shape does not match true shape" (too
             few) or "Unable to parse 'data': Shape does not match true shape of 'data' field"
-            (too many); a bad shape's own text first (:func:`workbench.tensors.check_shape`).
+            (too many); a bad shape's own text first (:func:`workbench.messages.tensors.check_shape`).
     """
     count = math.prod(check_shape(name, shape, model, request_id))
     if count * 8 > 2**63 - 1:  # may overflow the byte size: tensor_from_list says so (Triton's order)

@@ -89,7 +89,7 @@ def auto_max_connections() -> int:
 
 
 # uses uvicorn's private protocol state (connections, pipeline, cycle, flow, transport, parser
-# callbacks): checked by tests/test_library_internals.py (uvicorn's bound in pyproject.toml)
+# callbacks): checked by tests/architecture/test_library_internals.py (uvicorn's bound in pyproject.toml)
 class GuardedHttpToolsProtocol(CoalescingHttpToolsProtocol):
     """uvicorn's httptools protocol (with coalesced writes) under :class:`ConnectionLimits`.
 

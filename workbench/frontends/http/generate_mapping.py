@@ -27,9 +27,9 @@ from workbench import (
     tensor_from_list,
     tensor_to_list,
 )
+from workbench.common.results import TensorMetadata
 from workbench.frontends.http.codec import request_parameters
 from workbench.frontends.http.json_tensor import NOT_STRING, json_data
-from workbench.results import TensorMetadata
 
 #: the reserved nested member (Triton's generate mapping schema)
 PARAMETERS = "parameters"

@@ -11,7 +11,7 @@ shape ``{"error": "..."}`` when:
 2. a POST body is typed ``text/plain`` or ``multipart/form-data`` (any client), or
    ``application/x-www-form-urlencoded`` from a browser (accepted from others: ``curl -d``'s
    and libcurl's default, which perf_analyzer sends);
-3. the API group is restricted (``--http-restricted-api``, :mod:`workbench.restrictions`)
+3. the API group is restricted (``--http-restricted-api``, :mod:`workbench.startup.restrictions`)
    and the key is missing: Triton's "This API is restricted, expecting header '<key>'".
 
 On ``/v1/...`` (OpenAI-compatible) the answer is in OpenAI's error shape, and a missing key
@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from workbench.restrictions import Restriction
+from workbench.startup.restrictions import Restriction
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]

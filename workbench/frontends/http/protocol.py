@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 # an undocumented uvicorn module, subclassed with its callbacks and state (parser, headers,
-# scope, cycle): checked by tests/test_library_internals.py (uvicorn's bound in pyproject.toml)
+# scope, cycle): checked by tests/architecture/test_library_internals.py (uvicorn's bound in pyproject.toml)
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 #: the ASGI scope extension holding the connection's disconnect callbacks (a ``set``)

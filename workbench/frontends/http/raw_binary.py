@@ -11,7 +11,7 @@ data (``binary_data_output``), as Triton does for such requests.
 from __future__ import annotations
 
 from workbench import InferenceRequest, InvalidArgument, Server, tensor_from_buffer
-from workbench.datatypes import WIRE_ITEMSIZE, config_to_wire
+from workbench.common.datatypes import WIRE_ITEMSIZE, config_to_wire
 
 
 async def raw_binary_request(

@@ -19,10 +19,10 @@ from typing import Any
 from jupyter_server.base.handlers import APIHandler
 
 from workbench import InvalidArgument, Server, WorkbenchError
+from workbench.common.switches import parse_switch
 from workbench.frontends.error_boundary import failure
 from workbench.frontends.http.body_limits import received_body
 from workbench.jupyter.host import EngineHost
-from workbench.switches import parse_switch
 
 #: the authorization resource of every workbench route (for a custom jupyter_server Authorizer)
 AUTH_RESOURCE = "workbench"
@@ -71,7 +71,7 @@ class WorkbenchHandler(APIHandler):
         return body
 
     def bool_argument(self, name: str) -> bool:
-        """A query flag: an on/off word (:func:`workbench.switches.parse_switch`: ``true``,
+        """A query flag: an on/off word (:func:`workbench.common.switches.parse_switch`: ``true``,
         ``1``, ``yes``, ``on`` or ``false``, ``0``, ``no``, ``off``; absent = False).
 
         Raises:

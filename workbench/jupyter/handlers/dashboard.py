@@ -83,7 +83,7 @@ class DashboardSocketHandler(_SessionRoute, WSHandler, JupyterHandler):
 
     async def prepare(self, *, _redirect_to_login: bool = False) -> None:
         # Jupyter's authentication, without the login redirect (403 when unknown); the keyword
-        # is private: checked by tests/test_library_internals.py
+        # is private: checked by tests/architecture/test_library_internals.py
         await JupyterHandler.prepare(self, _redirect_to_login=False)
 
     def check_origin(self, origin: str | None = None) -> bool:

@@ -6,11 +6,11 @@
                                                ``c.Workbench.statistics_interval_s``) one
                                                ``data: {"samples": [...]}`` line, one sample per
                                                READY model version
-                                               (:meth:`workbench.live_stats.LiveSample.as_dict`:
+                                               (:meth:`workbench.serving.live_stats.LiveSample.as_dict`:
                                                throughput, p50/p95/p99 in µs, queue vs compute,
                                                batch sizes, pending)
 
-The stream's :class:`~workbench.live_stats.LiveStatistics` is attached to the engine only
+The stream's :class:`~workbench.serving.live_stats.LiveStatistics` is attached to the engine only
 while a client reads: it is closed as soon as the client goes away, or when the engine stops
 (the stream then ends after its current interval).
 """
@@ -28,7 +28,7 @@ from tornado.iostream import StreamClosedError
 
 from workbench import InvalidArgument
 from workbench.jupyter.handlers.base import WorkbenchHandler
-from workbench.live_stats import LiveSample
+from workbench.serving.live_stats import LiveSample
 
 #: the stream intervals a request may ask for, seconds
 MIN_INTERVAL_S, MAX_INTERVAL_S = 0.1, 60.0
