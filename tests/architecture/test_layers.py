@@ -75,12 +75,9 @@ def test_lower_layers_never_import_upper_ones() -> None:
 
 def test_public_surface_is_exactly_all() -> None:
     public = {name for name in dir(workbench) if not name.startswith("_")}
-    modules = {"backends", "bounded_calls", "bytes_codec", "config", "config_edits", "datatypes", "deploy",
-               "custom_metrics", "devices", "engine", "errors", "flags", "frontends", "gpu_memory", "gpu_readings",
-               "hosts", "jupyter", "model_files",
-               "options", "perf", "ray", "repository", "restrictions", "results", "scheduling", "serving", "statistics",
-               "switches", "tensors", "testing", "tools", "tracing", "tritonserver", "tuning", "types", "ui",
-               "live_stats", "remote"}
+    modules = {"backends", "common", "config", "config_edits", "deploy", "engine", "files", "frontends", "gpu",
+               "hosts", "jupyter", "messages", "perf", "ray", "remote", "repository", "scheduling", "serving",
+               "startup", "stats", "testing", "tools", "tracing", "tritonserver", "tuning", "ui"}
     assert public - modules == set(workbench.__all__) - {"__version__"}
 
 
@@ -142,7 +139,7 @@ def test_backends_never_see_scheduler_only_data() -> None:
 
 def test_shared_modules_stay_below_the_hosts() -> None:
     above = tuple(f"workbench.{name}" for name in SIDE_BY_SIDE)
-    paths = [*modules_under("serving"), PACKAGE / "live_stats.py"]
+    paths = modules_under("serving")
     offenders = {str(p.relative_to(PACKAGE)): sorted(n for n in imports_of(p) if n.startswith(above))
                  for p in paths}
     assert {k: v for k, v in offenders.items() if v} == {}
@@ -241,7 +238,11 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 #: runs); the manager calls the lifecycle, which reaches the repositories only through the
 #: ``locate`` callback each load is given
 MODEL_LIFECYCLE = "workbench.engine.models.lifecycle"
-MANAGER_SIDE = {"workbench.engine.manager.repository_manager", "workbench.engine.manager.poller", "workbench.engine.manager.dependents"}
+MANAGER_SIDE = {"workbench.engine.manager.repository_manager", "workbench.engine.manager.poller",
+                "workbench.engine.manager.dependents"}
+#: the packages of the two sides: every module of ``engine/models`` (the lifecycle's side) reaches
+#: no module of ``engine/manager``
+LIFECYCLE_PACKAGE, MANAGER_PACKAGE = "workbench.engine.models", "workbench.engine.manager"
 
 
 def test_reachable_follows_imports_through_other_modules() -> None:
@@ -253,6 +254,10 @@ def test_model_lifecycle_never_reaches_the_repository_manager() -> None:
     assert set(graph) >= MANAGER_SIDE, "a module of the seam was renamed: update MANAGER_SIDE"
     assert MODEL_LIFECYCLE in graph["workbench.engine.manager.repository_manager"]  # the one way: manager -> lifecycle
     assert reachable(graph, MODEL_LIFECYCLE) & MANAGER_SIDE == set()
+    manager = {m for m in graph if m.startswith(MANAGER_PACKAGE + ".")}
+    assert manager >= MANAGER_SIDE
+    reaching = {m: sorted(reachable(graph, m) & manager) for m in graph if m.startswith(LIFECYCLE_PACKAGE + ".")}
+    assert {m: r for m, r in reaching.items() if r} == {}
 
 
 #: private names read across modules (``x._name``, x not self / cls / super(), the name not
@@ -316,7 +321,8 @@ PRIVATE_READS: dict[str, tuple[set[str], str]] = {
     ),
     "workbench/jupyter/dashboard.py": (
         {"_discard_session", "_socket", "_subscribed_connections"},
-        "Bokeh has no public API to close a session's sockets (checked by tests/architecture/test_library_internals.py)",
+        "Bokeh has no public API to close a session's sockets "
+        "(checked by tests/architecture/test_library_internals.py)",
     ),
     "workbench/ui/shared/panel_writes.py": (
         {
@@ -328,7 +334,8 @@ PRIVATE_READS: dict[str, tuple[set[str], str]] = {
             "_socket",
             "_value",
         },
-        "works around Panel's document write queue (its internals) (checked by tests/architecture/test_library_internals.py)",
+        "works around Panel's document write queue (its internals) "
+        "(checked by tests/architecture/test_library_internals.py)",
     ),
     "tests/python_backend/test_python_pb_utils.py": (
         {"_received"},
@@ -408,7 +415,7 @@ def private_reads(path: Path) -> set[str]:
 
 
 def test_private_read_finder_sees_one() -> None:
-    path = Path(__file__).with_name("test_engine.py")
+    path = Path(__file__).parents[1] / "engine" / "test_engine.py"
     assert private_reads(path) == set()
     assert private_reads(PACKAGE / "backends" / "pytorch.py") >= {"_C"}
 
