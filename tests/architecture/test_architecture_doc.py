@@ -12,7 +12,7 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "ARCHITECTURE.md"
 
 #: ``dir/file.py`` or ``dir/file.py:Name.attr``, not inside a longer path or word

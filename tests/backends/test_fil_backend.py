@@ -335,7 +335,7 @@ def test_samples_through_tritonclient(fil_server, sample_repository: Path, model
     import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sample_models"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sample_models"))
     from build_cancer_trees import MIN_ACCURACY, load_split
 
     _, x_test, _, y_test = load_split()
@@ -365,7 +365,7 @@ def test_samples_through_tritonclient(fil_server, sample_repository: Path, model
 def test_classify_cancer_example(fil_server, protocol: str, capsys) -> None:
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "examples" / "classify_cancer.py"
+    path = Path(__file__).resolve().parents[2] / "examples" / "classify_cancer.py"
     spec = importlib.util.spec_from_file_location("classify_cancer", path)
     assert spec is not None and spec.loader is not None
     example = importlib.util.module_from_spec(spec)

@@ -33,7 +33,7 @@ def _tensorflow() -> None:
         tf = import_tensorflow()
     except ImportError:
         pytest.skip("tensorflow is not installed")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 TF_CONFIG = """\
 name: "add_sub"

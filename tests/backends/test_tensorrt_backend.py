@@ -48,7 +48,7 @@ from workbench.tools.plan_shapes import (
     split_shapes,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- registry, config validation, the Server without TensorRT ---------------------------------------

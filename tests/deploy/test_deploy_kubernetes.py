@@ -85,7 +85,7 @@ def test_kserve_manifests_validate_against_kserves_models(repository: Path, vari
 
 def test_the_sample_repository_manifests_validate() -> None:
     """The sample repository (ONNX, TorchScript, OpenVINO, SavedModel, Python models, ensembles)."""
-    repository = Path(__file__).parent.parent / "sample_models" / "repository"
+    repository = Path(__file__).resolve().parents[2] / "sample_models" / "repository"
     if not (repository / ".built").exists():
         pytest.skip("sample models not built (make models)")
     files = objects(render(DeploySpec(name="samples"), repository))

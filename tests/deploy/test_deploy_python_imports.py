@@ -14,7 +14,7 @@ from workbench.deploy import DeploySpec, python_requirements, render
 from workbench.deploy.python_imports import imports_of
 from workbench.hosts.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_models" / "repository"
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.browser.browser_support import TAB_IMAGES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def dashboard_tabs() -> set[str]:

@@ -12,7 +12,7 @@ import pytest
 
 from workbench.testing.process import ServerProcess
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLASSIFY = ROOT / "examples" / "classify_digits.py"
 
 

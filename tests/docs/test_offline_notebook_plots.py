@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: product code (what notebooks import and run) and the examples
 SOURCES = ("workbench", "examples", "sample_models", "scripts")
 

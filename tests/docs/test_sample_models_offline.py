@@ -24,7 +24,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_models"
 sys.path.insert(0, str(SAMPLES))
 

@@ -23,7 +23,7 @@ from workbench.testing.sentences import PARAPHRASE_PAIR, SENTENCES, UNRELATED_PA
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_models"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_models"
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

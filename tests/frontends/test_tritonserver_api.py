@@ -27,7 +27,7 @@ from tests.docs.test_notebooks import KERNEL_NAME, jupyter_path  # noqa: F401  (
 from workbench import tritonserver
 from workbench.tritonserver import ModelControlMode
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: the tutorial's "Hello World", on the sample models: one cell per entry
 TUTORIAL_CELLS = [

@@ -15,7 +15,7 @@ from workbench import ServerOptions
 from workbench.hosts.cli import build_parser, main, options_from_args
 from workbench.hosts.server_flags import COMPOSITE_FLAGS, field_flags, flag_names
 
-SERVE_DOC = Path(__file__).resolve().parents[1] / "docs" / "serve.md"
+SERVE_DOC = Path(__file__).resolve().parents[2] / "docs" / "serve.md"
 
 
 def _serve_parser():

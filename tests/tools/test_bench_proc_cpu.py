@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("proc_cpu", ROOT / "bench" / "proc_cpu.py")
 assert _spec is not None and _spec.loader is not None
 proc_cpu = importlib.util.module_from_spec(_spec)

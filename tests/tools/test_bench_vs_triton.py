@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("vs_triton", ROOT / "bench" / "vs_triton.py")
 assert _spec is not None and _spec.loader is not None
 vs = importlib.util.module_from_spec(_spec)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMPAT = ROOT / "compat"
 HARNESSES = ("triton_qa", "scheduling", "python_backend")
 _spec = importlib.util.spec_from_file_location("triton_qa_tally", ROOT / "bench" / "triton_qa_tally.py")

@@ -18,7 +18,7 @@ import pytest
 
 from workbench.gpu.devices import gpu_count
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "gpu" / "run_gpu_checks.sh"
 INSTALL_ROWS = ("onnxruntime-gpu", "nvidia-ml-py", "cuda-python", "tensorrt-cu12", "torch CUDA build")
 

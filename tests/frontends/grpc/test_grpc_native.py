@@ -31,7 +31,7 @@ from workbench.frontends.grpc.server import native_frontend
 pytestmark = pytest.mark.skipif(not available(), reason="native gRPC front end not built (make setup)")
 
 SERVICE = "/inference.GRPCInferenceService/"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @contextlib.asynccontextmanager
