@@ -182,21 +182,24 @@ def test_the_choice_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     ]
 
 
-#: the gRPC suites run whole on the native front end (their python_grpc tests skip)
+#: the gRPC suites run whole on the native front end (their python_grpc tests skip), from the root
 NATIVE_SUITES = [
-    "test_grpc.py", "test_grpc_compressed_requests.py", "test_grpc_compression.py",
-    "test_grpc_connection_limits.py", "test_grpc_drain.py", "test_grpc_health.py",
-    "test_grpc_raw_wire.py", "test_grpc_settings.py", "test_grpc_shared_memory.py",
-    "test_grpc_version_string.py", "test_rollouts_grpc.py", "test_server_metadata.py",
-    "test_grpc_stream.py", "test_grpc_stream_error_mode.py", "test_grpc_unread_stream.py",
-    "test_decoupled.py", "test_header_forward.py", "test_input_validation.py",
+    "tests/frontends/grpc/test_grpc.py", "tests/frontends/grpc/test_grpc_compressed_requests.py",
+    "tests/frontends/grpc/test_grpc_compression.py", "tests/frontends/grpc/test_grpc_connection_limits.py",
+    "tests/frontends/grpc/test_grpc_drain.py", "tests/frontends/grpc/test_grpc_health.py",
+    "tests/frontends/grpc/test_grpc_raw_wire.py", "tests/frontends/grpc/test_grpc_settings.py",
+    "tests/frontends/grpc/test_grpc_shared_memory.py", "tests/frontends/grpc/test_grpc_version_string.py",
+    "tests/frontends/grpc/test_rollouts_grpc.py", "tests/engine/test_server_metadata.py",
+    "tests/frontends/grpc/test_grpc_stream.py", "tests/frontends/grpc/test_grpc_stream_error_mode.py",
+    "tests/frontends/grpc/test_grpc_unread_stream.py", "tests/scheduling/test_decoupled.py",
+    "tests/frontends/test_header_forward.py", "tests/frontends/test_input_validation.py",
 ]
 
 
 def test_the_grpc_suites_pass_on_the_native_front_end() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-         *(str(ROOT / "tests" / name) for name in NATIVE_SUITES)],
+         *(str(ROOT / path) for path in NATIVE_SUITES)],
         env={**os.environ, "WORKBENCH_GRPC_FRONTEND": "native"}, cwd=ROOT,
         capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-4000:]
