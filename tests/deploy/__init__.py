@@ -1,0 +1,1 @@
+"""``workbench deploy`` and the Ray application's autoscaling."""

@@ -1,0 +1,1 @@
+"""Docs, examples, notebooks and sample models: what a user reads and runs."""

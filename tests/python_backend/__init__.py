@@ -1,0 +1,1 @@
+"""The Python backend: stubs, pb_utils, BLS, decoupled models, its lifecycle."""

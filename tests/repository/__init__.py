@@ -1,0 +1,1 @@
+"""Model repositories: remote (s3) ones, file overrides, how files are opened and confined."""

@@ -1,0 +1,1 @@
+"""Schedulers: the dispatcher, dynamic and sequence batchers, ensembles, the rate limiter."""

@@ -1,0 +1,1 @@
+"""The Config tab: ``config.pbtxt`` in an editor with live validation and a knob form."""

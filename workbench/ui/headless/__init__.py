@@ -1,0 +1,1 @@
+"""The Headless tab: a ``workbench serve`` child process on the current repository."""

@@ -1,0 +1,1 @@
+"""The Models tab: every model and version with its state and served config."""

@@ -1,0 +1,1 @@
+"""The Rollout tab: a model's weighted split and mirror."""

@@ -1,0 +1,1 @@
+"""The Tuning tab: the tuner's form, run, plot, table and outcome."""
