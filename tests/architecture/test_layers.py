@@ -431,3 +431,53 @@ def test_no_private_attribute_access_across_modules() -> None:
     assert {f: r for f, r in unexpected.items() if r} == {}
     stale = {f: sorted(names - found.get(f, set())) for f, (names, _) in PRIVATE_READS.items()}
     assert {f: n for f, n in stale.items() if n} == {}, "allowed reads no longer made: drop them"
+
+
+#: the engine's packages along Triton's seams, bottom first: each imports only packages before it
+#: (a loaded model version < the model lifecycle < the repository manager < rollouts < the server
+#: surface); shared memory stands beside them, used by the server surface alone
+ENGINE_ORDER = ("inference", "models", "manager", "rollout", "api")
+ENGINE_BESIDE = {"shm": ("api",)}
+
+
+def test_engine_packages_import_downwards() -> None:
+    graph = import_graph()
+    offenders: dict[str, list[str]] = {}
+    for module, targets in graph.items():
+        parts = module.split(".")
+        if parts[:2] != ["workbench", "engine"] or len(parts) < 4:
+            continue
+        package = parts[2]
+        for target in targets:
+            other = target.split(".")
+            if other[:2] != ["workbench", "engine"] or len(other) < 4 or other[2] == package:
+                continue
+            if other[2] in ENGINE_BESIDE:
+                allowed = package in ENGINE_BESIDE[other[2]]
+            elif package in ENGINE_BESIDE:
+                allowed = False
+            else:
+                allowed = ENGINE_ORDER.index(other[2]) < ENGINE_ORDER.index(package)
+            if not allowed:
+                offenders.setdefault(module, []).append(target)
+    assert offenders == {}
+    assert {p.name for p in (PACKAGE / "engine").iterdir() if p.is_dir() and p.name != "__pycache__"} == {
+        *ENGINE_ORDER, *ENGINE_BESIDE}, "an engine package was added or renamed: place it in ENGINE_ORDER"
+
+
+#: the dashboard's tabs, one package each: a tab imports ``workbench/ui/shared/`` and no other tab
+UI_TABS = ("models", "config", "live", "tuning", "rollout", "headless", "attach")
+
+
+def test_ui_tabs_never_import_each_other() -> None:
+    offenders = {}
+    for tab in UI_TABS:
+        others = tuple(f"workbench.ui.{name}" for name in UI_TABS if name != tab)
+        for path in modules_under(f"ui/{tab}"):
+            bad = sorted(n for n in imports_of(path) if is_under(n, others))
+            if bad:
+                offenders[str(path.relative_to(PACKAGE))] = bad
+    assert offenders == {}
+    above = (*(f"workbench.ui.{name}" for name in UI_TABS), "workbench.ui.app", "workbench.ui.widgets")
+    for path in modules_under("ui/shared"):
+        assert not [n for n in imports_of(path) if is_under(n, above)], path
