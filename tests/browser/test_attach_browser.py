@@ -8,6 +8,7 @@ and read why Headless is not available."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import threading
 from collections.abc import Iterator
@@ -121,7 +122,8 @@ def attach_and_check(page, scope, headless: ServerProcess | TritonProcess, shots
     with Traffic(url, model) as traffic:
         page.wait_for_function(
             f"() => Math.max(0, ...({FIND_JS})('live_series').data.inferences_per_s) > 0", timeout=WAIT_MS)
-        scope.get_by_text(f"{model.key}: ").filter(has_text="infer/s").first.wait_for(timeout=WAIT_MS)
+        status = re.compile(re.escape(model.key) + r" over the last [0-9.]+ s: .*infer/s")  # names its window
+        scope.get_by_text(status).first.wait_for(timeout=WAIT_MS)
         page.screenshot(path=shots / f"{prefix}-2-live.png", full_page=True)
     assert traffic.sent > 0
     # Config: the served config, applied as a load override

@@ -56,7 +56,7 @@ def check_idle_page(page, scope, key: str, shot: Path, model: Subject = ADD_SUB)
     assert page.evaluate(f"() => Array.from({model_js('live_batch_preferred')}.data.batch_size)") == [largest]
     assert page.evaluate(f"() => {model_js('live_idle_batch_sizes')}.visible") is True
     scope.locator(".workbench-live-diagnosis").filter(
-        has_text="Why p99: No traffic in the last 30 s").first.wait_for(timeout=WAIT_MS)
+        has_text="Why p99 over the last 30 s: No traffic in the last 30 s").first.wait_for(timeout=WAIT_MS)
     page.screenshot(path=shot, full_page=True)
 
 
@@ -76,7 +76,7 @@ def check_traffic_shows(page, scope, model: Subject = ADD_SUB) -> None:
     has bars and says the mean batch against max_batch_size, the time axis follows the
     traffic (idle rows before it are off the axis), the version's overlay has its legend."""
     scope.locator(".workbench-live-diagnosis").filter(
-        has_text=re.compile(r"Why p99: (?!No traffic)")).first.wait_for(timeout=WAIT_MS)
+        has_text=re.compile(r"Why p99 over the last 30 s: (?!No traffic)")).first.wait_for(timeout=WAIT_MS)
     page.wait_for_function(
         f"() => Array.from({model_js('live_batches')}.data.executions).reduce((a, b) => a + b, 0) > 0",
         timeout=WAIT_MS)
@@ -104,7 +104,8 @@ def check_traffic_then_idle(page, scope, key: str, start, stop, shots: Path, pre
         page.wait_for_function(
             f"() => Math.max(0, ...{model_js('live_series')}.data.inferences_per_s) > 0",
             timeout=WAIT_MS)
-        scope.get_by_text(f"{key}: ").filter(has_text="infer/s").first.wait_for(timeout=WAIT_MS)
+        status = re.compile(re.escape(key) + r" over the last [0-9.]+ s: .*infer/s")  # names its window
+        scope.get_by_text(status).first.wait_for(timeout=WAIT_MS)
         page.wait_for_function(f"() => {model_js('live_idle_throughput')}.visible === false",
                                timeout=WAIT_MS)
         page.wait_for_function(f"() => {model_js('live_idle_batch_sizes')}.visible === false",

@@ -4,12 +4,14 @@ models, and ``create_app`` served per session by a real Panel server on the engi
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 
 import httpx
 import panel as pn
 
 from tests.ui.ui_helpers import add_sub_request, rendered_tab_titles
-from workbench import Server
+from workbench import Server, ui
 from workbench.ui import create_app, dashboard
 from workbench.ui.shared.store import EngineStore
 from workbench.ui.tuning.tuning_view import TuningView
@@ -28,6 +30,28 @@ async def test_dashboard_has_the_tabs_in_order_and_renders(server: Server) -> No
     finally:
         board.close()
         board.close()  # idempotent
+
+
+async def test_the_tutorial_and_the_docs_name_every_tab_the_dashboard_shows(server: Server) -> None:
+    """A new user reads the tab list in notebook 01 (section 4), docs/dashboard.md and the
+    module texts: each names every tab a dashboard renders (Rollout and Tuning were missing)."""
+    board = dashboard(server, interval_s=60)
+    try:
+        titles = rendered_tab_titles(board)
+    finally:
+        board.close()
+    root = Path(__file__).resolve().parents[2]
+    cells = json.loads((root / "notebooks" / "01_quickstart.ipynb").read_text())["cells"]
+    section = next("".join(c["source"]) for c in cells
+                   if "".join(c["source"]).startswith("## 4. The dashboard, inline"))
+    dashboard_doc = (root / "docs" / "dashboard.md").read_text()
+    for title in titles:
+        assert f"* **{title}**:" in section, title
+        assert f"* **{title}**:" in dashboard_doc, title
+    listed = f"{', '.join(titles)} tabs"
+    for text in (ui.__doc__ or "", (root / "docs" / "jupyter.md").read_text(),
+                 (root / "docs" / "development.md").read_text()):
+        assert listed in " ".join(text.split()), listed
 
 
 async def test_the_tuning_slot_goes_between_live_and_headless(server: Server) -> None:

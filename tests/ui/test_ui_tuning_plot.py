@@ -5,13 +5,26 @@ outside the plot area (right of it), holding every setting; Reset returns to the
 
 from __future__ import annotations
 
+import pytest
 from bokeh.core.property.vectorization import Value
 from bokeh.models import Range1d
 from bokeh.models.annotations import Legend, LegendItem  # not in the __all__ mypy reads of bokeh.models
 
+from tests.tuning.tuning_points import point, setting
 from workbench.perf import LoadLevel, StepResult
-from workbench.tuning import Point, Setting
-from workbench.ui.tuning.tuning_plot import CHOSEN, KEPT, LEGEND_NAME, PAD, TuningPlot
+from workbench.tuning import Goals, Point, Setting
+from workbench.ui.tuning.tuning_plot import (
+    CHOSEN,
+    KEPT,
+    KEPT_UNSTABLE,
+    LEGEND_NAME,
+    PAD,
+    SERVED,
+    UNSTABLE,
+    UNSTABLE_SERVED,
+    TuningPlot,
+)
+from workbench.ui.tuning.tuning_table import HEADERS, PointTable, live_row
 
 
 def step(level: int, throughput: float, p99_us: int) -> StepResult:
@@ -110,7 +123,7 @@ def test_the_legend_lies_outside_the_plot_area_and_lists_each_setting() -> None:
     assert legends[0] in plot.figure.right and legends[0] not in plot.figure.center
     assert legends[0].click_policy == "hide"
     labels = legend_labels(legends[0])
-    assert labels == [CHOSEN, "max_queue_delay_us=100", "max_queue_delay_us=700"]
+    assert labels == [CHOSEN, UNSTABLE, "max_queue_delay_us=100", "max_queue_delay_us=700"]
 
 
 def test_reset_empties_the_one_figure_for_the_next_run() -> None:
@@ -125,6 +138,52 @@ def test_reset_empties_the_one_figure_for_the_next_run() -> None:
     named = [m for m in figure.select({"name": "tuning_series:max_queue_delay_us=100"})]
     assert named == [plot.sources["max_queue_delay_us=100"]]  # the last run's only
     labels = legend_labels(plot.legend)
-    assert labels == [CHOSEN, "max_queue_delay_us=100"]
+    assert labels == [CHOSEN, UNSTABLE, "max_queue_delay_us=100"]
     assert list(plot.chosen.data["level"]) == [] and not plot.sla.visible
     assert ends(plot.figure.y_range)[1] < 9.0  # fitted to this run's points only
+
+
+def test_the_table_shows_the_deviation_the_stability_rule_tests() -> None:
+    """New-user trial: "spread %" 16.3 on a point marked stable beside "Stability (%) 10": the
+    rule is each window within 10 % of the mean, and max - min can reach twice that. The table
+    shows the figure the rule compares with the tolerance, and its header says so."""
+    stable = point(setting(instance_count=1), [900.0, 1000.0, 1100.0], 2.0)  # ±10 %, max - min 20 %
+    unstable = point(setting(instance_count=1), [800.0, 1000.0, 1200.0], 2.0, level=2)
+    assert stable.stable and not unstable.stable
+    assert max(stable.throughput_spread_pct, stable.latency_spread_pct) == pytest.approx(20.0)
+    goals = Goals()
+    rows = [live_row(p, goals, None) for p in (stable, unstable)]
+    assert [r["deviation_pct"] for r in rows] == [10.0, 20.0]
+    table = PointTable()
+    table.reset(99)
+    table.show(rows)
+    column = [c for c, h in HEADERS.items() if h == "±% of mean"]
+    assert column == ["deviation_pct"] and "spread_pct" not in table.widget.value.columns
+    assert list(table.widget.value["deviation_pct"]) == [10.0, 20.0]
+    assert "within Stability (%)" in table.widget.header_tooltips["deviation_pct"]
+
+
+def test_a_kept_star_beside_an_unstable_served_config_says_why_in_the_legend_and_hover() -> None:
+    """New-user trial: the star "best stable point (not applied: served config kept)" sat at 790
+    infer/s while the served config measured 16,550 infer/s in unstable windows; the plot did not
+    say that the served config was the hollow line, nor why it was kept."""
+    plot = TuningPlot()
+    served = measured("max_queue_delay_us=0", 4, 16_550.0, 900, stable=False)
+    best = measured("max_queue_delay_us=100", 1, 790.0, 1300)
+    plot.add(served)
+    plot.add(best)
+    assert UNSTABLE in legend_labels(plot.legend)  # the hollow marks are named in the legend
+    plot.mark(best, kept=True, served="max_queue_delay_us=0")
+    labels = legend_labels(plot.legend)
+    assert labels[0] == KEPT_UNSTABLE and "unstable" in KEPT_UNSTABLE
+    assert "max_queue_delay_us=0" + UNSTABLE_SERVED in labels
+    assert list(plot.sources["max_queue_delay_us=0"].data["state"]) == ["unstable, served config"]
+    tooltips = plot.hover.tooltips
+    assert isinstance(tooltips, list) and ("windows", "@state") in tooltips
+    # a served config with a stable point: named as served, the plain "kept" star
+    plot.reset()
+    plot.add(measured("max_queue_delay_us=0", 1, 700.0, 900))
+    plot.add(best)
+    plot.mark(best, kept=True, served="max_queue_delay_us=0")
+    labels = legend_labels(plot.legend)
+    assert labels[0] == KEPT and "max_queue_delay_us=0" + SERVED in labels

@@ -18,6 +18,7 @@ from workbench import Server, ServerOptions
 from workbench.frontends.grpc import create_grpc_server
 from workbench.frontends.grpc.shutdown_gate import ShutdownGate, gate_of, refuse_new_rpcs
 from workbench.serving.listeners import shut_listeners
+from workbench.serving.stderr_filter import filter_in_kernel
 
 log = logging.getLogger("workbench")
 
@@ -125,6 +126,10 @@ def stop_accepting_grpc(grpc_server: grpc.aio.Server, options: ServerOptions,
         countdown.add_done_callback(_STOPPING.discard)
         began.set()
 
+    if port is not None and grace_s > 0:
+        # grpc-core logs its expected "Closing acceptor" line when the listener is shut: an
+        # engine in a Jupyter kernel keeps it out of the notebook as the hosts do (stderr_filter)
+        filter_in_kernel()
     if port is not None and grace_s > 0 and shut_listeners(port):
         log.info("gRPC: new connections refused; RPCs on open connections served %.1fs more",
                  grace_s)

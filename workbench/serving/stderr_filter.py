@@ -17,6 +17,10 @@ nothing is lost when the server dies abruptly (it drains the pipe to its end), a
 its own session, ignoring SIGINT / SIGTERM / SIGHUP: a terminal's Ctrl-C or a group signal
 stops the server, and the child ends when the last writer (the server, its Python-backend
 stubs) has closed the pipe. Not Triton's concern: tritonserver shuts its own listener.
+
+An engine in a Jupyter kernel (notebook 01) filters from its gRPC stop on
+(:func:`filter_in_kernel`): ipykernel sends what reaches descriptor 2 to the notebook as a red
+stderr output, so the child's output there goes to the same place, only without that line.
 """
 
 from __future__ import annotations
@@ -47,22 +51,42 @@ DROPPED_LINES = (
 #: seconds :func:`restore_stderr` waits for the child to pass on the last lines
 RESTORE_WAIT_S = 2.0
 
-# the child: no imports beyond the standard library's, started with -I -S (~20 ms)
+# the child: no imports beyond the standard library's, started with -I -S (~20 ms). Whole lines
+# are filtered; a partial line (no newline yet) is passed on after PARTIAL_WAIT_S without more
+# input, so a writer that waits for its own unterminated bytes to come out (ipykernel's close
+# writes one NUL byte to descriptor 2 and waits for its reader to see it) is never stuck.
 _CHILD = r"""
-import signal, sys
+import os, select, signal, sys
 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
     signal.signal(sig, signal.SIG_IGN)
-dropped = [text.encode() for text in sys.argv[1:]]
-out = sys.stdout.buffer
-for line in sys.stdin.buffer:
-    if any(text in line for text in dropped):
-        continue
+wait = float(sys.argv[1])
+dropped = [text.encode() for text in sys.argv[2:]]
+
+def write(data):
     try:
-        out.write(line)
-        out.flush()
+        while data:
+            data = data[os.write(1, data):]
     except OSError:  # the terminal went away: keep draining so writers never block
         pass
+
+pending = b""
+while True:
+    if pending and not select.select([0], [], [], wait)[0]:
+        write(pending)
+        pending = b""
+        continue
+    chunk = os.read(0, 65536)
+    if not chunk:
+        break
+    *lines, pending = (pending + chunk).split(b"\n")
+    for line in lines:
+        if not any(text in line for text in dropped):
+            write(line + b"\n")
+write(pending)
 """
+
+#: seconds the child holds a partial line (no newline yet) before passing it on
+PARTIAL_WAIT_S = 0.2
 
 _active: tuple[int, subprocess.Popen] | None = None
 
@@ -77,7 +101,7 @@ def filter_stderr() -> bool:
     original = os.dup(2)  # not inheritable: children write to the pipe
     read_end, write_end = os.pipe()
     try:
-        child = subprocess.Popen([sys.executable, "-I", "-S", "-c", _CHILD, *DROPPED_LINES],
+        child = subprocess.Popen([sys.executable, "-I", "-S", "-c", _CHILD, str(PARTIAL_WAIT_S), *DROPPED_LINES],
                                  stdin=read_end, stdout=original, stderr=subprocess.DEVNULL,
                                  start_new_session=True)
     except OSError:
@@ -90,6 +114,25 @@ def filter_stderr() -> bool:
     os.close(write_end)
     _active = (original, child)
     return True
+
+
+def in_kernel() -> bool:
+    """Whether this process is a running IPython / Jupyter kernel (ipykernel's application
+    initialized; ipykernel is not imported here)."""
+    app = sys.modules.get("ipykernel.kernelapp")
+    kernel_app = getattr(app, "IPKernelApp", None)
+    try:
+        return kernel_app is not None and bool(kernel_app.initialized())
+    except Exception:  # noqa: BLE001  a half-imported or unusual ipykernel: not a kernel we know
+        return False
+
+
+def filter_in_kernel() -> bool:
+    """:func:`filter_stderr` where this process is a Jupyter kernel (an engine that stops its
+    gRPC listener there logs grpc-core's acceptor line into the notebook otherwise); returns
+    whether the filter is in place. Elsewhere nothing changes: ``workbench serve`` and the
+    Jupyter host filter on their own."""
+    return in_kernel() and filter_stderr()
 
 
 def restore_stderr() -> None:
@@ -109,4 +152,4 @@ def restore_stderr() -> None:
         child.wait(RESTORE_WAIT_S)
 
 
-__all__ = ["DROPPED_LINES", "filter_stderr", "restore_stderr"]
+__all__ = ["DROPPED_LINES", "filter_in_kernel", "filter_stderr", "in_kernel", "restore_stderr"]

@@ -64,9 +64,9 @@ def decide(points: Sequence[Point], baseline_setting: Setting, goals: Goals,
     if len(unstable) == len(points) and all(meets(p, goals, memory.get(p.setting.label)) for p in points):
         return Decision(None, None, False, _none_meets(points, goals, memory))
     if len(unstable) == len(points):
-        worst = max(max(p.throughput_spread_pct, p.latency_spread_pct) for p in points)
+        worst = max(p.deviation_pct(goals.percentile) for p in points)
         return Decision(None, None, False,
-                        f"every measurement was unstable (windows spread up to {worst:.0f} %, "
+                        f"every measurement was unstable (windows up to {worst:.0f} % off their mean, "
                         f"tolerance {tolerance_pct:g} %): nothing is recommended. Use longer windows "
                         "(--measurement-interval), more windows (--max-windows), a larger "
                         "--stability-percentage, or a quieter machine.")
@@ -84,8 +84,8 @@ def decide(points: Sequence[Point], baseline_setting: Setting, goals: Goals,
     passed = best_point(points, goals, memory, stable_only=False, gpu_memory=gpu_memory)
     if passed is not None and not passed.stable and score(passed, goals) > score(chosen, goals):
         lines.append(f"{passed.setting.label} at {passed.level} measured higher "
-                     f"({_figures(passed, goals)}) but its windows spread "
-                     f"{max(passed.throughput_spread_pct, passed.latency_spread_pct):.0f} %: not trusted.")
+                     f"({_figures(passed, goals)}) but its windows were up to "
+                     f"{passed.deviation_pct(goals.percentile):.0f} % off their mean: not trusted.")
     if chosen.setting == baseline_setting:
         lines.append("That is the served config: nothing to apply.")
         return Decision(chosen, baseline, False, " ".join(lines))

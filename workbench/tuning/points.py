@@ -30,6 +30,16 @@ def spread_pct(values: Sequence[float]) -> float:
     return 0.0 if mean <= 0 else (max(values) - min(values)) / mean * 100.0
 
 
+def deviation_pct(values: Sequence[float]) -> float:
+    """The largest distance of ``values`` from their mean, in percent of the mean (0 for fewer
+    than two or a zero mean): what the stability rule compares with its tolerance (a spread,
+    max - min, can reach twice the tolerance on a stable point)."""
+    if len(values) < 2:
+        return 0.0
+    mean = statistics.fmean(values)
+    return 0.0 if mean <= 0 else max(abs(v - mean) for v in values) / mean * 100.0
+
+
 def window_latency_us(result: StepResult, percentile: int) -> float:
     return float(result.percentiles_us.get(percentile, result.p99_us))
 
@@ -84,6 +94,14 @@ class Point:
     from_resume: bool = False
     steps: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     probe: float | None = None
+
+    def deviation_pct(self, percentile: int) -> float:
+        """The largest deviation of the last three windows from their mean, throughput or the
+        latency at ``percentile``, in **%**: the figure the stability rule tests (a point is
+        stable when it is within the tolerance, with three windows)."""
+        last = self.windows[-STABLE_WINDOWS:]
+        return max(deviation_pct([w.throughput_infer_per_s for w in last]),
+                   deviation_pct([window_latency_us(w, percentile) for w in last]))
 
     def _median(self, read) -> float:
         return float(statistics.median(read(w) for w in self.windows[-STABLE_WINDOWS:]))

@@ -103,7 +103,8 @@ class TuneResult:
                 "throughput_infer_per_s": round(p.throughput, 2),
                 f"p{pct}_us": round(p.latency_us(pct)), "p50_us": round(p.latency_us(50)),
                 "goodput_infer_per_s": None if p.goodput is None else round(p.goodput, 2),
-                "stable": p.stable, "spread_pct": round(max(p.throughput_spread_pct, p.latency_spread_pct), 1),
+                "stable": p.stable, "deviation_pct": round(p.deviation_pct(pct), 1),
+                "spread_pct": round(max(p.throughput_spread_pct, p.latency_spread_pct), 1),
                 "windows": len(p.windows), "errors": p.errors,
                 "avg_batch": None if p.avg_batch() is None else round(p.avg_batch() or 0, 2),
                 "memory_mb": _round(self.memory_mb.get(p.setting.label)),
@@ -189,7 +190,7 @@ class TuneResult:
         rows = self.rows()
         if rows:
             heads = ["setting", "level", "throughput_infer_per_s", f"p{self.goals.percentile}_us",
-                     "stable", "spread_pct", "windows", "avg_batch", "memory_mb", "probe_kops",
+                     "stable", "deviation_pct", "windows", "avg_batch", "memory_mb", "probe_kops",
                      "meets_goals", "why_not"]
             table = ["<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in heads) + "</tr>"]
             for row in rows:

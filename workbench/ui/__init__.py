@@ -6,8 +6,8 @@ Like the frontends, the UI reads and acts only through the engine's public API (
 dashboards import them when they are built, so a host can import the UI without them (the
 ``ui`` extra installs Panel, Bokeh and ipywidgets).
 
-* ``dashboard(server)``: the whole dashboard in a notebook cell (Models, Config, Live, Tuning,
-  Headless tabs); ``dashboard(url="http://host:8000")``: the same attached to a v2 server it
+* ``dashboard(server)``: the whole dashboard in a notebook cell (Models, Config, Live, Rollout,
+  Tuning, Headless tabs); ``dashboard(url="http://host:8000")``: the same attached to a v2 server it
   did not start (:mod:`workbench.remote`, docs/attach.md).
 * ``create_app(server)``: the same for one Bokeh/Panel server session;
   ``prepare_session()``: a session's page made ready for a dashboard shown later in it.

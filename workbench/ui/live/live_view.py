@@ -34,7 +34,7 @@ from workbench import model_config_to_json
 from workbench.remote import RemoteLiveStatistics, RemoteServer
 from workbench.serving.live_stats import LiveSample
 from workbench.ui.live.gpu import GpuSample, GpuSampler, gpu_sampler
-from workbench.ui.live.live_diagnosis import diagnose
+from workbench.ui.live.live_diagnosis import WINDOW_S, diagnose
 from workbench.ui.live.live_overlay import OVERLAY_TITLES, replica_lines, version_lines
 from workbench.ui.live.live_plots import (
     VERSION_FIGURES,
@@ -349,10 +349,12 @@ def _status(key: str | None, kept: list[LiveSample]) -> str:
         return f"{key}: no traffic yet."
     latest = kept[-1]
     if latest.requests_per_s > 0 or latest.failures > 0:
+        # the latest interval's figures: say its length (the "Why p99" line reads a longer window)
         p99 = "" if latest.p99_us is None else f", p99 {latest.p99_us / 1000:.1f} ms"
         failed = f", **{latest.failures} failed**" if latest.failures else ""
-        return (f"{key}: {latest.inferences_per_s:.1f} infer/s, {latest.requests_per_s:.1f} "
-                f"requests/s{p99}, {latest.pending} pending{failed}.")
+        return (f"{key} over the last {_span(latest.interval_s)}: {latest.inferences_per_s:.1f} "
+                f"infer/s, {latest.requests_per_s:.1f} requests/s{p99}; {latest.pending} "
+                f"pending{failed}.")
     last = next((s for s in reversed(kept) if s.requests_per_s > 0 or s.failures > 0), None)
     if last is None:
         span = latest.time - kept[0].time + kept[0].interval_s
@@ -363,13 +365,21 @@ def _status(key: str | None, kept: list[LiveSample]) -> str:
             f"{since}{then}). Idle intervals are left empty on the plots.")
 
 
+def _span(seconds: float) -> str:
+    """An interval's length for the status line: ``1 s`` (a tick's jitter not shown), ``0.25 s``."""
+    return f"{seconds:.0f} s" if seconds >= 0.95 else f"{seconds:.2g} s"
+
+
 def _diagnosis(kept: list[LiveSample]) -> str:
-    """The diagnosis line over the recent network traffic, else over the in-process sweep."""
+    """The diagnosis line over the recent network traffic, else over the in-process sweep. Its
+    window (:data:`~workbench.ui.live.live_diagnosis.WINDOW_S`) is longer than the status line's one
+    interval, so the line names it: a p99 there is the window's, not the latest interval's."""
     network = [s for s in kept if not s.in_process]
     found = diagnose(network)
+    head = f"**Why p99 over the last {WINDOW_S:.0f} s:**"
     if found.rule == "no_traffic" and any(s.in_process and s.busy for s in kept[-30:]):
-        return f"**Why p99:** (in-process sweep) {diagnose(kept).text}"
-    return f"**Why p99:** {found.text}"
+        return f"{head} (in-process sweep) {diagnose(kept).text}"
+    return f"{head} {found.text}"
 
 
 def _histogram_end(sizes: list[int], marks: list[int]) -> float:

@@ -1,7 +1,9 @@
 """The Tuning tab's plot: throughput (x, inferences per second) against latency at the goals'
 percentile (y, **milliseconds**), one line per setting the tuner measured, streamed a point
-per measured point; an unstable point (its windows never agreed) is drawn hollow, the chosen
-point is starred, the SLA is a dashed line.
+per measured point; an unstable point (its windows never agreed) is drawn hollow (a legend
+entry says so), the chosen point is starred, the SLA is a dashed line. After a run the served
+config's line is named so in the legend ("(served config, unstable)" when none of its points was
+stable) and in the hover, and a star the run did not apply says why.
 
 As a person reads it: both axes start at 0 and end :data:`PAD` above the largest value
 plotted (the SLA line included), refitted with every change, so no point is cut off and the
@@ -71,6 +73,16 @@ CHOSEN = "chosen"
 #: the star's legend entry when the run kept the served config (the best stable point did not
 #: beat it beyond the tolerance, or the served config's own points were unstable)
 KEPT = "best stable point (not applied: served config kept)"
+#: the star's legend entry when the run kept the served config because the served config's own
+#: points, all unstable, measured as well (its gain could not be proven against them)
+KEPT_UNSTABLE = "best stable point (not applied: the served config's unstable points did as well)"
+#: how an unstable point is drawn in its legend entry (a series' points are hollow in its colour)
+UNSTABLE_STYLE: MarkStyle = {"marker": "circle", "size": 9, "fill_color": None, "line_color": "grey",
+                             "line_width": 2}
+#: the legend entry of the hollow marks
+UNSTABLE = "hollow: unstable (windows did not agree)"
+#: the legend's suffix of the served config's line (``UNSTABLE_SERVED`` when none of its points was stable)
+SERVED, UNSTABLE_SERVED = " (served config)", " (served config, unstable)"
 
 
 def fitted_end(values: list[float]) -> float:
@@ -120,12 +132,15 @@ class TuningPlot:
         self.hover = HoverTool(tooltips=self._tooltips())
         self.figure.add_tools(self.hover)
         self.sources: dict[str, ColumnDataSource] = {}
+        #: setting label -> its legend entry
+        self._items: dict[str, LegendItem] = {}
         self.chosen = ColumnDataSource(_empty())
         self.sla = Span(location=0, dimension="width", line_dash="dashed", line_color="red",
                         visible=False)
         self.figure.add_layout(self.sla)
-        self.legend.items = [self._mark(CHOSEN, self.chosen, CHOSEN_STYLE)]
-        #: the legend's entry of the chosen mark (kept by :meth:`reset`)
+        self.legend.items = [self._mark(CHOSEN, self.chosen, CHOSEN_STYLE),
+                             self._mark(UNSTABLE, ColumnDataSource(_empty()), UNSTABLE_STYLE)]
+        #: the legend's entries of the chosen mark and of the hollow marks (kept by :meth:`reset`)
         self._mark_items = list(self.legend.items)
         #: the drawn (empty) series, each taken by a setting in turn (source, renderers, entry)
         self._slots = [self._draw(color) for color in Category10_10]
@@ -145,6 +160,7 @@ class TuningPlot:
                 for renderer in renderers:
                     renderer.visible = True  # as a click on its legend entry may have left it
             self.sources = {}
+            self._items = {}
             self.chosen.data = _empty()
             self._mark_items[0].label = value(CHOSEN)
             self.percentile = percentile
@@ -168,16 +184,27 @@ class TuningPlot:
 
         self._change(stream)
 
-    def mark(self, chosen: Point | None, *, kept: bool = False) -> None:
+    def mark(self, chosen: Point | None, *, kept: bool = False, served: str | None = None) -> None:
         """Star ``chosen`` (None: no star); ``kept``: the run kept the served config, so the
         star's legend entry says :data:`KEPT`, not "chosen" (a star labelled "chosen" beside
-        "the gain is not proven, keeping the served config" read as a contradiction)."""
+        "the gain is not proven, keeping the served config" read as a contradiction), or
+        :data:`KEPT_UNSTABLE` where the served config's points were all unstable. ``served``:
+        the served config's setting label; its legend entry gets :data:`SERVED` (or
+        :data:`UNSTABLE_SERVED`) and its points' hover says so (a star at 790 infer/s beside the
+        served config's hollow 16,550 infer/s did not say why it was kept)."""
         rows = _empty() if chosen is None else point_row(chosen, self.percentile)
-        label = KEPT if kept and chosen is not None else CHOSEN
+        source = self.sources.get(served) if served is not None else None
+        states = [] if source is None else [str(state).split(",")[0] for state in source.data["state"]]
+        unstable = source is not None and "stable" not in states
+        label = (CHOSEN if not kept or chosen is None else KEPT_UNSTABLE if unstable else KEPT)
 
         def star() -> None:
             self.chosen.data = dict(rows)
             self._mark_items[0].label = value(label)
+            if served is not None and source is not None:
+                suffix = UNSTABLE_SERVED if unstable else SERVED
+                self._items[served].label = value(served + suffix)
+                source.data = {**source.data, "state": [f"{state}, served config" for state in states]}
             self._fit()
 
         self._change(star)
@@ -232,6 +259,7 @@ class TuningPlot:
             # named, so a browser finds it (``Bokeh.documents[0].get_model_by_name(...)``)
             source.name = f"{SERIES_NAME}{setting}"
             item.label = value(setting)
+            self._items[setting] = item
             self.legend.items = [*self.legend.items, item]
             self.sources[setting] = source
         return self.sources[setting]
@@ -242,9 +270,14 @@ __all__ = [
     "CHOSEN_STYLE",
     "COLUMNS",
     "FIGURE_NAME",
+    "KEPT",
+    "KEPT_UNSTABLE",
     "LEGEND_NAME",
     "PAD",
     "SERIES_NAME",
+    "SERVED",
+    "UNSTABLE",
+    "UNSTABLE_SERVED",
     "TuningPlot",
     "fitted_end",
     "point_row",

@@ -1,8 +1,9 @@
 """The Tuning tab's table: one row per point the tuner measured, as a person reads a tuning
 decision: the setting and its load, the throughput (inferences/s), the latency at the goals'
-percentile (**ms**), whether the windows agreed (stable, their spread in **%** and how many
-windows were measured), failed requests, and why a point does not meet the goals; after the
-run, the chosen point is marked ★.
+percentile (**ms**), whether the windows agreed (stable; "±% of mean": the largest deviation of
+the last three windows from their mean, in **%**, the figure the stability rule compares with
+the Stability (%) tolerance; and how many windows were measured), failed requests, and why a
+point does not meet the goals; after the run, the chosen point is marked ★.
 
 Rows come from :meth:`workbench.tuning.TuneResult.rows` (the same rows as the CSV export;
 latencies in **µs** there) or, while a run goes on, from :func:`live_row` (the same fields
@@ -20,8 +21,12 @@ from workbench.tuning.points import meets
 
 #: a row's field (TuneResult.rows()) -> the header shown; ``latency`` is the goals' percentile
 HEADERS = {"setting": "setting", "load": "load", "throughput_infer_per_s": "infer/s", "latency_ms": "p99 ms",
-           "stable": "stable", "spread_pct": "spread %", "windows": "windows", "errors": "errors",
+           "stable": "stable", "deviation_pct": "±% of mean", "windows": "windows", "errors": "errors",
            "why_not": "why not", "chosen": "chosen"}
+#: the headers' tooltips (where a header alone could be read two ways)
+TOOLTIPS = {"deviation_pct": ("the largest deviation of the last three windows from their mean, throughput or "
+                              "latency, in %: a point is stable when it is within Stability (%) (docs/tuning.md)"),
+            "stable": "the last three windows agreed: each within Stability (%) of their mean"}
 #: the setting column's width, pixels (a longer setting wraps)
 SETTING_WIDTH = 260
 
@@ -33,7 +38,7 @@ def live_row(point: Point, goals: Goals, memory_mb: float | None) -> dict:
     pct = goals.percentile
     return {"setting": point.setting.label, "mode": point.level.mode, "level": point.level.value,
             "throughput_infer_per_s": round(point.throughput, 2), f"p{pct}_us": round(point.latency_us(pct)),
-            "stable": point.stable, "spread_pct": round(max(point.throughput_spread_pct, point.latency_spread_pct), 1),
+            "stable": point.stable, "deviation_pct": round(point.deviation_pct(pct), 1),
             "windows": len(point.windows), "errors": point.errors, "why_not": "; ".join(fails), "chosen": False}
 
 
@@ -43,7 +48,7 @@ def shown_row(row: dict, percentile: int) -> dict:
     return {"setting": row["setting"], "load": f"{mode} {row['level']:g}",
             "throughput_infer_per_s": row["throughput_infer_per_s"],
             "latency_ms": row[f"p{percentile}_us"] / 1000, "stable": row["stable"],
-            "spread_pct": row["spread_pct"], "windows": row["windows"], "errors": row["errors"],
+            "deviation_pct": row["deviation_pct"], "windows": row["windows"], "errors": row["errors"],
             "why_not": row["why_not"], "chosen": "★" if row["chosen"] else ""}
 
 
@@ -62,7 +67,7 @@ class PointTable:
         self.widget = pn.widgets.Tabulator(
             pd.DataFrame(columns=list(HEADERS)), disabled=True, show_index=False, sizing_mode="stretch_width",
             height=260, layout="fit_columns", sortable=False, widths={"setting": SETTING_WIDTH},
-            titles=dict(HEADERS), formatters=_formatters())
+            titles=dict(HEADERS), header_tooltips=dict(TOOLTIPS), formatters=_formatters())
 
     def layout(self) -> pn.viewable.Viewable:
         return self.widget
@@ -89,8 +94,8 @@ def _formatters() -> dict:
     return {"setting": {"type": "textarea"}, "why_not": {"type": "textarea"},
             "throughput_infer_per_s": NumberFormatter(format="0,0.0", text_align="right"),
             "latency_ms": NumberFormatter(format="0,0.000", text_align="right"),
-            "spread_pct": NumberFormatter(format="0.0", text_align="right"),
+            "deviation_pct": NumberFormatter(format="0.0", text_align="right"),
             "stable": BooleanFormatter()}
 
 
-__all__ = ["HEADERS", "SETTING_WIDTH", "PointTable", "live_row", "shown_row"]
+__all__ = ["HEADERS", "SETTING_WIDTH", "TOOLTIPS", "PointTable", "live_row", "shown_row"]

@@ -277,7 +277,8 @@ class TuningView(pn.viewable.Viewer):
         (self.stopped.add if result.stopped else self.stopped.discard)(result.model)
         decision = result.decision
         self.plot.mark(result.chosen, kept=not decision.apply and decision.chosen is not None and (
-            decision.baseline is None or decision.chosen.setting != decision.baseline.setting))
+            decision.baseline is None or decision.chosen.setting != decision.baseline.setting),
+            served=result.space.baseline().label)
         self.points.show(result.rows())
         self.outcome.show(result)
         if result.failures:
