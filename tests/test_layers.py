@@ -77,7 +77,7 @@ def test_public_surface_is_exactly_all() -> None:
     public = {name for name in dir(workbench) if not name.startswith("_")}
     modules = {"backends", "bounded_calls", "bytes_codec", "config", "config_edits", "datatypes", "deploy",
                "custom_metrics", "devices", "engine", "errors", "flags", "frontends", "gpu_memory", "gpu_readings",
-               "hosts", "jupyter", "model_files",
+               "frameworks", "hosts", "jupyter", "model_files",
                "options", "perf", "ray", "repository", "restrictions", "results", "scheduling", "serving", "statistics",
                "switches", "tensors", "testing", "tools", "tracing", "tritonserver", "tuning", "types", "ui",
                "live_stats", "remote"}

@@ -64,6 +64,7 @@ from workbench.errors import (
     WorkbenchError,
     request_prefix,
 )
+from workbench.frameworks import import_framework
 from workbench.model_files import read_model_bytes
 
 INSTALL_HINT = ("install it with `pip install 'workbench[dali]'` (the nvidia-dali-cuda120 wheel; "
@@ -96,7 +97,7 @@ class DaliInstance(ModelInstance):
         super().__init__(spec)
         name = self._model_name = config.name
         try:
-            from nvidia.dali.pipeline import Pipeline
+            Pipeline = import_framework("nvidia.dali.pipeline").Pipeline
         except ImportError:
             raise ModelLoadError(
                 f"unable to load model '{name}': the dali backend needs NVIDIA DALI; "

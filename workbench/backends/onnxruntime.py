@@ -34,6 +34,7 @@ from workbench.backends.ragged import check_ragged_input
 from workbench.config.batch_io import BatchLayout, batch_layout
 from workbench.devices import gpu_count
 from workbench.errors import InternalError, InvalidArgument, ModelLoadError
+from workbench.frameworks import import_framework
 
 #: ONNX tensor type strings (``session.get_inputs()[i].type``) -> model-config enum names.
 ONNX_TO_CONFIG = {
@@ -77,7 +78,7 @@ class OnnxRuntimeInstance(ModelInstance):
 
     def __init__(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec) -> None:
         super().__init__(spec)
-        import onnxruntime as ort  # imported here so the engine starts without it
+        ort = import_framework("onnxruntime")  # imported here so the engine starts without it
 
         self._model_name = config.name
         path = version_dir / (config.default_model_filename or "model.onnx")

@@ -47,6 +47,7 @@ from workbench.backends.batching import gather_inputs, requested_union, split_ou
 from workbench.backends.ragged import check_ragged_input
 from workbench.config.batch_io import BatchLayout, batch_layout
 from workbench.errors import InternalError, ModelLoadError
+from workbench.frameworks import import_framework
 
 #: OpenVINO element type names (``Type.get_type_name()``) -> model-config enum names.
 OV_TO_CONFIG = {
@@ -109,7 +110,7 @@ class OpenVinoInstance(ModelInstance):
         super().__init__(spec)
         name = config.name
         try:
-            import openvino as ov
+            ov = import_framework("openvino")
         except ImportError:
             raise ModelLoadError(
                 f"unable to load model '{name}': the openvino backend needs the 'openvino' "

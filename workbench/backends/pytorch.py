@@ -90,6 +90,7 @@ from workbench.backends.pytorch_options import TorchOptions, apply_thread_counts
 from workbench.config.batch_io import batch_layout
 from workbench.devices import gpu_count
 from workbench.errors import InternalError, InvalidArgument, ModelLoadError
+from workbench.frameworks import import_framework
 from workbench.statistics import MemoryUsage
 
 log = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ class PyTorchInstance(ModelInstance):
                 "platform 'pytorch_libtorch'"
             )
         try:
-            import torch  # imported here so the server runs without it
+            torch = import_framework("torch")  # imported here so the server runs without it
         except ImportError as exc:
             raise ModelLoadError(
                 f"unable to load model '{config.name}': the pytorch backend needs the 'torch' "

@@ -26,6 +26,7 @@ from workbench.config.tensorrt_io import EngineTensor, ProfileRange, autocomplet
 from workbench.config.tensorrt_profiles import profile_indices
 from workbench.devices import gpu_count
 from workbench.errors import InvalidModelConfig, ModelLoadError
+from workbench.frameworks import import_framework
 from workbench.model_files import read_model_bytes
 
 log = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ def tensorrt_or_missing() -> tuple[ModuleType | None, list[str]]:
     missing)``: the package, a visible NVIDIA GPU, or both (one phrase each)."""
     missing = []
     try:
-        import tensorrt as trt
+        trt = import_framework("tensorrt")
     except ImportError as exc:
         trt = None
         missing.append(f"the 'tensorrt' package is not installed ({exc})")

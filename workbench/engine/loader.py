@@ -22,7 +22,6 @@ folder holding anything but regular files and folders is refused before a backen
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -55,6 +54,7 @@ from workbench.engine.instance_update import (
 from workbench.engine.load_memory import LEDGER, Growth
 from workbench.engine.warmup import WarmupSample, prepare_warmup, run_warmup
 from workbench.errors import ModelLoadError, WorkbenchError
+from workbench.frameworks import import_framework
 from workbench.model_files import check_model_tree
 from workbench.options import ServerOptions
 from workbench.scheduling.rate_limiter import ResourceKey, check_resources, explicit_pools
@@ -416,10 +416,11 @@ def _attempt(load: Callable[[], ModelInstance]) -> ModelInstance | BaseException
 
 def import_frameworks(modules: Collection[str]) -> None:
     """Import a backend's framework modules (``onnxruntime``, ``torch``) before its first
-    instance is measured, so that the import is not counted as that instance's memory. A
+    instance is measured, so that the import is not counted as that instance's memory; one
+    import at a time across the load threads (:func:`workbench.frameworks.import_framework`). A
     module that is missing is left to ``load_instance``, which reports it."""
     for module in modules:
         try:
-            importlib.import_module(module)
+            import_framework(module)
         except Exception as exc:  # noqa: BLE001 - ImportError and friends: load_instance says it
             log.debug("could not import %s before loading: %s", module, exc)
