@@ -19,14 +19,18 @@ pytestmark = pytest.mark.e2e
 FORK_LINE = "skipping fork() handlers"
 
 
-def test_loading_an_openvino_model_forks_nothing(sample_repository: Path, tmp_path: Path) -> None:
+def test_loading_openvino_and_python_models_forks_nothing(sample_repository: Path, tmp_path: Path) -> None:
+    """digits_openvino (the fork seen) beside a Python model (its stub is started with
+    vfork + exec, which runs no fork handlers)."""
     pytest.importorskip("openvino")
     repo = tmp_path / "repo"
-    shutil.copytree(sample_repository / "digits_openvino", repo / "digits_openvino")
+    for model in ("digits_openvino", "postprocessor"):
+        shutil.copytree(sample_repository / model, repo / model)
     server = ServerProcess([f"--model-repository={repo}"])  # gRPC on, as by default
     try:
         assert server.grpc_port
-        server.wait_for_log("successfully loaded 'digits_openvino'")
+        for model in ("digits_openvino", "postprocessor"):
+            server.wait_for_log(f"successfully loaded '{model}'")
     finally:
         server.stop()
     assert FORK_LINE not in server.log, server.log
