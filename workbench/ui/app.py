@@ -39,6 +39,7 @@ from panel.io.callbacks import PeriodicCallback
 from workbench import Server
 from workbench.remote import RemoteServer
 from workbench.ui import kernel_comm, panel_writes
+from workbench.ui.ace_theme import ship_editor_theme
 from workbench.ui.attach_view import HEALTH_EVERY, ROLLOUT_REMOTE, AttachBar, config_note, remote_note
 from workbench.ui.config_view import ConfigView
 from workbench.ui.headless_view import HeadlessView
@@ -236,6 +237,7 @@ def dashboard(server: Server | None = None, *, url: str | Sequence[str] | None =
     (a tab clicked, a field typed) are applied on the engine's loop, as every other change of
     the dashboard, also where JupyterLab sends them to a kernel subshell's thread
     (:mod:`workbench.ui.kernel_comm`)."""
+    ship_editor_theme()  # inlined with Ace: Ace could not fetch it from the notebook's page
     pn.extension(*EXTENSIONS, inline=True)
     keep_stylesheets_local()
     board = Dashboard(_server(server, url, headers, metrics_urls), tuning=tuning, history=history)
@@ -248,6 +250,7 @@ def prepare_session() -> None:
     it, so that its page loads the dashboard's extensions): Panel's lossless websocket
     writes, the :data:`EXTENSIONS`, stylesheets from the session's server. Idempotent."""
     panel_writes.install()
+    ship_editor_theme()
     pn.extension(*EXTENSIONS)
     keep_stylesheets_local()
 

@@ -46,6 +46,7 @@ from google.protobuf import text_format
 from workbench import ConfigProblem
 from workbench.config_edits.knobs import knob_reasons, parse_text, read_knobs, set_knobs
 from workbench.results import ConfigFile, ConfigWriteResult
+from workbench.ui.ace_theme import EDITOR_THEME
 from workbench.ui.config_form import FORM_WIDTH, KnobForm
 from workbench.ui.config_results import result_text
 from workbench.ui.store import AlertKind, EngineStore, Spawned, user_text
@@ -360,7 +361,8 @@ class ConfigView(pn.viewable.Viewer):
 
     # ----------------------------------------------------------------- reactions
     def _new_editor(self, text: str) -> pn.widgets.CodeEditor:
-        editor = pn.widgets.CodeEditor(value=text, language="text", height=EDITOR_PX + SCROLLBAR_PX,
+        editor = pn.widgets.CodeEditor(value=text, language="text", theme=EDITOR_THEME,
+                                       height=EDITOR_PX + SCROLLBAR_PX,
                                        sizing_mode="stretch_width", label="config.pbtxt",
                                        stylesheets=[EDITOR_CSS],
                                        css_classes=["workbench-config-editor"])
