@@ -19,6 +19,7 @@ from tests.browser.browser_support import (
     eventually,
     subject,
 )
+from workbench.ui.shared.ace_theme import EDITOR_THEME_CLASS
 
 #: the live time series, named in workbench.ui.live.live_view
 SERIES_JS = "Bokeh.documents[0].get_model_by_name('live_series')"
@@ -159,5 +160,7 @@ def test_every_tab_opens_without_a_console_warning(browser, dashboard, shots: Pa
         tab(page, title)
         page.wait_for_timeout(2000)  # a beat or two of the tab's updates (none to wait for)
         page.screenshot(path=shots / f"{title.lower()}.png", full_page=True)
+        if title == "Config":  # the editor shows its theme, which came with Ace's scripts
+            page.locator(f".ace_editor.{EDITOR_THEME_CLASS}").first.wait_for(timeout=10_000)
     page.close()
     assert messages == []

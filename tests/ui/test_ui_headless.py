@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
 
+import workbench.serving.serve_process as serve_process
 from workbench.testing.process import free_ports
 from workbench.ui.headless.headless_view import HeadlessView, user_text
 from workbench.ui.headless.serve_process import DEFAULT_PORTS, suggested_ports, taken_ports
@@ -40,6 +42,22 @@ def test_suggested_ports_leave_out_busy_ones(store: EngineStore) -> None:
     finally:
         for holder in held:
             holder.close()
+
+
+def test_the_form_probes_each_of_tritons_ports_once(store: EngineStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening the tab probed 8000/8001/8002 twice: once to propose ports, again to say which
+    were taken."""
+    probes: Counter[int] = Counter()
+    bind = serve_process.bind_socket
+
+    def counting_bind(address: str, port: int, **kwargs: bool) -> socket.socket:
+        if address == "::":  # one probe: "::", then "0.0.0.0" only where there is no IPv6
+            probes[port] += 1
+        return bind(address, port, **kwargs)
+
+    monkeypatch.setattr(serve_process, "bind_socket", counting_bind)
+    HeadlessView(store)
+    assert [probes[port] for port in DEFAULT_PORTS] == [1, 1, 1]
 
 
 def test_a_port_held_on_ipv6_loopback_only_is_not_proposed() -> None:

@@ -43,6 +43,7 @@ from workbench.common.errors import (
     WorkbenchError,
     request_prefix,
 )
+from workbench.common.frameworks import import_framework
 from workbench.config.dali_pipeline import PipelineDef, read_pipeline_def
 from workbench.files.model_files import read_model_bytes
 
@@ -76,7 +77,7 @@ class DaliInstance(ModelInstance):
         super().__init__(spec)
         name = self._model_name = config.name
         try:
-            from nvidia.dali.pipeline import Pipeline
+            Pipeline = import_framework("nvidia.dali.pipeline").Pipeline
         except ImportError:
             raise ModelLoadError(
                 f"unable to load model '{name}': the dali backend needs NVIDIA DALI; "

@@ -11,7 +11,6 @@ last, so results equal ``library.predict(...)`` / ``predict_proba(...)`` cast to
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from workbench.common.errors import ModelLoadError
+from workbench.common.frameworks import import_framework
 from workbench.files.model_files import read_model_bytes
 
 #: model_type -> (the import, the pip package) it needs
@@ -99,9 +99,7 @@ class TreelitePredictor(TreePredictor):
     ``treelite.sklearn.import_model``), predicted by Treelite's GTIL."""
 
     def __init__(self, treelite: Any, path: Path, nthread: int) -> None:
-        import treelite.gtil
-
-        self._gtil = treelite.gtil
+        self._gtil = import_framework("treelite.gtil")
         self._model = treelite.Model.deserialize(str(path))
         self._nthread = nthread
         self.n_features = int(self._model.num_feature)
@@ -129,7 +127,7 @@ def load_predictor(model: str, model_type: str, path: Path, nthread: int) -> Tre
     """
     module_name, package = LIBRARIES[model_type]
     try:
-        module = importlib.import_module(module_name)
+        module = import_framework(module_name)
     except ImportError:
         raise ModelLoadError(
             f"unable to load model '{model}': the fil backend needs the '{package}' package for "

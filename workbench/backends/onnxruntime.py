@@ -32,6 +32,7 @@ from workbench.backends.batching import gather_inputs, requested_union, split_ou
 from workbench.backends.ort_options import OrtSessionPlan, check_providers_started, session_plan
 from workbench.backends.ragged import check_ragged_input
 from workbench.common.errors import InternalError, InvalidArgument, ModelLoadError
+from workbench.common.frameworks import import_framework
 from workbench.config.batch_io import BatchLayout, batch_layout
 from workbench.gpu.devices import gpu_count
 
@@ -77,7 +78,7 @@ class OnnxRuntimeInstance(ModelInstance):
 
     def __init__(self, config: ModelConfig, version_dir: Path, spec: InstanceSpec) -> None:
         super().__init__(spec)
-        import onnxruntime as ort  # imported here so the engine starts without it
+        ort = import_framework("onnxruntime")  # imported here so the engine starts without it
 
         self._model_name = config.name
         path = version_dir / (config.default_model_filename or "model.onnx")

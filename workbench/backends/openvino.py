@@ -37,6 +37,7 @@ from workbench.backends.base import (
 from workbench.backends.batching import gather_inputs, requested_union, split_outputs
 from workbench.backends.ragged import check_ragged_input
 from workbench.common.errors import InternalError, ModelLoadError
+from workbench.common.frameworks import import_framework
 from workbench.config.batch_io import BatchLayout, batch_layout
 
 #: OpenVINO element type names (``Type.get_type_name()``) -> model-config enum names.
@@ -100,7 +101,7 @@ class OpenVinoInstance(ModelInstance):
         super().__init__(spec)
         name = config.name
         try:
-            import openvino as ov
+            ov = import_framework("openvino")
         except ImportError:
             raise ModelLoadError(
                 f"unable to load model '{name}': the openvino backend needs the 'openvino' "

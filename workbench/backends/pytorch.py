@@ -56,6 +56,7 @@ from workbench.backends.pytorch_binding import (
 )
 from workbench.backends.pytorch_options import TorchOptions, apply_thread_counts, parse_parameters
 from workbench.common.errors import InternalError, InvalidArgument, ModelLoadError
+from workbench.common.frameworks import import_framework
 from workbench.config.batch_io import batch_layout
 from workbench.gpu.devices import gpu_count
 from workbench.stats.statistics import MemoryUsage
@@ -102,7 +103,7 @@ class PyTorchInstance(ModelInstance):
                 "platform 'pytorch_libtorch'"
             )
         try:
-            import torch  # imported here so the server runs without it
+            torch = import_framework("torch")  # imported here so the server runs without it
         except ImportError as exc:
             raise ModelLoadError(
                 f"unable to load model '{config.name}': the pytorch backend needs the 'torch' "

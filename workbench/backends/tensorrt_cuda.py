@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from workbench.common.errors import InternalError, ModelLoadError
+from workbench.common.frameworks import import_framework
 
 #: device buffers grow to a multiple of this many bytes
 _ALIGN = 256
@@ -26,10 +27,10 @@ def import_runtime(model: str) -> Any:
         ModelLoadError: cuda-python is not installed (what to install).
     """
     try:
-        from cuda.bindings import runtime
+        runtime = import_framework("cuda.bindings.runtime")
     except ImportError:
         try:
-            from cuda import cudart as runtime  # cuda-python < 12.6
+            runtime = import_framework("cuda.cudart")  # cuda-python < 12.6
         except ImportError:
             raise ModelLoadError(
                 f"unable to load model '{model}': the tensorrt backend needs the 'cuda-python' "

@@ -27,6 +27,7 @@ from google.protobuf import message as protobuf_message
 from tritonclient.grpc import model_config_pb2 as mc
 
 from workbench.common.errors import InvalidModelConfig, ModelLoadError
+from workbench.common.frameworks import import_framework
 from workbench.files.model_files import read_model_bytes
 
 logger = logging.getLogger(__name__)
@@ -110,10 +111,10 @@ def import_tensorflow() -> Any:
         os.environ[TF_LOG_LEVEL_VARIABLE] = TF_LOG_LEVEL
     if importlib.util.find_spec("triton") is not None:
         try:
-            importlib.import_module("triton._C.libtriton")
+            import_framework("triton._C.libtriton")
         except (ImportError, OSError) as exc:  # a broken triton: TensorFlow still loads
             logger.debug("not preloading triton's libtriton before TensorFlow: %s", exc)
-    return importlib.import_module("tensorflow")
+    return import_framework("tensorflow")
 
 
 def parameter(config: mc.ModelConfig, key: str, default: str = "") -> str:

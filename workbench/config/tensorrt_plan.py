@@ -23,6 +23,7 @@ from typing import Any, SupportsInt
 from tritonclient.grpc import model_config_pb2 as mc
 
 from workbench.common.errors import InvalidModelConfig, ModelLoadError
+from workbench.common.frameworks import import_framework
 from workbench.config.tensorrt_io import EngineTensor, ProfileRange, autocomplete_from_engine, config_datatype
 from workbench.config.tensorrt_profiles import profile_indices
 from workbench.files.model_files import read_model_bytes
@@ -158,7 +159,7 @@ def tensorrt_or_missing() -> tuple[ModuleType | None, list[str]]:
     missing)``: the package, a visible NVIDIA GPU, or both (one phrase each)."""
     missing = []
     try:
-        import tensorrt as trt
+        trt = import_framework("tensorrt")
     except ImportError as exc:
         trt = None
         missing.append(f"the 'tensorrt' package is not installed ({exc})")

@@ -8,6 +8,7 @@ import logging
 import time
 
 from workbench import Server, ServerOptions
+from workbench.serving.countdown import count_down
 
 log = logging.getLogger("workbench")
 
@@ -43,13 +44,13 @@ async def _count_down(server: Server, budget: float) -> None:
     second: ``Timeout N: Found K model versions that have in-flight inferences`` and
     ``Model 'm' (version v) has N in-flight inferences`` for each; N is the seconds left
     (the exit timeout; 0 = none)."""
-    left = int(budget)
-    while status := server.lifecycle.inflight_status():
-        log.info("Timeout %d: Found %d model versions that have in-flight inferences", left, len(status))
-        for name, version, count in status:
-            log.info("Model '%s' (version %d) has %d in-flight inferences", name, version, count)
-        await asyncio.sleep(1.0)
-        left = max(0, left - 1)
+    await count_down(int(budget), server.lifecycle.inflight_status, _report, stop_at_zero=False)
+
+
+def _report(left: int, status: list[tuple[str, int, int]]) -> None:
+    log.info("Timeout %d: Found %d model versions that have in-flight inferences", left, len(status))
+    for name, version, count in status:
+        log.info("Model '%s' (version %d) has %d in-flight inferences", name, version, count)
 
 
 __all__ = ["drain_engine"]

@@ -17,6 +17,7 @@ import grpc
 from workbench import Server, ServerOptions
 from workbench.frontends.grpc import create_grpc_server
 from workbench.frontends.grpc.shutdown_gate import ShutdownGate, gate_of, refuse_new_rpcs
+from workbench.serving.countdown import count_down
 from workbench.serving.listeners import shut_listeners
 from workbench.serving.stderr_filter import filter_in_kernel
 
@@ -88,10 +89,11 @@ async def _count_down(calls: ShutdownGate, budget: int) -> None:
     """tritonserver's countdown while inference calls run on a stopping gRPC service
     (``WaitForConnectionsToClose``), once a second while the exit timeout lasts:
     ``Timeout N: Found M gRPC service connections and inference handlers``."""
-    while budget > 0 and calls.calls > 0:
-        log.info("Timeout %d: Found %d gRPC service connections and inference handlers", budget, calls.calls)
-        await asyncio.sleep(1.0)
-        budget -= 1
+    await count_down(budget, lambda: calls.calls, _report, stop_at_zero=True)
+
+
+def _report(left: int, calls: int) -> None:
+    log.info("Timeout %d: Found %d gRPC service connections and inference handlers", left, calls)
 
 
 def stop_accepting_grpc(grpc_server: grpc.aio.Server, options: ServerOptions,

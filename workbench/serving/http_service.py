@@ -14,7 +14,7 @@ import logging
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from types import FrameType
 
 import uvicorn
@@ -22,8 +22,13 @@ import uvicorn
 from workbench import Server, ServerOptions
 from workbench.frontends.http import create_app
 from workbench.frontends.http.connection_guard import ConnectionLimits, GuardedHttpToolsProtocol
+from workbench.serving.countdown import count_down
 
 log = logging.getLogger("workbench")
+
+
+def _report(left: int, connections: Collection[object]) -> None:
+    log.info("Timeout %d: Found %d HTTP service connections", left, len(connections))
 
 
 # overrides uvicorn.Server's startup/shutdown/handle_exit/capture_signals and reads its
@@ -64,14 +69,8 @@ class HTTPService(uvicorn.Server):
             countdown.cancel()
 
     async def _count_down(self) -> None:
-        budget = self.config.timeout_graceful_shutdown
-        if not budget:
-            return
-        while budget > 0 and self.server_state.connections:
-            log.info("Timeout %d: Found %d HTTP service connections", budget,
-                     len(self.server_state.connections))
-            await asyncio.sleep(1.0)
-            budget -= 1
+        await count_down(int(self.config.timeout_graceful_shutdown or 0), lambda: self.server_state.connections,
+                         _report, stop_at_zero=True)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if not self.should_exit:

@@ -51,15 +51,24 @@ def taken_ports(ports: Sequence[int]) -> list[int]:
 
 
 def suggested_ports(tries: int = 20) -> tuple[int, int, int]:
-    """HTTP, gRPC and metrics ports for a new `workbench serve`: Triton's 8000/8001/8002 when
-    all three are free, else the first of 8100/8101/8102, 8200/... that is (the engine hosting
-    the dashboard, e.g. ``make jupyter``, often holds 8000-8002 itself); Triton's if none of
-    ``tries`` triples is free (the start then reports the busy port)."""
-    for offset in range(0, 100 * tries, 100):
-        ports = tuple(port + offset for port in DEFAULT_PORTS)
+    """HTTP, gRPC and metrics ports for a new `workbench serve` (:func:`proposed_ports`)."""
+    return proposed_ports(tries)[0]
+
+
+def proposed_ports(tries: int = 20) -> tuple[tuple[int, int, int], list[int]]:
+    """``(HTTP, gRPC and metrics ports for a new `workbench serve`, those of Triton's
+    8000/8001/8002 another listener holds)``, each of Triton's three probed once. The ports:
+    Triton's when all three are free, else the first of 8100/8101/8102, 8200/... that is (the
+    engine hosting the dashboard, e.g. ``make jupyter``, often holds 8000-8002 itself);
+    Triton's if none of ``tries`` triples is free (the start then reports the busy port)."""
+    taken = taken_ports(DEFAULT_PORTS)
+    if not taken:
+        return DEFAULT_PORTS, []
+    for offset in range(100, 100 * tries, 100):
+        ports = (DEFAULT_PORTS[0] + offset, DEFAULT_PORTS[1] + offset, DEFAULT_PORTS[2] + offset)
         if all(_free(port) for port in ports):
-            return ports  # type: ignore[return-value]
-    return DEFAULT_PORTS
+            return ports, taken
+    return DEFAULT_PORTS, taken
 
 
 async def ready_code(address: str, port: int, timeout_s: float = 5.0) -> int:
@@ -177,4 +186,5 @@ class ServeProcess:
         return self.process.returncode
 
 
-__all__ = ["DEFAULT_PORTS", "LOG_LINES", "ServeProcess", "ready_code", "suggested_ports", "taken_ports"]
+__all__ = ["DEFAULT_PORTS", "LOG_LINES", "ServeProcess", "proposed_ports", "ready_code", "suggested_ports",
+           "taken_ports"]

@@ -45,6 +45,7 @@ from workbench.ui.live.live_view import LiveView
 from workbench.ui.models.models_view import ModelsView
 from workbench.ui.rollout.rollout_view import RolloutView
 from workbench.ui.shared import kernel_comm, panel_writes
+from workbench.ui.shared.ace_theme import ship_editor_theme
 from workbench.ui.shared.local_css import keep_stylesheets_local
 from workbench.ui.shared.store import EngineStore
 from workbench.ui.tuning.tuning_view import tuning_tab
@@ -236,6 +237,7 @@ def dashboard(server: Server | None = None, *, url: str | Sequence[str] | None =
     (a tab clicked, a field typed) are applied on the engine's loop, as every other change of
     the dashboard, also where JupyterLab sends them to a kernel subshell's thread
     (:mod:`workbench.ui.shared.kernel_comm`)."""
+    ship_editor_theme()  # inlined with Ace: Ace could not fetch it from the notebook's page
     pn.extension(*EXTENSIONS, inline=True)
     keep_stylesheets_local()
     board = Dashboard(_server(server, url, headers, metrics_urls), tuning=tuning, history=history)
@@ -248,6 +250,7 @@ def prepare_session() -> None:
     it, so that its page loads the dashboard's extensions): Panel's lossless websocket
     writes, the :data:`EXTENSIONS`, stylesheets from the session's server. Idempotent."""
     panel_writes.install()
+    ship_editor_theme()
     pn.extension(*EXTENSIONS)
     keep_stylesheets_local()
 

@@ -22,7 +22,6 @@ folder holding anything but regular files and folders is refused before a backen
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -36,6 +35,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 from workbench.backends.base import BackendContext, InstanceSpec, ModelInstance
 from workbench.backends.registry import backend_for, servable_backends
 from workbench.common.errors import ModelLoadError, WorkbenchError
+from workbench.common.frameworks import import_framework
 from workbench.config.autocomplete import autocomplete_model_config
 from workbench.config.model_config import read_model_config
 from workbench.config.normalize import is_ensemble, normalize_model_config
@@ -416,10 +416,11 @@ def _attempt(load: Callable[[], ModelInstance]) -> ModelInstance | BaseException
 
 def import_frameworks(modules: Collection[str]) -> None:
     """Import a backend's framework modules (``onnxruntime``, ``torch``) before its first
-    instance is measured, so that the import is not counted as that instance's memory. A
+    instance is measured, so that the import is not counted as that instance's memory; one
+    import at a time across the load threads (:func:`workbench.common.frameworks.import_framework`). A
     module that is missing is left to ``load_instance``, which reports it."""
     for module in modules:
         try:
-            importlib.import_module(module)
+            import_framework(module)
         except Exception as exc:  # noqa: BLE001 - ImportError and friends: load_instance says it
             log.debug("could not import %s before loading: %s", module, exc)

@@ -30,6 +30,7 @@ from workbench import ConfigProblem
 from workbench.common.results import ConfigFile, ConfigWriteResult
 from workbench.config_edits.knobs import knob_reasons, parse_text, read_knobs, set_knobs
 from workbench.ui.config.config_form import FORM_WIDTH, KnobForm
+from workbench.ui.shared.ace_theme import EDITOR_THEME
 from workbench.ui.shared.config_results import result_text
 from workbench.ui.shared.store import AlertKind, EngineStore, Spawned, user_text
 
@@ -343,7 +344,8 @@ class ConfigView(pn.viewable.Viewer):
 
     # ----------------------------------------------------------------- reactions
     def _new_editor(self, text: str) -> pn.widgets.CodeEditor:
-        editor = pn.widgets.CodeEditor(value=text, language="text", height=EDITOR_PX + SCROLLBAR_PX,
+        editor = pn.widgets.CodeEditor(value=text, language="text", theme=EDITOR_THEME,
+                                       height=EDITOR_PX + SCROLLBAR_PX,
                                        sizing_mode="stretch_width", label="config.pbtxt",
                                        stylesheets=[EDITOR_CSS],
                                        css_classes=["workbench-config-editor"])

@@ -31,7 +31,7 @@ from workbench.serving.switch import (
     switch_for,
     systemd_unit,
 )
-from workbench.ui.headless.serve_process import DEFAULT_PORTS, ServeProcess, suggested_ports, taken_ports
+from workbench.ui.headless.serve_process import DEFAULT_PORTS, ServeProcess, proposed_ports
 from workbench.ui.shared.store import EngineStore, Spawned
 
 log = logging.getLogger(__name__)
@@ -62,11 +62,10 @@ def user_text(exc: BaseException) -> str:
     return str(exc) or "an unexpected error (see the server's log)"
 
 
-def _ports_note(proposed: tuple[int, int, int]) -> str:
+def _ports_note(proposed: tuple[int, int, int], taken: list[int]) -> str:
     """What the form says under the proposed ports: nothing when Triton's 8000/8001/8002 are
-    free, else which of them another listener holds (the dashboard's own engine with its v2
-    ports open, or another server) and the free ones proposed instead."""
-    taken = taken_ports(DEFAULT_PORTS)
+    free, else which of them another listener holds (``taken``: the dashboard's own engine
+    with its v2 ports open, or another server) and the free ones proposed instead."""
     if not taken:
         return ""
     names = ", ".join(str(port) for port in taken)
@@ -88,9 +87,9 @@ class HeadlessView(pn.viewable.Viewer):
         repositories = [r for r in store.server.options.model_repository if "://" not in r]
         repository = repositories[0] if repositories else ""
         self.repository = pn.widgets.TextInput(label="Model repository", value=repository)
-        http, grpc, metrics = suggested_ports()
+        (http, grpc, metrics), taken = proposed_ports()  # Triton's three probed once
         #: which of Triton's ports were taken when the form proposed others
-        self.ports_note = pn.pane.Markdown(_ports_note((http, grpc, metrics)),
+        self.ports_note = pn.pane.Markdown(_ports_note((http, grpc, metrics), taken),
                                            css_classes=["workbench-ports-note"])
         self.http_port = pn.widgets.IntInput(label="HTTP port", value=http, start=1, end=65535)
         self.grpc_port = pn.widgets.IntInput(label="gRPC port", value=grpc, start=1, end=65535)
