@@ -32,6 +32,18 @@ held "none"; about 3 runs in 8 of the inline browser test). :class:`PushedValues
 each value the kernel pushes (``ModelChanged`` of the comm's ``PATCH-DOC``), and an event
 that returns one of them, in order, is an echo and dropped, whatever listens to it.
 
+Lost changes: Panel applies a browser's message with the cell's document held, so the
+widgets hear of its property changes only when the hold ends; a browser event in the same
+message (a key press, a click) runs its callback at once, and when that callback changes a
+widget, Panel pushes the document's held changes to the browser and drops them, the
+browser's own among them: the widgets never heard of them. The Tuning form's search space,
+typed and left with Tab just before Enter in the load levels field, reached the kernel's
+Bokeh model in the same message as the Enter (the browser's comm manager gathers changes
+while the kernel has not acknowledged the last message: a busy kernel), and the form kept
+the filled space while the page showed the typed one (Run measured the wrong space).
+:func:`in_steps` applies such a message in order, in steps: the changes before an event
+reach the widgets before the event runs.
+
 :func:`apply_on_loop` makes a Panel object's browser messages run on the engine's loop (the
 kernel's main loop, where the engine and every other change of the dashboard run): a message
 arriving on another thread is handed to that loop, and the thread waits for it to be applied,
@@ -194,6 +206,33 @@ def without_echoes(document: Document, msg: dict, pushed: PushedValues | None = 
     return msg
 
 
+def in_steps(msg: dict) -> list[dict]:
+    """``msg`` (a browser's PATCH-DOC as Panel's client comm decodes it) as the messages to
+    apply one after the other, in order: each run of property changes, and each browser event
+    (a key press, a click: ``MessageSent``) on its own, so that the changes before an event
+    reach the widgets before the event's callback runs (see the module docstring, "Lost
+    changes"). A message of property changes only is returned whole."""
+    content = msg.get("content")
+    if not isinstance(content, dict) or not content.get("events"):
+        return [msg]
+
+    def changed(event: object) -> bool:
+        return isinstance(event, dict) and event.get("kind") == "ModelChanged"
+
+    runs: list[list] = []
+    for event in content["events"]:
+        if changed(event) and runs and changed(runs[-1][-1]):
+            runs[-1].append(event)
+        else:
+            runs.append([event])
+    if len(runs) == 1:
+        return [msg]
+    # each step is a whole message: the header, the metadata and the buffers (events name
+    # buffers by id) of the browser's; Panel's assembling pops ``_buffers`` from each
+    return [{**msg, "header": dict(msg.get("header") or {}), "content": {**content, "events": run},
+             "_buffers": dict(msg.get("_buffers") or {})} for run in runs]
+
+
 def apply_on_loop(viewable: pn.viewable.Viewable, loop: asyncio.AbstractEventLoop) -> None:
     """Apply the browser's messages to ``viewable``'s notebook output on ``loop``, without
     the echoes of the kernel's own changes (see the module docstring). Call it before the
@@ -212,7 +251,8 @@ def apply_on_loop(viewable: pn.viewable.Viewable, loop: asyncio.AbstractEventLoo
         shown = viewable._models.get(ref)
         if shown is not None and shown[0].document is not None:
             without_echoes(shown[0].document, msg, pushed)
-        handle(ref, manager, msg)
+        for step in in_steps(msg):
+            handle(ref, manager, step)
 
     # this one viewable's handlers, replaced on the instance (Panel offers no hook for them;
     # _on_msg, _render_model and _models are private: checked by tests/test_library_internals.py)
@@ -220,4 +260,4 @@ def apply_on_loop(viewable: pn.viewable.Viewable, loop: asyncio.AbstractEventLoo
     viewable._on_msg = on_loop(on_msg, loop)  # type: ignore[method-assign]
 
 
-__all__ = ["DATA_EVENTS", "PUSHED_KEPT", "PushedValues", "apply_on_loop", "on_loop", "without_echoes"]
+__all__ = ["DATA_EVENTS", "PUSHED_KEPT", "PushedValues", "apply_on_loop", "in_steps", "on_loop", "without_echoes"]
