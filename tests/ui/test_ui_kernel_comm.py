@@ -211,3 +211,32 @@ async def test_a_text_typed_just_before_enter_in_another_field_reaches_the_widge
     await asyncio.to_thread(client_comm._handle_msg, message)
     assert levels.value == "1, 2"
     assert space.value == typed and heard == [typed]
+
+
+async def test_run_clicked_right_after_typing_sees_the_typed_text() -> None:
+    """A text typed and Run clicked at once (one message, on a busy kernel): the click's
+    callback reads the typed text, as a person expects Run to measure it (before, the
+    click ran first and the text was then dropped)."""
+    import panel as pn
+
+    from workbench.ui.kernel_comm import apply_on_loop
+
+    pn.extension(inline=True)
+    space = pn.widgets.TextAreaInput(value="instance_count=1,2")
+    run = pn.widgets.Button(label="Run")
+    read: list[str | None] = []
+    run.on_click(lambda _e: read.append(space.value))
+    form = pn.Column(space, run)
+    apply_on_loop(form, asyncio.get_running_loop())
+    form._repr_mimebundle_()
+    ((ref, (comm, client_comm)),) = form._comms.items()
+    comm._comm = Transport()
+    space_id, run_id = space._models[ref][0].id, run._models[ref][0].id
+    typed = "max_queue_delay_us=0,50000"
+    click = {"kind": "MessageSent", "msg_type": "bokeh_event", "msg_data": {
+        "type": "event", "name": "button_click", "values": {"type": "map", "entries": [["model", {"id": run_id}]]}}}
+    message = {"header": {"msgid": "run", "msgtype": "PATCH-DOC"}, "metadata": {}, "_buffers": {},
+               "content": {"events": [{"kind": "ModelChanged", "model": {"id": space_id}, "attr": "value",
+                                       "new": typed}, click]}}
+    await asyncio.to_thread(client_comm._handle_msg, message)
+    assert read == [typed] and space.value == typed
