@@ -173,3 +173,70 @@ def test_a_push_of_what_the_browser_holds_awaits_no_echo() -> None:
     assert not from_browser("2")  # a person's pick: the browser holds 2
     push("2")  # the kernel pushes 2 too (a fill): no echo comes
     assert not from_browser("none") and not from_browser("2")  # the person's picks, kept
+
+
+async def test_a_text_typed_just_before_enter_in_another_field_reaches_the_widget() -> None:
+    """The browser's comm manager gathers a person's changes while the kernel has not yet
+    acknowledged its last message (a busy kernel): a text area's text, left with Tab, and
+    the Enter pressed in the next field then arrive in one message. Panel ran the Enter's
+    callback while the message was held and, pushing that callback's change, dropped the
+    text area's change from the held events before any widget heard of it: the kernel's
+    Bokeh model held the typed text, the widget the old one (the inline Tuning form kept the
+    filled search space: "112 settings" for the 2 typed; this failed before)."""
+    import panel as pn
+
+    from workbench.ui.shared.kernel_comm import apply_on_loop, in_steps
+
+    pn.extension(inline=True)  # as dashboard() does: outputs are rendered with comms
+    space = pn.widgets.TextAreaInput(value="instance_count=1,2")
+    levels = pn.widgets.TextInput(value="1, 2, 4")
+    heard: list[str] = []
+    space.param.watch(lambda e: heard.append(e.new), "value")
+    form = pn.Column(space, levels)
+    apply_on_loop(form, asyncio.get_running_loop())
+    form._repr_mimebundle_()  # rendered as a notebook cell's output
+    ((ref, (comm, client_comm)),) = form._comms.items()
+    comm._comm = Transport()  # the browser's end: pushes are sent
+    space_id, levels_id = space._models[ref][0].id, levels._models[ref][0].id
+    typed = "max_queue_delay_us=0,50000"
+    changes = [{"kind": "ModelChanged", "model": {"id": space_id}, "attr": attr, "new": typed}
+               for attr in ("value_input", "value")]
+    changes.append({"kind": "ModelChanged", "model": {"id": levels_id}, "attr": "value_input", "new": "1, 2"})
+    enter = {"kind": "MessageSent", "msg_type": "bokeh_event",
+             "msg_data": {"type": "event", "name": "enter-pressed", "values": {
+                 "type": "map", "entries": [["model", {"id": levels_id}], ["value_input", "1, 2"]]}}}
+    message = {"header": {"msgid": "typed", "msgtype": "PATCH-DOC"}, "metadata": {},
+               "content": {"events": [*changes, enter]}, "_buffers": {}}
+    assert [len(step["content"]["events"]) for step in in_steps(message)] == [3, 1]
+    await asyncio.to_thread(client_comm._handle_msg, message)
+    assert levels.value == "1, 2"
+    assert space.value == typed and heard == [typed]
+
+
+async def test_run_clicked_right_after_typing_sees_the_typed_text() -> None:
+    """A text typed and Run clicked at once (one message, on a busy kernel): the click's
+    callback reads the typed text, as a person expects Run to measure it (before, the
+    click ran first and the text was then dropped)."""
+    import panel as pn
+
+    from workbench.ui.shared.kernel_comm import apply_on_loop
+
+    pn.extension(inline=True)
+    space = pn.widgets.TextAreaInput(value="instance_count=1,2")
+    run = pn.widgets.Button(label="Run")
+    read: list[str | None] = []
+    run.on_click(lambda _e: read.append(space.value))
+    form = pn.Column(space, run)
+    apply_on_loop(form, asyncio.get_running_loop())
+    form._repr_mimebundle_()
+    ((ref, (comm, client_comm)),) = form._comms.items()
+    comm._comm = Transport()
+    space_id, run_id = space._models[ref][0].id, run._models[ref][0].id
+    typed = "max_queue_delay_us=0,50000"
+    click = {"kind": "MessageSent", "msg_type": "bokeh_event", "msg_data": {
+        "type": "event", "name": "button_click", "values": {"type": "map", "entries": [["model", {"id": run_id}]]}}}
+    message = {"header": {"msgid": "run", "msgtype": "PATCH-DOC"}, "metadata": {}, "_buffers": {},
+               "content": {"events": [{"kind": "ModelChanged", "model": {"id": space_id}, "attr": "value",
+                                       "new": typed}, click]}}
+    await asyncio.to_thread(client_comm._handle_msg, message)
+    assert read == [typed] and space.value == typed

@@ -15,7 +15,10 @@ dashboard's browser messages".
   client drops those: ``event.sync`` false).
 - :class:`PushedValues` records each value the kernel pushes (``ModelChanged`` of the comm's
   ``PATCH-DOC``); an event returning one of them, in order, is an echo and dropped, whatever
-  listens to it (a stale echo would set the widget back)."""
+  listens to it (a stale echo would set the widget back).
+- :func:`in_steps` splits a browser message holding property changes and a browser event (a key
+  press, a click) into ordered parts, so the changes reach the widgets before the event's
+  callback runs (Panel drops held changes when that callback changes a widget)."""
 
 from __future__ import annotations
 
@@ -171,6 +174,33 @@ def without_echoes(document: Document, msg: dict, pushed: PushedValues | None = 
     return msg
 
 
+def in_steps(msg: dict) -> list[dict]:
+    """``msg`` (a browser's PATCH-DOC as Panel's client comm decodes it) as the messages to
+    apply one after the other, in order: each run of property changes, and each browser event
+    (a key press, a click: ``MessageSent``) on its own, so that the changes before an event
+    reach the widgets before the event's callback runs (see the module docstring, "Lost
+    changes"). A message of property changes only is returned whole."""
+    content = msg.get("content")
+    if not isinstance(content, dict) or not content.get("events"):
+        return [msg]
+
+    def changed(event: object) -> bool:
+        return isinstance(event, dict) and event.get("kind") == "ModelChanged"
+
+    runs: list[list] = []
+    for event in content["events"]:
+        if changed(event) and runs and changed(runs[-1][-1]):
+            runs[-1].append(event)
+        else:
+            runs.append([event])
+    if len(runs) == 1:
+        return [msg]
+    # each step is a whole message: the header, the metadata and the buffers (events name
+    # buffers by id) of the browser's; Panel's assembling pops ``_buffers`` from each
+    return [{**msg, "header": dict(msg.get("header") or {}), "content": {**content, "events": run},
+             "_buffers": dict(msg.get("_buffers") or {})} for run in runs]
+
+
 def apply_on_loop(viewable: pn.viewable.Viewable, loop: asyncio.AbstractEventLoop) -> None:
     """Apply the browser's messages to ``viewable``'s notebook output on ``loop``, without
     the echoes of the kernel's own changes (see the module docstring). Call it before the
@@ -189,7 +219,8 @@ def apply_on_loop(viewable: pn.viewable.Viewable, loop: asyncio.AbstractEventLoo
         shown = viewable._models.get(ref)
         if shown is not None and shown[0].document is not None:
             without_echoes(shown[0].document, msg, pushed)
-        handle(ref, manager, msg)
+        for step in in_steps(msg):
+            handle(ref, manager, step)
 
     # this one viewable's handlers, replaced on the instance (Panel offers no hook for them;
     # _on_msg, _render_model and _models are private: checked by tests/architecture/test_library_internals.py)
@@ -197,4 +228,4 @@ def apply_on_loop(viewable: pn.viewable.Viewable, loop: asyncio.AbstractEventLoo
     viewable._on_msg = on_loop(on_msg, loop)  # type: ignore[method-assign]
 
 
-__all__ = ["DATA_EVENTS", "PUSHED_KEPT", "PushedValues", "apply_on_loop", "on_loop", "without_echoes"]
+__all__ = ["DATA_EVENTS", "PUSHED_KEPT", "PushedValues", "apply_on_loop", "in_steps", "on_loop", "without_echoes"]
