@@ -96,3 +96,48 @@ def test_new_rpc_on_an_open_connection_once_grpc_stopped_is_refused(server: Serv
     finally:
         client.close()
     assert server.process.wait(30) == 0
+
+
+SLOW_MODEL = '''
+import time
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        pb_utils.Logger.log_info("slow: executing")
+        time.sleep(3)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(
+            r, "IN").as_numpy())]) for r in requests]
+'''
+SLOW_CONFIG = '''name: "slow"
+backend: "python"
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+'''
+
+
+def test_grpc_stop_logs_tritons_count_of_inference_calls_in_flight(tmp_path: Path) -> None:
+    """While inference RPCs are in flight, the stopping gRPC service logs tritonserver's
+    ``Timeout N: Found M gRPC service connections and inference handlers`` once a second
+    (L0_lifecycle ``test_shutdown_dynamic`` / ``_ensemble`` grep it); the RPC is answered."""
+    (tmp_path / "slow" / "1").mkdir(parents=True)
+    (tmp_path / "slow" / "config.pbtxt").write_text(SLOW_CONFIG)
+    (tmp_path / "slow" / "1" / "model.py").write_text(SLOW_MODEL)
+    server = ServerProcess([f"--model-repository={tmp_path}", "--allow-metrics=false", "--exit-timeout-secs=30"])
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        tensor = grpcclient.InferInput("IN", [1], "FP32")
+        tensor.set_data_from_numpy(np.array([7.0], np.float32))
+        answers: list = []
+        client.async_infer("slow", [tensor], lambda result, error: answers.append((result, error)))
+        server.wait_for_log("slow: executing")
+        since = len(server.lines)
+        server.process.send_signal(signal.SIGINT)
+        server.wait_for_log("Timeout 30: Found 1 gRPC service connections and inference handlers", since=since)
+        assert server.process.wait(30) == 0
+        [(result, error)] = answers
+        assert error is None and result.as_numpy("OUT").tolist() == [7.0]
+    finally:
+        client.close()
+        server.stop(signal.SIGKILL)

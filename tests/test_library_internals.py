@@ -259,6 +259,19 @@ def test_jupyter_serverapp_stopping_flag() -> None:
     assert "self._stopping = True" in inspect.getsource(ServerApp.stop)
 
 
+def test_jupyter_serverapp_runs_its_loop_in_start_ioloop() -> None:
+    """``server_stopping`` also takes a clean-up on the loop ``ServerApp.start_ioloop`` runs
+    (``POST /api/shutdown``: ``ShutdownHandler`` awaits ``_cleanup`` and stops the loop)."""
+    pytest.importorskip("jupyter_server")
+    from jupyter_server.serverapp import ServerApp
+    from jupyter_server.services.shutdown import ShutdownHandler
+
+    assert "self.io_loop.start()" in inspect.getsource(ServerApp.start_ioloop)
+    assert "self.start_ioloop()" in inspect.getsource(ServerApp.start)
+    handler = inspect.getsource(ShutdownHandler.post)
+    assert "_cleanup()" in handler and "stop()" in handler and "_stopping" not in handler
+
+
 def test_grpc_method_handler_shape() -> None:
     """add_lenient collects the generated code's method handlers and rebuilds each with
     ``_replace`` (grpc's handlers are namedtuples: ``grpc._utilities.RpcMethodHandler``)."""

@@ -5,6 +5,7 @@ refuses them; with plenty of resources two models progress evenly."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from pathlib import Path
 
@@ -12,8 +13,9 @@ import numpy as np
 import pytest
 
 from workbench import InferenceRequest, InvalidArgument, ModelLoadError, Server, ServerOptions, Tensor
+from workbench.backends.base import InstanceSpec
 from workbench.backends.registry import register_backend
-from workbench.scheduling.rate_limiter import explicit_count, parse_resource
+from workbench.scheduling.rate_limiter import RateLimiter, explicit_count, parse_resource
 from workbench.testing.fake_backend import BEHAVIOUR, FakeBackend, write_fake_model
 from workbench.testing.waits import queued
 
@@ -190,3 +192,32 @@ async def test_explicit_pool_names_keep_their_case(tmp_path: Path) -> None:
     write_devices(tmp_path, "model_a", '{ name: "res" count: 1 }')
     with pytest.raises(ModelLoadError, match='Resource count for "res" is limited to 0'):
         await start(tmp_path, rate_limit="execution_count", rate_limit_resource=["RES:4"])
+
+
+def test_pools_are_logged_as_tritons_max_resource_map(caplog: pytest.LogCaptureFixture) -> None:
+    """Triton logs the pools at verbose level 1 each time they are sized again (an instance
+    registered or removed), as its escaped one-line ``Max Resource Map``; L0_model_update
+    ``test_instance_resource_decrease`` greps ``Resource: R1\\t Count: 3`` there after an
+    instance update lowers R1 from 4 to 3, and never finds it with ``--rate-limit-resource=R1:10``."""
+    old = InstanceSpec("m_0", "m", "KIND_CPU", resources=(("R1", False, 4),))
+    new = InstanceSpec("m_0", "m", "KIND_CPU", resources=(("R1", False, 3), ("G", True, 2)))
+    caplog.set_level(logging.DEBUG, logger="workbench.scheduling.rate_limiter")
+    limiter = RateLimiter()
+    limiter.register([old])
+    limiter.register([new])  # an update adds the new instance before it removes the old one
+    assert caplog.messages[-1] == (
+        r'"\nMax Resource Map===>\n\tDevice: GLOBAL\n\t\tResource: G\t Count: 2\n'
+        r'\tDevice: 0\n\t\tResource: R1\t Count: 4\n"')
+    limiter.unregister([old])
+    assert caplog.messages[-1] == (
+        r'"\nMax Resource Map===>\n\tDevice: GLOBAL\n\t\tResource: G\t Count: 2\n'
+        r'\tDevice: 0\n\t\tResource: R1\t Count: 3\n"')
+    limiter.unregister([new])
+    assert caplog.messages[-1] == r'"\nMax Resource Map===>\n"'
+    caplog.clear()
+    explicit = RateLimiter({("R1", None): 10, ("G", None): 2})
+    explicit.register([old])
+    explicit.register([new])
+    explicit.unregister([old])
+    assert all(r"Resource: R1\t Count: 10\n" in m for m in caplog.messages)
+    assert not any("Count: 3" in m for m in caplog.messages)

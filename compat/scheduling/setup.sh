@@ -60,9 +60,19 @@ cp ../docs/examples/model_repository/simple/1/model.onnx L0_simple_ensemble/mode
 # test_dynamic_file_delete and test_multiple_model_repository_polling (its lines 737-798)
 (cd L0_model_update && c=TestInstanceUpdate.test_ && sed "s#^    python instance_update_test.py > #    python instance_update_test.py ${c}oldest_scheduler_update_with_ongoing_sequences ${c}oldest_scheduler_update_no_ongoing_sequences ${c}direct_scheduler_update_with_ongoing_sequences ${c}direct_scheduler_update_no_ongoing_sequences > #" test.sh > test.l5.sh \
     && grep -q "instance_update_test.py ${c}oldest" test.l5.sh)
+# L0_model_update: test.rl.sh, the same for the three rate-limiter resource cases
+(cd L0_model_update && c=TestInstanceUpdate.test_instance_resource_ && sed "s#^    python instance_update_test.py > #    python instance_update_test.py ${c}decrease ${c}increase ${c}increase_above_explicit > #" test.sh > test.rl.sh \
+    && grep -q "instance_update_test.py ${c}decrease" test.rl.sh)
 (cd L0_lifecycle && [ "$(sed -n 737p test.harness.sh)" = "# LifeCycleTest.test_dynamic_file_delete" ] \
     && [ "$(sed -n 799,800p test.harness.sh | tail -1)" = "# LifeCycleTest.test_multiple_model_repository_control" ] \
     && { sed -n 1,76p test.harness.sh; sed -n 737,798p test.harness.sh; echo 'if [ $RET -eq 0 ]; then echo -e "\n***\n*** Test Passed\n***"; else echo -e "\n***\n*** Test Failed\n***"; fi; exit $RET'; } > test.poll.sh)
+# L0_lifecycle: test.shutdown.sh only the shutdown cases test_shutdown_dynamic, _sequence, _ensemble
+# (lines 1555-1665) and test_shutdown_with_live_connection (lines 2111-2139)
+(cd L0_lifecycle && [ "$(sed -n 1555p test.harness.sh)" = "# LifeCycleTest.test_shutdown_dynamic" ] \
+    && [ "$(sed -n 1667p test.harness.sh)" = "# LifeCycleTest.test_load_gpu_limit" ] \
+    && [ "$(sed -n 2111p test.harness.sh)" = "# LifeCycleTest.test_shutdown_with_live_connection" ] \
+    && [ "$(sed -n 2140p test.harness.sh)" = "# LifeCycleTest.test_add_custom_config" ] \
+    && { sed -n 1,76p test.harness.sh; sed -n 1555,1665p test.harness.sh; sed -n 2111,2139p test.harness.sh; echo 'if [ $RET -eq 0 ]; then echo -e "\n***\n*** Test Passed\n***"; else echo -e "\n***\n*** Test Failed\n***"; fi; exit $RET'; } > test.shutdown.sh)
 cd "$QA"
 # 5. fixtures (ONNX, with upstream's generators in the client venv), ensembles, and the names of
 # libtorch_* / openvino_* / plan_* fixtures as ONNX copies (the cases need only the name)

@@ -6,12 +6,19 @@ folder (issue 16, items 7, 10, 11)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 
-from tests.browser.browser_support import PATIENCE_S
+import httpx
+import pytest
+
+from tests.browser.browser_support import PATIENCE_S, run_all_cells_until, write_dashboard_notebook
 from workbench.testing.process import free_ports
 from workbench.testing.reload import write_add_sub
+from workbench.ui.serve_process import DEFAULT_PORTS
 
 WAIT_MS = PATIENCE_S * 1000
 #: the log box of the Headless tab (its css class, workbench.ui.headless_view)
@@ -113,3 +120,64 @@ def test_start_stop_and_deploy_show_on_the_page(browser, dashboard, tmp_path: Pa
     expect(page.get_by_role("button", name="Write Dockerfile + manifests")).to_be_disabled()
     page.screenshot(path=shots / "6-no-folder.png", full_page=True)
     page.close()
+
+
+@contextlib.contextmanager
+def tritons_ports_held() -> Iterator[None]:
+    """Triton's 8000-8002 held by another listener, on ``[::1]`` only (as a server bound to
+    ``localhost`` may: an IPv4-only probe took them for free); skips where it cannot."""
+    held: list[socket.socket] = []
+    try:
+        for port in DEFAULT_PORTS:
+            holder = socket.socket(socket.AF_INET6)
+            held.append(holder)
+            try:
+                holder.bind(("::1", port))
+                holder.listen()
+            except OSError as exc:
+                pytest.skip(f"cannot hold [::1]:{port} here: {exc}")
+        yield
+    finally:
+        for holder in held:
+            holder.close()
+
+
+def proposes_free_ports(scope) -> None:
+    """The Headless tab's form proposes no port of Triton's trio and says they were taken."""
+    from playwright.sync_api import expect
+
+    proposed = [int(scope.get_by_label(label, exact=True).filter(visible=True).first.input_value())
+                for label in ("HTTP port", "gRPC port", "metrics port")]
+    assert not set(proposed) & set(DEFAULT_PORTS), proposed
+    note = scope.locator(".workbench-ports-note").filter(visible=True).first
+    expect(note).to_contain_text("Taken: 8000, 8001, 8002", timeout=WAIT_MS)
+    expect(note).to_contain_text(f"proposing {proposed[0]}, {proposed[1]} and {proposed[2]}")
+
+
+def test_the_form_proposes_free_ports_and_says_which_were_taken(browser, dashboard, shots: Path) -> None:
+    """Another server holds Triton's 8000-8002: the Jupyter-hosted dashboard's form proposes
+    a free trio and says which ports were taken."""
+    with tritons_ports_held():
+        page = open_headless(browser, dashboard)
+        proposes_free_ports(page)
+        page.screenshot(path=shots / "headless-ports.png", full_page=True)
+        page.close()
+
+
+def test_the_inline_form_proposes_free_ports_and_says_which_were_taken(browser, lab, models: Path) -> None:
+    """The same in the inline notebook dashboard (a kernel's engine, serving no v2 ports)."""
+    with tritons_ports_held():
+        write_dashboard_notebook(Path(lab.jupyter.root_dir) / "headless.ipynb", models)
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        try:
+            page.goto(f"{lab.root}lab/tree/headless.ipynb?token={lab.jupyter.token}")
+            output = page.locator(".jp-OutputArea")
+            headless = output.locator(".bk-tab", has_text="Headless").first
+            run_all_cells_until(page, headless.is_visible, "the inline dashboard's tabs")
+            headless.click()
+            proposes_free_ports(output)
+        finally:
+            page.close()
+            with httpx.Client(base_url=lab.root, headers=lab.jupyter.headers, timeout=60) as jupyter:
+                for session in jupyter.get("api/sessions").json():
+                    jupyter.delete(f"api/sessions/{session['id']}").raise_for_status()

@@ -3,18 +3,25 @@ Jupyter-hosted page (``{base_url}/workbench/``) and the inline notebook dashboar
 engine, in JupyterLab), read as a person sees it: what is on top at a point of the page.
 
 * the Models table: the ``reason`` column is on screen (the table ran past the window after
-  the ``failures`` column), and the button columns (no header) carry no sort arrows;
+  the ``failures`` column), and the button columns (no header) carry no sort arrows; every
+  header's and cell's text is whole in its cell (a long reason aside: cut by design), and in
+  the Jupyter-hosted page every column is inside the table's box, with a model named as long
+  as the sample repository's longest (the memory column ran past the table);
 * the Config editor: scrolled to its end, the last line of ``config.pbtxt`` is on screen in
   the editor's text area (in the inline host, digits_mlp's long comment lines give the editor
   a horizontal scrollbar, which lay over the last line: Ace measures a 0 px scrollbar under
   headless Chromium or overlay scrollbars and draws a 20 px bar; see
-  ``workbench.ui.config_view.EDITOR_CSS``).
+  ``workbench.ui.config_view.EDITOR_CSS``);
+* every tab of the inline dashboard opens without a browser console warning (the Live tab's
+  idle sweeps plot warned "could not set initial ranges").
 
 Issue 35 (a new user's findings). Screenshots kept (see conftest).
 """
 
 from __future__ import annotations
 
+import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +36,7 @@ from tests.browser.browser_support import (
     run_all_cells_until,
     write_dashboard_notebook,
 )
+from workbench.testing.reload import write_add_sub
 from workbench.ui.models_view import BUTTONS
 
 WAIT_MS = PATIENCE_S * 1000
@@ -44,6 +52,34 @@ TOPMOST_IN_JS = """([x, y, selector]) => {
   }
   return !!el?.closest(selector);
 }"""
+#: every column of the table whose header title or a cell's text is cut (wider than the box
+#: it is drawn in), or whose header or cells reach past the table's box: [field, what, sizes]
+CLIPPED_JS = """table => {
+  const bad = [], outer = table.getBoundingClientRect();
+  const cut = el => el && el.scrollWidth > el.clientWidth + 1;
+  const past = el => { const b = el.getBoundingClientRect();
+                       return b.width > 0 && (b.left < outer.left - 1 || b.right > outer.right + 1); };
+  for (const col of table.querySelectorAll('.tabulator-col[tabulator-field]')) {
+    if (col.offsetParent === null) continue;  // a hidden column
+    const field = col.getAttribute('tabulator-field'), title = col.querySelector('.tabulator-col-title');
+    if (cut(title)) bad.push([field, 'header', title.innerText, title.scrollWidth, title.clientWidth]);
+    if (past(col)) bad.push([field, 'header past the table']);
+  }
+  for (const cell of table.querySelectorAll('.tabulator-row .tabulator-cell[tabulator-field]')) {
+    if (cell.offsetParent === null) continue;
+    const field = cell.getAttribute('tabulator-field');
+    // the text's own box: a template's span, else the cell
+    const inner = cell.firstElementChild || cell;
+    if (cut(cell) || inner.getBoundingClientRect().right > cell.getBoundingClientRect().right + 1)
+      bad.push([field, 'cell', cell.innerText, cell.scrollWidth, cell.clientWidth]);
+    if (past(cell)) bad.push([field, 'cell past the table']);
+  }
+  return bad;
+}"""
+#: the table's width and each column's, for a failure's message
+WIDTHS_JS = """t => [Math.round(t.getBoundingClientRect().width),
+  ...[...t.querySelectorAll('.tabulator-col[tabulator-field]')].filter(c => c.offsetParent !== null)
+     .map(c => `${c.getAttribute('tabulator-field')}: ${Math.round(c.getBoundingClientRect().width)}`)]"""
 #: the last line of the editor's text, after Ctrl+End scrolled to it: its row, the row count
 #: and its box on the page (Ace's own geometry: the row Ace draws the line at)
 LAST_LINE_JS = """e => {
@@ -63,9 +99,10 @@ SIDEWAYS_BAR_JS = """e => {
 
 
 # ----------------------------------------------------------------- the checks, in any host
-def models_table_fits(page, scope, shot: Path) -> None:
-    """The reason column's header and cells are on top on the page, inside the window; the
-    button columns cannot be sorted and show no sort arrow."""
+def models_table_fits(page, scope, shot: Path, within_box: bool = True) -> None:
+    """The reason column's header and cells are on top on the page, inside the window; every
+    header's and cell's text is whole in its cell and (``within_box``) every column inside
+    the table's box; the button columns cannot be sorted and show no sort arrow."""
     scope.locator(".tabulator-cell", has_text="digits_mlp").first.wait_for(timeout=WAIT_MS)
     header = scope.locator('.tabulator-col[tabulator-field="reason"]').first
     header.scroll_into_view_if_needed()
@@ -83,6 +120,22 @@ def models_table_fits(page, scope, shot: Path) -> None:
     assert box["width"] >= 150, box
     assert page.evaluate("() => document.scrollingElement.scrollWidth <= window.innerWidth"), \
         "the page scrolls sideways"
+    # every column's header and cell text whole inside its cell and the table's box (the
+    # memory column's "CPU ≈ 1.2 MB" ended in "…" in the Jupyter-hosted page); a reason longer
+    # than its column is cut by design (the row's reason line and the tooltip hold it whole)
+    table = scope.locator(".tabulator").first
+    memory = table.locator('.tabulator-row .tabulator-cell[tabulator-field="memory"]').first
+    eventually(lambda: memory.inner_text().strip(), "a memory figure in the table")
+    clipped = None
+    for _ in range(8):  # the beat re-renders the rows: a read between two renders may miss some
+        clipped = [c for c in table.evaluate(CLIPPED_JS) if c[:2] != ["reason", "cell"]
+                   and (within_box or "past the table" not in c[1])]
+        if not clipped:
+            break
+        time.sleep(0.5)
+    if clipped:
+        widths = table.evaluate(WIDTHS_JS)
+        pytest.fail(f"cut or outside the table: {clipped}; the table and its columns (px): {widths}")
     for field in BUTTONS:
         column = scope.locator(f'.tabulator-col[tabulator-field="{field}"]').first
         assert "tabulator-sortable" not in (column.get_attribute("class") or ""), field
@@ -120,6 +173,28 @@ def editor_shows_its_last_line(page, scope, model: str, shot: Path) -> None:
         assert page.evaluate(TOPMOST_IN_JS, [*centre, ".ace_scrollbar-h"]), bar
 
 
+@pytest.fixture(scope="module")
+def models(models: Path, sample_repository: Path) -> Path:
+    """The browser tier's repository, a model with a name as long as the sample repository's
+    longest (digits_jpeg_preprocess: the model column widened to fit it and pushed the memory
+    column past the table at 1400 px) and the sample's sequence-batched accumulator (first by
+    name: the dashboard opened on it)."""
+    write_add_sub(models, "add_sub_with_a_long_name")
+    shutil.copytree(sample_repository / "accumulator", models / "accumulator")
+    return models
+
+
+def opens_on_a_plain_model(scope) -> None:
+    """The Models tab's model (every tab's, one selection) is add_sub: the first READY model
+    that serves plain requests, not the sequence-batched accumulator first by name."""
+    from playwright.sync_api import expect
+
+    scope.locator('.tabulator-cell[tabulator-field="model"]', has_text="accumulator").first.wait_for(
+        timeout=WAIT_MS)
+    select = scope.get_by_label("Model", exact=True).filter(visible=True).first
+    expect(select).to_have_value("add_sub", timeout=WAIT_MS)
+
+
 # ----------------------------------------------------------------- the Jupyter-hosted page
 @pytest.fixture
 def hosted(browser, dashboard: Dashboard) -> Iterator[Any]:
@@ -134,6 +209,10 @@ def test_models_table_fits_1400_px_in_the_jupyter_dashboard(hosted, shots: Path)
     # the whole table in the window: its last column (memory) ended past it
     last = hosted.locator('.tabulator-col[tabulator-field="memory"]').first.bounding_box()
     assert last is not None and last["x"] + last["width"] <= WIDTH, last
+
+
+def test_the_jupyter_dashboard_opens_on_a_model_that_serves_plain_requests(hosted) -> None:
+    opens_on_a_plain_model(hosted)
 
 
 @pytest.mark.parametrize("model", ["add_sub", "digits_mlp"])
@@ -160,13 +239,43 @@ def inline(browser, lab: Dashboard, models: Path) -> Iterator[tuple[Any, Any]]:
             jupyter.delete(f"api/sessions/{session['id']}").raise_for_status()
 
 
+def test_the_inline_dashboard_opens_on_a_model_that_serves_plain_requests(inline) -> None:
+    _page, output = inline  # before any test chose a model in it
+    opens_on_a_plain_model(output)
+
+
 def test_models_table_fits_1400_px_in_the_inline_dashboard(inline, shots: Path) -> None:
     page, output = inline
     output.locator(".bk-tab", has_text="Models").first.click()
-    models_table_fits(page, output, shots / "inline-models.png")
+    # a notebook's output is narrower (948 px here, beside Lab's side bar): the table scrolls
+    # sideways in its box, its model, version and button columns frozen; text is still whole
+    models_table_fits(page, output, shots / "inline-models.png", within_box=False)
 
 
 @pytest.mark.parametrize("model", ["add_sub", "digits_mlp"])
 def test_config_editor_shows_the_last_line_in_the_inline_dashboard(inline, model: str, shots: Path) -> None:
     page, output = inline
     editor_shows_its_last_line(page, output, model, shots / f"inline-config-{model}.png")
+
+
+#: console messages of Panel's own making in a notebook: Ace (bundled in Panel's CodeEditor)
+#: finds no script ``src`` to load its modes and themes from when Panel's JavaScript is inlined
+#: in the notebook's output, says so when the first editor opens, then asks for its theme
+#: file beside the notebook's URL (Lab answers with a page, which the browser refuses). The
+#: Jupyter-hosted page loads Panel's bundle by URL and prints neither. A known defect of the
+#: inline editor's theme, not of the tabs checked here (to fix: Ace's basePath, Panel's side)
+INLINE_NOT_OURS = ("Unable to infer path to ace from script src", "theme-github_light_default.js")
+
+
+def test_every_inline_tab_opens_without_a_console_warning(inline) -> None:
+    """Every tab of the inline dashboard opened in turn: no browser console warning or error
+    (the idle sweeps plot of the Live tab warned "could not set initial ranges")."""
+    page, output = inline
+    messages: list[str] = []
+    page.on("console", lambda m: messages.append(f"{m.type}: {m.text}")
+            if m.type in ("warning", "error") and not any(text in m.text for text in INLINE_NOT_OURS) else None)
+    page.on("pageerror", lambda e: messages.append(f"uncaught: {e}"))
+    for title in ("Models", "Config", "Live", "Rollout", "Tuning", "Headless"):
+        output.locator(".bk-tab", has_text=title).first.click()
+        page.wait_for_timeout(2000)  # a beat or two of the tab's updates (nothing to wait for)
+    assert messages == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -218,3 +219,32 @@ def test_sigint_stop_prints_no_grpc_acceptor_error_but_real_errors(tmp_path: Pat
     assert "Failed accept4" not in server.log
     assert any(line.startswith("E") and "broken" in line for line in server.lines)
     assert server.lines[-1].endswith("all models unloaded; exiting")
+
+
+#: what TensorFlow's native libraries printed on the terminal while a TensorFlow model loaded
+TENSORFLOW_NOISE = ("oneDNN custom operations are on", "absl::InitializeLog()",
+                    "This TensorFlow binary is optimized", "rebuild TensorFlow")
+
+
+def test_a_tensorflow_model_loads_without_tensorflows_build_lines_on_the_terminal(
+        tmp_path: Path, sample_repository: Path) -> None:
+    """Issue 35 (a new user's finding): `workbench serve` on the sample repository printed
+    TensorFlow's INFO lines about its build ("oneDNN custom operations are on", the CPU
+    instructions it could use) and absl's line about logging before its initialisation, from
+    the digits_savedmodel load. They stay off the terminal; a real error (a model that fails
+    to load) still reaches it."""
+    pytest.importorskip("tensorflow")
+    shutil.copytree(sample_repository / "digits_savedmodel", tmp_path / "digits_savedmodel")
+    broken = tmp_path / "broken"
+    (broken / "1").mkdir(parents=True)
+    (broken / "config.pbtxt").write_text('platform: "onnxruntime_onnx"\n')  # no model.onnx
+    quiet_unset = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    server = ServerProcess([f"--model-repository={tmp_path}", "--exit-on-error=false",
+                            "--strict-readiness=false"], env=quiet_unset)
+    try:
+        assert "successfully loaded 'digits_savedmodel'" in server.log
+    finally:
+        assert server.stop(signal.SIGINT) == 0
+    noise = [line for line in server.lines if any(text in line for text in TENSORFLOW_NOISE)]
+    assert noise == []
+    assert any(line.startswith("E") and "broken" in line for line in server.lines)

@@ -17,6 +17,7 @@ import os
 import signal
 from pathlib import Path
 
+import httpx
 import pytest
 
 from workbench.testing.process import JupyterProcess
@@ -26,20 +27,27 @@ ENABLE_FILE = Path(__file__).resolve().parents[2] / "jupyter-config" / "jupyter_
 FINALIZED = "the interpreter's finalization ran"
 
 
-@pytest.mark.parametrize("exit_at_once", [True, False])
-def test_sigterm_drains_the_engine_and_ends_without_the_finalization(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exit_at_once: bool) -> None:
+def jupyter_with_a_finalization_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     exit_at_once: bool = True) -> JupyterProcess:
+    """A Jupyter server with the extension's v2 ports open, whose interpreter prints
+    :data:`FINALIZED` when its finalization runs."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(
         f"import atexit, sys\natexit.register(lambda: print({FINALIZED!r}, file=sys.stderr, flush=True))\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     write_add_sub(tmp_path / "models")
-    jupyter = JupyterProcess(
+    return JupyterProcess(
         [f"--Workbench.model_repository={tmp_path / 'models'}", "--Workbench.open_ports=True",
          "--Workbench.http_port=0", "--Workbench.grpc_port=0", "--Workbench.metrics_port=0",
          f"--Workbench.exit_at_once={exit_at_once}"],
         home=tmp_path / "home", enable_file=ENABLE_FILE)
+
+
+@pytest.mark.parametrize("exit_at_once", [True, False])
+def test_sigterm_drains_the_engine_and_ends_without_the_finalization(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exit_at_once: bool) -> None:
+    jupyter = jupyter_with_a_finalization_hook(tmp_path, monkeypatch, exit_at_once)
     assert jupyter.stop(signal.SIGTERM) == 0
     log = jupyter.log
     assert "received signal 15, stopping" in log
@@ -47,4 +55,21 @@ def test_sigterm_drains_the_engine_and_ends_without_the_finalization(
     # with exit_at_once (the default) the process ends right after Jupyter's shutdown
     assert (FINALIZED in log) is not exit_at_once, log[-2000:]
     # grpc-core's line about the listener the stop shuts is kept off stderr (it was printed)
+    assert "Closing acceptor" not in log
+
+
+def test_a_shutdown_request_ends_the_process_without_the_finalization(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``jupyter server stop`` (``POST /api/shutdown``): Jupyter cleans up without setting
+    ``ServerApp._stopping``, so the process went on into the finalization and ``jupyter
+    server stop`` sent SIGTERM after its 5 s (a new user's trial: 10-14 s, "Terminated")."""
+    jupyter = jupyter_with_a_finalization_hook(tmp_path, monkeypatch)
+    answer = httpx.post(f"http://127.0.0.1:{jupyter.jupyter_port}/api/shutdown", headers=jupyter.headers,
+                        timeout=60)
+    assert answer.status_code in (200, 204), answer.text
+    assert jupyter.process.wait(60) == 0  # ended by itself (a timeout raises)
+    assert jupyter.stop() == 0
+    log = jupyter.log
+    assert "Shutting down on /api/shutdown request" in log and "all models unloaded; exiting" in log
+    assert FINALIZED not in log, log[-2000:]
     assert "Closing acceptor" not in log

@@ -13,7 +13,7 @@ import yaml
 
 from workbench.testing.process import free_ports
 from workbench.ui.headless_view import HeadlessView, user_text
-from workbench.ui.serve_process import DEFAULT_PORTS, suggested_ports
+from workbench.ui.serve_process import DEFAULT_PORTS, suggested_ports, taken_ports
 from workbench.ui.store import EngineStore
 
 
@@ -34,9 +34,31 @@ def test_suggested_ports_leave_out_busy_ones(store: EngineStore) -> None:
         assert ports[1] == ports[0] + 1 and ports[2] == ports[0] + 2 and ports[0] % 100 == 0
         view = HeadlessView(store)
         assert (view.http_port.value, view.grpc_port.value, view.metrics_port.value) == ports
+        # the form says which were taken and that the proposed ones are free
+        note = view.ports_note.object
+        assert "Taken: 8000, 8001, 8002" in note and f"proposing {ports[0]}, {ports[1]} and {ports[2]}" in note
     finally:
         for holder in held:
             holder.close()
+
+
+def test_a_port_held_on_ipv6_loopback_only_is_not_proposed() -> None:
+    """A server listening on ``::1`` only (bound to ``localhost``, which resolves to ``::1``
+    first on many machines) held 8000 while an IPv4-only probe found it free and proposed it."""
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    holder = socket.socket(socket.AF_INET6)
+    try:
+        holder.bind(("::1", DEFAULT_PORTS[0]))
+        holder.listen()
+    except OSError as exc:
+        holder.close()
+        pytest.skip(f"cannot hold [::1]:{DEFAULT_PORTS[0]} here: {exc}")
+    try:
+        assert suggested_ports()[0] != DEFAULT_PORTS[0]
+        assert taken_ports(DEFAULT_PORTS)[:1] == [DEFAULT_PORTS[0]]
+    finally:
+        holder.close()
 
 
 async def wait_for_health(view: HeadlessView, wanted: str, timeout_s: float = 90.0) -> str:

@@ -12,6 +12,7 @@ from tests.ui.ui_helpers import add_sub_request
 from workbench import Server
 from workbench.testing.fake_nvml import fake_nvml
 from workbench.ui.gpu import GpuSample, gpu_sampler
+from workbench.ui.live_plots import PAD_S, sweep_window
 from workbench.ui.live_view import SERIES, LiveView
 from workbench.ui.store import EngineStore
 
@@ -339,3 +340,10 @@ async def test_legends_sit_right_of_the_plots_and_a_click_hides_one_line(store: 
     assert all(len(item.renderers) == 1 for item in shown)
     assert len({item.renderers[0] for item in shown}) == 4
     view.close()
+
+
+def test_the_sweeps_time_axis_has_bounds_before_and_after_a_sweep() -> None:
+    """Before a first sweep the sweeps plot shows the live window (Bokeh's automatic range had
+    no bounds and warned in the browser's console); after, every sweep with PAD_S either side."""
+    assert sweep_window([], (1000.0, 2000.0)) == (1000.0, 2000.0)
+    assert sweep_window([10_000.0, 40_000.0], (0.0, 1.0)) == (10_000.0 - PAD_S * 1000, 40_000.0 + PAD_S * 1000)

@@ -12,7 +12,8 @@ from tests.ui.ui_helpers import add_sub_request, index_states
 from workbench import Server, ServerOptions
 from workbench.live_stats import LiveStatistics
 from workbench.ui.app import Dashboard
-from workbench.ui.models_view import ModelsView
+from workbench.ui.model_rows import model_rows
+from workbench.ui.models_view import ModelsView, first_model
 from workbench.ui.store import EngineStore
 
 
@@ -167,3 +168,24 @@ async def test_load_in_another_control_mode_shows_the_engines_refusal(repository
         assert view.error.object == ("explicit model load / unload is not allowed "
                                      "if polling is enabled")
         assert await index_states(server, "add_sub") == {"1": ("READY", "")}
+
+
+async def test_the_dashboard_opens_on_the_first_ready_model_that_serves_plain_requests(
+        with_accumulator: Path) -> None:
+    """A new user's finding (issue 35): the dashboard opened on the sequence-batched
+    accumulator (the first name) rather than a model that serves plain requests."""
+    async with Server(ServerOptions(model_repository=[str(with_accumulator)], model_control_mode="explicit",
+                                    load_model=["*"])) as engine:
+        store = EngineStore(engine)
+        view = await models_view(store)
+        assert table_rows(view)[("accumulator", "1")]["state"] == "READY"
+        assert (store.selection.name, view.model.value) == ("add_sub", "add_sub")
+        # with add_sub unloaded: digits_mlp; with only the accumulator READY: the accumulator
+        await engine.unload_model("add_sub")
+        rows = await model_rows(engine)
+        assert first_model(rows) == "digits_mlp"
+        await engine.unload_model("digits_mlp")
+        assert first_model(await model_rows(engine)) == "accumulator"
+        await engine.unload_model("accumulator")
+        assert first_model(await model_rows(engine)) == "accumulator"  # none READY: the first
+        assert first_model([]) == ""

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from workbench import InferenceRequest, Server, Tensor
-from workbench.ui.rollout_view import RolloutView, parse_weights
+from workbench.ui.rollout_view import NOTHING_TO_PROMOTE, RolloutView, parse_weights
 from workbench.ui.store import EngineStore
 
 
@@ -32,6 +32,8 @@ async def test_set_report_promote_and_roll_back(server: Server, store: EngineSto
     view.model.value = "digits_mlp"
     await store.settle()
     assert view.candidate.options == ["none", "1", "2"]
+    # no candidate: Promote is not offered (it looked clickable and then said there is none)
+    assert view.promote_button.disabled and view.promote_button.description == NOTHING_TO_PROMOTE
 
     view.weights.value = "1:1, 2"
     await view.apply()
@@ -42,6 +44,7 @@ async def test_set_report_promote_and_roll_back(server: Server, store: EngineSto
     assert "Error" not in view.error.object
 
     view.weights.value, view.candidate.value, view.mirror.value = "1:1", "2", 100
+    assert not view.promote_button.disabled
     await view.apply()
     assert not view.error.visible and view.status.visible
     for _ in range(5):

@@ -17,6 +17,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +81,11 @@ class Signature:
     outputs: tuple[TfTensor, ...]
 
 
+#: TensorFlow's native log threshold variable, and its value when the user set none
+#: (``1``: warnings and errors, not INFO)
+TF_LOG_LEVEL_VARIABLE, TF_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL", "1"
+
+
 def import_tensorflow() -> Any:
     """``import tensorflow``, with OpenAI Triton's ``libtriton`` loaded first when installed.
 
@@ -89,9 +96,18 @@ def import_tensorflow() -> Any:
     optimizer), so a PyTorch or Python-backend model after a TensorFlow one would crash the
     server. Loaded before TensorFlow, libtriton keeps its own LLVM (0.25 s, once).
 
+    TensorFlow's native INFO lines ("oneDNN custom operations are on", "This TensorFlow binary
+    is optimized to use available CPU instructions", with absl's "All log messages before
+    absl::InitializeLog() is called are written to STDERR") are kept off the server's
+    terminal: ``TF_CPP_MIN_LOG_LEVEL`` defaults to 1 (warnings and errors still show) before
+    the first import, unless the user set it. They are TensorFlow describing its build, not
+    the user's concern (tritonserver's TensorFlow backend logs at its own verbose level).
+
     Raises:
         ImportError: TensorFlow is not installed.
     """
+    if "tensorflow" not in sys.modules and not os.environ.get(TF_LOG_LEVEL_VARIABLE):
+        os.environ[TF_LOG_LEVEL_VARIABLE] = TF_LOG_LEVEL
     if importlib.util.find_spec("triton") is not None:
         try:
             importlib.import_module("triton._C.libtriton")

@@ -57,6 +57,7 @@ from workbench.errors import (
 from workbench.options import ServerOptions
 from workbench.repository.overrides import OverrideDirectory
 from workbench.repository.repository import ModelLocation
+from workbench.scheduling.base import SequenceScheduler
 from workbench.scheduling.ensemble import StepAdapt
 from workbench.scheduling.rate_limiter import RateLimiter, explicit_pools
 from workbench.statistics import ComputeTotals, SuccessObserver
@@ -179,6 +180,23 @@ class ModelLifecycle:
         """
         self._rate_limiter = _rate_limiter(self.options)
         self._backend_context = backend_context
+
+    def inflight_status(self) -> list[tuple[str, int, int]]:
+        """``(model, version, in-flight inferences)`` of each loaded version with some, by name
+        and version (Triton's ``ModelRepositoryManager::InflightStatus``, which a stopping
+        server logs): requests queued or executing; for a sequence batcher its live sequences,
+        as Triton's ``SequenceBatchScheduler::InflightInferenceCount``."""
+        status = []
+        for name in sorted(self._models):
+            for version, state in sorted(self._models[name].versions.items()):
+                if state.model is None:
+                    continue
+                scheduler = state.model.scheduler
+                count = (scheduler.live_sequences() if isinstance(scheduler, SequenceScheduler)
+                         else scheduler.inflight_count())
+                if count:
+                    status.append((name, version, count))
+        return status
 
     def begin_stop(self) -> None:
         """Refuse new requests and loads from now on (what loads meanwhile never serves)."""

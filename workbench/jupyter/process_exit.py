@@ -15,27 +15,43 @@ accepting: expected, not a fault) is kept off the terminal as ``workbench serve`
 descriptor 2 passes through :func:`~workbench.serving.stderr_filter.filter_stderr`'s child.
 
 Both only in a process whose :class:`~jupyter_server.serverapp.ServerApp` is stopping
-(:func:`server_stopping`: ``ServerApp.stop()``, from a signal, ``POST /api/shutdown``, the
-no-activity timeout), never where a test or an embedding application stops the extensions
-itself; the exit only with ``c.Workbench.exit_at_once`` (the default). Beyond Triton (a C++
-binary: its stop ends there, and its listener is its own).
+(:func:`server_stopping`: ``ServerApp.stop()``, from a signal or the no-activity timeout, and
+``POST /api/shutdown``, which ``jupyter server stop`` sends), never where a test or an
+embedding application stops the extensions itself; the exit only with
+``c.Workbench.exit_at_once`` (the default). Beyond Triton (a C++ binary: its stop ends there,
+and its listener is its own).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import inspect
 import logging
 import os
 import sys
+from types import FrameType
 
 from workbench.serving.stderr_filter import restore_stderr
 
 
 def server_stopping(serverapp: object) -> bool:
     """Whether ``serverapp`` (a ``ServerApp``) is stopping its process: its ``_stopping``
-    trait, set by ``ServerApp.stop()`` (checked by tests/test_library_internals.py)."""
-    return bool(getattr(serverapp, "_stopping", False))
+    trait, set by ``ServerApp.stop()`` (a signal, the no-activity timeout), or a clean-up that
+    runs on the loop ``ServerApp.start_ioloop`` runs, which is only ever the last one of a
+    Jupyter server process (``POST /api/shutdown``, ``jupyter server stop``: Jupyter's
+    ``ShutdownHandler`` cleans up and stops the loop without setting ``_stopping``). A test or
+    an application that runs the loop itself and stops the extensions is not stopping its
+    process. Both private names are checked by tests/test_library_internals.py."""
+    if getattr(serverapp, "_stopping", False):
+        return True
+    start_ioloop = getattr(getattr(type(serverapp), "start_ioloop", None), "__code__", None)
+    frame: FrameType | None = inspect.currentframe()
+    while frame is not None:
+        if frame.f_code is start_ioloop:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def exit_at_once_after() -> None:

@@ -13,11 +13,13 @@ import queue
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes, ModelInstance
+from workbench.errors import WorkbenchError
 from workbench.scheduling.rate_limiter import ResourceKey
 
 if TYPE_CHECKING:
@@ -28,6 +30,9 @@ if TYPE_CHECKING:
 Execution = tuple[list[BackendResponse], ExecutionTimes]
 #: ``done(result, error)``: the execution's result, or None and the exception it raised
 DoneCallback = Callable[[Execution | None, BaseException | None], None]
+#: a batch policy's decision to answer a request now: ``(pending, response, times, reason)``,
+#: the arguments of :meth:`Dispatcher.answer` (``reason`` labels a failure)
+Answer = tuple["Pending", BackendResponse, ExecutionTimes | None, str]
 
 
 @dataclass(slots=True, eq=False)
@@ -154,6 +159,57 @@ class Scheduler(ABC):
     @abstractmethod
     async def stop(self) -> None:
         """Refuse new requests, finish queued and executing ones, then unload the instances."""
+
+
+class PolicyHost(Protocol):
+    """All a batch policy may call on the dispatcher that runs it (``BatchPolicy.dispatcher``).
+
+    One way only: the dispatcher drives its policy (admit, form the next execution, complete a
+    request) and owns the counts (requests in flight and queued, statistics) and every answer;
+    the policy decides (what to batch, when it is due, which instance, which finished requests
+    are answered now: the :data:`Answer` values it returns) and hands a request back here only
+    when it takes one out of its queue without running it. ``tests/test_scheduling_seam.py``
+    checks that the policy modules call nothing else of the dispatcher.
+    """
+
+    @property
+    def stopping(self) -> bool:
+        """True once the dispatcher stops: nothing waits for a batch to fill any more."""
+        ...
+
+    @property
+    def runners(self) -> list[InstanceRunner]:
+        """The instances in dispatch, in order (read only)."""
+        ...
+
+    def dispatch(self) -> None:
+        """Form executions now (the policy's queue changed outside a dispatch: a timer)."""
+        ...
+
+    def dispatch_at(self, due_ns: int) -> None:
+        """Dispatch again at ``due_ns`` (``time.monotonic_ns()``) unless one is set earlier."""
+        ...
+
+    def dispatch_due_ns(self) -> int:
+        """When the dispatch set by :meth:`dispatch_at` runs (``time.monotonic_ns()``; 0 = none)."""
+        ...
+
+    def first_free(self, runners: deque[InstanceRunner] | list[InstanceRunner]) -> InstanceRunner | None:
+        """The first of ``runners`` the rate limiter lets execute now (None: none)."""
+        ...
+
+    def release_runner(self, runner: InstanceRunner) -> asyncio.Future[None]:
+        """Let a removed instance the policy held go (it unloads once idle)."""
+        ...
+
+    def drop(self, pending: Pending) -> None:
+        """``pending`` (taken out of the policy's queue) was cancelled by its client."""
+        ...
+
+    def fail_queued(self, pending: Pending, error: WorkbenchError, reason: str) -> None:
+        """``pending`` (taken out of the policy's queue) fails with ``error`` without running,
+        counted as a failure of ``reason``."""
+        ...
 
 
 @runtime_checkable

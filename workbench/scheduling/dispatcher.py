@@ -1,8 +1,9 @@
 """One dispatcher for every instance-backed scheduler, and the batch policy it is given.
 
 The :class:`Dispatcher` owns a model version's instances (one thread each), the
-rate-limiter hand-shake, statistics and the in-flight count; what one execution
-takes from the queue is its :class:`BatchPolicy`'s (composition, not subclassing):
+rate-limiter hand-shake, statistics and the counts (requests in flight, requests queued:
+:meth:`Dispatcher._queued` counts one in, :meth:`Dispatcher._left_queue` out); what one
+execution takes from the queue is its :class:`BatchPolicy`'s (composition, not subclassing):
 :class:`~workbench.scheduling.direct.FifoPolicy` (Triton's default scheduler),
 :class:`~workbench.scheduling.dynamic_batcher.DynamicBatchPolicy` and the sequence
 batchers. Requests wait in the policy's queue (not in threads) while every instance is
@@ -19,6 +20,9 @@ A defect in a policy (an exception while it forms an execution or completes a re
 strands a queue: the requests it holds, and those of the execution being completed, are failed
 with an INTERNAL error naming the exception (:meth:`Dispatcher.scheduler_failed`), the policy
 forgets them (:meth:`BatchPolicy.abandon`), and the model serves on.
+
+The seam is one-way: the dispatcher calls its policy; a policy calls back only what
+:class:`~workbench.scheduling.base.PolicyHost` names (``tests/test_scheduling_seam.py``).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from workbench.backends.base import (
     ModelInstance,
 )
 from workbench.errors import Cancelled, InternalError, InvalidArgument, Unavailable, WorkbenchError
-from workbench.scheduling.base import Execution, InstanceRunner, Pending, Scheduler
+from workbench.scheduling.base import Answer, Execution, InstanceRunner, Pending, PolicyHost, Scheduler
 from workbench.scheduling.deadline_timer import DeadlineTimer
 from workbench.scheduling.rate_limiter import RateLimiter
 from workbench.statistics import ComputeTotals, ModelStatistics
@@ -58,12 +62,13 @@ class BatchPolicy(ABC):
     """The queue of one dispatcher and how its executions form.
 
     :meth:`Dispatcher.__init__` binds the policy (``self.dispatcher``); all the policy's
-    methods run on the event loop.
+    methods run on the event loop. The policy calls back only what
+    :class:`~workbench.scheduling.base.PolicyHost` names: the dispatcher keeps every count.
     """
 
-    dispatcher: Dispatcher
+    dispatcher: PolicyHost
 
-    def bind(self, dispatcher: Dispatcher) -> None:
+    def bind(self, dispatcher: PolicyHost) -> None:
         """Called once by the dispatcher this policy is given to."""
         self.dispatcher = dispatcher
 
@@ -72,6 +77,7 @@ class BatchPolicy(ABC):
         """Queue a new request.
 
         Raises:
+            Unavailable: the queue is full (the dispatcher counts a REJECTED failure).
             WorkbenchError: the request is refused (nothing is queued then).
         """
 
@@ -84,15 +90,19 @@ class BatchPolicy(ABC):
         """Empty the queue and return what it held (after a scheduler defect the dispatcher
         fails those requests)."""
 
-    def abandon(self, failed: list[Pending]) -> None:  # noqa: B027  # a default on purpose: most keep no state
+    def abandon(self, failed: list[Pending]) -> tuple[Answer, ...]:
         """A scheduler defect failed ``failed`` (queued ones, or an execution's): forget any
-        state kept for them. Here: none."""
+        state kept for them and return the answers that were held behind them, now due (the
+        dispatcher gives them before failing ``failed``). Here: no state, none."""
+        return ()
 
     @abstractmethod
     def next_batch(self, runner: InstanceRunner) -> list[Pending]:
         """Take the requests of one execution on ``runner`` out of the queue ([] = none
         now; the policy arranges a later dispatch with :meth:`Dispatcher.dispatch_at`).
-        Cancelled requests met on the way are given to :meth:`Dispatcher.drop`."""
+        Cancelled requests met on the way leave the queue and are given to
+        :meth:`Dispatcher.drop`; others failed there (a queue timeout) to
+        :meth:`Dispatcher.fail_queued`."""
 
     def free_runner(self, idle: deque[InstanceRunner]) -> InstanceRunner | None:
         """The idle instance to form the next execution for; None when the idle instances
@@ -105,10 +115,13 @@ class BatchPolicy(ABC):
         return batch
 
     def complete(self, pending: Pending, response: BackendResponse,
-                 times: ExecutionTimes | None, reason: str) -> None:
-        """A request is finished: hand it to :meth:`Dispatcher.answer` (at once here; a
-        policy may update its own state first, or hold answers to release them in order)."""
-        self.dispatcher.answer(pending, response, times, reason)
+                 times: ExecutionTimes | None, reason: str) -> tuple[Answer, ...] | None:
+        """A request is finished: say which answers the dispatcher gives now. None: this one,
+        as given (here; the common case, which allocates nothing on the hot path); else the
+        answers due now, in order (a policy holding answers to release them in arrival order
+        returns the released ones; () for a request no one waits for). A policy may update its
+        own state first."""
+        return None
 
     def reschedule(self, pending: Pending) -> bool:
         """The backend released ``pending`` with ``TRITONSERVER_REQUEST_RELEASE_RESCHEDULE``
@@ -153,9 +166,12 @@ class Dispatcher(Scheduler):
         self.stats = statistics
         self._policy = policy
         self._idle: deque[InstanceRunner] = deque(self.runners)
-        #: admitted requests not yet in an execution nor answered, by id (what a scheduler
-        #: defect fails: some may have left the policy's queue when the defect struck)
+        #: admitted requests not yet in an execution nor out of the queue, by id (what a
+        #: scheduler defect fails: some may have left the policy's queue when the defect
+        #: struck); ``statistics.pending`` is their count, kept by :meth:`_queued` and
+        #: :meth:`_left_queue` alone
         self._waiting: dict[int, Pending] = {}
+        #: admitted requests not yet answered (:meth:`enqueue` counts in, :meth:`answer` out)
         self._inflight = 0
         self._stopping = False
         self._drained: asyncio.Event | None = None
@@ -182,12 +198,31 @@ class Dispatcher(Scheduler):
         future: asyncio.Future[BackendResponse] = asyncio.get_running_loop().create_future()
         pending = Pending(request, future, arrival_ns, time.monotonic_ns(),
                           compute_totals=compute_totals, trace=trace)
-        self._policy.admit(pending)
-        self._waiting[id(pending)] = pending
+        try:
+            self._policy.admit(pending)
+        except Unavailable:  # a full queue: Triton counts the rejection as a failure
+            self.stats.record_failure(time.monotonic_ns() - pending.arrival_ns, "REJECTED")
+            raise
         self._inflight += 1
-        self.stats.pending += 1
+        self._queued(pending)
         self.dispatch()
         return await future
+
+    def _queued(self, pending: Pending) -> None:
+        """``pending`` joined the policy's queue (admitted, or rescheduled): count it in."""
+        self._waiting[id(pending)] = pending
+        self.stats.pending += 1
+
+    def _left_queue(self, pendings: list[Pending]) -> None:
+        """``pendings`` left the policy's queue (into an execution, or failed without
+        running): count out those still counted in (a null row or a request already out
+        never was)."""
+        waiting = self._waiting
+        left = 0
+        for pending in pendings:
+            if waiting.pop(id(pending), None) is not None:
+                left += 1
+        self.stats.pending -= left
 
     def inflight_count(self) -> int:
         return self._inflight
@@ -268,7 +303,7 @@ class Dispatcher(Scheduler):
             except Exception:
                 log.exception("emptying the queue after a scheduler failure failed")
             waiting = list(self._waiting.values())
-            self.stats.pending -= len(waiting)
+            self._left_queue(waiting)
             self.scheduler_failed(error, waiting)
 
     def _dispatch(self) -> None:
@@ -281,12 +316,10 @@ class Dispatcher(Scheduler):
             batch = self._policy.next_batch(runner)
             if not batch:
                 return
-            for pending in batch:
-                self._waiting.pop(id(pending), None)
+            self._left_queue(batch)
             self._idle.remove(runner)
             if self.limiter is not None:
                 self.limiter.acquire(runner.needs)
-            self.stats.pending -= len(self._policy.counted(batch))
             runner.submit([p.request for p in batch], partial(self._finished, runner, batch))
 
     def dispatch_at(self, due_ns: int) -> None:
@@ -317,10 +350,16 @@ class Dispatcher(Scheduler):
 
     # ------------------------------------------------------------------ outcomes
     def drop(self, pending: Pending) -> None:
-        """Account for a queued request whose client went away before it ran (the policy
-        took it out of its queue)."""
-        self.stats.pending -= 1
-        self.finish(pending, BackendResponse(error=Cancelled("request cancelled")), None, "CANCELED")
+        """A queued request whose client went away before it ran (the policy took it out of
+        its queue): failed with Cancelled, reason CANCELED."""
+        self.fail_queued(pending, Cancelled("request cancelled"), "CANCELED")
+
+    def fail_queued(self, pending: Pending, error: WorkbenchError, reason: str) -> None:
+        """A queued request fails with ``error`` without running (the policy took it out of
+        its queue: a queue timeout, its sequence ended), counted as a failure of ``reason``;
+        through :meth:`BatchPolicy.complete` as every outcome."""
+        self._left_queue([pending])
+        self.finish(pending, BackendResponse(error=error), None, reason)
 
     def finish(self, pending: Pending, response: BackendResponse,
                times: ExecutionTimes | None, reason: str = "BACKEND") -> None:
@@ -331,29 +370,36 @@ class Dispatcher(Scheduler):
         :data:`RESCHEDULE_REFUSED` (InvalidArgument) where the policy refuses it."""
         if response.rescheduled:
             if self._policy.reschedule(pending):
-                self._waiting[id(pending)] = pending
-                self.stats.pending += 1
+                self._queued(pending)
                 return
             response = BackendResponse(error=InvalidArgument(RESCHEDULE_REFUSED))
-        self._policy.complete(pending, response, times, reason)
+        answers = self._policy.complete(pending, response, times, reason)
+        if answers is None:  # this one, as given
+            self.answer(pending, response, times, reason)
+            return
+        for answer in answers:
+            self.answer(*answer)
 
     def scheduler_failed(self, error: Exception, failed: list[Pending]) -> None:
         """A defect of the scheduler (``error``, logged with its traceback) struck while
         ``failed`` waited: each is answered with an INTERNAL error naming it (counted as a
         failure of reason OTHER) and the policy forgets them; the model serves on."""
         log.error("scheduler failure (%d requests failed)", len(failed), exc_info=error)
+        released: tuple[Answer, ...] = ()
         try:
-            self._policy.abandon(failed)
+            released = self._policy.abandon(failed)
         except Exception:
             log.exception("the policy could not forget the failed requests")
+        for answer in released:
+            self.answer(*answer)
         failure = InternalError(f"request failed in the scheduler: {type(error).__name__}: {error}")
         for pending in failed:  # a cancelled one too: it still counts in flight
             self.answer(pending, BackendResponse(error=failure), None, "OTHER")
 
     def answer(self, pending: Pending, response: BackendResponse,
                times: ExecutionTimes | None, reason: str = "BACKEND") -> None:
-        """Record the outcome, answer the request and count it out of the in-flight ones."""
-        self._waiting.pop(id(pending), None)
+        """Record the outcome, answer the request and count it out of the in-flight ones
+        (it left the queue before: :meth:`_left_queue`)."""
         now = time.monotonic_ns()
         if response.error is None and times is not None:
             input_ns = times.input_done_ns - times.start_ns

@@ -35,7 +35,7 @@ from tritonclient.grpc.model_config_pb2 import ModelDynamicBatching
 
 from workbench.backends.base import BackendResponse, ExecutionTimes, ModelInstance
 from workbench.errors import Unavailable
-from workbench.scheduling.base import InstanceRunner, Pending
+from workbench.scheduling.base import Answer, InstanceRunner, Pending
 from workbench.scheduling.deadline_timer import DeadlineTimer
 from workbench.scheduling.dispatcher import BatchPolicy, Dispatcher
 from workbench.scheduling.rate_limiter import RateLimiter
@@ -83,11 +83,7 @@ class DynamicBatchPolicy(BatchPolicy):
         pending.shape_key = _shape_key(pending, self._ragged)
         pending.size = max(1, pending.request.batch_size)
         first = not self._queue
-        try:
-            self._queue.push(pending)
-        except Unavailable:
-            self.dispatcher.stats.record_failure(time.monotonic_ns() - pending.arrival_ns, "REJECTED")
-            raise
+        self._queue.push(pending)  # Unavailable when full: the dispatcher counts the rejection
         if first:
             self._uniform_key = pending.shape_key
         elif self._uniform_key is not None and pending.shape_key != self._uniform_key:
@@ -105,12 +101,12 @@ class DynamicBatchPolicy(BatchPolicy):
         self._queue.remove(queued)
         return queued
 
-    def abandon(self, failed: list[Pending]) -> None:
+    def abandon(self, failed: list[Pending]) -> tuple[Answer, ...]:
         """The failed requests leave the response order (``preserve_ordering``): answers held
         behind them go out."""
         ids = {id(p) for p in failed}
         self._order = deque(p for p in self._order if id(p) not in ids)
-        self._release_held()
+        return self._release_held()
 
     # ------------------------------------------------------------------ batch forming
     def next_batch(self, runner: InstanceRunner) -> list[Pending]:
@@ -195,9 +191,7 @@ class DynamicBatchPolicy(BatchPolicy):
     # ------------------------------------------------------------------ queue timeouts
     def _expire(self, now_ns: int) -> None:
         for pending in self._queue.expire(now_ns):
-            self.dispatcher.stats.pending -= 1
-            response = BackendResponse(error=Unavailable("Request timeout expired"))
-            self.dispatcher.finish(pending, response, None, "REJECTED")
+            self.dispatcher.fail_queued(pending, Unavailable("Request timeout expired"), "REJECTED")
 
     def _watch_timeouts(self) -> None:
         """Arm the timer for the next queue timeout; none while the delay hook holds (Triton's
@@ -216,18 +210,19 @@ class DynamicBatchPolicy(BatchPolicy):
 
     # ------------------------------------------------------------------ preserve_ordering
     def complete(self, pending: Pending, response: BackendResponse,
-                 times: ExecutionTimes | None, reason: str) -> None:
+                 times: ExecutionTimes | None, reason: str) -> tuple[Answer, ...] | None:
         if not self._preserve_ordering:
-            self.dispatcher.answer(pending, response, times, reason)
-            return
+            return None  # answered at once
         self._held[id(pending)] = (response, times, reason)
-        self._release_held()
+        return self._release_held()
 
-    def _release_held(self) -> None:
-        """Answer the held responses now at the head of the arrival order."""
+    def _release_held(self) -> tuple[Answer, ...]:
+        """The held responses now at the head of the arrival order, out of the hold."""
+        released: list[Answer] = []
         while self._order and id(self._order[0]) in self._held:
             head = self._order.popleft()
-            self.dispatcher.answer(head, *self._held.pop(id(head)))
+            released.append((head, *self._held.pop(id(head))))
+        return tuple(released)
 
 
 def dynamic_batcher(

@@ -10,8 +10,7 @@ from workbench.scheduling.direct import direct_scheduler
 from workbench.scheduling.dynamic_batcher import dynamic_batcher
 from workbench.scheduling.ensemble import EnsembleScheduler, StepInfer
 from workbench.scheduling.rate_limiter import RateLimiter
-from workbench.scheduling.sequence_direct import DirectSequenceBatcher
-from workbench.scheduling.sequence_oldest import OldestSequenceBatcher
+from workbench.scheduling.sequence_scheduler import sequence_scheduler
 from workbench.statistics import ModelStatistics
 
 
@@ -24,10 +23,10 @@ def make_scheduler(
 ) -> Scheduler:
     """``ensemble_scheduling`` -> :class:`EnsembleScheduler` (no instances; its steps reach
     the composing models through the engine's ``step_infer``);
-    ``sequence_batching`` -> :class:`DirectSequenceBatcher` (or
-    :class:`OldestSequenceBatcher` with ``oldest { }``); ``dynamic_batching`` with
+    ``sequence_batching`` -> :func:`sequence_scheduler` (a dispatcher given the ``direct``
+    sequence batcher, or ``oldest`` with ``oldest { }``); ``dynamic_batching`` with
     ``max_batch_size > 0`` -> :func:`dynamic_batcher`; otherwise the default
-    one-request-per-execution :func:`direct_scheduler` (both a
+    one-request-per-execution :func:`direct_scheduler` (each a
     :class:`~workbench.scheduling.dispatcher.Dispatcher` given a batch policy). Every scheduler shares the server's
     ``rate_limiter`` (None when rate limiting is off).
 
@@ -39,9 +38,7 @@ def make_scheduler(
             raise ValueError(f"ensemble '{config.name}' needs the engine's step_infer")
         return EnsembleScheduler(config, statistics, step_infer)
     if config.HasField("sequence_batching"):
-        oldest = config.sequence_batching.HasField("oldest")
-        batcher = OldestSequenceBatcher if oldest else DirectSequenceBatcher
-        return batcher(instances, statistics, config, rate_limiter)
+        return sequence_scheduler(instances, statistics, config, rate_limiter)
     if config.HasField("dynamic_batching") and config.max_batch_size > 0:
         return dynamic_batcher(
             instances,

@@ -19,6 +19,8 @@ woken when resources are released, instances with the lower ``priority`` value f
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from collections.abc import Callable, Iterable
 
 from workbench.backends.base import InstanceSpec
@@ -26,6 +28,8 @@ from workbench.errors import InvalidArgument
 
 #: (resource name, device id or None for a global resource)
 ResourceKey = tuple[str, int | None]
+
+_log = logging.getLogger(__name__)
 
 
 def parse_resource(text: str) -> tuple[ResourceKey, int]:
@@ -146,6 +150,7 @@ class RateLimiter:
                     self._capacity[key] = explicit_count(self._explicit, key)
                 else:
                     self._capacity[key] = max(self._capacity.get(key, 0), count)
+        self._log_pools()
 
     def unregister(self, specs: Iterable[InstanceSpec]) -> None:
         """These instances left (unloaded): without explicit pools, the pools are sized
@@ -154,12 +159,30 @@ class RateLimiter:
         execution still under way are released as usual."""
         for spec in specs:
             self._registered.pop(id(spec), None)
-        if self._explicit:
+        if not self._explicit:
+            self._capacity = {}
+            for _, needs in self._registered.values():
+                for key, count in needs.items():
+                    self._capacity[key] = max(self._capacity.get(key, 0), count)
+        self._log_pools()
+
+    def _log_pools(self) -> None:
+        """Log (verbose) the pools the registered instances use, as Triton's
+        ``UpdateResourceLimits`` does after each change: its ``Max Resource Map`` (global
+        resources, then each device, names sorted), written escaped on one line with its
+        quotes as Triton's logger writes every message (``\\t Count: N``); L0_model_update
+        ``test_instance_resource_decrease`` reads it."""
+        if not _log.isEnabledFor(logging.DEBUG):
             return
-        self._capacity = {}
-        for _, needs in self._registered.values():
-            for key, count in needs.items():
-                self._capacity[key] = max(self._capacity.get(key, 0), count)
+        by_device: dict[int | None, dict[str, int]] = {}
+        for key in sorted(self.resource_keys(), key=lambda k: (k[1] is not None, k[1] or 0, k[0])):
+            pool = explicit_count(self._explicit, key) if self._explicit else self._capacity.get(key, 0)
+            by_device.setdefault(key[1], {})[key[0]] = pool
+        text = "\nMax Resource Map===>\n"
+        for device, pools in by_device.items():
+            text += f"\tDevice: {'GLOBAL' if device is None else device}\n"
+            text += "".join(f"\t\tResource: {name}\t Count: {count}\n" for name, count in pools.items())
+        _log.debug("%s", json.dumps(text, ensure_ascii=False))
 
     def available(self, needs: dict[ResourceKey, int]) -> bool:
         """Whether every resource in ``needs`` has that many units free now."""

@@ -70,25 +70,19 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes, ModelInstance
+from workbench.backends.base import BackendRequest, BackendResponse, ExecutionTimes
 from workbench.config.validate_scheduling import max_sequence_backlog
 from workbench.errors import Cancelled, InvalidArgument, Unavailable, WorkbenchError
-from workbench.scheduling.base import InstanceRunner, Pending, Scheduler
-from workbench.scheduling.dispatcher import BatchPolicy, Dispatcher
-from workbench.scheduling.rate_limiter import RateLimiter
+from workbench.scheduling.base import Answer, InstanceRunner, Pending
+from workbench.scheduling.dispatcher import BatchPolicy
 from workbench.scheduling.scheduler_hooks import BACKLOG_DELAY_SCHEDULER, DELAY_SCHEDULER, hook_count
 from workbench.scheduling.sequence_controls import control_tensors, control_values, initial_state, state_tensors
 from workbench.scheduling.sequence_slots import Sequence, SlotTable
-from workbench.statistics import ComputeTotals, ModelStatistics
-
-if TYPE_CHECKING:
-    from workbench.tracing.records import RequestTrace
 
 log = logging.getLogger(__name__)
 
@@ -96,34 +90,26 @@ log = logging.getLogger(__name__)
 BACKLOG_TIMEOUT = "timeout of the corresponding sequence has been expired"
 
 
-class SequenceBatcher(Scheduler, BatchPolicy):
+class SequenceBatcher(BatchPolicy):
     """What both strategies share: admission, slots and backlog, state, completion.
 
-    A :class:`~workbench.scheduling.base.Scheduler` and a
-    :class:`~workbench.scheduling.base.SequenceScheduler`, by way of its own
-    :class:`~workbench.scheduling.dispatcher.Dispatcher`, whose batch policy it is.
+    The batch policy of a :class:`~workbench.scheduling.sequence_scheduler.SequenceDispatcher`
+    (the scheduler, which passes the
+    :class:`~workbench.scheduling.base.SequenceScheduler` calls on to it).
     Subclasses give the slot layout (:meth:`_slot_layout`) and form executions
     (``next_batch``). ``inference_count`` counts real requests only, while an execution's
     ``batch_stats`` size includes ``direct`` null rows (Triton's).
     Cancelled requests are dropped when a scan of the queue for an execution meets them.
 
     Args:
-        instances, statistics, rate_limiter: as for
-            :class:`~workbench.scheduling.dispatcher.Dispatcher`.
         config: the model config (``sequence_batching``, ``max_batch_size``, name,
             ``parameters.max_sequence_backlog``).
+        instances: how many instances the dispatcher starts with (the slot layout).
     """
 
-    def __init__(
-        self,
-        instances: list[ModelInstance],
-        statistics: ModelStatistics,
-        config: ModelConfig,
-        rate_limiter: RateLimiter | None = None,
-    ) -> None:
+    def __init__(self, config: ModelConfig, instances: int) -> None:
         self._queue: deque[Pending] = deque()
         self._cancelled: list[Pending] = []
-        Dispatcher(instances, statistics, rate_limiter, self)  # binds self.dispatcher
         batching = config.sequence_batching
         self._model = config.name
         self._max_batch_size = max(1, config.max_batch_size)
@@ -132,7 +118,7 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         self._ragged = frozenset(i.name for i in config.input if i.allow_ragged_batch)
         self._controls = control_tensors(batching)
         self._states = state_tensors(batching)
-        self._slots = SlotTable(*self._slot_layout(config, len(instances)),
+        self._slots = SlotTable(*self._slot_layout(config, instances),
                                 max_sequence_backlog(config), config.name)
         self._idle_ns = int(batching.max_sequence_idle_microseconds or 1_000_000) * 1000
         #: Triton's iterative sequences: IDs for requests without one, RESCHEDULE taken
@@ -161,23 +147,6 @@ class SequenceBatcher(Scheduler, BatchPolicy):
     def _configure(self, config: ModelConfig) -> None:
         """Read the strategy's own settings (called last by ``__init__``)."""
 
-    async def enqueue(self, request: BackendRequest, arrival_ns: int, *,
-                      compute_totals: ComputeTotals | None = None,
-                      trace: RequestTrace | None = None) -> BackendResponse:
-        return await self.dispatcher.enqueue(request, arrival_ns, compute_totals=compute_totals, trace=trace)
-
-    def inflight_count(self) -> int:
-        return self.dispatcher.inflight_count()
-
-    def instances(self) -> list[ModelInstance]:
-        """See :class:`~workbench.scheduling.base.InstanceScheduler`."""
-        return self.dispatcher.instances()
-
-    def update_instances(self, added: list[ModelInstance], removed: list[ModelInstance]) -> Awaitable[object]:
-        """See :class:`~workbench.scheduling.base.InstanceScheduler`; the slots follow
-        (:meth:`instances_changed`)."""
-        return self.dispatcher.update_instances(added, removed)
-
     def instances_changed(self, added: list[InstanceRunner],
                           removed: list[InstanceRunner]) -> list[InstanceRunner]:
         """The strategy's slots follow the instances (see the strategies); returns the
@@ -191,11 +160,6 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         """``sequence`` ended (after :meth:`_slot_freed`; the strategy may let a removed
         instance go)."""
 
-    async def stop(self) -> None:
-        self.end_retirement()
-        await self.dispatcher.stop()
-        self._cancel_timers()
-
     def has_queued(self) -> bool:
         return bool(self._queue)
 
@@ -203,7 +167,7 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         queued, self._queue = list(self._queue), deque()
         return queued
 
-    def abandon(self, failed: list[Pending]) -> None:
+    def abandon(self, failed: list[Pending]) -> tuple[Answer, ...]:
         """End the sequences of the failed requests (a scheduler defect left their state
         unknown): their slots are freed and their requests still queued fail ("the sequence
         has ended"); a later request of one needs a START."""
@@ -211,6 +175,7 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         for sequence in {id(s): s for s in sequences if s is not None}.values():
             sequence.busy = False
             self._close(sequence)
+        return ()
 
     def holds_sequence(self, correlation_id: int | str) -> bool:
         return correlation_id in self._sequences
@@ -247,7 +212,8 @@ class SequenceBatcher(Scheduler, BatchPolicy):
             self._retired = asyncio.Event()
         self._retired.set()
 
-    def _cancel_timers(self) -> None:
+    def cancel_timers(self) -> None:
+        """The dispatcher stopped: the reaper (idle and backlog time limits) wakes no more."""
         if self._reaper is not None:
             self._reaper.cancel()
             self._reaper = None
@@ -273,7 +239,7 @@ class SequenceBatcher(Scheduler, BatchPolicy):
                 "the START flag on the first request of the sequence"
             )
         if sequence is None:
-            sequence = self._open(corr, pending)
+            sequence = self._open(corr)
         elif start:  # Triton ends the live sequence early; the new one continues in its place
             log.warning("sequence %s for model '%s' has a conflict. The previous sequence did not "
                         "end before this sequence start. Previous sequence will be terminated early.",
@@ -318,13 +284,9 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         self._queue.append(pending)
         return True
 
-    def _open(self, corr: int | str, pending: Pending) -> Sequence:
+    def _open(self, corr: int | str) -> Sequence:
         sequence = Sequence(corr)
-        try:
-            self._slots.admit(sequence)
-        except Unavailable:
-            self.dispatcher.stats.record_failure(time.monotonic_ns() - pending.arrival_ns, "REJECTED")
-            raise
+        self._slots.admit(sequence)  # Unavailable when full: the dispatcher counts the rejection
         self._reset_state(sequence)
         self._sequences[corr] = sequence
         self._live.add(sequence)
@@ -404,10 +366,10 @@ class SequenceBatcher(Scheduler, BatchPolicy):
         return [p for p in batch if not p.request.parameters.get("_null")]
 
     def complete(self, pending: Pending, response: BackendResponse,
-                 times: ExecutionTimes | None, reason: str) -> None:
+                 times: ExecutionTimes | None, reason: str) -> tuple[Answer, ...] | None:
         params = pending.request.parameters
         if params.get("_null"):
-            return  # a direct-strategy null request: nobody waits for it, its outputs are dropped
+            return ()  # a direct-strategy null request: nobody waits for it, its outputs are dropped
         sequence: Sequence | None = params.get("_sequence")
         if sequence is not None and params.get("_taken"):
             if response.error is None:
@@ -422,7 +384,7 @@ class SequenceBatcher(Scheduler, BatchPolicy):
                 self._close(sequence)  # an iterative request not rescheduled ends its sequence
             if sequence in self._live:
                 self._arm(sequence.last_used_ns + self._idle_ns)
-        self.dispatcher.answer(pending, response, times, reason)
+        return None  # answered at once
 
     def _queued_of(self, sequence: Sequence) -> list[Pending]:
         return [p for p in self._queue if p.request.parameters["_sequence"] is sequence]
@@ -465,8 +427,7 @@ class SequenceBatcher(Scheduler, BatchPolicy):
             return
         self._queue = deque(p for p in self._queue if id(p) not in ids)
         for pending in queued:
-            self.dispatcher.stats.pending -= 1
-            self.dispatcher.finish(pending, BackendResponse(error=error), None, reason)
+            self.dispatcher.fail_queued(pending, error, reason)
 
     # ------------------------------------------------------------------ reaper (time limits)
     def _arm(self, due_ns: int) -> None:

@@ -40,7 +40,7 @@ import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from workbench.backends.base import BackendRequest
-from workbench.scheduling.base import InstanceRunner, Pending
+from workbench.scheduling.base import InstanceRunner, Pending, PolicyHost
 from workbench.scheduling.sequence_batcher import SequenceBatcher, input_shapes
 from workbench.scheduling.sequence_controls import control_values
 from workbench.scheduling.sequence_slots import Sequence
@@ -50,7 +50,7 @@ class DirectSequenceBatcher(SequenceBatcher):
     """The sequence batcher with Triton's ``direct`` strategy (see the module docstring).
 
     Args:
-        instances, statistics, config, rate_limiter: as for :class:`SequenceBatcher`;
+        config, instances: as for :class:`SequenceBatcher`;
             ``config.sequence_batching.direct`` gives ``max_queue_delay_microseconds``
             (µs, default 0) and ``minimum_slot_utilization`` (0..1, default 0 = run as soon
             as one slot is ready; the delay is ignored then, as in Triton).
@@ -62,10 +62,16 @@ class DirectSequenceBatcher(SequenceBatcher):
         direct = config.sequence_batching.direct
         self._delay_ns = int(direct.max_queue_delay_microseconds) * 1000
         self._utilization = float(direct.minimum_slot_utilization)
-        self._instance_of = {id(r): i for i, r in enumerate(self.dispatcher.runners)}
+        #: slot group of each instance, by ``id()`` of its runner (filled by :meth:`bind`)
+        self._instance_of: dict[int, int] = {}
         self._due: set[int] = set()  # ids of the idle runners that may execute now
         #: slot group of each removed instance still holding live sequences -> its runner
         self._leaving: dict[int, InstanceRunner] = {}
+
+    def bind(self, dispatcher: PolicyHost) -> None:
+        """The dispatcher's instances, in order, own slot groups 0, 1, ..."""
+        super().bind(dispatcher)
+        self._instance_of = {id(r): i for i, r in enumerate(dispatcher.runners)}
 
     def instances_changed(self, added: list[InstanceRunner],
                           removed: list[InstanceRunner]) -> list[InstanceRunner]:

@@ -26,6 +26,7 @@ async def drain_engine(server: Server, options: ServerOptions, started: float | 
         budget = max(0.0, budget - (time.monotonic() - started))
     log.info("Waiting for in-flight requests to complete.")  # tritonserver's line
     log.info("stopping: waiting for in-flight requests (up to %.1fs)", budget)
+    countdown = asyncio.ensure_future(_count_down(server, budget))
     try:
         await asyncio.wait_for(server.stop(), timeout=budget if options.exit_timeout_secs else None)
         log.info("all models unloaded; exiting")
@@ -33,6 +34,22 @@ async def drain_engine(server: Server, options: ServerOptions, started: float | 
     except TimeoutError:
         log.warning("exit timeout reached; exiting with requests still in flight")
         return False
+    finally:
+        countdown.cancel()
+
+
+async def _count_down(server: Server, budget: float) -> None:
+    """tritonserver's countdown while inferences are in flight (its ``Server::Stop``), once a
+    second: ``Timeout N: Found K model versions that have in-flight inferences`` and
+    ``Model 'm' (version v) has N in-flight inferences`` for each; N is the seconds left
+    (the exit timeout; 0 = none)."""
+    left = int(budget)
+    while status := server.lifecycle.inflight_status():
+        log.info("Timeout %d: Found %d model versions that have in-flight inferences", left, len(status))
+        for name, version, count in status:
+            log.info("Model '%s' (version %d) has %d in-flight inferences", name, version, count)
+        await asyncio.sleep(1.0)
+        left = max(0, left - 1)
 
 
 __all__ = ["drain_engine"]

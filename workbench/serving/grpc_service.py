@@ -16,7 +16,7 @@ import grpc
 
 from workbench import Server, ServerOptions
 from workbench.frontends.grpc import create_grpc_server
-from workbench.frontends.grpc.shutdown_gate import refuse_new_rpcs
+from workbench.frontends.grpc.shutdown_gate import ShutdownGate, gate_of, refuse_new_rpcs
 from workbench.serving.listeners import shut_listeners
 
 log = logging.getLogger("workbench")
@@ -83,6 +83,16 @@ SERVE_DRAIN_GRACE_S = 0.2
 FINAL_GRACE_S = 1.0
 
 
+async def _count_down(calls: ShutdownGate, budget: int) -> None:
+    """tritonserver's countdown while inference calls run on a stopping gRPC service
+    (``WaitForConnectionsToClose``), once a second while the exit timeout lasts:
+    ``Timeout N: Found M gRPC service connections and inference handlers``."""
+    while budget > 0 and calls.calls > 0:
+        log.info("Timeout %d: Found %d gRPC service connections and inference handlers", budget, calls.calls)
+        await asyncio.sleep(1.0)
+        budget -= 1
+
+
 def stop_accepting_grpc(grpc_server: grpc.aio.Server, options: ServerOptions,
                         port: int | None = None, grace_s: float = DRAIN_GRACE_S) -> asyncio.Event:
     """Start the gRPC server's drain now (called on the loop thread when SIGINT / SIGTERM
@@ -110,6 +120,9 @@ def stop_accepting_grpc(grpc_server: grpc.aio.Server, options: ServerOptions,
         task = loop.create_task(grpc_server.stop(grace=options.exit_timeout_secs or None))
         _STOPPING.add(task)
         task.add_done_callback(_STOPPING.discard)
+        countdown = loop.create_task(_count_down(gate_of(grpc_server), int(options.exit_timeout_secs)))
+        _STOPPING.add(countdown)
+        countdown.add_done_callback(_STOPPING.discard)
         began.set()
 
     if port is not None and grace_s > 0 and shut_listeners(port):

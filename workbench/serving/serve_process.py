@@ -8,6 +8,7 @@ its stdout and stderr are read by a daemon thread into a bounded log tail. Healt
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -28,13 +29,25 @@ DEFAULT_PORTS = (8000, 8001, 8002)
 
 
 def _free(port: int) -> bool:
-    """Whether `workbench serve` could listen on ``port`` on every interface now (the
-    socket it would open, :func:`workbench.serving.sockets.bind_socket`, opened and closed)."""
-    try:
-        bind_socket("0.0.0.0", port).close()
-    except OSError:
-        return False
-    return True
+    """Whether `workbench serve` could listen on ``port`` now, whatever the address it is
+    given: a socket on every IPv6 and IPv4 interface (``::``, dual-stack) opened and closed
+    (:func:`workbench.serving.sockets.bind_socket`), or on every IPv4 one where the machine
+    has no IPv6. (``0.0.0.0`` alone missed a server listening on ``::1``, as one bound to
+    ``localhost`` may be, and proposed its port.)"""
+    for address in ("::", "0.0.0.0"):
+        try:
+            bind_socket(address, port).close()
+        except OSError as exc:
+            if address == "::" and exc.errno in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
+                continue  # no IPv6 here: the IPv4 probe says
+            return False
+        return True
+    return False
+
+
+def taken_ports(ports: Sequence[int]) -> list[int]:
+    """Those of ``ports`` another listener holds now (see :func:`suggested_ports`)."""
+    return [port for port in ports if not _free(port)]
 
 
 def suggested_ports(tries: int = 20) -> tuple[int, int, int]:
@@ -164,4 +177,4 @@ class ServeProcess:
         return self.process.returncode
 
 
-__all__ = ["DEFAULT_PORTS", "LOG_LINES", "ServeProcess", "ready_code", "suggested_ports"]
+__all__ = ["DEFAULT_PORTS", "LOG_LINES", "ServeProcess", "ready_code", "suggested_ports", "taken_ports"]

@@ -7,7 +7,8 @@ while RPCs on open connections are still served). grpc-core's accept loop then f
 EINVAL and logs, at error level and straight to file descriptor 2 (absl logging in its C
 core, out of Python's reach), ``Closing acceptor. Failed accept4: Invalid argument``. That
 line is expected on every stop, not a fault; ``GRPC_VERBOSITY=NONE`` would hide grpc-core's
-real errors with it.
+real errors with it. TensorFlow's lines about its own build are dropped the same way
+(:data:`DROPPED_LINES`).
 
 :func:`filter_stderr` routes descriptor 2 through a small child process that drops exactly
 that line and passes everything else (log lines, native libraries' errors, a crash's last
@@ -25,8 +26,23 @@ import os
 import subprocess
 import sys
 
-#: lines containing one of these texts are dropped
-DROPPED_LINES = ("Closing acceptor. Failed accept4: Invalid argument",)
+#: lines containing one of these texts are dropped: grpc-core's acceptor line (above), and
+#: what TensorFlow's native libraries print about their build when a TensorFlow model loads,
+#: at INFO level through absl before any absl::InitializeLog (so ``TF_CPP_MIN_LOG_LEVEL``,
+#: which :func:`workbench.config.tensorflow_signature.import_tensorflow` sets to 1, does not
+#: reach them), or as a duplicate registration in a GPU build whose CUDA libraries another
+#: framework (PyTorch) registered first: none is a fault or the user's concern. TensorFlow's
+#: warnings and errors, and absl's, pass.
+DROPPED_LINES = (
+    "Closing acceptor. Failed accept4: Invalid argument",
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    "oneDNN custom operations are on. You may see slightly different numerical results",
+    "This TensorFlow binary is optimized to use available CPU instructions",
+    "rebuild TensorFlow with the appropriate compiler flags.",
+    "Unable to register cuDNN factory: Attempting to register factory for plugin cuDNN",
+    "Unable to register cuFFT factory: Attempting to register factory for plugin cuFFT",
+    "Unable to register cuBLAS factory: Attempting to register factory for plugin cuBLAS",
+)
 
 #: seconds :func:`restore_stderr` waits for the child to pass on the last lines
 RESTORE_WAIT_S = 2.0

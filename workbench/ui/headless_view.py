@@ -31,7 +31,7 @@ from workbench.serving.switch import (
     switch_for,
     systemd_unit,
 )
-from workbench.ui.serve_process import ServeProcess, suggested_ports
+from workbench.ui.serve_process import DEFAULT_PORTS, ServeProcess, suggested_ports, taken_ports
 from workbench.ui.store import EngineStore, Spawned
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,20 @@ def user_text(exc: BaseException) -> str:
     return str(exc) or "an unexpected error (see the server's log)"
 
 
+def _ports_note(proposed: tuple[int, int, int]) -> str:
+    """What the form says under the proposed ports: nothing when Triton's 8000/8001/8002 are
+    free, else which of them another listener holds (the dashboard's own engine with its v2
+    ports open, or another server) and the free ones proposed instead."""
+    taken = taken_ports(DEFAULT_PORTS)
+    if not taken:
+        return ""
+    names = ", ".join(str(port) for port in taken)
+    if proposed == DEFAULT_PORTS:  # no free trio was found
+        return f"Taken: {names} (another server listens there). Choose free ports."
+    return (f"Taken: {names} (this dashboard's engine or another server listens there); "
+            f"proposing {proposed[0]}, {proposed[1]} and {proposed[2]}, which are free.")
+
+
 class HeadlessView(pn.viewable.Viewer):
     """The Headless tab of one dashboard session; :meth:`start`, :meth:`stop`,
     :meth:`poll` and :meth:`write_deployment` are coroutines the buttons spawn."""
@@ -75,6 +89,9 @@ class HeadlessView(pn.viewable.Viewer):
         repository = repositories[0] if repositories else ""
         self.repository = pn.widgets.TextInput(label="Model repository", value=repository)
         http, grpc, metrics = suggested_ports()
+        #: which of Triton's ports were taken when the form proposed others
+        self.ports_note = pn.pane.Markdown(_ports_note((http, grpc, metrics)),
+                                           css_classes=["workbench-ports-note"])
         self.http_port = pn.widgets.IntInput(label="HTTP port", value=http, start=1, end=65535)
         self.grpc_port = pn.widgets.IntInput(label="gRPC port", value=grpc, start=1, end=65535)
         self.metrics_port = pn.widgets.IntInput(label="metrics port", value=metrics, start=1, end=65535)
@@ -127,7 +144,7 @@ class HeadlessView(pn.viewable.Viewer):
             self.switch_command,
             pn.pane.Markdown("### Serve headless"),
             pn.Row(self.repository, self.mode),
-            pn.Row(self.http_port, self.grpc_port, self.metrics_port),
+            pn.Row(self.http_port, self.grpc_port, self.metrics_port), self.ports_note,
             pn.Row(self.start_button, self.stop_button), self.health, self.error,
             self.log_box,
             pn.pane.Markdown("### Deploy (Docker + Kubernetes)"),

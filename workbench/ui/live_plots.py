@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 
 from bokeh.core.properties import value
-from bokeh.models import ColumnDataSource, DataRange1d, Range1d
+from bokeh.models import ColumnDataSource, Range1d
 
 # bokeh.models re-exports these through a computed __all__ mypy cannot read: imported from
 # their subpackage (the same classes)
@@ -153,7 +153,10 @@ def live_plots(series: ColumnDataSource, batches: ColumnDataSource, limits: Colu
 
     if sweeps is not None:
         fig = figure(title="In-process sweeps (Tuning tab, workbench perf in process)", height=240,
-                     x_axis_type="datetime", x_range=DataRange1d(name="live_sweeps_time_range"),
+                     # set by the view (sweep_window): Bokeh's automatic range has no bounds
+                     # before the first sweep and warned "could not set initial ranges" in the
+                     # browser's console on every render of the idle plot
+                     x_axis_type="datetime", x_range=Range1d(start=0, end=1, name="live_sweeps_time_range"),
                      y_range=Range1d(start=0, end=1, name="live_sweeps_y"),
                      sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset,save",
                      name="live_sweeps")
@@ -207,6 +210,15 @@ def fit_y(fig, data: dict, columns: tuple[str, ...]) -> None:
         fig.y_range.start, fig.y_range.end = 0, end
 
 
+def sweep_window(times_ms: list[float], idle: tuple[float, float], pad_s: float = PAD_S) -> tuple[float, float]:
+    """The sweeps plot's time axis (ms since the epoch): every sweep's point, ``pad_s`` either
+    side (a single point: ``pad_s`` around it); ``idle`` (the live plots' window) before the
+    first sweep."""
+    if not times_ms:
+        return idle
+    return min(times_ms) - pad_s * 1000, max(times_ms) + pad_s * 1000
+
+
 def follow_window(times_ms: list[float], busy: list[bool], window_s: float = WINDOW_S,
                   pad_s: float = PAD_S) -> tuple[float, float] | None:
     """The time axis' range (ms since the epoch) over rows at ``times_ms``, ``busy`` where the
@@ -225,4 +237,4 @@ def follow_window(times_ms: list[float], busy: list[bool], window_s: float = WIN
 
 
 __all__ = ["IDLE_TEXT", "OVERLAY_SLOTS", "PAD_S", "VERSION_FIGURES", "WINDOW_S", "Y_COLUMNS", "LivePlots",
-           "OverlaySlot", "fit_y", "follow_window", "live_plots"]
+           "OverlaySlot", "fit_y", "follow_window", "live_plots", "sweep_window"]

@@ -49,7 +49,15 @@ from workbench.remote import RemoteLiveStatistics, RemoteServer
 from workbench.ui.gpu import GpuSample, GpuSampler, gpu_sampler
 from workbench.ui.live_diagnosis import diagnose
 from workbench.ui.live_overlay import OVERLAY_TITLES, replica_lines, version_lines
-from workbench.ui.live_plots import VERSION_FIGURES, Y_COLUMNS, OverlaySlot, fit_y, follow_window, live_plots
+from workbench.ui.live_plots import (
+    VERSION_FIGURES,
+    Y_COLUMNS,
+    OverlaySlot,
+    fit_y,
+    follow_window,
+    live_plots,
+    sweep_window,
+)
 from workbench.ui.selection import model_of_version_key, version_of_version_key
 from workbench.ui.store import EngineStore
 
@@ -177,6 +185,11 @@ class LiveView(pn.viewable.Viewer):
         window = follow_window(list(data["time"]), [rate > 0 for rate in data["requests_per_s"]])
         if window is not None and (self.time_range.start, self.time_range.end) != window:
             self.time_range.start, self.time_range.end = window
+        if "sweeps" in self.figures:
+            sweeps = self.figures["sweeps"].x_range
+            span = sweep_window(list(self.sweep_series.data["time"]), window or (0.0, 1.0))
+            if (sweeps.start, sweeps.end) != span:
+                sweeps.start, sweeps.end = span
 
     def close(self) -> None:
         """Detach from the engine's statistics (idempotent)."""

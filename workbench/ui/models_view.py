@@ -57,6 +57,22 @@ BUTTON_ICONS = {"live": ('<svg width="14" height="12" viewBox="0 0 14 12" aria-h
 #: on screen at a 1400 px wide window (as the last column it was off to the right)
 COLUMNS = ("model", "version", *BUTTONS, "state", "reason", "backend", "instances", "max_batch_size",
            "batching", "requests_per_s", "p99_ms", "failures", "memory")
+#: each shown column's width (px): 1,350 in all, within the 1,380 px a 1400 px wide window
+#: leaves the Jupyter-hosted page's table. A header word plus the sort arrow (16 px of padding,
+#: Tabulator's 25 less room its 12 px arrow does not use) in JupyterLab's larger font, and a
+#: cell's longest word ("UNAVAILABLE", "⚙ Config"), set the least of each.
+COLUMN_WIDTHS = {"model": 110, "version": 96, "config": 92, "live": 80, "state": 100, "reason": 150,
+                 "backend": 100, "instances": 104, "max_batch_size": 72, "batching": 100,
+                 "requests_per_s": 72, "p99_ms": 72, "failures": 92, "memory": 110}
+#: the table's cells and header titles wrap at spaces (and a long model name anywhere)
+#: instead of ending in "…": every figure stays whole in its set width; the reason cell alone
+#: keeps one line ("…"), its whole text in the reason line under the table and its tooltip.
+#: (``!important``: Tabulator's own rules name more classes)
+TABLE_CSS = """
+.tabulator-col .tabulator-col-title { white-space: normal !important; }
+.tabulator-col.tabulator-sortable .tabulator-col-title { padding-right: 16px !important; }
+.tabulator-cell:not([tabulator-field="reason"]) { white-space: normal !important; overflow-wrap: anywhere; }
+"""
 #: columns the memory cell's template reads, not shown
 HIDDEN = ("memory_text", "memory_note")
 #: column headers shown
@@ -111,10 +127,11 @@ class ModelsView(pn.viewable.Viewer):
             _frame([]), disabled=True, show_index=False, selectable=1, max_height=560,
             sizing_mode="stretch_width", label="models", titles=TITLES,
             hidden_columns=list(HIDDEN), header_tooltips=HEADER_TOOLTIPS,
-            # every column within a 1400 px window (the memory column ran past it; a longer
-            # reason or memory text ends in "…", whole in the row's reason line and the tooltip)
-            widths={"version": 90, "config": 92, "live": 80, "state": 110, "memory": 140,
-                    "reason": 150},
+            # every column within a 1400 px window at a set width, whatever the models' names
+            # (a long name such as digits_jpeg_preprocess widened the model column and pushed
+            # the memory column past the table); text wraps in its cell (TABLE_CSS) rather than
+            # being cut, but for a long reason, whole in the row's reason line and the tooltip
+            widths=COLUMN_WIDTHS, stylesheets=[TABLE_CSS],
             frozen_columns=["model", "version", *BUTTONS],
             formatters={
                 "max_batch_size": NumberFormatter(format="0", nan_format="–"),
@@ -198,8 +215,7 @@ class ModelsView(pn.viewable.Viewer):
         if names and self.model.value not in names:
             self.model.value = names[0]
         if not self.store.selection.name and names:
-            ready = [row.name for row in rows if row.state == "READY"]
-            self.store.selection.choose(ready[0] if ready else names[0])
+            self.store.selection.choose(first_model(rows))
 
     async def load(self) -> None:
         """Load the selected model (explicit mode)."""
@@ -333,6 +349,16 @@ class ModelsView(pn.viewable.Viewer):
             self.open_tab(BUTTON_TABS[event.column])
 
 
+def first_model(rows: list[ModelRow]) -> str:
+    """The model a dashboard opens on: the first (by name) READY model that serves plain
+    requests (not sequence-batched: each of its requests needs a sequence id and control
+    flags), else the first READY model, else the first model; "" without rows."""
+    ready = [row for row in rows if row.state == "READY"]
+    plain = [row for row in ready if row.batching != "sequence"]
+    chosen = min((row.name for row in plain or ready or rows), default="")
+    return chosen
+
+
 async def _true_after(awaitable) -> bool:
     await awaitable
     return True
@@ -356,4 +382,4 @@ def _number(value: float | None) -> float:
     return float("nan") if value is None else float(value)
 
 
-__all__ = ["BUTTONS", "BUTTON_ICONS", "COLUMNS", "ModelsView"]
+__all__ = ["BUTTONS", "BUTTON_ICONS", "COLUMNS", "ModelsView", "first_model"]

@@ -20,6 +20,8 @@ from workbench.ui.store import EngineStore, Spawned, user_text
 
 #: the candidate dropdown's "no mirror" option
 NO_CANDIDATE = "none"
+#: why Promote is disabled (its tooltip)
+NOTHING_TO_PROMOTE = "pick a candidate version to promote"
 
 
 def parse_weights(text: str) -> dict[str, float]:
@@ -64,7 +66,8 @@ class RolloutView(pn.viewable.Viewer):
         self.mirror = pn.widgets.IntInput(label="Mirror %", value=0, start=0, end=100, width=100)
         self.set_button = pn.widgets.Button(label="Set rollout", color="primary")
         self.clear_button = pn.widgets.Button(label="Clear")
-        self.promote_button = pn.widgets.Button(label="Promote candidate", color="success")
+        self.promote_button = pn.widgets.Button(label="Promote candidate", color="success", disabled=True,
+                                                description=NOTHING_TO_PROMOTE)
         self.rollback_button = pn.widgets.Button(label="Roll back")
         self.status = pn.pane.Alert("", alert_type="success", visible=False)
         self.error = pn.pane.Alert("", alert_type="danger", visible=False)
@@ -78,6 +81,7 @@ class RolloutView(pn.viewable.Viewer):
         self._edits_seen = 0
         for field in (self.weights, self.sticky, self.candidate, self.mirror):
             field.param.watch(self._on_edit, "value")
+        self.candidate.param.watch(self._on_candidate, "value")
         self.model.param.watch(lambda _e: self.store.spawn(self.load_form()), "value")
         self.set_button.on_click(self.store.starter(self.apply))
         self.clear_button.on_click(self.store.starter(self.clear))
@@ -137,6 +141,12 @@ class RolloutView(pn.viewable.Viewer):
         finally:
             self._filling = False
         await self.refresh()
+
+    def _on_candidate(self, event: Any) -> None:
+        """Promote is offered only with a candidate version picked (or filled from the rollout)."""
+        none = event.new in (None, NO_CANDIDATE)
+        self.promote_button.disabled = none
+        self.promote_button.description = NOTHING_TO_PROMOTE if none else None
 
     def _on_edit(self, _event: object) -> None:
         if not self._filling:

@@ -239,6 +239,7 @@ class NativeGrpcServer:
             outputs=[RequestedOutput(name, {}) for name in outputs] if outputs else None,
             id=request_id, parameters={})
         compress = self.service.compression is not None
+        self.shutdown_gate.calls += 1  # in flight (the gRPC service's stop counts them)
         try:
             response = await self.server.infer(request)
         except asyncio.CancelledError:
@@ -248,6 +249,8 @@ class NativeGrpcServer:
             code, message = grpc_failure(exc, "ModelInfer")
             native.finish_error(call, code.value[0], message)
             return
+        finally:
+            self.shutdown_gate.calls -= 1
         if response.parameters or any(t.parameters for t in response.outputs):
             native.finish_bytes(call, serialize_infer_response(encode_raw_response(response)), compress)
             return

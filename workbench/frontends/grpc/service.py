@@ -195,30 +195,35 @@ class GRPCInferenceService(
         too large once inflated RESOURCE_EXHAUSTED."""
         if self.shutdown_gate.closed:
             await refuse(context)
-        if isinstance(request, (Undecodable, Compressed)):
-            request = await resolve(request)
-            if isinstance(request, Undecodable):
-                await context.abort(request.code, request.message)
-                raise AssertionError("unreachable: context.abort raises")
-        if self.compression is not None:
-            context.set_compression(self.compression)
-            await context.send_initial_metadata(())  # grpc.aio applies it only then
-        trace = _sample(self.server, request.model_name, context) if self.server.tracer.enabled else None
+        calls = self.shutdown_gate
+        calls.calls += 1  # in flight while the gRPC service stops (its countdown)
         try:
-            decoded, _ = decode_request(request)
-            if self.forward is not None:
-                decoded.parameters.update(forwarded_parameters(self.forward, context.invocation_metadata()))
-            if trace is None:
-                return encode_raw_response(await self.server.infer(decoded))
-            decoded.trace = trace
-            answer = await self.server.infer(decoded)
-            trace.stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
-            response = encode_raw_response(answer)
-            trace.stamp("GRPC_SEND_START", time.monotonic_ns())
-            return response
-        except Exception as exc:  # noqa: BLE001  # the error boundary answers (and logs a bug)
-            await context.abort(*grpc_failure(exc, "ModelInfer"))
-        raise AssertionError("unreachable: context.abort raises")
+            if isinstance(request, (Undecodable, Compressed)):
+                request = await resolve(request)
+                if isinstance(request, Undecodable):
+                    await context.abort(request.code, request.message)
+                    raise AssertionError("unreachable: context.abort raises")
+            if self.compression is not None:
+                context.set_compression(self.compression)
+                await context.send_initial_metadata(())  # grpc.aio applies it only then
+            trace = _sample(self.server, request.model_name, context) if self.server.tracer.enabled else None
+            try:
+                decoded, _ = decode_request(request)
+                if self.forward is not None:
+                    decoded.parameters.update(forwarded_parameters(self.forward, context.invocation_metadata()))
+                if trace is None:
+                    return encode_raw_response(await self.server.infer(decoded))
+                decoded.trace = trace
+                answer = await self.server.infer(decoded)
+                trace.stamp("INFER_RESPONSE_COMPLETE", time.monotonic_ns())
+                response = encode_raw_response(answer)
+                trace.stamp("GRPC_SEND_START", time.monotonic_ns())
+                return response
+            except Exception as exc:  # noqa: BLE001  # the error boundary answers (and logs a bug)
+                await context.abort(*grpc_failure(exc, "ModelInfer"))
+            raise AssertionError("unreachable: context.abort raises")
+        finally:
+            calls.calls -= 1
 
     async def ModelStreamInfer(
         self, request_iterator: AsyncIterator[pb.ModelInferRequest], context: Context
@@ -227,22 +232,27 @@ class GRPCInferenceService(
         responses come serialized. A stream whose client leaves too many bytes of responses
         unread is cancelled: RESOURCE_EXHAUSTED. With the metadata ``triton_grpc_error: true``
         (Triton's) a failed request ends the stream with its error as the status."""
-        if self.compression is not None:
-            context.set_compression(self.compression)
-            await context.send_initial_metadata(())  # grpc.aio applies it only then
-        forwarded: dict[str, str] | WorkbenchError | None = None
-        if self.forward is not None:
-            try:
-                forwarded = forwarded_parameters(self.forward, context.invocation_metadata())
-            except InvalidArgument as exc:  # every request of the stream fails, as in Triton
-                forwarded = exc
-        carrier = metadata_carrier(context) if self.server.tracer.propagates else None
-        grpc_error = ("triton_grpc_error", "true") in tuple(context.invocation_metadata() or ())
-        session = StreamSession(self.server, forwarded, carrier, self.max_stream_unsent, grpc_error)
+        calls = self.shutdown_gate
+        calls.calls += 1
         try:
-            async for message in session.run(request_iterator):
-                yield message
-        except StreamCancelled as exc:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
-        except StreamFailed as exc:
-            await context.abort(*grpc_failure(exc.error, "ModelStreamInfer"))
+            if self.compression is not None:
+                context.set_compression(self.compression)
+                await context.send_initial_metadata(())  # grpc.aio applies it only then
+            forwarded: dict[str, str] | WorkbenchError | None = None
+            if self.forward is not None:
+                try:
+                    forwarded = forwarded_parameters(self.forward, context.invocation_metadata())
+                except InvalidArgument as exc:  # every request of the stream fails, as in Triton
+                    forwarded = exc
+            carrier = metadata_carrier(context) if self.server.tracer.propagates else None
+            grpc_error = ("triton_grpc_error", "true") in tuple(context.invocation_metadata() or ())
+            session = StreamSession(self.server, forwarded, carrier, self.max_stream_unsent, grpc_error)
+            try:
+                async for message in session.run(request_iterator):
+                    yield message
+            except StreamCancelled as exc:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+            except StreamFailed as exc:
+                await context.abort(*grpc_failure(exc.error, "ModelStreamInfer"))
+        finally:
+            calls.calls -= 1

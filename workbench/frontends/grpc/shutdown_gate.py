@@ -24,10 +24,13 @@ _GATES: weakref.WeakKeyDictionary[grpc.aio.Server, ShutdownGate] = weakref.WeakK
 
 
 class ShutdownGate:
-    """Open until :attr:`closed`; then :func:`refuse` ends each new call (module docstring)."""
+    """Open until :attr:`closed`; then :func:`refuse` ends each new call (module docstring).
+    :attr:`calls` counts the ``ModelInfer`` / ``ModelStreamInfer`` calls running now (Triton's
+    count of "gRPC service connections and inference handlers", logged while it stops)."""
 
     def __init__(self) -> None:
         self.closed = False
+        self.calls = 0
 
 
 async def refuse(context: grpc.aio.ServicerContext) -> None:
