@@ -10,8 +10,9 @@ What made starts fail on a loaded 2-core machine (read from Ray's logs, ``<temp>
   missed them; they held Ray's ports (``gcs_server.out``: "Failed to start the grpc server. The
   specified port is ...", ``dashboard_agent.log``: "address already in use") and kept calling
   the new GCS ("Wrong cluster ID token"). Every process of a cluster is now found by its
-  environment (``RAY_TMPDIR`` is this cluster's own folder: Ray hands its environment down to
-  every process it starts), and a start refuses ports that are taken, naming their holder;
+  environment (the cluster's own ``RAY_AUTH_TOKEN``, below: Ray hands it down to every process
+  it starts; ``RAY_TMPDIR`` is dropped for the dashboard agent), and a start refuses ports
+  that are taken, naming their holder;
 - Ray 2.60's raylet waits a fixed 15 s for its dashboard agent's port files (``raylet.err``:
   "Timed out waiting for file .../dashboard_agent_listen_port_...", not configurable in 2.60)
   and the agent imports ~2 s of CPU (all dashboard modules; jsonschema's rfc3987 grammar), so
@@ -131,7 +132,8 @@ class RayCluster:
 
     @property
     def marker(self) -> str:
-        return f"RAY_TMPDIR={self.temp}"
+        # the cluster's own token: every process has it (the dashboard agent lacks RAY_TMPDIR)
+        return f"RAY_AUTH_TOKEN={self.env['RAY_AUTH_TOKEN']}"
 
     def raylet_pid(self, index: int) -> int | None:
         """The raylet of node ``index`` (0: the head), found by its node manager port, or None."""
