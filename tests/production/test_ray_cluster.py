@@ -14,21 +14,18 @@ CPU, 1..3, autoscaled on queue time, the repository in poll mode).
 - SIGKILL of the raylet of a worker node that hosts a replica, under load: only the requests
   in flight there may fail (each counted, at most one per client loop), then all succeed.
 
-Ports: Serve's proxies 19700 (HTTP) / 19701 (gRPC), local serve 19710-19712; Ray's own
-19750-19779 and worker ports 20200-20299. Slow on 2 loaded cores: each ``ray start`` takes
-10-60 s (a Ray process imports ~1 s of CPU: jsonschema's rfc3987 grammar).
+Ports: Serve's proxies 19904 (HTTP) / 19905 (gRPC), local serve 19910-19912; Ray's own
+20200-20229 and worker ports 20230-20299 (workbench/testing/ray_cluster.py, which says why
+a start can fail on a loaded machine and what it does about it).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
-import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -44,66 +41,14 @@ import tritonclient.http.aio as httpclient
 
 from workbench.testing.process import RayServeProcess, ServerProcess
 from workbench.testing.python_backend import copy_python_model
+from workbench.testing.ray_cluster import RayCluster, RayPorts, ray_cluster
 from workbench.testing.reload import Tally, add_sub_model_bytes, atomic_write, run_clients, write_add_sub
 
-RAY = str(Path(sys.executable).with_name("ray"))
-HTTP, GRPC = 19700, 19701
-LOCAL = (19710, 19711, 19712)
-GCS = 19750
-#: per node: node manager, object manager, dashboard agent (listen, grpc), metrics, runtime env agent
-NODE_PORTS = {"head": 19751, "a": 19760, "b": 19770}
-WORKER_PORTS = {"head": (20200, 20229), "a": (20230, 20264), "b": (20265, 20299)}
-ADDRESS = f"127.0.0.1:{GCS}"
+HTTP, GRPC = 19904, 19905
+LOCAL = (19910, 19911, 19912)
+PORTS = RayPorts(20200, (20230, 20299))
 
-
-def node_args(node: str) -> list[str]:
-    base = NODE_PORTS[node]
-    low, high = WORKER_PORTS[node]
-    return [f"--node-manager-port={base}", f"--object-manager-port={base + 1}",
-            f"--dashboard-agent-listen-port={base + 2}", f"--dashboard-agent-grpc-port={base + 3}",
-            f"--metrics-export-port={base + 4}", f"--runtime-env-agent-port={base + 5}",
-            f"--min-worker-port={low}", f"--max-worker-port={high}", "--node-ip-address=127.0.0.1",
-            "--disable-usage-stats"]
-
-
-def ray_start(args: list[str], env: dict[str, str], temp: Path, tries: int = 5) -> None:
-    """``ray start`` with retries: Ray's raylet waits a fixed 15 s for its dashboard agent,
-    which a loaded 2-core machine can miss (the start then fails: its processes are ended
-    and it is tried again)."""
-    for attempt in range(tries):
-        done = subprocess.run([RAY, "start", *args], env=env, capture_output=True, text=True, timeout=300)
-        if done.returncode == 0:
-            return
-        if "--head" in args:
-            stop_cluster(temp)
-        else:
-            kill_nodes(args)
-        if attempt == tries - 1:
-            raise RuntimeError(f"ray start {args} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-
-
-def raylet_pid(node: str) -> int | None:
-    """The raylet of ``node`` (found by its node manager port), or None."""
-    found = subprocess.run(["pgrep", "-f", f"raylet.*--node_manager_port={NODE_PORTS[node]}"],
-                           capture_output=True, text=True).stdout.split()
-    return int(found[0]) if found else None
-
-
-def kill_nodes(args: list[str] | None = None) -> None:
-    """SIGKILL the raylets of the worker nodes (those whose port is in ``args``; all when None)."""
-    for node in ("a", "b"):
-        if (args is None or f"--node-manager-port={NODE_PORTS[node]}" in args) and (pid := raylet_pid(node)):
-            os.kill(pid, signal.SIGKILL)
-
-
-def stop_cluster(temp: Path) -> None:
-    """End this cluster's processes only: the worker nodes' raylets, then every process
-    whose command line names the cluster's temporary folder (GCS, raylet, agents, workers)."""
-    kill_nodes()
-    found = subprocess.run(["pgrep", "-f", str(temp)], capture_output=True, text=True).stdout.split()
-    for pid in map(int, found):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+pytestmark = pytest.mark.production
 
 
 @pytest.fixture(scope="module")
@@ -118,30 +63,24 @@ def repository() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def cluster(repository: Path) -> Iterator[RayServeProcess]:
+def ray_nodes() -> Iterator[RayCluster]:
+    with ray_cluster(PORTS, 2, str(Path(__file__).resolve().parents[2])) as nodes:
+        yield nodes
+
+
+@pytest.fixture(scope="module")
+def cluster(ray_nodes: RayCluster, repository: Path) -> Iterator[RayServeProcess]:
     """Three Ray nodes and ``workbench ray-serve`` on them; everything stopped after."""
-    temp = Path(tempfile.mkdtemp(prefix="wbray", dir="/tmp"))
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "RAY_TMPDIR": str(temp)}
+    serve = RayServeProcess([f"--ray-address={ray_nodes.address}",
+                             "--proxy-location=HeadOnly", f"--http-port={HTTP}", f"--grpc-port={GRPC}",
+                             f"--model-repository={repository}", "--model-control-mode=poll",
+                             "--repository-poll-secs=1", "--min-replicas=1", "--max-replicas=3",
+                             "--replica-cpus=0.5", "--target-queue-us=10000", "--downscale-delay-s=5",
+                             "--exit-timeout-secs=30"], env=ray_nodes.env)
     try:
-        ray_start(["--head", f"--port={GCS}", "--num-cpus=0", "--include-dashboard=false",
-                   f"--ray-client-server-port={GCS + 9}", f"--dashboard-port={GCS + 8}", f"--temp-dir={temp}",
-                   *node_args("head")], env, temp)
-        for node in ("a", "b"):
-            ray_start([f"--address={ADDRESS}", "--num-cpus=1", f'--resources={{"node_{node}": 1}}',
-                       *node_args(node)], env, temp)
-        serve = RayServeProcess([f"--ray-address={ADDRESS}",
-                          "--proxy-location=HeadOnly", f"--http-port={HTTP}", f"--grpc-port={GRPC}",
-                          f"--model-repository={repository}", "--model-control-mode=poll",
-                          "--repository-poll-secs=1", "--min-replicas=1", "--max-replicas=3",
-                          "--replica-cpus=0.5", "--target-queue-us=10000", "--downscale-delay-s=5",
-                          "--exit-timeout-secs=30"], env=env)
-        try:
-            yield serve
-        finally:
-            serve.stop(timeout_s=120)
+        yield serve
     finally:
-        stop_cluster(temp)
-        shutil.rmtree(temp, ignore_errors=True)
+        serve.stop(timeout_s=120)
 
 
 def replica_pids() -> list[int]:
@@ -323,12 +262,14 @@ def test_perf_analyzer_against_the_cluster(cluster: RayServeProcess, protocol: s
     print(f"perf_analyzer {protocol} {' '.join(extra)}: {throughput.group(1)} infer/s")
 
 
-async def test_worker_node_killed_only_in_flight_requests_fail(cluster: RayServeProcess) -> None:
+async def test_worker_node_killed_only_in_flight_requests_fail(cluster: RayServeProcess,
+                                                               ray_nodes: RayCluster) -> None:
     pids = replica_pids()
     assert pids
     parents = subprocess.run(["ps", "-o", "ppid=", "-p", str(pids[0])], capture_output=True, text=True).stdout
     raylet = int(parents.split()[0])
-    node = next(n for n in ("a", "b") if raylet_pid(n) == raylet)
+    node = ray_nodes.node_of_raylet(raylet)
+    assert node, f"replica {pids[0]}'s parent {raylet} is no worker node's raylet"
     clients = 4
     grpc = grpcclient.InferenceServerClient(f"127.0.0.1:{GRPC}")
     inputs, total, _ = add_sub_inputs(grpcclient)

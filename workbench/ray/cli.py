@@ -71,6 +71,7 @@ def run(options: ServerOptions, scaling: Scaling, ray_address: str, proxy_locati
     from ray import serve
 
     from workbench.ray.application import build_app
+    from workbench.ray.cluster_state import remove_state_actor
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     # the replicas import workbench as this process does: a PYTHONPATH given here goes with them
@@ -87,12 +88,14 @@ def run(options: ServerOptions, scaling: Scaling, ray_address: str, proxy_locati
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    remove_state_actor(APP_NAME)  # a new deployment starts from the repository, not an old state
     serve.run(build_app(options, scaling), name=APP_NAME, route_prefix="/")
     log.info("workbench ray-serve ready: HTTP %s:%d, gRPC %d, deployment %s", options.http_address,
              options.http_port, options.grpc_port, DEPLOYMENT)
     stop.wait()
     log.info("deleting application %s (replicas drain first)", APP_NAME)
     serve.delete(APP_NAME)
+    remove_state_actor(APP_NAME)
     if started_serve:  # Serve's proxies and controller too, when this command started them
         serve.shutdown()
     ray.shutdown()

@@ -9,6 +9,8 @@ stopped in ``__del__`` (its models unloaded, its stubs stopped).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 from typing import Any
@@ -18,6 +20,8 @@ from ray import serve
 from workbench import Server, ServerOptions
 from workbench.frontends.grpc.server import create_grpc_server
 from workbench.frontends.http import create_app
+from workbench.ray.broadcast import ClusterIngress, beat, follow, replay
+from workbench.ray.cluster_state import state_actor
 from workbench.ray.grpc_relay import Relay, relay_methods
 from workbench.ray.queue_signal import QueueTime
 
@@ -49,11 +53,21 @@ class EngineReplica:
         self.grpc_server, port = create_grpc_server(self.server, self.options)
         await self.grpc_server.start()
         self.relay = Relay(f"127.0.0.1:{port}", self.options.grpc_max_message_size)
-        log.info("workbench replica ready (pid %d, engine gRPC on 127.0.0.1:%d)", os.getpid(), port)
+        self.engine_app = create_app(self.server)  # (`app` is Serve's ASGI wrapper's)
+        replica_id = serve.get_replica_context().replica_id
+        self.replica = replica_id.unique_id
+        self.state = state_actor(replica_id.deployment_id.app_name)
+        # the cluster's state first (models, versions, rollouts loaded through the ingress), then serve
+        applied, replayed = await replay(self.engine_app, self.state, self.replica)
+        self.tasks = [asyncio.create_task(follow(self.engine_app, self.state, self.replica, applied)),
+                      asyncio.create_task(beat(self.state, self.replica))]
+        log.info("workbench replica %s ready (pid %d, engine gRPC on 127.0.0.1:%d, %d operations replayed)",
+                 self.replica, os.getpid(), port, replayed)
 
     def __serve_build_asgi_app__(self) -> Any:
-        """The v2 HTTP app over this replica's engine (Serve's late-bound ingress)."""
-        return create_app(self.server)
+        """The v2 HTTP app over this replica's engine (Serve's late-bound ingress), its
+        control requests made cluster-wide (:class:`~workbench.ray.broadcast.ClusterIngress`)."""
+        return ClusterIngress(self.engine_app, self.state, self.replica)
 
     def record_autoscaling_stats(self) -> dict[str, float]:
         """Serve's custom autoscaling metrics hook: the mean queue µs per request since the
@@ -66,6 +80,10 @@ class EngineReplica:
             raise RuntimeError("the engine is not live")
 
     async def __del__(self) -> None:
+        for task in getattr(self, "tasks", ()):
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await self.state.unregister.remote(self.replica)
         await self.relay.close()
         await self.grpc_server.stop(None)
         await self.server.stop()

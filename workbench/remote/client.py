@@ -185,6 +185,10 @@ def error_of(status: int, message: str) -> WorkbenchError:
     return InternalError(message)
 
 
+#: a cluster ingress's per-replica statistics (``workbench ray-serve``; a product extension)
+CLUSTER_REPLICAS_PATH = "/v2/cluster/replicas"
+
+
 class RemoteServer:
     """A v2 server (or several replicas of one) attached by URL.
 
@@ -208,6 +212,12 @@ class RemoteServer:
         self.headers = dict(headers or {})
         self._client = httpx.AsyncClient(headers=self.headers, timeout=timeout_s)
         self._stats: list[RemoteVersionStats] = []
+        #: URL -> whether it is a cluster's ingress answering ``GET /v2/cluster/replicas``
+        #: (``workbench ray-serve``: its replicas are read through it); unknown until read
+        self.clusters: dict[str, bool] = {}
+        #: the replicas the last :meth:`replica_statistics` read, by name (a URL, or
+        #: ``<url> replica <id>`` behind a cluster's ingress)
+        self.replica_names: list[str] = list(self.urls)
         #: the Config tab's file service (the load API's ``config`` override)
         self.config_files = RemoteConfigFiles(self)
 
@@ -388,7 +398,7 @@ class RemoteServer:
         and latency quantiles from its ``/metrics``: the i-th of :attr:`metrics_urls` is the
         i-th replica's), by replica URL; a replica that failed: its error. One read per
         replica, at once (the Live tab's overlay per replica, and :meth:`summed`)."""
-        calls = [self.call(url, "GET", "/v2/models/stats") for url in self.urls]
+        calls = [self._stats_or_cluster(url) for url in self.urls]
         metric_calls = [self._metrics(url) for url in self.metrics_urls[:len(self.urls)]] if metrics else []
         results = await asyncio.gather(*calls, *metric_calls, return_exceptions=True)
         reads = results[len(calls):]
@@ -397,11 +407,39 @@ class RemoteServer:
             if isinstance(result, BaseException):
                 out[url] = result
                 continue
+            if self.clusters.get(url):  # one row per replica behind the ingress (no /metrics of its own)
+                for row in result["replicas"]:
+                    name = f"{url} replica {row['replica']}"
+                    if row.get("status") != 200:
+                        out[name] = error_of(int(row.get("status", 503)), str(row["stats"].get("error", "")))
+                        continue
+                    out[name] = [RemoteVersionStats.of(entry) for entry in row["stats"].get("model_stats", ())]
+                continue
             metric = reads[index] if index < len(reads) else None
             read = metric if isinstance(metric, dict) else {}
             stats = [RemoteVersionStats.of(entry) for entry in (result or {}).get("model_stats", ())]
             out[url] = [_with_metrics(s, read.get((s.name, s.version))) for s in stats]
+        self.replica_names = list(out)
         return out
+
+    async def _stats_or_cluster(self, url: str) -> Any:
+        """``GET /v2/cluster/replicas`` of a cluster's ingress (each replica's
+        ``/v2/models/stats``, docs/ray.md), else ``GET /v2/models/stats``. Whether ``url`` is
+        an ingress is learned on the first read: a server without the route (Triton, ``workbench
+        serve``) refuses it (404/400) and is read as one server from then on."""
+        if self.clusters.get(url) is not False:
+            try:
+                data = await self.call(url, "GET", CLUSTER_REPLICAS_PATH)
+            except Unavailable:
+                raise
+            except WorkbenchError:
+                self.clusters[url] = False
+            else:
+                if isinstance(data, dict) and isinstance(data.get("replicas"), list):
+                    self.clusters[url] = True
+                    return data
+                self.clusters[url] = False
+        return await self.call(url, "GET", "/v2/models/stats")
 
     def summed(self, replicas: Mapping[str, list[RemoteVersionStats] | BaseException],
                quiet: bool = False) -> list[RemoteVersionStats]:

@@ -72,9 +72,9 @@ class RemoteLiveStatistics(LiveStatistics):
 
     async def read(self) -> None:
         """Read the server's counters now (what the next :meth:`sample` closes with)."""
-        several = len(self.remote.urls) > 1
         try:
             replicas = await self.remote.replica_statistics()
+            several = len(replicas) > 1  # several URLs, or a cluster's ingress: its replicas
             stats = self.remote.summed(replicas, quiet=several)
         except Exception as exc:  # noqa: BLE001 - unreachable, refused: said on the page
             self.error = str(exc) or type(exc).__name__

@@ -67,8 +67,9 @@ def version_lines(history: Mapping[tuple[str, str], Iterable[LiveSample]], model
 
 def replica_lines(replicas: Mapping[str, Mapping[tuple[str, str], Iterable[LiveSample]]],
                   urls: Iterable[str], key: tuple[str, str]) -> Lines:
-    """The version ``key`` on each replica (by URL, in ``urls``' order), named by its
-    ``host:port``; a replica with samples of other versions but none of ``key``: not loaded
+    """The version ``key`` on each replica (by URL, in ``urls``' order; behind a cluster's
+    ingress ``<url> replica <id>``), named by its ``host:port`` (``host:port replica <id>``);
+    a replica with samples of other versions but none of ``key``: not loaded
     there; a replica not read yet: an empty line under its name."""
     named: list[tuple[str, list[LiveSample] | None]] = []
     for url in urls:

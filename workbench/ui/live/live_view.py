@@ -124,7 +124,8 @@ class LiveView(pn.viewable.Viewer):
     def __panel__(self) -> pn.viewable.Viewable:
         panes = [pn.pane.Bokeh(f, sizing_mode="stretch_width") for f in self.figures.values()]
         note = [] if self.gpu is not None else [pn.pane.Markdown("*No GPU: no GPU plot.*")]
-        overlay = pn.Row(pn.pane.Markdown("Overlay below:", visible=self.overlay.visible), self.overlay)
+        self.overlay_label = pn.pane.Markdown("Overlay below:", visible=self.overlay.visible)
+        overlay = pn.Row(self.overlay_label, self.overlay)
         return pn.Column(self.model, self.status, self.diagnosis, overlay,
                          pn.GridBox(*panes, ncols=2, sizing_mode="stretch_width"),
                          *note, sizing_mode="stretch_width")
@@ -254,11 +255,16 @@ class LiveView(pn.viewable.Viewer):
         or, attached to several replicas with "replicas" picked, the chosen version on each
         replica (network traffic only, like the plots above; idle intervals NaN)."""
         key = self._selected()
+        if (not self.overlay.visible and isinstance(self.live, RemoteLiveStatistics)
+                and len(self.live.remote.replica_names) > 1):
+            # a cluster's ingress found to hold several replicas (its first read): overlay them
+            self.overlay.value = "replicas"
+            self.overlay.visible = self.overlay_label.visible = True
         mode = self.overlay.value if self.overlay.visible else "versions"
         if key is None:
             lines = version_lines({}, "")
         elif mode == "replicas" and isinstance(self.live, RemoteLiveStatistics):
-            lines = replica_lines(self.live.replicas, self.live.remote.urls, key)
+            lines = replica_lines(self.live.replicas, self.live.remote.replica_names, key)
         else:
             lines = version_lines(self.live.history, key[0])
         for figure_key in self.versions:
@@ -294,7 +300,7 @@ class LiveView(pn.viewable.Viewer):
             shown = f" Below: {self.model.value}." if self.model.value else ""
             status = f"**{chosen}** is not loaded on {where}: nothing of it to plot.{shown}"
         elif self.overlay.visible and isinstance(self.live, RemoteLiveStatistics):
-            status += f" (The plots show the sum of {len(self.live.remote.urls)} replicas.)"
+            status += f" (The plots show the sum of {len(self.live.remote.replica_names)} replicas.)"
         if self.status.object != status:
             self.status.object = status
 
