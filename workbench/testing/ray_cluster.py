@@ -19,7 +19,7 @@ What made starts fail on a loaded 2-core machine (read from Ray's logs, ``<temp>
   a start in a CPU queue can miss it: such a start is ended (its processes by the node's
   ports) and retried, with the raylet's fatal line kept for the error;
 - token authentication: ``ray start --head`` turns it on when ``~/.ray/auth_token`` exists
-  (a local ``ray.init()`` writes one, as tests/test_ray_broadcast.py does) while ``ray start
+  (a local ``ray.init()`` writes one, as tests/deploy/test_ray_broadcast.py does) while ``ray start
   --address`` does not read it, so the worker nodes were refused ("InvalidAuthToken") and the
   worker start failed. Every node and driver of a cluster now gets ``RAY_AUTH_MODE=token``
   and a token of the cluster's own (``RAY_AUTH_TOKEN``), whatever the home folder holds;
