@@ -122,8 +122,10 @@ def test_exit_timeout_ends_the_process_with_status_1_not_an_abort(sample_reposit
     with status 1 (finalizing the interpreter under ONNX Runtime's running threads used to
     abort it: SIGABRT, "terminate called without an active exception")."""
     server = ServerProcess([f"--model-repository={sample_repository}", "--exit-timeout-secs=1"])
-    client = httpclient.InferenceServerClient(server.url, concurrency=4)
-    slow_requests_in_flight(client)
+    # 16 requests on 16 connections: several seconds of compute even on a quiet machine, so some
+    # are still executing when the 1 s runs out (4 of them took ~2 s there and finished in time)
+    client = httpclient.InferenceServerClient(server.url, concurrency=16)
+    slow_requests_in_flight(client, count=16)
     assert server.stop(signal.SIGTERM) == 1
     assert "exit timeout reached; exiting with requests still in flight" in server.log
     assert "terminate called" not in server.log
