@@ -10,18 +10,16 @@ What made starts fail on a loaded 2-core machine (read from Ray's logs, ``<temp>
   missed them; they held Ray's ports (``gcs_server.out``: "Failed to start the grpc server. The
   specified port is ...", ``dashboard_agent.log``: "address already in use") and kept calling
   the new GCS ("Wrong cluster ID token"). A cluster's processes are ended by its environment
-  (the cluster's own ``RAY_AUTH_TOKEN``, below) and then by its ports: a worker node's
-  ``ray::DashboardAgent`` and runtime-env agent carry neither that token nor ``RAY_TMPDIR``
-  and outlive a killed raylet by a minute or more. :meth:`RayCluster.stop` and
-  :meth:`RayCluster.kill_node` end every process that holds one of the ports and wait until
-  they are free; a start refuses ports that are taken, naming their holder;
+  (its own ``RAY_AUTH_TOKEN``, below), then by its ports (a worker node's agents carry neither
+  that token nor ``RAY_TMPDIR``), waiting until the ports are free; a start refuses ports that
+  are taken, naming their holder;
 - Ray 2.60's raylet waits a fixed 15 s for its dashboard agent's port files (``raylet.err``:
   "Timed out waiting for file .../dashboard_agent_listen_port_...", not configurable in 2.60)
   and the agent imports ~2 s of CPU (all dashboard modules; jsonschema's rfc3987 grammar), so
   a start in a CPU queue can miss it: such a start is ended (its processes by the node's
   ports) and retried, with the raylet's fatal line kept for the error;
 - token authentication: ``ray start --head`` turns it on when ``~/.ray/auth_token`` exists
-  (a local ``ray.init()`` writes one, as tests/deploy/test_ray_broadcast.py does) while ``ray start
+  (a local ``ray.init()`` writes one: ``workbench ray-serve --ray-address=local``) while ``ray start
   --address`` does not read it, so the worker nodes were refused ("InvalidAuthToken") and the
   worker start failed. Every node and driver of a cluster now gets ``RAY_AUTH_MODE=token``
   and a token of the cluster's own (``RAY_AUTH_TOKEN``), whatever the home folder holds;
