@@ -11,8 +11,9 @@ CPU, 1..3, autoscaled on queue time, the repository in poll mode).
   them (poll mode) with no failed request;
 - perf_analyzer (the production tier's) measures through the proxies: HTTP, gRPC, gRPC
   ``--streaming``;
-- SIGKILL of the raylet of a worker node that hosts a replica, under load: only the requests
-  in flight there may fail (each counted, at most one per client loop), then all succeed.
+- SIGKILL of a worker node that hosts a replica (its raylet, then its agents and workers by
+  their ports), under load: only the requests in flight there may fail (each counted, at most
+  one per client loop), then all succeed.
 
 Ports: Serve's proxies 19904 (HTTP) / 19905 (gRPC), local serve 19910-19912; Ray's own
 20200-20229 and worker ports 20230-20299 (workbench/testing/ray_cluster.py, which says why
@@ -24,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import signal
 import subprocess
 import tempfile
 import time
@@ -283,9 +283,9 @@ async def test_worker_node_killed_only_in_flight_requests_fail(cluster: RayServe
     try:
         load = asyncio.ensure_future(run_clients(send, clients, stop, tally))
         await asyncio.sleep(3)
-        before = tally.ok
-        os.kill(raylet, signal.SIGKILL)
-        killed_at = tally.failed
+        before, killed_at = tally.ok, tally.failed
+        # as a host dies: the raylet and every process on the node's ports (its agents too)
+        await asyncio.to_thread(ray_nodes.kill_node, node)
         # Serve replaces the lost replica on the surviving node; requests then succeed again
         await asyncio.to_thread(wait_until, lambda: tally.ok > before + 50, 240, "answers after the kill")
         stop.set()

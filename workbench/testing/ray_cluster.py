@@ -9,17 +9,17 @@ What made starts fail on a loaded 2-core machine (read from Ray's logs, ``<temp>
   themselves (``ray::ServeReplica...``), so a search of command lines for the cluster's folder
   missed them; they held Ray's ports (``gcs_server.out``: "Failed to start the grpc server. The
   specified port is ...", ``dashboard_agent.log``: "address already in use") and kept calling
-  the new GCS ("Wrong cluster ID token"). Every process of a cluster is now found by its
-  environment (the cluster's own ``RAY_AUTH_TOKEN``, below: Ray hands it down to every process
-  it starts; ``RAY_TMPDIR`` is dropped for the dashboard agent), and a start refuses ports
-  that are taken, naming their holder;
+  the new GCS ("Wrong cluster ID token"). A cluster's processes are ended by its environment
+  (its own ``RAY_AUTH_TOKEN``, below), then by its ports (a worker node's agents carry neither
+  that token nor ``RAY_TMPDIR``), waiting until the ports are free; a start refuses ports that
+  are taken, naming their holder;
 - Ray 2.60's raylet waits a fixed 15 s for its dashboard agent's port files (``raylet.err``:
   "Timed out waiting for file .../dashboard_agent_listen_port_...", not configurable in 2.60)
   and the agent imports ~2 s of CPU (all dashboard modules; jsonschema's rfc3987 grammar), so
   a start in a CPU queue can miss it: such a start is ended (its processes by the node's
   ports) and retried, with the raylet's fatal line kept for the error;
 - token authentication: ``ray start --head`` turns it on when ``~/.ray/auth_token`` exists
-  (a local ``ray.init()`` writes one, as tests/deploy/test_ray_broadcast.py does) while ``ray start
+  (a local ``ray.init()`` writes one: ``workbench ray-serve --ray-address=local``) while ``ray start
   --address`` does not read it, so the worker nodes were refused ("InvalidAuthToken") and the
   worker start failed. Every node and driver of a cluster now gets ``RAY_AUTH_MODE=token``
   and a token of the cluster's own (``RAY_AUTH_TOKEN``), whatever the home folder holds;
@@ -66,15 +66,25 @@ class RayPorts:
     def node_manager(self, index: int) -> int:
         return self.base + 1 + 6 * index
 
-    def node_args(self, index: int, nodes: int) -> list[str]:
-        base = self.node_manager(index)
+    def worker_ports(self, index: int, nodes: int) -> range:
+        """Node ``index``'s share of the worker ports (of ``nodes`` nodes)."""
         low, high = self.workers
         size = (high - low + 1) // nodes
+        return range(low + index * size, low + (index + 1) * size)
+
+    def node_args(self, index: int, nodes: int) -> list[str]:
+        base = self.node_manager(index)
+        workers = self.worker_ports(index, nodes)
         return [f"--node-manager-port={base}", f"--object-manager-port={base + 1}",
                 f"--dashboard-agent-listen-port={base + 2}", f"--dashboard-agent-grpc-port={base + 3}",
                 f"--metrics-export-port={base + 4}", f"--runtime-env-agent-port={base + 5}",
-                f"--min-worker-port={low + index * size}", f"--max-worker-port={low + (index + 1) * size - 1}",
+                f"--min-worker-port={workers[0]}", f"--max-worker-port={workers[-1]}",
                 "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+
+    def node(self, index: int, nodes: int) -> list[int]:
+        """The ports of node ``index`` alone (its raylet's and agents' six, its worker ports)."""
+        base = self.node_manager(index)
+        return [*range(base, base + 6), *self.worker_ports(index, nodes)]
 
     def all(self) -> list[int]:
         return [*range(self.base, self.base + 30), *range(self.workers[0], self.workers[1] + 1)]
@@ -102,6 +112,67 @@ def _kill(pids: Sequence[int]) -> None:
 def _holder(port: int) -> str:
     out = subprocess.run(["ss", "-Htlnp", f"sport = :{port}"], capture_output=True, text=True).stdout
     return out.strip() or "unknown holder"
+
+
+def _socket_inodes(ports: Sequence[int]) -> dict[int, int]:
+    """Socket inode -> local port of the TCP sockets (any state, IPv4 and IPv6) whose local
+    port is one of ``ports``, from ``/proc/net/tcp{,6}``; sockets with no inode left (TIME_WAIT)
+    are skipped."""
+    wanted, found = set(ports), {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                port, inode = int(fields[1].rsplit(":", 1)[1], 16), int(fields[9])
+                if port in wanted and inode:
+                    found[inode] = port
+    return found
+
+
+def port_holders(ports: Sequence[int]) -> dict[int, set[int]]:
+    """pid -> the ones of ``ports`` it holds (a TCP socket listening on, bound to or accepted
+    on that local port, read from ``/proc/*/fd``), this process included."""
+    inodes = _socket_inodes(ports)
+    holders: dict[int, set[int]] = {}
+    if not inodes:
+        return holders
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (entry / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    link = os.readlink(fd)
+                    if link.startswith("socket:[") and (port := inodes.get(int(link[8:-1]))) is not None:
+                        holders.setdefault(int(entry.name), set()).add(port)
+    return holders
+
+
+def _describe(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                or Path(f"/proc/{pid}/comm").read_text().strip())[:200]
+    return "(gone)"
+
+
+def end_port_holders(ports: Sequence[int], timeout_s: float = 30.0) -> None:
+    """SIGKILL every process (this one excepted) that holds one of ``ports``, and return
+    once no process holds any of them (polled every 0.1 s).
+
+    Raises:
+        RuntimeError: a port still held after ``timeout_s``, naming the port, pid and
+            command line of each holder (this process, or one that cannot be killed).
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        holders = port_holders(ports)
+        if not holders:
+            return
+        if time.monotonic() > deadline:
+            held = "; ".join(f"ports {sorted(held)} by pid {pid} ({_describe(pid)})" for pid, held in holders.items())
+            raise RuntimeError(f"Ray ports still held after {timeout_s} s: {held}")
+        _kill([pid for pid in holders if pid != os.getpid()])
+        time.sleep(0.1)
 
 
 def check_ports_free(ports: RayPorts) -> None:
@@ -167,12 +238,31 @@ class RayCluster:
                               if " C " in line[:40] or " F " in line[:40] or "Check failed" in line]
         return "\n".join(lines[-20:])
 
-    def stop(self) -> None:
-        """End every process of this cluster (by its environment), twice (a process may fork
-        while the first pass runs)."""
+    def kill_node(self, index: int, timeout_s: float = 30.0) -> None:
+        """SIGKILL node ``index`` as a host dies: its raylet, then every process that holds
+        one of its ports (its agents and workers); returns once those ports are free.
+
+        Raises:
+            RuntimeError: no raylet for the node, or a port still held after ``timeout_s``.
+        """
+        raylet = self.raylet_pid(index)
+        if raylet is None:
+            raise RuntimeError(f"no raylet of Ray node {index}")
+        _kill([raylet])
+        end_port_holders(self.ports.node(index, self.workers + 1), timeout_s)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """End every process of this cluster: by its environment, twice (a process may fork
+        while the first pass runs), then every holder of one of its ports; returns once the
+        ports are free.
+
+        Raises:
+            RuntimeError: a port still held after ``timeout_s`` (its holder named).
+        """
         for _ in range(2):
             _kill(_pids_with_env(self.marker))
             time.sleep(0.2)
+        end_port_holders(self.ports.all(), timeout_s)
 
 
 _WAIT_FOR_NODES = """
@@ -194,8 +284,8 @@ sys.exit(f"{alive} of {count} nodes alive after {timeout_s} s")
 
 
 def _ray_start(cluster: RayCluster, args: list[str], index: int, tries: int) -> None:
-    """``ray start ARGS`` for node ``index``; a failed start's processes (those naming its node
-    manager port; all of the cluster's for the head) are ended and it is tried again."""
+    """``ray start ARGS`` for node ``index``; a failed start's processes (its raylet and the
+    holders of its ports; all of the cluster's for the head) are ended and it is tried again."""
     for attempt in range(tries):
         done = subprocess.run([RAY, "start", *args], env=cluster.env, capture_output=True, text=True, timeout=300)
         if done.returncode == 0:
@@ -208,6 +298,7 @@ def _ray_start(cluster: RayCluster, args: list[str], index: int, tries: int) -> 
             port = cluster.ports.node_manager(index)
             _kill([int(p) for p in subprocess.run(["pgrep", "-f", f"node.manager.port={port}"],
                                                   capture_output=True, text=True).stdout.split()])
+            end_port_holders(cluster.ports.node(index, cluster.workers + 1))
         if attempt == tries - 1:
             raise RuntimeError(f"ray start {args} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}\n"
                                f"{cluster.fatal_lines()}")
@@ -269,4 +360,5 @@ def ray_serve_cluster(ports: RayPorts, workers: int, serve_args: Sequence[str],
             serve.stop(timeout_s=120)
 
 
-__all__ = ["RayCluster", "RayPorts", "check_ports_free", "ray_cluster", "ray_serve_cluster", "start_cluster"]
+__all__ = ["RayCluster", "RayPorts", "check_ports_free", "end_port_holders", "port_holders", "ray_cluster",
+           "ray_serve_cluster", "start_cluster"]
