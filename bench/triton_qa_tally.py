@@ -20,9 +20,10 @@ ROOT is ``$COMPAT_OUT`` of ``make compat`` (compat/README.md), one folder per ha
   (``runs/examples.out``: the client ran and no "Failed to verify" followed).
 
 A protocol results folder given directly (the layout before compat/ held the harnesses) is counted
-as before. :data:`NOT_RUNNABLE`, :data:`NOT_RUNNABLE_SUITES` and :data:`NOT_RUNNABLE_UNITS` list
-what needs a GPU, TensorRT, conda, a source build, a model downloaded from the internet, or Triton
-CI's model inventory, each with its reason; they are printed as "not runnable", never as passed.
+as before. :data:`NOT_RUNNABLE`, :data:`NOT_RUNNABLE_SUITES`, :data:`NOT_RUNNABLE_UNITS` and
+:data:`NOT_RUNNABLE_CHECKS` list what needs a GPU, TensorRT, conda, a source build, a model
+downloaded from the internet, or Triton CI's model inventory, each with its reason; they are
+printed as "not runnable", never as passed.
 
 usage: python3 bench/triton_qa_tally.py ROOT [-v]   (-v: list failing and excluded units)
 """
@@ -146,6 +147,14 @@ NOT_RUNNABLE_UNITS: tuple[tuple[str, str, str], ...] = (
     ("python_backend examples", "instance_kind/client",
      "torchvision and resnet50 weights downloaded from the internet"),
 )
+#: checks a suite's test.sh makes outside its recorded cases that cannot run here: (suite, unit, the
+#: line test.sh prints when the check fails, why). Listed with the suite; a non-zero exit of a suite
+#: whose output has that line is accounted for by it (no "failed outside its recorded cases" unit)
+NOT_RUNNABLE_CHECKS: tuple[tuple[str, str, str, str], ...] = (
+    ("L0_batcher", "instance_queue_test", "*** Instance Queue Unit Test Failed",
+     "Triton core's C++ unit-test binary of its InstanceQueue (waiting_consumer_count_ merge "
+     "accounting), built from the core's sources with the server: needs a source build of Triton core"),
+)
 #: the example clients of L0_backend_python/examples/test.sh, in its order
 EXAMPLES = ("add_sub/client", "pytorch/client", "jax/client", "bls/sync_client", "decoupled/repeat_client",
             "decoupled/square_client", "bls/async_client", "auto_complete/client", "bls_decoupled/sync_client",
@@ -248,6 +257,12 @@ def record_rows(folder: Path, pattern: str, prefix: str) -> list[Row]:
                 row.add(test, outcome == "pass")
                 counted += 1
                 failed += outcome != "pass"
+        for check_suite, unit, marker, why in NOT_RUNNABLE_CHECKS:
+            if check_suite == suite:
+                if (unit, why) not in row.excluded:
+                    row.excluded.append((unit, why))
+                out = folder / (tag + ".out")  # the suite's output: did the check fail (exit non-zero)?
+                excused += out.exists() and marker in out.read_text(errors="replace")
         rc = status.get(tag)
         if rc is not None and rc[0] != 0 and failed == 0 and excused == 0:
             # the suite failed where no case reports it: a server that should not start, a log check, a hang
