@@ -131,7 +131,8 @@ NOT_RUNNABLE_SUITES: tuple[tuple[str, str], ...] = (
      "Python versions downloaded at run time"),
     ("L0_backend_python/variants", "builds python_backend itself from source with cmake (a C++ build check)"),
 )
-#: units compat/python_backend leaves out of a suite it runs, with why
+#: units that cannot run here in a suite that runs (compat/python_backend leaves them out; the
+#: scheduling suites' ones run and are listed whatever their outcome), with why
 NOT_RUNNABLE_UNITS: tuple[tuple[str, str, str], ...] = (
     ("L0_backend_python/decoupled", "decoupled_test.py::DecoupledTest::test_decoupled_bls",
      "its model's response thread moves tensors to CUDA (without a GPU the client waits forever)"),
@@ -144,6 +145,15 @@ NOT_RUNNABLE_UNITS: tuple[tuple[str, str, str], ...] = (
      "CUDA shared memory (a GPU)"),
     ("L0_backend_python/toplevel", "python_test.py::PythonTest::test_dlpack_tensor_error",
      "CUDA shared memory (a GPU)"),
+    ("L0_lifecycle", "__main__.LifeCycleTest.test_load_same_model_different_platform",
+     "checks the platforms of a TensorRT plan and a PyTorch model of one name (tensorrt_plan, pytorch_libtorch); "
+     "the harness's plan_* / libtorch_* fixtures are ONNX copies (no TensorRT here)"),
+    ("L0_lifecycle", "__main__.LifeCycleTest.test_model_reload_fail",
+     "expects the CPU-only identity backend's 'GPU instances not supported' for a KIND_GPU instance, on a GPU "
+     "machine; without a GPU Triton's core refuses KIND_GPU first ('has kind KIND_GPU but no GPUs are available')"),
+    ("L0_lifecycle", "__main__.LifeCycleTest.test_load_gpu_limit",
+     "--model-load-gpu-limit against Python models that allocate GPU memory with cuda-python (a GPU; "
+     "workbench serve has no --model-load-gpu-limit either, docs/compatibility.md)"),
     ("python_backend examples", "instance_kind/client",
      "torchvision and resnet50 weights downloaded from the internet"),
 )
