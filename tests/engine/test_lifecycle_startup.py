@@ -122,3 +122,17 @@ async def test_a_folder_without_config_under_strict_config_fails_the_poll_not_re
                 assert answer.json()["error"] == "Request for unknown model: 'noconf' is not found"
     assert (f"Poll failed for model directory 'noconf': failed to open text file for read "
             f"{tmp_path / 'noconf' / 'config.pbtxt'}: No such file or directory") in caplog.text
+
+
+async def test_a_model_in_no_repository_logs_tritons_poll_failure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """L0_lifecycle greps a start-up load of a missing model for Triton's poll line ("failed to
+    poll model 'm': model not found in any model repository."), logged before the error; an
+    explicit load of one logs it too. Before, only the error was logged."""
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit")
+    async with Server(options) as server:
+        with caplog.at_level("ERROR"), pytest.raises(InvalidArgument) as info:
+            await server.load_model("does-not-exist")
+    assert info.value.message == "failed to load 'does-not-exist', failed to poll from model repository"
+    assert "failed to poll model 'does-not-exist': model not found in any model repository." in caplog.text
