@@ -20,9 +20,10 @@ ROOT is ``$COMPAT_OUT`` of ``make compat`` (compat/README.md), one folder per ha
   (``runs/examples.out``: the client ran and no "Failed to verify" followed).
 
 A protocol results folder given directly (the layout before compat/ held the harnesses) is counted
-as before. :data:`NOT_RUNNABLE`, :data:`NOT_RUNNABLE_SUITES` and :data:`NOT_RUNNABLE_UNITS` list
-what needs a GPU, TensorRT, conda, a source build, a model downloaded from the internet, or Triton
-CI's model inventory, each with its reason; they are printed as "not runnable", never as passed.
+as before. :data:`NOT_RUNNABLE`, :data:`NOT_RUNNABLE_SUITES`, :data:`NOT_RUNNABLE_UNITS` and
+:data:`NOT_RUNNABLE_CHECKS` list what needs a GPU, TensorRT, conda, a source build, a model
+downloaded from the internet, or Triton CI's model inventory, each with its reason; they are
+printed as "not runnable", never as passed.
 
 usage: python3 bench/triton_qa_tally.py ROOT [-v]   (-v: list failing and excluded units)
 """
@@ -130,7 +131,8 @@ NOT_RUNNABLE_SUITES: tuple[tuple[str, str], ...] = (
      "Python versions downloaded at run time"),
     ("L0_backend_python/variants", "builds python_backend itself from source with cmake (a C++ build check)"),
 )
-#: units compat/python_backend leaves out of a suite it runs, with why
+#: units that cannot run here in a suite that runs (compat/python_backend leaves them out; the
+#: scheduling suites' ones run and are listed whatever their outcome), with why
 NOT_RUNNABLE_UNITS: tuple[tuple[str, str, str], ...] = (
     ("L0_backend_python/decoupled", "decoupled_test.py::DecoupledTest::test_decoupled_bls",
      "its model's response thread moves tensors to CUDA (without a GPU the client waits forever)"),
@@ -143,8 +145,25 @@ NOT_RUNNABLE_UNITS: tuple[tuple[str, str, str], ...] = (
      "CUDA shared memory (a GPU)"),
     ("L0_backend_python/toplevel", "python_test.py::PythonTest::test_dlpack_tensor_error",
      "CUDA shared memory (a GPU)"),
+    ("L0_lifecycle", "__main__.LifeCycleTest.test_load_same_model_different_platform",
+     "checks the platforms of a TensorRT plan and a PyTorch model of one name (tensorrt_plan, pytorch_libtorch); "
+     "the harness's plan_* / libtorch_* fixtures are ONNX copies (no TensorRT here)"),
+    ("L0_lifecycle", "__main__.LifeCycleTest.test_model_reload_fail",
+     "expects the CPU-only identity backend's 'GPU instances not supported' for a KIND_GPU instance, on a GPU "
+     "machine; without a GPU Triton's core refuses KIND_GPU first ('has kind KIND_GPU but no GPUs are available')"),
+    ("L0_lifecycle", "__main__.LifeCycleTest.test_load_gpu_limit",
+     "--model-load-gpu-limit against Python models that allocate GPU memory with cuda-python (a GPU; "
+     "workbench serve has no --model-load-gpu-limit either, docs/compatibility.md)"),
     ("python_backend examples", "instance_kind/client",
      "torchvision and resnet50 weights downloaded from the internet"),
+)
+#: checks a suite's test.sh makes outside its recorded cases that cannot run here: (suite, unit, the
+#: line test.sh prints when the check fails, why). Listed with the suite; a non-zero exit of a suite
+#: whose output has that line is accounted for by it (no "failed outside its recorded cases" unit)
+NOT_RUNNABLE_CHECKS: tuple[tuple[str, str, str, str], ...] = (
+    ("L0_batcher", "instance_queue_test", "*** Instance Queue Unit Test Failed",
+     "Triton core's C++ unit-test binary of its InstanceQueue (waiting_consumer_count_ merge "
+     "accounting), built from the core's sources with the server: needs a source build of Triton core"),
 )
 #: the example clients of L0_backend_python/examples/test.sh, in its order
 EXAMPLES = ("add_sub/client", "pytorch/client", "jax/client", "bls/sync_client", "decoupled/repeat_client",
@@ -248,6 +267,12 @@ def record_rows(folder: Path, pattern: str, prefix: str) -> list[Row]:
                 row.add(test, outcome == "pass")
                 counted += 1
                 failed += outcome != "pass"
+        for check_suite, unit, marker, why in NOT_RUNNABLE_CHECKS:
+            if check_suite == suite:
+                if (unit, why) not in row.excluded:
+                    row.excluded.append((unit, why))
+                out = folder / (tag + ".out")  # the suite's output: did the check fail (exit non-zero)?
+                excused += out.exists() and marker in out.read_text(errors="replace")
         rc = status.get(tag)
         if rc is not None and rc[0] != 0 and failed == 0 and excused == 0:
             # the suite failed where no case reports it: a server that should not start, a log check, a hang

@@ -73,7 +73,7 @@ run_suite() {
         L0_batcher|L0_model_update) limit=2400;;
         L0_model_queue) [[ $1 == *:* ]] || script=test.harness.sh;;
         L0_rate_limiter) limit=1500;;
-        L0_lifecycle) limit=3000; envs+=(TRITON_SERVER_VERSION="${TRITON_SERVER_VERSION:-0.1.0}")
+        L0_lifecycle) limit=3000; envs+=(TRITON_SERVER_VERSION="${TRITON_SERVER_VERSION:-0.1.0}" QA_STANDINS_AS_BACKENDS=1)
             [[ $1 == *:* ]] || script=test.harness.sh;;
         L0_simple_ensemble) envs+=(QA_EXTRA_ARGS="--exit-on-error=false --strict-readiness=false");;
         L0_decoupled) envs+=(QA_EXTRA_ARGS="--exit-on-error=false --strict-readiness=false")

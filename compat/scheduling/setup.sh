@@ -73,6 +73,11 @@ cp ../docs/examples/model_repository/simple/1/model.onnx L0_simple_ensemble/mode
     && [ "$(sed -n 2111p test.harness.sh)" = "# LifeCycleTest.test_shutdown_with_live_connection" ] \
     && [ "$(sed -n 2140p test.harness.sh)" = "# LifeCycleTest.test_add_custom_config" ] \
     && { sed -n 1,76p test.harness.sh; sed -n 1555,1665p test.harness.sh; sed -n 2111,2139p test.harness.sh; echo 'if [ $RET -eq 0 ]; then echo -e "\n***\n*** Test Passed\n***"; else echo -e "\n***\n*** Test Failed\n***"; fi; exit $RET'; } > test.shutdown.sh)
+# L0_lifecycle: test.reload.sh only the reload cases test_model_availability_on_reload, _2, _3 and
+# test_model_reload_fail (lines 1118-1307, each of the first three over gRPC and HTTP)
+(cd L0_lifecycle && [ "$(sed -n 1118p test.harness.sh)" = "# LifeCycleTest.test_model_availability_on_reload" ] \
+    && [ "$(sed -n 1309p test.harness.sh)" = "# LifeCycleTest.test_load_same_model_different_platform" ] \
+    && { sed -n 1,76p test.harness.sh; sed -n 1118,1307p test.harness.sh; echo 'if [ $RET -eq 0 ]; then echo -e "\n***\n*** Test Passed\n***"; else echo -e "\n***\n*** Test Failed\n***"; fi; exit $RET'; } > test.reload.sh)
 cd "$QA"
 # 5. fixtures (ONNX, with upstream's generators in the client venv), ensembles, and the names of
 # libtorch_* / openvino_* / plan_* fixtures as ONNX copies (the cases need only the name)

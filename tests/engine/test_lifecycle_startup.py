@@ -100,3 +100,39 @@ async def test_a_failed_version_at_start_up_fails_the_whole_model(tmp_path: Path
     async with Server(options) as server:
         assert server.is_live() and not server.is_ready()  # strict readiness: a model failed
         assert not server.lifecycle.is_ready("m", "1")
+
+
+async def test_a_folder_without_config_under_strict_config_fails_the_poll_not_readiness(
+    tmp_path: Path, asgi_client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """L0_lifecycle test_parse_error_no_model_config: with ``--strict-model-config=true`` a model
+    folder without config.pbtxt fails Triton's poll (its config is read there, before any load):
+    the model is left out, unknown to requests ("... is not found"), so the server stays ready
+    (strict readiness counts the models it loads), and the log names the file as Triton's
+    ReadTextProto does. Before, it was a failed load: server not ready, another text."""
+    write_fake_model(tmp_path, "fast", count=1)
+    (tmp_path / "noconf" / "1").mkdir(parents=True)
+    options = ServerOptions(model_repository=[str(tmp_path)], exit_on_error=False, strict_model_config=True)
+    with caplog.at_level("ERROR"):
+        async with Server(options) as server:
+            assert server.is_ready() and server.lifecycle.is_ready("fast")
+            assert "noconf" not in server.lifecycle.models
+            async with asgi_client(server) as http:
+                answer = await http.get("/v2/models/noconf")
+                assert answer.json()["error"] == "Request for unknown model: 'noconf' is not found"
+    assert (f"Poll failed for model directory 'noconf': failed to open text file for read "
+            f"{tmp_path / 'noconf' / 'config.pbtxt'}: No such file or directory") in caplog.text
+
+
+async def test_a_model_in_no_repository_logs_tritons_poll_failure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """L0_lifecycle greps a start-up load of a missing model for Triton's poll line ("failed to
+    poll model 'm': model not found in any model repository."), logged before the error; an
+    explicit load of one logs it too. Before, only the error was logged."""
+    options = ServerOptions(model_repository=[str(tmp_path)], model_control_mode="explicit")
+    async with Server(options) as server:
+        with caplog.at_level("ERROR"), pytest.raises(InvalidArgument) as info:
+            await server.load_model("does-not-exist")
+    assert info.value.message == "failed to load 'does-not-exist', failed to poll from model repository"
+    assert "failed to poll model 'does-not-exist': model not found in any model repository." in caplog.text

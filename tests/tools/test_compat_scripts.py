@@ -269,3 +269,24 @@ def test_a_non_zero_exit_from_a_failed_gpu_case_is_no_failed_unit(tmp_path: Path
     rows = {row.name: row for _, section in tally.combined_rows(tmp_path) for row in section}
     toplevel = rows["L0_backend_python/toplevel"]
     assert (toplevel.passed, toplevel.failed, len(toplevel.excluded)) == (1, 0, 2)
+
+
+def test_l0_batchers_instance_queue_test_is_listed_not_runnable_and_its_exit_no_failed_unit(tmp_path: Path) -> None:
+    """L0_batcher's test.sh ends with Triton core's C++ ``instance_queue_test`` binary (a source
+    build of the core): missing here, it makes the suite exit 1 with every recorded case passed,
+    which counted as one failed unit ("failed outside its recorded cases") and was not listed."""
+    sched = tmp_path / "scheduling" / "results"
+    sched.mkdir(parents=True)
+    (sched / "L0_batcher.jsonl").write_text(json.dumps({"test": "BatcherTest.test_a", "outcome": "pass"}) + "\n")
+    (sched / "L0_batcher.out").write_text(
+        "test.sh: line 845: ./instance_queue_test: No such file or directory\n\n***\n"
+        "*** Instance Queue Unit Test Failed\n***\n")
+    (sched / "suites.tsv").write_text("L0_batcher\t1\t435\n")
+    batcher = {row.name: row for _, section in tally.combined_rows(tmp_path) for row in section}["L0_batcher"]
+    assert (batcher.passed, batcher.failed) == (1, 0)
+    assert [unit for unit, _ in batcher.excluded] == ["instance_queue_test"]
+    assert "source build of Triton core" in batcher.excluded[0][1]
+    # another failure of test.sh (no instance_queue_test line) still counts
+    (sched / "L0_batcher.out").write_text("*** Test FAILED\n")
+    batcher = {row.name: row for _, section in tally.combined_rows(tmp_path) for row in section}["L0_batcher"]
+    assert (batcher.passed, batcher.failed) == (1, 1)

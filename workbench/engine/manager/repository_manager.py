@@ -33,7 +33,7 @@ from workbench.common.errors import (
     WorkbenchError,
 )
 from workbench.common.results import RepositoryIndexRow
-from workbench.config.model_config import model_config_from_json
+from workbench.config.model_config import model_config_from_json, model_config_path
 from workbench.engine.manager.dependents import recheck_dependents
 from workbench.engine.manager.repository_index import index_rows
 from workbench.engine.models.ensembles import declared_dependencies, load_waves
@@ -46,7 +46,7 @@ from workbench.repository.remote import (
     repository_name_counts,
     resolve_repositories,
 )
-from workbench.repository.repository import DUPLICATE_REASON, ModelRepository
+from workbench.repository.repository import DUPLICATE_REASON, ModelLocation, ModelRepository
 from workbench.repository.snapshot import ModelSnapshot, snapshot_model
 from workbench.startup.options import ServerOptions
 
@@ -137,14 +137,31 @@ class RepositoryManager:
         return [entry for entry in entries.values() if entry.failed()]
 
     def _startup_models(self) -> list[str]:
-        found = sorted(self.repository.scan())
+        locations = self.repository.scan()
+        found = sorted(locations)
         if self.options.model_control_mode != "explicit":
             if self.options.load_model:
                 log.warning("--load-model is ignored in model control mode '%s': every model "
                             "in the repository is loaded", self.options.model_control_mode)
-            return found
+            return [name for name in found if self._config_readable(locations[name])]
         wanted = self.options.load_model
         return found if "*" in wanted else [n for n in wanted]
+
+    def _config_readable(self, location: ModelLocation) -> bool:
+        """False for a folder whose config Triton's poll cannot read: with
+        ``--strict-model-config`` (auto-complete off) a folder without its config file fails
+        the poll, logged as Triton logs it ("Poll failed for model directory 'm': failed to
+        open text file for read <path>: No such file or directory"); the model is then left
+        out at start-up (unknown to requests, not counted by strict readiness), as Triton's
+        start-up poll leaves it out (L0_lifecycle test_parse_error_no_model_config)."""
+        if not self.options.strict_model_config or location.path is None:
+            return True
+        path = model_config_path(location.path, self.options.model_config_name or None)
+        if path.is_file():
+            return True
+        log.error("Poll failed for model directory '%s': failed to open text file for read %s: "
+                  "No such file or directory", location.name, path)
+        return False
 
     async def stop(self) -> None:
         """Drain and unload every model (:meth:`ModelLifecycle.stop

@@ -368,7 +368,8 @@ class ModelLifecycle:
                 location: ModelLocation | None = ModelLocation(name, directory.path)
             else:
                 location = await asyncio.to_thread(locate, name)
-            if location is None and override is None:
+            if location is None and override is None:  # Triton's poll logs why first
+                log.error("failed to poll model '%s': model not found in any model repository.", name)
                 raise InvalidArgument(f"failed to load '{name}', failed to poll from model repository")
             old = self._models.get(name)
             reuse = {v: old.versions[v] for v in keep if old is not None and v in old.ready_versions()}
