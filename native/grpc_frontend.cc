@@ -35,6 +35,8 @@ namespace py = pybind11;
 namespace {
 
 const char kModelInfer[] = "/inference.GRPCInferenceService/ModelInfer";
+// the request parameter perf_analyzer sends on every call (codec.py's EMPTY_FINAL_RESPONSE)
+const char kEmptyFinalResponse[] = "triton_enable_empty_final_response";
 
 struct Call;
 
@@ -290,9 +292,13 @@ class Frontend {
   }
 
   // Whether the parsed request is one Python decodes from the tuple alone: every input raw,
-  // no parameters anywhere, no typed contents. Anything else goes to Python as bytes.
+  // no parameters anywhere (but perf_analyzer's triton_enable_empty_final_response, which it
+  // sends on every call and a unary ModelInfer ignores: codec.py's _request_parameters), no
+  // typed contents. Anything else goes to Python as bytes.
   static bool Plain(const inference::ModelInferRequest& request) {
-    if (request.parameters_size() || request.raw_input_contents_size() != request.inputs_size())
+    if (request.raw_input_contents_size() != request.inputs_size()) return false;
+    if (request.parameters_size() &&
+        (request.parameters_size() != 1 || !request.parameters().count(kEmptyFinalResponse)))
       return false;
     for (const auto& tensor : request.inputs())
       if (tensor.parameters_size() || tensor.has_contents()) return false;
