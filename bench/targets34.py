@@ -13,8 +13,8 @@ Three servers are started once and stay up for the whole run, every one with the
   backend, its stub process);
 * ``N``: the same with ``--grpc-frontend=native`` (grpc++ on C++ threads; the HTTP port is the same uvicorn path as
   ``P``'s, so HTTP is measured on ``T`` and ``P`` only);
-* ``X`` (with ``--other-tree TREE``, gRPC only): ``N`` served from another source tree (``PYTHONPATH=TREE``, its
-  ``_native_grpc`` extension built there): a change measured against ``N`` inside the same run.
+* ``X`` and ``Y`` (with ``--other-tree TREE``, once or twice; gRPC only): ``N`` served from other source trees
+  (``PYTHONPATH=TREE``, its ``_native_grpc`` extension built there): changes measured against ``N`` in one run.
 
 Every round: the machine-speed probe of bench/vs_triton.py (raw onnxruntime mlp and minilm at batch 1 in-process,
 numpy 64 MiB copy), in-process onnxruntime on minilm at batch 1,4,8,16,32 (the ceiling of target 4), then per
@@ -50,9 +50,10 @@ vt: Any = importlib.import_module("vs_triton")
 proc_cpu: Any = importlib.import_module("proc_cpu")
 
 LABELS = {"T": "Triton 2.51", "P": "workbench, grpc.aio", "N": "workbench, native gRPC",
-          "X": "workbench, native gRPC, --other-tree"}
+          "X": "workbench, native gRPC, first --other-tree", "Y": "workbench, native gRPC, second --other-tree"}
+OTHERS = ("X", "Y")
 #: which servers are measured on a protocol (N's and X's HTTP port is P's path)
-ON_PROTOCOL = {"http": ("T", "P"), "grpc": ("T", "P", "N", "X")}
+ON_PROTOCOL = {"http": ("T", "P"), "grpc": ("T", "P", "N", "X", "Y")}
 
 
 def counts(http_port: int, model: str) -> tuple[int, int]:
@@ -86,8 +87,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--models", default="mlp,identity,minilm")
     ap.add_argument("--protocols", default="http,grpc")
-    ap.add_argument("--servers", default="T,P,N", help="T, P, N, and X (needs --other-tree)")
-    ap.add_argument("--other-tree", default=None, help="source tree served as X (native gRPC)")
+    ap.add_argument("--servers", default="T,P,N", help="T, P, N; X and Y: --other-tree")
+    ap.add_argument("--other-tree", action="append", default=[],
+                    help="a source tree served as X (the second as Y), native gRPC")
     ap.add_argument("--conc", type=int, default=16)
     ap.add_argument("--interval", type=int, default=3000)
     ap.add_argument("--windows", type=int, default=3)
@@ -107,7 +109,8 @@ def main() -> int:
     ports = {"T": (a.triton_port_base, a.triton_port_base + 1, a.triton_port_base + 2),
              "P": (a.port_base, a.port_base + 1, a.port_base + 2),
              "N": (a.port_base + 10, a.port_base + 11, a.port_base + 12),
-             "X": (a.port_base + 20, a.port_base + 21, a.port_base + 22)}
+             "X": (a.port_base + 20, a.port_base + 21, a.port_base + 22),
+             "Y": (a.port_base + 30, a.port_base + 31, a.port_base + 32)}
     for label in labels:
         busy = [p for p in ports[label] if vt.port_busy(p)]
         if busy:
@@ -115,12 +118,12 @@ def main() -> int:
     commands = {"T": vt.server_command("triton", ports["T"], models, ours, py_repo),
                 "P": vt.server_command("workbench", ports["P"], models, ours + " --grpc-frontend=python", py_repo),
                 "N": vt.server_command("workbench", ports["N"], models, ours + " --grpc-frontend=native", py_repo)}
-    if "X" in labels:
-        if not a.other_tree:
-            raise SystemExit("server X needs --other-tree")
-        other = re.sub(r"PYTHONPATH=\S+", f"PYTHONPATH={Path(a.other_tree).resolve()}", ours)
-        commands["X"] = vt.server_command("workbench", ports["X"], models, other + " --grpc-frontend=native",
-                                          py_repo)
+    for label, tree in zip(OTHERS, a.other_tree, strict=False):
+        other = re.sub(r"PYTHONPATH=\S+", f"PYTHONPATH={Path(tree).resolve()}", ours)
+        commands[label] = vt.server_command("workbench", ports[label], models, other + " --grpc-frontend=native",
+                                            py_repo)
+    if any(x in labels and x not in commands for x in OTHERS):
+        raise SystemExit("servers X and Y need one --other-tree each")
     res: dict[str, Any] = {"meta": {"start_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
                                     "machine": vt.machine(), "code": vt.code_version(ours), "argv": sys.argv[1:],
                                     "commands": commands, "loadavg_start": vt.loadavg()},
@@ -194,8 +197,9 @@ def tables(res: dict[str, Any]) -> str:
     for model, proto in keys:
         md += [f"### {model}, {vt.PROTOCOLS[proto]}, c=16", "",
                "| server | infer/s per round | median | ratio to T per round | ratio median | p99 ms median | "
-               "p99 ratio median | batch | CPU µs/inf all threads | main (loop) thread | children (stubs) |",
-               "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+               "p99 ratio median | batch | CPU µs/inf all threads (rounds) | median | main (loop) thread (rounds) | "
+               "median | children (stubs) |",
+               "|---|---|---:|---|---:|---:|---:|---:|---|---:|---|---:|---:|"]
         per: dict[str, list[dict[str, Any] | None]] = {}
         for rnd in rounds:
             for m in rnd["measurements"]:
@@ -205,7 +209,7 @@ def tables(res: dict[str, Any]) -> str:
         for label, recs in per.items():
             ok = [m for m in recs if m and m.get("ok")]
             if not ok:
-                md.append(f"| {label} | FAILED | | | | | | | | | |")
+                md.append(f"| {label} | FAILED | | | | | | | | | | | |")
                 continue
             ratios = [m["infer_per_s"] / tt["infer_per_s"] for m, tt in zip(recs, t, strict=True)
                       if m and m.get("ok") and tt and tt.get("ok")]
@@ -216,7 +220,8 @@ def tables(res: dict[str, Any]) -> str:
                 f"| {LABELS[label]} | {per_round}"
                 f" | {med(m['infer_per_s'] for m in ok):.0f} | {' / '.join(f'{x:.2f}' for x in ratios)} | "
                 f"{med(ratios):.2f} | {med(m['p99_ms'] for m in ok):.2f} | {med(p99r):.2f} | "
-                f"{med(m['batch'] for m in ok):.1f} | {med(m['all_us'] for m in ok):.0f} | "
+                f"{med(m['batch'] for m in ok):.1f} | {' / '.join(format(m['all_us'], '.0f') for m in ok)} | "
+                f"{med(m['all_us'] for m in ok):.0f} | {' / '.join(format(m['main_us'], '.0f') for m in ok)} | "
                 f"{med(m['main_us'] for m in ok):.0f} | {med(m['stub_us'] for m in ok):.0f} |")
         md.append("")
     md += ["### Probe per round", "",
