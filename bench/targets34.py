@@ -219,7 +219,7 @@ def tables(res: dict[str, Any]) -> str:
             md.append(
                 f"| {LABELS[label]} | {per_round}"
                 f" | {med(m['infer_per_s'] for m in ok):.0f} | {' / '.join(f'{x:.2f}' for x in ratios)} | "
-                f"{med(ratios):.2f} | {med(m['p99_ms'] for m in ok):.2f} | {med(p99r):.2f} | "
+                f"{vt.cell(vt.med(ratios), 2)} | {med(m['p99_ms'] for m in ok):.2f} | {vt.cell(vt.med(p99r), 2)} | "
                 f"{med(m['batch'] for m in ok):.1f} | {' / '.join(format(m['all_us'], '.0f') for m in ok)} | "
                 f"{med(m['all_us'] for m in ok):.0f} | {' / '.join(format(m['main_us'], '.0f') for m in ok)} | "
                 f"{med(m['main_us'] for m in ok):.0f} | {med(m['stub_us'] for m in ok):.0f} |")
