@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -35,6 +36,8 @@ namespace py = pybind11;
 namespace {
 
 const char kModelInfer[] = "/inference.GRPCInferenceService/ModelInfer";
+// the request parameter perf_analyzer sends on every call (codec.py's EMPTY_FINAL_RESPONSE)
+const char kEmptyFinalResponse[] = "triton_enable_empty_final_response";
 
 struct Call;
 
@@ -95,6 +98,7 @@ class Frontend {
       for (int i = 0; i < 8; ++i) Request(cq.get());
       threads_.emplace_back([this, queue = cq.get()] { Run(queue); });
     }
+    writer_ = std::thread([this] { WriteLoop(); });
   }
 
   ~Frontend() { Stop(0.0); close(efd_); }
@@ -109,6 +113,12 @@ class Frontend {
       py::gil_scoped_release release;
       server_->Shutdown(std::chrono::system_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000)));
+      {  // the answers queued so far are written; later ones are written by their caller
+        std::lock_guard<std::mutex> lock(write_mu_);
+        writer_stopped_ = true;
+      }
+      write_cv_.notify_one();
+      if (writer_.joinable()) writer_.join();
       for (auto& cq : cqs_) cq->Shutdown();
       for (auto& thread : threads_) thread.join();
     }
@@ -290,9 +300,13 @@ class Frontend {
   }
 
   // Whether the parsed request is one Python decodes from the tuple alone: every input raw,
-  // no parameters anywhere, no typed contents. Anything else goes to Python as bytes.
+  // no parameters anywhere (but perf_analyzer's triton_enable_empty_final_response, which it
+  // sends on every call and a unary ModelInfer ignores: codec.py's _request_parameters), no
+  // typed contents. Anything else goes to Python as bytes.
   static bool Plain(const inference::ModelInferRequest& request) {
-    if (request.parameters_size() || request.raw_input_contents_size() != request.inputs_size())
+    if (request.raw_input_contents_size() != request.inputs_size()) return false;
+    if (request.parameters_size() &&
+        (request.parameters_size() != 1 || !request.parameters().count(kEmptyFinalResponse)))
       return false;
     for (const auto& tensor : request.inputs())
       if (tensor.parameters_size() || tensor.has_contents()) return false;
@@ -323,7 +337,42 @@ class Frontend {
     return call;
   }
 
+  // A unary call's answer goes to the writer thread: grpc-core runs the HTTP/2 framing and the
+  // socket write inside WriteAndFinish on the calling thread, which for finish_bytes /
+  // finish_infer is the engine's loop thread holding the GIL. The first answer into an empty
+  // queue wakes the writer, which writes every answer queued meanwhile.
   void Write(Call* call, grpc::ByteBuffer buffer, bool compress) {
+    bool queued = false, wake = false;
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      if (!writer_stopped_) {
+        wake = writes_.empty();
+        writes_.push_back({call, std::move(buffer), compress});
+        queued = true;
+      }
+    }
+    if (!queued) {
+      WriteNow(call, std::move(buffer), compress);
+    } else if (wake) {
+      write_cv_.notify_one();
+    }
+  }
+
+  void WriteLoop() {
+    std::vector<Answer> batch;
+    std::unique_lock<std::mutex> lock(write_mu_);
+    while (true) {
+      write_cv_.wait(lock, [this] { return writer_stopped_ || !writes_.empty(); });
+      if (writes_.empty()) return;  // stopped and drained
+      batch.swap(writes_);
+      lock.unlock();
+      for (auto& answer : batch) WriteNow(answer.call, std::move(answer.buffer), answer.compress);
+      batch.clear();
+      lock.lock();
+    }
+  }
+
+  void WriteNow(Call* call, grpc::ByteBuffer buffer, bool compress) {
     grpc::WriteOptions options;
     if (compress) call->ctx.set_compression_algorithm(GRPC_COMPRESS_GZIP);
     call->stream.WriteAndFinish(buffer, options, grpc::Status::OK, &call->finished);
@@ -433,6 +482,12 @@ class Frontend {
     }
   }
 
+  struct Answer {
+    Call* call;
+    grpc::ByteBuffer buffer;
+    bool compress;
+  };
+
   int port_ = 0;
   int efd_;
   grpc::AsyncGenericService service_;
@@ -445,6 +500,11 @@ class Frontend {
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> stopped_{false};
   std::vector<std::string> streams_;
+  std::thread writer_;
+  std::mutex write_mu_;
+  std::condition_variable write_cv_;
+  std::vector<Answer> writes_;
+  bool writer_stopped_ = false;
 };
 
 }  // namespace

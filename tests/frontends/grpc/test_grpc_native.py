@@ -79,6 +79,16 @@ REQUESTS = {
     "with a parameter": ("ModelInfer", add_sub(
         np.zeros((1, 16), np.float32), np.ones((1, 16), np.float32),
         parameters={"custom": pb.InferParameter(string_param="x")})),
+    "perf_analyzer's parameter": ("ModelInfer", add_sub(
+        np.full((1, 16), 3.0, np.float32), np.ones((1, 16), np.float32), id="pa",
+        parameters={"triton_enable_empty_final_response": pb.InferParameter(bool_param=True)})),
+    "perf_analyzer's parameter and another": ("ModelInfer", add_sub(
+        np.zeros((1, 16), np.float32), np.ones((1, 16), np.float32),
+        parameters={"triton_enable_empty_final_response": pb.InferParameter(bool_param=True),
+                    "custom": pb.InferParameter(int64_param=3)})),
+    "perf_analyzer's parameter as a string": ("ModelInfer", add_sub(
+        np.zeros((1, 16), np.float32), np.ones((1, 16), np.float32),
+        parameters={"triton_enable_empty_final_response": pb.InferParameter(string_param="no")})),
     "typed contents": ("ModelInfer", pb.ModelInferRequest(
         model_name="add_sub", id="typed", inputs=[
             pb.ModelInferRequest.InferInputTensor(
@@ -121,6 +131,28 @@ async def test_compressed_answers_are_the_same_messages(server: Server, case: st
         python = await answer(channels["python"], method, request)
         native = await answer(channels["native"], method, request)
     assert native == python and python[0] == "OK"
+
+
+async def test_perf_analyzers_parameter_keeps_the_decoded_path(server: Server,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """perf_analyzer sends ``triton_enable_empty_final_response`` on every call, which a unary
+    ModelInfer ignores: C++ hands such a request on decoded (``_infer``), not as bytes for
+    protobuf in Python, and the answer is the Python front end's bytes."""
+    decoded: list[str] = []
+    infer = NativeGrpcServer._infer
+
+    async def counting(self: NativeGrpcServer, call: int, request: tuple) -> None:
+        decoded.append(request[2])
+        await infer(self, call, request)
+
+    monkeypatch.setattr(NativeGrpcServer, "_infer", counting)
+    method, request = REQUESTS["perf_analyzer's parameter"]
+    async with both(server) as channels:
+        python = await answer(channels["python"], method, request)
+        native = await answer(channels["native"], method, request)
+        other = await answer(channels["native"], *REQUESTS["perf_analyzer's parameter and another"])
+    assert native == python and python[0] == "OK" and other[0] == "OK"
+    assert decoded == ["pa"]
 
 
 async def test_plain_infer_answers_are_right(server: Server) -> None:
