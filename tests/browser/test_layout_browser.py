@@ -3,8 +3,9 @@ Jupyter-hosted page (``{base_url}/workbench/``) and the inline notebook dashboar
 engine, in JupyterLab), read as a person sees it: what is on top at a point of the page.
 
 * the Models table: the ``reason`` column is on screen (the table ran past the window after
-  the ``failures`` column), and the button columns (no header) carry no sort arrows; every
-  header's and cell's text is whole in its cell (a long reason aside: cut by design), and in
+  the ``failures`` column), the p99 header names its 1 s window, and the button columns
+  (no header) carry no sort arrows; every header's and cell's text is whole in its cell (a
+  long reason aside: cut by design), and in
   the Jupyter-hosted page every column is inside the table's box, with a model named as long
   as the sample repository's longest (the memory column ran past the table);
 * the Config editor: scrolled to its end, the last line of ``config.pbtxt`` is on screen in
@@ -141,6 +142,9 @@ def models_table_fits(page, scope, shot: Path, within_box: bool = True) -> None:
         column = scope.locator(f'.tabulator-col[tabulator-field="{field}"]').first
         assert "tabulator-sortable" not in (column.get_attribute("class") or ""), field
         assert column.locator(".tabulator-col-sorter .tabulator-arrow").count() == 0, field
+    # the p99 column names its window as the Live tab does ("1 s"; it read "p99 (ms)")
+    p99 = scope.locator('.tabulator-col[tabulator-field="p99_ms"] .tabulator-col-title').first
+    assert " ".join(p99.inner_text().replace("\u00a0", " ").split()) == "p99 1 s (ms)"
 
 
 def editor_shows_its_last_line(page, scope, model: str, shot: Path) -> None:
