@@ -12,7 +12,9 @@ engine, in JupyterLab), read as a person sees it: what is on top at a point of t
   the editor's text area (in the inline host, digits_mlp's long comment lines give the editor
   a horizontal scrollbar, which lay over the last line: Ace measures a 0 px scrollbar under
   headless Chromium or overlay scrollbars and draws a 20 px bar; see
-  ``workbench.ui.config.config_view.EDITOR_CSS``);
+  ``workbench.ui.config.config_view.EDITOR_CSS``), and the line under it counts the file's
+  lines and, for a file longer than the text area, says it continues (a new user took the
+  lines in view for the whole file);
 * every tab of the inline dashboard opens without a browser console warning (the Live tab's
   idle sweeps plot warned "could not set initial ranges").
 
@@ -91,6 +93,14 @@ LAST_LINE_JS = """e => {
           height: renderer.lineHeight, text: editor.session.getLine(row)};
 }"""
 
+#: the editor's lines, Ace's rows (a final newline's empty row too) and the rows fully in view
+ROWS_JS = """e => {
+  const editor = e.env.editor, renderer = editor.renderer, text = editor.getValue();
+  return {lines: text.split('\\n').length - (text.endsWith('\\n') ? 1 : 0),
+          rows: editor.session.getLength(),
+          in_view: Math.floor(renderer.$size.scrollerHeight / renderer.lineHeight)};
+}"""
+
 #: Ace's horizontal scrollbar's box on the page, or null when Ace hides it (no wide line)
 SIDEWAYS_BAR_JS = """e => {
   const bar = e.querySelector('.ace_scrollbar-h');
@@ -156,6 +166,17 @@ def editor_shows_its_last_line(page, scope, model: str, shot: Path) -> None:
     editor = scope.locator(".ace_editor").filter(visible=True).first
     eventually(lambda: f'name: "{model}"' in editor.evaluate("e => e.env.editor.getValue()"),
                f"{model}'s config in the editor")
+    # under the editor, the line count, and (a file longer than the text area) that it goes on
+    from playwright.sync_api import expect
+
+    view = editor.evaluate(ROWS_JS)
+    note = scope.locator(".workbench-config-lines").filter(visible=True).first
+    expect(note).to_contain_text(f"{view['lines']} lines", timeout=WAIT_MS)  # its shadow root's text
+    text = note.evaluate("e => (e.shadowRoot || e).textContent")
+    continues = "scroll the editor for the rest" in text
+    assert continues == (view["rows"] > view["in_view"]), (text, view)
+    if continues:
+        assert f"{view['in_view']} in view" in text, (text, view)
     editor.locator(".ace_line").first.click(force=True)
     page.keyboard.press("Control+End")
 
