@@ -3,15 +3,18 @@ Jupyter-hosted page (``{base_url}/workbench/``) and the inline notebook dashboar
 engine, in JupyterLab), read as a person sees it: what is on top at a point of the page.
 
 * the Models table: the ``reason`` column is on screen (the table ran past the window after
-  the ``failures`` column), and the button columns (no header) carry no sort arrows; every
-  header's and cell's text is whole in its cell (a long reason aside: cut by design), and in
+  the ``failures`` column), the p99 header names its 1 s window, and the button columns
+  (no header) carry no sort arrows; every header's and cell's text is whole in its cell (a
+  long reason aside: cut by design), and in
   the Jupyter-hosted page every column is inside the table's box, with a model named as long
   as the sample repository's longest (the memory column ran past the table);
 * the Config editor: scrolled to its end, the last line of ``config.pbtxt`` is on screen in
   the editor's text area (in the inline host, digits_mlp's long comment lines give the editor
   a horizontal scrollbar, which lay over the last line: Ace measures a 0 px scrollbar under
   headless Chromium or overlay scrollbars and draws a 20 px bar; see
-  ``workbench.ui.config.config_view.EDITOR_CSS``);
+  ``workbench.ui.config.config_view.EDITOR_CSS``), and the line under it counts the file's
+  lines and, for a file longer than the text area, says it continues (a new user took the
+  lines in view for the whole file);
 * every tab of the inline dashboard opens without a browser console warning (the Live tab's
   idle sweeps plot warned "could not set initial ranges").
 
@@ -90,6 +93,14 @@ LAST_LINE_JS = """e => {
           height: renderer.lineHeight, text: editor.session.getLine(row)};
 }"""
 
+#: the editor's lines, Ace's rows (a final newline's empty row too) and the rows fully in view
+ROWS_JS = """e => {
+  const editor = e.env.editor, renderer = editor.renderer, text = editor.getValue();
+  return {lines: text.split('\\n').length - (text.endsWith('\\n') ? 1 : 0),
+          rows: editor.session.getLength(),
+          in_view: Math.floor(renderer.$size.scrollerHeight / renderer.lineHeight)};
+}"""
+
 #: Ace's horizontal scrollbar's box on the page, or null when Ace hides it (no wide line)
 SIDEWAYS_BAR_JS = """e => {
   const bar = e.querySelector('.ace_scrollbar-h');
@@ -141,6 +152,9 @@ def models_table_fits(page, scope, shot: Path, within_box: bool = True) -> None:
         column = scope.locator(f'.tabulator-col[tabulator-field="{field}"]').first
         assert "tabulator-sortable" not in (column.get_attribute("class") or ""), field
         assert column.locator(".tabulator-col-sorter .tabulator-arrow").count() == 0, field
+    # the p99 column names its window as the Live tab does ("1 s"; it read "p99 (ms)")
+    p99 = scope.locator('.tabulator-col[tabulator-field="p99_ms"] .tabulator-col-title').first
+    assert " ".join(p99.inner_text().replace("\u00a0", " ").split()) == "p99 1 s (ms)"
 
 
 def editor_shows_its_last_line(page, scope, model: str, shot: Path) -> None:
@@ -152,6 +166,17 @@ def editor_shows_its_last_line(page, scope, model: str, shot: Path) -> None:
     editor = scope.locator(".ace_editor").filter(visible=True).first
     eventually(lambda: f'name: "{model}"' in editor.evaluate("e => e.env.editor.getValue()"),
                f"{model}'s config in the editor")
+    # under the editor, the line count, and (a file longer than the text area) that it goes on
+    from playwright.sync_api import expect
+
+    view = editor.evaluate(ROWS_JS)
+    note = scope.locator(".workbench-config-lines").filter(visible=True).first
+    expect(note).to_contain_text(f"{view['lines']} lines", timeout=WAIT_MS)  # its shadow root's text
+    text = note.evaluate("e => (e.shadowRoot || e).textContent")
+    continues = "scroll the editor for the rest" in text
+    assert continues == (view["rows"] > view["in_view"]), (text, view)
+    if continues:
+        assert f"{view['in_view']} in view" in text, (text, view)
     editor.locator(".ace_line").first.click(force=True)
     page.keyboard.press("Control+End")
 

@@ -3,6 +3,7 @@ statistics' ``memory_usage`` (Triton's ``MemoryUsage``: type, id, byte_size)."""
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import shutil
 import sys
@@ -166,3 +167,42 @@ def test_sections_with_equal_figures_close_as_themselves() -> None:
     with ledger.section(on_gpu=False) as a, ledger.section(on_gpu=False) as b:
         pass
     assert (a.cpu, b.cpu) == (10, 0)
+
+
+def _libc_heap() -> ctypes.CDLL | None:
+    """glibc's malloc/free (None elsewhere: the heap test needs glibc's reuse of freed chunks)."""
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "malloc_trim"):
+        return None
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.restype, libc.free.argtypes = None, [ctypes.c_void_p]
+    return libc
+
+
+@pytest.mark.skipif(host_rss_bytes() is None or _libc_heap() is None, reason="glibc and procfs only")
+def test_a_load_reusing_freed_heap_still_counts_its_growth() -> None:
+    """Heap that earlier work freed stays resident (glibc keeps it for reuse); a load that
+    reuses it grew the process by nothing measurable, so a 48 MiB model once read as 1.7 MiB.
+    The ledger releases free heap before reading, so the reuse shows as growth."""
+    libc = _libc_heap()
+    assert libc is not None
+    chunk, count = 64 * 2**10, BIG // (64 * 2**10)  # below glibc's mmap threshold: heap chunks
+
+    def fill() -> list[int]:
+        blocks = [libc.malloc(chunk) for _ in range(count)]
+        for block in blocks:
+            ctypes.memset(block, 1, chunk)  # resident
+        return blocks
+
+    earlier = fill()
+    pin = libc.malloc(chunk)  # above them: the heap's top cannot be given back on free
+    for block in earlier:
+        libc.free(block)  # freed, still resident
+    ledger, again = GrowthLedger(read_gpu=dict), []
+    try:
+        with ledger.section(on_gpu=False) as growth:
+            again = fill()  # the "load": served from the freed chunks
+        assert growth.cpu is not None and growth.cpu >= BIG // 2, growth
+    finally:
+        for block in (*again, pin):
+            libc.free(block)

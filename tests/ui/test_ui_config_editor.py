@@ -343,3 +343,20 @@ async def test_a_file_written_elsewhere_is_followed_unless_the_editor_holds_edit
     await store.settle()
     assert "max_batch_size: 2" in view.editor.value  # the edit is kept
     assert view.status.alert_type == "warning" and "since it was opened" in view.status.object
+
+
+async def test_the_line_under_the_editor_counts_lines_and_says_a_long_file_goes_on(
+        store: EngineStore) -> None:
+    """A file longer than the text area says so under the editor (a new user took the lines
+    in view for the whole file); a short one gets its line count alone."""
+    view = await opened(store)
+    lines = len(view.editor.value.splitlines())
+    assert lines < config_view.ROWS_SHOWN and view.line_count.object == f"{lines} lines"
+    view.editor.value += "".join(f"# note {n}\n" for n in range(config_view.ROWS_SHOWN))
+    await store.settle()
+    assert view.line_count.object == (f"{lines + config_view.ROWS_SHOWN} lines: {config_view.ROWS_SHOWN} "
+                                      "in view, scroll the editor for the rest")
+    view.model.value = "digits_mlp"  # another model's editor: its own count
+    await store.settle()
+    assert view.line_count.object.startswith(f"{len(view.editor.value.splitlines())} lines")
+    assert view.line_count in view.editor_box.objects

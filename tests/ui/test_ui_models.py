@@ -189,3 +189,23 @@ async def test_the_dashboard_opens_on_the_first_ready_model_that_serves_plain_re
         await engine.unload_model("accumulator")
         assert first_model(await model_rows(engine)) == "accumulator"  # none READY: the first
         assert first_model([]) == ""
+
+
+async def test_the_live_columns_name_their_window_as_the_live_tab_does(server: Server) -> None:
+    """The p99 column is the last beat's (1 s), not the Live tab's 30 s diagnosis window: its
+    header says so (it said "p99 (ms)"), as do the live columns' tooltips; another beat is named."""
+    board = Dashboard(server, tuning=None)
+    try:
+        table = board.models.table
+        assert table.titles["p99_ms"] == "p99 1\u00a0s (ms)"
+        assert "over the last 1\u00a0s" in table.header_tooltips["p99_ms"]
+        assert "over the last 1\u00a0s" in table.header_tooltips["requests_per_s"]
+    finally:
+        board.close()
+    board = Dashboard(server, tuning=None, interval_s=0.5)
+    try:
+        assert board.models.table.titles["p99_ms"] == "p99 0.5\u00a0s (ms)"
+        board.start(2.0)
+        assert board.models.table.titles["p99_ms"] == "p99 2\u00a0s (ms)"
+    finally:
+        board.close()

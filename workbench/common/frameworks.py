@@ -1,19 +1,12 @@
 """Importing a backend's framework (``torch``, ``tensorflow``, ``onnxruntime``, ``xgboost``,
 ``treelite``, ``openvino``, ``nvidia.dali``, ``tensorrt``) from the model-load threads.
 
-Models load on parallel threads, and each backend imports its framework lazily, on its first
-load. Two such imports running at once can hand one of them a partially initialized module:
-a framework that looks at another one while importing (``sys.modules.get("torch")``, as
-array-API helpers do), or a circular import across the two that importlib's deadlock
-detection answers with the half-built module, fails with "partially initialized module
-'torch' has no attribute 'Tensor'". Seen on the sample repository: ``cancer_xgboost`` (fil,
-xgboost) failed while ``digits_torchscript`` imported torch on another thread.
-
-:func:`import_framework` runs every such import under one process-wide lock, so one framework
-finishes importing before the next one starts; a framework this process already imported
-through it is returned without the lock. OpenVINO imports without its usage telemetry, which
-forks the threaded server (:data:`WITHOUT`). Beyond Triton, whose backends are shared
-libraries loaded by the core.
+:func:`import_framework` runs every such import under one process-wide (reentrant) lock, so
+one framework finishes importing before the next one starts; a framework already imported
+through it is returned without the lock. OpenVINO imports without its usage telemetry
+(:data:`WITHOUT`). Errors are the import's own (``ImportError`` for a missing module).
+Beyond Triton, whose backends are shared libraries loaded by the core. Why (two imports at
+once handed one a half-built module): docs/backends.md, "Framework imports".
 """
 
 from __future__ import annotations

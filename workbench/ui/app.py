@@ -68,12 +68,15 @@ class Dashboard(pn.viewable.Viewer):
             :func:`~workbench.ui.tuning.tuning_view.tuning_tab`); None: no Tuning tab.
         history: live-plot rows kept (ticks).
         loop: the engine's loop (default: the running loop).
+        interval_s: the beat :meth:`start` will take, **seconds** (the Models table's live
+            columns name it).
     """
 
     def __init__(self, server: Server | RemoteServer, *, tuning: TabBuilder | None = tuning_tab,
-                 history: int = 300, loop: asyncio.AbstractEventLoop | None = None, **params) -> None:
+                 history: int = 300, loop: asyncio.AbstractEventLoop | None = None,
+                 interval_s: float = 1.0, **params) -> None:
         super().__init__(**params)
-        self._tuning_builder, self._history = tuning, history
+        self._tuning_builder, self._history, self._interval_s = tuning, history, interval_s
         #: the engine's store (None when the dashboard was opened attached)
         self.engine_store = EngineStore(server, loop) if isinstance(server, Server) else None
         #: the Headless tab over the engine's store (kept while attached: its process runs on)
@@ -90,7 +93,8 @@ class Dashboard(pn.viewable.Viewer):
         self.store = store
         self.config = ConfigView(store)
         self.live = LiveView(store, history=self._history)
-        self.models = ModelsView(store, live=self.live.live, open_tab=self.open_tab)
+        self.models = ModelsView(store, live=self.live.live, open_tab=self.open_tab,
+                                 interval_s=self._interval_s)
         remote = store.remote
         config: Tab = self.config if remote is None else pn.Column(
             config_note(remote), self.config, sizing_mode="stretch_width")
@@ -148,9 +152,14 @@ class Dashboard(pn.viewable.Viewer):
         if title in self._titles:
             self.tabs.active = self._titles.index(title)
 
-    def start(self, interval_s: float = 1.0) -> Dashboard:
+    def start(self, interval_s: float | None = None) -> Dashboard:
         """Fill the tabs (spawned on the engine's loop) and start the periodic callback
-        (every ``interval_s`` seconds, on the session's document or the current loop)."""
+        (every ``interval_s`` seconds, on the session's document or the current loop;
+        default: the one the dashboard was made with)."""
+        if interval_s is not None and interval_s != self._interval_s:
+            self._interval_s = interval_s
+            self.models.name_window(interval_s)
+        interval_s = self._interval_s
         self._fill()
         self._callback = pn.state.add_periodic_callback(self.tick, period=int(interval_s * 1000),
                                                         start=True)
@@ -240,9 +249,10 @@ def dashboard(server: Server | None = None, *, url: str | Sequence[str] | None =
     ship_editor_theme()  # inlined with Ace: Ace could not fetch it from the notebook's page
     pn.extension(*EXTENSIONS, inline=True)
     keep_stylesheets_local()
-    board = Dashboard(_server(server, url, headers, metrics_urls), tuning=tuning, history=history)
+    board = Dashboard(_server(server, url, headers, metrics_urls), tuning=tuning, history=history,
+                      interval_s=interval_s)
     kernel_comm.apply_on_loop(board.tabs, board.store.loop)  # the output shown is the tabs'
-    return board.start(interval_s)
+    return board.start()
 
 
 def prepare_session() -> None:
@@ -266,7 +276,8 @@ def create_app(server: Server | None = None, *, url: str | Sequence[str] | None 
     made lossless first (:mod:`workbench.ui.shared.panel_writes`: without that, a change made while the
     socket is busy could stay unsent, e.g. the Models table on READY after Unload)."""
     prepare_session()
-    app = Dashboard(_server(server, url, headers, metrics_urls), tuning=tuning, history=history).start(interval_s)
+    app = Dashboard(_server(server, url, headers, metrics_urls), tuning=tuning, history=history,
+                    interval_s=interval_s).start()
     if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
         pn.state.on_session_destroyed(lambda _context: app.close())
     return app

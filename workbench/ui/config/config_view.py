@@ -42,18 +42,34 @@ EDITOR_PX = 420
 #: the room under the text area for Ace's horizontal scrollbar (a 20 px box: Ace draws it
 #: ``(measured width or 15) + 5`` px tall)
 SCROLLBAR_PX = 20
+#: the editor's line height in px, set in :data:`EDITOR_CSS` (Ace measures it from the
+#: editor's font: "normal" varied with the machine's monospace font), so that the text area
+#: shows :data:`ROWS_SHOWN` lines at a time on every machine
+LINE_PX = 16
+#: lines the text area shows at once
+ROWS_SHOWN = EDITOR_PX // LINE_PX
 #: Ace measures the page's scrollbar width once (0 with overlay or hidden scrollbars: macOS,
 #: headless Chromium) and leaves that much room for its horizontal scrollbar, but draws the
 #: bar 20 px tall: a long line's bar then lay over the last line, which no scrolling reached.
 #: The editor (Ace's container) stops :data:`SCROLLBAR_PX` above the box's bottom and the bar
 #: hangs into that room, under the text area, whatever Ace measured.
 EDITOR_CSS = f"""
-.ace_editor {{ height: calc(100% - {SCROLLBAR_PX}px) !important; overflow: visible !important; }}
+.ace_editor {{ height: calc(100% - {SCROLLBAR_PX}px) !important; overflow: visible !important;
+               line-height: {LINE_PX}px !important; }}
 .ace_scrollbar-h {{ bottom: -{SCROLLBAR_PX}px !important; height: {SCROLLBAR_PX}px !important; }}
 """
 FIX_FIRST = "fix the problems listed under the editor first"
 #: Revert's tooltip while there is no backup
 NO_BACKUP = "no backup to revert to: Apply keeps the file it replaces as one"
+
+
+def line_count_text(text: str) -> str:
+    """The line under the editor: ``"31 lines: 26 in view, scroll the editor for the rest"``
+    past :data:`ROWS_SHOWN` lines, else ``"13 lines"`` (a final newline ends the last line)."""
+    lines = len(text.splitlines()) or 1
+    count = f"{lines} line{'s' if lines != 1 else ''}"
+    rows = text.count("\n") + 1  # Ace's rows: an empty one after a final newline
+    return count if rows <= ROWS_SHOWN else f"{count}: {ROWS_SHOWN} in view, scroll the editor for the rest"
 
 
 class ConfigView(pn.viewable.Viewer):
@@ -84,7 +100,13 @@ class ConfigView(pn.viewable.Viewer):
         self.model = pn.widgets.Select(label="Model", options=[])
         self.editor = self._new_editor("")
         #: holds the open model's editor (replaced by another model's, see :meth:`open`)
-        self.editor_box = pn.Column(self.editor, sizing_mode="stretch_width")
+        #: the text's line count under the editor, and that it continues past the text area
+        #: when it is longer (a new user took a 31-line file's 26 lines shown for all of it:
+        #: with overlay scrollbars, Ace's vertical bar shows only while scrolling)
+        self.line_count = pn.pane.HTML(line_count_text(""), sizing_mode="stretch_width",
+                                       css_classes=["workbench-config-lines"],
+                                       styles={"color": "#555", "font-size": "0.9em"})
+        self.editor_box = pn.Column(self.editor, self.line_count, sizing_mode="stretch_width")
         self.problem_list = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.diff = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.form = KnobForm()
@@ -355,11 +377,13 @@ class ConfigView(pn.viewable.Viewer):
     def _replace_editor(self, text: str) -> None:
         """Show ``text`` in a new editor: the browser's undo history starts at it."""
         self.editor = self._new_editor(text)
-        self.editor_box.objects = [self.editor]
+        self.editor_box.objects = [self.editor, self.line_count]
+        self.line_count.object = line_count_text(text)
 
     def _on_text(self, event) -> None:
         if event.obj is not self.editor:
             return  # a late change of an editor replaced since (another model's)
+        self.line_count.object = line_count_text(event.new)
         if event.new != self.disk_text:  # an edit: the last action's banners are about the past
             self.status.visible = False
             if self.writable:
@@ -446,4 +470,4 @@ def _where(problem: ConfigProblem) -> str:
     return f"line {problem.line}" + (f", column {problem.column}" if problem.column else "")
 
 
-__all__ = ["DEBOUNCE_S", "FIX_FIRST", "NO_BACKUP", "ConfigView"]
+__all__ = ["DEBOUNCE_S", "FIX_FIRST", "NO_BACKUP", "ROWS_SHOWN", "ConfigView", "line_count_text"]

@@ -64,7 +64,7 @@ TABLE_CSS = """
 """
 #: columns the memory cell's template reads, not shown
 HIDDEN = ("memory_text", "memory_note")
-#: column headers shown
+#: column headers shown (the p99 one names its window: :func:`window_titles`)
 TITLES = {"max_batch_size": "max batch", "requests_per_s": "req/s", "p99_ms": "p99 (ms)",
           "memory": "memory", "config": "", "live": ""}
 
@@ -80,14 +80,23 @@ def _button_template(field: str) -> str:
 _REASON_TEMPLATE = '<span title="<%- value %>"><%- value %></span>'
 #: tab titles the buttons open
 BUTTON_TABS = {"config": "Config", "live": "Live"}
-#: header tooltips
+#: header tooltips (the live columns' name their window: :func:`window_titles`)
 HEADER_TOOLTIPS = {
-    "requests_per_s": "successful requests per second in the last second",
-    "p99_ms": "p99 request latency in the server in the last second (ms)",
-    "failures": "failed requests in the last second",
     "memory": "≈: the loader's estimate (resident-memory growth while loading); "
               "without ≈: reported by the backend. Hover a cell for how it was measured.",
 }
+
+
+def window_titles(interval_s: float) -> tuple[dict[str, str], dict[str, str]]:
+    """The table's header titles and tooltips, the live columns naming their window (the
+    dashboard's beat, ``interval_s`` **seconds**) as the Live tab names its own ("1 s",
+    "30 s"): a p99 over the last 1 s, not the Live tab's 30 s diagnosis window."""
+    window = f"{interval_s:.0f}\u00a0s" if interval_s >= 0.95 else f"{interval_s:.2g}\u00a0s"
+    titles = {**TITLES, "p99_ms": f"p99 {window} (ms)"}
+    tooltips = {"requests_per_s": f"successful requests per second over the last {window}",
+                "p99_ms": f"p99 request latency in the server over the last {window} (ms)",
+                "failures": f"failed requests over the last {window}", **HEADER_TOOLTIPS}
+    return titles, tooltips
 
 
 class ModelsView(pn.viewable.Viewer):
@@ -101,10 +110,13 @@ class ModelsView(pn.viewable.Viewer):
             fills the requests/s, p99 and failures columns); None: those stay empty.
         open_tab: called with a tab's title ("Config", "Live") by a row's buttons; None: the
             buttons only select the model.
+        interval_s: the live interval, **seconds** (the dashboard's beat), named in the
+            live columns' headers.
     """
 
     def __init__(self, store: EngineStore, live: LiveStatistics | None = None,
-                 open_tab: Callable[[str], None] | None = None, **params) -> None:
+                 open_tab: Callable[[str], None] | None = None, interval_s: float = 1.0,
+                 **params) -> None:
         super().__init__(**params)
         self.store = store
         self.live = live
@@ -112,10 +124,11 @@ class ModelsView(pn.viewable.Viewer):
         self.rows: list[ModelRow] = []
         self._doc = pn.state.curdoc
         self._refreshing: Spawned | None = None
+        titles, tooltips = window_titles(interval_s)
         self.table = pn.widgets.Tabulator(
             _frame([]), disabled=True, show_index=False, selectable=1, max_height=560,
-            sizing_mode="stretch_width", label="models", titles=TITLES,
-            hidden_columns=list(HIDDEN), header_tooltips=HEADER_TOOLTIPS,
+            sizing_mode="stretch_width", label="models", titles=titles,
+            hidden_columns=list(HIDDEN), header_tooltips=tooltips,
             # every column within a 1400 px window at a set width, whatever the models' names
             # (a long name such as digits_jpeg_preprocess widened the model column and pushed
             # the memory column past the table); text wraps in its cell (TABLE_CSS) rather than
@@ -161,6 +174,10 @@ class ModelsView(pn.viewable.Viewer):
         self.table.on_click(self._on_click)
         self.model.param.watch(self.store.starter(self.show_policy), "value")
         self.store.selection.bind(self.model)
+
+    def name_window(self, interval_s: float) -> None:
+        """Name a new live interval (**seconds**) in the live columns' headers."""
+        self.table.titles, self.table.header_tooltips = window_titles(interval_s)
 
     def __panel__(self) -> pn.viewable.Viewable:
         policy = pn.Row(self.policy_kind, self.num_versions, self.versions, self.policy_button)
