@@ -418,7 +418,7 @@ async def test_non_utf8_bytes_output_as_json_is_refused_not_corrupted(asgi_clien
     assert split_binary(binary)[1] == element  # the same data in binary arrives intact
 
 
-@pytest.mark.parametrize("depth", [3, 30_000])  # 60 KB: within --http-max-control-body-size
+@pytest.mark.parametrize("depth", [3, 250_000])  # 500 KB as Triton's L0_http: within --http-max-input-size
 async def test_repository_index_ready_nested_deeply_is_tritons_400(client: httpx.AsyncClient, depth) -> None:
     body = b'{"ready":' + b"[" * depth + b"true" + b"]" * depth + b"}"
     response = await client.post("/v2/repository/index", content=body,

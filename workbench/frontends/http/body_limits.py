@@ -11,7 +11,7 @@ A body over its limit is refused with its route's text before any of it is read 
 ``Content-Length`` announces it, else once the bytes read pass the limit; the connection then
 ends after the answer (the lingering close of
 :meth:`~workbench.frontends.http.connection_guard.GuardedHttpToolsProtocol._linger`). Limits
-and answers per route: the load API ``--http-max-input-size`` (Triton's 400 "request JSON
+and answers per route: the load API and the repository index ``--http-max-input-size`` (Triton's 400 "request JSON
 size of N bytes exceeds the maximum allowed input size of M bytes. Use
 --http-max-input-size to increase the limit."); the OpenAI-compatible routes the same limit
 with 413 in OpenAI's error shape (Triton's OpenAI frontend); every other route
@@ -43,6 +43,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOAD_PATH = re.compile(r"^/v2/repository/models/[^/]+/load$")
+#: the repository index: a control route, bounded by ``--http-max-input-size`` as in tritonserver
+#: (Triton's L0_http ``test_repository_index_deeply_nested_json`` sends it a 500 KB body)
+INDEX_PATH = "/v2/repository/index"
 #: the OpenAI-compatible routes whose bodies carry texts (bounded by --http-max-input-size)
 OPENAI_PATH = re.compile(r"^/v1/(?:embeddings|completions|chat/completions)$")
 
@@ -110,7 +113,7 @@ class BodyLimits:
         if declared == 0:
             await self.app(scope, receive, send)
             return
-        if LOAD_PATH.match(scope["path"]):
+        if LOAD_PATH.match(scope["path"]) or scope["path"] == INDEX_PATH:
             limit, refusal = self.load_limit, load_too_large
         elif OPENAI_PATH.match(scope["path"]):
             limit, refusal = self.load_limit, openai_too_large
