@@ -127,7 +127,7 @@ async def test_another_model_opens_in_an_editor_of_its_own(store: EngineStore, r
     first = view.editor
     view.model.value = "digits_mlp"
     await store.settle()
-    assert view.editor is not first and view.editor_box.objects == [view.editor]
+    assert view.editor is not first and view.editor_box.objects == [view.editor, view.line_count]
     assert view.editor.value == (repository / "digits_mlp" / "config.pbtxt").read_text()
     first.value = first.value.replace("max_batch_size: 8", "max_batch_size: 2")  # a late echo
     await store.settle()
